@@ -1,0 +1,1 @@
+"""Kubernetes adapter: watch cache, binder, status writers and the local control plane."""

@@ -1,0 +1,131 @@
+"""Hook specifications of kai-scheduler.
+
+Every hook name starts with ``kai_``. Returning ``None`` means "no opinion". Vetoes return a
+:class:`kai.api.Reject` naming the plugin and the reason, never a bare ``False``.
+
+Scheduling hooks are implemented by objects built from the ``kai.plugins`` entry-point group;
+PodGrouper hooks by objects built from ``kai.podgroupers``. Each hook is documented in
+``docs/plugins.md``; a test fails when one is missing there or has no test of its own.
+
+The hot hooks (ordering, predicates, node scores, allocation events) are resolved once per session
+into plain call lists (:class:`kai.framework.plugins.CallLists`); their call order is the order of
+the plugins in the scheduler configuration.
+"""
+
+from __future__ import annotations
+
+import pluggy
+
+from kai import PROJECT
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+
+
+# --- session life cycle ---------------------------------------------------------------------------
+
+
+@hookspec
+def kai_actions():
+    """Return a mapping ``{action name: callable(session) -> None}`` of the actions this plugin offers.
+
+    Called once when the plugin manager is built. The kernel offers ``allocate`` itself; the
+    configuration's ``actions`` list says which actions run and in which order. Two providers of
+    one action name are an error.
+    """
+
+
+@hookspec
+def kai_session_open(session):
+    """Called when a scheduling session opens, in configuration order, before any action runs.
+
+    Plugins compute their per-session state here (fair shares, indexes) and may keep a reference
+    to ``session``.
+    """
+
+
+@hookspec
+def kai_session_close(session):
+    """Called when the session closes, after every action ran and decisions were collected."""
+
+
+# --- ordering (firstresult comparators: return <0, >0, or None for "equal / no opinion") ---------
+
+
+@hookspec(firstresult=True)
+def kai_job_order(session, left, right):
+    """Compare two jobs of one leaf queue: negative when ``left`` goes first, positive when ``right``.
+
+    The first plugin (in configuration order) returning a non-zero number decides; ``None`` or ``0``
+    passes on. Fallback: creation time, then name.
+    """
+
+
+@hookspec(firstresult=True)
+def kai_task_order(session, left, right):
+    """Compare two tasks of one job (same conventions as :func:`kai_job_order`).
+
+    Fallback: creation time, then name.
+    """
+
+
+@hookspec(firstresult=True)
+def kai_podset_order(session, job, left, right):
+    """Compare two pod sets of ``job`` for allocation (same conventions). Fallback: name."""
+
+
+@hookspec(firstresult=True)
+def kai_queue_order(session, left, right, left_job, right_job, left_victims, right_victims):
+    """Compare two sibling queues, each represented by its best job (same conventions).
+
+    ``left_victims``/``right_victims`` are the jobs already chosen as victims in that queue when the
+    order is used for victim selection (else empty). Fallback: creation time, then name.
+    """
+
+
+# --- filtering (firstresult vetoes: return a Reject to veto, None to accept) ------------------------
+
+
+@hookspec(firstresult=True)
+def kai_pre_predicate(session, task, job):
+    """Veto a task before any node is looked at (``Reject``), or ``None``."""
+
+
+@hookspec(firstresult=True)
+def kai_predicate(session, task, job, node):
+    """Veto placing ``task`` on ``node`` (``Reject`` with the reason), or ``None`` to accept.
+
+    Called only for nodes where the task's resources fit (idle + releasing); the first veto wins.
+    """
+
+
+@hookspec(firstresult=True)
+def kai_job_over_capacity(session, job, tasks):
+    """Veto allocating ``tasks`` of ``job`` because of queue capacity (limits, quota), or ``None``."""
+
+
+# --- scoring (batched, summed) -----------------------------------------------------------------
+
+
+@hookspec
+def kai_node_scores(session, task, nodes):
+    """Score every candidate node of ``task`` at once.
+
+    ``nodes`` is the list of nodes where the task fits. Return a sequence of floats of the same
+    length (higher is better), or ``None``. The kernel sums the vectors of all plugins; ties go to
+    the node name (byte order).
+    """
+
+
+# --- allocation events ----------------------------------------------------------------------------
+
+
+@hookspec
+def kai_on_allocate(session, task, node):
+    """Called after ``task`` was (virtually) placed on ``node`` -- allocated or pipelined -- and
+    after an eviction of ``task`` was undone. Plugins keep their session state (queue usage) current.
+    """
+
+
+@hookspec
+def kai_on_deallocate(session, task, node):
+    """Called after ``task`` was (virtually) evicted from ``node``, or its placement undone."""

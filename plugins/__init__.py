@@ -1,0 +1,1 @@
+"""Shipped scheduling plugins, registered through the ``kai.plugins`` entry-point group."""

@@ -1,0 +1,1 @@
+"""Shipped PodGrouper plugins, registered through the ``kai.podgroupers`` entry-point group."""
