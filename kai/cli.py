@@ -1,0 +1,52 @@
+"""The ``kai-scheduler`` command: argument parsing only; every subcommand lives in its own module.
+
+Each entry of :data:`SUBCOMMANDS` names ``module:function``; the function takes the remaining
+arguments (a list of strings) and returns the exit code. Modules are imported only when their
+subcommand runs, so ``kai-scheduler simulate`` never loads the Kubernetes client.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    # name: ("module:function", one-line help)
+    "simulate": ("kai.sim.simulate:main", "run the scheduler on an in-memory cluster described in YAML"),
+    "conformance": ("kai.sim.conformance:main", "replay KAI conformance scenarios through the kernel"),
+    "bench": ("kai.sim.bench:main", "time scheduling actions on scenario files"),
+    "plugins": ("kai.framework.plugins:list_main", "list installed plugins and podgroupers with their distributions"),
+}
+
+
+def _usage() -> str:
+    lines = ["usage: kai-scheduler SUBCOMMAND [ARGS...]", "", "subcommands:"]
+    width = max((len(n) for n in SUBCOMMANDS), default=0)
+    for name, (_, help_text) in sorted(SUBCOMMANDS.items()):
+        lines.append(f"  {name.ljust(width)}  {help_text}")
+    lines.append("")
+    lines.append("Run 'kai-scheduler SUBCOMMAND --help' for the options of one subcommand.")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(_usage())
+        return 0 if args else 2
+    if args[0] == "--version":
+        from kai import __version__
+
+        print(f"kai-scheduler {__version__}")
+        return 0
+    entry = SUBCOMMANDS.get(args[0])
+    if entry is None:
+        print(f"kai-scheduler: unknown subcommand {args[0]!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    module_name, func_name = entry[0].split(":")
+    func = getattr(importlib.import_module(module_name), func_name)
+    return func(args[1:])
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
