@@ -1,0 +1,262 @@
+"""The scheduler's domain objects: nodes, tasks (pods), jobs (PodGroups) and queues.
+
+These are plain attrs classes without behaviour beyond small derived properties. A snapshot of
+them is built per scheduling cycle by a driver (the live cache, the simulator, a test) and
+consumed by one Session, which changes task statuses and placements as it decides.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from kai.api.resources import ResourceRequest, Resources
+from kai.api.status import ACTIVE_ALLOCATED, ACTIVE_USED, ALIVE, TaskStatus
+
+UNLIMITED = -1.0
+
+
+# --- node-level Kubernetes constraints --------------------------------------------------------------
+
+
+@attrs.define(slots=True, frozen=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"  # NoSchedule | PreferNoSchedule | NoExecute
+
+
+@attrs.define(slots=True, frozen=True)
+class Toleration:
+    key: str = ""  # empty with operator Exists tolerates everything
+    operator: str = "Equal"  # Equal | Exists
+    value: str = ""
+    effect: str = ""  # empty matches every effect
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect and self.effect != taint.effect:
+            return False
+        if not self.key:
+            return self.operator == "Exists"
+        if self.key != taint.key:
+            return False
+        return self.operator == "Exists" or self.value == taint.value
+
+
+@attrs.define(slots=True, frozen=True)
+class LabelRequirement:
+    """One requirement of a node selector term or label selector (Kubernetes operators)."""
+
+    key: str
+    operator: str  # In | NotIn | Exists | DoesNotExist | Gt | Lt
+    values: tuple[str, ...] = ()
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        op, present = self.operator, self.key in labels
+        if op == "In":
+            return present and labels[self.key] in self.values
+        if op == "NotIn":
+            return not present or labels[self.key] not in self.values
+        if op == "Exists":
+            return present
+        if op == "DoesNotExist":
+            return not present
+        if op in ("Gt", "Lt") and present:
+            try:
+                value, bound = int(labels[self.key]), int(self.values[0])
+            except (ValueError, IndexError):
+                return False
+            return value > bound if op == "Gt" else value < bound
+        return False
+
+
+@attrs.define(slots=True, frozen=True)
+class LabelSelector:
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[LabelRequirement, ...] = ()
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        return all(labels.get(k) == v for k, v in self.match_labels) and all(
+            r.matches(labels) for r in self.match_expressions
+        )
+
+
+@attrs.define(slots=True, frozen=True)
+class PodAffinityTerm:
+    """Required pod (anti-)affinity: pods matching ``selector`` in the same ``topology_key`` domain."""
+
+    selector: LabelSelector
+    topology_key: str
+    namespaces: tuple[str, ...] = ()  # empty: the pod's own namespace
+
+
+# --- cluster objects ---------------------------------------------------------------------------------
+
+
+@attrs.define(slots=True, eq=False)
+class Node:
+    name: str
+    allocatable: Resources
+    labels: dict[str, str] = attrs.field(factory=dict)
+    taints: tuple[Taint, ...] = ()
+    max_pods: int = 110
+    unschedulable: bool = False
+    ready: bool = True
+    #: Memory of each GPU device in MiB (0 when unknown).
+    gpu_memory_mib: int = 0
+
+
+@attrs.define(slots=True, eq=False)
+class Task:
+    """A pod of a job."""
+
+    name: str
+    job: str
+    request: ResourceRequest = attrs.field(factory=ResourceRequest)
+    status: TaskStatus = TaskStatus.PENDING
+    node: str | None = None
+    namespace: str = "default"
+    uid: str = ""
+    pod_set: str = "default"
+    #: Order of the task inside its job (higher first); None = no priority.
+    priority: int | None = None
+    creation: float = 0.0
+    labels: dict[str, str] = attrs.field(factory=dict)
+    node_selector: dict[str, str] = attrs.field(factory=dict)
+    #: Required node affinity: OR of terms, each an AND of requirements.
+    node_affinity: tuple[tuple[LabelRequirement, ...], ...] = ()
+    pod_affinity: tuple[PodAffinityTerm, ...] = ()
+    pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    gpu_groups: tuple[str, ...] = ()
+    #: Set when the pod's definition cannot be scheduled at all (bad annotation ...): the message says why.
+    invalid: str | None = None
+
+    def __attrs_post_init__(self):
+        if not self.uid:
+            self.uid = f"{self.namespace}/{self.name}"
+
+
+@attrs.define(slots=True, eq=False)
+class TopologyConstraint:
+    topology: str
+    required_level: str | None = None
+    preferred_level: str | None = None
+
+
+@attrs.define(slots=True, eq=False)
+class PodSet:
+    """A leaf of a job's subgroup tree with its own gang size."""
+
+    name: str
+    min_available: int
+    parent: str | None = None
+    topology: TopologyConstraint | None = None
+
+
+@attrs.define(slots=True, eq=False)
+class SubGroup:
+    """An inner node of a job's subgroup tree."""
+
+    name: str
+    parent: str | None = None
+    topology: TopologyConstraint | None = None
+
+
+@attrs.define(slots=True, eq=False)
+class Job:
+    """A PodGroup: a gang of tasks with one queue and priority."""
+
+    name: str
+    queue: str
+    priority: int = 0
+    preemptible: bool = True
+    creation: float = 0.0
+    namespace: str = "default"
+    uid: str = ""
+    tasks: dict[str, Task] = attrs.field(factory=dict)
+    pod_sets: dict[str, PodSet] = attrs.field(factory=dict)
+    subgroups: dict[str, SubGroup] = attrs.field(factory=dict)
+    topology: TopologyConstraint | None = None
+    last_start: float | None = None
+    stale_since: float | None = None
+
+    def __attrs_post_init__(self):
+        if not self.uid:
+            self.uid = f"{self.namespace}/{self.name}"
+        if not self.pod_sets:
+            self.pod_sets["default"] = PodSet("default", len(self.tasks))
+
+    def add_task(self, task: Task) -> None:
+        self.tasks[task.name] = task
+
+    def tasks_of(self, pod_set: str):
+        return [t for t in self.tasks.values() if t.pod_set == pod_set]
+
+    def count(self, pod_set: str, statuses) -> int:
+        return sum(1 for t in self.tasks.values() if t.pod_set == pod_set and t.status in statuses)
+
+    def has_pending(self) -> bool:
+        return any(t.status is TaskStatus.PENDING for t in self.tasks.values())
+
+    def is_ready(self) -> bool:
+        """Every pod set has enough alive, ungated tasks to reach its gang size."""
+        alive = {name: 0 for name in self.pod_sets}
+        for t in self.tasks.values():
+            if t.status in ALIVE and t.status is not TaskStatus.GATED and t.pod_set in alive:
+                alive[t.pod_set] += 1
+        return all(alive[n] >= ps.min_available for n, ps in self.pod_sets.items())
+
+    def is_gang_satisfied(self) -> bool:
+        return all(self.count(n, ACTIVE_USED) >= ps.min_available for n, ps in self.pod_sets.items())
+
+    def elastic_state(self) -> int:
+        """-1 when some pod set is below its gang size, 0 when all are exactly at it, 1 above it."""
+        state = 0
+        for name, ps in self.pod_sets.items():
+            active = self.count(name, ACTIVE_ALLOCATED)
+            if active < ps.min_available:
+                return -1
+            if active > ps.min_available:
+                state = 1
+        return state
+
+    @property
+    def gpus_required(self) -> float:
+        return round(sum(t.request.gpus_required for t in self.tasks.values()), 2)
+
+
+@attrs.define(slots=True, eq=False)
+class QuotaSpec:
+    """Quota of one resource: deserved amount, limit and over-quota weight (-1 = unlimited)."""
+
+    deserved: float = 0.0
+    limit: float = UNLIMITED
+    over_quota_weight: float = 1.0
+
+
+@attrs.define(slots=True, eq=False)
+class Queue:
+    """A node of the queue tree. Jobs reference leaf queues."""
+
+    name: str
+    parent: str | None = None
+    priority: int = 100
+    gpu: QuotaSpec = attrs.field(factory=QuotaSpec)
+    cpu: QuotaSpec = attrs.field(factory=lambda: QuotaSpec(UNLIMITED, UNLIMITED, 1.0))
+    memory: QuotaSpec = attrs.field(factory=lambda: QuotaSpec(UNLIMITED, UNLIMITED, 1.0))
+    #: Creation time; the last tie-break of queue order.
+    creation: float = 0.0
+    #: Minimum runtimes from queue annotations, in seconds (None = inherit / plugin default).
+    preempt_min_runtime: float | None = None
+    reclaim_min_runtime: float | None = None
+
+
+@attrs.define(slots=True, frozen=True)
+class Reject:
+    """A veto: which plugin said no, and why (a message for events and fit errors)."""
+
+    plugin: str
+    reason: str
+
+    def __str__(self) -> str:
+        return self.reason
