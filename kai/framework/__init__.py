@@ -1,1 +1,30 @@
-"""."""
+"""The scheduling kernel: plugin manager, Session, Statement, actions.
+
+Public names for plugins: :class:`Session`, :class:`Statement`, :class:`NodeInfo`,
+:func:`placement_scores` (the compiled scoring loop), the gang helpers and the configuration types.
+"""
+
+from kai.framework.config import DEFAULT_CONFIG, ConfigError, PluginSpec, SchedulerConfig, load_config, parse_config
+from kai.framework.gang import ordered_pod_sets, should_pipeline, tasks_to_allocate
+from kai.framework.nodes import NodeInfo
+from kai.framework.plugins import PluginError, Plugins
+from kai.framework.session import Session, nodefit
+from kai.framework.snapshot import Problem, Snapshot, build_snapshot
+from kai.framework.statement import Decision, Statement
+
+placement_scores = nodefit.placement_scores
+
+
+def run_session(snapshot: Snapshot, plugins: Plugins, actions=None) -> Session:
+    """Open a session on ``snapshot``, run the configured actions (or ``actions``), close it."""
+    session = Session(snapshot, plugins).open()
+    session.run_actions(actions)
+    session.close()
+    return session
+
+
+__all__ = [
+    "DEFAULT_CONFIG", "ConfigError", "Decision", "NodeInfo", "PluginError", "PluginSpec", "Plugins", "Problem",
+    "SchedulerConfig", "Session", "Snapshot", "Statement", "build_snapshot", "load_config", "ordered_pod_sets",
+    "parse_config", "placement_scores", "run_session", "should_pipeline", "tasks_to_allocate",
+]

@@ -1,1 +1,9 @@
-"""The scheduling actions shipped with the kernel: allocate (and later consolidation, reclaim, preempt, stalegangeviction)."""
+"""The actions shipped with the kernel, offered through the ``kai_actions`` hook like any plugin's."""
+
+from kai import hookimpl
+from kai.framework.actions.allocate import allocate
+
+
+@hookimpl
+def kai_actions():
+    return {"allocate": allocate}

@@ -1,0 +1,107 @@
+"""The allocate action: place pending jobs on free (or releasing) resources, gang by gang.
+
+Jobs come in queue and job order. For each job one allocation step -- the missing tasks of every
+pod set below its gang size, or one more task of an elastic job -- is placed task by task in a
+statement; a step that cannot be placed completely is rolled back. A step that ends with a pod
+set below its gang size except for pipelined tasks is pipelined as a whole, so that no partial
+gang is bound. A job that still has pending tasks after a committed step competes again.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from kai.api import ACTIVE_ALLOCATED, ALIVE, ALLOCATED, Job, Task, TaskStatus
+from kai.framework.gang import should_pipeline, tasks_to_allocate
+from kai.framework.jobqueue import JobQueue
+
+
+def allocate(session) -> None:
+    jobs = []
+    for job in session.jobs.values():
+        if not job.has_pending():
+            continue
+        if not job.is_ready():
+            session.add_job_fit_error(job, not_ready_message(job))
+            continue
+        jobs.append(job)
+    queue = JobQueue(session, jobs)
+    while (job := queue.pop()) is not None:
+        stmt = session.statement()
+        had_allocated = any(t.status in ALLOCATED for t in job.tasks.values())
+        if not allocate_job(session, stmt, job, pipeline_only=False):
+            stmt.discard()
+            continue
+        pipelined = should_pipeline(job)
+        if pipelined:
+            stmt.convert_allocated_to_pipelined(job.uid)
+        stmt.commit()
+        if not pipelined and not had_allocated:
+            job.last_start = session.now
+        if job.has_pending():
+            queue.push(job)
+
+
+def allocate_job(session, stmt, job: Job, pipeline_only: bool) -> bool:
+    """Place the job's next allocation step in ``stmt``; False (with a fit error) when it does not fit."""
+    tasks = tasks_to_allocate(session, job)
+    if not tasks:
+        return False
+    veto = session.job_over_capacity(job, tasks)
+    if veto is not None:
+        if not pipeline_only:
+            session.add_job_fit_error(job, str(veto))
+        return False
+    placed_per_set: Counter = Counter()
+    for task in tasks:
+        why = allocate_task(session, stmt, job, task, pipeline_only)
+        if why is not None:
+            if not pipeline_only:
+                session.add_job_fit_error(job, _step_failure(job, task, placed_per_set, why))
+            return False
+        placed_per_set[task.pod_set] += 1
+    return True
+
+
+def allocate_task(session, stmt, job: Job, task: Task, pipeline_only: bool) -> str | None:
+    """Place one task on its best node; return None on success, else the reason it found none."""
+    veto = session.pre_predicate(task, job)
+    if veto is not None:
+        session.task_fit_errors[task.uid] = str(veto)
+        return str(veto)
+    reasons: Counter = Counter()
+    for node, fits_idle in session.ordered_nodes(task, job, reasons=reasons):
+        if fits_idle and not pipeline_only:
+            stmt.allocate(task, node.name)
+        else:
+            stmt.pipeline(task, node.name)
+        return None
+    return session.set_task_fit_error(task, reasons)
+
+
+def _step_failure(job: Job, task: Task, placed: Counter, why: str) -> str:
+    """KAI's job-level message for a failed allocation step."""
+    ps = job.pod_sets[task.pod_set]
+    active = job.count(ps.name, ACTIVE_ALLOCATED)
+    if ps.min_available <= 1 or active >= ps.min_available:
+        return f"Resources were not found for pod {task.namespace}/{task.name} due to: {why}"
+    found = sum(placed.values()) + sum(job.count(n, ACTIVE_ALLOCATED) for n in job.pod_sets)
+    if len(job.pod_sets) == 1:
+        return (f"Resources were found for {found} pods while {ps.min_available} are required for gang "
+                f"scheduling. Additional pods cannot be scheduled due to: {why}")
+    return (f"Resources were found for {found} pods from all sub-groups while sub-group {ps.name} requires "
+            f"{ps.min_available} pods for gang scheduling. Additional pods cannot be scheduled in this "
+            f"sub-group due to: {why}")
+
+
+def not_ready_message(job: Job) -> str:
+    """KAI's NotReady message: the job has fewer pods than its gang needs."""
+    for name, ps in job.pod_sets.items():
+        tasks = job.tasks_of(name)
+        alive = sum(1 for t in tasks if t.status in ALIVE)
+        gated = sum(1 for t in tasks if t.status is TaskStatus.GATED)
+        if alive - gated < ps.min_available:
+            where = "" if name == "default" else f" for SubGroup {name}"
+            return (f"Job is not ready for scheduling. Waiting for {ps.min_available} pods{where}, "
+                    f"currently {alive} exist, {gated} are gated")
+    return "Job is not ready for scheduling"

@@ -1,0 +1,119 @@
+"""The scheduler configuration in KAI's shape: an ``actions`` string and ``tiers`` of plugins.
+
+```yaml
+actions: "allocate, consolidation, reclaim, preempt, stalegangeviction"
+tiers:
+  - plugins:
+      - name: predicates
+      - name: nodeplacement
+        arguments: {gpu: binpack, cpu: binpack}
+```
+
+Plugins are called in the order they are listed (tier by tier).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import attrs
+import yaml
+
+
+class ConfigError(ValueError):
+    """A configuration (or scenario) file is malformed; the message names the file, entry and field."""
+
+
+@attrs.define(frozen=True)
+class PluginSpec:
+    name: str
+    arguments: dict[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.define(frozen=True)
+class SchedulerConfig:
+    actions: tuple[str, ...] = ("allocate",)
+    plugins: tuple[PluginSpec, ...] = ()
+
+
+#: KAI's default plugin list, in its order. Plugins not shipped yet are left out of
+#: :data:`DEFAULT_CONFIG` and added there as they land.
+KAI_DEFAULT_PLUGINS = (
+    "predicates", "proportion", "priority", "elastic", "kubeflow", "ray", "nodeavailability",
+    "gpusharingorder", "gpupack", "resourcetype", "subgrouporder", "taskorder", "nominatednode",
+    "dynamicresources", "nodeplacement", "minruntime", "topology", "snapshot",
+)
+SHIPPED_DEFAULT_PLUGINS = (
+    "predicates", "proportion", "priority", "elastic", "kubeflow", "ray", "nodeavailability",
+    "resourcetype", "subgrouporder", "taskorder", "nodeplacement",
+)
+DEFAULT_ACTIONS = ("allocate",)
+DEFAULT_CONFIG = SchedulerConfig(
+    actions=DEFAULT_ACTIONS,
+    plugins=tuple(
+        PluginSpec(n, {"gpu": "binpack", "cpu": "binpack"} if n == "nodeplacement" else {})
+        for n in SHIPPED_DEFAULT_PLUGINS
+    ),
+)
+
+
+def parse_actions(value: Any, where: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        names = [a.strip() for a in value.split(",")]
+    elif isinstance(value, list) and all(isinstance(a, str) for a in value):
+        names = [a.strip() for a in value]
+    else:
+        raise ConfigError(f"{where}: field 'actions' must be a comma-separated string or a list of names")
+    names = [n for n in names if n]
+    if not names:
+        raise ConfigError(f"{where}: field 'actions' names no action")
+    return tuple(names)
+
+
+def parse_plugin_list(items: Any, where: str) -> tuple[PluginSpec, ...]:
+    if not isinstance(items, list):
+        raise ConfigError(f"{where}: must be a list of plugins")
+    specs = []
+    for i, item in enumerate(items):
+        if isinstance(item, str):
+            item = {"name": item}
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            raise ConfigError(f"{where}[{i}]: field 'name' is missing or not a string")
+        args = item.get("arguments") or {}
+        if not isinstance(args, dict):
+            raise ConfigError(f"{where}[{i}] ({item['name']}): field 'arguments' must be a mapping")
+        specs.append(PluginSpec(item["name"], dict(args)))
+    return tuple(specs)
+
+
+def parse_config(data: Any, where: str = "config") -> SchedulerConfig:
+    """Build a configuration from parsed YAML; missing parts take the defaults."""
+    if data is None:
+        return DEFAULT_CONFIG
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: must be a mapping with 'actions' and 'tiers'")
+    actions = parse_actions(data["actions"], where) if "actions" in data else DEFAULT_ACTIONS
+    if "tiers" not in data:
+        return SchedulerConfig(actions, DEFAULT_CONFIG.plugins)
+    tiers = data["tiers"]
+    if not isinstance(tiers, list):
+        raise ConfigError(f"{where}: field 'tiers' must be a list")
+    plugins: list[PluginSpec] = []
+    for t, tier in enumerate(tiers):
+        if not isinstance(tier, dict) or "plugins" not in tier:
+            raise ConfigError(f"{where}: tiers[{t}] must be a mapping with field 'plugins'")
+        plugins.extend(parse_plugin_list(tier["plugins"], f"{where}: tiers[{t}].plugins"))
+    return SchedulerConfig(actions, tuple(plugins))
+
+
+def load_config(path: str | Path) -> SchedulerConfig:
+    """Read a configuration file (YAML)."""
+    try:
+        text = Path(path).read_text()
+        data = yaml.safe_load(text)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    return parse_config(data, str(path))

@@ -1,0 +1,144 @@
+"""Per-session node state: resource arrays for the hot loops and a NodeInfo view per node.
+
+The arrays (``array('d')``, one slot per node) are the source of truth for idle and releasing
+CPU, memory, whole GPUs and pod slots; the compiled fit loop reads them directly. Extended
+resources (MIG profiles, other scalars) are kept per node in dicts and checked in Python.
+"""
+
+from __future__ import annotations
+
+from array import array
+
+from kai.api import ACTIVE_USED, EPSILON, Node, Resources, Task, TaskStatus
+
+_FIELDS = ("cpu", "mem", "gpu", "pods")
+
+
+class NodeArrays:
+    """Idle and releasing amounts of every node of a session, by node position."""
+
+    def __init__(self, nodes: list[Node]):
+        n = len(nodes)
+        self.alloc_cpu = array("d", (x.allocatable.cpu for x in nodes))
+        self.alloc_mem = array("d", (x.allocatable.memory for x in nodes))
+        self.alloc_gpu = array("d", (x.allocatable.gpu for x in nodes))
+        self.idle_cpu = array("d", self.alloc_cpu)
+        self.idle_mem = array("d", self.alloc_mem)
+        self.idle_gpu = array("d", self.alloc_gpu)
+        self.idle_pods = array("d", (float(x.max_pods) for x in nodes))
+        self.rel_cpu = array("d", bytes(8 * n))
+        self.rel_mem = array("d", bytes(8 * n))
+        self.rel_gpu = array("d", bytes(8 * n))
+        self.rel_pods = array("d", bytes(8 * n))
+        self.idle_scalars = [dict(x.allocatable.scalars) for x in nodes]
+        self.rel_scalars: list[dict[str, float]] = [{} for _ in nodes]
+
+    def change(self, i: int, kind: str, res: Resources, sign: float) -> None:
+        """Add ``sign * res`` (and one pod slot) to the idle (``kind='idle'``) or releasing amounts of node ``i``."""
+        if kind == "idle":
+            cpu, mem, gpu, pods, scalars = self.idle_cpu, self.idle_mem, self.idle_gpu, self.idle_pods, self.idle_scalars[i]
+        else:
+            cpu, mem, gpu, pods, scalars = self.rel_cpu, self.rel_mem, self.rel_gpu, self.rel_pods, self.rel_scalars[i]
+        cpu[i] += sign * res.cpu
+        mem[i] += sign * res.memory
+        gpu[i] += sign * res.gpu
+        pods[i] += sign
+        for k, v in res.scalars.items():
+            scalars[k] = scalars.get(k, 0.0) + sign * v
+
+
+class NodeInfo:
+    """A node as the session sees it: the Kubernetes node, its position, its tasks and amounts."""
+
+    __slots__ = ("node", "index", "arrays", "tasks")
+
+    def __init__(self, node: Node, index: int, arrays: NodeArrays):
+        self.node = node
+        self.index = index
+        self.arrays = arrays
+        self.tasks: dict[str, Task] = {}
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return self.node.labels
+
+    def _vector(self, cpu, mem, gpu, scalars) -> Resources:
+        i = self.index
+        return Resources(cpu[i], mem[i], gpu[i], dict(scalars))
+
+    @property
+    def idle(self) -> Resources:
+        a = self.arrays
+        return self._vector(a.idle_cpu, a.idle_mem, a.idle_gpu, a.idle_scalars[self.index])
+
+    @property
+    def releasing(self) -> Resources:
+        a = self.arrays
+        return self._vector(a.rel_cpu, a.rel_mem, a.rel_gpu, a.rel_scalars[self.index])
+
+    @property
+    def allocatable(self) -> Resources:
+        return self.node.allocatable
+
+    @property
+    def non_allocated(self) -> Resources:
+        """Idle plus releasing: what a task could use once releasing pods are gone."""
+        return self.idle.add(self.releasing)
+
+    @property
+    def idle_pods(self) -> float:
+        return self.arrays.idle_pods[self.index]
+
+    @property
+    def has_gpus(self) -> bool:
+        return self.node.allocatable.gpu > 0 or any(
+            k.startswith("nvidia.com/mig-") for k, v in self.node.allocatable.scalars.items() if v > 0
+        )
+
+    def scalars_fit(self, task: Task, releasing_too: bool) -> bool:
+        """Whether the task's extended resources fit (the arrays cover CPU, memory, GPUs and pods)."""
+        wanted = task.request.node_resources().scalars
+        if not wanted:
+            return True
+        idle = self.arrays.idle_scalars[self.index]
+        rel = self.arrays.rel_scalars[self.index]
+        for k, v in wanted.items():
+            have = idle.get(k, 0.0) + (rel.get(k, 0.0) if releasing_too else 0.0)
+            if v > have + EPSILON:
+                return False
+        return True
+
+    # --- accounting: called by the session when a task lands on or leaves this node ----------------
+
+    def add_task(self, task: Task) -> None:
+        """Account ``task`` (already carrying its status) on this node."""
+        self.tasks[task.uid] = task
+        res = task.request.node_resources()
+        if task.status is TaskStatus.PIPELINED:
+            self.arrays.change(self.index, "rel", res, -1.0)
+        else:
+            self.arrays.change(self.index, "idle", res, -1.0)
+            if task.status is TaskStatus.RELEASING:
+                self.arrays.change(self.index, "rel", res, 1.0)
+
+    def remove_task(self, task: Task) -> None:
+        """Undo :meth:`add_task` for ``task`` with the status it has now."""
+        del self.tasks[task.uid]
+        res = task.request.node_resources()
+        if task.status is TaskStatus.PIPELINED:
+            self.arrays.change(self.index, "rel", res, 1.0)
+        else:
+            self.arrays.change(self.index, "idle", res, 1.0)
+            if task.status is TaskStatus.RELEASING:
+                self.arrays.change(self.index, "rel", res, -1.0)
+
+    def __repr__(self) -> str:
+        return f"NodeInfo({self.name})"
+
+
+def occupies_node(task: Task) -> bool:
+    return task.status in ACTIVE_USED and task.node is not None

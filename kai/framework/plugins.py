@@ -1,0 +1,152 @@
+"""Plugin discovery through entry points, the pluggy manager, and per-session call lists.
+
+Every scheduling plugin -- shipped or third-party -- is an entry point in the group
+``kai.plugins`` naming a builder ``build(arguments: dict) -> object``; the object carries
+``@kai.hookimpl`` methods. The configuration says which plugins run, with which arguments, in
+which order.
+"""
+
+from __future__ import annotations
+
+import sys
+from importlib.metadata import EntryPoint, entry_points
+
+import pluggy
+
+from kai import PROJECT, hookspecs
+from kai.framework.config import SchedulerConfig
+
+PLUGIN_GROUP = "kai.plugins"
+PODGROUPER_GROUP = "kai.podgroupers"
+
+#: Hooks called in the scheduling loops; resolved once per session into plain lists.
+HOT_HOOKS = (
+    "kai_job_order", "kai_task_order", "kai_podset_order", "kai_queue_order", "kai_pre_predicate",
+    "kai_predicate", "kai_job_over_capacity", "kai_node_scores", "kai_on_allocate", "kai_on_deallocate",
+)
+
+
+class PluginError(Exception):
+    """A plugin cannot be found, loaded or built, or two distributions claim one name."""
+
+
+def _dist_name(ep: EntryPoint) -> str:
+    dist = getattr(ep, "dist", None)
+    return f"{dist.name} {dist.version}" if dist is not None else "?"
+
+
+def discover(group: str = PLUGIN_GROUP) -> dict[str, EntryPoint]:
+    """Entry points of ``group`` by name; two distributions claiming one name is an error naming both."""
+    found: dict[str, EntryPoint] = {}
+    for ep in entry_points(group=group):
+        other = found.get(ep.name)
+        if other is not None and other.value != ep.value and _dist_name(other) != _dist_name(ep):
+            raise PluginError(
+                f"plugin name {ep.name!r} in group {group} is claimed by two distributions: "
+                f"{_dist_name(other)} ({other.value}) and {_dist_name(ep)} ({ep.value})"
+            )
+        found[ep.name] = ep
+    return found
+
+
+def build_plugin(name: str, arguments: dict, available: dict[str, EntryPoint]):
+    """Load and build one plugin; an unknown name is an error that lists the installed ones."""
+    ep = available.get(name)
+    if ep is None:
+        raise PluginError(f"unknown plugin {name!r}; installed plugins: {', '.join(sorted(available)) or 'none'}")
+    try:
+        builder = ep.load()
+    except Exception as exc:  # a broken third-party distribution must not look like our bug
+        raise PluginError(f"plugin {name!r} ({_dist_name(ep)}): cannot load {ep.value}: {exc}") from exc
+    try:
+        return builder(dict(arguments))
+    except Exception as exc:
+        raise PluginError(f"plugin {name!r}: invalid arguments {arguments!r}: {exc}") from exc
+
+
+def _adapt(impl, spec_args: tuple[str, ...]):
+    """A callable taking the spec's positional arguments, for an impl that may accept only some."""
+    names = tuple(impl.argnames)
+    fn = impl.function
+    if names == spec_args:
+        return fn
+    picks = tuple(spec_args.index(n) for n in names)
+    return lambda *args: fn(*[args[i] for i in picks])
+
+
+class CallLists:
+    """The implementations of each hot hook, in configuration order, as plain callables."""
+
+    def __init__(self, pm: pluggy.PluginManager):
+        for name in HOT_HOOKS:
+            caller = getattr(pm.hook, name)
+            spec_args = tuple(caller.spec.argnames)
+            # pluggy calls the last registered first; plugins are registered in reverse
+            # configuration order, so pluggy's call order is configuration order.
+            impls = list(reversed(caller.get_hookimpls()))
+            setattr(self, name, [_adapt(i, spec_args) for i in impls])
+
+
+class Plugins:
+    """The plugins of one scheduler configuration, with the actions they offer."""
+
+    def __init__(self, config: SchedulerConfig, available: dict[str, EntryPoint] | None = None):
+        from kai.framework import actions as builtin_actions
+
+        self.config = config
+        available = discover() if available is None else available
+        self.pm = pluggy.PluginManager(PROJECT)
+        self.pm.add_hookspecs(hookspecs)
+        self.names: list[str] = []
+        built = [(spec.name, build_plugin(spec.name, spec.arguments, available)) for spec in config.plugins]
+        for name, obj in reversed(built):
+            if name in self.names:
+                raise PluginError(f"plugin {name!r} is configured twice")
+            self.pm.register(obj, name=name)
+            self.names.append(name)
+        self.names.reverse()
+        self.pm.register(builtin_actions, name="kai.actions")
+        self.actions = self._collect_actions()
+        missing = [a for a in config.actions if a not in self.actions]
+        if missing:
+            raise PluginError(
+                f"unknown action(s) {', '.join(missing)}; available actions: {', '.join(sorted(self.actions))}"
+            )
+
+    def _collect_actions(self) -> dict:
+        actions: dict = {}
+        for impl in self.pm.hook.kai_actions.get_hookimpls():
+            offered = impl.function() or {}
+            for name, fn in offered.items():
+                if name in actions:
+                    raise PluginError(f"action {name!r} is offered twice (by {impl.plugin_name} and another plugin)")
+                actions[name] = fn
+        return actions
+
+    def plugin(self, name: str):
+        return self.pm.get_plugin(name)
+
+    def call_lists(self) -> CallLists:
+        return CallLists(self.pm)
+
+
+def list_main(argv: list[str]) -> int:
+    """``kai-scheduler plugins``: installed plugins and podgroupers with their distributions."""
+    from kai import _native
+
+    if argv and argv[0] in ("-h", "--help"):
+        print("usage: kai-scheduler plugins\n\nList installed scheduling plugins and podgroupers.")
+        return 0
+    try:
+        groups = {"scheduling plugins": discover(PLUGIN_GROUP), "podgroupers": discover(PODGROUPER_GROUP)}
+    except PluginError as exc:
+        print(f"kai-scheduler plugins: {exc}", file=sys.stderr)
+        return 2
+    for title, eps in groups.items():
+        print(f"{title} ({len(eps)}):")
+        for name, ep in sorted(eps.items()):
+            print(f"  {name:28} {_dist_name(ep):28} {ep.value}")
+    for mod in ("nodefit",):
+        _native.load(mod)
+    print(f"native extensions loaded: {', '.join(sorted(_native.NATIVE_LOADED)) or 'none (pure Python)'}")
+    return 0

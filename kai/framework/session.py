@@ -1,0 +1,260 @@
+"""Session: one scheduling cycle over a Snapshot.
+
+The session holds the per-cycle state (node amounts, task placements, fit errors, decisions),
+calls the plugins through per-session call lists, and offers actions the primitives they share:
+orderings, node selection for a task, statements. Live, simulated and test runs all use it.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from array import array
+from collections import Counter
+
+from kai import _native
+from kai.api import ACTIVE_USED, Job, Queue, Task, TaskStatus
+from kai.framework.nodes import NodeArrays, NodeInfo
+from kai.framework.plugins import Plugins
+from kai.framework.snapshot import Snapshot
+from kai.framework.statement import Decision, Statement
+
+log = logging.getLogger("kai.session")
+nodefit = _native.load("nodefit")
+
+
+def _fallback(a_key, b_key) -> int:
+    return (a_key > b_key) - (a_key < b_key)
+
+
+def _name_key(name: str) -> bytes:
+    return name.encode()
+
+
+class Session:
+    """State and services of one scheduling cycle."""
+
+    def __init__(self, snapshot: Snapshot, plugins: Plugins):
+        self.snapshot = snapshot
+        self.plugins = plugins
+        self.now = snapshot.now
+        self.jobs: dict[str, Job] = snapshot.jobs
+        self.queues: dict[str, Queue] = snapshot.queues
+        self.children: dict[str | None, list[Queue]] = {}
+        for q in self.queues.values():
+            self.children.setdefault(q.parent, []).append(q)
+        self.arrays = NodeArrays(snapshot.nodes)
+        self.nodes = [NodeInfo(n, i, self.arrays) for i, n in enumerate(snapshot.nodes)]
+        self.node_by_name = {n.name: n for n in self.nodes}
+        self.all_candidates = array("i", range(len(self.nodes)))
+        self.calls = plugins.call_lists()
+        self.hook = plugins.pm.hook
+        #: Why each job could not be placed: job uid -> list of messages.
+        self.job_fit_errors: dict[str, list[str]] = {}
+        #: Why a task found no node: task uid -> message.
+        self.task_fit_errors: dict[str, str] = {}
+        self.decisions: list[Decision] = []
+        self.problems = list(snapshot.problems)
+        for job in self.jobs.values():
+            for task in job.tasks.values():
+                if task.status in ACTIVE_USED and task.node in self.node_by_name:
+                    self.node_by_name[task.node].add_task(task)
+        self.job_key = functools.cmp_to_key(self.compare_jobs)
+        self.task_key = functools.cmp_to_key(self.compare_tasks)
+
+    # --- life cycle -------------------------------------------------------------------------------
+
+    def open(self) -> "Session":
+        self.hook.kai_session_open(session=self)
+        return self
+
+    def run_actions(self, actions=None) -> None:
+        for name in self.plugins.config.actions if actions is None else actions:
+            log.debug("action %s starts", name)
+            self.plugins.actions[name](self)
+
+    def close(self) -> None:
+        self.hook.kai_session_close(session=self)
+
+    def statement(self) -> Statement:
+        return Statement(self)
+
+    def record(self, decisions: list[Decision]) -> None:
+        self.decisions.extend(decisions)
+        for d in decisions:
+            log.info("%s %s on node %s", d.kind, d.task.uid, d.node)
+
+    # --- queue tree ---------------------------------------------------------------------------------
+
+    def ancestors(self, queue_name: str) -> list[Queue]:
+        """The queue and its ancestors, leaf first."""
+        chain, q = [], self.queues.get(queue_name)
+        while q is not None:
+            chain.append(q)
+            q = self.queues.get(q.parent) if q.parent else None
+        return chain
+
+    # --- task placement (used by statements) --------------------------------------------------------
+
+    def move_task(self, task: Task, status: TaskStatus, node: str | None) -> None:
+        """Set a task's status and node, keeping node amounts and plugin state current."""
+        old = self.node_by_name.get(task.node) if task.status in ACTIVE_USED else None
+        was_placed = task.status in ACTIVE_USED and task.status is not TaskStatus.RELEASING
+        if old is not None:
+            old.remove_task(task)
+        task.status, task.node = status, node
+        new = self.node_by_name.get(node) if status in ACTIVE_USED else None
+        if new is not None:
+            new.add_task(task)
+        placed = status in ACTIVE_USED and status is not TaskStatus.RELEASING
+        if was_placed and not placed:
+            for fn in self.calls.kai_on_deallocate:
+                fn(self, task, old)
+        elif placed and not was_placed:
+            for fn in self.calls.kai_on_allocate:
+                fn(self, task, new)
+
+    # --- orderings ----------------------------------------------------------------------------------
+
+    def compare_jobs(self, a: Job, b: Job) -> int:
+        for fn in self.calls.kai_job_order:
+            r = fn(self, a, b)
+            if r:
+                return r
+        return _fallback((a.creation, _name_key(a.name)), (b.creation, _name_key(b.name)))
+
+    def compare_tasks(self, a: Task, b: Task) -> int:
+        for fn in self.calls.kai_task_order:
+            r = fn(self, a, b)
+            if r:
+                return r
+        return _fallback((a.creation, _name_key(a.name)), (b.creation, _name_key(b.name)))
+
+    def compare_pod_sets(self, job: Job, a, b) -> int:
+        for fn in self.calls.kai_podset_order:
+            r = fn(self, job, a, b)
+            if r:
+                return r
+        return _fallback(_name_key(a.name), _name_key(b.name))
+
+    def compare_queues(self, a: Queue, b: Queue, a_job: Job | None, b_job: Job | None,
+                       a_victims=(), b_victims=()) -> int:
+        for fn in self.calls.kai_queue_order:
+            r = fn(self, a, b, a_job, b_job, a_victims, b_victims)
+            if r:
+                return r
+        return _fallback((a.creation, _name_key(a.name)), (b.creation, _name_key(b.name)))
+
+    # --- filters ------------------------------------------------------------------------------------
+
+    def job_over_capacity(self, job: Job, tasks: list[Task]):
+        for fn in self.calls.kai_job_over_capacity:
+            r = fn(self, job, tasks)
+            if r is not None:
+                return r
+        return None
+
+    def pre_predicate(self, task: Task, job: Job):
+        if task.invalid:
+            return task.invalid
+        for fn in self.calls.kai_pre_predicate:
+            r = fn(self, task, job)
+            if r is not None:
+                return r
+        return None
+
+    # --- node selection -----------------------------------------------------------------------------
+
+    def feasible_nodes(self, task: Task, job: Job, candidates=None, reasons: Counter | None = None):
+        """Nodes where ``task`` fits (idle + releasing) and no predicate vetoes: ``[(node, fits_idle)]``.
+
+        ``reasons`` (if given) counts why the other nodes were left out.
+        """
+        cand = self.all_candidates if candidates is None else candidates
+        req = task.request
+        res = req.node_resources()
+        a = self.arrays
+        out = array("b", bytes(len(cand)))
+        nodefit.fit_nodes(a.idle_cpu, a.idle_mem, a.idle_gpu, a.idle_pods, a.rel_cpu, a.rel_mem, a.rel_gpu,
+                          a.rel_pods, cand, res.cpu, res.memory, res.gpu, 1.0, out)
+        predicates = self.calls.kai_predicate
+        result = []
+        for k, fit in enumerate(out):
+            node = self.nodes[cand[k]]
+            if fit and res.scalars and not node.scalars_fit(task, True):
+                fit = 0
+            if not fit:
+                if reasons is not None:
+                    reasons.update(self.insufficient(node, task))
+                continue
+            fits_idle = fit == 2 and (not res.scalars or node.scalars_fit(task, False))
+            veto = None
+            for fn in predicates:
+                veto = fn(self, task, job, node)
+                if veto is not None:
+                    break
+            if veto is not None:
+                if reasons is not None:
+                    reasons[str(veto)] += 1
+                continue
+            result.append((node, fits_idle))
+        return result
+
+    def ordered_nodes(self, task: Task, job: Job, candidates=None, reasons: Counter | None = None):
+        """Feasible nodes of ``task`` from best to worst: summed plugin scores, ties by node name."""
+        feasible = self.feasible_nodes(task, job, candidates, reasons)
+        if len(feasible) <= 1 or not self.calls.kai_node_scores:
+            return feasible
+        nodes = [n for n, _ in feasible]
+        total = [0.0] * len(nodes)
+        for fn in self.calls.kai_node_scores:
+            scores = fn(self, task, nodes)
+            if scores is not None:
+                for k, s in enumerate(scores):
+                    total[k] += s
+        order = sorted(range(len(nodes)), key=lambda k: (-total[k], _name_key(nodes[k].name)))
+        return [feasible[k] for k in order]
+
+    def insufficient(self, node: NodeInfo, task: Task) -> list[str]:
+        """KAI's short reasons why ``task`` does not fit ``node``'s idle + releasing resources."""
+        free = node.non_allocated
+        res = task.request.node_resources()
+        out = []
+        if res.gpu > free.gpu + 1e-9:
+            out.append("node(s) didn't have enough resources: GPUs")
+        if res.cpu > free.cpu + 1e-9:
+            out.append("node(s) didn't have enough resources: CPU cores")
+        if res.memory > free.memory + 1e-9:
+            out.append("node(s) didn't have enough resources: memory")
+        for k, v in res.scalars.items():
+            if v > free.scalars.get(k, 0.0) + 1e-9:
+                kind = "mig profile" if k.startswith("nvidia.com/mig-") else "resources"
+                out.append(f"node(s) didn't have enough {kind}: {k}")
+        if node.idle_pods + node.arrays.rel_pods[node.index] < 1:
+            out.append("node(s) pod number exceeded")
+        return out
+
+    # --- explanations -------------------------------------------------------------------------------
+
+    def add_job_fit_error(self, job: Job, message: str) -> None:
+        self.job_fit_errors.setdefault(job.uid, []).append(message)
+
+    def set_task_fit_error(self, task: Task, reasons: Counter) -> str:
+        """Record KAI's per-pod message for a task that found no node, and return it."""
+        parts = sorted(f"{n} {r}" if n > 1 else r for r, n in reasons.items())
+        msg = "no nodes with enough resources were found"
+        if parts:
+            msg += ": " + ". \n".join(parts) + "."
+        self.task_fit_errors[task.uid] = msg
+        return msg
+
+    def job_fit_message(self, job: Job) -> str:
+        """KAI's job-level message: the single reason, or 'Unable to schedule podgroup' with all of them."""
+        errors = self.job_fit_errors.get(job.uid, [])
+        if not errors:
+            return "Unable to schedule podgroup"
+        if len(errors) == 1:
+            return errors[0]
+        hist = Counter(errors)
+        parts = sorted(f"{n} {m}" if n > 1 else m for m, n in hist.items())
+        return "Unable to schedule podgroup: " + ". \n".join(parts) + "."

@@ -1,0 +1,132 @@
+"""A Snapshot: the cluster facts one scheduling session starts from, validated.
+
+Bad input does not stop the cycle: a queue whose parent is missing, a queue in a cycle, a queue
+with a negative or NaN quota, a job naming an unknown or non-leaf queue, a task on a node that is
+gone -- each is recorded as a :class:`Problem` naming the object and left out; everything else is
+scheduled. A snapshot is consumed by one session, which changes task statuses as it decides.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import attrs
+
+from kai.api import ACTIVE_USED, UNLIMITED, Job, Node, Queue
+
+
+@attrs.define(frozen=True)
+class Problem:
+    """Something wrong with an input object: ``kind`` is node/queue/job/task, ``name`` the object."""
+
+    kind: str
+    name: str
+    reason: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.name}: {self.message}"
+
+
+@attrs.define(eq=False)
+class Snapshot:
+    nodes: list[Node]
+    queues: dict[str, Queue]
+    jobs: dict[str, Job]
+    now: float
+    #: Topologies by name (levels from widest to narrowest node-label key).
+    topologies: dict[str, tuple[str, ...]] = attrs.field(factory=dict)
+    problems: list[Problem] = attrs.field(factory=list)
+    #: Jobs left out because of a problem (their names), so drivers can still report on them.
+    rejected_jobs: dict[str, Job] = attrs.field(factory=dict)
+
+
+def _bad_quota(q: Queue) -> str | None:
+    for res in ("gpu", "cpu", "memory"):
+        spec = getattr(q, res)
+        for field in ("deserved", "limit", "over_quota_weight"):
+            v = getattr(spec, field)
+            if v is None or (isinstance(v, float) and math.isnan(v)):
+                return f"{res} {field} is not a number"
+            if v < 0 and v != UNLIMITED:
+                return f"{res} {field} is negative ({v:g}); only -1 (unlimited) may be negative"
+        if spec.limit != UNLIMITED and spec.deserved != UNLIMITED and spec.limit < spec.deserved:
+            return f"{res} limit {spec.limit:g} is below its deserved quota {spec.deserved:g}"
+    return None
+
+
+def _valid_queues(queues: list[Queue], problems: list[Problem]) -> dict[str, Queue]:
+    by_name: dict[str, Queue] = {}
+    for q in queues:
+        if q.name in by_name:
+            problems.append(Problem("queue", q.name, "DuplicateQueue", "queue is defined twice; the first is kept"))
+            continue
+        by_name[q.name] = q
+    bad: dict[str, str] = {}
+    for q in by_name.values():
+        why = _bad_quota(q)
+        if why:
+            bad[q.name] = why
+    # Walk each queue up to a root: a missing or bad ancestor, or a cycle, makes the queue invalid.
+    valid: dict[str, Queue] = {}
+    for q in by_name.values():
+        seen, cur, why = [], q, None
+        while cur is not None:
+            if cur.name in seen:
+                why = f"queue hierarchy has a cycle: {' -> '.join(seen + [cur.name])}"
+                break
+            seen.append(cur.name)
+            if cur.name in bad:
+                why = bad[cur.name] if cur is q else f"ancestor queue {cur.name} is invalid ({bad[cur.name]})"
+                break
+            if cur.parent is None:
+                break
+            parent = by_name.get(cur.parent)
+            if parent is None:
+                why = f"parent queue {cur.parent!r} does not exist"
+                break
+            cur = parent
+        if why:
+            problems.append(Problem("queue", q.name, "InvalidQueue", why))
+        else:
+            valid[q.name] = q
+    return valid
+
+
+def build_snapshot(nodes, queues, jobs, now: float | None = None, topologies=None) -> Snapshot:
+    """Validate the facts and assemble a snapshot (see the module docstring for what is left out)."""
+    problems: list[Problem] = []
+    node_list: list[Node] = []
+    names: set[str] = set()
+    for n in nodes:
+        if n.name in names:
+            problems.append(Problem("node", n.name, "DuplicateNode", "node is listed twice; the first is kept"))
+            continue
+        names.add(n.name)
+        node_list.append(n)
+    valid_queues = _valid_queues(list(queues), problems)
+    parents = {q.parent for q in valid_queues.values() if q.parent}
+    kept: dict[str, Job] = {}
+    rejected: dict[str, Job] = {}
+    for job in jobs:
+        if job.uid in kept:
+            problems.append(Problem("job", job.name, "DuplicateJob", "job is listed twice; the first is kept"))
+            continue
+        if job.queue not in valid_queues:
+            problems.append(Problem("job", job.name, "QueueDoesNotExist", f"Queue '{job.queue}' does not exist"))
+            rejected[job.uid] = job
+            continue
+        if job.queue in parents:
+            problems.append(Problem("job", job.name, "QueueNotLeaf",
+                                    f"Queue '{job.queue}' is not a leaf queue; jobs must reference leaf queues"))
+            rejected[job.uid] = job
+            continue
+        for task in job.tasks.values():
+            if task.status in ACTIVE_USED and task.node not in names:
+                problems.append(Problem("task", task.uid, "NodeNotFound",
+                                        f"task is {task.status} on node {task.node!r}, which does not exist; "
+                                        "it holds no node resources and is not placed again"))
+        kept[job.uid] = job
+    return Snapshot(node_list, valid_queues, kept, time.time() if now is None else now,
+                    dict(topologies or {}), problems, rejected)
