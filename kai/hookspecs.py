@@ -129,3 +129,32 @@ def kai_on_allocate(session, task, node):
 @hookspec
 def kai_on_deallocate(session, task, node):
     """Called after ``task`` was (virtually) evicted from ``node``, or its placement undone."""
+
+
+# --- pod grouping ---------------------------------------------------------------------------------
+# Implemented by objects built from the ``kai.podgroupers`` entry-point group. The grouping hub
+# (:class:`kai.framework.grouping.PodGrouperHub`) calls only the podgrouper it chose for a pod.
+
+
+@hookspec
+def kai_podgrouper_kinds():
+    """Return the top-owner kinds this podgrouper groups, as ``(group, version, kind)`` tuples.
+
+    Called once when the hub is built. The core group is ``""``. A version of ``"*"`` matches any
+    version not claimed exactly by another podgrouper; ``("*", "*", "*")`` is the fallback for every
+    kind nobody claims (the shipped ``default`` podgrouper). Two podgroupers claiming one tuple is an
+    error naming both. A podgrouper returning nothing is reachable only by name (``hub.call``).
+    """
+
+
+@hookspec(firstresult=True)
+def kai_podgroup_metadata(hub, top_owner, pod, owners):
+    """Return the :class:`kai.api.podgroup.PodGroupMetadata` of ``pod``'s PodGroup.
+
+    ``top_owner`` is the pod's top owner (a Kubernetes object map; the pod itself for a pod without
+    owners; ``None`` only when a caller has none to give), ``owners`` the owner maps from the
+    nearest to the top owner (empty for a bare pod). ``hub`` offers the default grouping rules
+    (``hub.default_metadata``, ``hub.queue``, ``hub.priority_class``...), object lookups
+    (``hub.get``, ``hub.list_pods``) and hand-over to another kind's podgrouper (``hub.dispatch``).
+    Raise :class:`kai.api.podgroup.GroupingError` with KAI's message when the pod cannot be grouped.
+    """
