@@ -216,6 +216,14 @@ def test_higher_priority_bucket_takes_the_remainder_first(impl):
     assert level(impl, 10, queues) == [0, 10]
 
 
+def test_rounding_remainder_of_a_higher_bucket_flows_to_lower_buckets(impl):
+    # Priority 2 splits 3 as 1.5 + 1.5 -> floors 1 + 1; the remaining unit reaches the priority-1
+    # bucket's rounds before any rounding phase, so the lower-priority queue takes it.
+    queues = [q(0, 100, priority=2), q(0, 100, priority=2), q(0, 100, priority=1)]
+    assert level(impl, 3, queues) == [1, 1, 1]
+    assert level(impl, 3, queues[:2]) == [2, 1]
+
+
 def test_satisfied_queue_frees_its_share_for_another_round(impl):
     # 12 over quota by thirds: the first queue needs only 1, the other two split the rest 5.5 each
     # (floors 5 + 5, then one unit to the older of the equal rests).
@@ -251,6 +259,15 @@ def test_usage_term_floors_at_zero(impl):
     # satisfied, the next round counts the heavy user alone (weight 1 + 2 * (1 - 1) = 1).
     queues = [q(0, 100, usage=1.0), q(0, 4, usage=0.0)]
     assert level(impl, 10, queues, k_value=2.0) == [6, 4]
+
+
+def test_usage_term_can_leave_a_bucket_without_over_quota(impl):
+    # k=2 and full usage: both weights 0.5 + 2 * (0.5 - 1) floor at 0, so the bucket takes nothing
+    # and the amount stays undivided (or goes to a lower-priority bucket).
+    queues = [q(0, 100, usage=1.0), q(0, 100, usage=1.0)]
+    assert level(impl, 10, queues, k_value=2.0) == [0, 0]
+    queues.append(q(0, 100, priority=-1))
+    assert level(impl, 10, queues, k_value=2.0) == [0, 0, 10]
 
 
 def test_empty_and_mismatched_inputs(impl):
