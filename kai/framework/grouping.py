@@ -244,8 +244,8 @@ class PodGrouperHub:
         uid = str(ref.get("uid") or "")
         if meta_str(owner, "uid") != uid:
             raise GroupingError(f"Owner resource with uid {uid} not found")
-        owner.setdefault("apiVersion", ref.get("apiVersion", ""))
-        owner.setdefault("kind", ref.get("kind", ""))
+        owner["apiVersion"] = owner.get("apiVersion") or ref.get("apiVersion", "")
+        owner["kind"] = owner.get("kind") or ref.get("kind", "")
         return owner
 
     def group(self, pod: dict) -> PodGroupMetadata:

@@ -1,0 +1,97 @@
+"""Podgroupers for job-like kinds: ``batch/v1`` Job (one PodGroup per pod), CronJob (one PodGroup per
+Job run) and ``run.ai/v1`` RunaiJob (pods sharing a name stem share a PodGroup)."""
+
+from __future__ import annotations
+
+from kai import hookimpl
+from kai.api.podgroup import PODGROUP_API_VERSION, GroupingError, NotFoundError
+from kai.framework.unstructured import FieldError, meta_str, nested_int
+
+
+def legacy_podgroup_name(hub, top_owner, pod):
+    """The PodGroup name of pods grouped by older releases, if such a PodGroup exists, else ``None``.
+
+    Older releases named it after the pod when the job ran pods in parallel, else after the job.
+    """
+    try:
+        parallelism, found = nested_int(top_owner, "spec", "parallelism")
+    except FieldError:
+        found = False
+    base = meta_str(pod, "name") if found and parallelism > 1 else meta_str(top_owner, "name")
+    name = f"pg-{base}-{meta_str(top_owner, 'uid')}"
+    try:
+        hub.get(PODGROUP_API_VERSION, "PodGroup", meta_str(pod, "namespace"), name)
+    except NotFoundError:
+        return None
+    return name
+
+
+class JobGrouper:
+    """Each pod of a Job is its own gang: PodGroup ``pg-<pod>-<job uid>``.
+
+    With ``searchForLegacyPodGroups`` (default on) an existing PodGroup of an older release is reused.
+    """
+
+    def __init__(self, search_legacy: bool):
+        self.search_legacy = search_legacy
+
+    @hookimpl
+    def kai_podgrouper_kinds(self):
+        return [("batch", "v1", "Job")]
+
+    @hookimpl
+    def kai_podgroup_metadata(self, hub, top_owner, pod, owners):
+        metadata = hub.default_metadata(top_owner, pod)
+        legacy = legacy_podgroup_name(hub, top_owner, pod) if self.search_legacy else None
+        metadata.name = legacy or f"pg-{meta_str(pod, 'name')}-{meta_str(top_owner, 'uid')}"
+        return metadata
+
+
+class CronJobGrouper:
+    """One PodGroup per Job the CronJob started: the default rules applied to the pod's Job."""
+
+    @hookimpl
+    def kai_podgrouper_kinds(self):
+        return [("batch", "v1", "CronJob")]
+
+    @hookimpl
+    def kai_podgroup_metadata(self, hub, top_owner, pod, owners):
+        refs = (pod.get("metadata") or {}).get("ownerReferences") or []
+        job_ref = next((ref for ref in refs if ref.get("kind") == "Job"), None)
+        if job_ref is None:
+            raise GroupingError("no owner reference of type 'Job'")
+        job = hub.get("batch/v1", "Job", meta_str(pod, "namespace"), str(job_ref.get("name") or ""))
+        job["apiVersion"], job["kind"] = job.get("apiVersion") or "batch/v1", job.get("kind") or "Job"
+        return hub.default_metadata(job, pod)
+
+
+class RunaiJobGrouper:
+    """PodGroup ``pg-<pod name without its last -suffix>-<job uid>``; legacy PodGroups are reused
+    when ``searchForLegacyPodGroups`` is on (the default)."""
+
+    def __init__(self, search_legacy: bool):
+        self.search_legacy = search_legacy
+
+    @hookimpl
+    def kai_podgrouper_kinds(self):
+        return [("run.ai", "v1", "RunaiJob")]
+
+    @hookimpl
+    def kai_podgroup_metadata(self, hub, top_owner, pod, owners):
+        metadata = hub.default_metadata(top_owner, pod)
+        legacy = legacy_podgroup_name(hub, top_owner, pod) if self.search_legacy else None
+        stem, dash, last = meta_str(pod, "name").rpartition("-")
+        metadata.name = legacy or f"pg-{stem if dash else last}-{meta_str(top_owner, 'uid')}"
+        return metadata
+
+
+def build_job(args):
+    return JobGrouper(bool(args.get("searchForLegacyPodGroups", True)))
+
+
+def build_cronjob(args):
+    return CronJobGrouper()
+
+
+def build_runaijob(args):
+    return RunaiJobGrouper(bool(args.get("searchForLegacyPodGroups", True)))

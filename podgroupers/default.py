@@ -1,0 +1,51 @@
+"""KAI's default grouping: one PodGroup per top owner with a minimum of one pod.
+
+``default`` is the fallback for every kind no other podgrouper claims; the other entry points of
+this module claim the kinds KAI's table maps to the default rules explicitly.
+"""
+
+from __future__ import annotations
+
+from kai import hookimpl
+from kai.framework.grouping import FALLBACK_KIND
+
+
+class DefaultGrouper:
+    """The default rules for the given kinds; the owners decide priority class and preemptibility."""
+
+    def __init__(self, kinds):
+        self.kinds = list(kinds)
+
+    @hookimpl
+    def kai_podgrouper_kinds(self):
+        return self.kinds
+
+    @hookimpl
+    def kai_podgroup_metadata(self, hub, top_owner, pod, owners):
+        return hub.default_metadata(top_owner, pod, owners)
+
+
+def build(args):
+    """The fallback podgrouper for every kind without a podgrouper of its own."""
+    return DefaultGrouper([FALLBACK_KIND])
+
+
+def build_seldondeployment(args):
+    return DefaultGrouper([("machinelearning.seldon.io", "v1alpha2", "SeldonDeployment"),
+                           ("machinelearning.seldon.io", "v1", "SeldonDeployment")])
+
+
+def build_virtualmachineinstance(args):
+    return DefaultGrouper([("kubevirt.io", "v1", "VirtualMachineInstance")])
+
+
+def build_devworkspace(args):
+    return DefaultGrouper([("workspace.devfile.io", "v1alpha2", "DevWorkspace")])
+
+
+def build_pipelinerun(args):
+    return DefaultGrouper([("tekton.dev", "v1", "PipelineRun")])
+
+
+def build_taskrun(args):
+    return DefaultGrouper([("tekton.dev", "v1", "TaskRun")])
