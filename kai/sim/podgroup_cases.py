@@ -1,0 +1,220 @@
+"""Replays KAI's podgrouper conformance cases through the grouping hub and the installed podgroupers.
+
+A case file is a YAML list of cases (see the podgrouper conformance schema): the objects, which of
+them exist in the cluster, the pod, the owners, the grouper flags, and the expected PodGroup
+metadata or error. :func:`run_case_file` returns one result per case.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import yaml
+
+from kai.api.podgroup import GroupingError, PodGroupMetadata, SubGroupMetadata
+from kai.framework.grouping import GroupingConfig, build_hub
+from kai.framework.objects import MemoryObjects
+
+#: Grouper flags of a case that are arguments of one podgrouper: grouper id -> {flag: argument}.
+_PLUGIN_ARGS = {
+    "job": {"search_for_legacy_pod_groups": "searchForLegacyPodGroups"},
+    "runaijob": {"search_for_legacy_pod_groups": "searchForLegacyPodGroups"},
+    "knative": {"gang_schedule_knative": "gangSchedule"},
+    "kubeflow-distributed": {"replica_spec_name": "replicaSpecName", "mandatory_spec_names": "mandatorySpecNames"},
+    "skiptopowner": {"skip_top_owner_table": "table"},
+}
+_WHOLE_FLOW = "podgrouper"
+
+
+class UnsupportedCase(Exception):
+    """The case needs something this runner or the installed podgroupers do not offer."""
+
+
+_DISPATCH = "hub"
+
+def _plugin_args(config: dict) -> dict[str, dict]:
+    args: dict[str, dict] = {}
+    for name, flags in _PLUGIN_ARGS.items():
+        args[name] = {arg: config[flag] for flag, arg in flags.items() if flag in config}
+    return args
+
+
+def _grouping_config(config: dict) -> GroupingConfig:
+    defaults = config.get("default_configs_configmap")
+    return GroupingConfig(
+        queue_label_key=config.get("queue_label_key", "kai.scheduler/queue"),
+        node_pool_label_key=config.get("node_pool_label_key", "kai.scheduler/node-pool"),
+        defaults_configmap=(defaults.get("namespace", ""), defaults.get("name", "")) if defaults else None,
+    )
+
+
+def group_case(case: dict) -> PodGroupMetadata:
+    """Run the grouping call a case describes; raises :class:`GroupingError` as the podgrouper does."""
+    objects = case.get("objects") or []
+    pod = copy.deepcopy(case["pod"])
+    stored = [copy.deepcopy(objects[i]) for i in case.get("in_cluster") or []]
+    if case.get("pod_in_cluster"):
+        stored.append({"apiVersion": "v1", "kind": "Pod", **copy.deepcopy(pod)})
+    config = case.get("grouper_config") or {}
+    hub = build_hub(MemoryObjects(stored), _grouping_config(config), _plugin_args(config))
+    grouper = case["grouper"]
+    if grouper == _WHOLE_FLOW:
+        return hub.group(pod)
+    index = case.get("top_owner")
+    top_owner = copy.deepcopy(objects[index]) if index is not None else None
+    owners = [pod if ref == "pod" else copy.deepcopy(objects[ref]) for ref in case.get("owners") or []]
+    if grouper == _DISPATCH:
+        return hub.metadata(top_owner, pod, owners)
+    if grouper not in hub.names:
+        raise UnsupportedCase(f"no podgrouper named {grouper!r} is installed")
+    return hub.call(grouper, top_owner, pod, owners)
+
+
+def _mismatch(field: str, expected, got) -> str:
+    return f"{field}: expected {expected!r}, got {got!r}"
+
+
+def _check_topology(field, expected: dict, topology) -> str | None:
+    values = {"topology": topology.topology, "requiredTopologyLevel": topology.required_level,
+              "preferredTopologyLevel": topology.preferred_level}
+    for key, want in expected.items():
+        if values.get(key) != want:
+            return _mismatch(f"{field}.{key}", want, values.get(key))
+    return None
+
+
+def _check_subgroup(field: str, expected: dict, subgroup: SubGroupMetadata) -> str | None:
+    checks = {
+        "name": subgroup.name,
+        "minAvailable": subgroup.min_available,
+        "parent": subgroup.parent,
+        "pods": list(subgroup.pods),
+        "pods_count": len(subgroup.pods),
+    }
+    for key, want in expected.items():
+        if key == "topology":
+            if want is None or subgroup.topology is None:
+                if want != subgroup.topology:
+                    return _mismatch(f"{field}.topology", want, subgroup.topology)
+                continue
+            reason = _check_topology(f"{field}.topology", want, subgroup.topology)
+            if reason:
+                return reason
+        elif key in checks:
+            if checks[key] != want:
+                return _mismatch(f"{field}.{key}", want, checks[key])
+        else:
+            raise UnsupportedCase(f"sub-group assertion {key!r}")
+    return None
+
+
+def _check_subgroups(expected: dict, metadata: PodGroupMetadata) -> str | None:
+    subgroups = metadata.subgroups
+    wanted = expected.get("subgroups") or []
+    if expected.get("subgroups_ordered"):
+        for i, want in enumerate(wanted):
+            if i >= len(subgroups):
+                return _mismatch(f"subgroups[{i}]", want, None)
+            reason = _check_subgroup(f"subgroups[{i}]", want, subgroups[i])
+            if reason:
+                return reason
+    else:
+        by_name = {}
+        for subgroup in subgroups:
+            by_name.setdefault(subgroup.name, subgroup)
+        for want in wanted:
+            found = by_name.get(want["name"])
+            if found is None:
+                return _mismatch(f"subgroups[{want['name']}]", "present", [s.name for s in subgroups])
+            reason = _check_subgroup(f"subgroups[{want['name']}]", want, found)
+            if reason:
+                return reason
+    for i, subgroup in enumerate(subgroups):
+        if "subgroups_each" in expected:
+            reason = _check_subgroup(f"subgroups[{i}]", expected["subgroups_each"], subgroup)
+            if reason:
+                return reason
+    return None
+
+
+def check_metadata(expected: dict, metadata: PodGroupMetadata, pod: dict) -> str | None:
+    """The first difference between ``expected`` (a case's ``expected.podgroup``) and ``metadata``."""
+    scalar = {
+        "name": metadata.name,
+        "namespace": metadata.namespace,
+        "minAvailable": metadata.min_available,
+        "queue": metadata.queue,
+        "priorityClassName": metadata.priority_class,
+        "preemptibility": metadata.preemptibility,
+        "labels": metadata.labels,
+        "annotations": metadata.annotations,
+        "labels_count": len(metadata.labels),
+        "annotations_count": len(metadata.annotations),
+        "subgroups_count": len(metadata.subgroups),
+    }
+    for key, want in expected.items():
+        if key in scalar:
+            if scalar[key] != want:
+                return _mismatch(key, want, scalar[key])
+        elif key == "name_contains":
+            if want not in metadata.name:
+                return _mismatch("name", f"containing {want!r}", metadata.name)
+        elif key == "owner":
+            owner = metadata.owner.to_dict()
+            for field, value in want.items():
+                if owner.get(field) != value:
+                    return _mismatch(f"owner.{field}", value, owner.get(field))
+        elif key in ("labels_include", "annotations_include"):
+            got = metadata.labels if key == "labels_include" else metadata.annotations
+            for field, value in want.items():
+                if got.get(field) != value:
+                    return _mismatch(f"{key[:-8]}[{field}]", value, got.get(field))
+        elif key == "topology":
+            reason = _check_topology("topology", want, metadata.topology)
+            if reason:
+                return reason
+        elif key == "pod_subgroup":
+            meta = pod.get("metadata") or {}
+            found = metadata.subgroup_for_pod(meta.get("namespace") or "", meta.get("name") or "")
+            got = found.name if found else None
+            if got != want:
+                return _mismatch("pod_subgroup", want, got)
+        elif key not in ("subgroups", "subgroups_ordered", "subgroups_each"):
+            raise UnsupportedCase(f"assertion {key!r}")
+    return _check_subgroups(expected, metadata)
+
+
+def run_case(case: dict, file: str) -> dict:
+    """Run one case: ``{"name", "file", "status": "passed"|"failed"|"skipped", "reason"}``."""
+    result = {"name": case.get("name", "?"), "file": file, "status": "passed", "reason": ""}
+    expected = case.get("expected") or {}
+    try:
+        metadata = group_case(case)
+    except UnsupportedCase as err:
+        return {**result, "status": "skipped", "reason": str(err)}
+    except GroupingError as err:
+        if "error" not in expected:
+            return {**result, "status": "failed", "reason": f"unexpected error: {err}"}
+        want = expected["error"]
+        if want is not True and str(want) not in str(err):
+            return {**result, "status": "failed", "reason": _mismatch("error", want, str(err))}
+        return result
+    except Exception as err:  # a podgrouper bug fails its case, not the whole run
+        return {**result, "status": "failed", "reason": f"crashed: {type(err).__name__}: {err}"}
+    if "error" in expected:
+        return {**result, "status": "failed", "reason": _mismatch("error", expected["error"], "success")}
+    try:
+        reason = check_metadata(expected.get("podgroup") or {}, metadata, case["pod"])
+    except UnsupportedCase as err:
+        return {**result, "status": "skipped", "reason": f"unsupported {err}"}
+    if reason:
+        return {**result, "status": "failed", "reason": reason}
+    return result
+
+
+def run_case_file(path) -> list[dict]:
+    """Run every case of a podgrouper case file."""
+    path = Path(path)
+    cases = yaml.safe_load(path.read_text()) or []
+    return [run_case(case, str(path)) for case in cases]
