@@ -16,6 +16,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "conformance": ("kai.sim.conformance:main", "replay KAI conformance scenarios through the kernel"),
     "bench": ("kai.sim.bench:main", "time scheduling actions on scenario files"),
     "plugins": ("kai.framework.plugins:list_main", "list installed plugins and podgroupers with their distributions"),
+    "podgroup": ("kai.sim.podgroup:main", "print the PodGroup the podgroupers would create for pods in a YAML file"),
 }
 
 
