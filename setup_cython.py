@@ -30,7 +30,8 @@ class build_ext(_build_ext):
         except ImportError as exc:
             self._fallback(f"Cython is not installed ({exc})")
             return
-        self.extensions = cythonize(self.extensions, compiler_directives=DIRECTIVES, quiet=True)
+        for ext in self.extensions:  # keep setuptools' Extension objects, swap .pyx for generated .c
+            ext.sources = cythonize([ext], compiler_directives=DIRECTIVES, quiet=True)[0].sources
 
     def _fallback(self, why: str):
         if _required():

@@ -103,6 +103,15 @@ def kai_job_over_capacity(session, job, tasks):
     """Veto allocating ``tasks`` of ``job`` because of queue capacity (limits, quota), or ``None``."""
 
 
+@hookspec(firstresult=True)
+def kai_task_over_capacity(session, task, job, node):
+    """Veto placing ``task`` on ``node`` because its queue would go over a limit or quota, or ``None``.
+
+    Asked by the ``predicates`` plugin for each candidate node (the GPU quota of a GPU-memory request
+    depends on the node's device memory).
+    """
+
+
 # --- scoring (batched, summed) -----------------------------------------------------------------
 
 

@@ -48,7 +48,7 @@ def placement_scores(const double[:] non_allocated, const double[:] totals, bint
             elif v > hi:
                 hi = v
     for k in range(n):
-        if totals[k] <= 0:
+        if totals[k] <= 0 or hi <= 0:
             out[k] = 0.0
         elif hi == lo:
             out[k] = max_score

@@ -31,8 +31,8 @@ def placement_scores(non_allocated, totals, spread, max_score, out):
 
     ``non_allocated[k]`` is the node's idle + releasing amount, ``totals[k]`` its total (a node with
     total 0 lacks the resource and scores 0). Binpack: ``max_score * (1 - (v - min) / (max - min))``
-    over the nodes that have the resource (``max_score`` when all are equal). Spread:
-    ``max_score * v / total``.
+    over the nodes that have the resource (``max_score`` when all are equal, 0 when none has any
+    left). Spread: ``max_score * v / total``.
     """
     n = len(non_allocated)
     if spread:
@@ -52,7 +52,7 @@ def placement_scores(non_allocated, totals, spread, max_score, out):
             elif v > hi:
                 hi = v
     for k in range(n):
-        if totals[k] <= 0:
+        if totals[k] <= 0 or hi <= 0:
             out[k] = 0.0
         elif hi == lo:
             out[k] = max_score

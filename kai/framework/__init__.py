@@ -4,6 +4,7 @@ Public names for plugins: :class:`Session`, :class:`Statement`, :class:`NodeInfo
 :func:`placement_scores` (the compiled scoring loop), the gang helpers and the configuration types.
 """
 
+from kai import _native
 from kai.framework.config import DEFAULT_CONFIG, ConfigError, PluginSpec, SchedulerConfig, load_config, parse_config
 from kai.framework.gang import ordered_pod_sets, should_pipeline, tasks_to_allocate
 from kai.framework.nodes import NodeInfo
@@ -13,6 +14,7 @@ from kai.framework.snapshot import Problem, Snapshot, build_snapshot
 from kai.framework.statement import Decision, Statement
 
 placement_scores = nodefit.placement_scores
+divide_tree = _native.load("division").divide_tree
 
 
 def run_session(snapshot: Snapshot, plugins: Plugins, actions=None) -> Session:
@@ -24,7 +26,7 @@ def run_session(snapshot: Snapshot, plugins: Plugins, actions=None) -> Session:
 
 
 __all__ = [
-    "DEFAULT_CONFIG", "ConfigError", "Decision", "NodeInfo", "PluginError", "PluginSpec", "Plugins", "Problem",
+    "DEFAULT_CONFIG", "ConfigError", "Decision", "divide_tree", "NodeInfo", "PluginError", "PluginSpec", "Plugins", "Problem",
     "SchedulerConfig", "Session", "Snapshot", "Statement", "build_snapshot", "load_config", "ordered_pod_sets",
     "parse_config", "placement_scores", "run_session", "should_pipeline", "tasks_to_allocate",
 ]

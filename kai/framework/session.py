@@ -154,6 +154,13 @@ class Session:
                 return r
         return None
 
+    def task_over_capacity(self, task: Task, job: Job, node: NodeInfo):
+        for fn in self.calls.kai_task_over_capacity:
+            r = fn(self, task, job, node)
+            if r is not None:
+                return r
+        return None
+
     def pre_predicate(self, task: Task, job: Job):
         if task.invalid:
             return task.invalid

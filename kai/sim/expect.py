@@ -1,0 +1,95 @@
+"""Check a scenario's ``expected`` section against a session: the first mismatch, or None."""
+
+from __future__ import annotations
+
+from kai.api import ALLOCATED, Job, TaskStatus
+from kai.framework import Session
+
+TOLERANCE = 0.005
+
+
+def _job(session: Session, name: str) -> Job | None:
+    job = session.jobs.get(f"default/{name}")
+    return job if job is not None else session.snapshot.rejected_jobs.get(f"default/{name}")
+
+
+def _accepted_gpus(session: Session, task) -> float:
+    r = task.request
+    if task.status not in ALLOCATED and task.status is not TaskStatus.PIPELINED:
+        return 0.0
+    if r.gpu_memory_mib:
+        node = session.node_by_name.get(task.node)
+        mem = node.node.gpu_memory_mib if node is not None else 0
+        return int(r.gpu_memory_mib / mem * 100 + 0.999999) / 100 if mem else 0.0
+    return r.gpus_required
+
+
+def check_result(session: Session, what: str, name: str, tasks, job: Job, want: dict) -> str | None:
+    """Mismatch of one ``expected.jobs``/``expected.tasks`` entry, covering ``tasks`` of ``job``."""
+    label = f"{what} {name}"
+    status = want.get("status")
+    for t in tasks:
+        if status is not None and t.status.value != status:
+            return f"{label}: task {t.name} status expected {status}, got {t.status.value}"
+        if "node" in want and want["node"] is not None and t.node != want["node"]:
+            return f"{label}: task {t.name} node expected {want['node']}, got {t.node}"
+    sums = {
+        "gpus_required": sum(t.request.gpus_required for t in tasks),
+        "gpus_accepted": sum(_accepted_gpus(session, t) for t in tasks),
+        "cpu_millis_required": sum(t.request.cpu for t in tasks),
+        "memory_bytes_required": sum(t.request.memory for t in tasks),
+    }
+    for field, got in sums.items():
+        if field in want and abs(float(want[field]) - got) > TOLERANCE * max(1.0, abs(got)):
+            return f"{label}: {field} expected {want[field]}, got {round(got, 4)}"
+    placed = status in ("Allocated", "Bound", "Binding", "Running")
+    if placed and job.last_start is None:
+        return f"{label}: expected a last-start time (status {status}), got none"
+    older = want.get("last_start_older_than_seconds")
+    if older is not None and placed:
+        if job.last_start is None or job.last_start > session.now - float(older):
+            age = None if job.last_start is None else session.now - job.last_start
+            return f"{label}: last start expected older than {older}s, got {age}"
+    return None
+
+
+def check_expected(expected: dict, session: Session, fit_session: Session | None = None,
+                   decisions=None) -> str | None:
+    """The first mismatch between ``expected`` and the session (``fit_session`` holds the fit errors)."""
+    fit_session = fit_session or session
+    for name, want in (expected.get("jobs") or {}).items():
+        job = _job(session, name)
+        if job is None:
+            return f"job {name}: expected in the session, not found"
+        why = check_result(session, "job", name, list(job.tasks.values()), job, want)
+        if why:
+            return why
+        message = want.get("fit_error_message")
+        if message is not None:
+            got = fit_session.job_fit_message(job) if job.uid in fit_session.jobs else ""
+            if got.strip() != str(message).strip():
+                return f"job {name}: fit_error_message expected {message!r}, got {got!r}"
+    for name, want in (expected.get("tasks") or {}).items():
+        found = [(j, t) for j in session.jobs.values() for t in j.tasks.values() if t.name == name]
+        if not found:
+            return f"task {name}: expected in the session, not found"
+        job, task = found[0]
+        why = check_result(session, "task", name, [task], job, want)
+        if why:
+            return why
+    for name, want in (expected.get("nodes") or {}).items():
+        node = session.node_by_name.get(name)
+        if node is None:
+            return f"node {name}: expected in the session, not found"
+        got = {"idle_gpus": node.idle.gpu, "releasing_gpus": node.releasing.gpu}
+        for field, value in got.items():
+            if field in want and abs(float(want[field]) - value) > TOLERANCE:
+                return f"node {name}: {field} expected {want[field]}, got {round(value, 4)}"
+    decisions = session.decisions if decisions is None else decisions
+    counts = {"max_binds": "bind", "max_evictions": "evict", "max_pipelines": "pipeline"}
+    for field, kind in counts.items():
+        if field in expected:
+            n = sum(1 for d in decisions if d.kind == kind)
+            if n > int(expected[field]):
+                return f"{field}: expected at most {expected[field]}, got {n}"
+    return None

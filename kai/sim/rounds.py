@@ -1,0 +1,42 @@
+"""Scheduling rounds on in-memory facts: run the kernel, then feed its decisions back.
+
+One round builds a fresh snapshot from the facts, runs the configured actions in one Session and
+applies KAI's integration-test feedback: bound tasks start running, pipelined reservations are
+dropped, evicted tasks wait again (unless their job is being deleted).
+"""
+
+from __future__ import annotations
+
+from kai.api import TaskStatus
+from kai.framework import Plugins, Session, run_session
+from kai.sim.scenario import NOW, Scenario
+
+ROUND_SECONDS = 1.0
+
+
+def run_round(scenario: Scenario, plugins: Plugins, actions=None, now: float = NOW) -> Session:
+    """Build the facts' snapshot and run ``actions`` (default: the configured ones) in one session."""
+    return run_session(scenario.build(now), plugins, actions)
+
+
+def feed_back(scenario: Scenario, session: Session) -> None:
+    """Write the session's outcome into the scenario's facts for the next round."""
+    for jd in scenario.data.get("jobs") or []:
+        job = session.jobs.get(f"default/{jd['name']}")
+        if job is None:
+            continue
+        deleting = bool(jd.get("deleting"))
+        for i, td in enumerate(jd.get("tasks") or []):
+            task = job.tasks.get(td.get("name") or f"{jd['name']}-{i}")
+            if task is None:
+                continue
+            status, node = task.status, task.node
+            if status is TaskStatus.BINDING:
+                status = TaskStatus.RUNNING
+            elif status is TaskStatus.PIPELINED or (status is TaskStatus.RELEASING and not deleting):
+                status, node = TaskStatus.PENDING, None
+            td["state"] = status.value
+            if node is None:
+                td.pop("node", None)
+            else:
+                td["node"] = node

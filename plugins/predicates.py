@@ -1,0 +1,123 @@
+"""``predicates``: the per-node filters of Kubernetes and KAI.
+
+For each candidate node of a task: the node is ready and schedulable; the task's node selector
+and required node affinity match; the node's NoSchedule/NoExecute taints are tolerated; the
+queue stays within its limits (``kai_task_over_capacity``); required pod affinity and
+anti-affinity hold (including the anti-affinity of pods already on the nodes). Resource fit and
+pod slots are checked by the kernel before any predicate.
+"""
+
+from __future__ import annotations
+
+from kai import hookimpl
+from kai.api import Reject
+
+NAME = "predicates"
+UNSCHEDULABLE = Reject(NAME, "node(s) were unschedulable")
+NOT_READY = Reject(NAME, "node(s) had condition NotReady")
+AFFINITY = Reject(NAME, "node(s) didn't match Pod's node affinity/selector")
+POD_AFFINITY = Reject(NAME, "node(s) didn't match pod affinity rules")
+POD_ANTI_AFFINITY = Reject(NAME, "node(s) didn't match pod anti-affinity rules")
+EXISTING_ANTI_AFFINITY = Reject(NAME, "node(s) didn't satisfy existing pods anti-affinity rules")
+
+
+def matches_node_affinity(task, labels) -> bool:
+    if any(labels.get(k) != v for k, v in task.node_selector.items()):
+        return False
+    if not task.node_affinity:
+        return True
+    return any(all(req.matches(labels) for req in term) for term in task.node_affinity)
+
+
+def untolerated_taint(task, node):
+    for taint in node.node.taints:
+        if taint.effect not in ("NoSchedule", "NoExecute"):
+            continue
+        if not any(t.tolerates(taint) for t in task.tolerations):
+            return taint
+    return None
+
+
+class _AffinityView:
+    """Where the pods matching a task's affinity terms are, computed once per placement attempt."""
+
+    def __init__(self, session, task):
+        self.required = []  # (topology key, domains with a match, may go anywhere)
+        self.forbidden = []  # (topology key, domains with a match)
+        placed = [(n, t) for n in session.nodes for t in n.tasks.values() if t is not task]
+        for term in task.pod_affinity:
+            domains = self._domains(term, task, placed)
+            self_ok = not domains and term.selector.matches(task.labels)
+            self.required.append((term.topology_key, domains, self_ok))
+        for term in task.pod_anti_affinity:
+            self.forbidden.append((term.topology_key, self._domains(term, task, placed)))
+        for node, other in placed:
+            for term in other.pod_anti_affinity:
+                namespaces = term.namespaces or (other.namespace,)
+                value = node.labels.get(term.topology_key)
+                if value is not None and task.namespace in namespaces and term.selector.matches(task.labels):
+                    self.forbidden.append((term.topology_key, {value}, True))
+
+    @staticmethod
+    def _domains(term, task, placed) -> set:
+        namespaces = term.namespaces or (task.namespace,)
+        return {
+            node.labels[term.topology_key]
+            for node, other in placed
+            if term.topology_key in node.labels and other.namespace in namespaces and term.selector.matches(other.labels)
+        }
+
+    def check(self, labels):
+        for key, domains, self_ok in self.required:
+            if not self_ok and labels.get(key) not in domains:
+                return POD_AFFINITY
+        for entry in self.forbidden:
+            key, domains = entry[0], entry[1]
+            if labels.get(key) in domains:
+                return EXISTING_ANTI_AFFINITY if len(entry) == 3 else POD_ANTI_AFFINITY
+        return None
+
+
+class Predicates:
+    name = NAME
+
+    def __init__(self):
+        self.affinity: dict[str, _AffinityView] = {}
+        self.anti_affinity_pods = False
+
+    @hookimpl
+    def kai_session_open(self, session):
+        self.affinity = {}
+        self.anti_affinity_pods = any(
+            t.pod_anti_affinity for j in session.jobs.values() for t in j.tasks.values()
+        )
+
+    @hookimpl
+    def kai_pre_predicate(self, session, task, job):
+        if task.pod_affinity or task.pod_anti_affinity or self.anti_affinity_pods:
+            self.affinity[task.uid] = _AffinityView(session, task)
+        else:
+            self.affinity.pop(task.uid, None)
+        return None
+
+    @hookimpl
+    def kai_predicate(self, session, task, job, node):
+        n = node.node
+        if n.unschedulable:
+            return UNSCHEDULABLE
+        if not n.ready:
+            return NOT_READY
+        if not matches_node_affinity(task, n.labels):
+            return AFFINITY
+        taint = untolerated_taint(task, node)
+        if taint is not None:
+            return Reject(NAME, f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}")
+        veto = session.task_over_capacity(task, job, node)
+        if veto is not None:
+            return veto
+        view = self.affinity.get(task.uid)
+        return view.check(n.labels) if view is not None else None
+
+
+def build(arguments):
+    return Predicates()

@@ -1,0 +1,96 @@
+"""``proportion``: hierarchical fair share (DRF), queue order, and queue capacity checks.
+
+At session open the plugin divides the cluster's GPUs, CPU and memory down the queue tree
+(deserved quota first, then over-quota by priority and weight) and keeps every queue's allocation
+current through the allocation events. It orders sibling queues the way KAI does and vetoes jobs
+that would take a queue over its limit, or a non-preemptible job over its deserved quota.
+"""
+
+from __future__ import annotations
+
+from kai import hookimpl
+from kai.api import ALLOCATED
+from kai.framework import tasks_to_allocate
+from kai.plugins.proportion import capacity, queue_order
+from kai.plugins.proportion.shares import build_shares, min_node_gpu_memory, quantify
+
+
+class Proportion:
+    name = "proportion"
+
+    def __init__(self, k_value: float = 1.0, saturation_multiplier: float = 1.0):
+        self.k_value = max(0.0, k_value)
+        self.saturation_multiplier = max(1.0, saturation_multiplier)
+        self.shares = {}
+        self.totals = [0.0, 0.0, 0.0]
+        self.gpu_memory = 100.0
+
+    @hookimpl
+    def kai_session_open(self, session):
+        self.shares, self.totals = build_shares(session, self.k_value)
+        self.gpu_memory = min_node_gpu_memory(session)
+
+    @hookimpl
+    def kai_session_close(self, session):
+        self.shares = {}
+
+    def job_request(self, session, job) -> list[float]:
+        """(CPU, memory, GPU) of the job's next allocation step."""
+        total = [0.0, 0.0, 0.0]
+        for task in tasks_to_allocate(session, job):
+            for r, v in enumerate(quantify(task.request, self.gpu_memory)):
+                total[r] += v
+        return total
+
+    def job_allocated(self, session, job) -> list[float]:
+        """(CPU, memory, GPU) the job holds in allocated statuses."""
+        total = [0.0, 0.0, 0.0]
+        for task in job.tasks.values():
+            if task.status in ALLOCATED:
+                for r, v in enumerate(quantify(task.request, self.gpu_memory)):
+                    total[r] += v
+        return total
+
+    @hookimpl
+    def kai_queue_order(self, session, left, right, left_job, right_job, left_victims, right_victims):
+        return queue_order.compare(self, session, left, right, left_job, right_job, left_victims, right_victims)
+
+    @hookimpl
+    def kai_job_over_capacity(self, session, job, tasks):
+        request = [0.0, 0.0, 0.0]
+        for task in tasks:
+            for r, v in enumerate(quantify(task.request, self.gpu_memory)):
+                request[r] += v
+        return capacity.check(self, session, job, request)
+
+    @hookimpl
+    def kai_task_over_capacity(self, session, task, job, node):
+        base = node.node.gpu_memory_mib or self.gpu_memory
+        return capacity.check(self, session, job, quantify(task.request, base))
+
+    def _charge(self, session, task, sign: float) -> None:
+        job = session.jobs.get(task.job)
+        if job is None:
+            return
+        node = session.node_by_name.get(task.node) if task.node else None
+        base = node.node.gpu_memory_mib if node is not None and node.node.gpu_memory_mib else self.gpu_memory
+        amounts = quantify(task.request, base)
+        for q in session.ancestors(job.queue):
+            qs = self.shares[q.name]
+            for r in range(3):
+                qs.allocated[r] += sign * amounts[r]
+                if not job.preemptible:
+                    qs.allocated_np[r] += sign * amounts[r]
+
+    @hookimpl
+    def kai_on_allocate(self, session, task, node):
+        self._charge(session, task, 1.0)
+
+    @hookimpl
+    def kai_on_deallocate(self, session, task, node):
+        self._charge(session, task, -1.0)
+
+
+def build(arguments):
+    multiplier = arguments.get("reclaimerSaturationMultiplier", arguments.get("relcaimerSaturationMultiplier", 1.0))
+    return Proportion(float(arguments.get("kValue", 1.0)), float(multiplier))

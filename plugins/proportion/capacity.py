@@ -1,0 +1,47 @@
+"""Queue capacity: nothing over a limit at any level; non-preemptible jobs only within deserved quota."""
+
+from __future__ import annotations
+
+from kai.api import UNLIMITED, Reject
+from kai.plugins.proportion.shares import CPU, GPU, MEMORY
+
+_UNITS = {GPU: ("GPUs", "GPUs", 1.0), CPU: ("CPU cores", "cores", 1000.0), MEMORY: ("memory", "GB", 1e9)}
+
+
+def _h(value: float, divisor: float) -> str:
+    return f"{round(value / divisor, 3):g}"
+
+
+def check(plugin, session, job, request: list[float]) -> Reject | None:
+    """Reject when ``request`` (CPU, memory, GPU) of ``job`` breaks a limit or the non-preemptible quota."""
+    chain = [plugin.shares[q.name] for q in session.ancestors(job.queue) if q.name in plugin.shares]
+    for qs in chain:
+        for r in (CPU, MEMORY, GPU):
+            limit = qs.limit[r]
+            if limit != UNLIMITED and request[r] > 0 and limit < qs.allocated[r] + request[r] - 1e-9:
+                title, unit, div = _UNITS[r]
+                return Reject("proportion", (
+                    f"{qs.name} quota has reached the allowable limit of {title}. Limit is {_h(limit, div)} {unit}, "
+                    f"currently {_h(qs.allocated[r], div)} {unit} allocated and workload requested "
+                    f"{_h(request[r], div)} {unit}"))
+    if job.preemptible:
+        return None
+    for qs in chain:
+        for r in (CPU, MEMORY, GPU):
+            deserved = qs.deserved[r]
+            if deserved != UNLIMITED and deserved < qs.allocated_np[r] + request[r] - 1e-9:
+                return Reject("proportion", "Non-preemptible workload is over quota. " + _np_details(qs, r, request)
+                              + " Use a preemptible workload to go over quota.")
+    return None
+
+
+def _np_details(qs, r: int, request: list[float]) -> str:
+    if r == GPU:
+        return (f"Workload requested {_h(request[r], 1)} GPUs, but {qs.name} quota is {_h(qs.deserved[r], 1)} GPUs, "
+                f"while {_h(qs.allocated_np[r], 1)} GPUs are already allocated for non-preemptible pods.")
+    if r == CPU:
+        return (f"Workload requested {_h(request[r], 1000)} CPU cores, but {qs.name} quota is "
+                f"{_h(qs.deserved[r], 1000)} cores, while {_h(qs.allocated_np[r], 1000)} cores are already "
+                f"allocated for non-preemptible pods.")
+    return (f"Workload requested {_h(request[r], 1e9)} GB memory, but {qs.name} quota is {_h(qs.deserved[r], 1e9)} GB, "
+            f"while {_h(qs.allocated_np[r], 1e9)} GB are already allocated for non-preemptible pods.")

@@ -1,0 +1,127 @@
+"""Per-queue resource shares of the proportion plugin, for GPU, CPU and memory.
+
+Units: GPUs in devices (fractions, MIG slices and GPU memory converted to devices), CPU in
+millicores, memory in bytes; ``-1`` means unlimited for deserved quota and limit.
+"""
+
+from __future__ import annotations
+
+from kai.api import ALLOCATED, UNLIMITED, Queue, TaskStatus
+from kai.framework import divide_tree
+
+#: Resource order of every vector here: KAI's (CPU, memory, GPU).
+RESOURCES = ("cpu", "memory", "gpu")
+CPU, MEMORY, GPU = range(3)
+NO_FAIR_SHARE_DRF_MULTIPLIER = 1000.0
+
+
+def quantify(request, gpu_memory_mib: float = 0.0) -> list[float]:
+    """A task request as (CPU, memory, GPU quota)."""
+    return [request.cpu, request.memory, request.quota_gpus(gpu_memory_mib)]
+
+
+def leq(a: float, b: float) -> bool:
+    """``a <= b`` where -1 is unlimited (larger than any amount)."""
+    if a == UNLIMITED:
+        return b == UNLIMITED
+    return b == UNLIMITED or a <= b
+
+
+class QueueShare:
+    """One queue's quotas, fair share, allocation and request per resource."""
+
+    __slots__ = ("queue", "name", "parent", "priority", "creation", "deserved", "limit", "weight",
+                 "fair_share", "allocated", "allocated_np", "request", "usage")
+
+    def __init__(self, queue: Queue):
+        self.queue = queue
+        self.name, self.parent, self.priority, self.creation = queue.name, queue.parent, queue.priority, queue.creation
+        specs = (queue.cpu, queue.memory, queue.gpu)
+        self.deserved = [s.deserved for s in specs]
+        self.limit = [s.limit for s in specs]
+        self.weight = [s.over_quota_weight for s in specs]
+        self.fair_share = [0.0, 0.0, 0.0]
+        self.allocated = [0.0, 0.0, 0.0]
+        self.allocated_np = [0.0, 0.0, 0.0]
+        self.request = [0.0, 0.0, 0.0]
+        self.usage = [0.0, 0.0, 0.0]
+
+    def allocatable(self, r: int) -> float:
+        """KAI's allocatable share: the limit for unlimited deserved, else max(deserved, fair share) within the limit."""
+        if self.deserved[r] == UNLIMITED:
+            return self.limit[r]
+        value = max(self.deserved[r], self.fair_share[r])
+        return value if self.limit[r] == UNLIMITED else min(self.limit[r], value)
+
+    def dominant_share(self, allocated: list[float], totals: list[float]) -> float:
+        share = 0.0
+        for r in range(3):
+            alloc = self.allocatable(r)
+            if alloc == UNLIMITED:
+                alloc = totals[r]
+            value = allocated[r] * NO_FAIR_SHARE_DRF_MULTIPLIER if alloc == 0 else allocated[r] / alloc
+            share = max(share, value)
+        return share
+
+
+def cluster_totals(session) -> list[float]:
+    """What is divided at the top: allocatable of ready, schedulable nodes, MIG slices counted as GPUs."""
+    totals = [0.0, 0.0, 0.0]
+    for n in session.nodes:
+        node = n.node
+        if not node.ready or node.unschedulable:
+            continue
+        a = node.allocatable
+        totals[CPU] += a.cpu
+        totals[MEMORY] += a.memory
+        totals[GPU] += a.gpu + sum(
+            int(k.split("mig-")[1].split("g.")[0]) * v for k, v in a.scalars.items() if k.startswith("nvidia.com/mig-")
+        )
+    return totals
+
+
+def min_node_gpu_memory(session) -> float:
+    """The smallest GPU memory (MiB) over nodes that report more than the default 100 MiB, else 100."""
+    values = [n.node.gpu_memory_mib for n in session.nodes if n.node.gpu_memory_mib > 100]
+    return float(min(values)) if values else 100.0
+
+
+def build_shares(session, k_value: float) -> tuple[dict[str, QueueShare], list[float]]:
+    """Queue shares with allocations, requests and fair shares computed for this session."""
+    shares = {name: QueueShare(q) for name, q in session.queues.items()}
+    gpu_mem = min_node_gpu_memory(session)
+    for job in session.jobs.values():
+        chain = [shares[q.name] for q in session.ancestors(job.queue)]
+        for task in job.tasks.values():
+            if task.status in ALLOCATED:
+                amounts = quantify(task.request, _accepted_memory_base(session, task, gpu_mem))
+                for qs in chain:
+                    for r in range(3):
+                        qs.allocated[r] += amounts[r]
+                        qs.request[r] += amounts[r]
+                        if not job.preemptible:
+                            qs.allocated_np[r] += amounts[r]
+            elif task.status is TaskStatus.PENDING:
+                amounts = quantify(task.request, gpu_mem)
+                for qs in chain:
+                    for r in range(3):
+                        qs.request[r] += amounts[r]
+    totals = cluster_totals(session)
+    order = sorted(shares.values(), key=lambda s: (s.creation, s.name.encode()))
+    index = {s.name: i for i, s in enumerate(order)}
+    parent = [index[s.parent] if s.parent in index else -1 for s in order]
+    for r in range(3):
+        fair = divide_tree(
+            totals[r], parent, [s.deserved[r] for s in order], [s.limit[r] for s in order],
+            [s.weight[r] for s in order], [s.priority for s in order], [s.request[r] for s in order],
+            [s.usage[r] for s in order], list(range(len(order))), k_value,
+        )
+        for s, value in zip(order, fair):
+            s.fair_share[r] = value
+    return shares, totals
+
+
+def _accepted_memory_base(session, task, default: float) -> float:
+    """GPU memory of the device a placed GPU-memory task landed on (its accepted fraction's base)."""
+    node = session.node_by_name.get(task.node) if task.node else None
+    return float(node.node.gpu_memory_mib) if node is not None and node.node.gpu_memory_mib else default
