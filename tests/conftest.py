@@ -1,0 +1,1 @@
+"""Shared fixtures: the scheduler kernel on in-memory clusters (see ``kai.testing``)."""
