@@ -1,0 +1,146 @@
+"""The grouping hub: owner resolution, choice of podgrouper, PodGroup object and pod assignment."""
+
+import pytest
+
+from kai import hookimpl
+from kai.api.podgroup import GroupingError, PodGroupMetadata, SubGroupMetadata, TopologyConstraint
+from kai.framework.grouping import GroupingConfig, pod_assignment, podgroup_object, skip_reason
+from kai.testing_podgroupers import group, hub, obj, pod
+
+
+def deployment_chain():
+    deploy = obj("apps/v1", "Deployment", "web", labels={"kai.scheduler/queue": "serving"})
+    rs = obj("apps/v1", "ReplicaSet", "web-7d4b9", owner=deploy)
+    return deploy, rs, pod("web-7d4b9-x2x", owner=rs)
+
+
+def test_owner_chain_is_walked_to_the_top_owner():
+    deploy, rs, p = deployment_chain()
+    h = hub(p, deploy, rs)
+    top, owners = h.resolve_owners(p)
+    assert top["metadata"]["name"] == "web"
+    assert [o["kind"] for o in owners] == ["ReplicaSet", "Deployment"]
+
+
+def test_top_owner_kind_selects_the_podgrouper():
+    deploy, rs, p = deployment_chain()
+    metadata = group(p, deploy, rs)
+    assert metadata.name == "pg-web-7d4b9-x2x-uid-web-7d4b9-x2x"  # Deployment: one PodGroup per pod
+    assert metadata.queue == "serving"
+
+
+def test_bare_pod_is_its_own_top_owner():
+    p = pod("solo", uid="u1")
+    metadata = group(p)
+    assert metadata.name == "pg-solo-u1"
+    assert metadata.owner.kind == "Pod"
+
+
+def test_missing_owner_is_reported_like_kai():
+    job = obj("batch/v1", "Job", "gone", uid="j1")
+    with pytest.raises(GroupingError, match=r'failed to find Job: <default/gone>, uid: <j1>: jobs.batch "gone" not found'):
+        group(pod("p", owner=job))
+
+
+def test_owner_with_other_uid_is_an_error():
+    job = obj("batch/v1", "Job", "train", uid="old")
+    recreated = obj("batch/v1", "Job", "train", uid="new")
+    with pytest.raises(GroupingError, match="Owner resource with uid old not found"):
+        group(pod("p", owner=job), recreated)
+
+
+def test_owner_with_two_owners_is_an_error():
+    a, b = obj("v1", "A", "a"), obj("v1", "B", "b")
+    middle = obj("apps/v1", "ReplicaSet", "rs", owner=a)
+    middle["metadata"]["ownerReferences"].append({"apiVersion": "v1", "kind": "B", "name": "b", "uid": "uid-b"})
+    with pytest.raises(GroupingError, match="found ReplicaSet <rs in namespace default> with multiple owners"):
+        group(pod("p", owner=middle), middle, a, b)
+
+
+def test_unknown_kind_falls_back_to_default_rules():
+    custom = obj("example.com/v1", "Trainer", "t", uid="t1")
+    metadata = group(pod("t-0", owner=custom), custom)
+    assert (metadata.name, metadata.min_available, metadata.priority_class) == ("pg-t-t1", 1, "train")
+
+
+class Claim:
+    def __init__(self, kinds, name):
+        self.kinds, self.name = kinds, name
+
+    @hookimpl
+    def kai_podgrouper_kinds(self):
+        return self.kinds
+
+    @hookimpl
+    def kai_podgroup_metadata(self, hub, top_owner, pod, owners):
+        metadata = hub.default_metadata(top_owner, pod, owners)
+        metadata.name = self.name
+        return metadata
+
+
+def test_version_wildcard_applies_when_no_exact_match():
+    h = hub(plugins={"any": Claim([("example.com", "*", "Thing")], "wild"),
+                     "v2": Claim([("example.com", "v2", "Thing")], "exact")})
+    assert h.podgrouper_for(("example.com", "v1", "Thing")) == "any"
+    assert h.podgrouper_for(("example.com", "v2", "Thing")) == "v2"
+    assert h.podgrouper_for(("example.com", "v1", "Other")) == "default"
+    assert h.podgrouper_for(("example.com", "v1", "Thing"), exact=True) is None
+
+
+def test_two_podgroupers_claiming_one_kind_is_an_error():
+    with pytest.raises(GroupingError, match="both claim apps/v1/Deployment"):
+        hub(plugins={"mine": Claim([("apps", "v1", "Deployment")], "x")})
+
+
+def test_podgrouper_without_metadata_hook_is_an_error():
+    class KindsOnly:
+        @hookimpl
+        def kai_podgrouper_kinds(self):
+            return [("example.com", "v1", "Nothing")]
+
+    with pytest.raises(GroupingError, match="implement no kai_podgroup_metadata"):
+        hub(plugins={"broken": KindsOnly()})
+
+
+def test_podgroup_object_and_pod_assignment():
+    metadata = PodGroupMetadata(
+        name="pg-x", namespace="ns", owner=obj_ref(), min_available=3, queue="q", priority_class="train",
+        preemptibility="preemptible", labels={"a": "b"}, topology=TopologyConstraint("topo", "rack", ""),
+        subgroups=[SubGroupMetadata("workers", 2, parent="root", pods=["p-1"], topology=TopologyConstraint("topo", "", "node"))],
+    )
+    pg = podgroup_object(metadata)
+    assert pg["apiVersion"] == "scheduling.run.ai/v2alpha2" and pg["kind"] == "PodGroup"
+    assert pg["metadata"]["ownerReferences"] == [{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u"}]
+    assert pg["spec"] == {
+        "minMember": 3, "queue": "q", "priorityClassName": "train", "preemptibility": "preemptible",
+        "topologyConstraint": {"topology": "topo", "requiredTopologyLevel": "rack"},
+        "subGroups": [{"name": "workers", "minMember": 2, "parent": "root",
+                       "topologyConstraint": {"topology": "topo", "preferredTopologyLevel": "node"}}],
+    }
+    patch = pod_assignment(metadata, pod("p-1", namespace="ns"))
+    assert patch == {"annotations": {"pod-group-name": "pg-x"}, "labels": {"kai.scheduler/subgroup-name": "workers"}}
+    assert pod_assignment(metadata, pod("p-1", namespace="other"))["labels"] == {}
+
+
+def obj_ref():
+    from kai.api.podgroup import OwnerReference
+
+    return OwnerReference("batch/v1", "Job", "j", "u")
+
+
+def test_podgroup_copies_the_pods_node_pool_label():
+    p = pod("p", labels={"kai.scheduler/node-pool": "a100"})
+    pg, subgroup = hub(p).podgroup(p)
+    assert pg["metadata"]["labels"]["kai.scheduler/node-pool"] == "a100"
+    assert subgroup is None
+
+
+def test_custom_queue_label_key():
+    p = pod("p", labels={"team.example.com/queue": "research"})
+    assert group(p, config=GroupingConfig(queue_label_key="team.example.com/queue")).queue == "research"
+
+
+def test_bare_pod_naming_its_own_podgroup_is_skipped():
+    assert skip_reason(pod("p", annotations={"pod-group-name": "mine"}))
+    job = obj("batch/v1", "Job", "j")
+    assert skip_reason(pod("p", owner=job, annotations={"pod-group-name": "mine"})) is None
