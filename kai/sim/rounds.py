@@ -1,13 +1,17 @@
 """Scheduling rounds on in-memory facts: run the kernel, then feed its decisions back.
 
 One round builds a fresh snapshot from the facts, runs the configured actions in one Session and
-applies KAI's integration-test feedback: bound tasks start running, pipelined reservations are
-dropped, evicted tasks wait again (unless their job is being deleted).
+applies KAI's integration-test feedback (:func:`settle`): bound tasks start running, pipelined
+reservations are dropped, evicted tasks wait again (unless their job is being deleted). The facts
+are either a conformance :class:`Scenario` (:func:`feed_back`) or the domain objects themselves
+(:func:`feed_back_jobs`).
 """
 
 from __future__ import annotations
 
-from kai.api import TaskStatus
+from collections.abc import Iterable
+
+from kai.api import Job, TaskStatus
 from kai.framework import Plugins, Session, run_session
 from kai.sim.scenario import NOW, Scenario
 
@@ -17,6 +21,15 @@ ROUND_SECONDS = 1.0
 def run_round(scenario: Scenario, plugins: Plugins, actions=None, now: float = NOW) -> Session:
     """Build the facts' snapshot and run ``actions`` (default: the configured ones) in one session."""
     return run_session(scenario.build(now), plugins, actions)
+
+
+def settle(status: TaskStatus, node: str | None, deleting: bool = False) -> tuple[TaskStatus, str | None]:
+    """A task's (status, node) for the next round, given its (status, node) at the end of this one."""
+    if status is TaskStatus.BINDING:
+        return TaskStatus.RUNNING, node
+    if status is TaskStatus.PIPELINED or (status is TaskStatus.RELEASING and not deleting):
+        return TaskStatus.PENDING, None
+    return status, node
 
 
 def feed_back(scenario: Scenario, session: Session) -> None:
@@ -30,13 +43,16 @@ def feed_back(scenario: Scenario, session: Session) -> None:
             task = job.tasks.get(td.get("name") or f"{jd['name']}-{i}")
             if task is None:
                 continue
-            status, node = task.status, task.node
-            if status is TaskStatus.BINDING:
-                status = TaskStatus.RUNNING
-            elif status is TaskStatus.PIPELINED or (status is TaskStatus.RELEASING and not deleting):
-                status, node = TaskStatus.PENDING, None
+            status, node = settle(task.status, task.node, deleting)
             td["state"] = status.value
             if node is None:
                 td.pop("node", None)
             else:
                 td["node"] = node
+
+
+def feed_back_jobs(jobs: Iterable[Job]) -> None:
+    """Settle the tasks of jobs a session has decided on, in place, for the next round's snapshot."""
+    for job in jobs:
+        for task in job.tasks.values():
+            task.status, task.node = settle(task.status, task.node)
