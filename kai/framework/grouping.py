@@ -51,7 +51,7 @@ from kai.api.podgroup import (
 )
 from kai.framework.objects import ObjectReader
 from kai.framework.topowner import top_owner_metadata
-from kai.framework.unstructured import annotations, gvk, labels, meta_str, split_api_version
+from kai.framework.unstructured import annotations, gvk, labels, meta_str
 
 ENTRY_POINT_GROUP = "kai.podgroupers"
 ANY = "*"
@@ -340,15 +340,6 @@ class PodGrouperHub:
         """The priority class judged on the top owner alone, else ``fallback``."""
         return self._priority_with_defaults([top_owner], pod, fallback)[0]
 
-    def topology_from(self, obj: dict) -> TopologyConstraint:
-        """The PodGroup-level topology constraint from an object's ``kai.scheduler/topology*`` annotations."""
-        values = annotations(obj)
-        return TopologyConstraint(
-            topology=values.get(TOPOLOGY_ANNOTATION, ""),
-            required_level=values.get(TOPOLOGY_REQUIRED_ANNOTATION, ""),
-            preferred_level=values.get(TOPOLOGY_PREFERRED_ANNOTATION, ""),
-        )
-
     def _priority_class_exists(self, name: str) -> bool:
         if not name:
             return False
@@ -506,5 +497,4 @@ __all__ = [
     "pod_assignment",
     "podgroup_object",
     "skip_reason",
-    "split_api_version",
 ]

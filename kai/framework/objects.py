@@ -81,6 +81,3 @@ class MemoryObjects:
             if all(pod_labels.get(k) == v for k, v in selector.items()):
                 found.append(copy.deepcopy(obj))
         return found
-
-    def __iter__(self):
-        return iter(list(self._objects.values()))
