@@ -107,8 +107,9 @@ def kai_job_over_capacity(session, job, tasks):
 def kai_task_over_capacity(session, task, job, node):
     """Veto placing ``task`` on ``node`` because its queue would go over a limit or quota, or ``None``.
 
-    Asked by the ``predicates`` plugin for each candidate node (the GPU quota of a GPU-memory request
-    depends on the node's device memory).
+    Asked by the ``predicates`` plugin for each candidate node of a GPU-memory request (its GPU quota
+    depends on the node's device memory), and once per placement attempt with ``node=None`` for
+    every other request.
     """
 
 

@@ -1,7 +1,8 @@
 """``nodeavailability``: prefer nodes where the task fits now, without waiting for releasing pods."""
 
+from array import array
+
 from kai import hookimpl
-from kai.api import EPSILON
 
 SCORE = 100.0
 
@@ -10,9 +11,9 @@ class NodeAvailability:
     name = "nodeavailability"
 
     @hookimpl
-    def kai_node_scores(self, task, nodes):
-        req = task.request.node_resources()
-        return [SCORE if req.fits_in(n.idle) and n.idle_pods >= 1 - EPSILON else 0.0 for n in nodes]
+    def kai_node_scores(self, session, task, nodes):
+        mask = session.fit_mask(task, array("i", (n.index for n in nodes)))
+        return [SCORE if fit == 2 else 0.0 for fit in mask]
 
 
 def build(arguments):

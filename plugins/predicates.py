@@ -84,10 +84,13 @@ class Predicates:
     def __init__(self):
         self.affinity: dict[str, _AffinityView] = {}
         self.anti_affinity_pods = False
+        #: Queue-capacity verdict of the task being placed, when it does not depend on the node.
+        self.capacity: dict[str, object] = {}
 
     @hookimpl
     def kai_session_open(self, session):
         self.affinity = {}
+        self.capacity = {}
         self.anti_affinity_pods = any(
             t.pod_anti_affinity for j in session.jobs.values() for t in j.tasks.values()
         )
@@ -98,6 +101,10 @@ class Predicates:
             self.affinity[task.uid] = _AffinityView(session, task)
         else:
             self.affinity.pop(task.uid, None)
+        if not task.request.gpu_memory_mib:
+            self.capacity[task.uid] = session.task_over_capacity(task, job, None)
+        else:
+            self.capacity.pop(task.uid, None)
         return None
 
     @hookimpl
@@ -107,12 +114,13 @@ class Predicates:
             return UNSCHEDULABLE
         if not n.ready:
             return NOT_READY
-        if not matches_node_affinity(task, n.labels):
+        if (task.node_selector or task.node_affinity) and not matches_node_affinity(task, n.labels):
             return AFFINITY
-        taint = untolerated_taint(task, node)
+        taint = untolerated_taint(task, node) if n.taints else None
         if taint is not None:
             return Reject(NAME, f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}")
-        veto = session.task_over_capacity(task, job, node)
+        veto = (self.capacity[task.uid] if task.uid in self.capacity
+                else session.task_over_capacity(task, job, node))
         if veto is not None:
             return veto
         view = self.affinity.get(task.uid)

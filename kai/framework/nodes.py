@@ -50,17 +50,16 @@ class NodeArrays:
 class NodeInfo:
     """A node as the session sees it: the Kubernetes node, its position, its tasks and amounts."""
 
-    __slots__ = ("node", "index", "arrays", "tasks")
+    __slots__ = ("node", "index", "arrays", "tasks", "name", "sort_key")
 
     def __init__(self, node: Node, index: int, arrays: NodeArrays):
         self.node = node
+        self.name = node.name
+        #: Node names are compared as byte strings wherever ties are broken by name.
+        self.sort_key = node.name.encode()
         self.index = index
         self.arrays = arrays
         self.tasks: dict[str, Task] = {}
-
-    @property
-    def name(self) -> str:
-        return self.node.name
 
     @property
     def labels(self) -> dict[str, str]:

@@ -172,39 +172,48 @@ class Session:
 
     # --- node selection -----------------------------------------------------------------------------
 
+    def fit_mask(self, task: Task, candidates) -> array:
+        """Per candidate node position: 2 when ``task`` fits idle resources, 1 idle + releasing, 0 not at all."""
+        res = task.request.node_resources()
+        a = self.arrays
+        out = array("b", bytes(len(candidates)))
+        nodefit.fit_nodes(a.idle_cpu, a.idle_mem, a.idle_gpu, a.idle_pods, a.rel_cpu, a.rel_mem, a.rel_gpu,
+                          a.rel_pods, candidates, res.cpu, res.memory, res.gpu, 1.0, out)
+        if res.scalars:
+            for k, fit in enumerate(out):
+                if fit:
+                    node = self.nodes[candidates[k]]
+                    out[k] = 2 if fit == 2 and node.scalars_fit(task, False) else 1 if node.scalars_fit(task, True) else 0
+        return out
+
     def feasible_nodes(self, task: Task, job: Job, candidates=None, reasons: Counter | None = None):
         """Nodes where ``task`` fits (idle + releasing) and no predicate vetoes: ``[(node, fits_idle)]``.
 
-        ``reasons`` (if given) counts why the other nodes were left out.
+        When none is left and ``reasons`` is given, it counts why each node was left out.
         """
         cand = self.all_candidates if candidates is None else candidates
-        req = task.request
-        res = req.node_resources()
-        a = self.arrays
-        out = array("b", bytes(len(cand)))
-        nodefit.fit_nodes(a.idle_cpu, a.idle_mem, a.idle_gpu, a.idle_pods, a.rel_cpu, a.rel_mem, a.rel_gpu,
-                          a.rel_pods, cand, res.cpu, res.memory, res.gpu, 1.0, out)
+        out = self.fit_mask(task, cand)
         predicates = self.calls.kai_predicate
-        result = []
+        result, misfits = [], []
+        vetoes: Counter = Counter()
         for k, fit in enumerate(out):
             node = self.nodes[cand[k]]
-            if fit and res.scalars and not node.scalars_fit(task, True):
-                fit = 0
             if not fit:
-                if reasons is not None:
-                    reasons.update(self.insufficient(node, task))
+                misfits.append(node)
                 continue
-            fits_idle = fit == 2 and (not res.scalars or node.scalars_fit(task, False))
             veto = None
             for fn in predicates:
                 veto = fn(self, task, job, node)
                 if veto is not None:
                     break
             if veto is not None:
-                if reasons is not None:
-                    reasons[str(veto)] += 1
+                vetoes[str(veto)] += 1
                 continue
-            result.append((node, fits_idle))
+            result.append((node, fit == 2))
+        if not result and reasons is not None:
+            reasons.update(vetoes)
+            for node in misfits:
+                reasons.update(self.insufficient(node, task))
         return result
 
     def ordered_nodes(self, task: Task, job: Job, candidates=None, reasons: Counter | None = None):
@@ -219,7 +228,7 @@ class Session:
             if scores is not None:
                 for k, s in enumerate(scores):
                     total[k] += s
-        order = sorted(range(len(nodes)), key=lambda k: (-total[k], _name_key(nodes[k].name)))
+        order = sorted(range(len(nodes)), key=lambda k: (-total[k], nodes[k].sort_key))
         return [feasible[k] for k in order]
 
     def insufficient(self, node: NodeInfo, task: Task) -> list[str]:

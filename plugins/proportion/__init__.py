@@ -24,10 +24,12 @@ class Proportion:
         self.shares = {}
         self.totals = [0.0, 0.0, 0.0]
         self.gpu_memory = 100.0
+        self.requests: dict[str, list[float]] = {}
 
     @hookimpl
     def kai_session_open(self, session):
         self.shares, self.totals = build_shares(session, self.k_value)
+        self.requests = {}
         self.gpu_memory = min_node_gpu_memory(session)
 
     @hookimpl
@@ -35,11 +37,14 @@ class Proportion:
         self.shares = {}
 
     def job_request(self, session, job) -> list[float]:
-        """(CPU, memory, GPU) of the job's next allocation step."""
-        total = [0.0, 0.0, 0.0]
-        for task in tasks_to_allocate(session, job):
-            for r, v in enumerate(quantify(task.request, self.gpu_memory)):
-                total[r] += v
+        """(CPU, memory, GPU) of the job's next allocation step (cached until the job's tasks move)."""
+        total = self.requests.get(job.uid)
+        if total is None:
+            total = [0.0, 0.0, 0.0]
+            for task in tasks_to_allocate(session, job):
+                for r, v in enumerate(quantify(task.request, self.gpu_memory)):
+                    total[r] += v
+            self.requests[job.uid] = total
         return total
 
     def job_allocated(self, session, job) -> list[float]:
@@ -65,13 +70,14 @@ class Proportion:
 
     @hookimpl
     def kai_task_over_capacity(self, session, task, job, node):
-        base = node.node.gpu_memory_mib or self.gpu_memory
+        base = (node.node.gpu_memory_mib if node is not None else 0) or self.gpu_memory
         return capacity.check(self, session, job, quantify(task.request, base))
 
     def _charge(self, session, task, sign: float) -> None:
         job = session.jobs.get(task.job)
         if job is None:
             return
+        self.requests.pop(job.uid, None)
         node = session.node_by_name.get(task.node) if task.node else None
         base = node.node.gpu_memory_mib if node is not None and node.node.gpu_memory_mib else self.gpu_memory
         amounts = quantify(task.request, base)
