@@ -128,18 +128,27 @@ def divide_tree(double total, parent, deserved, max_allowed, over_quota_weight, 
 
 cdef const double[::1] _doubles(values):
     cdef const double[::1] view
-    try:
-        view = values
-    except (TypeError, ValueError, BufferError):
-        view = array("d", values)
+    if not isinstance(values, (list, tuple)):
+        try:
+            view = values
+            return view
+        except (TypeError, ValueError, BufferError):
+            pass
+    view = array("d", values)
     return view
 
 
 cdef const i64[::1] _ints(values):
     cdef const i64[::1] view
+    if not isinstance(values, (list, tuple)):
+        try:
+            view = values
+            return view
+        except (TypeError, ValueError, BufferError):
+            pass
     try:
-        view = values
-    except (TypeError, ValueError, BufferError):
+        view = array("q", values)
+    except TypeError:  # e.g. integral floats
         view = array("q", [int(x) for x in values])
     return view
 

@@ -28,6 +28,11 @@ Per set of siblings sharing ``total``:
    requesting; a queue asking for less takes what it asks for and frees the rest for another round;
 3. what the floors left over is handed out one unit (or the last fraction) at a time, bucket by
    bucket, to the queues with the largest rounded-off fraction first (ties: ``rank``, index).
+
+KAI's consequences, kept as they are: what a bucket's floors leave reaches the rounds of the lower
+buckets before any rounding phase; the rounding phase checks neither request nor limit, so a
+fractional request or limit can be exceeded by less than one unit (whole-number quotas and limits
+are never exceeded); with ``k_value > 0`` a bucket whose queues all have high usage gets nothing.
 """
 
 from __future__ import annotations
