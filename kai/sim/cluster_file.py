@@ -1,0 +1,281 @@
+"""Load the simulator's cluster file: nodes, queues and workloads in a platform engineer's terms.
+
+The format is documented in ``docs/simulate.md``. Quantities are Kubernetes quantities ("500m",
+"64", "512Gi"); priorities are numbers or KAI's priority class names. Every error names the file,
+the entry and the field, and unknown fields are errors (a typo must not be silently ignored).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from typing import Any
+
+import attrs
+
+from kai.api import (
+    UNLIMITED, Job, Node, PodSet, Queue, QuotaSpec, ResourceRequest, Resources, Taint, Task, TaskStatus, Toleration,
+)
+from kai.framework import DEFAULT_CONFIG, ConfigError, SchedulerConfig, Snapshot, build_snapshot, parse_config
+
+#: KAI's priority classes and their values.
+PRIORITY_CLASSES = {"train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
+#: Jobs with a priority below this are preemptible unless the workload says otherwise (KAI's rule).
+PREEMPTIBLE_BELOW = 100
+
+TOP_FIELDS = ("name", "cycles", "config", "nodes", "queues", "workloads")
+NODE_FIELDS = ("name", "count", "gpus", "cpu", "memory", "gpu_memory", "max_pods", "labels", "taints")
+QUEUE_FIELDS = ("name", "parent", "priority", "gpu", "cpu", "memory")
+QUOTA_FIELDS = ("deserved", "limit", "over_quota_weight")
+WORKLOAD_FIELDS = (
+    "name", "queue", "priority", "preemptible", "replicas", "min_available", "gpus", "cpu", "memory",
+    "node_selector", "tolerations", "running_on",
+)
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?\d+)?$")
+_FACTORS = {
+    None: 1.0, "n": 1e-9, "u": 1e-6, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
+    "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50, "Ei": 2.0**60,
+}
+
+
+def parse_quantity(value: Any, where: str, field: str) -> float:
+    """A Kubernetes quantity (a number or a string such as ``500m`` or ``16Gi``) in base units."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    m = _QUANTITY.match(value.strip()) if isinstance(value, str) else None
+    if m is None:
+        raise ConfigError(f"{where}: field '{field}': {value!r} is not a Kubernetes quantity (like 500m, 4, 16Gi)")
+    number, suffix = float(m.group(1)), m.group(2)
+    if suffix and suffix[0] in "eE" and suffix not in _FACTORS:
+        return number * 10.0 ** int(suffix[1:])
+    return number * _FACTORS[suffix]
+
+
+@attrs.define
+class ClusterFile:
+    """The facts of a cluster file, as domain objects a snapshot is built from each cycle."""
+
+    name: str
+    file: str
+    nodes: list[Node]
+    queues: list[Queue]
+    jobs: list[Job]
+    config: SchedulerConfig = DEFAULT_CONFIG
+    cycles: int = 1
+
+    def snapshot(self, now: float) -> Snapshot:
+        return build_snapshot(self.nodes, self.queues, self.jobs, now)
+
+
+class _Entry:
+    """Typed access to the fields of one mapping, with errors that name where it is."""
+
+    def __init__(self, data: Any, where: str, known: tuple[str, ...]):
+        if not isinstance(data, dict):
+            raise ConfigError(f"{where}: must be a mapping")
+        self.data, self.where = data, where
+        for key in data:
+            if key not in known:
+                close = difflib.get_close_matches(str(key), known, n=1)
+                hint = f"; did you mean '{close[0]}'?" if close else f"; known fields: {', '.join(known)}"
+                raise ConfigError(f"{where}: field '{key}' is not known{hint}")
+
+    def has(self, key: str) -> bool:
+        return self.data.get(key) is not None
+
+    def get(self, key: str, types, default=attrs.NOTHING, what: str = ""):
+        value = self.data.get(key)
+        if value is None:
+            if default is attrs.NOTHING:
+                raise ConfigError(f"{self.where}: field '{key}' is missing")
+            return default
+        types = types if isinstance(types, tuple) else (types,)
+        if isinstance(value, bool) != (bool in types) or not isinstance(value, types):
+            raise ConfigError(f"{self.where}: field '{key}' must be {what or _type_name(types)}, not {value!r}")
+        return value
+
+    def count(self, key: str, default: int, minimum: int = 0) -> int:
+        value = self.get(key, int, default, "a whole number")
+        if value < minimum:
+            raise ConfigError(f"{self.where}: field '{key}' must be at least {minimum}, not {value}")
+        return value
+
+    def quantity(self, key: str, default=attrs.NOTHING) -> float:
+        if not self.has(key):
+            if default is attrs.NOTHING:
+                raise ConfigError(f"{self.where}: field '{key}' is missing")
+            return default
+        value = parse_quantity(self.data[key], self.where, key)
+        if value < 0:
+            raise ConfigError(f"{self.where}: field '{key}' must not be negative, not {self.data[key]!r}")
+        return value
+
+    def strings(self, key: str) -> dict[str, str]:
+        return {str(k): str(v) for k, v in self.get(key, dict, {}).items()}
+
+
+def _type_name(types: tuple) -> str:
+    names = {int: "a number", float: "a number", str: "a string", bool: "true or false", list: "a list",
+             dict: "a mapping"}
+    return " or ".join(dict.fromkeys(names.get(t, t.__name__) for t in types))
+
+
+def _named(items: Any, file: str, section: str) -> list[tuple[str, Any]]:
+    """(where, item) of each entry of a list section, ``where`` naming the entry by index and name."""
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise ConfigError(f"{file}: field '{section}' must be a list")
+    out = []
+    for i, item in enumerate(items):
+        where = f"{file}: {section}[{i}]"
+        name = item.get("name") if isinstance(item, dict) else None
+        if isinstance(item, dict) and not isinstance(name, str):
+            raise ConfigError(f"{where}: field 'name' is missing or not a string")
+        out.append((f"{where} {name!r}" if name else where, item))
+    return out
+
+
+def _nodes(file: str, items: Any) -> list[Node]:
+    nodes: list[Node] = []
+    for where, item in _named(items, file, "nodes"):
+        e = _Entry(item, where, NODE_FIELDS)
+        name, gpus = e.get("name", str), e.count("gpus", 0)
+        # GPU memory per device: a quantity string, or a bare number of MiB (KAI's unit for it).
+        gpu_mib = int(e.quantity("gpu_memory", 0.0) / (2**20 if isinstance(e.data.get("gpu_memory"), str) else 1))
+        allocatable = Resources(e.quantity("cpu") * 1000, e.quantity("memory"), float(gpus))
+        taints = tuple(_taint(t, f"{where}: taints[{k}]") for k, t in enumerate(e.get("taints", list, [])))
+        count = e.count("count", 1, minimum=1) if e.has("count") else None
+        names = [name] if count is None else [f"{name}-{k}" for k in range(count)]
+        for n in names:
+            labels = {"kubernetes.io/hostname": n, "nvidia.com/gpu.count": str(gpus)}
+            if gpu_mib:
+                labels["nvidia.com/gpu.memory"] = str(gpu_mib)
+            labels.update(e.strings("labels"))
+            nodes.append(Node(n, allocatable.copy(), labels, taints, max_pods=e.count("max_pods", 110, minimum=1),
+                              gpu_memory_mib=gpu_mib))
+    return nodes
+
+
+def _taint(value: Any, where: str) -> Taint:
+    if isinstance(value, str):
+        m = re.fullmatch(r"([^=:]+)(?:=([^:]*))?:(\w+)", value)
+        if m is None:
+            raise ConfigError(f"{where}: {value!r} is not a taint; write key=value:Effect")
+        key, val, effect = m.group(1), m.group(2) or "", m.group(3)
+    else:
+        e = _Entry(value, where, ("key", "value", "effect"))
+        key, val, effect = e.get("key", str), str(e.get("value", (str, int, float), "")), e.get("effect", str, "NoSchedule")
+    if effect not in TAINT_EFFECTS:
+        raise ConfigError(f"{where}: field 'effect' must be one of {', '.join(TAINT_EFFECTS)}, not {effect!r}")
+    return Taint(key, val, effect)
+
+
+def _toleration(value: Any, where: str) -> Toleration:
+    e = _Entry(value, where, ("key", "operator", "value", "effect"))
+    op = e.get("operator", str, "Equal")
+    if op not in ("Equal", "Exists"):
+        raise ConfigError(f"{where}: field 'operator' must be Equal or Exists, not {op!r}")
+    return Toleration(e.get("key", str, ""), op, str(e.get("value", (str, int, float), "")), e.get("effect", str, ""))
+
+
+def _queues(file: str, items: Any) -> list[Queue]:
+    queues = []
+    for i, (where, item) in enumerate(_named(items, file, "queues")):
+        e = _Entry(item, where, QUEUE_FIELDS)
+        defaults = Queue("defaults")
+        quotas = {res: _quota(e, res, getattr(defaults, res)) for res in ("gpu", "cpu", "memory")}
+        queues.append(Queue(e.get("name", str), e.get("parent", str, None), e.get("priority", int, 100),
+                            creation=float(i), **quotas))
+    return queues
+
+
+def _quota(e: _Entry, resource: str, default: QuotaSpec) -> QuotaSpec:
+    if not e.has(resource):
+        return default
+    q = _Entry(e.data[resource], f"{e.where}: {resource}", QUOTA_FIELDS)
+    scale = {"gpu": 1.0, "cpu": 1000.0, "memory": 1.0}[resource]
+
+    def amount(key: str, fallback: float) -> float:
+        if not q.has(key):
+            return fallback
+        raw = q.data[key]
+        if resource == "gpu":
+            value = float(q.get(key, (int, float)))
+        else:
+            value = parse_quantity(raw, q.where, key)
+        if value == UNLIMITED:
+            return UNLIMITED
+        if value < 0:
+            raise ConfigError(f"{q.where}: field '{key}' must be a quantity or -1 (unlimited), not {raw!r}")
+        return value * scale
+
+    weight = float(q.get("over_quota_weight", (int, float), default.over_quota_weight))
+    if weight < 0:
+        raise ConfigError(f"{q.where}: field 'over_quota_weight' must not be negative, not {weight:g}")
+    return QuotaSpec(amount("deserved", default.deserved), amount("limit", default.limit), weight)
+
+
+def _priority(e: _Entry) -> int:
+    value = e.get("priority", (int, str), PRIORITY_CLASSES["train"], "a number or a priority class name")
+    if isinstance(value, str):
+        if value not in PRIORITY_CLASSES:
+            names = ", ".join(f"{k} ({v})" for k, v in PRIORITY_CLASSES.items())
+            raise ConfigError(f"{e.where}: field 'priority': unknown priority class {value!r}; KAI's are {names}")
+        return PRIORITY_CLASSES[value]
+    return value
+
+
+def _jobs(file: str, items: Any, node_names: set[str], now: float) -> list[Job]:
+    entries = _named(items, file, "workloads")
+    jobs = []
+    for i, (where, item) in enumerate(entries):
+        e = _Entry(item, where, WORKLOAD_FIELDS)
+        name, replicas = e.get("name", str), e.count("replicas", 1, minimum=1)
+        min_available = e.count("min_available", replicas, minimum=1)
+        if min_available > replicas:
+            raise ConfigError(f"{where}: field 'min_available' ({min_available}) exceeds 'replicas' ({replicas})")
+        priority = _priority(e)
+        # Earlier workloads were submitted earlier: one second apart, in file order.
+        job = Job(name, e.get("queue", str), priority, creation=now - float(len(entries) - i),
+                  pod_sets={"default": PodSet("default", min_available)})
+        job.preemptible = e.get("preemptible", bool, priority < PREEMPTIBLE_BELOW)
+        request = ResourceRequest(cpu=e.quantity("cpu", 0.0) * 1000, memory=e.quantity("memory", 0.0),
+                                  gpus=e.count("gpus", 0))
+        tolerations = tuple(_toleration(t, f"{where}: tolerations[{k}]")
+                            for k, t in enumerate(e.get("tolerations", list, [])))
+        placed = _running_on(e, replicas, node_names)
+        for k in range(replicas):
+            node = placed[k] if k < len(placed) else None
+            job.add_task(Task(f"{name}-{k}", job.uid, request, TaskStatus.RUNNING if node else TaskStatus.PENDING,
+                              node, creation=job.creation, labels={"job-name": name},
+                              node_selector=e.strings("node_selector"), tolerations=tolerations))
+        if placed:
+            job.last_start = now - 60.0
+        jobs.append(job)
+    return jobs
+
+
+def _running_on(e: _Entry, replicas: int, node_names: set[str]) -> list[str]:
+    value = e.get("running_on", (str, list), [], "a node name or a list of node names (one per running pod)")
+    nodes = [value] if isinstance(value, str) else value
+    if len(nodes) > replicas:
+        raise ConfigError(f"{e.where}: field 'running_on' lists {len(nodes)} pods but 'replicas' is {replicas}")
+    for node in nodes:
+        if node not in node_names:
+            raise ConfigError(f"{e.where}: field 'running_on' names unknown node {node!r}")
+    return nodes
+
+
+def parse_cluster(data: Any, file: str, now: float) -> ClusterFile:
+    """Build the facts of a parsed cluster file (a mapping)."""
+    top = _Entry(data, file, TOP_FIELDS)
+    nodes = _nodes(file, data.get("nodes"))
+    config = parse_config(data["config"], f"{file}: config") if top.has("config") else DEFAULT_CONFIG
+    return ClusterFile(
+        name=top.get("name", str, file), file=file, nodes=nodes, queues=_queues(file, data.get("queues")),
+        jobs=_jobs(file, data.get("workloads"), {n.name for n in nodes}, now), config=config,
+        cycles=top.count("cycles", 1, minimum=1),
+    )

@@ -1,0 +1,145 @@
+"""``kai-scheduler simulate FILE``: run the scheduler on an in-memory cluster described in YAML.
+
+FILE is a cluster file (a mapping with ``nodes``, ``queues`` and ``workloads``; see
+``docs/simulate.md``) or a conformance scenario file (a list of scenarios), each scenario then
+simulated on its own. Every cycle builds a snapshot, runs the configured actions through the
+kernel and feeds the decisions back; the output lists per cycle what was placed or evicted and
+why every pod that stays pending does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+
+import attrs
+import yaml
+
+from kai.api import TaskStatus
+from kai.framework import ConfigError, PluginError, Plugins, SchedulerConfig, Session, Snapshot, run_session
+from kai.sim.cluster_file import parse_cluster
+from kai.sim.rounds import ROUND_SECONDS, feed_back, feed_back_jobs
+from kai.sim.scenario import NOW, load_scenarios
+
+PROG = "kai-scheduler simulate"
+KINDS = {"bind": "bound", "pipeline": "pipelined"}
+
+
+@attrs.define
+class Run:
+    """One simulation: how to build each cycle's snapshot and how to feed a session back into the facts."""
+
+    name: str
+    config: SchedulerConfig
+    cycles: int
+    build: Callable[[float], Snapshot]
+    feed: Callable[[Session], None]
+
+
+def load_runs(path: str, cycles: int | None) -> list[Run]:
+    """The simulations of a cluster file (one) or of a conformance scenario file (one per scenario)."""
+    try:
+        with open(path) as fh:
+            data = yaml.safe_load(fh)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if isinstance(data, list):
+        return [Run(sc.name, sc.config(), cycles or 1, sc.build, lambda s, sc=sc: feed_back(sc, s))
+                for sc in load_scenarios(path)]
+    cluster = parse_cluster(data, path, NOW)
+    return [Run(cluster.name, cluster.config, cycles or cluster.cycles, cluster.snapshot,
+                lambda s: feed_back_jobs(s.jobs.values()))]
+
+
+def simulate(run: Run, available=None) -> dict:
+    """Run the cycles of ``run``; the result is the JSON-ready report."""
+    plugins = Plugins(attrs.evolve(run.config, actions=()), available)
+    actions = [a for a in run.config.actions if a in plugins.actions]
+    report = {
+        "name": run.name, "actions": actions,
+        "unbuilt_actions": [a for a in run.config.actions if a not in plugins.actions],
+        "problems": [], "cycles": [],
+    }
+    now = NOW
+    for cycle in range(1, run.cycles + 1):
+        session = run_session(run.build(now), plugins, actions)
+        if cycle == 1:
+            report["problems"] = [str(p) for p in session.problems]
+        report["cycles"].append(_cycle_report(cycle, session))
+        run.feed(session)
+        now += ROUND_SECONDS
+    return report
+
+
+def _cycle_report(cycle: int, session: Session) -> dict:
+    def job_name(task):
+        return session.jobs[task.job].name
+
+    placements = [{"pod": d.task.name, "job": job_name(d.task), "node": d.node, "kind": KINDS[d.kind]}
+                  for d in session.decisions if d.kind in KINDS]
+    evictions = [{"pod": d.task.name, "job": job_name(d.task), "node": d.node, "reason": d.message}
+                 for d in session.decisions if d.kind == "evict"]
+    pending = []
+    for job in session.jobs.values():
+        waiting = [t for t in job.tasks.values() if t.status is TaskStatus.PENDING]
+        if waiting:
+            job_reason = session.job_fit_message(job)
+            pending += [{"pod": t.name, "job": job.name, "queue": job.queue, "job_reason": job_reason,
+                         "pod_reason": session.task_fit_errors.get(t.uid)} for t in waiting]
+    for job in session.snapshot.rejected_jobs.values():
+        why = next((p.message for p in session.problems if p.kind == "job" and p.name == job.name), "rejected")
+        pending += [{"pod": t.name, "job": job.name, "queue": job.queue, "job_reason": why, "pod_reason": None}
+                    for t in job.tasks.values()]
+    running = sum(1 for j in session.jobs.values() for t in j.tasks.values() if t.status is TaskStatus.RUNNING)
+    return {"cycle": cycle, "placements": placements, "evictions": evictions, "pending": pending,
+            "already_running": running}
+
+
+def format_report(report: dict) -> str:
+    """The human-readable form of one run's report."""
+    lines = [f"== {report['name']} (actions: {', '.join(report['actions']) or 'none'})"]
+    if report["unbuilt_actions"]:
+        lines.append(f"   not built yet, skipped: {', '.join(report['unbuilt_actions'])}")
+    lines += [f"   problem: {p}" for p in report["problems"]]
+    for c in report["cycles"]:
+        lines.append(f"cycle {c['cycle']}: {len(c['placements'])} placed, {len(c['evictions'])} evicted, "
+                     f"{len(c['pending'])} pending, {c['already_running']} already running")
+        lines += [f"  {p['kind']:9} {p['pod']} -> {p['node']}" for p in c["placements"]]
+        lines += [f"  evicted   {e['pod']} from {e['node']}: {e['reason']}" for e in c["evictions"]]
+        shown: set[str] = set()
+        for p in c["pending"]:
+            if p["job"] not in shown:
+                shown.add(p["job"])
+                pods = [q["pod"] for q in c["pending"] if q["job"] == p["job"]]
+                lines.append(f"  pending   {', '.join(pods)} (job {p['job']}, queue {p['queue']}):")
+                lines += [f"              {line.strip()}" for line in p["job_reason"].splitlines()]
+            if p["pod_reason"] and p["pod_reason"] not in p["job_reason"]:
+                lines.append(f"              {p['pod']}: {' '.join(p['pod_reason'].split())}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
+    parser.add_argument("file", metavar="FILE", help="a cluster file or a conformance scenario file")
+    parser.add_argument("--cycles", type=int, metavar="N", help="scheduling cycles to run (default: the file's, else 1)")
+    parser.add_argument("--json", action="store_true", help="print a machine-readable report instead")
+    args = parser.parse_args(argv)
+    if args.cycles is not None and args.cycles < 1:
+        parser.error("--cycles must be at least 1")
+    try:
+        reports = [simulate(run) for run in load_runs(args.file, args.cycles)]
+    except ConfigError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
+    except PluginError as exc:
+        print(f"{PROG}: {args.file}: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({"file": args.file, "runs": reports}, indent=1))
+    else:
+        print("\n\n".join(format_report(r) for r in reports))
+    return 0
