@@ -46,7 +46,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     module_name, func_name = entry[0].split(":")
     func = getattr(importlib.import_module(module_name), func_name)
-    return func(args[1:])
+    try:
+        return func(args[1:])
+    except BrokenPipeError:  # output piped into a command that stopped reading (head, less)
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover
