@@ -3,6 +3,7 @@
 Twin of ``kai._native.division_py`` (whose docstring describes inputs, units and arithmetic): same
 functions, same results bit for bit. Sequences that are C-contiguous buffers of ``double`` (floats)
 or ``long long`` (ints) are read in place; anything else is converted with ``array.array``.
+Priorities and ranks are compared as doubles, exact up to 2**53.
 """
 
 from array import array
