@@ -38,6 +38,23 @@ def tasks_to_allocate(session, job: Job, candidates=(TaskStatus.PENDING,)) -> li
     return result
 
 
+def tree_order(session, job: Job) -> dict[str, int]:
+    """Rank of each pod set in allocation order: depth first through the subgroup tree, at each level
+    the child subgroups (by name) before the pod sets (in pod-set order)."""
+    ranks: dict[str, int] = {}
+    pod_sets = ordered_pod_sets(session, job)
+
+    def visit(parent):
+        for name in sorted((n for n, sg in job.subgroups.items() if sg.parent == parent), key=str.encode):
+            visit(name)
+        for ps in pod_sets:
+            if ps.parent == parent:
+                ranks[ps.name] = len(ranks)
+
+    visit(None)
+    return ranks
+
+
 def should_pipeline(job: Job) -> bool:
     """Some pod set has pipelined tasks while its allocated (not pipelined) tasks are below its gang size."""
     for name, ps in job.pod_sets.items():

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 
 from kai.api import ACTIVE_ALLOCATED, ALIVE, ALLOCATED, Job, Task, TaskStatus
-from kai.framework.gang import should_pipeline, tasks_to_allocate
+from kai.framework.gang import should_pipeline, tasks_to_allocate, tree_order
 from kai.framework.jobqueue import JobQueue
 
 
@@ -47,6 +47,9 @@ def allocate_job(session, stmt, job: Job, pipeline_only: bool) -> bool:
     tasks = tasks_to_allocate(session, job)
     if not tasks:
         return False
+    if job.subgroups:
+        rank = tree_order(session, job)
+        tasks.sort(key=lambda t: rank[t.pod_set])
     veto = session.job_over_capacity(job, tasks)
     if veto is not None:
         if not pipeline_only:
