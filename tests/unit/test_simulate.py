@@ -1,0 +1,180 @@
+"""``kai-scheduler simulate``: the cluster file format, cycles with feedback, scenario files, errors."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kai.cli import main
+from kai.framework import ConfigError
+from kai.sim.cluster_file import parse_quantity
+
+ROOT = Path(__file__).resolve().parents[2]
+QUICKSTART = str(ROOT / "examples" / "quickstart.yaml")
+
+
+def simulate_json(capsys, *args):
+    assert main(["simulate", *args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def by_pod(items):
+    return {i["pod"]: i for i in items}
+
+
+def test_quickstart_places_what_fits(capsys):
+    report = simulate_json(capsys, QUICKSTART, "--cycles", "1")
+    (run,) = report["runs"]
+    assert run["actions"] == ["allocate"] and run["problems"] == []
+    (cycle,) = run["cycles"]
+    placed = by_pod(cycle["placements"])
+    # The gang of four 4-GPU pods is placed as a whole, at most two pods per 8-GPU node.
+    gang = [placed[f"resnet-train-{k}"] for k in range(4)]
+    assert all(p["kind"] == "bound" and p["node"].startswith("gpu-node-") for p in gang)
+    assert max(sum(p["node"] == n for p in gang) for n in {p["node"] for p in gang}) <= 2
+    # The elastic job already runs one pod on gpu-node-2 and grows to all four.
+    assert "llm-finetune-0" not in placed
+    assert {placed[f"llm-finetune-{k}"]["kind"] for k in (1, 2, 3)} == {"bound"}
+    assert placed["chat-inference-0"]["node"].startswith("gpu-node-")
+    # The CPU-only job honours its node selector.
+    assert placed["data-prep-0"]["node"] == placed["data-prep-1"]["node"] == "cpu-node"
+    assert cycle["already_running"] == 1
+    # The 16-GPU pod fits no 8-GPU node and says so.
+    (pending,) = cycle["pending"]
+    assert pending["pod"] == "giant-model-0" and pending["queue"] == "vision"
+    assert "didn't have enough resources: GPUs" in pending["job_reason"]
+    assert "GPUs" in pending["pod_reason"]
+
+
+def test_quickstart_text_output(capsys):
+    assert main(["simulate", QUICKSTART]) == 0
+    out = capsys.readouterr().out
+    assert "cycle 1:" in out and "cycle 2:" in out  # the file asks for two cycles
+    assert "bound     data-prep-0 -> cpu-node" in out
+    assert "pending   giant-model-0 (job giant-model, queue vision):" in out
+
+
+def test_cycles_feed_decisions_back(capsys):
+    (run,) = simulate_json(capsys, QUICKSTART, "--cycles", "3")["runs"]
+    first, second, third = run["cycles"]
+    assert len(first["placements"]) == 10
+    # Bound pods run in the next cycle: nothing is placed twice, the pending pod stays pending.
+    assert second["placements"] == third["placements"] == []
+    assert second["already_running"] == third["already_running"] == 11
+    assert [p["pod"] for p in third["pending"]] == ["giant-model-0"]
+
+
+def write(tmp_path, text, name="cluster.yaml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_taints_priority_classes_and_quantities(tmp_path, capsys):
+    path = write(tmp_path, """
+nodes:
+  - {name: tainted, gpus: 4, cpu: "4", memory: 8Gi, taints: ["dedicated=infer:NoSchedule"]}
+queues:
+  - {name: q, gpu: {deserved: 1}}
+  - {name: no-quota}
+workloads:
+  - {name: serve, queue: q, priority: inference, gpus: 1, cpu: 500m, memory: 1Gi,
+     tolerations: [{key: dedicated, value: infer}]}
+  - {name: train, queue: q, gpus: 1}
+  - {name: fat, queue: q, priority: build, cpu: 4100m, memory: 1Gi,
+     tolerations: [{key: dedicated, operator: Exists}]}
+  - {name: serve-over-quota, queue: no-quota, priority: inference, gpus: 1, tolerations: [{operator: Exists}]}
+  - {name: serve-preemptible, queue: no-quota, priority: 125, preemptible: true, gpus: 1,
+     tolerations: [{operator: Exists}]}
+""")
+    (cycle,) = simulate_json(capsys, path)["runs"][0]["cycles"]
+    placed = by_pod(cycle["placements"])
+    assert placed["serve-0"]["node"] == placed["serve-preemptible-0"]["node"] == "tainted"
+    pending = by_pod(cycle["pending"])
+    assert set(pending) == {"train-0", "fat-0", "serve-over-quota-0"}
+    assert "untolerated taint" in pending["train-0"]["job_reason"]
+    assert "CPU cores" in pending["fat-0"]["job_reason"]  # 4.1 cores > 4 - 0.5 left
+    # inference (125) is not preemptible unless the workload says so: it may not exceed its quota.
+    assert "Non-preemptible workload is over quota" in pending["serve-over-quota-0"]["job_reason"]
+
+
+def test_unknown_queue_is_reported_as_a_problem(tmp_path, capsys):
+    path = write(tmp_path, """
+nodes: [{name: n, gpus: 1, cpu: "1", memory: 1Gi}]
+queues: [{name: q}]
+workloads: [{name: lost, queue: nowhere, gpus: 1}]
+""")
+    (run,) = simulate_json(capsys, path)["runs"]
+    assert any("nowhere" in p for p in run["problems"])
+    (pending,) = run["cycles"][0]["pending"]
+    assert pending["pod"] == "lost-0" and "does not exist" in pending["job_reason"]
+
+
+def test_conformance_format_is_simulated_per_scenario(tmp_path, capsys):
+    path = write(tmp_path, """
+- name: two-jobs
+  actions: [allocate]
+  mode: single_session
+  config: {plugins: default}
+  nodes: {node0: {gpus: 2}}
+  queues: [{name: q0, deserved_gpus: 2}]
+  jobs:
+    - {name: small, queue: q0, gpus_per_task: 1, tasks: [{state: Pending}]}
+    - {name: big, queue: q0, gpus_per_task: 4, tasks: [{state: Pending}]}
+  expected: {}
+- name: empty
+  actions: [allocate]
+  mode: single_session
+  config: {plugins: default}
+  nodes: {}
+  queues: []
+  jobs: []
+  expected: {}
+""", name="scenarios.yaml")
+    runs = simulate_json(capsys, path, "--cycles", "2")["runs"]
+    assert [r["name"] for r in runs] == ["two-jobs", "empty"]
+    first, second = runs[0]["cycles"]
+    assert by_pod(first["placements"]) == {"small-0": {"pod": "small-0", "job": "small", "node": "node0", "kind": "bound"}}
+    assert [p["pod"] for p in first["pending"]] == ["big-0"]
+    assert second["placements"] == [] and second["already_running"] == 1
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('nodes: [{name: a, cpu: "4x", memory: 1Gi}]', ["nodes[0] 'a'", "field 'cpu'", "'4x'"]),
+    ("nodes: [{cpu: '4', memory: 1Gi}]", ["nodes[0]", "field 'name'"]),
+    ("workloads: [{name: w, queue: q, gpus: two}]", ["workloads[0] 'w'", "field 'gpus'", "whole number"]),
+    ("workloads: [{name: w, queue: q, replicas: 2.5}]", ["workloads[0] 'w'", "field 'replicas'"]),
+    ("workloads: [{name: w, queue: q, gpu: 1}]", ["workloads[0] 'w'", "field 'gpu' is not known", "'gpus'"]),
+    ("workloads: [{name: w, queue: q, priority: urgent}]", ["workloads[0] 'w'", "field 'priority'", "urgent"]),
+    ("workloads: [{name: w, queue: q, running_on: [ghost]}]", ["workloads[0] 'w'", "field 'running_on'", "ghost"]),
+    ("queues: [{name: q, memory: {deserved: lots}}]", ["queues[0] 'q': memory", "field 'deserved'", "lots"]),
+    ("nodes: {name: a}", ["field 'nodes' must be a list"]),
+    ("nodes: [", ["not valid YAML"]),
+    ("config: {actions: allocate, tiers: [{plugins: [{name: nosuch}]}]}", ["unknown plugin 'nosuch'"]),
+])
+def test_malformed_file_exits_2_naming_file_entry_and_field(tmp_path, capsys, text, expected):
+    path = write(tmp_path, text)
+    assert main(["simulate", path]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "Traceback" not in captured.err
+    assert captured.err.startswith(f"kai-scheduler simulate: {path}: ")
+    for part in expected:
+        assert part in captured.err
+
+
+def test_missing_file_exits_2(tmp_path, capsys):
+    assert main(["simulate", str(tmp_path / "nope.yaml")]) == 2
+    assert "cannot read" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value, base", [
+    ("500m", 0.5), ("64", 64.0), (2, 2.0), ("1.5", 1.5), ("512Gi", 512 * 2**30), ("1k", 1000.0), ("1e3", 1000.0),
+])
+def test_parse_quantity(value, base):
+    assert parse_quantity(value, "f", "cpu") == pytest.approx(base)
+
+
+@pytest.mark.parametrize("value", ["4x", "", "Gi", True, None, "1.2.3"])
+def test_parse_quantity_rejects(value):
+    with pytest.raises(ConfigError, match="field 'cpu'"):
+        parse_quantity(value, "f", "cpu")
