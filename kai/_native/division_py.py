@@ -117,8 +117,14 @@ class _Queues:
 
     def __init__(self, deserved, max_allowed, over_quota_weight, priority, request, usage, rank, k_value):
         self.n = n = len(deserved)
-        named = {"max_allowed": max_allowed, "over_quota_weight": over_quota_weight, "priority": priority,
-                 "request": request, "usage": usage, "rank": rank}
+        named = {
+            "max_allowed": max_allowed,
+            "over_quota_weight": over_quota_weight,
+            "priority": priority,
+            "request": request,
+            "usage": usage,
+            "rank": rank,
+        }
         for name, values in named.items():
             if len(values) != n:
                 raise ValueError(f"{name}: length differs from deserved")
