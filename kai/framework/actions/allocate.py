@@ -55,14 +55,12 @@ def allocate_job(session, stmt, job: Job, pipeline_only: bool) -> bool:
         if not pipeline_only:
             session.add_job_fit_error(job, str(veto))
         return False
-    placed_per_set: Counter = Counter()
     for task in tasks:
         why = allocate_task(session, stmt, job, task, pipeline_only)
         if why is not None:
             if not pipeline_only:
-                session.add_job_fit_error(job, _step_failure(job, task, placed_per_set, why))
+                session.add_job_fit_error(job, _step_failure(job, task, why))
             return False
-        placed_per_set[task.pod_set] += 1
     return True
 
 
@@ -82,13 +80,13 @@ def allocate_task(session, stmt, job: Job, task: Task, pipeline_only: bool) -> s
     return session.set_task_fit_error(task, reasons)
 
 
-def _step_failure(job: Job, task: Task, placed: Counter, why: str) -> str:
-    """KAI's job-level message for a failed allocation step."""
+def _step_failure(job: Job, task: Task, why: str) -> str:
+    """KAI's job-level message for a failed allocation step (the step's placed tasks are still active)."""
     ps = job.pod_sets[task.pod_set]
     active = job.count(ps.name, ACTIVE_ALLOCATED)
     if ps.min_available <= 1 or active >= ps.min_available:
         return f"Resources were not found for pod {task.namespace}/{task.name} due to: {why}"
-    found = sum(placed.values()) + sum(job.count(n, ACTIVE_ALLOCATED) for n in job.pod_sets)
+    found = sum(job.count(n, ACTIVE_ALLOCATED) for n in job.pod_sets)
     if len(job.pod_sets) == 1:
         return (f"Resources were found for {found} pods while {ps.min_available} are required for gang "
                 f"scheduling. Additional pods cannot be scheduled due to: {why}")
