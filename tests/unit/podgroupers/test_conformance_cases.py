@@ -36,3 +36,25 @@ def test_unknown_grouper_is_skipped(tmp_path):
     results = run_case_file(tmp_path / "unknown.yaml")
     assert results[0]["status"] == "skipped"
     assert "no-such-grouper" in results[0]["reason"]
+
+
+def test_hub_dispatch_picks_the_podgrouper_each_case_names():
+    """Rerun every case whose top owner's kind is claimed by the case's podgrouper, as a ``hub`` case."""
+    import yaml
+
+    from kai.framework.grouping import build_hub
+    from kai.framework.objects import MemoryObjects
+    from kai.framework.unstructured import gvk
+    from kai.sim.podgroup_cases import run_case
+
+    table_hub = build_hub(MemoryObjects())
+    rerun = 0
+    for path in FILES:
+        for case in yaml.safe_load(path.read_text()):
+            index = case["top_owner"]
+            if index is None or table_hub.podgrouper_for(gvk(case["objects"][index])) != case["grouper"]:
+                continue
+            result = run_case({**case, "grouper": "hub"}, str(path))
+            assert result["status"] == "passed", result
+            rerun += 1
+    assert rerun >= 40
