@@ -94,7 +94,7 @@ def _installed_podgroupers() -> tuple[tuple[str, PodgrouperEntry], ...]:
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         dist = ep.dist.name if ep.dist is not None else "?"
         previous = found.get(ep.name)
-        if previous is not None and previous[0].value != ep.value:
+        if previous is not None and previous[1] != dist:
             raise GroupingError(
                 f"podgrouper {ep.name!r} is provided by both {previous[1]} and {dist}"
             )
@@ -216,6 +216,9 @@ class PodGrouperHub:
         top = _pod_reference(pod)
         ref = refs[0] if refs else None
         while ref is not None:
+            if not isinstance(ref, dict):
+                raise GroupingError(f"invalid owner reference {ref!r} on the way up from pod {namespace}/"
+                                    f"{meta_str(pod, 'name')}")
             try:
                 owner = self._get_owner(ref, namespace)
             except ForbiddenError:

@@ -55,6 +55,14 @@ def _check_object(obj, where: str) -> dict:
     meta = obj.get("metadata")
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
         raise MalformedFile(f"{where}: missing or invalid metadata.name")
+    for key in ("labels", "annotations"):
+        if meta.get(key) is not None and not isinstance(meta[key], dict):
+            raise MalformedFile(f"{where}: metadata.{key} must be a map")
+    refs = meta.get("ownerReferences")
+    if refs is not None and not (isinstance(refs, list) and all(isinstance(r, dict) for r in refs)):
+        raise MalformedFile(f"{where}: metadata.ownerReferences must be a list of maps")
+    if obj.get("spec") is not None and not isinstance(obj["spec"], dict):
+        raise MalformedFile(f"{where}: spec must be a map")
     return obj
 
 

@@ -103,3 +103,9 @@ def test_object_without_name_is_rejected(tmp_path, capsys):
 def test_missing_file(tmp_path, capsys):
     assert main(["podgroup", str(tmp_path / "absent.yaml")]) == 2
     assert "absent.yaml: cannot read" in capsys.readouterr().err
+
+
+def test_object_with_invalid_owner_references_is_rejected(tmp_path, capsys):
+    path = write(tmp_path, "apiVersion: v1\nkind: Pod\nmetadata: {name: a, ownerReferences: [job]}\n", "refs.yaml")
+    assert main(["podgroup", path]) == 2
+    assert "document 1: metadata.ownerReferences must be a list of maps" in capsys.readouterr().err
