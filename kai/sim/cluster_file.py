@@ -167,7 +167,8 @@ def _taint(value: Any, where: str) -> Taint:
         key, val, effect = m.group(1), m.group(2) or "", m.group(3)
     else:
         e = _Entry(value, where, ("key", "value", "effect"))
-        key, val, effect = e.get("key", str), str(e.get("value", (str, int, float), "")), e.get("effect", str, "NoSchedule")
+        key, effect = e.get("key", str), e.get("effect", str, "NoSchedule")
+        val = str(e.get("value", (str, int, float), ""))
     if effect not in TAINT_EFFECTS:
         raise ConfigError(f"{where}: field 'effect' must be one of {', '.join(TAINT_EFFECTS)}, not {effect!r}")
     return Taint(key, val, effect)

@@ -125,7 +125,8 @@ def format_report(report: dict) -> str:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("file", metavar="FILE", help="a cluster file or a conformance scenario file")
-    parser.add_argument("--cycles", type=int, metavar="N", help="scheduling cycles to run (default: the file's, else 1)")
+    parser.add_argument("--cycles", type=int, metavar="N",
+                        help="scheduling cycles to run (default: the file's, else 1)")
     parser.add_argument("--json", action="store_true", help="print a machine-readable report instead")
     args = parser.parse_args(argv)
     if args.cycles is not None and args.cycles < 1:

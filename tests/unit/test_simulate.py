@@ -134,7 +134,7 @@ def test_conformance_format_is_simulated_per_scenario(tmp_path, capsys):
     runs = simulate_json(capsys, path, "--cycles", "2")["runs"]
     assert [r["name"] for r in runs] == ["two-jobs", "empty"]
     first, second = runs[0]["cycles"]
-    assert by_pod(first["placements"]) == {"small-0": {"pod": "small-0", "job": "small", "node": "node0", "kind": "bound"}}
+    assert first["placements"] == [{"pod": "small-0", "job": "small", "node": "node0", "kind": "bound"}]
     assert [p["pod"] for p in first["pending"]] == ["big-0"]
     assert second["placements"] == [] and second["already_running"] == 1
 
