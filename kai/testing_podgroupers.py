@@ -18,9 +18,17 @@ from kai.framework.grouping import GroupingConfig, PodGrouperHub, build_hub
 from kai.framework.objects import MemoryObjects
 
 
-def obj(api_version: str, kind: str, name: str, namespace: str = "default", uid: str | None = None,
-        labels: Mapping | None = None, annotations: Mapping | None = None, owner: dict | None = None,
-        **fields) -> dict:
+def obj(
+    api_version: str,
+    kind: str,
+    name: str,
+    namespace: str = "default",
+    uid: str | None = None,
+    labels: Mapping | None = None,
+    annotations: Mapping | None = None,
+    owner: dict | None = None,
+    **fields,
+) -> dict:
     """A Kubernetes object map; ``owner`` (another object map) becomes its owner reference.
 
     ``uid`` defaults to ``"uid-<name>"``; extra keyword arguments are top-level fields (``spec=...``).
@@ -31,28 +39,58 @@ def obj(api_version: str, kind: str, name: str, namespace: str = "default", uid:
     if annotations:
         meta["annotations"] = dict(annotations)
     if owner is not None:
-        meta["ownerReferences"] = [{
-            "apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["metadata"]["name"],
-            "uid": owner["metadata"].get("uid", ""), "controller": True,
-        }]
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": owner["apiVersion"],
+                "kind": owner["kind"],
+                "name": owner["metadata"]["name"],
+                "uid": owner["metadata"].get("uid", ""),
+                "controller": True,
+            }
+        ]
     return {"apiVersion": api_version, "kind": kind, "metadata": meta, **fields}
 
 
-def pod(name: str, namespace: str = "default", owner: dict | None = None, labels: Mapping | None = None,
-        annotations: Mapping | None = None, spec: Mapping | None = None, uid: str | None = None) -> dict:
+def pod(
+    name: str,
+    namespace: str = "default",
+    owner: dict | None = None,
+    labels: Mapping | None = None,
+    annotations: Mapping | None = None,
+    spec: Mapping | None = None,
+    uid: str | None = None,
+) -> dict:
     """A ``v1`` Pod for ``kai-scheduler``."""
-    return obj("v1", "Pod", name, namespace, uid=uid, labels=labels, annotations=annotations, owner=owner,
-               spec={"schedulerName": "kai-scheduler", **(spec or {})})
+    return obj(
+        "v1",
+        "Pod",
+        name,
+        namespace,
+        uid=uid,
+        labels=labels,
+        annotations=annotations,
+        owner=owner,
+        spec={"schedulerName": "kai-scheduler", **(spec or {})},
+    )
 
 
-def hub(*objects: dict, config: GroupingConfig | None = None, args: Mapping[str, Mapping] | None = None,
-        plugins: Mapping[str, object] | None = None) -> PodGrouperHub:
+def hub(
+    *objects: dict,
+    config: GroupingConfig | None = None,
+    args: Mapping[str, Mapping] | None = None,
+    plugins: Mapping[str, object] | None = None,
+) -> PodGrouperHub:
     """A hub over an in-memory cluster holding ``objects``."""
     return build_hub(MemoryObjects(objects), config, args, plugins)
 
 
-def group(the_pod: dict, *objects: dict, config: GroupingConfig | None = None,
-          args: Mapping[str, Mapping] | None = None, plugins: Mapping[str, object] | None = None) -> PodGroupMetadata:
+def group(
+    the_pod: dict,
+    *objects: dict,
+    config: GroupingConfig | None = None,
+    args: Mapping[str, Mapping] | None = None,
+    plugins: Mapping[str, object] | None = None,
+) -> PodGroupMetadata:
     """The PodGroup metadata of ``the_pod`` in a cluster holding the pod and ``objects``."""
     return hub(the_pod, *objects, config=config, args=args, plugins=plugins).group(the_pod)
 

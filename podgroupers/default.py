@@ -31,8 +31,12 @@ def build(args):
 
 
 def build_seldondeployment(args):
-    return DefaultGrouper([("machinelearning.seldon.io", "v1alpha2", "SeldonDeployment"),
-                           ("machinelearning.seldon.io", "v1", "SeldonDeployment")])
+    return DefaultGrouper(
+        [
+            ("machinelearning.seldon.io", "v1alpha2", "SeldonDeployment"),
+            ("machinelearning.seldon.io", "v1", "SeldonDeployment"),
+        ]
+    )
 
 
 def build_virtualmachineinstance(args):

@@ -111,11 +111,14 @@ def _child(spec, index, namespace, podgang_name, topology):
         try:
             ref_namespace, ref_name = _required_str(ref, "namespace"), _required_str(ref, "name")
         except GroupingError as err:
-            raise GroupingError(f"failed to parse spec.podgroups[{index}].podreferences[{ref_index}] from "
-                                f"PodGang {where}. Err: {err}") from err
+            raise GroupingError(
+                f"failed to parse spec.podgroups[{index}].podreferences[{ref_index}] from PodGang {where}. Err: {err}"
+            ) from err
         if ref_namespace != namespace:
-            raise GroupingError(f"cross-namespace pod reference not allowed: pod {ref_namespace}/{ref_name} "
-                                f"cannot be referenced from PodGang in namespace {namespace}")
+            raise GroupingError(
+                f"cross-namespace pod reference not allowed: pod {ref_namespace}/{ref_name} "
+                f"cannot be referenced from PodGang in namespace {namespace}"
+            )
         pods.append(ref_name)
     try:
         constraint = pack_constraint(spec, topology, "topologyConstraint", "packConstraint")
@@ -156,8 +159,9 @@ class GroveGrouper:
         namespace = meta_str(pod, "namespace")
         podgang_name = labels(pod).get(PODGANG_LABEL)
         if podgang_name is None:
-            raise GroupingError(f"label for podgang name (key: {PODGANG_LABEL}) not found in pod "
-                                f"{namespace}/{meta_str(pod, 'name')}")
+            raise GroupingError(
+                f"label for podgang name (key: {PODGANG_LABEL}) not found in pod {namespace}/{meta_str(pod, 'name')}"
+            )
         where = f"{namespace}/{podgang_name}"
         try:
             podgang = hub.get(PODGANG_API_VERSION, "PodGang", namespace, podgang_name)
@@ -171,15 +175,19 @@ class GroveGrouper:
         try:
             constraint = pack_constraint(podgang, topology, "spec", "topologyConstraint", "packConstraint")
         except GroupingError as err:
-            raise GroupingError(f"failed to apply topology constraints from PodGang {where}. "
-                                f"Err: failed to parse topology from PodGang, Err: {err}") from err
+            raise GroupingError(
+                f"failed to apply topology constraints from PodGang {where}. "
+                f"Err: failed to parse topology from PodGang, Err: {err}"
+            ) from err
         if constraint is not None:
             metadata.topology = constraint
         try:
             priority, found = nested_str(podgang, "spec", "priorityClassName")
         except GroupingError as err:
-            raise GroupingError(f"failed to get spec.priorityClassName from PodGang {where}. "
-                                f"Err: failed to get spec.priorityClassName: {err}") from err
+            raise GroupingError(
+                f"failed to get spec.priorityClassName from PodGang {where}. "
+                f"Err: failed to get spec.priorityClassName: {err}"
+            ) from err
         if found:
             metadata.priority_class = priority
         if top_owner is not None:
@@ -202,11 +210,15 @@ class GroveGrouper:
             try:
                 metadata.preemptibility = parse_preemptibility(metadata.labels[PREEMPTIBILITY_LABEL])
             except GroupingError as err:
-                raise GroupingError(f"failed to get metadata from top owner {where}. Err: failed to parse "
-                                    f"preemptibility from top owner {metadata.namespace}/{metadata.name}. "
-                                    f"Err: {err}") from err
+                raise GroupingError(
+                    f"failed to get metadata from top owner {where}. Err: failed to parse "
+                    f"preemptibility from top owner {metadata.namespace}/{metadata.name}. "
+                    f"Err: {err}"
+                ) from err
         topology = metadata.topology
-        topology.preferred_level = topology.preferred_level or metadata.annotations.get(TOPOLOGY_PREFERRED_ANNOTATION, "")
+        topology.preferred_level = topology.preferred_level or metadata.annotations.get(
+            TOPOLOGY_PREFERRED_ANNOTATION, ""
+        )
         topology.required_level = topology.required_level or metadata.annotations.get(TOPOLOGY_REQUIRED_ANNOTATION, "")
         topology.topology = topology.topology or metadata.annotations.get(TOPOLOGY_ANNOTATION, "")
 

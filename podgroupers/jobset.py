@@ -50,8 +50,10 @@ class JobSetGrouper:
             raise GroupingError(f"jobset top owner {namespace}/{name} missing name or UID")
         job_name = labels(pod).get(REPLICATED_JOB_LABEL)
         if not job_name:
-            raise GroupingError(f"pod {meta_str(pod, 'namespace')}/{meta_str(pod, 'name')} missing required "
-                                f'label "{REPLICATED_JOB_LABEL}"')
+            raise GroupingError(
+                f"pod {meta_str(pod, 'namespace')}/{meta_str(pod, 'name')} missing required "
+                f'label "{REPLICATED_JOB_LABEL}"'
+            )
         where = f"JobSet {namespace}/{name}"
         try:
             order, found = nested_str(top_owner, "spec", "startupPolicy", "startupPolicyOrder")
@@ -66,11 +68,11 @@ class JobSetGrouper:
             metadata.name = f"pg-{name}-{uid}-{job_name}"
             job = next((j for j in jobs if _job_name(j) == job_name), None)
             metadata.min_available = (
-                replicated_job_pods(job, f"{where} replicatedJob {job_name}") if job is not None else 1)
+                replicated_job_pods(job, f"{where} replicatedJob {job_name}") if job is not None else 1
+            )
         else:
             metadata.name = f"pg-{name}-{uid}"
-            total = sum(replicated_job_pods(j, f"{where} replicatedJob {_job_name(j)}")
-                        for j in jobs if _job_name(j))
+            total = sum(replicated_job_pods(j, f"{where} replicatedJob {_job_name(j)}") for j in jobs if _job_name(j))
             if total > INT32_MAX:
                 raise GroupingError(f"total minAvailable too large ({total}) for {where}: exceeds int32 max value")
             metadata.min_available = max(total, 1)

@@ -45,13 +45,17 @@ class KnativeGrouper:
         except GroupingError as err:
             raise GroupingError(
                 f"unable to determine gang behavior for revision {meta_str(revision, 'namespace')}/"
-                f"{revision_name} and pod {namespace}/{name}: {err}") from err
+                f"{revision_name} and pod {namespace}/{name}: {err}"
+            ) from err
         return self._per_pod(hub, revision, pod) if per_pod else self._per_revision(hub, revision, pod)
 
     @staticmethod
     def _common(hub, revision, pod) -> dict:
-        return {"annotations": hub.annotations(revision, pod), "labels": hub.labels(revision, pod),
-                "queue": hub.queue(revision, pod)}
+        return {
+            "annotations": hub.annotations(revision, pod),
+            "labels": hub.labels(revision, pod),
+            "queue": hub.queue(revision, pod),
+        }
 
     def _per_revision(self, hub, revision, pod):
         try:
@@ -60,16 +64,22 @@ class KnativeGrouper:
             min_scale = 1
         return PodGroupMetadata(
             name=f"pg-{meta_str(revision, 'name')}-{meta_str(revision, 'uid')}",
-            namespace=meta_str(revision, "namespace"), owner=OwnerReference.of(revision),
+            namespace=meta_str(revision, "namespace"),
+            owner=OwnerReference.of(revision),
             min_available=min_scale,
             priority_class=hub.priority_class(revision, pod, INFERENCE_PRIORITY),
-            **self._common(hub, revision, pod))
+            **self._common(hub, revision, pod),
+        )
 
     def _per_pod(self, hub, revision, pod):
         return PodGroupMetadata(
             name=f"pg-{meta_str(pod, 'name')}-{meta_str(pod, 'uid')}",
-            namespace=meta_str(pod, "namespace"), owner=OwnerReference.of(pod), min_available=1,
-            priority_class=INFERENCE_PRIORITY, **self._common(hub, revision, pod))
+            namespace=meta_str(pod, "namespace"),
+            owner=OwnerReference.of(pod),
+            min_available=1,
+            priority_class=INFERENCE_PRIORITY,
+            **self._common(hub, revision, pod),
+        )
 
     @staticmethod
     def _predates_gangs(hub, revision) -> bool:

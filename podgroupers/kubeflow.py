@@ -33,21 +33,26 @@ def distributed_min_available(top_owner, spec_name: str, mandatory=()) -> int:
     specs, found = nested_map(top_owner, "spec", spec_name)
     if not found:
         raise GroupingError(
-            f"the type of the job {name} doesn't have a {spec_name} field. Please fix the replica field")
+            f"the type of the job {name} doesn't have a {spec_name} field. Please fix the replica field"
+        )
     for required in mandatory:
         if required not in specs:
-            raise GroupingError(f"the type of the job {name} doesn't have a {required} replica spec "
-                                f"which is required. Please fix the replica field")
+            raise GroupingError(
+                f"the type of the job {name} doesn't have a {required} replica spec "
+                f"which is required. Please fix the replica field"
+            )
     total = 0
     for replica_type in specs:
         replicas, found = nested_int(top_owner, "spec", spec_name, replica_type, "replicas")
         if not found or replicas == 0:
-            raise GroupingError(f"the type of the job {name} doesn't allow for 0 {replica_type} pods. "
-                                f"Please fix the replica field")
+            raise GroupingError(
+                f"the type of the job {name} doesn't allow for 0 {replica_type} pods. Please fix the replica field"
+            )
         total += replicas
     if total <= 0:
-        raise GroupingError(f"failed calculate number of pods for a distributed job {name}. "
-                            f"Must be greater than 0, but got {total}")
+        raise GroupingError(
+            f"failed calculate number of pods for a distributed job {name}. Must be greater than 0, but got {total}"
+        )
     return total
 
 
@@ -79,8 +84,11 @@ class MpiGrouper(DistributedGrouper):
     WaitForWorkersReady`` the launcher is left out of the gang until its pod exists."""
 
     def __init__(self):
-        super().__init__([("kubeflow.org", "v1", "MPIJob"), ("kubeflow.org", "v2beta1", "MPIJob")],
-                         "mpiReplicaSpecs", ["Launcher", "Worker"])
+        super().__init__(
+            [("kubeflow.org", "v1", "MPIJob"), ("kubeflow.org", "v2beta1", "MPIJob")],
+            "mpiReplicaSpecs",
+            ["Launcher", "Worker"],
+        )
 
     @hookimpl
     def kai_podgroup_metadata(self, hub, top_owner, pod, owners):
@@ -89,8 +97,10 @@ class MpiGrouper(DistributedGrouper):
         if found and policy == "WaitForWorkersReady" and not self._launcher_exists(hub, top_owner):
             replicas, found = nested_int(top_owner, "spec", "mpiReplicaSpecs", "Launcher", "replicas")
             if not found or replicas == 0:
-                raise GroupingError(f"the type of the job {meta_str(top_owner, 'name')} doesn't allow for 0 "
-                                    f"mpiReplicaSpecs pods. Please fix the replica field")
+                raise GroupingError(
+                    f"the type of the job {meta_str(top_owner, 'name')} doesn't allow for 0 "
+                    f"mpiReplicaSpecs pods. Please fix the replica field"
+                )
             metadata.min_available -= replicas
         return metadata
 
@@ -141,8 +151,9 @@ class PyTorchGrouper(DistributedGrouper):
         try:
             masters, found = nested_int(specs, "Master", "replicas")
         except FieldError as err:
-            raise GroupingError(f"failed to get replicas from {PYTORCH_SPECS}[Master] in PyTorchJob "
-                                f"{where}. Err: {err}") from err
+            raise GroupingError(
+                f"failed to get replicas from {PYTORCH_SPECS}[Master] in PyTorchJob {where}. Err: {err}"
+            ) from err
         masters = masters if found else 0
         role = labels(pod).get(REPLICA_TYPE_LABEL)
         subgroups = []
@@ -174,8 +185,15 @@ class PyTorchGrouper(DistributedGrouper):
         subgroups = [SubGroupMetadata("worker", worker_min)]
         for i in range(count):
             segment_min = partial if partial and i == count - 1 else size
-            subgroups.append(SubGroupMetadata(f"worker-{i}", segment_min, parent="worker",
-                                              pods=list(pods) if i == index else [], topology=topology))
+            subgroups.append(
+                SubGroupMetadata(
+                    f"worker-{i}",
+                    segment_min,
+                    parent="worker",
+                    pods=list(pods) if i == index else [],
+                    topology=topology,
+                )
+            )
         return subgroups
 
     @staticmethod
@@ -185,8 +203,9 @@ class PyTorchGrouper(DistributedGrouper):
         source = f"on pod {where}"
         if not text:
             try:
-                text, found = nested_str(specs, "Worker", "template", "metadata", "annotations",
-                                         SEGMENT_SIZE_ANNOTATION)
+                text, found = nested_str(
+                    specs, "Worker", "template", "metadata", "annotations", SEGMENT_SIZE_ANNOTATION
+                )
             except FieldError as err:
                 raise GroupingError(f"failed to get segment size from worker podTemplate: {err}") from err
             if not found or not text:
@@ -207,8 +226,9 @@ class PyTorchGrouper(DistributedGrouper):
             return -1
         text = pod_labels.get(REPLICA_INDEX_LABEL)
         if text is None:
-            raise GroupingError(f"replica index label not found on pod "
-                                f"{meta_str(pod, 'namespace')}/{meta_str(pod, 'name')}")
+            raise GroupingError(
+                f"replica index label not found on pod {meta_str(pod, 'namespace')}/{meta_str(pod, 'name')}"
+            )
         try:
             return trunc_div(atoi(text), size)
         except ValueError as err:
@@ -237,8 +257,9 @@ class DefaultRulesGrouper:
 def build_distributed(args):
     """A distributed grouper configured by ``replicaSpecName``, ``mandatorySpecNames`` and ``kinds``
     (``[[group, version, kind], ...]``, default none), for Kubeflow-style custom resources."""
-    return DistributedGrouper(args.get("kinds") or [], str(args.get("replicaSpecName") or ""),
-                              args.get("mandatorySpecNames") or [])
+    return DistributedGrouper(
+        args.get("kinds") or [], str(args.get("replicaSpecName") or ""), args.get("mandatorySpecNames") or []
+    )
 
 
 def build_pytorchjob(args):

@@ -96,8 +96,10 @@ class LwsGrouper:
         try:
             template, found = nested_map(top_owner, "spec", "leaderWorkerTemplate", "workerTemplate")
         except GroupingError as err:
-            raise GroupingError(f"failed to get segment topology constraints for {where}: "
-                                f"failed to get workerTemplate from {where}: {err}") from err
+            raise GroupingError(
+                f"failed to get segment topology constraints for {where}: "
+                f"failed to get workerTemplate from {where}: {err}"
+            ) from err
         topology = segment_topology(pod, template, top_owner) if found else None
         return _segments(kind, segment_size, topology, replicas, pod)
 
@@ -110,8 +112,15 @@ class LwsGrouper:
             source = where
             if text is None:
                 try:
-                    text, found_text = nested_str(top_owner, "spec", "leaderWorkerTemplate", "workerTemplate",
-                                                  "metadata", "annotations", SEGMENT_SIZE_ANNOTATION)
+                    text, found_text = nested_str(
+                        top_owner,
+                        "spec",
+                        "leaderWorkerTemplate",
+                        "workerTemplate",
+                        "metadata",
+                        "annotations",
+                        SEGMENT_SIZE_ANNOTATION,
+                    )
                 except GroupingError:
                     found_text = False
                 text = text if found_text else None
@@ -167,9 +176,11 @@ def _segments(kind, size, topology, replicas, pod):
         subgroups += [leader, workers]
     elif kind == LEADER_EXCLUDED:
         if not _divisible(replicas, size):
-            raise GroupingError(f"replicasSize {replicas} is not divisible by segmentSize {size}. "
-                                f"LeaderExcluded policy is only supported when replicasSize is divisible "
-                                f"by segmentSize.")
+            raise GroupingError(
+                f"replicasSize {replicas} is not divisible by segmentSize {size}. "
+                f"LeaderExcluded policy is only supported when replicasSize is divisible "
+                f"by segmentSize."
+            )
         subgroups.insert(0, SubGroupMetadata("leader", 1))
         if not _is_leader(pod):
             pod_segment += 1

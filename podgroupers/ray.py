@@ -44,8 +44,10 @@ def _template_topology(group_spec, group_name):
     if not required and not preferred:
         return None
     if not topology:
-        raise GroupingError(f"topology annotation ({TOPOLOGY_ANNOTATION}) is required for {group_name} "
-                            f"when topology placement annotations are set")
+        raise GroupingError(
+            f"topology annotation ({TOPOLOGY_ANNOTATION}) is required for {group_name} "
+            f"when topology placement annotations are set"
+        )
     return TopologyConstraint(topology=topology, required_level=required, preferred_level=preferred)
 
 
@@ -61,7 +63,8 @@ def _replica_counts(group_spec, index):
         raise GroupingError(
             "ray-cluster replicas for a workerGroupsSpec can't be less than minReplicas. "
             f"Given {replicas} replicas and {min_replicas} minReplicas. "
-            f"Please fix the replicas field for group number {index}")
+            f"Please fix the replicas field for group number {index}"
+        )
     return min_replicas, replicas
 
 
@@ -86,8 +89,9 @@ def cluster_gang(cluster):
         except FieldError:
             name, found = "", False
         name = name if found and name else f"worker-group-{index}"
-        subgroups.append(SubGroupMetadata(name, group_min,
-                                          topology=_template_topology(group, f"workerGroupSpecs.{name}")))
+        subgroups.append(
+            SubGroupMetadata(name, group_min, topology=_template_topology(group, f"workerGroupSpecs.{name}"))
+        )
     return total, subgroups
 
 
@@ -115,7 +119,8 @@ class RayGrouper:
             raise GroupingError(
                 f"failed to extract rayClusterName for {meta_str(top_owner, 'namespace')}/"
                 f"{meta_str(top_owner, 'name')} of kind {top_owner.get('kind', '')}. Please make sure that "
-                f"the ray-operator is up and a rayCluster child-object has been created")
+                f"the ray-operator is up and a rayCluster child-object has been created"
+            )
         return hub.get(str(top_owner.get("apiVersion") or ""), "RayCluster", meta_str(top_owner, "namespace"), name)
 
     @hookimpl
@@ -154,5 +159,7 @@ def build_rayjob(args):
 
 
 def build_rayservice(args):
-    return RayGrouper("RayService", [("status", "activeServiceStatus", "rayClusterName"),
-                                     ("status", "pendingServiceStatus", "rayClusterName")])
+    return RayGrouper(
+        "RayService",
+        [("status", "activeServiceStatus", "rayClusterName"), ("status", "pendingServiceStatus", "rayClusterName")],
+    )

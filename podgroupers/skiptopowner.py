@@ -9,8 +9,13 @@ from kai import hookimpl
 from kai.api.podgroup import GroupingError
 from kai.framework.unstructured import meta_str
 
-RUNAI_WORKLOADS = ("TrainingWorkload", "InteractiveWorkload", "DistributedWorkload", "InferenceWorkload",
-                   "DistributedInferenceWorkload")
+RUNAI_WORKLOADS = (
+    "TrainingWorkload",
+    "InteractiveWorkload",
+    "DistributedWorkload",
+    "InferenceWorkload",
+    "DistributedInferenceWorkload",
+)
 
 
 def _inherit(target: dict, source: dict, key: str) -> None:

@@ -95,13 +95,9 @@ def _installed_podgroupers() -> tuple[tuple[str, PodgrouperEntry], ...]:
         dist = ep.dist.name if ep.dist is not None else "?"
         previous = found.get(ep.name)
         if previous is not None and previous[1] != dist:
-            raise GroupingError(
-                f"podgrouper {ep.name!r} is provided by both {previous[1]} and {dist}"
-            )
+            raise GroupingError(f"podgrouper {ep.name!r} is provided by both {previous[1]} and {dist}")
         found[ep.name] = (ep, dist)
-    return tuple(
-        (name, PodgrouperEntry(name, ep.load(), dist)) for name, (ep, dist) in sorted(found.items())
-    )
+    return tuple((name, PodgrouperEntry(name, ep.load(), dist)) for name, (ep, dist) in sorted(found.items()))
 
 
 def build_hub(
@@ -191,8 +187,9 @@ class PodGrouperHub:
             raise GroupingError(f"no podgrouper for {'/'.join(gvk(top_owner))} and no fallback podgrouper")
         return self.call(name, top_owner, pod, owners)
 
-    def dispatch(self, top_owner: dict, pod: dict, owners: list[dict],
-                 table: Mapping[tuple[str, str, str], str] | None = None) -> PodGroupMetadata:
+    def dispatch(
+        self, top_owner: dict, pod: dict, owners: list[dict], table: Mapping[tuple[str, str, str], str] | None = None
+    ) -> PodGroupMetadata:
         """Group with the podgrouper of the top owner's exact kind (in ``table`` if given), else the default rules.
 
         Used by podgroupers that hand a pod on to another owner's podgrouper (skip-top-owner).
@@ -217,8 +214,9 @@ class PodGrouperHub:
         ref = refs[0] if refs else None
         while ref is not None:
             if not isinstance(ref, dict):
-                raise GroupingError(f"invalid owner reference {ref!r} on the way up from pod {namespace}/"
-                                    f"{meta_str(pod, 'name')}")
+                raise GroupingError(
+                    f"invalid owner reference {ref!r} on the way up from pod {namespace}/{meta_str(pod, 'name')}"
+                )
             try:
                 owner = self._get_owner(ref, namespace)
             except ForbiddenError:
@@ -237,13 +235,18 @@ class PodGrouperHub:
                     f"with multiple owners: {next_refs}"
                 )
             ref = next_refs[0] if next_refs else None
-        top_owner = self.reader.get(str(top.get("apiVersion") or ""), str(top.get("kind") or ""),
-                                    meta_str(top, "namespace"), meta_str(top, "name"))
+        top_owner = self.reader.get(
+            str(top.get("apiVersion") or ""),
+            str(top.get("kind") or ""),
+            meta_str(top, "namespace"),
+            meta_str(top, "name"),
+        )
         return top_owner, owners
 
     def _get_owner(self, ref: dict, namespace: str) -> dict:
-        owner = self.reader.get(str(ref.get("apiVersion") or ""), str(ref.get("kind") or ""),
-                                namespace, str(ref.get("name") or ""))
+        owner = self.reader.get(
+            str(ref.get("apiVersion") or ""), str(ref.get("kind") or ""), namespace, str(ref.get("name") or "")
+        )
         uid = str(ref.get("uid") or "")
         if meta_str(owner, "uid") != uid:
             raise GroupingError(f"Owner resource with uid {uid} not found")
@@ -280,8 +283,9 @@ class PodGrouperHub:
 
     # --- the default grouping rules ---------------------------------------------------------------
 
-    def default_metadata(self, top_owner: dict, pod: dict, owners: Iterable[dict] = (),
-                         fallback_priority: str = TRAIN_PRIORITY) -> PodGroupMetadata:
+    def default_metadata(
+        self, top_owner: dict, pod: dict, owners: Iterable[dict] = (), fallback_priority: str = TRAIN_PRIORITY
+    ) -> PodGroupMetadata:
         """KAI's default grouping: one PodGroup per top owner, minimum 1.
 
         ``owners`` (nearest first) decide the priority class and preemptibility; empty means the
@@ -417,8 +421,9 @@ class PodGrouperHub:
         result = {}
         for entry in entries:
             entry = {k: "" if v is None else v for k, v in entry.items()}
-            if not all(isinstance(entry.get(k, ""), str)
-                       for k in ("typeName", "group", "priorityName", "preemptibility")):
+            if not all(
+                isinstance(entry.get(k, ""), str) for k in ("typeName", "group", "priorityName", "preemptibility")
+            ):
                 raise GroupingError("failed to unmarshal default priorities configmap data")
             result[_group_kind(entry.get("group", ""), entry.get("typeName", ""))] = entry
         return result
@@ -440,14 +445,20 @@ def _defaults_for(defaults: Mapping[str, dict] | None, owner: dict) -> dict | No
 
 def _pod_reference(pod: dict) -> dict:
     """The pod as its own top owner (``v1``/``Pod`` when the map lacks its type)."""
-    return {"apiVersion": pod.get("apiVersion") or "v1", "kind": pod.get("kind") or "Pod",
-            "metadata": {"name": meta_str(pod, "name"), "namespace": meta_str(pod, "namespace")}}
+    return {
+        "apiVersion": pod.get("apiVersion") or "v1",
+        "kind": pod.get("kind") or "Pod",
+        "metadata": {"name": meta_str(pod, "name"), "namespace": meta_str(pod, "namespace")},
+    }
 
 
 def podgroup_object(metadata: PodGroupMetadata) -> dict:
     """The ``scheduling.run.ai/v2alpha2`` PodGroup KAI creates for ``metadata``."""
-    spec: dict = {"minMember": metadata.min_available, "queue": metadata.queue,
-                  "priorityClassName": metadata.priority_class}
+    spec: dict = {
+        "minMember": metadata.min_available,
+        "queue": metadata.queue,
+        "priorityClassName": metadata.priority_class,
+    }
     if metadata.preemptibility:
         spec["preemptibility"] = metadata.preemptibility
     topology = metadata.topology.to_dict()

@@ -15,8 +15,19 @@ from kai.framework.unstructured import labels, meta_str, split_api_version
 
 #: Kinds without a namespace; they are looked up by name only.
 CLUSTER_SCOPED_KINDS = frozenset(
-    {"PriorityClass", "Namespace", "Node", "Queue", "Topology", "ClusterRole", "ClusterRoleBinding",
-     "CustomResourceDefinition", "PersistentVolume", "StorageClass", "RuntimeClass"}
+    {
+        "PriorityClass",
+        "Namespace",
+        "Node",
+        "Queue",
+        "Topology",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "CustomResourceDefinition",
+        "PersistentVolume",
+        "StorageClass",
+        "RuntimeClass",
+    }
 )
 
 
@@ -62,8 +73,12 @@ class MemoryObjects:
 
     def add(self, obj: dict) -> None:
         """Store ``obj`` (replacing an object with the same group, kind, namespace and name)."""
-        key = self._key(str(obj.get("apiVersion") or ""), str(obj.get("kind") or ""),
-                        meta_str(obj, "namespace"), meta_str(obj, "name"))
+        key = self._key(
+            str(obj.get("apiVersion") or ""),
+            str(obj.get("kind") or ""),
+            meta_str(obj, "namespace"),
+            meta_str(obj, "name"),
+        )
         self._objects[key] = obj
 
     def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict:

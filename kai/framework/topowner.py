@@ -13,10 +13,8 @@ from kai.framework.unstructured import gvk, meta_str
 
 _NULLS = {"", "~", "null", "Null", "NULL"}
 _BOOLS = {"true", "True", "TRUE", "false", "False", "FALSE"}
-_OLD_BOOLS = {"y", "Y", "yes", "Yes", "YES", "on", "On", "ON",
-              "n", "N", "no", "No", "NO", "off", "Off", "OFF"}
-_SPECIAL_FLOATS = {".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF", "-.inf", "-.Inf", "-.INF",
-                   ".nan", ".NaN", ".NAN"}
+_OLD_BOOLS = {"y", "Y", "yes", "Yes", "YES", "on", "On", "ON", "n", "N", "no", "No", "NO", "off", "Off", "OFF"}
+_SPECIAL_FLOATS = {".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF", "-.inf", "-.Inf", "-.INF", ".nan", ".NaN", ".NAN"}
 _FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
 _INT = re.compile(r"[-+]?(0b[01]+|0o?[0-7]+|0x[0-9a-fA-F]+|[0-9]+)")
 _BASE60 = re.compile(r"[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?")
@@ -30,9 +28,14 @@ _INDICATORS_FIRST = set("#,[]{}&*!|>'\"%@`")
 def _reads_as_non_string(value: str) -> bool:
     plain = value.replace("_", "")
     return (
-        value in _NULLS or value in _BOOLS or value in _OLD_BOOLS or value in _SPECIAL_FLOATS
-        or bool(_INT.fullmatch(plain)) or bool(_FLOAT.fullmatch(plain))
-        or bool(_BASE60.fullmatch(value)) or bool(_TIMESTAMP.fullmatch(value))
+        value in _NULLS
+        or value in _BOOLS
+        or value in _OLD_BOOLS
+        or value in _SPECIAL_FLOATS
+        or bool(_INT.fullmatch(plain))
+        or bool(_FLOAT.fullmatch(plain))
+        or bool(_BASE60.fullmatch(value))
+        or bool(_TIMESTAMP.fullmatch(value))
     )
 
 
@@ -57,6 +60,11 @@ def _scalar(value: str) -> str:
 def top_owner_metadata(top_owner: dict) -> str:
     """The annotation value describing ``top_owner``."""
     group, version, kind = gvk(top_owner)
-    fields = [("name", meta_str(top_owner, "name")), ("uid", meta_str(top_owner, "uid")),
-              ("group", group), ("version", version), ("kind", kind)]
+    fields = [
+        ("name", meta_str(top_owner, "name")),
+        ("uid", meta_str(top_owner, "uid")),
+        ("group", group),
+        ("version", version),
+        ("kind", kind),
+    ]
     return "".join(f"{key}: {_scalar(value)}\n" for key, value in fields)

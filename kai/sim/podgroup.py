@@ -30,19 +30,33 @@ class MalformedFile(Exception):
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kai-scheduler podgroup",
-        description="Print the PodGroup the podgroupers would create for each Pod in a YAML file.")
+        description="Print the PodGroup the podgroupers would create for each Pod in a YAML file.",
+    )
     parser.add_argument("file", metavar="FILE", help="multi-document YAML with Pods and their owners")
-    parser.add_argument("--json", action="store_true",
-                        help='print a JSON list of {"pod", "podgroup", "subgroup"} or {"pod", "error"}')
+    parser.add_argument(
+        "--json", action="store_true", help='print a JSON list of {"pod", "podgroup", "subgroup"} or {"pod", "error"}'
+    )
     parser.add_argument("--queue-label-key", default=QUEUE_LABEL, help="label naming the queue (%(default)s)")
-    parser.add_argument("--nodepool-label-key", default=NODE_POOL_LABEL,
-                        help="label naming the node pool (%(default)s)")
-    parser.add_argument("--default-priorities-configmap", metavar="NAMESPACE/NAME",
-                        help="ConfigMap (in FILE) with per-workload-type default priority classes")
-    parser.add_argument("--knative-gang-schedule", choices=("true", "false"), default="true",
-                        help="one PodGroup per Knative revision (%(default)s)")
-    parser.add_argument("--search-legacy-pg", choices=("true", "false"), default="true",
-                        help="reuse PodGroups named by older releases for Jobs (%(default)s)")
+    parser.add_argument(
+        "--nodepool-label-key", default=NODE_POOL_LABEL, help="label naming the node pool (%(default)s)"
+    )
+    parser.add_argument(
+        "--default-priorities-configmap",
+        metavar="NAMESPACE/NAME",
+        help="ConfigMap (in FILE) with per-workload-type default priority classes",
+    )
+    parser.add_argument(
+        "--knative-gang-schedule",
+        choices=("true", "false"),
+        default="true",
+        help="one PodGroup per Knative revision (%(default)s)",
+    )
+    parser.add_argument(
+        "--search-legacy-pg",
+        choices=("true", "false"),
+        default="true",
+        help="reuse PodGroups named by older releases for Jobs (%(default)s)",
+    )
     return parser
 
 
@@ -99,15 +113,17 @@ def _config(ns: argparse.Namespace) -> GroupingConfig:
         if not name:
             raise MalformedFile("--default-priorities-configmap must be NAMESPACE/NAME")
         defaults = (namespace, name)
-    return GroupingConfig(queue_label_key=ns.queue_label_key, node_pool_label_key=ns.nodepool_label_key,
-                          defaults_configmap=defaults)
+    return GroupingConfig(
+        queue_label_key=ns.queue_label_key, node_pool_label_key=ns.nodepool_label_key, defaults_configmap=defaults
+    )
 
 
 def group_pods(objects: list[dict], config: GroupingConfig, args: dict) -> list[dict]:
     """One entry per Pod: ``{"pod", "podgroup", "subgroup"}`` or ``{"pod", "error"}``."""
     store = MemoryObjects(
         {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value}
-        for name, value in KAI_PRIORITY_CLASSES.items())
+        for name, value in KAI_PRIORITY_CLASSES.items()
+    )
     for obj in objects:
         store.add(obj)
     hub = build_hub(store, config, args)

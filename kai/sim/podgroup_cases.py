@@ -33,6 +33,7 @@ class UnsupportedCase(Exception):
 
 _DISPATCH = "hub"
 
+
 def _plugin_args(config: dict) -> dict[str, dict]:
     args: dict[str, dict] = {}
     for name, flags in _PLUGIN_ARGS.items():
@@ -76,8 +77,11 @@ def _mismatch(field: str, expected, got) -> str:
 
 
 def _check_topology(field, expected: dict, topology) -> str | None:
-    values = {"topology": topology.topology, "requiredTopologyLevel": topology.required_level,
-              "preferredTopologyLevel": topology.preferred_level}
+    values = {
+        "topology": topology.topology,
+        "requiredTopologyLevel": topology.required_level,
+        "preferredTopologyLevel": topology.preferred_level,
+    }
     for key, want in expected.items():
         if values.get(key) != want:
             return _mismatch(f"{field}.{key}", want, values.get(key))

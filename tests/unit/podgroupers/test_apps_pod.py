@@ -8,8 +8,7 @@ from kai.testing_podgroupers import group, obj, pod
 
 def nginx():
     # The nginx example of the Kubernetes Deployment documentation.
-    deploy = obj("apps/v1", "Deployment", "nginx-deployment", uid="d1", labels={"app": "nginx"},
-                 spec={"replicas": 3})
+    deploy = obj("apps/v1", "Deployment", "nginx-deployment", uid="d1", labels={"app": "nginx"}, spec={"replicas": 3})
     rs = obj("apps/v1", "ReplicaSet", "nginx-deployment-66b6c", uid="rs1", owner=deploy)
     return deploy, rs
 
@@ -44,8 +43,13 @@ def test_pod_with_only_one_spark_label_is_a_plain_pod():
 
 
 def test_amljob_gang_is_the_node_count():
-    job = obj("amlarc.azureml.com/v1alpha1", "AmlJob", "aml", uid="a1",
-              spec={"job": {"options": {"envs": {"AZUREML_NODE_COUNT": 4}}}})
+    job = obj(
+        "amlarc.azureml.com/v1alpha1",
+        "AmlJob",
+        "aml",
+        uid="a1",
+        spec={"job": {"options": {"envs": {"AZUREML_NODE_COUNT": 4}}}},
+    )
     assert group(pod("aml-0", owner=job), job).min_available == 4
     job["spec"]["job"]["options"]["envs"] = {}
     with pytest.raises(GroupingError, match="azureml envs count not found in spec"):

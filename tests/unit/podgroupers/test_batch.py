@@ -8,8 +8,9 @@ from kai.testing_podgroupers import group, obj, pod
 
 def pi_job(**spec):
     # The "pi" example of the Kubernetes Job documentation.
-    return obj("batch/v1", "Job", "pi", uid="j1", labels={"kai.scheduler/queue": "research"},
-               spec={"backoffLimit": 4, **spec})
+    return obj(
+        "batch/v1", "Job", "pi", uid="j1", labels={"kai.scheduler/queue": "research"}, spec={"backoffLimit": 4, **spec}
+    )
 
 
 def test_each_job_pod_is_its_own_podgroup():
@@ -21,8 +22,12 @@ def test_each_job_pod_is_its_own_podgroup():
 
 def test_legacy_podgroup_is_reused():
     job = pi_job()
-    legacy = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
-              "metadata": {"name": "pg-pi-j1", "namespace": "default"}, "spec": {"minMember": 1}}
+    legacy = {
+        "apiVersion": "scheduling.run.ai/v2alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": "pg-pi-j1", "namespace": "default"},
+        "spec": {"minMember": 1},
+    }
     p = pod("pi-abcde", owner=job)
     assert group(p, job, legacy).name == "pg-pi-j1"
     assert group(p, job, legacy, args={"job": {"searchForLegacyPodGroups": False}}).name == "pg-pi-abcde-j1"
@@ -30,8 +35,11 @@ def test_legacy_podgroup_is_reused():
 
 def test_legacy_name_of_parallel_job_uses_the_pod_name():
     job = pi_job(parallelism=2)
-    legacy = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
-              "metadata": {"name": "pg-pi-abcde-j1", "namespace": "default"}}
+    legacy = {
+        "apiVersion": "scheduling.run.ai/v2alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": "pg-pi-abcde-j1", "namespace": "default"},
+    }
     assert group(pod("pi-abcde", owner=job), job, legacy).name == "pg-pi-abcde-j1"
 
 

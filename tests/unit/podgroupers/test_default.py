@@ -20,7 +20,8 @@ def test_statefulset_gets_one_podgroup_of_one():
     assert (metadata.name, metadata.min_available, metadata.queue) == ("pg-db-s1", 1, "default-queue")
     assert metadata.owner.to_dict() == {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "db", "uid": "s1"}
     assert metadata.annotations["kai.scheduler/top-owner-metadata"] == (
-        'name: db\nuid: s1\ngroup: apps\nversion: v1\nkind: StatefulSet\n')
+        "name: db\nuid: s1\ngroup: apps\nversion: v1\nkind: StatefulSet\n"
+    )
 
 
 def test_queue_from_project_and_node_pool():
@@ -50,9 +51,23 @@ def test_priority_class_of_nearer_owner_counts_first():
 
 def test_defaults_configmap_gives_priority_and_preemptibility_per_kind():
     sts = statefulset()
-    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "defaults", "namespace": "kai"},
-                 "data": {"types": json.dumps([{"typeName": "StatefulSet", "group": "apps",
-                                                "priorityName": "build", "preemptibility": "Non-Preemptible"}])}}
+    configmap = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "defaults", "namespace": "kai"},
+        "data": {
+            "types": json.dumps(
+                [
+                    {
+                        "typeName": "StatefulSet",
+                        "group": "apps",
+                        "priorityName": "build",
+                        "preemptibility": "Non-Preemptible",
+                    }
+                ]
+            )
+        },
+    }
     config = GroupingConfig(defaults_configmap=("kai", "defaults"))
     metadata = group(pod("db-0", owner=sts), sts, configmap, priority_class("build"), config=config)
     assert (metadata.priority_class, metadata.preemptibility) == ("build", "non-preemptible")
@@ -73,10 +88,15 @@ def test_user_and_topology_annotations():
 
 
 def test_kinds_kai_maps_to_the_default_rules():
-    for api_version, kind in [("apps/v1", "ReplicaSet"), ("machinelearning.seldon.io/v1", "SeldonDeployment"),
-                              ("kubevirt.io/v1", "VirtualMachineInstance"), ("tekton.dev/v1", "PipelineRun"),
-                              ("tekton.dev/v1", "TaskRun"), ("workspace.devfile.io/v1alpha2", "DevWorkspace"),
-                              ("kubeflow.org/v1alpha1", "ScheduledWorkflow")]:
+    for api_version, kind in [
+        ("apps/v1", "ReplicaSet"),
+        ("machinelearning.seldon.io/v1", "SeldonDeployment"),
+        ("kubevirt.io/v1", "VirtualMachineInstance"),
+        ("tekton.dev/v1", "PipelineRun"),
+        ("tekton.dev/v1", "TaskRun"),
+        ("workspace.devfile.io/v1alpha2", "DevWorkspace"),
+        ("kubeflow.org/v1alpha1", "ScheduledWorkflow"),
+    ]:
         owner = obj(api_version, kind, "w", uid="w1")
         metadata = group(pod("w-0", owner=owner), owner)
         assert (metadata.name, metadata.min_available, metadata.priority_class) == ("pg-w-w1", 1, "train"), kind

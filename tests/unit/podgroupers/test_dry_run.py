@@ -47,7 +47,10 @@ def test_json_output_lists_podgroups_and_errors(tmp_path, capsys):
     assert podgroup["metadata"]["name"] == "pg-pi-xk2p-job-uid"
     assert podgroup["metadata"]["ownerReferences"][0]["kind"] == "Job"
     assert podgroup["spec"] == {"minMember": 1, "queue": "team-a", "priorityClassName": "inference"}
-    assert second == {"pod": "lost", "error": 'failed to find Job: <research/gone>, uid: <x>: jobs.batch "gone" not found'}
+    assert second == {
+        "pod": "lost",
+        "error": 'failed to find Job: <research/gone>, uid: <x>: jobs.batch "gone" not found',
+    }
 
 
 def test_yaml_output_is_a_podgroup_per_pod(tmp_path, capsys):

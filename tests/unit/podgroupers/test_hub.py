@@ -38,7 +38,9 @@ def test_bare_pod_is_its_own_top_owner():
 
 def test_missing_owner_is_reported_like_kai():
     job = obj("batch/v1", "Job", "gone", uid="j1")
-    with pytest.raises(GroupingError, match=r'failed to find Job: <default/gone>, uid: <j1>: jobs.batch "gone" not found'):
+    with pytest.raises(
+        GroupingError, match=r'failed to find Job: <default/gone>, uid: <j1>: jobs.batch "gone" not found'
+    ):
         group(pod("p", owner=job))
 
 
@@ -79,8 +81,12 @@ class Claim:
 
 
 def test_version_wildcard_applies_when_no_exact_match():
-    h = hub(plugins={"any": Claim([("example.com", "*", "Thing")], "wild"),
-                     "v2": Claim([("example.com", "v2", "Thing")], "exact")})
+    h = hub(
+        plugins={
+            "any": Claim([("example.com", "*", "Thing")], "wild"),
+            "v2": Claim([("example.com", "v2", "Thing")], "exact"),
+        }
+    )
     assert h.podgrouper_for(("example.com", "v1", "Thing")) == "any"
     assert h.podgrouper_for(("example.com", "v2", "Thing")) == "v2"
     assert h.podgrouper_for(("example.com", "v1", "Other")) == "default"
@@ -104,18 +110,36 @@ def test_podgrouper_without_metadata_hook_is_an_error():
 
 def test_podgroup_object_and_pod_assignment():
     metadata = PodGroupMetadata(
-        name="pg-x", namespace="ns", owner=obj_ref(), min_available=3, queue="q", priority_class="train",
-        preemptibility="preemptible", labels={"a": "b"}, topology=TopologyConstraint("topo", "rack", ""),
-        subgroups=[SubGroupMetadata("workers", 2, parent="root", pods=["p-1"], topology=TopologyConstraint("topo", "", "node"))],
+        name="pg-x",
+        namespace="ns",
+        owner=obj_ref(),
+        min_available=3,
+        queue="q",
+        priority_class="train",
+        preemptibility="preemptible",
+        labels={"a": "b"},
+        topology=TopologyConstraint("topo", "rack", ""),
+        subgroups=[
+            SubGroupMetadata("workers", 2, parent="root", pods=["p-1"], topology=TopologyConstraint("topo", "", "node"))
+        ],
     )
     pg = podgroup_object(metadata)
     assert pg["apiVersion"] == "scheduling.run.ai/v2alpha2" and pg["kind"] == "PodGroup"
     assert pg["metadata"]["ownerReferences"] == [{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u"}]
     assert pg["spec"] == {
-        "minMember": 3, "queue": "q", "priorityClassName": "train", "preemptibility": "preemptible",
+        "minMember": 3,
+        "queue": "q",
+        "priorityClassName": "train",
+        "preemptibility": "preemptible",
         "topologyConstraint": {"topology": "topo", "requiredTopologyLevel": "rack"},
-        "subGroups": [{"name": "workers", "minMember": 2, "parent": "root",
-                       "topologyConstraint": {"topology": "topo", "preferredTopologyLevel": "node"}}],
+        "subGroups": [
+            {
+                "name": "workers",
+                "minMember": 2,
+                "parent": "root",
+                "topologyConstraint": {"topology": "topo", "preferredTopologyLevel": "node"},
+            }
+        ],
     }
     patch = pod_assignment(metadata, pod("p-1", namespace="ns"))
     assert patch == {"annotations": {"pod-group-name": "pg-x"}, "labels": {"kai.scheduler/subgroup-name": "workers"}}

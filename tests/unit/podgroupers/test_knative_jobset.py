@@ -13,8 +13,9 @@ def helloworld(min_scale=None):
     service = obj("serving.knative.dev/v1", "Service", "helloworld-go", uid="ks1")
     config = obj("serving.knative.dev/v1", "Configuration", "helloworld-go", uid="kc1", owner=service)
     annotations = {"autoscaling.knative.dev/min-scale": min_scale} if min_scale else None
-    revision = obj("serving.knative.dev/v1", "Revision", "helloworld-go-00001", uid="kr1", owner=config,
-                   annotations=annotations)
+    revision = obj(
+        "serving.knative.dev/v1", "Revision", "helloworld-go-00001", uid="kr1", owner=config, annotations=annotations
+    )
     deploy = obj("apps/v1", "Deployment", "helloworld-go-00001-deployment", uid="kd1", owner=revision)
     rs = obj("apps/v1", "ReplicaSet", "helloworld-go-00001-deployment-5f8", uid="krs1", owner=deploy)
     return [service, config, revision, deploy, rs]
@@ -27,7 +28,11 @@ def knative_pod(objects, name="helloworld-go-00001-deployment-5f8-abc", **kw):
 def test_one_gang_per_revision_of_min_scale():
     objects = helloworld("3")
     metadata = group(knative_pod(objects), *objects)
-    assert (metadata.name, metadata.min_available, metadata.priority_class) == ("pg-helloworld-go-00001-kr1", 3, "inference")
+    assert (metadata.name, metadata.min_available, metadata.priority_class) == (
+        "pg-helloworld-go-00001-kr1",
+        3,
+        "inference",
+    )
     assert metadata.owner.kind == "Revision"
 
 
@@ -53,10 +58,12 @@ def test_pod_without_revision_label_is_an_error():
 
 def jobset(startup=None):
     # The "simple" JobSet example: a leader job and a group of parallel workers.
-    spec = {"replicatedJobs": [
-        {"name": "leader", "replicas": 1, "template": {"spec": {"parallelism": 1, "completions": 1}}},
-        {"name": "workers", "replicas": 2, "template": {"spec": {"parallelism": 4, "completions": 4}}},
-    ]}
+    spec = {
+        "replicatedJobs": [
+            {"name": "leader", "replicas": 1, "template": {"spec": {"parallelism": 1, "completions": 1}}},
+            {"name": "workers", "replicas": 2, "template": {"spec": {"parallelism": 4, "completions": 4}}},
+        ]
+    }
     if startup:
         spec["startupPolicy"] = {"startupPolicyOrder": startup}
     return obj("jobset.x-k8s.io/v1alpha2", "JobSet", "simple", uid="js1", spec=spec)
@@ -64,8 +71,9 @@ def jobset(startup=None):
 
 def jobset_pod(js, replicated_job):
     job = obj("batch/v1", "Job", f"simple-{replicated_job}-0", uid=f"j-{replicated_job}", owner=js)
-    return pod(f"simple-{replicated_job}-0-0-x", owner=job,
-               labels={"jobset.sigs.k8s.io/replicatedjob-name": replicated_job}), job
+    return pod(
+        f"simple-{replicated_job}-0-0-x", owner=job, labels={"jobset.sigs.k8s.io/replicatedjob-name": replicated_job}
+    ), job
 
 
 def test_jobset_one_gang_per_replicated_job_in_order():

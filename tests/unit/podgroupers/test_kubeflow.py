@@ -21,8 +21,13 @@ def pytorchjob(spec, name="pytorch-simple", **kw):
 
 
 def worker(job, index, **kw):
-    return pod(f"{job['metadata']['name']}-worker-{index}", namespace="kubeflow", owner=job,
-               labels={TYPE: "worker", INDEX: str(index)}, **kw)
+    return pod(
+        f"{job['metadata']['name']}-worker-{index}",
+        namespace="kubeflow",
+        owner=job,
+        labels={TYPE: "worker", INDEX: str(index)},
+        **kw,
+    )
 
 
 def test_pytorch_simple_master_and_worker():
@@ -36,30 +41,46 @@ def test_pytorch_simple_master_and_worker():
 
 
 def test_pytorch_elastic_policy_min_replicas_is_the_gang():
-    job = pytorchjob({"elasticPolicy": {"rdzvBackend": "c10d", "minReplicas": 1, "maxReplicas": 2},
-                      "pytorchReplicaSpecs": {"Worker": replica(2)}}, name="elastic-example-imagenet")
+    job = pytorchjob(
+        {
+            "elasticPolicy": {"rdzvBackend": "c10d", "minReplicas": 1, "maxReplicas": 2},
+            "pytorchReplicaSpecs": {"Worker": replica(2)},
+        },
+        name="elastic-example-imagenet",
+    )
     metadata = group(worker(job, 1), job)
     assert metadata.min_available == 1
     assert [(s.name, s.min_available) for s in metadata.subgroups] == [("worker", 1)]
 
 
 def test_pytorch_scheduling_policy_min_available_overrides_elastic():
-    job = pytorchjob({"elasticPolicy": {"minReplicas": 1},
-                      "runPolicy": {"schedulingPolicy": {"minAvailable": 3}},
-                      "pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(4)}})
+    job = pytorchjob(
+        {
+            "elasticPolicy": {"minReplicas": 1},
+            "runPolicy": {"schedulingPolicy": {"minAvailable": 3}},
+            "pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(4)},
+        }
+    )
     metadata = group(worker(job, 0), job)
     assert metadata.min_available == 3
     assert [(s.name, s.min_available) for s in metadata.subgroups] == [("master", 1), ("worker", 2)]
 
 
 def test_pytorch_worker_segments_with_topology():
-    annotations = {"kai.scheduler/segment-size": "2", "kai.scheduler/topology": "cluster",
-                   "kai.scheduler/segment-topology-required-placement": "rack"}
+    annotations = {
+        "kai.scheduler/segment-size": "2",
+        "kai.scheduler/topology": "cluster",
+        "kai.scheduler/segment-topology-required-placement": "rack",
+    }
     job = pytorchjob({"pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(5, annotations)}})
     metadata = group(worker(job, 4), job)
     assert [(s.name, s.min_available, s.parent) for s in metadata.subgroups] == [
-        ("master", 1, None), ("worker", 5, None), ("worker-0", 2, "worker"), ("worker-1", 2, "worker"),
-        ("worker-2", 1, "worker")]
+        ("master", 1, None),
+        ("worker", 5, None),
+        ("worker-0", 2, "worker"),
+        ("worker-1", 2, "worker"),
+        ("worker-2", 1, "worker"),
+    ]
     assert subgroup_of(metadata, worker(job, 4)) == "worker-2"
     assert metadata.subgroups[2].topology.required_level == "rack"
 
@@ -72,26 +93,40 @@ def test_pytorch_segment_errors():
     p = worker(job, 0, annotations={"kai.scheduler/segment-size": "two"})
     with pytest.raises(GroupingError, match="invalid segment size two on pod kubeflow/"):
         group(p, job)
-    p = pod("w", namespace="kubeflow", owner=job, labels={TYPE: "worker"}, annotations={"kai.scheduler/segment-size": "2"})
+    p = pod(
+        "w", namespace="kubeflow", owner=job, labels={TYPE: "worker"}, annotations={"kai.scheduler/segment-size": "2"}
+    )
     with pytest.raises(GroupingError, match="replica index label not found"):
         group(p, job)
 
 
 def test_tfjob_sums_all_replica_types():
-    job = obj("kubeflow.org/v1", "TFJob", "dist-mnist-for-e2e-test", uid="tf1",
-              spec={"tfReplicaSpecs": {"PS": replica(2), "Worker": replica(4)}})
+    job = obj(
+        "kubeflow.org/v1",
+        "TFJob",
+        "dist-mnist-for-e2e-test",
+        uid="tf1",
+        spec={"tfReplicaSpecs": {"PS": replica(2), "Worker": replica(4)}},
+    )
     assert group(pod("dist-mnist-worker-0", owner=job), job).min_available == 6
 
 
 def test_zero_replicas_is_an_error():
-    job = obj("kubeflow.org/v1", "TFJob", "tf", uid="tf1", spec={"tfReplicaSpecs": {"PS": replica(0), "Worker": replica(2)}})
+    job = obj(
+        "kubeflow.org/v1", "TFJob", "tf", uid="tf1", spec={"tfReplicaSpecs": {"PS": replica(0), "Worker": replica(2)}}
+    )
     with pytest.raises(GroupingError, match="doesn't allow for 0 PS pods"):
         group(pod("tf-0", owner=job), job)
 
 
 def test_xgboost_requires_master_and_worker():
-    job = obj("kubeflow.org/v1", "XGBoostJob", "xgboost-dist-iris-test-train", uid="x1",
-              spec={"xgbReplicaSpecs": {"Master": replica(1), "Worker": replica(2)}})
+    job = obj(
+        "kubeflow.org/v1",
+        "XGBoostJob",
+        "xgboost-dist-iris-test-train",
+        uid="x1",
+        spec={"xgbReplicaSpecs": {"Master": replica(1), "Worker": replica(2)}},
+    )
     assert group(pod("xgb-master-0", owner=job), job).min_available == 3
     del job["spec"]["xgbReplicaSpecs"]["Master"]
     with pytest.raises(GroupingError, match="doesn't have a Master replica spec which is required"):
@@ -122,8 +157,11 @@ def test_mpijob_v1_and_v2beta1():
 def test_mpijob_waits_for_workers_before_counting_the_launcher():
     job = mpijob("v2beta1", "WaitForWorkersReady")
     assert group(pod("pi-worker-0", owner=job), job).min_available == 2
-    launcher = pod("pi-launcher", owner=job, labels={"training.kubeflow.org/job-name": "pi",
-                                                    "training.kubeflow.org/job-role": "launcher"})
+    launcher = pod(
+        "pi-launcher",
+        owner=job,
+        labels={"training.kubeflow.org/job-name": "pi", "training.kubeflow.org/job-role": "launcher"},
+    )
     assert group(pod("pi-worker-0", owner=job), job, launcher).min_available == 3
 
 
@@ -135,6 +173,11 @@ def test_notebook_defaults_to_build_priority():
 
 def test_generic_distributed_grouper_for_a_custom_kind():
     job = obj("example.com/v1", "PaddleJob", "paddle", uid="pd", spec={"paddleReplicaSpecs": {"Worker": replica(3)}})
-    args = {"kubeflow-distributed": {"kinds": [["example.com", "v1", "PaddleJob"]],
-                                     "replicaSpecName": "paddleReplicaSpecs", "mandatorySpecNames": ["Worker"]}}
+    args = {
+        "kubeflow-distributed": {
+            "kinds": [["example.com", "v1", "PaddleJob"]],
+            "replicaSpecName": "paddleReplicaSpecs",
+            "mandatorySpecNames": ["Worker"],
+        }
+    }
     assert group(pod("paddle-0", owner=job), job, args=args).min_available == 3

@@ -48,7 +48,11 @@ def test_segments_leader_worker_policy():
     worker, sts = lws_pod(owner, 0, 4)
     metadata = group(worker, owner, sts)
     assert [(s.name, s.min_available, s.parent) for s in metadata.subgroups] == [
-        ("segment-0", 3, None), ("segment-1", 2, None), ("leader", 1, "segment-0"), ("workers", 2, "segment-0")]
+        ("segment-0", 3, None),
+        ("segment-1", 2, None),
+        ("leader", 1, "segment-0"),
+        ("workers", 2, "segment-0"),
+    ]
     assert subgroup_of(metadata, worker) == "segment-1"
 
 
@@ -60,9 +64,11 @@ def test_leader_excluded_needs_divisible_workers():
 
 
 def test_lws_errors():
-    for owner, message in [(lws(size=0), "invalid leaderWorkerTemplate.size 0"),
-                           (lws(startup="Eventually"), "unknown startupPolicy: Eventually"),
-                           (lws(sub_group_policy={"subGroupSize": 1}), "segmentSize 1 is not valid")]:
+    for owner, message in [
+        (lws(size=0), "invalid leaderWorkerTemplate.size 0"),
+        (lws(startup="Eventually"), "unknown startupPolicy: Eventually"),
+        (lws(sub_group_policy={"subGroupSize": 1}), "segmentSize 1 is not valid"),
+    ]:
         leader, sts = lws_pod(owner, 0, 0)
         with pytest.raises(GroupingError, match=message):
             group(leader, owner, sts)
@@ -71,19 +77,39 @@ def test_lws_errors():
 def grove_objects(top_labels=None):
     pcs = obj("grove.io/v1alpha1", "PodCliqueSet", "disagg", uid="pcs1", labels=top_labels)
     clique = obj("grove.io/v1alpha1", "PodClique", "disagg-0-prefill", uid="pc1", owner=pcs)
-    podgang = obj("scheduler.grove.io/v1alpha1", "PodGang", "disagg-0", uid="pg1",
-                  annotations={"grove.io/topology-name": "cluster"},
-                  spec={"priorityClassName": "inference",
-                        "topologyConstraint": {"packConstraint": {"required": "zone"}},
-                        "topologyConstraintGroupConfigs": [
-                            {"name": "serving", "podGroupNames": ["prefill", "decode"],
-                             "topologyConstraint": {"packConstraint": {"preferred": "rack"}}}],
-                        "podgroups": [
-                            {"name": "prefill", "minReplicas": 2, "podReferences": [
-                                {"namespace": "default", "name": "disagg-0-prefill-0"},
-                                {"namespace": "default", "name": "disagg-0-prefill-1"}]},
-                            {"name": "decode", "minReplicas": 1, "podReferences": [
-                                {"namespace": "default", "name": "disagg-0-decode-0"}]}]})
+    podgang = obj(
+        "scheduler.grove.io/v1alpha1",
+        "PodGang",
+        "disagg-0",
+        uid="pg1",
+        annotations={"grove.io/topology-name": "cluster"},
+        spec={
+            "priorityClassName": "inference",
+            "topologyConstraint": {"packConstraint": {"required": "zone"}},
+            "topologyConstraintGroupConfigs": [
+                {
+                    "name": "serving",
+                    "podGroupNames": ["prefill", "decode"],
+                    "topologyConstraint": {"packConstraint": {"preferred": "rack"}},
+                }
+            ],
+            "podgroups": [
+                {
+                    "name": "prefill",
+                    "minReplicas": 2,
+                    "podReferences": [
+                        {"namespace": "default", "name": "disagg-0-prefill-0"},
+                        {"namespace": "default", "name": "disagg-0-prefill-1"},
+                    ],
+                },
+                {
+                    "name": "decode",
+                    "minReplicas": 1,
+                    "podReferences": [{"namespace": "default", "name": "disagg-0-decode-0"}],
+                },
+            ],
+        },
+    )
     p = pod("disagg-0-prefill-0", owner=clique, labels={"grove.io/podgang": "disagg-0"})
     return pcs, clique, podgang, p
 
@@ -94,7 +120,10 @@ def test_grove_podgang_becomes_the_podgroup():
     assert (metadata.name, metadata.min_available, metadata.priority_class) == ("pg-disagg-0-pg1", 3, "inference")
     assert (metadata.topology.topology, metadata.topology.required_level) == ("cluster", "zone")
     assert [(s.name, s.min_available, s.parent) for s in metadata.subgroups] == [
-        ("serving", 0, None), ("prefill", 2, "serving"), ("decode", 1, "serving")]
+        ("serving", 0, None),
+        ("prefill", 2, "serving"),
+        ("decode", 1, "serving"),
+    ]
     assert subgroup_of(metadata, p) == "prefill"
 
 
@@ -105,11 +134,17 @@ def test_grove_pod_without_podgang_label_is_an_error():
 
 
 def test_dynamo_deployment_is_skipped_and_its_labels_reach_the_podgroup():
-    dgd = obj("nvidia.com/v1alpha1", "DynamoGraphDeployment", "llm", uid="d1",
-              labels={"kai.scheduler/queue": "inference-q", "kai.scheduler/preemptibility": "non-preemptible"})
+    dgd = obj(
+        "nvidia.com/v1alpha1",
+        "DynamoGraphDeployment",
+        "llm",
+        uid="d1",
+        labels={"kai.scheduler/queue": "inference-q", "kai.scheduler/preemptibility": "non-preemptible"},
+    )
     pcs, clique, podgang, p = grove_objects()
-    pcs["metadata"]["ownerReferences"] = [{"apiVersion": "nvidia.com/v1alpha1", "kind": "DynamoGraphDeployment",
-                                           "name": "llm", "uid": "d1"}]
+    pcs["metadata"]["ownerReferences"] = [
+        {"apiVersion": "nvidia.com/v1alpha1", "kind": "DynamoGraphDeployment", "name": "llm", "uid": "d1"}
+    ]
     metadata = group(p, dgd, pcs, clique, podgang)
     assert metadata.name == "pg-disagg-0-pg1"
     assert metadata.labels["kai.scheduler/queue"] == "inference-q"

@@ -5,8 +5,14 @@ from kai.testing_podgroupers import group, obj, pod
 
 def test_argo_workflow_step_pods_are_grouped_as_bare_pods():
     # The hello-world Argo example: the step pod is owned by the Workflow directly.
-    wf = obj("argoproj.io/v1alpha1", "Workflow", "hello-world-x7k", uid="w1",
-             labels={"kai.scheduler/queue": "ci"}, annotations={"team": "infra"})
+    wf = obj(
+        "argoproj.io/v1alpha1",
+        "Workflow",
+        "hello-world-x7k",
+        uid="w1",
+        labels={"kai.scheduler/queue": "ci"},
+        annotations={"team": "infra"},
+    )
     p = pod("hello-world-x7k", owner=wf, uid="p1")
     metadata = group(p, wf)
     assert metadata.name == "pg-hello-world-x7k-p1"
@@ -16,11 +22,25 @@ def test_argo_workflow_step_pods_are_grouped_as_bare_pods():
 
 
 def test_trainjob_is_grouped_by_its_jobset():
-    trainjob = obj("trainer.kubeflow.org/v1alpha1", "TrainJob", "pytorch-distributed", uid="tj1",
-                   labels={"kai.scheduler/queue": "train-q"})
-    jobset = obj("jobset.x-k8s.io/v1alpha2", "JobSet", "pytorch-distributed", uid="js1", owner=trainjob,
-                 spec={"replicatedJobs": [{"name": "node", "replicas": 1,
-                                           "template": {"spec": {"parallelism": 2, "completions": 2}}}]})
+    trainjob = obj(
+        "trainer.kubeflow.org/v1alpha1",
+        "TrainJob",
+        "pytorch-distributed",
+        uid="tj1",
+        labels={"kai.scheduler/queue": "train-q"},
+    )
+    jobset = obj(
+        "jobset.x-k8s.io/v1alpha2",
+        "JobSet",
+        "pytorch-distributed",
+        uid="js1",
+        owner=trainjob,
+        spec={
+            "replicatedJobs": [
+                {"name": "node", "replicas": 1, "template": {"spec": {"parallelism": 2, "completions": 2}}}
+            ]
+        },
+    )
     job = obj("batch/v1", "Job", "pytorch-distributed-node-0", uid="j1", owner=jobset)
     p = pod("pytorch-distributed-node-0-0-abc", owner=job, labels={"jobset.sigs.k8s.io/replicatedjob-name": "node"})
     metadata = group(p, trainjob, jobset, job)

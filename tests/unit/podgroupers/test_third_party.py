@@ -27,7 +27,9 @@ class SweepGrouper:
 
 
 def test_a_sweep_batch_is_one_gang():
-    sweep = obj("tuning.example.com/v1", "Sweep", "lr-search", uid="s1", spec={"parallelTrials": 4, "queue": "research"})
+    sweep = obj(
+        "tuning.example.com/v1", "Sweep", "lr-search", uid="s1", spec={"parallelTrials": 4, "queue": "research"}
+    )
     metadata = group(pod("lr-search-trial-7", owner=sweep), sweep, plugins={"sweep": SweepGrouper()})
     assert (metadata.name, metadata.min_available, metadata.queue) == ("pg-lr-search-s1", 4, "research")
 
