@@ -34,37 +34,30 @@ class JobQueue:
     def __bool__(self) -> bool:
         return any(self.leaves.values())
 
-    def _best_job(self, queue: Queue) -> Job | None:
-        """The job the subtree of ``queue`` would give next, and the child path leading to it."""
-        entries = self.leaves.get(queue.name)
-        if entries:
-            return entries[-1][1] if self.reverse else entries[0][1]
-        child = self._best_child(queue.name)
-        return None if child is None else child[1]
-
-    def _best_child(self, parent: str | None):
+    def _best(self, parent: str | None):
+        """The child queue of ``parent`` that goes next, with its job and the path to its leaf, or None."""
         best = None
         for q in self.session.children.get(parent, ()):
-            job = self._best_job(q)
-            if job is None:
-                continue
+            entries = self.leaves.get(q.name)
+            if entries:
+                found = (entries[-1][1] if self.reverse else entries[0][1], [q])
+            else:
+                sub = self._best(q.name)
+                if sub is None:
+                    continue
+                found = (sub[1], [q] + sub[2])
             if best is None:
-                best = (q, job)
+                best = (q, *found)
                 continue
-            r = self.session.compare_queues(q, best[0], job, best[1])
+            r = self.session.compare_queues(q, best[0], found[0], best[1])
             if (r > 0) if self.reverse else (r < 0):
-                best = (q, job)
+                best = (q, *found)
         return best
 
     def pop(self) -> Job | None:
         """Remove and return the next job, or None when no job is left."""
-        parent = None
-        while True:
-            best = self._best_child(parent)
-            if best is None:
-                return None
-            queue = best[0]
-            entries = self.leaves.get(queue.name)
-            if entries:
-                return entries.pop()[1] if self.reverse else entries.pop(0)[1]
-            parent = queue.name
+        best = self._best(None)
+        if best is None:
+            return None
+        entries = self.leaves[best[2][-1].name]
+        return entries.pop()[1] if self.reverse else entries.pop(0)[1]
