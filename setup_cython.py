@@ -36,7 +36,7 @@ class build_ext(_build_ext):
     def _fallback(self, why: str):
         if _required():
             raise RuntimeError(f"KAI_REQUIRE_EXTENSIONS=1 but the native extensions cannot be built: {why}")
-        warnings.warn(f"kai-scheduler: building without native extensions, using pure Python ({why})")
+        warnings.warn(f"kai-scheduler: building without native extensions, using pure Python ({why})", stacklevel=2)
         self.extensions = []
 
     def run(self):
@@ -53,4 +53,5 @@ class build_ext(_build_ext):
         except Exception as exc:
             if _required():
                 raise
-            warnings.warn(f"kai-scheduler: extension {ext.name} not built, using its pure-Python twin ({exc})")
+            warnings.warn(f"kai-scheduler: extension {ext.name} not built, using its pure-Python twin ({exc})",
+                          stacklevel=2)

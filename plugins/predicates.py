@@ -64,7 +64,8 @@ class _AffinityView:
         return {
             node.labels[term.topology_key]
             for node, other in placed
-            if term.topology_key in node.labels and other.namespace in namespaces and term.selector.matches(other.labels)
+            if term.topology_key in node.labels and other.namespace in namespaces
+            and term.selector.matches(other.labels)
         }
 
     def check(self, labels):

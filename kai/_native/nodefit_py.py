@@ -14,7 +14,8 @@ def fit_nodes(idle_cpu, idle_mem, idle_gpu, idle_pods, rel_cpu, rel_mem, rel_gpu
     fitting = 0
     for k in range(len(candidates)):
         i = candidates[k]
-        if cpu <= idle_cpu[i] + EPS and mem <= idle_mem[i] + EPS and gpu <= idle_gpu[i] + EPS and pods <= idle_pods[i] + EPS:
+        if (cpu <= idle_cpu[i] + EPS and mem <= idle_mem[i] + EPS and gpu <= idle_gpu[i] + EPS
+                and pods <= idle_pods[i] + EPS):
             out[k] = 2
             fitting += 1
         elif (cpu <= idle_cpu[i] + rel_cpu[i] + EPS and mem <= idle_mem[i] + rel_mem[i] + EPS

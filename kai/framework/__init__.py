@@ -26,7 +26,8 @@ def run_session(snapshot: Snapshot, plugins: Plugins, actions=None) -> Session:
 
 
 __all__ = [
-    "DEFAULT_CONFIG", "ConfigError", "Decision", "divide_tree", "NodeInfo", "PluginError", "PluginSpec", "Plugins", "Problem",
+    "DEFAULT_CONFIG", "ConfigError", "Decision", "divide_tree", "NodeInfo", "PluginError", "PluginSpec", "Plugins",
+    "Problem",
     "SchedulerConfig", "Session", "Snapshot", "Statement", "build_snapshot", "load_config", "ordered_pod_sets",
     "parse_config", "placement_scores", "run_session", "should_pipeline", "tasks_to_allocate",
 ]

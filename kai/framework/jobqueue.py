@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import bisect
 
-from kai.api import Job, Queue
+from kai.api import Job
 
 
 class JobQueue:

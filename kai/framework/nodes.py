@@ -36,7 +36,8 @@ class NodeArrays:
     def change(self, i: int, kind: str, res: Resources, sign: float) -> None:
         """Add ``sign * res`` (and one pod slot) to the idle (``kind='idle'``) or releasing amounts of node ``i``."""
         if kind == "idle":
-            cpu, mem, gpu, pods, scalars = self.idle_cpu, self.idle_mem, self.idle_gpu, self.idle_pods, self.idle_scalars[i]
+            cpu, mem, gpu, pods = self.idle_cpu, self.idle_mem, self.idle_gpu, self.idle_pods
+            scalars = self.idle_scalars[i]
         else:
             cpu, mem, gpu, pods, scalars = self.rel_cpu, self.rel_mem, self.rel_gpu, self.rel_pods, self.rel_scalars[i]
         cpu[i] += sign * res.cpu

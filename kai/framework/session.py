@@ -183,7 +183,9 @@ class Session:
             for k, fit in enumerate(out):
                 if fit:
                     node = self.nodes[candidates[k]]
-                    out[k] = 2 if fit == 2 and node.scalars_fit(task, False) else 1 if node.scalars_fit(task, True) else 0
+                    if fit == 2 and node.scalars_fit(task, False):
+                        continue
+                    out[k] = 1 if node.scalars_fit(task, True) else 0
         return out
 
     def feasible_nodes(self, task: Task, job: Job, candidates=None, reasons: Counter | None = None):

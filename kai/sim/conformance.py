@@ -89,7 +89,8 @@ class Runner:
 
 def _without_fit_messages(expected: dict) -> dict:
     out = dict(expected)
-    out["jobs"] = {k: {f: v for f, v in w.items() if f != "fit_error_message"} for k, w in (expected.get("jobs") or {}).items()}
+    jobs = expected.get("jobs") or {}
+    out["jobs"] = {k: {f: v for f, v in w.items() if f != "fit_error_message"} for k, w in jobs.items()}
     return out
 
 

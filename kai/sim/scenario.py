@@ -47,7 +47,8 @@ def _get(d: dict, key: str, where: str, types, default=attrs.NOTHING):
 
 def _tname(types) -> str:
     types = types if isinstance(types, tuple) else (types,)
-    names = {int: "a number", float: "a number", str: "a string", bool: "true or false", list: "a list", dict: "a mapping"}
+    names = {int: "a number", float: "a number", str: "a string", bool: "true or false", list: "a list",
+             dict: "a mapping"}
     return " or ".join(dict.fromkeys(names.get(t, t.__name__) for t in types))
 
 
@@ -272,7 +273,8 @@ class Scenario:
         return Task(
             name=name, job=job.uid, request=request, status=STATUSES[state], node=td.get("node"),
             pod_set=sub_group, priority=td.get("priority"), labels=labels, node_affinity=affinity,
-            pod_affinity=pod_aff, pod_anti_affinity=pod_anti, gpu_groups=tuple(str(g) for g in td.get("gpu_groups") or ()),
+            pod_affinity=pod_aff, pod_anti_affinity=pod_anti,
+            gpu_groups=tuple(str(g) for g in td.get("gpu_groups") or ()),
             invalid="legacy MIG pods cannot be scheduled" if td.get("legacy_mig") else None,
         )
 

@@ -47,7 +47,8 @@ class QueueShare:
         self.usage = [0.0, 0.0, 0.0]
 
     def allocatable(self, r: int) -> float:
-        """KAI's allocatable share: the limit for unlimited deserved, else max(deserved, fair share) within the limit."""
+        """KAI's allocatable share: the limit when deserved is unlimited, else max(deserved, fair share) capped
+        by the limit."""
         if self.deserved[r] == UNLIMITED:
             return self.limit[r]
         value = max(self.deserved[r], self.fair_share[r])
