@@ -1,0 +1,244 @@
+"""The local control plane itself: kwok nodes and pods, the CRDs, and the dev-cluster command."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from kai.cluster import devcluster
+from kai.cluster.controlplane import ControlPlane
+
+pytestmark = pytest.mark.e2e
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+
+
+def wait_until(predicate, timeout: float = 60.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.2)
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def node_ready(core: client.CoreV1Api, name: str) -> bool:
+    conditions = core.read_node(name).status.conditions or []
+    return any(c.type == "Ready" and c.status == "True" for c in conditions)
+
+
+def test_pod_on_kwok_node_becomes_running(api_client, control_plane):
+    core = client.CoreV1Api(api_client)
+    node_name, pod_name = unique("gpu-node"), unique("pod")
+    resources = {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "8"}
+    core.create_node(
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": node_name, "labels": {"type": "kwok"}},
+            "status": {"allocatable": resources, "capacity": resources},
+        }
+    )
+    wait_until(lambda: node_ready(core, node_name), what=f"node {node_name} Ready")
+    node = core.read_node(node_name)
+    assert node.status.allocatable["nvidia.com/gpu"] == "8"
+    assert not node.spec.taints  # no not-ready taint: the scheduler may use the node at once
+
+    core.create_namespaced_pod(
+        "default",
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": pod_name},
+            "spec": {
+                "nodeName": node_name,
+                "containers": [
+                    {"name": "main", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "2"}}}
+                ],
+            },
+        },
+    )
+    pod = wait_until(
+        lambda: (p := core.read_namespaced_pod(pod_name, "default")).status.phase == "Running" and p,
+        what=f"pod {pod_name} Running",
+    )
+    assert pod.status.pod_ip
+
+    core.delete_namespaced_pod(pod_name, "default")
+    wait_until(lambda: not core.list_namespaced_pod("default", field_selector=f"metadata.name={pod_name}").items,
+               what=f"pod {pod_name} deleted")
+    core.delete_node(node_name)
+
+
+@pytest.fixture(scope="module")
+def crds(api_client):
+    """Applies deploy/crds and waits until every CRD is established."""
+    ext = client.ApiextensionsV1Api(api_client)
+    names = []
+    for path in sorted((DEPLOY / "crds").glob("*.yaml")):
+        body = yaml.safe_load(path.read_text())
+        ext.create_custom_resource_definition(body)
+        names.append(body["metadata"]["name"])
+
+    def established(name: str) -> bool:
+        conditions = ext.read_custom_resource_definition(name).status.conditions or []
+        return any(c.type == "Established" and c.status == "True" for c in conditions)
+
+    for name in names:
+        wait_until(lambda: established(name), what=f"CRD {name} established")
+    return names
+
+
+def test_crds_have_kai_names_and_scopes(api_client, crds):
+    ext = client.ApiextensionsV1Api(api_client)
+    got = {}
+    for name in crds:
+        spec = ext.read_custom_resource_definition(name).spec
+        got[spec.names.kind] = (spec.group, [v.name for v in spec.versions], spec.scope, spec.names.short_names)
+    assert got == {
+        "Queue": ("scheduling.run.ai", ["v2"], "Cluster", None),
+        "PodGroup": ("scheduling.run.ai", ["v2alpha2"], "Namespaced", ["pg"]),
+        "BindRequest": ("scheduling.run.ai", ["v1alpha2"], "Namespaced", None),
+        "Topology": ("kai.scheduler", ["v1alpha1"], "Cluster", None),
+    }
+
+
+def test_queue_and_podgroup_round_trip(api_client, crds):
+    custom = client.CustomObjectsApi(api_client)
+    for queue in yaml.safe_load_all((DEPLOY / "default-queues.yaml").read_text()):
+        custom.create_cluster_custom_object("scheduling.run.ai", "v2", "queues", queue)
+    queue = custom.get_cluster_custom_object("scheduling.run.ai", "v2", "queues", "default-queue")
+    assert queue["spec"]["parentQueue"] == "default-parent-queue"
+    assert queue["spec"]["resources"]["gpu"] == {"quota": 0, "limit": -1, "overQuotaWeight": 1}
+
+    spec = {
+        "minMember": 2,
+        "queue": "default-queue",
+        "priorityClassName": "train",
+        "preemptibility": "preemptible",
+        "markUnschedulable": True,
+        "schedulingBackoff": -1,
+        "topologyConstraint": {"topology": "cluster-topology", "requiredTopologyLevel": "rack"},
+        "subGroups": [{"name": "workers", "minMember": 2, "topologyConstraint": {"preferredTopologyLevel": "host"}}],
+    }
+    name = unique("pg")
+    custom.create_namespaced_custom_object(
+        "scheduling.run.ai", "v2alpha2", "default", "podgroups",
+        {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": name}, "spec": spec},
+    )
+    got = custom.get_namespaced_custom_object("scheduling.run.ai", "v2alpha2", "default", "podgroups", name)
+    assert got["spec"] == spec  # nothing pruned: every field is in the schema
+
+    status = {"resourcesStatus": {"allocated": {"nvidia.com/gpu": "2"}},
+              "schedulingConditions": [{"type": "UnschedulableOnNodePool", "nodePool": "default",
+                                        "reasons": [{"reason": "OverLimit", "message": "queue over limit",
+                                                     "details": {"queueDetails": {"name": "default-queue"}}}]}]}
+    custom.patch_namespaced_custom_object_status(
+        "scheduling.run.ai", "v2alpha2", "default", "podgroups", name, {"status": status}
+    )
+    got = custom.get_namespaced_custom_object("scheduling.run.ai", "v2alpha2", "default", "podgroups", name)
+    assert got["status"] == status
+
+    with pytest.raises(ApiException) as err:  # the schema is enforced
+        custom.create_namespaced_custom_object(
+            "scheduling.run.ai", "v2alpha2", "default", "podgroups",
+            {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+             "metadata": {"name": unique("pg")}, "spec": {"minMember": 0, "preemptibility": "sometimes"}},
+        )
+    assert err.value.status == 422
+
+
+def test_bindrequest_and_topology(api_client, crds):
+    custom = client.CustomObjectsApi(api_client)
+    spec = {"podName": "p", "selectedNode": "n", "receivedResourceType": "Fraction",
+            "receivedGPU": {"count": 1, "portion": "0.5"}, "selectedGPUGroups": ["g1"], "backoffLimit": 3}
+    name = unique("br")
+    custom.create_namespaced_custom_object(
+        "scheduling.run.ai", "v1alpha2", "default", "bindrequests",
+        {"apiVersion": "scheduling.run.ai/v1alpha2", "kind": "BindRequest", "metadata": {"name": name}, "spec": spec},
+    )
+    assert custom.get_namespaced_custom_object(
+        "scheduling.run.ai", "v1alpha2", "default", "bindrequests", name)["spec"] == spec
+
+    levels = [{"nodeLabel": "cloud.example.com/rack"}, {"nodeLabel": "kubernetes.io/hostname"}]
+    custom.create_cluster_custom_object(
+        "kai.scheduler", "v1alpha1", "topologies",
+        {"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology", "metadata": {"name": "t1"},
+         "spec": {"levels": levels}},
+    )
+    with pytest.raises(ApiException) as err:  # CEL rule: hostname only as the last level
+        custom.create_cluster_custom_object(
+            "kai.scheduler", "v1alpha1", "topologies",
+            {"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology", "metadata": {"name": "t2"},
+             "spec": {"levels": levels[::-1]}},
+        )
+    assert err.value.status == 422 and "lowest level" in err.value.body
+
+
+def test_priority_classes_apply(api_client):
+    sched = client.SchedulingV1Api(api_client)
+    for pc in yaml.safe_load_all((DEPLOY / "priority-classes.yaml").read_text()):
+        sched.create_priority_class(pc)
+    values = {pc.metadata.name: pc.value for pc in sched.list_priority_class().items}
+    assert {k: values[k] for k in ("train", "build-preemptible", "build", "inference")} == {
+        "train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
+
+
+def test_cli_up_env_status_down(tmp_path, monkeypatch, capsys, control_plane):
+    # control_plane: the binaries are built and cached by now, so `up` only starts processes.
+    monkeypatch.setenv("KAI_DEV_CLUSTER_DIR", str(tmp_path / "dev"))
+    assert devcluster.main(["up"]) == 0
+    exports = capsys.readouterr().out
+    plane = ControlPlane.attach()
+    assert exports == f"export KUBECONFIG={plane.kubeconfig}\n"
+    records = list(plane.processes.values())
+    assert sorted(r.name for r in records) == ["etcd", "kube-apiserver", "kwok"]
+    assert all(r.is_alive() for r in records)
+
+    assert devcluster.main(["up"]) == 0  # idempotent: reports the running one
+    assert capsys.readouterr().out == exports
+    assert devcluster.main(["env"]) == 0
+    assert capsys.readouterr().out == exports
+    assert devcluster.main(["status"]) == 0
+
+    out = subprocess.run(["sh", "-c", f'eval "$(cat)"; echo "$KUBECONFIG"'], input=exports,
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() == str(plane.kubeconfig)
+
+    assert devcluster.main(["down"]) == 0
+    for rec in records:
+        assert not rec.is_alive(), f"{rec.name} (pid {rec.pid}) still running after down"
+        assert not Path(f"/proc/{rec.pid}").exists() or _state(rec.pid) == "Z"
+    assert not (tmp_path / "dev").exists()
+    assert devcluster.main(["status"]) == 1
+    assert control_plane.running() == {"etcd": True, "kube-apiserver": True, "kwok": True}
+
+
+def _state(pid: int) -> str:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2 :].split()[0]
+
+
+def test_up_without_go_names_what_to_install(tmp_path):
+    env = dict(os.environ, PATH=str(tmp_path / "empty"), KAI_CONTROL_PLANE_CACHE=str(tmp_path / "cache"),
+               KAI_DEV_CLUSTER_DIR=str(tmp_path / "state"))
+    proc = subprocess.run([sys.executable, "-c", "import sys; from kai.cluster.devcluster import main; "
+                           "sys.exit(main(['up']))"], env=env, capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "Go toolchain" in proc.stderr and "install" in proc.stderr
+    assert "Traceback" not in proc.stderr
