@@ -64,3 +64,15 @@ def test_kai_actions_one_name_offered_twice_is_an_error():
     with pytest.raises(PluginError, match="action 'count' is offered twice"):
         kt.plugin_manager(["c1", "c2"], actions=("count",),
                           extra_plugins={"c1": lambda a: CountAction(), "c2": lambda a: CountAction()})
+
+
+def test_kai_session_close_sees_the_committed_decisions():
+    seen = {}
+
+    class Closer:
+        @hookimpl
+        def kai_session_close(self, session):
+            seen["decisions"] = [(d.kind, d.task.name, d.node) for d in session.decisions]
+
+    kt.run(_snap(), plugins=["closer"], extra_plugins={"closer": lambda a: Closer()})
+    assert seen["decisions"] == [("bind", "j-0", "n1")]
