@@ -29,6 +29,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+# 1.34.4 is the newest 1.34 patch whose staging modules (v0.34.4) are all on the module proxy.
 K8S_VERSION = "1.34.4"
 ETCD_VERSION = "3.5.21"
 KWOK_VERSION = "0.7.0"
@@ -128,12 +129,16 @@ class _GoBuilder:
         self.root = root
         self.work = root / version_key()
         self.bin_dir = self.work / "bin"
+        install = "install it (https://go.dev/doc/install, or the 'golang' package) and retry"
         go = shutil.which("go")
         if go is None:
             raise MissingToolError(
-                "the Go toolchain (1.24 or newer) is needed to build etcd, kube-apiserver and kwok "
-                "once; install it (https://go.dev/doc/install, or the 'golang' package) and retry"
+                f"the Go toolchain (1.24 or newer) is needed to build etcd, kube-apiserver and kwok once; {install}"
             )
+        found = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True).stdout.strip()
+        digits = found.removeprefix("go").split(".")[:2]
+        if not all(d.isdigit() for d in digits) or tuple(map(int, digits)) < (1, 24):
+            raise MissingToolError(f"Go 1.24 or newer is needed, found {found or 'an unknown version'}; {install}")
         self.go = go
         env = {k: v for k, v in os.environ.items() if not k.startswith("GO")}
         env.update(
@@ -145,7 +150,7 @@ class _GoBuilder:
             GOWORK="off",
             CGO_ENABLED="0",
         )
-        for key in ("GOPROXY", "GONOSUMDB", "GOSUMDB", "GOPRIVATE", "GONOPROXY", "GOINSECURE"):
+        for key in ("GOPROXY", "GOSUMDB", "GONOSUMDB", "GOPRIVATE", "GONOPROXY", "GOINSECURE", "GOAUTH"):
             if key in os.environ:
                 env[key] = os.environ[key]
         self.env = env
@@ -177,7 +182,9 @@ class _GoBuilder:
     def build_kube_apiserver(self, target: Path) -> None:
         staging = "v0." + K8S_VERSION.split(".", 1)[1]
         replaces = "".join(f"\tk8s.io/{m} => k8s.io/{m} {staging}\n" for m in K8S_STAGING_MODULES)
-        go_mod = f"module kaidevcluster/kube-apiserver\n\ngo 1.24.0\n\ngodebug default=go1.24\n\nreplace (\n{replaces})\n"
+        go_mod = (
+            f"module kaidevcluster/kube-apiserver\n\ngo 1.24.0\n\ngodebug default=go1.24\n\nreplace (\n{replaces})\n"
+        )
         src = self._module(
             "kube-apiserver",
             go_mod,
@@ -289,34 +296,39 @@ def make_pki(pki: Path) -> None:
     pki.mkdir(parents=True, exist_ok=True)
     (pki / "openssl.cnf").write_text(OPENSSL_CONFIG)
 
-    def run(*args: str) -> None:
+    def run(command: str) -> None:
+        args = command.split()  # no argument contains a space
         proc = subprocess.run([openssl, *args], cwd=pki, capture_output=True, text=True, stdin=subprocess.DEVNULL)
         if proc.returncode != 0:
             raise ControlPlaneError(f"openssl {args[0]} failed: {proc.stderr.strip()}")
 
-    days = "3650"
-    run("req", "-x509", "-new", "-nodes", "-newkey", "rsa:2048", "-keyout", "ca.key", "-out", "ca.crt",
-        "-days", days, "-subj", "/CN=kai-dev-cluster-ca", "-config", "openssl.cnf", "-extensions", "ca")
+    run(
+        "req -x509 -new -nodes -newkey rsa:2048 -keyout ca.key -out ca.crt -subj /CN=kai-dev-ca"
+        " -days 3650 -config openssl.cnf -extensions ca"
+    )
     for name, subject, ext in (
         ("apiserver", "/CN=kube-apiserver", "server"),
         ("admin", "/O=system:masters/CN=kai-dev-admin", "client"),
     ):
-        run("req", "-new", "-nodes", "-newkey", "rsa:2048", "-keyout", f"{name}.key", "-out", f"{name}.csr",
-            "-subj", subject, "-config", "openssl.cnf")
-        run("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-            "-days", days, "-out", f"{name}.crt", "-extfile", "openssl.cnf", "-extensions", ext)
+        run(f"req -new -nodes -newkey rsa:2048 -keyout {name}.key -out {name}.csr -subj {subject} -config openssl.cnf")
+        run(
+            f"x509 -req -in {name}.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out {name}.crt"
+            f" -days 3650 -extfile openssl.cnf -extensions {ext}"
+        )
         (pki / f"{name}.csr").unlink()
-    run("genrsa", "-out", "sa.key", "2048")
-    run("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub")
+    run("genrsa -out sa.key 2048")
+    run("rsa -in sa.key -pubout -out sa.pub")
     for key in pki.glob("*.key"):
         key.chmod(0o600)
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def free_ports(count: int) -> list[int]:
+    """Distinct TCP ports on 127.0.0.1 that are free right now."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in socks]
 
 
 @dataclass(frozen=True)
@@ -440,60 +452,109 @@ class ControlPlane:
 
     def _start(self, binaries: Binaries) -> None:
         make_pki(self.pki)
-        etcd_port, peer_port, api_port, kwok_port = (free_port() for _ in range(4))
+        etcd_port, peer_port, api_port, kwok_port = free_ports(4)
         self.server = f"https://127.0.0.1:{api_port}"
         self._write_kubeconfig()
 
         etcd_url, peer_url = f"http://127.0.0.1:{etcd_port}", f"http://127.0.0.1:{peer_port}"
-        self._spawn("etcd", [
-            str(binaries.etcd), "--name=node0", f"--data-dir={self.state_dir / 'etcd-data'}",
-            f"--listen-client-urls={etcd_url}", f"--advertise-client-urls={etcd_url}",
-            f"--listen-peer-urls={peer_url}", f"--initial-advertise-peer-urls={peer_url}",
-            f"--initial-cluster=node0={peer_url}", "--auto-compaction-retention=1",
-            "--quota-backend-bytes=8589934592", "--unsafe-no-fsync=true", "--logger=zap", "--log-level=warn",
-        ])
+        self._spawn(
+            "etcd",
+            [
+                str(binaries.etcd),
+                "--name=node0",
+                f"--data-dir={self.state_dir / 'etcd-data'}",
+                f"--listen-client-urls={etcd_url}",
+                f"--advertise-client-urls={etcd_url}",
+                f"--listen-peer-urls={peer_url}",
+                f"--initial-advertise-peer-urls={peer_url}",
+                f"--initial-cluster=node0={peer_url}",
+                "--auto-compaction-retention=1",
+                "--quota-backend-bytes=8589934592",
+                "--unsafe-no-fsync=true",
+                "--logger=zap",
+                "--log-level=warn",
+            ],
+        )
         self._wait("etcd", lambda: b'"health":"true"' in self._get(f"{etcd_url}/health"))
 
         pki = self.pki
-        self._spawn("kube-apiserver", [
-            str(binaries.kube_apiserver), f"--etcd-servers={etcd_url}",
-            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={api_port}",
-            f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
-            f"--client-ca-file={pki / 'ca.crt'}",
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-            f"--service-account-key-file={pki / 'sa.pub'}", f"--service-account-signing-key-file={pki / 'sa.key'}",
-            "--service-cluster-ip-range=10.0.0.0/24", "--authorization-mode=RBAC", "--allow-privileged=true",
-            # Without kube-controller-manager nothing would remove the not-ready taint from new nodes,
-            # create the default ServiceAccount or clear the PVC/PV protection finalizers.
-            "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition,StorageObjectInUseProtection",
-            # Loopback addresses are not valid endpoints of the 'kubernetes' Service.
-            "--endpoint-reconciler-type=none",
-            "--enable-priority-and-fairness=false", "--max-requests-inflight=0", "--max-mutating-requests-inflight=0",
-            "--profiling=false", "--v=1",
-        ])
+        self._spawn(
+            "kube-apiserver",
+            [
+                str(binaries.kube_apiserver),
+                f"--etcd-servers={etcd_url}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={api_port}",
+                f"--tls-cert-file={pki / 'apiserver.crt'}",
+                f"--tls-private-key-file={pki / 'apiserver.key'}",
+                f"--client-ca-file={pki / 'ca.crt'}",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={pki / 'sa.pub'}",
+                f"--service-account-signing-key-file={pki / 'sa.key'}",
+                "--service-cluster-ip-range=10.0.0.0/24",
+                "--authorization-mode=RBAC",
+                "--allow-privileged=true",
+                # Without kube-controller-manager nothing would remove the not-ready taint from new nodes,
+                # create the default ServiceAccount or clear the PVC/PV protection finalizers.
+                "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition,StorageObjectInUseProtection",
+                # Loopback addresses are not valid endpoints of the 'kubernetes' Service.
+                "--endpoint-reconciler-type=none",
+                "--enable-priority-and-fairness=false",
+                "--max-requests-inflight=0",
+                "--max-mutating-requests-inflight=0",
+                "--profiling=false",
+                "--v=1",
+            ],
+        )
         self._wait("kube-apiserver", lambda: self._get(f"{self.server}/readyz") == b"ok")
-        self._wait("kube-apiserver", lambda: all(
-            self._get(f"{self.server}/api/v1/namespaces/{ns}") for ns in ("default", "kube-node-lease")
-        ))
+        self._wait(
+            "kube-apiserver",
+            lambda: all(self._get(f"{self.server}/api/v1/namespaces/{ns}") for ns in ("default", "kube-node-lease")),
+        )
 
-        self._spawn("kwok", [
-            str(binaries.kwok), f"--kubeconfig={self.kubeconfig}", "--manage-all-nodes=true",
-            f"--server-address=127.0.0.1:{kwok_port}", "--node-lease-duration-seconds=200",
-            "--cidr=10.244.0.1/16",
-        ], extra_env={"KWOK_WORKDIR": str(self.state_dir / "kwok")})
+        self._spawn(
+            "kwok",
+            [
+                str(binaries.kwok),
+                f"--kubeconfig={self.kubeconfig}",
+                "--manage-all-nodes=true",
+                f"--server-address=127.0.0.1:{kwok_port}",
+                "--node-lease-duration-seconds=200",
+                "--cidr=10.244.0.1/16",
+            ],
+            extra_env={"KWOK_WORKDIR": str(self.state_dir / "kwok")},
+        )
         self._wait("kwok", lambda: self._get(f"http://127.0.0.1:{kwok_port}/healthz") == b"ok")
 
     def _write_kubeconfig(self) -> None:
-        self.kubeconfig.write_text(json.dumps({
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "kai-dev", "cluster": {
-                "server": self.server, "certificate-authority": str(self.pki / "ca.crt")}}],
-            "users": [{"name": "kai-dev-admin", "user": {
-                "client-certificate": str(self.pki / "admin.crt"), "client-key": str(self.pki / "admin.key")}}],
-            "contexts": [{"name": "kai-dev", "context": {"cluster": "kai-dev", "user": "kai-dev-admin"}}],
-            "current-context": "kai-dev",
-        }, indent=2) + "\n")
+        self.kubeconfig.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [
+                        {
+                            "name": "kai-dev",
+                            "cluster": {"server": self.server, "certificate-authority": str(self.pki / "ca.crt")},
+                        }
+                    ],
+                    "users": [
+                        {
+                            "name": "kai-dev-admin",
+                            "user": {
+                                "client-certificate": str(self.pki / "admin.crt"),
+                                "client-key": str(self.pki / "admin.key"),
+                            },
+                        }
+                    ],
+                    "contexts": [{"name": "kai-dev", "context": {"cluster": "kai-dev", "user": "kai-dev-admin"}}],
+                    "current-context": "kai-dev",
+                },
+                indent=2,
+            )
+            + "\n"
+        )
 
     def _spawn(self, name: str, argv: list[str], extra_env: dict[str, str] | None = None) -> None:
         # etcd and kwok take ETCD_* / KWOK_* environment variables as flags: never pass the caller's.
@@ -501,8 +562,13 @@ class ControlPlane:
         env.update(extra_env or {})
         with open(self.logs / f"{name}.log", "wb") as log:
             proc = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
-                cwd=self.state_dir, start_new_session=True,  # outlives `up`, deaf to the terminal's Ctrl-C
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=self.state_dir,
+                start_new_session=True,  # outlives `up`, deaf to the terminal's Ctrl-C
             )
         self._children[name] = proc
         self.processes[name] = ProcessRecord.of(name, proc.pid)

@@ -37,7 +37,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _up(timeout: float) -> int:
     plane = ControlPlane.attach()
-    if plane is not None and all(plane.running().values()):
+    if plane is not None and plane.processes and all(plane.running().values()):
         print(f"dev-cluster: already running at {plane.server}", file=sys.stderr)
         print(plane.shell_env(), end="")
         return 0

@@ -15,7 +15,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from kai.cluster import devcluster
-from kai.cluster.controlplane import ControlPlane
+from kai.cluster.controlplane import K8S_VERSION, ControlPlane
 
 pytestmark = pytest.mark.e2e
 
@@ -42,7 +42,7 @@ def node_ready(core: client.CoreV1Api, name: str) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in conditions)
 
 
-def test_pod_on_kwok_node_becomes_running(api_client, control_plane):
+def test_pod_on_kwok_node_becomes_running(api_client):
     core = client.CoreV1Api(api_client)
     node_name, pod_name = unique("gpu-node"), unique("pod")
     resources = {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "8"}
@@ -67,9 +67,7 @@ def test_pod_on_kwok_node_becomes_running(api_client, control_plane):
             "metadata": {"name": pod_name},
             "spec": {
                 "nodeName": node_name,
-                "containers": [
-                    {"name": "main", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "2"}}}
-                ],
+                "containers": [{"name": "main", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "2"}}}],
             },
         },
     )
@@ -80,9 +78,15 @@ def test_pod_on_kwok_node_becomes_running(api_client, control_plane):
     assert pod.status.pod_ip
 
     core.delete_namespaced_pod(pod_name, "default")
-    wait_until(lambda: not core.list_namespaced_pod("default", field_selector=f"metadata.name={pod_name}").items,
-               what=f"pod {pod_name} deleted")
+    wait_until(
+        lambda: not core.list_namespaced_pod("default", field_selector=f"metadata.name={pod_name}").items,
+        what=f"pod {pod_name} deleted",
+    )
     core.delete_node(node_name)
+
+
+def test_apiserver_reports_its_version(api_client):
+    assert client.VersionApi(api_client).get_code().git_version == f"v{K8S_VERSION}"
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +104,7 @@ def crds(api_client):
         return any(c.type == "Established" and c.status == "True" for c in conditions)
 
     for name in names:
-        wait_until(lambda: established(name), what=f"CRD {name} established")
+        wait_until(lambda name=name: established(name), what=f"CRD {name} established")
     return names
 
 
@@ -138,16 +142,31 @@ def test_queue_and_podgroup_round_trip(api_client, crds):
     }
     name = unique("pg")
     custom.create_namespaced_custom_object(
-        "scheduling.run.ai", "v2alpha2", "default", "podgroups",
+        "scheduling.run.ai",
+        "v2alpha2",
+        "default",
+        "podgroups",
         {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": name}, "spec": spec},
     )
     got = custom.get_namespaced_custom_object("scheduling.run.ai", "v2alpha2", "default", "podgroups", name)
     assert got["spec"] == spec  # nothing pruned: every field is in the schema
 
-    status = {"resourcesStatus": {"allocated": {"nvidia.com/gpu": "2"}},
-              "schedulingConditions": [{"type": "UnschedulableOnNodePool", "nodePool": "default",
-                                        "reasons": [{"reason": "OverLimit", "message": "queue over limit",
-                                                     "details": {"queueDetails": {"name": "default-queue"}}}]}]}
+    status = {
+        "resourcesStatus": {"allocated": {"nvidia.com/gpu": "2"}},
+        "schedulingConditions": [
+            {
+                "type": "UnschedulableOnNodePool",
+                "nodePool": "default",
+                "reasons": [
+                    {
+                        "reason": "OverLimit",
+                        "message": "queue over limit",
+                        "details": {"queueDetails": {"name": "default-queue"}},
+                    }
+                ],
+            }
+        ],
+    }
     custom.patch_namespaced_custom_object_status(
         "scheduling.run.ai", "v2alpha2", "default", "podgroups", name, {"status": status}
     )
@@ -156,36 +175,66 @@ def test_queue_and_podgroup_round_trip(api_client, crds):
 
     with pytest.raises(ApiException) as err:  # the schema is enforced
         custom.create_namespaced_custom_object(
-            "scheduling.run.ai", "v2alpha2", "default", "podgroups",
-            {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
-             "metadata": {"name": unique("pg")}, "spec": {"minMember": 0, "preemptibility": "sometimes"}},
+            "scheduling.run.ai",
+            "v2alpha2",
+            "default",
+            "podgroups",
+            {
+                "apiVersion": "scheduling.run.ai/v2alpha2",
+                "kind": "PodGroup",
+                "metadata": {"name": unique("pg")},
+                "spec": {"minMember": 0, "preemptibility": "sometimes"},
+            },
         )
     assert err.value.status == 422
 
 
 def test_bindrequest_and_topology(api_client, crds):
     custom = client.CustomObjectsApi(api_client)
-    spec = {"podName": "p", "selectedNode": "n", "receivedResourceType": "Fraction",
-            "receivedGPU": {"count": 1, "portion": "0.5"}, "selectedGPUGroups": ["g1"], "backoffLimit": 3}
+    spec = {
+        "podName": "p",
+        "selectedNode": "n",
+        "receivedResourceType": "Fraction",
+        "receivedGPU": {"count": 1, "portion": "0.5"},
+        "selectedGPUGroups": ["g1"],
+        "backoffLimit": 3,
+    }
     name = unique("br")
     custom.create_namespaced_custom_object(
-        "scheduling.run.ai", "v1alpha2", "default", "bindrequests",
+        "scheduling.run.ai",
+        "v1alpha2",
+        "default",
+        "bindrequests",
         {"apiVersion": "scheduling.run.ai/v1alpha2", "kind": "BindRequest", "metadata": {"name": name}, "spec": spec},
     )
-    assert custom.get_namespaced_custom_object(
-        "scheduling.run.ai", "v1alpha2", "default", "bindrequests", name)["spec"] == spec
+    assert (
+        custom.get_namespaced_custom_object("scheduling.run.ai", "v1alpha2", "default", "bindrequests", name)["spec"]
+        == spec
+    )
 
     levels = [{"nodeLabel": "cloud.example.com/rack"}, {"nodeLabel": "kubernetes.io/hostname"}]
     custom.create_cluster_custom_object(
-        "kai.scheduler", "v1alpha1", "topologies",
-        {"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology", "metadata": {"name": "t1"},
-         "spec": {"levels": levels}},
+        "kai.scheduler",
+        "v1alpha1",
+        "topologies",
+        {
+            "apiVersion": "kai.scheduler/v1alpha1",
+            "kind": "Topology",
+            "metadata": {"name": "t1"},
+            "spec": {"levels": levels},
+        },
     )
     with pytest.raises(ApiException) as err:  # CEL rule: hostname only as the last level
         custom.create_cluster_custom_object(
-            "kai.scheduler", "v1alpha1", "topologies",
-            {"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology", "metadata": {"name": "t2"},
-             "spec": {"levels": levels[::-1]}},
+            "kai.scheduler",
+            "v1alpha1",
+            "topologies",
+            {
+                "apiVersion": "kai.scheduler/v1alpha1",
+                "kind": "Topology",
+                "metadata": {"name": "t2"},
+                "spec": {"levels": levels[::-1]},
+            },
         )
     assert err.value.status == 422 and "lowest level" in err.value.body
 
@@ -196,7 +245,11 @@ def test_priority_classes_apply(api_client):
         sched.create_priority_class(pc)
     values = {pc.metadata.name: pc.value for pc in sched.list_priority_class().items}
     assert {k: values[k] for k in ("train", "build-preemptible", "build", "inference")} == {
-        "train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
+        "train": 50,
+        "build-preemptible": 75,
+        "build": 100,
+        "inference": 125,
+    }
 
 
 def test_cli_up_env_status_down(tmp_path, monkeypatch, capsys, control_plane):
@@ -216,8 +269,9 @@ def test_cli_up_env_status_down(tmp_path, monkeypatch, capsys, control_plane):
     assert capsys.readouterr().out == exports
     assert devcluster.main(["status"]) == 0
 
-    out = subprocess.run(["sh", "-c", f'eval "$(cat)"; echo "$KUBECONFIG"'], input=exports,
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["sh", "-c", 'eval "$(cat)"; echo "$KUBECONFIG"'], input=exports, capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == str(plane.kubeconfig)
 
     assert devcluster.main(["down"]) == 0
@@ -235,10 +289,18 @@ def _state(pid: int) -> str:
 
 
 def test_up_without_go_names_what_to_install(tmp_path):
-    env = dict(os.environ, PATH=str(tmp_path / "empty"), KAI_CONTROL_PLANE_CACHE=str(tmp_path / "cache"),
-               KAI_DEV_CLUSTER_DIR=str(tmp_path / "state"))
-    proc = subprocess.run([sys.executable, "-c", "import sys; from kai.cluster.devcluster import main; "
-                           "sys.exit(main(['up']))"], env=env, capture_output=True, text=True)
+    env = dict(
+        os.environ,
+        PATH=str(tmp_path / "empty"),
+        KAI_CONTROL_PLANE_CACHE=str(tmp_path / "cache"),
+        KAI_DEV_CLUSTER_DIR=str(tmp_path / "state"),
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", "import sys; from kai.cluster.devcluster import main; sys.exit(main(['up']))"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2
     assert "Go toolchain" in proc.stderr and "install" in proc.stderr
     assert "Traceback" not in proc.stderr
