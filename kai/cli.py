@@ -15,6 +15,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "simulate": ("kai.sim.simulate:main", "run the scheduler on an in-memory cluster described in YAML"),
     "conformance": ("kai.sim.conformance:main", "replay KAI conformance scenarios through the kernel"),
     "bench": ("kai.sim.bench:main", "time scheduling actions on scenario files"),
+    "dev-cluster": ("kai.cluster.devcluster:main",
+                    "a local control plane (etcd, kube-apiserver, kwok): build|up|down|env|status"),
     "plugins": ("kai.framework.plugins:list_main", "list installed plugins and podgroupers with their distributions"),
     "podgroup": ("kai.sim.podgroup:main", "print the PodGroup the podgroupers would create for pods in a YAML file"),
 }
