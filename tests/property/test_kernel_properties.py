@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kai import testing as kt
-from kai.api import ACTIVE_ALLOCATED, ACTIVE_USED, TaskStatus
+from kai.api import ACTIVE_ALLOCATED, TaskStatus
 from kai.framework.config import DEFAULT_CONFIG
 
 EPS = 1e-6
@@ -23,7 +23,8 @@ def clusters(draw):
              for i in range(draw(st.integers(1, 5)))]
     limit = st.one_of(st.just(-1.0), st.integers(0, 12).map(float))
     deserved = draw(st.integers(0, 4))
-    queues = [kt.queue("root", deserved_gpus=deserved, limit_gpus=max(draw(limit), deserved) if draw(st.booleans()) else -1.0)]
+    root_limit = max(draw(limit), deserved) if draw(st.booleans()) else -1.0
+    queues = [kt.queue("root", deserved_gpus=deserved, limit_gpus=root_limit)]
     for name in LEAVES:
         d = draw(st.integers(0, 4))
         lim = draw(limit)
@@ -52,28 +53,24 @@ def _run(data):
     return kt.run(snap, plugins=DEFAULT_CONFIG.plugins), pending_before
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(clusters())
 def test_no_node_is_over_committed(data):
     session, _ = _run(data)
     a = session.arrays
     for i, node in enumerate(session.nodes):
         for kind in ("cpu", "mem", "gpu", "pods"):
-            idle, rel = getattr(a, f"idle_{kind}")[i], getattr(a, f"rel_{kind}")[i]
-            # A pipelined task is charged to the releasing amounts alone (KAI's accounting), which may
-            # go below zero when it also needs idle ones; idle and idle + releasing never do.
-            assert idle >= -EPS and idle + rel >= -EPS, (node.name, kind, idle, rel)
-        # Independently of the arrays: what stays on the node fits its allocatable amounts.
-        staying = [t for t in node.tasks.values() if t.status in ACTIVE_USED and t.status is not TaskStatus.RELEASING]
-        assert sum(t.request.gpus for t in staying) <= node.allocatable.gpu + EPS
-        assert sum(t.request.cpu for t in staying) <= node.allocatable.cpu + EPS
-        assert len(staying) <= node.node.max_pods
-        # What is bound now fits beside everything that still occupies the node.
+            # Pipelined tasks are charged to the releasing amounts alone (KAI's accounting), so only
+            # the idle amounts -- what binds use -- are bounded below.
+            assert getattr(a, f"idle_{kind}")[i] >= -EPS, (node.name, kind)
+        # Independently of the arrays: what occupies the node now (pipelined tasks wait) fits it.
         now = [t for t in node.tasks.values() if t.status is not TaskStatus.PIPELINED]
         assert sum(t.request.gpus for t in now) <= node.allocatable.gpu + EPS
+        assert sum(t.request.cpu for t in now) <= node.allocatable.cpu + EPS
+        assert len(now) <= node.node.max_pods
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(clusters())
 def test_gangs_are_all_or_nothing(data):
     session, pending_before = _run(data)
@@ -89,7 +86,7 @@ def test_gangs_are_all_or_nothing(data):
             assert job.count(name, ACTIVE_ALLOCATED) >= ps.min_available, (job.name, name)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(clusters())
 def test_queue_limits_are_held(data):
     session, _ = _run(data)

@@ -52,8 +52,8 @@ def test_scheduling_hook_is_documented_with_its_signature(hook):
     shown = re.search(rf"def {hook}\(([^)]*)\)", section)
     assert shown is not None, f"the section of {hook} in docs/plugins.md does not show its signature"
     doc_args = [a.split(":")[0].strip() for a in shown.group(1).split(",") if a.strip()]
-    assert doc_args == spec_args, f"docs/plugins.md shows {hook}({', '.join(doc_args)}), the spec is ({', '.join(spec_args)})"
-    assert "**When:**" in section and "**Combines:**" in section, f"{hook}: say when it is called and how results combine"
+    assert doc_args == spec_args, f"docs/plugins.md shows {hook}{tuple(doc_args)}, the spec is {tuple(spec_args)}"
+    assert "**When:**" in section and "**Combines:**" in section, f"{hook}: say when it is called, how results combine"
 
 
 @pytest.mark.parametrize("hook", SCHEDULING)
