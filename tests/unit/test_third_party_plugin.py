@@ -87,13 +87,14 @@ def installed(tmp_path):
         _pip("uninstall", "-y", DIST)
 
 
+# ``-P``: the working directory (the source tree) must not shadow the installed package.
 def _kai(*args):
-    return subprocess.run([sys.executable, "-c", "import sys; from kai.cli import main; sys.exit(main())", *args],
+    return subprocess.run([sys.executable, "-P", "-c", "import sys; from kai.cli import main; sys.exit(main())", *args],
                           capture_output=True, text=True, timeout=120)
 
 
 def _place(*plugins):
-    result = subprocess.run([sys.executable, "-c", SESSION, *plugins], capture_output=True, text=True, timeout=120)
+    result = subprocess.run([sys.executable, "-P", "-c", SESSION, *plugins], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     return result.stdout.strip()
 
