@@ -94,7 +94,8 @@ def _kai(*args):
 
 
 def _place(*plugins):
-    result = subprocess.run([sys.executable, "-P", "-c", SESSION, *plugins], capture_output=True, text=True, timeout=120)
+    result = subprocess.run([sys.executable, "-P", "-c", SESSION, *plugins],
+                            capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     return result.stdout.strip()
 
