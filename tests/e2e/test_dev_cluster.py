@@ -304,7 +304,7 @@ def test_up_without_go_names_what_to_install(tmp_path):
         KAI_DEV_CLUSTER_DIR=str(tmp_path / "state"),
     )
     proc = subprocess.run(
-        [sys.executable, "-c", "import sys; from kai.cluster.devcluster import main; sys.exit(main(['up']))"],
+        [sys.executable, "-P", "-c", "import sys; from kai.cluster.devcluster import main; sys.exit(main(['up']))"],
         env=env,
         capture_output=True,
         text=True,
