@@ -107,13 +107,16 @@ def parse_config(data: Any, where: str = "config") -> SchedulerConfig:
     return SchedulerConfig(actions, tuple(plugins))
 
 
+def read_yaml(path: str | Path, error: type[ConfigError] = ConfigError) -> Any:
+    """Parse a YAML file; an unreadable or invalid file raises ``error`` naming the file."""
+    try:
+        return yaml.safe_load(Path(path).read_text())
+    except OSError as exc:
+        raise error(f"{path}: cannot read: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise error(f"{path}: not valid YAML: {exc}") from None
+
+
 def load_config(path: str | Path) -> SchedulerConfig:
     """Read a configuration file (YAML)."""
-    try:
-        text = Path(path).read_text()
-        data = yaml.safe_load(text)
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
-    return parse_config(data, str(path))
+    return parse_config(read_yaml(path), str(path))

@@ -16,7 +16,7 @@ from kai.api import (
     ResourceRequest, Resources, SubGroup, Task, TaskStatus, TopologyConstraint,
 )
 from kai.framework import ConfigError, PluginSpec, SchedulerConfig, build_snapshot
-from kai.framework.config import DEFAULT_CONFIG, KAI_DEFAULT_PLUGINS
+from kai.framework.config import DEFAULT_CONFIG, KAI_DEFAULT_PLUGINS, read_yaml
 
 NOW = 1_800_000_000.0
 DEFAULT_NODE_CPU = 20_000_000.0
@@ -293,17 +293,10 @@ def _topology(tc) -> TopologyConstraint | None:
     return TopologyConstraint(tc["topology"], tc.get("required_level"), tc.get("preferred_level"))
 
 
-def load_scenarios(path: str) -> list[Scenario]:
-    """Parse one scenario file (a YAML list of scenarios)."""
-    import yaml
-
-    try:
-        with open(path) as fh:
-            data = yaml.safe_load(fh)
-    except OSError as exc:
-        raise ScenarioError(f"{path}: cannot read: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise ScenarioError(f"{path}: not valid YAML: {exc}") from None
+def load_scenarios(path: str, data: Any = None) -> list[Scenario]:
+    """Parse one scenario file (a YAML list of scenarios); ``data`` is its content when already read."""
+    if data is None:
+        data = read_yaml(path, ScenarioError)
     if not isinstance(data, list):
         raise ScenarioError(f"{path}: must be a YAML list of scenarios")
     scenarios = []

@@ -15,10 +15,10 @@ import sys
 from collections.abc import Callable
 
 import attrs
-import yaml
 
 from kai.api import TaskStatus
 from kai.framework import ConfigError, PluginError, Plugins, SchedulerConfig, Session, Snapshot, run_session
+from kai.framework.config import read_yaml
 from kai.sim.cluster_file import parse_cluster
 from kai.sim.rounds import ROUND_SECONDS, feed_back, feed_back_jobs
 from kai.sim.scenario import NOW, load_scenarios
@@ -40,16 +40,10 @@ class Run:
 
 def load_runs(path: str, cycles: int | None) -> list[Run]:
     """The simulations of a cluster file (one) or of a conformance scenario file (one per scenario)."""
-    try:
-        with open(path) as fh:
-            data = yaml.safe_load(fh)
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    data = read_yaml(path)
     if isinstance(data, list):
         return [Run(sc.name, sc.config(), cycles or 1, sc.build, lambda s, sc=sc: feed_back(sc, s))
-                for sc in load_scenarios(path)]
+                for sc in load_scenarios(path, data)]
     cluster = parse_cluster(data, path, NOW)
     return [Run(cluster.name, cluster.config, cycles or cluster.cycles, cluster.snapshot,
                 lambda s: feed_back_jobs(s.jobs.values()))]
