@@ -20,11 +20,11 @@ from kai.api.model import (
     Toleration,
     TopologyConstraint,
 )
-from kai.api.resources import EPSILON, GPU, PODS, ResourceRequest, Resources, mig_gpu_slices
+from kai.api.resources import EPSILON, GPU, MIG_PREFIX, ResourceRequest, Resources, mig_gpu_slices
 from kai.api.status import ACTIVE_ALLOCATED, ACTIVE_USED, ALIVE, ALLOCATED, TaskStatus
 
 __all__ = [
-    "ACTIVE_ALLOCATED", "ACTIVE_USED", "ALIVE", "ALLOCATED", "EPSILON", "GPU", "PODS", "UNLIMITED",
+    "ACTIVE_ALLOCATED", "ACTIVE_USED", "ALIVE", "ALLOCATED", "EPSILON", "GPU", "MIG_PREFIX", "UNLIMITED",
     "Job", "LabelRequirement", "LabelSelector", "Node", "PodAffinityTerm", "PodSet", "Queue", "QuotaSpec",
     "Reject", "ResourceRequest", "Resources", "SubGroup", "Taint", "Task", "TaskStatus", "Toleration",
     "TopologyConstraint", "mig_gpu_slices",

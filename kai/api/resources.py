@@ -14,7 +14,6 @@ import attrs
 EPSILON = 1e-9
 
 GPU = "nvidia.com/gpu"
-PODS = "pods"
 MIG_PREFIX = "nvidia.com/mig-"
 _MIG_RE = re.compile(r"^nvidia\.com/mig-(\d+)g\.(\d+)gb$")
 
@@ -46,20 +45,6 @@ class Resources:
         for k, v in other.scalars.items():
             self.scalars[k] = self.scalars.get(k, 0.0) + v
         return self
-
-    def sub(self, other: "Resources") -> "Resources":
-        self.cpu -= other.cpu
-        self.memory -= other.memory
-        self.gpu -= other.gpu
-        for k, v in other.scalars.items():
-            self.scalars[k] = self.scalars.get(k, 0.0) - v
-        return self
-
-    def fits_in(self, other: "Resources") -> bool:
-        """Whether every amount of ``self`` is at most the one of ``other``."""
-        if self.cpu > other.cpu + EPSILON or self.memory > other.memory + EPSILON or self.gpu > other.gpu + EPSILON:
-            return False
-        return all(v <= other.scalars.get(k, 0.0) + EPSILON for k, v in self.scalars.items() if v > 0)
 
 
 @attrs.define(slots=True, frozen=True)

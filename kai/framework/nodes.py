@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from array import array
 
-from kai.api import ACTIVE_USED, EPSILON, Node, Resources, Task, TaskStatus
+from kai.api import EPSILON, Node, Resources, Task, TaskStatus
 
 _FIELDS = ("cpu", "mem", "gpu", "pods")
 
@@ -138,7 +138,3 @@ class NodeInfo:
 
     def __repr__(self) -> str:
         return f"NodeInfo({self.name})"
-
-
-def occupies_node(task: Task) -> bool:
-    return task.status in ACTIVE_USED and task.node is not None

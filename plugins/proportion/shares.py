@@ -6,7 +6,7 @@ millicores, memory in bytes; ``-1`` means unlimited for deserved quota and limit
 
 from __future__ import annotations
 
-from kai.api import ALLOCATED, UNLIMITED, Queue, TaskStatus
+from kai.api import ALLOCATED, MIG_PREFIX, UNLIMITED, Queue, TaskStatus, mig_gpu_slices
 from kai.framework import divide_tree
 
 #: Resource order of every vector here: KAI's (CPU, memory, GPU).
@@ -76,7 +76,7 @@ def cluster_totals(session) -> list[float]:
         totals[CPU] += a.cpu
         totals[MEMORY] += a.memory
         totals[GPU] += a.gpu + sum(
-            int(k.split("mig-")[1].split("g.")[0]) * v for k, v in a.scalars.items() if k.startswith("nvidia.com/mig-")
+            mig_gpu_slices(k) * v for k, v in a.scalars.items() if k.startswith(MIG_PREFIX)
         )
     return totals
 
