@@ -35,6 +35,8 @@ class PluginSpec:
 class SchedulerConfig:
     actions: tuple[str, ...] = ("allocate",)
     plugins: tuple[PluginSpec, ...] = ()
+    #: How long (seconds) a gang may stay below its minimum before its pods are evicted; negative: never.
+    staleness_grace_period: float = 60.0
 
 
 #: KAI's default plugin list, in its order. Plugins not shipped yet are left out of
@@ -94,8 +96,11 @@ def parse_config(data: Any, where: str = "config") -> SchedulerConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: must be a mapping with 'actions' and 'tiers'")
     actions = parse_actions(data["actions"], where) if "actions" in data else DEFAULT_ACTIONS
+    grace = data.get("stalenessGracePeriodSeconds", DEFAULT_CONFIG.staleness_grace_period)
+    if isinstance(grace, bool) or not isinstance(grace, (int, float)):
+        raise ConfigError(f"{where}: field 'stalenessGracePeriodSeconds' must be a number of seconds")
     if "tiers" not in data:
-        return SchedulerConfig(actions, DEFAULT_CONFIG.plugins)
+        return SchedulerConfig(actions, DEFAULT_CONFIG.plugins, float(grace))
     tiers = data["tiers"]
     if not isinstance(tiers, list):
         raise ConfigError(f"{where}: field 'tiers' must be a list")
@@ -104,7 +109,7 @@ def parse_config(data: Any, where: str = "config") -> SchedulerConfig:
         if not isinstance(tier, dict) or "plugins" not in tier:
             raise ConfigError(f"{where}: tiers[{t}] must be a mapping with field 'plugins'")
         plugins.extend(parse_plugin_list(tier["plugins"], f"{where}: tiers[{t}].plugins"))
-    return SchedulerConfig(actions, tuple(plugins))
+    return SchedulerConfig(actions, tuple(plugins), float(grace))
 
 
 def read_yaml(path: str | Path, error: type[ConfigError] = ConfigError) -> Any:

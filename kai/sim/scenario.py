@@ -87,7 +87,8 @@ class Scenario:
             specs = list(parse_plugin_list(plugins, f"{self.where}: config.plugins"))
         if not cfg.get("predicates", True):
             specs = [s for s in specs if s.name != "predicates"]
-        return SchedulerConfig(self.actions, tuple(PluginSpec(s.name, s.arguments) for s in specs))
+        grace = float(cfg.get("staleness_grace_period_seconds", DEFAULT_CONFIG.staleness_grace_period))
+        return SchedulerConfig(self.actions, tuple(PluginSpec(s.name, s.arguments) for s in specs), grace)
 
     def unbuilt_plugins(self, installed) -> list[str]:
         """Plugins the scenario configures that are not installed (KAI's defaults not shipped yet count

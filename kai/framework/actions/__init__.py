@@ -2,8 +2,9 @@
 
 from kai import hookimpl
 from kai.framework.actions.allocate import allocate
+from kai.framework.actions.stalegangeviction import stalegangeviction
 
 
 @hookimpl
 def kai_actions():
-    return {"allocate": allocate}
+    return {"allocate": allocate, "stalegangeviction": stalegangeviction}

@@ -1,0 +1,47 @@
+"""The stalegangeviction action: evict the rest of a gang that has stayed below its minimum too long.
+
+A job is stale when it has a task that holds resources, no task that succeeded, and a pod set with
+fewer such tasks than its gang size. A stale job is stamped with the time it became stale; once it
+has been stale for the configured grace period (``staleness_grace_period``, negative: never) all
+its placed tasks are evicted. A job that is no longer stale loses its stamp.
+"""
+
+from __future__ import annotations
+
+from kai.api import ACTIVE_ALLOCATED, ACTIVE_USED, Job, Task, TaskStatus
+
+
+def is_stale(job: Job) -> bool:
+    if any(t.status is TaskStatus.SUCCEEDED for t in job.tasks.values()):
+        return False
+    if not any(t.status in ACTIVE_USED for t in job.tasks.values()):
+        return False
+    return any(job.count(name, ACTIVE_USED) < ps.min_available for name, ps in job.pod_sets.items())
+
+
+def eviction_message(job: Job, task: Task) -> str:
+    """KAI's message for a pod evicted from a stale gang."""
+    who = f"{task.namespace}/{task.name}"
+    if list(job.pod_sets) == ["default"]:
+        n = job.pod_sets["default"].min_available
+        return f"Workload doesn't meet the minimum required number of pods ({n}), evicting remaining pod: {who}"
+    ps = job.pod_sets[task.pod_set]
+    return (f"Workload doesn't meet the minimum required number of pods ({ps.min_available}) in sub-group "
+            f"{ps.name}, evicting remaining pod: {who}")
+
+
+def stalegangeviction(session) -> None:
+    grace = session.plugins.config.staleness_grace_period
+    for job in session.jobs.values():
+        if not is_stale(job):
+            job.stale_since = None
+            continue
+        if job.stale_since is None:
+            job.stale_since = session.now
+        if grace < 0 or session.now - job.stale_since < grace:
+            continue
+        stmt = session.statement()
+        for task in job.tasks.values():
+            if task.status in ACTIVE_ALLOCATED:
+                stmt.evict(task, eviction_message(job, task))
+        stmt.commit()

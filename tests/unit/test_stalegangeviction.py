@@ -1,0 +1,59 @@
+"""The stalegangeviction action: gangs below their minimum are evicted once the grace period passed."""
+
+import pytest
+
+from kai import testing as kt
+from kai.api import TaskStatus
+from kai.framework import DEFAULT_CONFIG, ConfigError, Plugins, SchedulerConfig, parse_config, run_session
+
+NOW = kt.NOW
+
+
+def _run(jobs, grace=60.0):
+    snapshot = kt.cluster([kt.node("n1", gpus=4)], jobs=jobs, now=NOW)
+    config = SchedulerConfig(("stalegangeviction",), DEFAULT_CONFIG.plugins, grace)
+    return run_session(snapshot, Plugins(config))
+
+
+def _gang(stale_since=None, statuses=("Running", "Pending", "Pending")):
+    tasks = [kt.task(f"g-{i}", gpus=1, status=s, node="n1" if s != "Pending" else None)
+             for i, s in enumerate(statuses)]
+    job = kt.job("g", tasks=tasks, min_available=3)
+    job.stale_since = stale_since
+    return job
+
+
+def test_stale_past_grace_is_evicted_with_kai_message():
+    session = _run([_gang(stale_since=NOW - 61)])
+    evicted = [d for d in session.decisions if d.kind == "evict"]
+    assert [d.task.name for d in evicted] == ["g-0"]
+    assert evicted[0].task.status is TaskStatus.RELEASING
+    assert evicted[0].message == ("Workload doesn't meet the minimum required number of pods (3), "
+                                  "evicting remaining pod: default/g-0")
+
+
+def test_newly_stale_job_is_stamped_not_evicted():
+    session = _run([_gang()])
+    assert session.decisions == []
+    assert session.jobs["default/g"].stale_since == NOW
+
+
+def test_zero_grace_evicts_at_once_and_negative_never():
+    assert len(_run([_gang()], grace=0).decisions) == 1
+    assert _run([_gang(stale_since=NOW - 10_000)], grace=-1).decisions == []
+
+
+def test_satisfied_or_succeeded_jobs_are_not_stale_and_lose_their_stamp():
+    full = _gang(stale_since=NOW - 100, statuses=("Running", "Running", "Running"))
+    done = _gang(stale_since=NOW - 100, statuses=("Running", "Succeeded", "Pending"))
+    done.name, done.uid = "d", "default/d"
+    session = _run([full, done])
+    assert session.decisions == []
+    assert full.stale_since is None and done.stale_since is None
+
+
+def test_grace_period_is_read_from_the_config():
+    assert parse_config({"actions": "stalegangeviction", "stalenessGracePeriodSeconds": 5}).staleness_grace_period == 5
+    assert parse_config({"actions": "allocate"}).staleness_grace_period == 60
+    with pytest.raises(ConfigError, match="stalenessGracePeriodSeconds"):
+        parse_config({"stalenessGracePeriodSeconds": "soon"})
