@@ -16,7 +16,7 @@ from kai.api import (
     ResourceRequest, Resources, SubGroup, Task, TaskStatus, TopologyConstraint,
 )
 from kai.framework import ConfigError, PluginSpec, SchedulerConfig, build_snapshot
-from kai.framework.config import DEFAULT_CONFIG, KAI_DEFAULT_PLUGINS, read_yaml
+from kai.framework.config import DEFAULT_CONFIG, KAI_DEFAULT_PLUGINS, parse_plugin_list, read_yaml
 
 NOW = 1_800_000_000.0
 DEFAULT_NODE_CPU = 20_000_000.0
@@ -82,8 +82,6 @@ class Scenario:
         if plugins == "default":
             specs = list(DEFAULT_CONFIG.plugins)
         else:
-            from kai.framework.config import parse_plugin_list
-
             specs = list(parse_plugin_list(plugins, f"{self.where}: config.plugins"))
         if not cfg.get("predicates", True):
             specs = [s for s in specs if s.name != "predicates"]

@@ -12,7 +12,7 @@ from kai import hookimpl
 from kai.api import ALLOCATED
 from kai.framework import tasks_to_allocate
 from kai.plugins.proportion import capacity, queue_order
-from kai.plugins.proportion.shares import build_shares, min_node_gpu_memory, quantify
+from kai.plugins.proportion.shares import build_shares, memory_base, min_node_gpu_memory, quantify
 
 
 class Proportion:
@@ -70,7 +70,7 @@ class Proportion:
 
     @hookimpl
     def kai_task_over_capacity(self, session, task, job, node):
-        base = (node.node.gpu_memory_mib if node is not None else 0) or self.gpu_memory
+        base = memory_base(node, self.gpu_memory)
         return capacity.check(self, session, job, quantify(task.request, base))
 
     def _charge(self, session, task, sign: float) -> None:
@@ -78,9 +78,7 @@ class Proportion:
         if job is None:
             return
         self.requests.pop(job.uid, None)
-        node = session.node_by_name.get(task.node) if task.node else None
-        base = node.node.gpu_memory_mib if node is not None and node.node.gpu_memory_mib else self.gpu_memory
-        amounts = quantify(task.request, base)
+        amounts = quantify(task.request, memory_base(session.node_by_name.get(task.node), self.gpu_memory))
         for q in session.ancestors(job.queue):
             qs = self.shares[q.name]
             for r in range(3):

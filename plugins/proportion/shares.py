@@ -95,7 +95,7 @@ def build_shares(session, k_value: float) -> tuple[dict[str, QueueShare], list[f
         chain = [shares[q.name] for q in session.ancestors(job.queue)]
         for task in job.tasks.values():
             if task.status in ALLOCATED:
-                amounts = quantify(task.request, _accepted_memory_base(session, task, gpu_mem))
+                amounts = quantify(task.request, memory_base(session.node_by_name.get(task.node), gpu_mem))
                 for qs in chain:
                     for r in range(3):
                         qs.allocated[r] += amounts[r]
@@ -122,7 +122,7 @@ def build_shares(session, k_value: float) -> tuple[dict[str, QueueShare], list[f
     return shares, totals
 
 
-def _accepted_memory_base(session, task, default: float) -> float:
-    """GPU memory of the device a placed GPU-memory task landed on (its accepted fraction's base)."""
-    node = session.node_by_name.get(task.node) if task.node else None
+def memory_base(node, default: float) -> float:
+    """GPU memory (MiB) that a GPU-memory request on ``node`` is measured against: the node's devices,
+    or ``default`` when the node is unknown or reports none."""
     return float(node.node.gpu_memory_mib) if node is not None and node.node.gpu_memory_mib else default
