@@ -54,7 +54,6 @@ class Session:
         #: Why a task found no node: task uid -> message.
         self.task_fit_errors: dict[str, str] = {}
         self.decisions: list[Decision] = []
-        self.problems = list(snapshot.problems)
         for job in self.jobs.values():
             for task in job.tasks.values():
                 if task.status in ACTIVE_USED and task.node in self.node_by_name:

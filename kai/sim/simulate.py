@@ -62,7 +62,7 @@ def simulate(run: Run, available=None) -> dict:
     for cycle in range(1, run.cycles + 1):
         session = run_session(run.build(now), plugins, actions)
         if cycle == 1:
-            report["problems"] = [str(p) for p in session.problems]
+            report["problems"] = [str(p) for p in session.snapshot.problems]
         report["cycles"].append(_cycle_report(cycle, session))
         run.feed(session)
         now += ROUND_SECONDS
@@ -85,7 +85,7 @@ def _cycle_report(cycle: int, session: Session) -> dict:
             pending += [{"pod": t.name, "job": job.name, "queue": job.queue, "job_reason": job_reason,
                          "pod_reason": session.task_fit_errors.get(t.uid)} for t in waiting]
     for job in session.snapshot.rejected_jobs.values():
-        why = next((p.message for p in session.problems if p.kind == "job" and p.name == job.name), "rejected")
+        why = next((p.message for p in session.snapshot.problems if p.kind == "job" and p.name == job.name), "rejected")
         pending += [{"pod": t.name, "job": job.name, "queue": job.queue, "job_reason": why, "pod_reason": None}
                     for t in job.tasks.values()]
     running = sum(1 for j in session.jobs.values() for t in j.tasks.values() if t.status is TaskStatus.RUNNING)
