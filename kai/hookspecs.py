@@ -113,6 +113,45 @@ def kai_task_over_capacity(session, task, job, node):
     """
 
 
+# --- eviction actions (reclaim, preempt, consolidation and the job solver) -------------------------
+
+
+@hookspec(firstresult=True)
+def kai_can_reclaim(session, job):
+    """Veto ``job`` as a reclaimer (``Reject``), or ``None`` to let the reclaim action solve for it.
+
+    Asked once per candidate job of the ``reclaim`` action, before any victim is looked at.
+    """
+
+
+@hookspec(firstresult=True)
+def kai_victim_filter(session, action, preemptor, victim):
+    """Veto the job ``victim`` as a victim of ``preemptor`` (``Reject``), or ``None`` to accept it.
+
+    ``action`` is ``"reclaim"`` or ``"preempt"``. Asked while the action builds the victim queue of
+    ``preemptor``, after the action's own rules (preemptible, other queue / same queue and lower
+    priority, holds resources) have accepted ``victim``.
+    """
+
+
+@hookspec(firstresult=True)
+def kai_scenario_validator(session, action, scenario):
+    """Veto a solved scenario of ``action`` (``"reclaim"`` or ``"preempt"``) with a ``Reject``, or ``None``.
+
+    ``scenario`` is a :class:`kai.framework.solver.Scenario`: the preemptor, the tasks being placed,
+    the victims evicted for good, the victim tasks moved elsewhere, and the victim jobs. It is asked
+    after a simulation placed the preemptor's tasks; the session reflects the simulated state.
+    """
+
+
+@hookspec
+def kai_job_solution_start(session, job):
+    """Called before the job solver looks for victims for ``job`` (reclaim, preempt, consolidation).
+
+    Plugins may snapshot the state their scenario validator compares against.
+    """
+
+
 # --- scoring (batched, summed) -----------------------------------------------------------------
 
 
