@@ -1,0 +1,178 @@
+"""Informer logic against a scripted API: relist diffs, 410 Gone, bookmarks, filtering, errors.
+
+The real API server is exercised in tests/e2e/test_watch.py; here the replies are scripted to reach
+the paths a healthy apiserver rarely takes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+
+import orjson
+
+from kai.cluster.client import ApiError
+from kai.cluster.watch import Informer
+
+
+def obj(name: str, rv: str, ns: str = "ns", **extra) -> dict:
+    return {"metadata": {"name": name, "namespace": ns, "resourceVersion": rv}, **extra}
+
+
+class Stream:
+    def __init__(self, events: list[dict]) -> None:
+        self.chunks = [orjson.dumps(e) + b"\n" for e in events]
+
+    def stream(self, _amt):
+        for chunk in self.chunks:  # split each event in two to check line buffering
+            yield chunk[:7]
+            yield chunk[7:]
+
+    def shutdown(self) -> None:
+        pass
+
+
+class ScriptedKube:
+    """Answers lists from ``lists`` and watches from ``watches`` in order; records the queries."""
+
+    def __init__(self, lists: list, watches: list) -> None:
+        self.lists, self.watches = lists, watches
+        self.queries: list[tuple[str, dict]] = []
+        self.done = threading.Event()
+
+    def get(self, path, query):
+        self.queries.append(("list", dict(query)))
+        reply = self.lists.pop(0)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    @contextlib.contextmanager
+    def stream(self, path, query, read_timeout):
+        self.queries.append(("watch", dict(query)))
+        if not self.watches:
+            self.done.set()
+            time.sleep(0.05)
+            raise ApiError("GET", path, 0, "script finished")
+        reply = self.watches.pop(0)
+        if isinstance(reply, Exception):
+            raise reply
+        yield Stream(reply)
+
+
+def run(kube: ScriptedKube, **kw) -> tuple[Informer, list]:
+    events: list = []
+    informer = Informer(kube, "/api/v1/pods", on_event=lambda t, o: events.append((t, o["metadata"]["name"])), **kw)
+    informer._backoff = lambda exc: time.sleep(0.001)  # no real waiting between scripted failures
+    informer.start()
+    assert kube.done.wait(5)
+    informer.stop()
+    return informer, events
+
+
+def page(items, rv, cont=""):
+    return {"metadata": {"resourceVersion": rv, "continue": cont}, "items": items}
+
+
+def test_events_pages_and_resume_from_last_version():
+    kube = ScriptedKube(
+        lists=[page([obj("a", "1")], "5", cont="tok"), page([obj("b", "2")], "5")],
+        watches=[
+            [
+                {"type": "ADDED", "object": obj("c", "6")},
+                {"type": "MODIFIED", "object": obj("a", "7")},
+                {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "9"}}},
+            ],
+            [{"type": "DELETED", "object": obj("b", "10")}],
+        ],
+    )
+    informer, events = run(kube)
+    assert events == [("ADDED", "a"), ("ADDED", "b"), ("ADDED", "c"), ("MODIFIED", "a"), ("DELETED", "b")]
+    assert sorted(o["metadata"]["name"] for o in informer.list()) == ["a", "c"]
+    assert informer.get("ns/a")["metadata"]["resourceVersion"] == "7"
+    kinds = [(k, q.get("continue"), q.get("resourceVersion")) for k, q in kube.queries]
+    assert kinds[:4] == [("list", None, None), ("list", "tok", None), ("watch", None, "5"), ("watch", None, "9")]
+    assert all(q["allowWatchBookmarks"] == "true" for k, q in kube.queries if k == "watch")
+
+
+def test_gone_relists_and_reports_only_the_difference():
+    kube = ScriptedKube(
+        lists=[
+            page([obj("a", "1"), obj("b", "2"), obj("c", "3")], "3"),
+            page([obj("a", "1"), obj("b", "8"), obj("d", "9")], "9"),
+        ],
+        watches=[[{"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old"}}]],
+    )
+    informer, events = run(kube)
+    assert events[3:] == [("DELETED", "c"), ("MODIFIED", "b"), ("ADDED", "d")]
+    assert informer.resource_version == "9"
+
+
+def test_expired_continue_token_restarts_the_list():
+    kube = ScriptedKube(
+        lists=[
+            page([obj("a", "1")], "5", cont="tok"),
+            ApiError("GET", "/api/v1/pods", 410, "Gone"),
+            page([obj("b", "2")], "6"),
+        ],
+        watches=[],
+    )
+    informer, events = run(kube)
+    assert events == [("ADDED", "b")]  # the half-read first attempt is not reported
+
+
+def test_errors_back_off_and_retry_without_losing_the_store():
+    kube = ScriptedKube(
+        lists=[ApiError("GET", "/api/v1/pods", 403, "Forbidden"), page([obj("a", "1")], "2")],
+        watches=[
+            ApiError("GET", "/api/v1/pods", 0, "connection refused"),
+            [{"type": "ADDED", "object": obj("b", "3")}],
+        ],
+    )
+    informer, events = run(kube)
+    assert events == [("ADDED", "a"), ("ADDED", "b")]
+    watch_versions = [q["resourceVersion"] for k, q in kube.queries if k == "watch"]
+    assert watch_versions[:2] == ["2", "2"]  # a failed watch resumes, it does not relist
+
+
+def test_transform_filters_and_an_object_that_stops_matching_is_deleted():
+    def only_kai(raw):
+        return raw if raw.get("scheduler") == "kai" else None
+
+    kube = ScriptedKube(
+        lists=[page([obj("a", "1", scheduler="kai"), obj("x", "2", scheduler="other")], "2")],
+        watches=[
+            [
+                {"type": "MODIFIED", "object": obj("x", "3", scheduler="other")},
+                {"type": "MODIFIED", "object": obj("a", "4", scheduler="other")},
+            ]
+        ],
+    )
+    informer, events = run(kube, transform=only_kai)
+    assert events == [("ADDED", "a"), ("DELETED", "a")]
+    assert len(informer) == 0
+
+
+def test_a_failing_handler_or_transform_does_not_stop_the_informer():
+    def transform(raw):
+        if raw["metadata"]["name"] == "bad":
+            raise KeyError("spec")
+        return raw
+
+    seen = []
+
+    def handler(kind, o):
+        seen.append(o["metadata"]["name"])
+        if o["metadata"]["name"] == "a":
+            raise RuntimeError("consumer bug")
+
+    kube = ScriptedKube(
+        lists=[page([obj("a", "1"), obj("bad", "2")], "2")],
+        watches=[[{"type": "ADDED", "object": obj("b", "3")}]],
+    )
+    informer = Informer(kube, "/api/v1/pods", on_event=handler, transform=transform).start()
+    assert kube.done.wait(5)
+    informer.stop()
+    assert seen == ["a", "b"]
+    assert informer.synced.is_set()
