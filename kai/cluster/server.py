@@ -1,0 +1,95 @@
+"""The process's HTTP endpoint: ``/metrics`` (Prometheus), ``/healthz`` (alive) and ``/readyz`` (ready).
+
+Readiness is a list of named checks, each answering ``(ok, detail)``; ``/readyz`` returns 200 when
+all pass and 503 with the failing ones otherwise, so a probe's log says what is not ready.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from kai.metrics import Registry
+
+#: KAI's scheduler serves metrics on ``--listen-address`` ``:8080``.
+DEFAULT_ADDRESS = ":8080"
+
+Check = Callable[[], "tuple[bool, str]"]
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    """``host:port``, ``:port`` (all interfaces) or ``[v6]:port`` -> (host, port)."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"address {address!r}: expected HOST:PORT or :PORT")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+class ObservabilityServer:
+    """Serves the registry and the probes from a daemon thread."""
+
+    def __init__(self, address: str, registry: Registry, ready_checks: dict[str, Check] | None = None) -> None:
+        self.registry = registry
+        self.ready_checks: dict[str, Check] = dict(ready_checks or {})
+        host, port = parse_address(address)
+        self._httpd = ThreadingHTTPServer((host, port), _handler(self))
+        self._httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return self._httpd.server_address[1]
+
+    def add_ready_check(self, name: str, check: Check) -> None:
+        self.ready_checks[name] = check
+
+    def readiness(self) -> tuple[bool, list[str]]:
+        lines, ok = [], True
+        for name, check in list(self.ready_checks.items()):
+            try:
+                passed, detail = check()
+            except Exception as exc:  # a broken check reports not ready instead of killing the probe
+                passed, detail = False, f"check raised {exc!r}"
+            ok &= passed
+            lines.append(f"[{'+' if passed else '-'}]{name} {'ok' if passed else 'failed'}: {detail}")
+        return ok, lines
+
+    def start(self) -> ObservabilityServer:
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="kai-http", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+
+def _handler(server: ObservabilityServer):
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            route = self.path.split("?", 1)[0]
+            if route == "/metrics":
+                self._reply(200, generate_latest(server.registry.collectors), CONTENT_TYPE_LATEST)
+            elif route in ("/healthz", "/livez"):
+                self._reply(200, b"ok\n")
+            elif route == "/readyz":
+                ok, lines = server.readiness()
+                body = "\n".join(lines + ["ready" if ok else "not ready"]) + "\n"
+                self._reply(200 if ok else 503, body.encode())
+            else:
+                self._reply(404, b"not found\n")
+
+        def _reply(self, status: int, body: bytes, content_type: str = "text/plain; charset=utf-8") -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args) -> None:  # noqa: A002 - probes every few seconds: stay quiet
+            pass
+
+    return Handler

@@ -1,0 +1,148 @@
+"""Metrics registry, the probe server and structured logs."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import urllib.error
+import urllib.request
+
+import pytest
+
+from kai import logs
+from kai.cluster.server import ObservabilityServer, parse_address
+from kai.metrics import BinderMetrics, QueueMetrics, Registry, SchedulerMetrics
+
+
+def test_scheduler_metrics_use_prometheus_names_and_seconds():
+    registry = Registry()
+    metrics = SchedulerMetrics(registry)
+    with metrics.cycle():
+        with metrics.action("allocate"):
+            pass
+    metrics.podgroup_scheduled("allocate")
+    metrics.podgroup_scheduled("allocate")
+    metrics.preemption_attempt()
+    metrics.task_scheduled(0.012)
+    metrics.fair_share("team-a", cpu_millicores=2500, memory_bytes=2e9, gpus=3.5)
+    metrics.snapshot({"Pending": 3, "Running": 2}, podgroups=4, pending_podgroups=1)
+
+    e2e = registry.value("kai_e2e_scheduling_latency_seconds")
+    assert e2e is not None and 0 <= e2e < 1
+    assert registry.value("kai_action_scheduling_latency_seconds", {"action": "allocate"}) <= e2e
+    assert registry.value("kai_podgroups_scheduled_by_action_total", {"action": "allocate"}) == 2
+    assert registry.value("kai_preemption_attempts_total") == 1
+    assert registry.value("kai_task_scheduling_latency_seconds_bucket", {"le": "0.02"}) == 1
+    assert registry.value("kai_task_scheduling_latency_seconds_bucket", {"le": "0.01"}) == 0
+    assert registry.value("kai_queue_fair_share_cpu_cores", {"queue_name": "team-a"}) == 2.5
+    assert registry.value("kai_queue_fair_share_gpu", {"queue_name": "team-a"}) == 3.5
+    assert registry.value("kai_snapshot_pods", {"status": "Pending"}) == 3
+    metrics.snapshot({"Running": 5}, podgroups=4, pending_podgroups=0)
+    assert registry.value("kai_snapshot_pods", {"status": "Pending"}) is None  # a vanished status is dropped
+
+
+def test_registries_are_private_to_their_owner():
+    first, second = Registry(), Registry()
+    SchedulerMetrics(first).preemption_attempt()
+    SchedulerMetrics(second)
+    assert first.value("kai_preemption_attempts_total") == 1
+    assert second.value("kai_preemption_attempts_total") == 0
+
+
+def test_metrics_namespace_is_configurable():
+    registry = Registry(namespace="acme")
+    BinderMetrics(registry).result("succeeded")
+    assert registry.value("acme_binder_bind_attempts_total", {"result": "succeeded"}) == 1
+
+
+def test_queue_metrics_extra_labels_defaults_and_removal():
+    registry = Registry()
+    metrics = QueueMetrics(registry, label_map={"team": "team_label"}, label_defaults={"team": "none"})
+    metrics.set_queue("q1", {"team": "ml"}, {"queue_allocated_gpus": 2.5, "queue_quota_cpu_cores": -1})
+    metrics.set_queue("q2", {}, {})
+    assert registry.value("kai_queue_allocated_gpus", {"queue_name": "q1", "team_label": "ml"}) == 2.5
+    assert registry.value("kai_queue_quota_cpu_cores", {"queue_name": "q1", "team_label": "ml"}) == -1
+    assert registry.value("kai_queue_info", {"queue_name": "q2", "team_label": "none"}) == 1
+    # a label change replaces the series instead of leaving the old one behind
+    metrics.set_queue("q1", {"team": "infra"}, {"queue_allocated_gpus": 1})
+    assert registry.value("kai_queue_allocated_gpus", {"queue_name": "q1", "team_label": "ml"}) is None
+    assert registry.value("kai_queue_allocated_gpus", {"queue_name": "q1", "team_label": "infra"}) == 1
+    metrics.remove_queue("q1")
+    assert registry.value("kai_queue_info", {"queue_name": "q1", "team_label": "infra"}) is None
+
+
+@pytest.mark.parametrize(
+    ("address", "expected"),
+    [(":8080", ("0.0.0.0", 8080)), ("127.0.0.1:9", ("127.0.0.1", 9)), ("[::1]:80", ("::1", 80))],
+)
+def test_parse_address(address, expected):
+    assert parse_address(address) == expected
+
+
+@pytest.mark.parametrize("address", ["8080", "host:", "host:99999", "host:http"])
+def test_parse_address_rejects(address):
+    with pytest.raises(ValueError, match="HOST:PORT"):
+        parse_address(address)
+
+
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_server_serves_metrics_health_and_readiness():
+    registry = Registry()
+    SchedulerMetrics(registry).preemption_attempt()
+    state = {"synced": False}
+    server = ObservabilityServer("127.0.0.1:0", registry, {"cache": lambda: (state["synced"], "informers")}).start()
+    try:
+        base = f"http://127.0.0.1:{server.port}"
+        status, body = _get(base + "/metrics")
+        assert status == 200 and "kai_preemption_attempts_total 1.0" in body
+        assert _get(base + "/healthz")[0] == 200
+        status, body = _get(base + "/readyz")
+        assert status == 503 and "[-]cache failed: informers" in body
+        state["synced"] = True
+        server.add_ready_check("broken", lambda: 1 / 0)
+        status, body = _get(base + "/readyz")
+        assert status == 503 and "[+]cache ok" in body and "ZeroDivisionError" in body
+        del server.ready_checks["broken"]
+        assert _get(base + "/readyz")[0] == 200
+        assert _get(base + "/nope")[0] == 404
+    finally:
+        server.stop()
+
+
+def _capture(fmt: str) -> tuple[logging.Logger, io.StringIO]:
+    stream = io.StringIO()
+    logs.configure(fmt, "INFO", stream=stream)
+    return logging.getLogger("kai.test"), stream
+
+
+def test_json_logs_carry_the_decision_fields():
+    logger, stream = _capture("json")
+    try:
+        logger.info("bound pod", **logs.fields(pod="ns/p", node="n1", queue=None))
+        entry = json.loads(stream.getvalue().strip())
+        assert entry["msg"] == "bound pod" and entry["pod"] == "ns/p" and entry["node"] == "n1"
+        assert entry["level"] == "info" and "queue" not in entry
+    finally:
+        logging.getLogger().handlers.clear()
+
+
+def test_text_logs_append_key_values():
+    logger, stream = _capture("text")
+    try:
+        logger.warning("bind failed", **logs.fields(pod="ns/p", reason="node gone"))
+        assert stream.getvalue().rstrip().endswith('bind failed pod=ns/p reason="node gone"')
+    finally:
+        logging.getLogger().handlers.clear()
+
+
+def test_unknown_log_format_is_an_error():
+    with pytest.raises(ValueError, match="yaml"):
+        logs.configure("yaml")
