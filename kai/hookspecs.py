@@ -152,6 +152,29 @@ def kai_job_solution_start(session, job):
     """
 
 
+# --- node subsets (topology) -------------------------------------------------------------------
+
+
+@hookspec
+def kai_pre_job_allocation(session, job):
+    """Called at the start of every allocation attempt of ``job`` -- by allocate and by the pipeline-only
+    attempts of the eviction actions -- before its tasks are chosen. Plugins reset per-attempt state here.
+    """
+
+
+@hookspec
+def kai_subset_nodes(session, job, group, pod_sets, tasks, nodes):
+    """Split ``nodes`` into the node sets the ``tasks`` of ``group`` may be placed on, in the order to try them.
+
+    ``group`` is the job's root (a :class:`kai.api.SubGroup` named ``""`` carrying ``job.topology``), one of
+    its subgroups or one of its pod sets; ``pod_sets`` names every pod set under it, ``tasks`` are the tasks
+    of this allocation step under it, ``nodes`` the node set (a list of :class:`NodeInfo`) its parent group
+    is being tried on. Return a list of node lists, or ``None`` for no opinion (``[nodes]``); an empty list
+    means nowhere -- record a job fit error saying why. Each plugin, in configuration order, splits every
+    set the plugins before it returned. The kernel tries the sets in order, rolling back between them.
+    """
+
+
 # --- scoring (batched, summed) -----------------------------------------------------------------
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Callable, Iterable, Mapping, Sequence
 
 from kai.api import (
-    UNLIMITED, Job, Node, PodSet, Queue, QuotaSpec, ResourceRequest, Resources, Taint, Task, TaskStatus,
+    UNLIMITED, Job, Node, PodSet, Queue, QuotaSpec, ResourceRequest, Resources, Taint, Task, TaskStatus, Topology,
 )
 from kai.framework import PluginSpec, Plugins, SchedulerConfig, Session, Snapshot, build_snapshot, run_session
 from kai.framework.config import DEFAULT_CONFIG
@@ -82,12 +82,12 @@ def job(name: str, queue: str = "default", tasks: int | Sequence[Task] = 1, gpus
 
 
 def cluster(nodes: Iterable[Node] = (), queues: Iterable[Queue] | None = None, jobs: Iterable[Job] = (),
-            now: float = NOW) -> Snapshot:
+            now: float = NOW, topologies: Iterable[Topology] = ()) -> Snapshot:
     """A validated snapshot. Without ``queues``, one root queue per queue name the jobs use."""
     jobs = list(jobs)
     if queues is None:
         queues = [queue(n) for n in dict.fromkeys(j.queue for j in jobs)]
-    return build_snapshot(list(nodes), list(queues), jobs, now)
+    return build_snapshot(list(nodes), list(queues), jobs, now, list(topologies))
 
 
 def _spec(p: str | PluginSpec) -> PluginSpec:

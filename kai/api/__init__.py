@@ -18,6 +18,7 @@ from kai.api.model import (
     Taint,
     Task,
     Toleration,
+    Topology,
     TopologyConstraint,
 )
 from kai.api.resources import EPSILON, GPU, MIG_PREFIX, ResourceRequest, Resources, mig_gpu_slices
@@ -27,5 +28,5 @@ __all__ = [
     "ACTIVE_ALLOCATED", "ACTIVE_USED", "ALIVE", "ALLOCATED", "EPSILON", "GPU", "MIG_PREFIX", "UNLIMITED",
     "Job", "LabelRequirement", "LabelSelector", "Node", "PodAffinityTerm", "PodSet", "Queue", "QuotaSpec",
     "Reject", "ResourceRequest", "Resources", "SubGroup", "Taint", "Task", "TaskStatus", "Toleration",
-    "TopologyConstraint", "mig_gpu_slices",
+    "Topology", "TopologyConstraint", "mig_gpu_slices",
 ]

@@ -136,8 +136,55 @@ class Task:
             self.uid = f"{self.namespace}/{self.name}"
 
 
+#: The only level that may be the narrowest one of a Topology and no other (KAI's CRD rule).
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+MAX_TOPOLOGY_LEVELS = 16
+
+
+@attrs.define(slots=True, frozen=True)
+class Topology:
+    """A Topology object (``kai.scheduler/v1alpha1``): node-label keys from the widest level to the narrowest.
+
+    A node belongs to the topology only when it has a label for every level. Its domain at level *i* is
+    named by its label values of levels 0..*i* joined by dots (rack ``r1`` of zone ``z1`` is ``z1.r1``).
+    """
+
+    name: str
+    levels: tuple[str, ...]
+
+    def domains(self, labels: dict[str, str]) -> tuple[str, ...] | None:
+        """The node's domain id at every level, widest first; None when the node is outside the topology."""
+        ids, path = [], ""
+        for level in self.levels:
+            value = labels.get(level)
+            if value is None:
+                return None
+            path = f"{path}.{value}" if ids else value
+            ids.append(path)
+        return tuple(ids)
+
+    def problem(self) -> str | None:
+        """Why the object is invalid under KAI's CRD rules, or None."""
+        if not self.levels:
+            return "a topology needs at least one level"
+        if len(self.levels) > MAX_TOPOLOGY_LEVELS:
+            return f"a topology has at most {MAX_TOPOLOGY_LEVELS} levels, not {len(self.levels)}"
+        seen = set()
+        for level in self.levels:
+            if not level:
+                return "a level has an empty node label"
+            if level in seen:
+                return f"level {level!r} is listed twice"
+            seen.add(level)
+        if HOSTNAME_LABEL in self.levels[:-1]:
+            return f"{HOSTNAME_LABEL} may only be the last level"
+        return None
+
+
 @attrs.define(slots=True, eq=False)
 class TopologyConstraint:
+    """Where a job, subgroup or pod set must (``required_level``) or should (``preferred_level``) be packed."""
+
     topology: str
     required_level: str | None = None
     preferred_level: str | None = None

@@ -1,10 +1,10 @@
-"""Gang helpers: which tasks of a job to place next, and when a job must be pipelined."""
+"""Gang helpers: which tasks of a job to place next, its subgroup tree, and when a job must be pipelined."""
 
 from __future__ import annotations
 
 import functools
 
-from kai.api import ACTIVE_ALLOCATED, Job, Task, TaskStatus
+from kai.api import ACTIVE_ALLOCATED, Job, PodSet, SubGroup, Task, TaskStatus
 
 
 def ordered_pod_sets(session, job: Job):
@@ -38,21 +38,32 @@ def tasks_to_allocate(session, job: Job, candidates=(TaskStatus.PENDING,)) -> li
     return result
 
 
-def tree_order(session, job: Job) -> dict[str, int]:
-    """Rank of each pod set in allocation order: depth first through the subgroup tree, at each level
-    the child subgroups (by name) before the pod sets (in pod-set order)."""
-    ranks: dict[str, int] = {}
-    pod_sets = ordered_pod_sets(session, job)
+#: KAI's name of the root of a job's subgroup tree (it carries the job's own topology constraint).
+ROOT_GROUP = ""
 
-    def visit(parent):
-        for name in sorted((n for n, sg in job.subgroups.items() if sg.parent == parent), key=str.encode):
-            visit(name)
-        for ps in pod_sets:
-            if ps.parent == parent:
-                ranks[ps.name] = len(ranks)
 
-    visit(None)
-    return ranks
+def root_group(job: Job) -> SubGroup:
+    return SubGroup(ROOT_GROUP, None, job.topology)
+
+
+def group_children(session, job: Job) -> dict[str, tuple[list[SubGroup], list[PodSet]]]:
+    """Child subgroups (by name) and pod sets (in pod-set order) of the root and every subgroup, by group name."""
+    children: dict[str, tuple[list[SubGroup], list[PodSet]]] = {ROOT_GROUP: ([], [])}
+    children.update((name, ([], [])) for name in job.subgroups)
+    for sg in sorted(job.subgroups.values(), key=lambda g: g.name.encode()):
+        children[sg.parent or ROOT_GROUP][0].append(sg)
+    for ps in ordered_pod_sets(session, job):
+        children[ps.parent or ROOT_GROUP][1].append(ps)
+    return children
+
+
+def pod_sets_under(children, group: str) -> list[str]:
+    """Names of every pod set below ``group`` (depth first)."""
+    groups, pod_sets = children[group]
+    names = [ps.name for ps in pod_sets]
+    for sg in groups:
+        names.extend(pod_sets_under(children, sg.name))
+    return names
 
 
 def should_pipeline(job: Job) -> bool:

@@ -169,6 +169,23 @@ class Session:
                 return r
         return None
 
+    # --- node subsets -------------------------------------------------------------------------------
+
+    def pre_job_allocation(self, job: Job) -> None:
+        for fn in self.calls.kai_pre_job_allocation:
+            fn(self, job)
+
+    def subset_nodes(self, job: Job, group, pod_sets, tasks: list[Task], nodes: list[NodeInfo]) -> list[list[NodeInfo]]:
+        """The node sets to try ``group``'s tasks on, in order: each plugin splits every set of the ones before."""
+        sets = [nodes]
+        for fn in self.calls.kai_subset_nodes:
+            split = []
+            for node_set in sets:
+                r = fn(self, job, group, pod_sets, tasks, node_set)
+                split.extend([node_set] if r is None else r)
+            sets = split
+        return sets
+
     # --- node selection -----------------------------------------------------------------------------
 
     def fit_mask(self, task: Task, candidates) -> array:

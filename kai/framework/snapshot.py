@@ -1,9 +1,10 @@
 """A Snapshot: the cluster facts one scheduling session starts from, validated.
 
 Bad input does not stop the cycle: a queue whose parent is missing, a queue in a cycle, a queue
-with a negative or NaN quota, a job naming an unknown or non-leaf queue, a task on a node that is
-gone -- each is recorded as a :class:`Problem` naming the object and left out; everything else is
-scheduled. A snapshot is consumed by one session, which changes task statuses as it decides.
+with a negative or NaN quota, a topology breaking the CRD's rules, a job whose subgroup tree names
+an unknown parent or has a cycle, a job naming an unknown or non-leaf queue, a task on a node that
+is gone -- each is recorded as a :class:`Problem` naming the object and left out; everything else
+is scheduled. A snapshot is consumed by one session, which changes task statuses as it decides.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import time
 
 import attrs
 
-from kai.api import ACTIVE_USED, UNLIMITED, Job, Node, Queue
+from kai.api import ACTIVE_USED, UNLIMITED, Job, Node, Queue, Topology
 
 
 @attrs.define(frozen=True)
@@ -35,8 +36,8 @@ class Snapshot:
     queues: dict[str, Queue]
     jobs: dict[str, Job]
     now: float
-    #: Topologies by name (levels from widest to narrowest node-label key).
-    topologies: dict[str, tuple[str, ...]] = attrs.field(factory=dict)
+    #: Valid topologies by name.
+    topologies: dict[str, Topology] = attrs.field(factory=dict)
     problems: list[Problem] = attrs.field(factory=list)
     #: Jobs left out because of a problem (their names), so drivers can still report on them.
     rejected_jobs: dict[str, Job] = attrs.field(factory=dict)
@@ -94,9 +95,44 @@ def _valid_queues(queues: list[Queue], problems: list[Problem]) -> dict[str, Que
     return valid
 
 
-def build_snapshot(nodes, queues, jobs, now: float | None = None, topologies=None) -> Snapshot:
+def _valid_topologies(topologies, problems: list[Problem]) -> dict[str, Topology]:
+    valid: dict[str, Topology] = {}
+    for t in topologies:
+        if t.name in valid:
+            problems.append(Problem("topology", t.name, "DuplicateTopology",
+                                    "topology is listed twice; the first is kept"))
+            continue
+        why = t.problem()
+        if why:
+            problems.append(Problem("topology", t.name, "InvalidTopology", why))
+            continue
+        valid[t.name] = t
+    return valid
+
+
+def _subgroup_problem(job: Job) -> str | None:
+    """Why the job's subgroup tree cannot be walked from its root, or None."""
+    for sg in job.subgroups.values():
+        if sg.name in job.pod_sets:
+            return f"{sg.name!r} is both a subgroup and a pod set"
+        chain, parent = [sg.name], sg.parent
+        while parent is not None:
+            if parent not in job.subgroups:
+                return f"subgroup {chain[-1]!r} names parent {parent!r}, which is not a subgroup of the job"
+            if parent in chain:
+                return f"subgroup tree has a cycle: {' -> '.join(chain + [parent])}"
+            chain.append(parent)
+            parent = job.subgroups[parent].parent
+    for ps in job.pod_sets.values():
+        if ps.parent is not None and ps.parent not in job.subgroups:
+            return f"pod set {ps.name!r} names parent {ps.parent!r}, which is not a subgroup of the job"
+    return None
+
+
+def build_snapshot(nodes, queues, jobs, now: float | None = None, topologies=()) -> Snapshot:
     """Validate the facts and assemble a snapshot (see the module docstring for what is left out)."""
     problems: list[Problem] = []
+    valid_topologies = _valid_topologies(topologies, problems)
     node_list: list[Node] = []
     names: set[str] = set()
     for n in nodes:
@@ -122,6 +158,11 @@ def build_snapshot(nodes, queues, jobs, now: float | None = None, topologies=Non
                                     f"Queue '{job.queue}' is not a leaf queue; jobs must reference leaf queues"))
             rejected[job.uid] = job
             continue
+        why = _subgroup_problem(job)
+        if why:
+            problems.append(Problem("job", job.name, "InvalidSubGroups", why))
+            rejected[job.uid] = job
+            continue
         for task in job.tasks.values():
             if task.status in ACTIVE_USED and task.node not in names:
                 problems.append(Problem("task", task.uid, "NodeNotFound",
@@ -129,4 +170,4 @@ def build_snapshot(nodes, queues, jobs, now: float | None = None, topologies=Non
                                         "it holds no node resources and is not placed again"))
         kept[job.uid] = job
     return Snapshot(node_list, valid_queues, kept, time.time() if now is None else now,
-                    dict(topologies or {}), problems, rejected)
+                    valid_topologies, problems, rejected)

@@ -13,7 +13,7 @@ import attrs
 
 from kai.api import (
     UNLIMITED, Job, LabelRequirement, LabelSelector, Node, PodAffinityTerm, PodSet, Queue, QuotaSpec,
-    ResourceRequest, Resources, SubGroup, Task, TaskStatus, TopologyConstraint,
+    ResourceRequest, Resources, SubGroup, Task, TaskStatus, Topology, TopologyConstraint,
 )
 from kai.framework import ConfigError, PluginSpec, SchedulerConfig, build_snapshot
 from kai.framework.config import DEFAULT_CONFIG, KAI_DEFAULT_PLUGINS, parse_plugin_list, read_yaml
@@ -132,10 +132,17 @@ class Scenario:
         queues = [self._queue(i, q) for i, q in enumerate(_get(d, "queues", self.where, list, []))]
         gpu_memory = {n.name: n.gpu_memory_mib for n in nodes}
         jobs = [self._job(j, now, gpu_memory) for j in _get(d, "jobs", self.where, list, [])]
-        topologies = {
-            t["name"]: tuple(t.get("levels") or ()) for t in (d.get("topologies") or []) if isinstance(t, dict)
-        }
+        topologies = [self._topology_def(i, t) for i, t in enumerate(_get(d, "topologies", self.where, list, []))]
         return build_snapshot(nodes, queues, jobs, now, topologies)
+
+    def _topology_def(self, i: int, td: dict) -> Topology:
+        where = f"{self.where}: topologies[{i}]"
+        if not isinstance(td, dict):
+            raise ScenarioError(f"{where}: must be a mapping")
+        levels = _get(td, "levels", where, list)
+        if not all(isinstance(level, str) for level in levels):
+            raise ScenarioError(f"{where}: field 'levels' must list node-label keys")
+        return Topology(_get(td, "name", where, str), tuple(levels))
 
     def _node(self, name: str, nd: dict) -> Node:
         where = f"{self.where}: nodes.{name}"

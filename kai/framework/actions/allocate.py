@@ -1,7 +1,8 @@
 """The allocate action: place pending jobs on free (or releasing) resources, gang by gang.
 
 Jobs come in queue and job order. For each job one allocation step -- the missing tasks of every
-pod set below its gang size, or one more task of an elastic job -- is placed task by task in a
+pod set below its gang size, or one more task of an elastic job -- is placed down the job's
+subgroup tree, each group on the node sets the plugins give for it (topology domains), in a
 statement; a step that cannot be placed completely is rolled back. A step that ends with a pod
 set below its gang size except for pipelined tasks is pipelined as a whole, so that no partial
 gang is bound. A job that still has pending tasks after a committed step competes again.
@@ -9,10 +10,11 @@ gang is bound. A job that still has pending tasks after a committed step compete
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter
 
 from kai.api import ACTIVE_ALLOCATED, ALIVE, ALLOCATED, Job, Task, TaskStatus
-from kai.framework.gang import should_pipeline, tasks_to_allocate, tree_order
+from kai.framework.gang import group_children, pod_sets_under, root_group, should_pipeline, tasks_to_allocate
 from kai.framework.jobqueue import JobQueue
 
 
@@ -44,34 +46,75 @@ def allocate(session) -> None:
 
 def allocate_job(session, stmt, job: Job, pipeline_only: bool) -> bool:
     """Place the job's next allocation step in ``stmt``; False (with a fit error) when it does not fit."""
+    session.pre_job_allocation(job)
     tasks = tasks_to_allocate(session, job)
     if not tasks:
         return False
-    if job.subgroups:
-        rank = tree_order(session, job)
-        tasks.sort(key=lambda t: rank[t.pod_set])
     veto = session.job_over_capacity(job, tasks)
     if veto is not None:
         if not pipeline_only:
             session.add_job_fit_error(job, str(veto))
         return False
-    for task in tasks:
-        why = allocate_task(session, stmt, job, task, pipeline_only)
-        if why is not None:
-            if not pipeline_only:
-                session.add_job_fit_error(job, _step_failure(job, task, why))
-            return False
-    return True
+    return TreePlacement(session, stmt, job, pipeline_only).place(tasks)
 
 
-def allocate_task(session, stmt, job: Job, task: Task, pipeline_only: bool) -> str | None:
-    """Place one task on its best node; return None on success, else the reason it found none."""
+class TreePlacement:
+    """One allocation step placed down the job's subgroup tree, as one unit.
+
+    The root, then each subgroup (by name) and each pod set (in pod-set order) below it, is tried on
+    every node set ``kai_subset_nodes`` gives for it (one set, all nodes, without such plugins) in
+    order; a set where its part of the step does not fit completely is rolled back before the next.
+    """
+
+    def __init__(self, session, stmt, job: Job, pipeline_only: bool):
+        self.session, self.stmt, self.job, self.pipeline_only = session, stmt, job, pipeline_only
+        self.children = group_children(session, job)
+
+    def place(self, tasks: list[Task]) -> bool:
+        root = root_group(self.job)
+        return self._try(root, pod_sets_under(self.children, root.name), tasks, self.session.nodes, self._group_on)
+
+    def _try(self, group, pod_sets, tasks: list[Task], nodes, place_on) -> bool:
+        if not tasks:
+            return True
+        for node_set in self.session.subset_nodes(self.job, group, pod_sets, tasks, nodes):
+            checkpoint = self.stmt.checkpoint()
+            if place_on(group, tasks, node_set):
+                return True
+            self.stmt.rollback(checkpoint)
+        return False
+
+    def _group_on(self, group, tasks: list[Task], nodes) -> bool:
+        subgroups, pod_sets = self.children[group.name]
+        for sg in subgroups:
+            names = pod_sets_under(self.children, sg.name)
+            if not self._try(sg, names, [t for t in tasks if t.pod_set in names], nodes, self._group_on):
+                return False
+        for ps in pod_sets:
+            if not self._try(ps, [ps.name], [t for t in tasks if t.pod_set == ps.name], nodes, self._tasks_on):
+                return False
+        return True
+
+    def _tasks_on(self, pod_set, tasks: list[Task], nodes) -> bool:
+        candidates = None if nodes is self.session.nodes else array("i", (n.index for n in nodes))
+        for task in tasks:
+            why = allocate_task(self.session, self.stmt, self.job, task, self.pipeline_only, candidates)
+            if why is not None:
+                if not self.pipeline_only:
+                    self.session.add_job_fit_error(self.job, _step_failure(self.job, task, why))
+                return False
+        return True
+
+
+def allocate_task(session, stmt, job: Job, task: Task, pipeline_only: bool, candidates=None) -> str | None:
+    """Place one task on its best node (of ``candidates``, node positions; default all); return None on
+    success, else the reason it found none."""
     veto = session.pre_predicate(task, job)
     if veto is not None:
         session.task_fit_errors[task.uid] = str(veto)
         return str(veto)
     reasons: Counter = Counter()
-    for node, fits_idle in session.ordered_nodes(task, job, reasons=reasons):
+    for node, fits_idle in session.ordered_nodes(task, job, candidates, reasons=reasons):
         if fits_idle and not pipeline_only:
             stmt.allocate(task, node.name)
         else:
