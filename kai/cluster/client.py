@@ -18,11 +18,13 @@ import contextlib
 import os
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import quote
 
 import orjson
 import urllib3
 
 MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 
 
 class ApiError(RuntimeError):
@@ -138,3 +140,17 @@ class Kube:
             yield resp
         finally:
             resp.close()  # an unfinished stream cannot go back to the pool
+
+
+def object_path(group: str, version: str, plural: str, namespace: str | None = None, name: str | None = None,
+                subresource: str = "") -> str:
+    """The REST path of a collection or of one object (``group`` "" is the core API)."""
+    parts = ["/api", version] if not group else ["/apis", group, version]
+    if namespace is not None:
+        parts += ["namespaces", quote(namespace, safe="")]
+    parts.append(plural)
+    if name is not None:
+        parts.append(quote(name, safe=""))
+        if subresource:
+            parts.append(subresource)
+    return "/".join(parts)

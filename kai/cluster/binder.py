@@ -1,0 +1,445 @@
+"""The binder: carries out the scheduler's BindRequests (``scheduling.run.ai/v1alpha2``).
+
+For each BindRequest that is neither Succeeded nor out of attempts, one bind attempt:
+
+1. read the pod; if it is gone, or is another pod of the same name (owner UID differs), or is
+   already bound to a different node, the BindRequest is stale and is deleted. A pod already on
+   the selected node counts as success (a previous attempt bound it but could not record it).
+2. read the selected node (a missing node fails the attempt);
+3. :class:`BindPlugin` ``pre_bind`` hooks (GPU sharing: reservation pods, env injection), then the
+   pod's ``received-resource-type`` annotation, then ``POST pods/<name>/binding`` with the pod's UID
+   as precondition, then ``post_bind`` hooks. On failure ``rollback`` hooks run in reverse order.
+
+The Binding API refuses a second bind of a pod (409), so a pod is never bound twice: on 409 the
+binder reads the pod again: on the selected node it is a success, elsewhere a failed attempt.
+
+Outcome on the BindRequest status (as KAI): success -> phase ``Succeeded``; failure -> phase
+``Failed`` with ``reason`` and, while below ``spec.backoffLimit``, one more ``failedAttempts``. The
+scheduler deletes a Failed BindRequest once ``failedAttempts >= backoffLimit`` (at once without a
+limit), so the limit counts attempts: the binder retries, after ``base_delay * 2**failedAttempts``
+seconds (capped), only while the count is still below it. A BindRequest out of attempts stays
+Failed until the scheduler deletes it; the pod, still pending, is then scheduled again. The pod
+gets condition ``PodBound`` and an event ``Bound`` / ``BindingError``.
+
+Succeeded BindRequests stay while their pod exists (the scheduler reads GPU groups from them); a
+periodic sweep deletes those whose pod is gone, which the garbage collector would also do through
+the owner reference when it runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from kai.cluster.events import NORMAL, WARNING, record_event
+from kai.cluster.client import STRATEGIC_MERGE_PATCH, ApiError, Kube, object_path
+from kai.cluster.watch import Informer, object_key
+from kai.cluster.workqueue import ShutDown, WorkQueue
+from kai.logs import fields
+from kai.metrics import BinderMetrics
+
+log = logging.getLogger(__name__)
+
+GROUP, VERSION, PLURAL = "scheduling.run.ai", "v1alpha2", "bindrequests"
+RECEIVED_RESOURCE_TYPE = "received-resource-type"
+POD_BOUND_CONDITION = "PodBound"
+COMPONENT = "kai-binder"
+
+#: KAI's binder defaults: ``--max-concurrent-reconciles``, rate limiter base/max delay.
+DEFAULT_WORKERS = 10
+DEFAULT_BASE_DELAY = 1.0
+DEFAULT_MAX_DELAY = 60.0
+DEFAULT_SWEEP_PERIOD = 60.0
+
+
+
+class BindError(Exception):
+    """One bind attempt failed; the message becomes the BindRequest's ``status.reason``."""
+
+
+class InvalidBindRequest(BindError):
+    """The BindRequest can never be carried out as written (missing fields)."""
+
+
+@dataclass(frozen=True)
+class BindRequest:
+    """The fields of a BindRequest the binder acts on."""
+
+    namespace: str
+    name: str
+    pod_name: str
+    selected_node: str
+    received_resource_type: str
+    selected_gpu_groups: tuple[str, ...]
+    backoff_limit: int | None
+    phase: str
+    failed_attempts: int
+    deleting: bool
+    owner_pod_uid: str | None
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def out_of_attempts(self) -> bool:
+        """Failed for good: the scheduler's rule for deleting a failed BindRequest."""
+        if self.phase != "Failed":
+            return False
+        return self.backoff_limit is None or self.failed_attempts >= self.backoff_limit
+
+    @classmethod
+    def from_object(cls, obj: dict[str, Any]) -> BindRequest:
+        meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
+        owner = next((o.get("uid") for o in meta.get("ownerReferences") or [] if o.get("kind") == "Pod"), None)
+        limit = spec.get("backoffLimit")
+        return cls(
+            namespace=meta.get("namespace", ""), name=meta.get("name", ""),
+            pod_name=spec.get("podName") or "", selected_node=spec.get("selectedNode") or "",
+            received_resource_type=spec.get("receivedResourceType") or "",
+            selected_gpu_groups=tuple(spec.get("selectedGPUGroups") or ()),
+            backoff_limit=int(limit) if limit is not None else None,
+            phase=status.get("phase") or "", failed_attempts=int(status.get("failedAttempts") or 0),
+            deleting=bool(meta.get("deletionTimestamp")), owner_pod_uid=owner, raw=obj,
+        )
+
+
+@dataclass
+class BindContext:
+    """What bind plugins see; ``state`` carries data from ``pre_bind`` to ``post_bind``/``rollback``."""
+
+    request: BindRequest
+    pod: dict[str, Any]
+    node: dict[str, Any]
+    kube: Kube
+    state: dict[str, Any] = field(default_factory=dict)
+
+
+class BindPlugin(Protocol):
+    """A step around the Binding call (GPU sharing, volumes, DRA claims). Raise BindError to fail."""
+
+    name: str
+
+    def pre_bind(self, ctx: BindContext) -> None: ...
+
+    def post_bind(self, ctx: BindContext) -> None: ...
+
+    def rollback(self, ctx: BindContext) -> None: ...
+
+
+def backoff_delay(failed_attempts: int, base: float, maximum: float) -> float:
+    """Seconds before the next attempt after ``failed_attempts`` failures (KAI: 2**n seconds)."""
+    return min(maximum, base * 2.0**failed_attempts)
+
+
+class Binder:
+    """The binder control loop; ``run(stop)`` blocks until ``stop`` is set."""
+
+    name = "binder"
+
+    def __init__(self, kube: Kube, *, plugins: Sequence[BindPlugin] = (), workers: int = DEFAULT_WORKERS,
+                 base_delay: float = DEFAULT_BASE_DELAY, max_delay: float = DEFAULT_MAX_DELAY,
+                 sweep_period: float = DEFAULT_SWEEP_PERIOD, metrics: BinderMetrics | None = None,
+                 store: Any = None, clock=time.monotonic) -> None:
+        if workers < 1:
+            raise ValueError(f"binder workers must be at least 1, got {workers}")
+        self.kube = kube
+        self.plugins = list(plugins)
+        self.workers = workers
+        self.base_delay, self.max_delay = base_delay, max_delay
+        self.sweep_period = sweep_period
+        self.metrics = metrics
+        self.queue = WorkQueue(clock=clock)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._informer: Informer | None = None
+        #: BindRequests by ``namespace/name``: the informer, or a dict when driven by hand (tests)
+        self._store: Any = store if store is not None else {}
+        self._not_before: dict[str, float] = {}
+
+    # -- informer side -------------------------------------------------------------------------
+    def on_event(self, kind: str, obj: dict[str, Any]) -> None:
+        """Informer callback: queue the BindRequest's key (a deleted one is forgotten)."""
+        key = object_key(obj)
+        if kind == "DELETED":
+            with self._lock:
+                self._not_before.pop(key, None)
+        else:
+            self.queue.add(key)
+
+    @property
+    def synced(self) -> bool:
+        return self._informer is not None and self._informer.synced.is_set()
+
+    def run(self, stop: threading.Event) -> None:
+        """Watch BindRequests and bind with ``workers`` threads until ``stop`` is set."""
+        self._informer = self._store = Informer(self.kube, object_path(GROUP, VERSION, PLURAL),
+                                                on_event=self.on_event, name="bindrequests")
+        self._informer.start()
+        workers = [threading.Thread(target=self._work, name=f"binder-{i}", daemon=True) for i in range(self.workers)]
+        for thread in workers:
+            thread.start()
+        log.info("binder started", **fields(workers=self.workers))
+        next_sweep = self._clock() + self.sweep_period
+        try:
+            while not stop.wait(0.5):
+                if self.synced and self._clock() >= next_sweep:
+                    self.sweep()
+                    next_sweep = self._clock() + self.sweep_period
+        finally:
+            self.queue.shut_down()
+            self._informer.stop()
+            for thread in workers:
+                thread.join(10)
+            log.info("binder stopped")
+
+    def _work(self) -> None:
+        while True:
+            try:
+                key = self.queue.get()
+            except ShutDown:
+                return
+            try:
+                retry = self.reconcile(key)
+                if retry is not None:
+                    self.queue.add_after(key, retry)
+            except Exception:  # a bug on one object must not stop the worker
+                log.exception("binder failed on a BindRequest", **fields(bind_request=key))
+                self.queue.add_after(key, self.max_delay)
+            finally:
+                self.queue.done(key)
+
+    def sweep(self) -> int:
+        """Delete BindRequests whose pod is gone, replaced or bound to another node; returns how many."""
+        requests = [BindRequest.from_object(o) for o in self._store_objects()]  # before the pods: see below
+        pods: dict[str, tuple[str, str]] = {}
+        query: dict[str, Any] = {"limit": 500}
+        try:
+            while True:
+                page = self.kube.get("/api/v1/pods", query)
+                for pod in page.get("items") or ():
+                    meta = pod.get("metadata") or {}
+                    pods[f"{meta.get('namespace')}/{meta.get('name')}"] = (
+                        meta.get("uid", ""), (pod.get("spec") or {}).get("nodeName") or "")
+                query["continue"] = (page.get("metadata") or {}).get("continue")
+                if not query["continue"]:
+                    break
+        except ApiError as exc:
+            log.warning("stale BindRequest sweep skipped: cannot list pods", **fields(error=str(exc)))
+            return 0
+        # A pod exists before its BindRequest, so every request listed above has its pod in this later list
+        # unless the pod was deleted.
+        deleted = 0
+        for request in requests:
+            uid, node = pods.get(f"{request.namespace}/{request.pod_name}", (None, ""))
+            why = None
+            if uid is None:
+                why = "its pod no longer exists"
+            elif request.owner_pod_uid and uid != request.owner_pod_uid:
+                why = f"its pod was replaced (uid {request.owner_pod_uid} -> {uid})"
+            elif node and node != request.selected_node:
+                why = f"its pod is bound to node {node}, not {request.selected_node}"
+            if why is not None and not request.deleting:
+                self.delete_stale(request, why)
+                deleted += 1
+        return deleted
+
+    def _store_objects(self) -> list[dict[str, Any]]:
+        store = self._store
+        return store.list() if hasattr(store, "list") else list(store.values())
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        return self._store.get(key)
+
+    # -- one key -------------------------------------------------------------------------------
+    def reconcile(self, key: str) -> float | None:
+        """Act on one BindRequest; returns the delay before it must be looked at again, if any."""
+        obj = self.get(key)
+        if obj is None:
+            return None
+        request = BindRequest.from_object(obj)
+        if request.deleting or request.phase == "Succeeded" or request.out_of_attempts:
+            return None
+        with self._lock:
+            not_before = self._not_before.get(key, 0.0)
+        if self._clock() < not_before:
+            return not_before - self._clock()  # a retry is already scheduled; an event woke us early
+        return self.attempt(request)
+
+    def attempt(self, request: BindRequest) -> float | None:
+        """One bind attempt and its status; returns the retry delay after a retryable failure."""
+        ids = _ids(request)
+        pod: dict[str, Any] | None = None
+        try:
+            with self._timed():
+                if not request.pod_name or not request.selected_node:
+                    raise InvalidBindRequest("spec.podName and spec.selectedNode are required")
+                pod = self._read_pod(request)
+                if pod is None:
+                    return None
+                bound_to = (pod.get("spec") or {}).get("nodeName")
+                if bound_to:
+                    return self._already_bound(request, pod, bound_to)
+                node = self._read_node(request.selected_node)
+                self._bind(BindContext(request, pod, node, self.kube))
+        except BindError as exc:
+            self._count("failed")
+            return self._failed(request, pod, str(exc), ids)
+        except ApiError as exc:
+            self._count("failed")
+            return self._failed(request, pod, f"API error: {exc}", ids)
+        self._count("succeeded")
+        log.info("bound pod", **fields(**ids))
+        self._succeeded(request, pod)
+        return None
+
+    def _bind(self, ctx: BindContext) -> None:
+        done: list[BindPlugin] = []
+        try:
+            for plugin in self.plugins:
+                plugin.pre_bind(ctx)
+                done.append(plugin)
+            request, pod = ctx.request, ctx.pod
+            if request.received_resource_type:
+                self.kube.patch(object_path("", "v1", "pods", request.namespace, request.pod_name),
+                                {"metadata": {"annotations": {RECEIVED_RESOURCE_TYPE: request.received_resource_type}}})
+            self._post_binding(request, pod)
+            for plugin in self.plugins:
+                plugin.post_bind(ctx)
+        except (BindError, ApiError):
+            for plugin in reversed(done):
+                try:
+                    plugin.rollback(ctx)
+                except Exception as exc:  # the bind error is what the BindRequest must report
+                    log.error("bind plugin rollback failed", **fields(plugin=plugin.name, error=str(exc),
+                                                                       pod=f"{ctx.request.namespace}/{ctx.request.pod_name}"))
+            raise
+
+    def _post_binding(self, request: BindRequest, pod: dict[str, Any]) -> None:
+        meta = pod["metadata"]
+        binding = {
+            "apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": request.pod_name, "namespace": request.namespace, "uid": meta.get("uid")},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": request.selected_node},
+        }
+        try:
+            self.kube.post(object_path("", "v1", "pods", request.namespace, request.pod_name, "binding"), binding)
+        except ApiError as exc:
+            if not exc.status == 409:
+                raise BindError(f"failed to bind pod {request.namespace}/{request.pod_name} to node "
+                                f"{request.selected_node}: {exc}") from exc
+            # 409: bound meanwhile (by an earlier attempt whose reply was lost, or by someone else)
+            current = self._read_pod(request)
+            node = ((current or {}).get("spec") or {}).get("nodeName")
+            if node != request.selected_node:
+                raise BindError(f"pod {request.namespace}/{request.pod_name} is already bound to node "
+                                f"{node or '(none)'}: {exc}") from exc
+
+    def _read_pod(self, request: BindRequest) -> dict[str, Any] | None:
+        """The pod, or None after deleting the BindRequest of a pod that is gone or replaced."""
+        try:
+            pod = self.kube.get(object_path("", "v1", "pods", request.namespace, request.pod_name))
+        except ApiError as exc:
+            if exc.status == 404:
+                self.delete_stale(request, "its pod no longer exists")
+                return None
+            raise
+        uid = (pod.get("metadata") or {}).get("uid")
+        if request.owner_pod_uid and uid != request.owner_pod_uid:
+            self.delete_stale(request, f"its pod was replaced (uid {request.owner_pod_uid} -> {uid})")
+            return None
+        return pod
+
+    def _read_node(self, name: str) -> dict[str, Any]:
+        try:
+            return self.kube.get(object_path("", "v1", "nodes", name=name))
+        except ApiError as exc:
+            if exc.status == 404:
+                raise BindError(f"node {name} not found") from exc
+            raise
+
+    def _already_bound(self, request: BindRequest, pod: dict[str, Any], node: str) -> None:
+        if node == request.selected_node:
+            self._count("already_bound")
+            self._succeeded(request, pod, event=False)
+        else:
+            self.delete_stale(request, f"its pod is bound to node {node}, not {request.selected_node}")
+        return None
+
+    # -- outcomes ------------------------------------------------------------------------------
+    def _succeeded(self, request: BindRequest, pod: dict[str, Any] | None, event: bool = True) -> None:
+        self._set_status(request, {"phase": "Succeeded", "reason": None})
+        with self._lock:
+            self._not_before.pop(request.key, None)
+        if pod is not None and event:
+            message = f"Pod bound successfully to node {request.selected_node}"
+            self._pod_condition(request, "True", "Bound", message)
+            record_event(self.kube, pod, NORMAL, "Bound", message, COMPONENT)
+
+    def _failed(self, request: BindRequest, pod: dict[str, Any] | None, reason: str, ids: dict) -> float | None:
+        status: dict[str, Any] = {"phase": "Failed", "reason": reason}
+        retry = None
+        if request.backoff_limit is not None and request.backoff_limit > request.failed_attempts:
+            status["failedAttempts"] = request.failed_attempts + 1
+            if request.backoff_limit > status["failedAttempts"]:
+                retry = backoff_delay(request.failed_attempts, self.base_delay, self.max_delay)
+                with self._lock:
+                    self._not_before[request.key] = self._clock() + retry
+        suffix = f"; retrying in {retry:g}s" if retry is not None else ""
+        log.warning(f"bind failed{suffix}", **fields(**ids, reason=reason, attempt=request.failed_attempts + 1))
+        self._set_status(request, status)
+        if pod is not None:
+            message = (f"Failed to bind pod {request.namespace}/{request.pod_name} to node "
+                       f"{request.selected_node}: {reason}")
+            self._pod_condition(request, "False", "BindingError", message)
+            record_event(self.kube, pod, WARNING, "BindingError", message, COMPONENT)
+        return retry
+
+    def delete_stale(self, request: BindRequest, why: str) -> None:
+        log.info(f"deleting stale BindRequest: {why}", **fields(**_ids(request)))
+        try:
+            self.kube.delete(object_path(GROUP, VERSION, PLURAL, request.namespace, request.name))
+        except ApiError as exc:
+            if not exc.status == 404:
+                log.error("could not delete stale BindRequest", **fields(
+                    bind_request=f"{request.namespace}/{request.name}", error=str(exc)))
+                return
+        if self.metrics is not None:
+            self.metrics.stale_deleted()
+
+    def _set_status(self, request: BindRequest, status: dict[str, Any]) -> None:
+        try:
+            self.kube.patch(object_path(GROUP, VERSION, PLURAL, request.namespace, request.name), {"status": status},
+                            subresource="status")
+        except ApiError as exc:
+            log.error("could not record BindRequest status", **fields(
+                bind_request=f"{request.namespace}/{request.name}", status=status.get("phase"), error=str(exc)))
+
+    def _pod_condition(self, request: BindRequest, status: str, reason: str, message: str) -> None:
+        condition = {"type": POD_BOUND_CONDITION, "status": status, "reason": reason, "message": message,
+                     "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        try:
+            self.kube.request("PATCH", object_path("", "v1", "pods", request.namespace, request.pod_name, "status"),
+                              body={"status": {"conditions": [condition]}}, content_type=STRATEGIC_MERGE_PATCH)
+        except ApiError as exc:
+            log.warning("could not set pod condition", **fields(pod=f"{request.namespace}/{request.pod_name}",
+                                                                 condition=POD_BOUND_CONDITION, error=str(exc)))
+
+    def _count(self, result: str) -> None:
+        if self.metrics is not None:
+            self.metrics.result(result)
+
+    def _timed(self):
+        return self.metrics.attempt() if self.metrics is not None else contextlib.nullcontext()
+
+
+def _ids(request: BindRequest) -> dict[str, str]:
+    """The log fields naming a BindRequest, its pod and its node."""
+    return {"bind_request": f"{request.namespace}/{request.name}", "pod": f"{request.namespace}/{request.pod_name}",
+            "node": request.selected_node}

@@ -1,0 +1,98 @@
+"""A work queue of object keys for controllers, with the guarantees of client-go's workqueue.
+
+* A key waiting in the queue is held once however often it is added.
+* A key is handed to one worker at a time: added while being processed, it is queued again only
+  when that worker calls :meth:`WorkQueue.done`, so two workers never act on one object at once.
+* :meth:`WorkQueue.add_after` delays a key (retry backoff); it joins the queue when due, unless
+  already waiting there.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+import time
+from collections import deque
+from collections.abc import Hashable
+
+
+class ShutDown(Exception):
+    """The queue was shut down while a worker waited for a key."""
+
+
+class WorkQueue:
+    def __init__(self, clock=time.monotonic) -> None:
+        self._clock = clock
+        self._cond = threading.Condition()
+        self._queue: deque[Hashable] = deque()
+        self._dirty: set[Hashable] = set()  # queued, or to re-queue when its worker is done
+        self._processing: set[Hashable] = set()
+        self._delayed: list[tuple[float, int, Hashable]] = []
+        self._seq = 0
+        self._shutdown = False
+
+    def __len__(self) -> int:
+        with self._cond:
+            return len(self._queue)
+
+    def add(self, key: Hashable) -> None:
+        with self._cond:
+            self._add_locked(key)
+
+    def add_after(self, key: Hashable, delay: float) -> None:
+        if delay <= 0:
+            self.add(key)
+            return
+        with self._cond:
+            if self._shutdown:
+                return
+            self._seq += 1
+            heapq.heappush(self._delayed, (self._clock() + delay, self._seq, key))
+            self._cond.notify()
+
+    def get(self, timeout: float | None = None) -> Hashable | None:
+        """The next key (now owned by the caller until :meth:`done`), None on timeout; raises ShutDown."""
+        deadline = None if timeout is None else self._clock() + timeout
+        with self._cond:
+            while True:
+                if self._shutdown:
+                    raise ShutDown
+                self._promote_due_locked()
+                if self._queue:
+                    key = self._queue.popleft()
+                    self._dirty.discard(key)
+                    self._processing.add(key)
+                    return key
+                wait = self._delayed[0][0] - self._clock() if self._delayed else None
+                if deadline is not None:
+                    left = deadline - self._clock()
+                    if left <= 0:
+                        return None
+                    wait = left if wait is None else min(wait, left)
+                self._cond.wait(wait)
+
+    def done(self, key: Hashable) -> None:
+        with self._cond:
+            self._processing.discard(key)
+            if key in self._dirty:
+                self._queue.append(key)
+                self._cond.notify()
+
+    def shut_down(self) -> None:
+        with self._cond:
+            self._shutdown = True
+            self._cond.notify_all()
+
+    def _add_locked(self, key: Hashable) -> None:
+        if self._shutdown or key in self._dirty:
+            return
+        self._dirty.add(key)
+        if key not in self._processing:
+            self._queue.append(key)
+            self._cond.notify()
+
+    def _promote_due_locked(self) -> None:
+        now = self._clock()
+        while self._delayed and self._delayed[0][0] <= now:
+            _, _, key = heapq.heappop(self._delayed)
+            self._add_locked(key)

@@ -1,0 +1,346 @@
+"""Binder decisions against an in-memory API: success, retries with backoff, stale requests, 409s.
+
+The real Binding API is exercised by tests/e2e/test_binder.py; here the replies are scripted to
+reach failure paths (lost replies, races, plugin failures) deterministically.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from kai.cluster.binder import BindError, Binder, BindRequest, backoff_delay
+from kai.cluster.client import ApiError
+from kai.metrics import BinderMetrics, Registry
+
+BR_PATH = "/apis/scheduling.run.ai/v1alpha2/namespaces/ns/bindrequests/"
+
+
+def merge(target: dict, patch: dict) -> None:
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            merge(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
+
+
+class FakeKube:
+    """Pods, nodes and BindRequests by path, with the Binding subresource's rules."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, dict] = {}
+        self.calls: list[tuple[str, str]] = []
+        self.events: list[dict] = []
+        self.fail_binding: list[ApiError] = []  # raised by the next POST .../binding calls
+        self.bind_anyway_on_failure = False  # the bind happens but its reply is lost
+        self.race_bind_to = ""  # another binder binds the pod to this node just before our POST
+
+    def add_pod(self, name: str, uid: str = "uid-1", node: str = "") -> dict:
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "ns", "uid": uid},
+               "spec": {"nodeName": node} if node else {}, "status": {}}
+        self.objects[f"/api/v1/namespaces/ns/pods/{name}"] = pod
+        return pod
+
+    def add_node(self, name: str) -> None:
+        self.objects[f"/api/v1/nodes/{name}"] = {"metadata": {"name": name}}
+
+    def add_request(self, name: str, pod: str, node: str, backoff_limit=None, owner_uid="uid-1", **status) -> dict:
+        obj = {"metadata": {"name": name, "namespace": "ns",
+                            "ownerReferences": [{"kind": "Pod", "name": pod, "uid": owner_uid}]},
+               "spec": {"podName": pod, "selectedNode": node, "receivedResourceType": "Regular"},
+               "status": status}
+        if backoff_limit is not None:
+            obj["spec"]["backoffLimit"] = backoff_limit
+        self.objects[BR_PATH + name] = obj
+        return obj
+
+    def pod(self, name: str) -> dict:
+        return self.objects[f"/api/v1/namespaces/ns/pods/{name}"]
+
+    def request(self, method, path, query=None, body=None, content_type="application/json"):
+        self.calls.append((method, path))
+        if method == "GET":
+            return self.get(path, query)
+        if method == "DELETE":
+            if self.objects.pop(path, None) is None:
+                raise ApiError(method, path, 404, "Not Found")
+            return {}
+        if method == "POST" and path.endswith("/events"):
+            self.events.append(body)
+            return body
+        if method == "POST" and path.endswith("/binding"):
+            pod = self.objects.get(path.rsplit("/", 1)[0])
+            if pod is None:
+                raise ApiError(method, path, 404, "Not Found")
+            if self.race_bind_to:
+                pod["spec"]["nodeName"] = self.race_bind_to
+            if self.fail_binding:
+                if self.bind_anyway_on_failure:
+                    pod["spec"]["nodeName"] = body["target"]["name"]
+                raise self.fail_binding.pop(0)
+            if pod["spec"].get("nodeName") or body["metadata"]["uid"] != pod["metadata"]["uid"]:
+                raise ApiError(method, path, 409, "Conflict", {"message": "pod is already assigned"})
+            pod["spec"]["nodeName"] = body["target"]["name"]
+            return {}
+        if method == "PATCH":
+            target_path = path[: -len("/status")] if path.endswith("/status") else path
+            target = self.objects.get(target_path)
+            if target is None:
+                raise ApiError(method, path, 404, "Not Found")
+            if "conditions" in (body.get("status") or {}):
+                conditions = target.setdefault("status", {}).setdefault("conditions", [])
+                for cond in body["status"]["conditions"]:
+                    conditions[:] = [c for c in conditions if c["type"] != cond["type"]] + [cond]
+            else:
+                merge(target, body)
+            return target
+        raise AssertionError(f"unexpected {method} {path}")
+
+    def get(self, path, query=None):
+        self.calls.append(("GET", path))
+        if path == "/api/v1/pods":
+            return {"items": [o for p, o in self.objects.items() if "/pods/" in p], "metadata": {}}
+        if path not in self.objects:
+            raise ApiError("GET", path, 404, "Not Found")
+        return copy.deepcopy(self.objects[path])
+
+    def post(self, path, body):
+        return self.request("POST", path, body=body)
+
+    def patch(self, path, body, subresource=""):
+        return self.request("PATCH", f"{path}/{subresource}" if subresource else path, body=body)
+
+    def delete(self, path, body=None):
+        return self.request("DELETE", path)
+
+
+class Store(dict):
+    """BindRequests by key, read from the fake API (what the informer would hold)."""
+
+    def __init__(self, kube: FakeKube) -> None:
+        super().__init__()
+        self.kube = kube
+
+    def get(self, key, default=None):
+        obj = self.kube.objects.get(BR_PATH + key.split("/", 1)[1])
+        return copy.deepcopy(obj) if obj is not None else default
+
+    def list(self):
+        return [copy.deepcopy(o) for p, o in self.kube.objects.items() if p.startswith(BR_PATH)]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def kube():
+    kube = FakeKube()
+    kube.add_node("n1")
+    return kube
+
+
+def make_binder(kube, **kw):
+    registry = Registry()
+    binder = Binder(kube, store=Store(kube), metrics=BinderMetrics(registry), **kw)
+    return binder, registry
+
+
+def status(kube, name="br"):
+    return kube.objects[BR_PATH + name].get("status", {})
+
+
+def test_binds_pod_records_success_condition_and_event(kube):
+    kube.add_pod("p")
+    kube.add_request("br", "p", "n1")
+    binder, registry = make_binder(kube)
+    assert binder.reconcile("ns/br") is None
+    pod = kube.pod("p")
+    assert pod["spec"]["nodeName"] == "n1"
+    assert pod["metadata"]["annotations"]["received-resource-type"] == "Regular"
+    assert status(kube)["phase"] == "Succeeded"
+    assert pod["status"]["conditions"][0] | {"lastTransitionTime": None} == {
+        "type": "PodBound", "status": "True", "reason": "Bound",
+        "message": "Pod bound successfully to node n1", "lastTransitionTime": None}
+    assert [e["reason"] for e in kube.events] == ["Bound"]
+    assert registry.value("kai_binder_bind_attempts_total", {"result": "succeeded"}) == 1
+    # a succeeded request is never acted on again
+    calls = len(kube.calls)
+    assert binder.reconcile("ns/br") is None and len(kube.calls) == calls
+
+
+def test_missing_node_fails_without_retry_and_leaves_pod_pending(kube):
+    kube.add_pod("p")
+    kube.add_request("br", "p", "ghost")
+    binder, registry = make_binder(kube)
+    assert binder.reconcile("ns/br") is None
+    assert status(kube) == {"phase": "Failed", "reason": "node ghost not found"}
+    assert "nodeName" not in kube.pod("p")["spec"]
+    condition = kube.pod("p")["status"]["conditions"][0]
+    assert (condition["status"], condition["reason"]) == ("False", "BindingError")
+    assert "node ghost not found" in condition["message"]
+    assert [e["type"] for e in kube.events] == ["Warning"]
+    assert registry.value("kai_binder_bind_attempts_total", {"result": "failed"}) == 1
+    # out of attempts (no backoffLimit): the binder leaves it to the scheduler to delete
+    assert BindRequest.from_object(kube.objects[BR_PATH + "br"]).out_of_attempts
+    assert binder.reconcile("ns/br") is None and "nodeName" not in kube.pod("p")["spec"]
+
+
+def test_retries_with_exponential_backoff_up_to_backoff_limit(kube):
+    clock = Clock()
+    kube.add_pod("p")
+    kube.add_request("br", "p", "n1", backoff_limit=3)
+    kube.fail_binding = [ApiError("POST", "x", 500, "Internal Server Error")] * 3
+    binder, _ = make_binder(kube, clock=clock)
+    assert binder.reconcile("ns/br") == 1.0
+    assert status(kube)["failedAttempts"] == 1 and status(kube)["phase"] == "Failed"
+    assert binder.reconcile("ns/br") == 1.0  # woken early (its own status event): waits, no attempt
+    assert len(kube.fail_binding) == 2
+    clock.now += 1.0
+    assert binder.reconcile("ns/br") == 2.0
+    assert status(kube)["failedAttempts"] == 2
+    clock.now += 2.0
+    assert binder.reconcile("ns/br") is None  # third failure: backoffLimit 3 reached
+    assert status(kube)["failedAttempts"] == 3 and "500" in status(kube)["reason"]
+    assert BindRequest.from_object(kube.objects[BR_PATH + "br"]).out_of_attempts  # the scheduler's rule
+    clock.now += 100
+    assert binder.reconcile("ns/br") is None
+    assert len(kube.fail_binding) == 0 and "nodeName" not in kube.pod("p")["spec"]
+
+
+def test_a_retry_that_succeeds_marks_succeeded(kube):
+    clock = Clock()
+    kube.add_pod("p")
+    kube.add_request("br", "p", "n1", backoff_limit=3)
+    kube.fail_binding = [ApiError("POST", "x", 0, "connection reset")]
+    binder, _ = make_binder(kube, clock=clock)
+    assert binder.reconcile("ns/br") == 1.0
+    clock.now += 1.0
+    assert binder.reconcile("ns/br") is None
+    assert status(kube)["phase"] == "Succeeded" and kube.pod("p")["spec"]["nodeName"] == "n1"
+
+
+def test_lost_reply_then_409_on_the_selected_node_is_success_not_a_second_bind(kube):
+    clock = Clock()
+    kube.add_pod("p")
+    kube.add_request("br", "p", "n1", backoff_limit=2)
+    kube.fail_binding = [ApiError("POST", "x", 0, "read timed out")]
+    kube.bind_anyway_on_failure = True
+    binder, registry = make_binder(kube, clock=clock)
+    assert binder.reconcile("ns/br") == 1.0
+    clock.now += 1.0
+    assert binder.reconcile("ns/br") is None
+    assert status(kube)["phase"] == "Succeeded"
+    assert sum(1 for m, p in kube.calls if m == "POST" and p.endswith("/binding")) == 1
+    assert registry.value("kai_binder_bind_attempts_total", {"result": "already_bound"}) == 1
+
+
+@pytest.mark.parametrize(("raced_to", "phase"), [("n1", "Succeeded"), ("n2", "Failed")])
+def test_409_from_a_concurrent_bind_is_resolved_by_reading_the_pod(kube, raced_to, phase):
+    kube.add_pod("p")
+    kube.add_request("br", "p", "n1")
+    kube.race_bind_to = raced_to  # someone binds the pod between our read and our POST
+    binder, _ = make_binder(kube)
+    binder.reconcile("ns/br")
+    assert status(kube)["phase"] == phase
+    assert kube.pod("p")["spec"]["nodeName"] == raced_to  # never moved by a second bind
+    if phase == "Failed":
+        assert "already bound to node n2" in status(kube)["reason"]
+
+
+@pytest.mark.parametrize(
+    ("setup", "why"),
+    [
+        (lambda k: None, "pod gone"),
+        (lambda k: k.add_pod("p", uid="uid-2"), "pod replaced"),
+        (lambda k: k.add_pod("p", node="n2"), "bound elsewhere"),
+    ],
+)
+def test_stale_requests_are_deleted(kube, setup, why):
+    setup(kube)
+    kube.add_request("br", "p", "n1")
+    binder, registry = make_binder(kube)
+    assert binder.reconcile("ns/br") is None
+    assert BR_PATH + "br" not in kube.objects, why
+    assert not any(p.endswith("/binding") for _, p in kube.calls)
+    assert registry.value("kai_binder_stale_bind_requests_deleted_total") == 1
+
+
+def test_pod_already_on_selected_node_counts_as_success(kube):
+    kube.add_pod("p", node="n1")
+    kube.add_request("br", "p", "n1")
+    binder, _ = make_binder(kube)
+    binder.reconcile("ns/br")
+    assert status(kube)["phase"] == "Succeeded"
+    assert not any(p.endswith("/binding") for _, p in kube.calls)
+
+
+def test_sweep_deletes_succeeded_requests_of_deleted_pods(kube):
+    kube.add_pod("live", node="n1")
+    kube.add_request("keep", "live", "n1", phase="Succeeded")
+    kube.add_request("gone", "deleted-pod", "n1", phase="Succeeded")
+    kube.add_request("moved", "live", "n2", phase="Succeeded")
+    binder, _ = make_binder(kube)
+    assert binder.sweep() == 2
+    assert [p.rsplit("/", 1)[1] for p in kube.objects if p.startswith(BR_PATH)] == ["keep"]
+
+
+def test_invalid_request_fails_with_a_clear_reason(kube):
+    kube.add_pod("p")
+    obj = kube.add_request("br", "p", "n1")
+    del obj["spec"]["selectedNode"]
+    binder, _ = make_binder(kube)
+    binder.reconcile("ns/br")
+    assert status(kube) == {"phase": "Failed", "reason": "spec.podName and spec.selectedNode are required"}
+
+
+class RecordingPlugin:
+    def __init__(self, name, log, fail_pre=False):
+        self.name, self.log, self.fail_pre = name, log, fail_pre
+
+    def pre_bind(self, ctx):
+        self.log.append(("pre", self.name))
+        ctx.state[self.name] = "reserved"
+        if self.fail_pre:
+            raise BindError(f"{self.name}: no GPU to reserve")
+
+    def post_bind(self, ctx):
+        self.log.append(("post", self.name, ctx.state[self.name]))
+
+    def rollback(self, ctx):
+        self.log.append(("rollback", self.name))
+
+
+def test_plugins_wrap_the_bind_and_roll_back_in_reverse(kube):
+    kube.add_pod("p")
+    kube.add_request("br", "p", "n1")
+    calls = []
+    binder, _ = make_binder(kube, plugins=[RecordingPlugin("a", calls), RecordingPlugin("b", calls)])
+    binder.reconcile("ns/br")
+    assert calls == [("pre", "a"), ("pre", "b"), ("post", "a", "reserved"), ("post", "b", "reserved")]
+
+    kube.add_pod("q")
+    kube.add_request("br2", "q", "n1")
+    calls.clear()
+    binder.plugins = [RecordingPlugin("a", calls), RecordingPlugin("b", calls, fail_pre=True),
+                      RecordingPlugin("c", calls)]
+    binder.reconcile("ns/br2")
+    assert calls == [("pre", "a"), ("pre", "b"), ("rollback", "a")]
+    assert status(kube, "br2")["reason"] == "b: no GPU to reserve"
+    assert "nodeName" not in kube.pod("q")["spec"]
+
+
+def test_backoff_delay_doubles_and_caps():
+    assert [backoff_delay(n, 1.0, 60.0) for n in range(8)] == [1, 2, 4, 8, 16, 32, 60, 60]
+
+
+def test_workers_must_be_positive(kube):
+    with pytest.raises(ValueError, match="at least 1"):
+        Binder(kube, workers=0)
