@@ -8,19 +8,20 @@ def fit_nodes(const double[:] idle_cpu, const double[:] idle_mem, const double[:
               const double[:] idle_pods, const double[:] rel_cpu, const double[:] rel_mem,
               const double[:] rel_gpu, const double[:] rel_pods, const int[:] candidates,
               double cpu, double mem, double gpu, double pods, signed char[:] out):
-    """Write 2 (fits idle), 1 (fits idle + releasing) or 0 per candidate into ``out``; return the count that fit."""
+    """Write 0 (does not fit idle + releasing), 2 (fits idle too) or 1 per candidate into ``out``; return the count
+    that fit."""
     cdef Py_ssize_t k, n = candidates.shape[0]
     cdef int i, fitting = 0
     for k in range(n):
         i = candidates[k]
-        if (cpu <= idle_cpu[i] + EPS and mem <= idle_mem[i] + EPS and gpu <= idle_gpu[i] + EPS
-                and pods <= idle_pods[i] + EPS):
-            out[k] = 2
+        if (cpu <= idle_cpu[i] + rel_cpu[i] + EPS and mem <= idle_mem[i] + rel_mem[i] + EPS
+                and gpu <= idle_gpu[i] + rel_gpu[i] + EPS and pods <= idle_pods[i] + rel_pods[i] + EPS):
             fitting += 1
-        elif (cpu <= idle_cpu[i] + rel_cpu[i] + EPS and mem <= idle_mem[i] + rel_mem[i] + EPS
-              and gpu <= idle_gpu[i] + rel_gpu[i] + EPS and pods <= idle_pods[i] + rel_pods[i] + EPS):
-            out[k] = 1
-            fitting += 1
+            if (cpu <= idle_cpu[i] + EPS and mem <= idle_mem[i] + EPS and gpu <= idle_gpu[i] + EPS
+                    and pods <= idle_pods[i] + EPS):
+                out[k] = 2
+            else:
+                out[k] = 1
         else:
             out[k] = 0
     return fitting

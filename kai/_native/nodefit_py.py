@@ -9,19 +9,20 @@ EPS = 1e-9
 
 def fit_nodes(idle_cpu, idle_mem, idle_gpu, idle_pods, rel_cpu, rel_mem, rel_gpu, rel_pods,
               candidates, cpu, mem, gpu, pods, out):
-    """Write for each candidate k: 2 if the request fits the node's idle resources, 1 if it fits only
-    idle + releasing, 0 otherwise, into ``out[k]``. Return how many fit at all."""
+    """Write for each candidate k: 0 if the request does not fit the node's idle + releasing resources
+    (releasing may be negative once pipelined tasks took more than was releasing), else 2 if it fits
+    the idle resources too, else 1, into ``out[k]``. Return how many fit at all."""
     fitting = 0
     for k in range(len(candidates)):
         i = candidates[k]
-        if (cpu <= idle_cpu[i] + EPS and mem <= idle_mem[i] + EPS and gpu <= idle_gpu[i] + EPS
-                and pods <= idle_pods[i] + EPS):
-            out[k] = 2
+        if (cpu <= idle_cpu[i] + rel_cpu[i] + EPS and mem <= idle_mem[i] + rel_mem[i] + EPS
+                and gpu <= idle_gpu[i] + rel_gpu[i] + EPS and pods <= idle_pods[i] + rel_pods[i] + EPS):
             fitting += 1
-        elif (cpu <= idle_cpu[i] + rel_cpu[i] + EPS and mem <= idle_mem[i] + rel_mem[i] + EPS
-              and gpu <= idle_gpu[i] + rel_gpu[i] + EPS and pods <= idle_pods[i] + rel_pods[i] + EPS):
-            out[k] = 1
-            fitting += 1
+            if (cpu <= idle_cpu[i] + EPS and mem <= idle_mem[i] + EPS and gpu <= idle_gpu[i] + EPS
+                    and pods <= idle_pods[i] + EPS):
+                out[k] = 2
+            else:
+                out[k] = 1
         else:
             out[k] = 0
     return fitting

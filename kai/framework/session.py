@@ -54,6 +54,9 @@ class Session:
         #: Why a task found no node: task uid -> message.
         self.task_fit_errors: dict[str, str] = {}
         self.decisions: list[Decision] = []
+        #: Uids of the tasks evicted in this session (virtually Releasing): the eviction actions' simulations
+        #: may place them again, and the queue order counts them in their job's next step.
+        self.evicted: set[str] = set()
         for job in self.jobs.values():
             for task in job.tasks.values():
                 if task.status in ACTIVE_USED and task.node in self.node_by_name:
@@ -189,7 +192,8 @@ class Session:
     # --- node selection -----------------------------------------------------------------------------
 
     def fit_mask(self, task: Task, candidates) -> array:
-        """Per candidate node position: 2 when ``task`` fits idle resources, 1 idle + releasing, 0 not at all."""
+        """Per candidate node position: 0 when ``task`` does not fit idle + releasing resources, else 2 when it
+        fits the idle resources too, else 1."""
         res = task.request.node_resources()
         a = self.arrays
         out = array("b", bytes(len(candidates)))
@@ -199,9 +203,10 @@ class Session:
             for k, fit in enumerate(out):
                 if fit:
                     node = self.nodes[candidates[k]]
-                    if fit == 2 and node.scalars_fit(task, False):
-                        continue
-                    out[k] = 1 if node.scalars_fit(task, True) else 0
+                    if not node.scalars_fit(task, True):
+                        out[k] = 0
+                    elif fit == 2 and not node.scalars_fit(task, False):
+                        out[k] = 1
         return out
 
     def feasible_nodes(self, task: Task, job: Job, candidates=None, reasons: Counter | None = None):
