@@ -12,12 +12,13 @@ def ordered_pod_sets(session, job: Job):
     return sorted(job.pod_sets.values(), key=key)
 
 
-def tasks_to_allocate(session, job: Job, candidates=(TaskStatus.PENDING,)) -> list[Task]:
+def tasks_to_allocate(session, job: Job, candidates=(TaskStatus.PENDING,), also=()) -> list[Task]:
     """The tasks of the next allocation step, in pod-set order then task order.
 
     Pod sets below their gang size get the tasks they miss; otherwise one more task is taken
     (elastic growth is one task per step). As many pod sets are looked at as are below their gang
-    size, or one when all are satisfied.
+    size, or one when all are satisfied. Tasks in ``candidates`` statuses are taken, and tasks whose
+    uid is in ``also`` (victims evicted in a simulation, to be placed again).
     """
     pod_sets = ordered_pod_sets(session, job)
     active = {ps.name: 0 for ps in pod_sets}
@@ -27,7 +28,7 @@ def tasks_to_allocate(session, job: Job, candidates=(TaskStatus.PENDING,)) -> li
             continue
         if t.status in ACTIVE_ALLOCATED:
             active[t.pod_set] += 1
-        elif t.status in candidates:
+        elif t.status in candidates or t.uid in also:
             waiting[t.pod_set].append(t)
     unsatisfied = sum(1 for ps in pod_sets if active[ps.name] < ps.min_available)
     result: list[Task] = []
@@ -36,6 +37,28 @@ def tasks_to_allocate(session, job: Job, candidates=(TaskStatus.PENDING,)) -> li
         missing = ps.min_available - active[ps.name]
         result.extend(pending[: missing if missing > 0 else 1])
     return result
+
+
+def tasks_to_evict(session, job: Job) -> tuple[list[Task], bool]:
+    """KAI's next eviction step of a victim job and whether tasks are left after it.
+
+    Pod sets are taken in reverse pod-set order: only the first one when some pod set is above its
+    gang size, else all of them. From a pod set above its gang size one task is taken (the last in
+    task order), from any other all its tasks (the job is evicted down to nothing).
+    """
+    pod_sets = ordered_pod_sets(session, job)[::-1]
+    running: dict[str, list[Task]] = {ps.name: [] for ps in pod_sets}
+    total = 0
+    for t in job.tasks.values():
+        if t.status in ACTIVE_ALLOCATED and t.pod_set in running:
+            running[t.pod_set].append(t)
+            total += 1
+    above = any(len(running[ps.name]) > ps.min_available for ps in pod_sets)
+    result: list[Task] = []
+    for ps in pod_sets[: 1 if above else len(pod_sets)]:
+        tasks = sorted(running[ps.name], key=session.task_key, reverse=True)
+        result.extend(tasks[:1] if len(tasks) > ps.min_available else tasks)
+    return result, len(result) < total
 
 
 #: KAI's name of the root of a job's subgroup tree (it carries the job's own topology constraint).

@@ -14,10 +14,15 @@ from kai.api import Job
 
 class JobQueue:
     def __init__(self, session, jobs, reverse: bool = False):
-        """``reverse`` gives victim order: the last job of the least deserving queue first."""
+        """``reverse`` gives victim order: the last job of the least deserving queue first.
+
+        In victim order each queue is represented to the queue order by its victims: the jobs already
+        popped from it and its next one.
+        """
         self.session = session
         self.reverse = reverse
         self.leaves: dict[str, list] = {}
+        self.popped: dict[str, list[Job]] = {}
         for job in jobs:
             self._insert(job)
 
@@ -49,15 +54,27 @@ class JobQueue:
             if best is None:
                 best = (q, *found)
                 continue
-            r = self.session.compare_queues(q, best[0], found[0], best[1])
+            if self.reverse:
+                r = self.session.compare_queues(q, best[0], None, None, self._victims(found[1][-1].name, found[0]),
+                                                self._victims(best[2][-1].name, best[1]))
+            else:
+                r = self.session.compare_queues(q, best[0], found[0], best[1])
             if (r > 0) if self.reverse else (r < 0):
                 best = (q, *found)
         return best
+
+    def _victims(self, leaf: str, job: Job) -> list[Job]:
+        return self.popped.get(leaf, []) + [job]
 
     def pop(self) -> Job | None:
         """Remove and return the next job, or None when no job is left."""
         best = self._best(None)
         if best is None:
             return None
-        entries = self.leaves[best[2][-1].name]
-        return entries.pop()[1] if self.reverse else entries.pop(0)[1]
+        leaf = best[2][-1].name
+        entries = self.leaves[leaf]
+        if not self.reverse:
+            return entries.pop(0)[1]
+        job = entries.pop()[1]
+        self.popped.setdefault(leaf, []).append(job)
+        return job

@@ -44,10 +44,15 @@ def allocate(session) -> None:
             queue.push(job)
 
 
-def allocate_job(session, stmt, job: Job, pipeline_only: bool) -> bool:
-    """Place the job's next allocation step in ``stmt``; False (with a fit error) when it does not fit."""
+def allocate_job(session, stmt, job: Job, pipeline_only: bool, tasks: list[Task] | None = None,
+                 candidates=None) -> bool:
+    """Place the job's next allocation step (or ``tasks``) in ``stmt``; False when it does not fit.
+
+    ``candidates`` (node positions) limits the nodes looked at. A real allocation (not
+    ``pipeline_only``) records the job's and the tasks' fit errors; a simulation records none.
+    """
     session.pre_job_allocation(job)
-    tasks = tasks_to_allocate(session, job)
+    tasks = tasks_to_allocate(session, job) if tasks is None else list(tasks)
     if not tasks:
         return False
     veto = session.job_over_capacity(job, tasks)
@@ -55,7 +60,8 @@ def allocate_job(session, stmt, job: Job, pipeline_only: bool) -> bool:
         if not pipeline_only:
             session.add_job_fit_error(job, str(veto))
         return False
-    return TreePlacement(session, stmt, job, pipeline_only).place(tasks)
+    nodes = session.nodes if candidates is None else [session.nodes[i] for i in candidates]
+    return TreePlacement(session, stmt, job, pipeline_only, nodes).place(tasks)
 
 
 class TreePlacement:
@@ -66,13 +72,14 @@ class TreePlacement:
     order; a set where its part of the step does not fit completely is rolled back before the next.
     """
 
-    def __init__(self, session, stmt, job: Job, pipeline_only: bool):
+    def __init__(self, session, stmt, job: Job, pipeline_only: bool, nodes):
         self.session, self.stmt, self.job, self.pipeline_only = session, stmt, job, pipeline_only
+        self.nodes = nodes
         self.children = group_children(session, job)
 
     def place(self, tasks: list[Task]) -> bool:
         root = root_group(self.job)
-        return self._try(root, pod_sets_under(self.children, root.name), tasks, self.session.nodes, self._group_on)
+        return self._try(root, pod_sets_under(self.children, root.name), tasks, self.nodes, self._group_on)
 
     def _try(self, group, pod_sets, tasks: list[Task], nodes, place_on) -> bool:
         if not tasks:
@@ -111,16 +118,17 @@ def allocate_task(session, stmt, job: Job, task: Task, pipeline_only: bool, cand
     success, else the reason it found none."""
     veto = session.pre_predicate(task, job)
     if veto is not None:
-        session.task_fit_errors[task.uid] = str(veto)
+        if not pipeline_only:
+            session.task_fit_errors[task.uid] = str(veto)
         return str(veto)
-    reasons: Counter = Counter()
+    reasons: Counter | None = None if pipeline_only else Counter()
     for node, fits_idle in session.ordered_nodes(task, job, candidates, reasons=reasons):
         if fits_idle and not pipeline_only:
             stmt.allocate(task, node.name)
         else:
             stmt.pipeline(task, node.name)
         return None
-    return session.set_task_fit_error(task, reasons)
+    return "no node fits" if reasons is None else session.set_task_fit_error(task, reasons)
 
 
 def _step_failure(job: Job, task: Task, why: str) -> str:
