@@ -138,9 +138,18 @@ def kai_victim_filter(session, action, preemptor, victim):
 def kai_scenario_validator(session, action, scenario):
     """Veto a solved scenario of ``action`` (``"reclaim"`` or ``"preempt"``) with a ``Reject``, or ``None``.
 
-    ``scenario`` is a :class:`kai.framework.solver.Scenario`: the preemptor, the tasks being placed,
+    ``scenario`` is a :class:`kai.framework.Scenario`: the preemptor, the tasks being placed,
     the victims evicted for good, the victim tasks moved elsewhere, and the victim jobs. It is asked
     after a simulation placed the preemptor's tasks; the session reflects the simulated state.
+    """
+
+
+@hookspec(firstresult=True)
+def kai_queue_resources(session, queue):
+    """Return ``(allocated, deserved, fair_share)`` of ``queue`` as :class:`kai.api.Resources`, or ``None``.
+
+    Used for the queue lines of reclaim eviction messages. Units: CPU millicores, memory bytes,
+    GPUs in devices; ``-1`` is unlimited.
     """
 
 

@@ -11,6 +11,7 @@ from kai.framework.nodes import NodeInfo
 from kai.framework.plugins import PluginError, Plugins
 from kai.framework.session import Session, nodefit
 from kai.framework.snapshot import Problem, Snapshot, build_snapshot
+from kai.framework.solver import Scenario
 from kai.framework.statement import Decision, Statement
 
 placement_scores = nodefit.placement_scores
@@ -27,7 +28,7 @@ def run_session(snapshot: Snapshot, plugins: Plugins, actions=None) -> Session:
 
 __all__ = [
     "DEFAULT_CONFIG", "ConfigError", "Decision", "divide_tree", "NodeInfo", "PluginError", "PluginSpec", "Plugins",
-    "Problem",
+    "Problem", "Scenario",
     "SchedulerConfig", "Session", "Snapshot", "Statement", "build_snapshot", "load_config", "ordered_pod_sets",
     "parse_config", "placement_scores", "run_session", "should_pipeline", "tasks_to_allocate",
 ]

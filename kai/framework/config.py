@@ -37,6 +37,12 @@ class SchedulerConfig:
     plugins: tuple[PluginSpec, ...] = ()
     #: How long (seconds) a gang may stay below its minimum before its pods are evicted; negative: never.
     staleness_grace_period: float = 60.0
+    #: Most victim jobs consolidation looks at for one job (KAI lets one more through); -1: no limit, 0: off.
+    max_consolidation_preemptees: int = 16
+    #: Victims that reclaim moves elsewhere (pipelines again) do not count as reclaimed resources.
+    allow_consolidating_reclaim: bool = True
+    #: Skip a job whose scheduling constraints equal those of a smaller job that failed in the action.
+    use_scheduling_signatures: bool = True
 
 
 #: KAI's default plugin list, in its order. Plugins not shipped yet are left out of
@@ -99,8 +105,19 @@ def parse_config(data: Any, where: str = "config") -> SchedulerConfig:
     grace = data.get("stalenessGracePeriodSeconds", DEFAULT_CONFIG.staleness_grace_period)
     if isinstance(grace, bool) or not isinstance(grace, (int, float)):
         raise ConfigError(f"{where}: field 'stalenessGracePeriodSeconds' must be a number of seconds")
+    preemptees = data.get("maxConsolidationPreemptees", DEFAULT_CONFIG.max_consolidation_preemptees)
+    if isinstance(preemptees, bool) or not isinstance(preemptees, int) or preemptees < -1:
+        raise ConfigError(f"{where}: field 'maxConsolidationPreemptees' must be a whole number, -1 for no limit")
+    flags = {}
+    for key, field in (("allowConsolidatingReclaim", "allow_consolidating_reclaim"),
+                       ("useSchedulingSignatures", "use_scheduling_signatures")):
+        value = data.get(key, getattr(DEFAULT_CONFIG, field))
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: field '{key}' must be true or false")
+        flags[field] = value
+    settings = dict(staleness_grace_period=float(grace), max_consolidation_preemptees=preemptees, **flags)
     if "tiers" not in data:
-        return SchedulerConfig(actions, DEFAULT_CONFIG.plugins, float(grace))
+        return SchedulerConfig(actions, DEFAULT_CONFIG.plugins, **settings)
     tiers = data["tiers"]
     if not isinstance(tiers, list):
         raise ConfigError(f"{where}: field 'tiers' must be a list")
@@ -109,7 +126,7 @@ def parse_config(data: Any, where: str = "config") -> SchedulerConfig:
         if not isinstance(tier, dict) or "plugins" not in tier:
             raise ConfigError(f"{where}: tiers[{t}] must be a mapping with field 'plugins'")
         plugins.extend(parse_plugin_list(tier["plugins"], f"{where}: tiers[{t}].plugins"))
-    return SchedulerConfig(actions, tuple(plugins), float(grace))
+    return SchedulerConfig(actions, tuple(plugins), **settings)
 
 
 def read_yaml(path: str | Path, error: type[ConfigError] = ConfigError) -> Any:

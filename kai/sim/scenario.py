@@ -86,7 +86,12 @@ class Scenario:
         if not cfg.get("predicates", True):
             specs = [s for s in specs if s.name != "predicates"]
         grace = float(cfg.get("staleness_grace_period_seconds", DEFAULT_CONFIG.staleness_grace_period))
-        return SchedulerConfig(self.actions, tuple(PluginSpec(s.name, s.arguments) for s in specs), grace)
+        return SchedulerConfig(
+            self.actions, tuple(PluginSpec(s.name, s.arguments) for s in specs), grace,
+            max_consolidation_preemptees=int(cfg.get("max_consolidation_preemptees",
+                                                     DEFAULT_CONFIG.max_consolidation_preemptees)),
+            allow_consolidating_reclaim=bool(cfg.get("allow_consolidating_reclaim",
+                                                     DEFAULT_CONFIG.allow_consolidating_reclaim)))
 
     def unbuilt_plugins(self, installed) -> list[str]:
         """Plugins the scenario configures that are not installed (KAI's defaults not shipped yet count

@@ -1,10 +1,16 @@
 """The actions shipped with the kernel, offered through the ``kai_actions`` hook like any plugin's."""
 
 from kai import hookimpl
-from kai.framework.actions.allocate import allocate
-from kai.framework.actions.stalegangeviction import stalegangeviction
 
 
 @hookimpl
 def kai_actions():
-    return {"allocate": allocate, "stalegangeviction": stalegangeviction}
+    # Imported here: the eviction actions use the job solver, which builds on the allocate action.
+    from kai.framework.actions.allocate import allocate
+    from kai.framework.actions.consolidation import consolidation
+    from kai.framework.actions.preempt import preempt
+    from kai.framework.actions.reclaim import reclaim
+    from kai.framework.actions.stalegangeviction import stalegangeviction
+
+    return {"allocate": allocate, "consolidation": consolidation, "reclaim": reclaim, "preempt": preempt,
+            "stalegangeviction": stalegangeviction}

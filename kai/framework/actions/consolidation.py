@@ -1,0 +1,64 @@
+"""The consolidation action: move preemptible pods to other nodes so that a pending job fits.
+
+For a pending, ready, preemptible job, when the cluster's idle and releasing GPUs could hold its
+next step, the job solver evicts preemptible jobs of any queue (at most ``max_consolidation_preemptees``
+victim jobs are looked at -- KAI lets one more through -- ``-1`` for no limit, ``0`` turns the action
+off) and accepts only solutions in which every evicted pod is placed again elsewhere: consolidation
+moves pods, it never evicts a job for good.
+"""
+
+from __future__ import annotations
+
+from kai.api import MIG_PREFIX, Job, Task, mig_gpu_slices
+from kai.framework.actions import eviction
+from kai.framework.gang import tasks_to_allocate
+from kai.framework.solver import JobSolver, Scenario
+
+NO_LIMIT = -1
+
+
+def message(session, task: Task, preemptor: Job) -> str:
+    return (f"Pod {task.namespace}/{task.name} was preempted and rescheduled due to bin packing "
+            f"(resource consolidation) procedure")
+
+
+def all_moved(session, scenario: Scenario) -> bool:
+    return not scenario.victims
+
+
+def victims(session, preemptor: Job, limit: int):
+    chosen = []
+    for j in session.jobs.values():
+        if not j.preemptible or j is preemptor:
+            continue
+        if limit != NO_LIMIT and len(chosen) > limit:
+            break
+        if eviction.has_running_tasks(j) and eviction.alive_on_known_node(session, j):
+            chosen.append(j)
+    return eviction.victim_queue(session, chosen)
+
+
+def enough_gpus(session, job: Job) -> bool:
+    """The ready nodes' idle and releasing GPUs could hold the job's next step (KAI's pre-check)."""
+    wanted = sum(t.request.quota_gpus() for t in tasks_to_allocate(session, job))
+    a = session.arrays
+    have = 0.0
+    for n in session.nodes:
+        if not n.node.ready:
+            continue
+        i = n.index
+        have += a.idle_gpu[i] + a.rel_gpu[i]
+        for scalars in (a.idle_scalars[i], a.rel_scalars[i]):
+            for k, v in scalars.items():
+                if k.startswith(MIG_PREFIX) and v > 0:
+                    have += v * mig_gpu_slices(k)
+    return have + 1e-9 >= wanted
+
+
+def consolidation(session) -> None:
+    limit = session.plugins.config.max_consolidation_preemptees
+    if limit == 0:
+        return
+    solver = JobSolver(session, lambda job: victims(session, job, limit), all_moved, message)
+    eviction.run(session, "consolidation", eviction.pending_ready_jobs(session, preemptible_only=True), solver,
+                 lambda job: enough_gpus(session, job), per_queue=False)

@@ -1,0 +1,118 @@
+"""What the eviction actions (consolidation, reclaim, preempt) share: their loop over pending jobs,
+victim queues, and KAI's skipping of jobs no easier than one that already failed.
+
+Each action takes the pending, ready jobs in queue order and asks the job solver for a solution per
+job; a solution is committed at once (victims evicted, the job pipelined). When scheduling
+signatures are on (``use_scheduling_signatures``), a job is skipped if a job with the same
+scheduling constraints already failed in the action and this one is not strictly easier: not
+fewer pending tasks, and no smaller request at the first differing position of the sorted requests.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+from kai.api import ACTIVE_ALLOCATED, ALIVE, Job, Task, TaskStatus
+from kai.framework.jobqueue import JobQueue
+from kai.framework.solver import JobSolver
+
+
+def has_running_tasks(job: Job) -> bool:
+    return any(t.status in ACTIVE_ALLOCATED for t in job.tasks.values())
+
+
+def victim_queue(session, jobs: Iterable[Job]) -> JobQueue:
+    """Victim order over ``jobs``: the least deserving queue's last job first."""
+    return JobQueue(session, list(jobs), reverse=True)
+
+
+def alive_on_known_node(session, job: Job) -> bool:
+    """KAI's victim-queue rule: the job has an alive task, not on a node unknown to the session."""
+    return any(t.status in ALIVE and (not t.node or t.node in session.node_by_name) for t in job.tasks.values())
+
+
+def vetoed_victim(session, action: str, preemptor: Job, victim: Job) -> bool:
+    return session.hook.kai_victim_filter(session=session, action=action, preemptor=preemptor, victim=victim) \
+        is not None
+
+
+def _requests(job: Job) -> list[tuple[float, float, float]]:
+    return sorted((t.request.quota_gpus(), t.request.cpu, t.request.memory) for t in _pending(job))
+
+
+def _pending(job: Job) -> list[Task]:
+    return [t for t in job.tasks.values() if t.status is TaskStatus.PENDING]
+
+
+def _leq(a, b) -> bool:
+    return all(x <= y for x, y in zip(a, b))
+
+
+def signature(job: Job):
+    """The job's scheduling constraints (KAI's scheduling-constraints signature, as a hashable value)."""
+    pod_sets = []
+    for name, ps in job.pod_sets.items():
+        pods = sorted({(tuple(sorted(t.node_selector.items())), t.node_affinity, t.pod_affinity,
+                        t.pod_anti_affinity, t.tolerations) for t in job.tasks.values()
+                       if t.pod_set == name and t.status not in ACTIVE_ALLOCATED}, key=repr)
+        pod_sets.append((repr(ps.topology), repr(job.topology), tuple(pods)))
+    return job.priority, tuple(sorted(pod_sets, key=repr))
+
+
+class SmallestFailed:
+    """Per scheduling signature, the smallest job that failed so far."""
+
+    def __init__(self):
+        self.jobs: dict = {}
+
+    def worth_trying(self, job: Job) -> bool:
+        failed = self.jobs.get(signature(job))
+        if failed is None:
+            return True
+        mine, theirs = _requests(job), _requests(failed)
+        if not mine or not theirs:
+            return False
+        if len(theirs) > len(mine):
+            return True
+        for i, r in enumerate(mine):
+            if i >= len(theirs):
+                return False
+            if _leq(r, theirs[i]):
+                if _leq(theirs[i], r):
+                    continue
+                return True
+        return False
+
+    def failed(self, job: Job) -> None:
+        key = signature(job)
+        current = self.jobs.get(key)
+        if current is not None:
+            mine, theirs = _requests(job), _requests(current)
+            if not mine or not theirs or len(mine) > len(theirs) or not all(map(_leq, mine, theirs)):
+                return
+        self.jobs[key] = job
+
+
+def run(session, action: str, candidates: list[Job], solver: JobSolver, may_try: Callable[[Job], bool],
+        per_queue: bool) -> None:
+    """Solve for each candidate in queue order and commit what is solved."""
+    use_signatures = session.plugins.config.use_scheduling_signatures
+    failed: dict[str | None, SmallestFailed] = {}
+    queue = JobQueue(session, candidates)
+    while (job := queue.pop()) is not None:
+        if not may_try(job):
+            continue
+        smallest = failed.setdefault(job.queue if per_queue else None, SmallestFailed())
+        if use_signatures and not smallest.worth_trying(job):
+            continue
+        session.hook.kai_job_solution_start(session=session, job=job)
+        stmt = solver.solve(job)
+        if stmt is None:
+            smallest.failed(job)
+        else:
+            stmt.commit()
+
+
+def pending_ready_jobs(session, preemptible_only: bool = False) -> list[Job]:
+    return [j for j in session.jobs.values()
+            if j.has_pending() and j.is_ready() and (j.preemptible or not preemptible_only)]

@@ -1,0 +1,31 @@
+"""The preempt action: evict lower-priority preemptible jobs of the same queue for a pending job.
+
+Victims: preemptible jobs of the preemptor's queue with a strictly lower priority that hold
+resources, and that no plugin vetoes (``kai_victim_filter`` with action ``"preempt"``). Solutions
+are judged by ``kai_scenario_validator``. A non-preemptible preemptor stays within its queue's
+deserved quota through the queue capacity check of the simulated placement.
+"""
+
+from __future__ import annotations
+
+from kai.api import Job, Task
+from kai.framework.actions import eviction
+from kai.framework.solver import JobSolver, validator_hook
+
+
+def message(session, task: Task, preemptor: Job) -> str:
+    return (f"Pod {task.namespace}/{task.name} was preempted by higher priority workload "
+            f"{preemptor.namespace}/{preemptor.name}")
+
+
+def victims(session, preemptor: Job):
+    return eviction.victim_queue(session, (
+        j for j in session.jobs.values()
+        if j.preemptible and j.priority < preemptor.priority and j.queue == preemptor.queue and j is not preemptor
+        and eviction.has_running_tasks(j) and eviction.alive_on_known_node(session, j)
+        and not eviction.vetoed_victim(session, "preempt", preemptor, j)))
+
+
+def preempt(session) -> None:
+    solver = JobSolver(session, lambda job: victims(session, job), validator_hook("preempt"), message)
+    eviction.run(session, "preempt", eviction.pending_ready_jobs(session), solver, lambda job: True, per_queue=True)
