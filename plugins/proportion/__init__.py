@@ -9,10 +9,10 @@ that would take a queue over its limit, or a non-preemptible job over its deserv
 from __future__ import annotations
 
 from kai import hookimpl
-from kai.api import ALLOCATED
+from kai.api import ALLOCATED, Resources
 from kai.framework import tasks_to_allocate
-from kai.plugins.proportion import capacity, queue_order
-from kai.plugins.proportion.shares import build_shares, memory_base, min_node_gpu_memory, quantify
+from kai.plugins.proportion import capacity, queue_order, reclaim
+from kai.plugins.proportion.shares import CPU, GPU, MEMORY, build_shares, memory_base, min_node_gpu_memory, quantify
 
 
 class Proportion:
@@ -25,6 +25,7 @@ class Proportion:
         self.totals = [0.0, 0.0, 0.0]
         self.gpu_memory = 100.0
         self.requests: dict[str, list[float]] = {}
+        self.solution: reclaim.ReclaimState | None = None
 
     @hookimpl
     def kai_session_open(self, session):
@@ -35,13 +36,36 @@ class Proportion:
     @hookimpl
     def kai_session_close(self, session):
         self.shares = {}
+        self.solution = None
+
+    @hookimpl
+    def kai_can_reclaim(self, session, job):
+        return reclaim.can_reclaim(self, session, job)
+
+    @hookimpl
+    def kai_job_solution_start(self, session, job):
+        self.solution = reclaim.ReclaimState(self, session, job)
+
+    @hookimpl
+    def kai_scenario_validator(self, session, action, scenario):
+        if action != "reclaim" or self.solution is None:
+            return None
+        return reclaim.validate(self, session, scenario, self.solution)
+
+    @hookimpl
+    def kai_queue_resources(self, session, queue):
+        qs = self.shares.get(queue.name)
+        if qs is None:
+            return None
+        return tuple(Resources(v[CPU], v[MEMORY], v[GPU]) for v in (qs.allocated, qs.deserved, qs.fair_share))
 
     def job_request(self, session, job) -> list[float]:
-        """(CPU, memory, GPU) of the job's next allocation step (cached until the job's tasks move)."""
+        """(CPU, memory, GPU) of the job's next allocation step, tasks evicted in this session included (cached
+        until the job's tasks move)."""
         total = self.requests.get(job.uid)
         if total is None:
             total = [0.0, 0.0, 0.0]
-            for task in tasks_to_allocate(session, job):
+            for task in tasks_to_allocate(session, job, also=session.evicted):
                 for r, v in enumerate(quantify(task.request, self.gpu_memory)):
                     total[r] += v
             self.requests[job.uid] = total
