@@ -37,10 +37,16 @@ def test_json_shape(capsys):
     assert 0 < entry["min_s"] <= entry["median_s"]
 
 
-def test_unbuilt_action_is_skipped_and_named(capsys):
-    (entry,) = bench_json(capsys, RECLAIM, "--repeat", "1")
-    assert "reclaim" in entry["skipped"]
+def test_unbuilt_feature_is_skipped_and_named(tmp_path, capsys):
+    (tmp_path / "mig.yaml").write_text(TINY.replace("{gpus: 2}", "{gpus: 2, mig_strategy: mixed}"))
+    (entry,) = bench_json(capsys, str(tmp_path / "mig.yaml"), "--repeat", "1")
+    assert "mig" in entry["skipped"]
     assert entry["median_s"] is None and entry["min_s"] is None and entry["repeats"] == 0
+
+
+def test_reclaim_benchmark_runs(capsys):
+    (entry,) = bench_json(capsys, RECLAIM, "--repeat", "1")
+    assert entry["skipped"] is None and entry["median_s"] > 0
 
 
 def test_folder_and_text_output(tmp_path, capsys):

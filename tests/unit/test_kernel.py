@@ -348,8 +348,9 @@ def test_the_same_entry_point_seen_twice_is_not_a_conflict(monkeypatch):
 
 
 def test_unknown_action_is_an_error_listing_the_available_ones():
-    with pytest.raises(PluginError, match=r"unknown action\(s\) reclaim; available actions: allocate"):
-        kt.plugin_manager(["predicates"], actions=("allocate", "reclaim"))
+    with pytest.raises(PluginError, match=r"unknown action\(s\) backfill; available actions: allocate, consolidation, "
+                                          r"preempt, reclaim, stalegangeviction"):
+        kt.plugin_manager(["predicates"], actions=("allocate", "backfill"))
 
 
 def test_unloadable_plugin_names_its_distribution():
