@@ -36,8 +36,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from kai.cluster.events import NORMAL, WARNING, record_event
+from kai.cluster.access import Access
 from kai.cluster.client import STRATEGIC_MERGE_PATCH, ApiError, Kube, object_path
+from kai.cluster.events import NORMAL, WARNING, record_event
 from kai.cluster.watch import Informer, object_key
 from kai.cluster.workqueue import ShutDown, WorkQueue
 from kai.logs import fields
@@ -55,6 +56,17 @@ DEFAULT_WORKERS = 10
 DEFAULT_BASE_DELAY = 1.0
 DEFAULT_MAX_DELAY = 60.0
 DEFAULT_SWEEP_PERIOD = 60.0
+
+#: Every API call below (the chart's RBAC is generated from this; see kai.cluster.access).
+API_ACCESS = (
+    Access(GROUP, PLURAL, ("get", "list", "watch", "delete")),
+    Access(GROUP, f"{PLURAL}/status", ("patch",)),
+    Access("", "pods", ("get", "list", "patch")),
+    Access("", "pods/binding", ("create",)),
+    Access("", "pods/status", ("patch",)),
+    Access("", "nodes", ("get",)),
+    Access("", "events", ("create",)),
+)
 
 
 

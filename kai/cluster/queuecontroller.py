@@ -21,6 +21,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
+from kai.cluster.access import Access
 from kai.cluster.client import ApiError, Kube, object_path
 from kai.cluster.quantity import QuantityError, format_quantity, parse, sum_resources
 from kai.cluster.watch import Informer, object_key
@@ -35,6 +36,13 @@ PODGROUPS = object_path("scheduling.run.ai", "v2alpha2", "podgroups")
 SUMMED = ("allocated", "allocatedNonPreemptible", "requested")
 UNLIMITED = -1.0
 RETRY_DELAY = 5.0
+
+#: Every API call below (the chart's RBAC is generated from this; see kai.cluster.access).
+API_ACCESS = (
+    Access("scheduling.run.ai", "queues", ("list", "watch")),
+    Access("scheduling.run.ai", "queues/status", ("patch",)),
+    Access("scheduling.run.ai", "podgroups", ("list", "watch")),
+)
 
 
 def slim_podgroup(obj: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,204 @@
+"""The Helm chart and the Dockerfile, checked without helm or docker.
+
+The chart is rendered by :mod:`kai.testing_chart` (Helm's template semantics for the subset the
+chart uses); tests/e2e/test_deploy.py applies the rendered manifests to a real API server.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from kai.cluster.access import chart_template, components, service_account
+from kai.cluster.server import ObservabilityServer
+from kai.metrics import Registry
+from kai.testing_chart import CHART, TemplateError, render, render_chart
+
+ROOT = Path(__file__).resolve().parents[3]
+CLUSTER_SCOPED = {"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "PriorityClass", "Queue"}
+KNOWN_KINDS = {
+    ("apiextensions.k8s.io/v1", "CustomResourceDefinition"), ("apps/v1", "Deployment"), ("v1", "Service"),
+    ("v1", "ServiceAccount"), ("rbac.authorization.k8s.io/v1", "ClusterRole"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"), ("rbac.authorization.k8s.io/v1", "Role"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"), ("scheduling.k8s.io/v1", "PriorityClass"),
+    ("scheduling.run.ai/v2", "Queue"),
+}
+
+
+def by_kind(docs, kind):
+    return {d["metadata"]["name"]: d for d in docs if d["kind"] == kind}
+
+
+@pytest.fixture(scope="module")
+def docs():
+    return render_chart(namespace="gpu-system")
+
+
+def test_every_manifest_is_a_known_kind_with_a_name_and_the_right_scope(docs):
+    assert docs
+    for doc in docs:
+        assert (doc["apiVersion"], doc["kind"]) in KNOWN_KINDS, doc["kind"]
+        assert re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", doc["metadata"]["name"])
+        if doc["kind"] in CLUSTER_SCOPED:
+            assert "namespace" not in doc["metadata"]
+        else:
+            assert doc["metadata"]["namespace"] == "gpu-system", doc["metadata"]["name"]
+    names = [(d["kind"], d["metadata"]["name"]) for d in docs]
+    assert len(names) == len(set(names))
+
+
+def test_crds_queues_and_priority_classes_are_kai_s(docs):
+    assert set(by_kind(docs, "CustomResourceDefinition")) == {
+        "queues.scheduling.run.ai", "podgroups.scheduling.run.ai", "bindrequests.scheduling.run.ai",
+        "topologies.kai.scheduler"}
+    assert by_kind(docs, "Queue")["default-queue"]["spec"]["parentQueue"] == "default-parent-queue"
+    assert {n: d["value"] for n, d in by_kind(docs, "PriorityClass").items()} == {
+        "train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
+    plain = render_chart(values={"defaultQueues": {"create": False}, "priorityClasses": {"create": False}})
+    assert not by_kind(plain, "Queue") and not by_kind(plain, "PriorityClass")
+
+
+def test_rbac_template_is_generated_from_the_components_declarations():
+    committed = (CHART / "templates" / "rbac.yaml").read_text()
+    assert committed == chart_template(), "regenerate: python -m kai.cluster.access > .../templates/rbac.yaml"
+
+
+def test_each_component_gets_least_privilege_rbac_covering_its_declared_access(docs):
+    roles, bindings = by_kind(docs, "ClusterRole"), by_kind(docs, "ClusterRoleBinding")
+    accounts = by_kind(docs, "ServiceAccount")
+    for component, access in components().items():
+        name = service_account(component)
+        assert name in accounts and bindings[name]["roleRef"]["name"] == name
+        assert bindings[name]["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": "gpu-system"}]
+        granted = {(g, r, v) for rule in roles[name]["rules"] for g in rule["apiGroups"]
+                   for r in rule["resources"] for v in rule["verbs"]}
+        wanted = {(a.group, a.resource, v) for a in access for v in a.verbs}
+        assert granted == wanted, component  # covers every call, and nothing more
+        assert not any("*" in x for rule in roles[name]["rules"] for x in rule["verbs"] + rule["resources"])
+    # leases only in the release namespace
+    role = by_kind(docs, "Role")["kai-binder-leader-election"]
+    assert role["metadata"]["namespace"] == "gpu-system"
+    assert role["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                              "verbs": ["create", "get", "update"]}]
+
+
+def test_deployments_run_each_component_under_its_account_with_probes(docs):
+    deployments = by_kind(docs, "Deployment")
+    assert set(deployments) == {f"kai-{c}" for c in components()}
+    for name, deployment in deployments.items():
+        component = name.removeprefix("kai-")
+        pod = deployment["spec"]["template"]["spec"]
+        assert deployment["spec"]["selector"]["matchLabels"].items() <= \
+            deployment["spec"]["template"]["metadata"]["labels"].items()
+        assert pod["serviceAccountName"] == service_account(component)
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        (container,) = pod["containers"]
+        assert f"--components={component}" in container["args"]
+        assert "--leader-elect" not in container["args"]
+        assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+        assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        assert container["image"] == "kai-scheduler:0.1.0"
+
+
+def test_probe_paths_are_served(docs):
+    container = by_kind(docs, "Deployment")["kai-binder"]["spec"]["template"]["spec"]["containers"][0]
+    server = ObservabilityServer("127.0.0.1:0", Registry()).start()
+    try:
+        for probe in ("livenessProbe", "readinessProbe"):
+            url = f"http://127.0.0.1:{server.port}{container[probe]['httpGet']['path']}"
+            with urllib.request.urlopen(url, timeout=5) as response:
+                assert response.status == 200
+        with pytest.raises(urllib.error.HTTPError):
+            urllib.request.urlopen(f"http://127.0.0.1:{server.port}/missing", timeout=5)
+    finally:
+        server.stop()
+
+
+def test_values_switch_leader_election_replicas_and_components():
+    docs = render_chart(values={
+        "leaderElection": {"enabled": True, "leaseDuration": "30s"},
+        "components": {"binder": {"replicas": 2, "args": ["--bind-workers=20"]},
+                       "queue-controller": {"enabled": False}},
+        "image": {"tag": "dev"},
+    })
+    deployments = by_kind(docs, "Deployment")
+    assert "kai-queue-controller" not in deployments and "kai-queue-controller" not in by_kind(docs, "Service")
+    binder = deployments["kai-binder"]
+    args = binder["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert binder["spec"]["replicas"] == 2
+    assert "--leader-elect" in args and "--leader-elect-lease-duration=30s" in args
+    assert args[-1] == "--bind-workers=20"
+    assert binder["spec"]["template"]["spec"]["containers"][0]["image"] == "kai-scheduler:dev"
+
+
+def test_dockerfile_installs_the_package_and_runs_as_non_root():
+    text = (ROOT / "deploy" / "Dockerfile").read_text()
+    froms = re.findall(r"^FROM (\S+)", text, re.M)
+    assert froms and all(re.fullmatch(r"python:3\.\d+-slim", f) for f in froms)
+    user = re.findall(r"^USER (\S+)", text, re.M)
+    assert user and user[-1].split(":")[0] not in ("0", "root")
+    assert re.search(r'^ENTRYPOINT \["kai-scheduler", "run"\]$', text, re.M)
+    copied = {src for line in re.findall(r"^COPY (?!--from)(.+)$", text, re.M) for src in line.split()[:-1]}
+    for source in copied:
+        assert (ROOT / source).exists(), source
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    needed = set(pyproject["tool"]["setuptools"]["package-dir"].values()) | {"pyproject.toml", "setup_cython.py"}
+    needed.add(pyproject["project"]["readme"])
+    assert needed <= copied, needed - copied
+
+
+# -- the renderer itself -------------------------------------------------------------------------
+ROOT_CTX = {"Values": {"a": {"b": "x"}, "on": True, "off": False, "items": {"z": 1, "y": 2}, "list": ["p", "q"],
+                       "empty": "", "obj": {"k": [1, 2]}},
+            "Release": {"Namespace": "ns"}}
+
+
+@pytest.mark.parametrize(
+    ("template", "expected"),
+    [
+        ("v: {{ .Values.a.b }}", "v: x"),
+        ("v: {{ .Values.a.b | quote }}", 'v: "x"'),
+        ("v: {{ .Values.empty | default \"d\" }}", "v: d"),
+        ("v: {{ default \"d\" .Values.a.b }}", "v: x"),
+        ("a\n  {{- if .Values.on }}\nyes\n{{- else }}\nno\n{{- end }}\n", "a\nyes\n"),
+        ("{{- if not .Values.off }}t{{ end }}", "t"),
+        ("{{- range $k, $v := .Values.items }}{{ $k }}={{ $v }};{{- end }}", "y=2;z=1;"),
+        ("{{- range $v := .Values.list }}{{ $v }}{{ $.Release.Namespace }}{{ end }}", "pnsqns"),
+        ("o:{{- toYaml .Values.obj | nindent 2 }}", "o:\n  k:\n  - 1\n  - 2"),
+        ("{{/* a comment */}}x", "x"),
+        ("{{ eq .Values.a.b \"x\" }}", "true"),
+    ],
+)
+def test_renderer_follows_go_template_semantics(template, expected):
+    assert render(template, ROOT_CTX) == expected
+
+
+@pytest.mark.parametrize(
+    ("template", "message"),
+    [
+        ("{{ .Values.nope }}", "has no value"),
+        ("{{ include \"x\" . }}", "not supported"),
+        ("{{ if .Values.on }}x", "missing"),
+        ("{{ .Values.a.b | upper }}", "unknown function"),
+        ("{{ range .Values.list }}{{ end }}", "range \\$v"),
+        ("{{ $nope }}", "undefined variable"),
+        ("{{ .Values.obj }}", "without toYaml"),
+        ("x }}", "unbalanced"),
+        ("{{ required \"set a.c\" .Values.a.c }}", "set a.c"),
+    ],
+)
+def test_renderer_rejects_what_it_does_not_implement(template, message):
+    with pytest.raises(TemplateError, match=message):
+        render(template, ROOT_CTX)
+
+
+def test_renderer_reads_chart_files():
+    assert "name: kai-scheduler" in render('{{ .Files.Get "Chart.yaml" }}', {"Files": CHART})
+    with pytest.raises(TemplateError, match="no file 'nope.yaml'"):
+        render('{{ .Files.Get "nope.yaml" }}', {"Files": CHART})
