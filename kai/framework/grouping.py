@@ -9,6 +9,9 @@ One code path serves the control loop, the dry run and the tests:
 3. :meth:`PodGrouperHub.podgroup` adds the pod's node-pool label and builds the PodGroup object;
    :func:`pod_assignment` gives the annotation and label KAI puts on the pod.
 
+The control loop (``kai.cluster.podgrouper``) and the dry run (``kai-scheduler podgroup``) both
+call :func:`skip_reason` and :meth:`PodGrouperHub.podgroup`.
+
 Podgroupers build on the default grouping rules offered here (:meth:`PodGrouperHub.default_metadata`
 and its parts: name, labels, annotations, queue, priority class, preemptibility, topology).
 """
@@ -482,13 +485,23 @@ def podgroup_object(metadata: PodGroupMetadata) -> dict:
     return {"apiVersion": PODGROUP_API_VERSION, "kind": "PodGroup", "metadata": obj_meta, "spec": spec}
 
 
-def pod_assignment(metadata: PodGroupMetadata, pod: dict) -> dict:
-    """The annotation and label KAI sets on the pod: ``{"annotations": {...}, "labels": {...}}``."""
-    result: dict = {"annotations": {POD_GROUP_ANNOTATION: metadata.name}, "labels": {}}
-    subgroup = metadata.subgroup_for_pod(meta_str(pod, "namespace"), meta_str(pod, "name"))
-    if subgroup is not None:
-        result["labels"][SUBGROUP_LABEL] = subgroup.name
+def pod_assignment(podgroup: dict, subgroup: str | None) -> dict:
+    """The annotation and label KAI sets on a pod of ``podgroup`` (and ``subgroup``):
+    ``{"annotations": {...}, "labels": {...}}``."""
+    result: dict = {"annotations": {POD_GROUP_ANNOTATION: meta_str(podgroup, "name")}, "labels": {}}
+    if subgroup:
+        result["labels"][SUBGROUP_LABEL] = subgroup
     return result
+
+
+def podgrouper_args(search_legacy_pg: bool = True, knative_gang_schedule: bool = True) -> dict[str, dict]:
+    """Arguments of the shipped podgroupers from the podgrouper flags ``--search-legacy-pg`` and
+    ``--knative-gang-schedule``."""
+    return {
+        "job": {"searchForLegacyPodGroups": search_legacy_pg},
+        "runaijob": {"searchForLegacyPodGroups": search_legacy_pg},
+        "knative": {"gangSchedule": knative_gang_schedule},
+    }
 
 
 def skip_reason(pod: dict) -> str | None:
@@ -509,6 +522,7 @@ __all__ = [
     "build_hub",
     "installed_podgroupers",
     "pod_assignment",
+    "podgrouper_args",
     "podgroup_object",
     "skip_reason",
 ]

@@ -17,7 +17,7 @@ import sys
 import yaml
 
 from kai.api.podgroup import NODE_POOL_LABEL, QUEUE_LABEL, GroupingError
-from kai.framework.grouping import GroupingConfig, build_hub, skip_reason
+from kai.framework.grouping import GroupingConfig, build_hub, podgrouper_args, skip_reason
 from kai.framework.objects import MemoryObjects
 
 KAI_PRIORITY_CLASSES = {"train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
@@ -182,11 +182,7 @@ def main(argv: list[str]) -> int:
     except MalformedFile as err:
         print(f"kai-scheduler podgroup: {err}", file=sys.stderr)
         return 2
-    args = {
-        "job": {"searchForLegacyPodGroups": ns.search_legacy_pg == "true"},
-        "runaijob": {"searchForLegacyPodGroups": ns.search_legacy_pg == "true"},
-        "knative": {"gangSchedule": ns.knative_gang_schedule == "true"},
-    }
+    args = podgrouper_args(ns.search_legacy_pg == "true", ns.knative_gang_schedule == "true")
     results = group_pods(objects, config, args)
     if ns.json:
         print(json.dumps(results, indent=2))

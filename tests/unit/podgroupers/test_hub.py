@@ -141,9 +141,11 @@ def test_podgroup_object_and_pod_assignment():
             }
         ],
     }
-    patch = pod_assignment(metadata, pod("p-1", namespace="ns"))
+    subgroup = metadata.subgroup_for_pod("ns", "p-1")
+    patch = pod_assignment(pg, subgroup.name)
     assert patch == {"annotations": {"pod-group-name": "pg-x"}, "labels": {"kai.scheduler/subgroup-name": "workers"}}
-    assert pod_assignment(metadata, pod("p-1", namespace="other"))["labels"] == {}
+    assert metadata.subgroup_for_pod("other", "p-1") is None
+    assert pod_assignment(pg, None)["labels"] == {}
 
 
 def obj_ref():

@@ -1,0 +1,258 @@
+"""The podgrouper control loop against an in-memory API: create, compare before write, KAI's kept fields, events.
+
+The real API server is exercised by tests/e2e/test_podgrouper.py.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from kai.api.podgroup import NotFoundError
+from kai.cluster.client import ApiError
+from kai.cluster.objects import KubeObjects
+from kai.cluster.podgrouper import PodGrouper, desired_update, pod_patch
+from kai.framework.grouping import GroupingConfig
+
+PG_PATH = "/apis/scheduling.run.ai/v2alpha2/namespaces/ns/podgroups"
+DISCOVERY = {
+    "/api/v1": [("Pod", "pods", True), ("Pod", "pods/binding", True), ("Namespace", "namespaces", False)],
+    "/apis/batch/v1": [("Job", "jobs", True)],
+    "/apis/scheduling.k8s.io/v1": [("PriorityClass", "priorityclasses", False)],
+    "/apis/scheduling.run.ai/v2alpha2": [("PodGroup", "podgroups", True)],
+}
+
+
+def merge(target: dict, patch: dict) -> None:
+    for key, value in patch.items():
+        if isinstance(value, dict) and isinstance(target.get(key), dict):
+            merge(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
+
+
+class FakeKube:
+    """Objects by path, discovery documents, and a log of writes."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, dict] = {}
+        self.writes: list[tuple[str, str]] = []
+        self.reads: list[str] = []
+        self.events: list[dict] = []
+        self.fail_next_post: ApiError | None = None
+
+    def get(self, path: str, query: dict | None = None) -> dict:
+        self.reads.append(path)
+        if path in DISCOVERY:
+            return {"resources": [{"kind": k, "name": n, "namespaced": ns} for k, n, ns in DISCOVERY[path]]}
+        if path not in self.objects:
+            raise ApiError("GET", path, 404, "Not Found")
+        return copy.deepcopy(self.objects[path])
+
+    def post(self, path: str, body: dict) -> dict:
+        if path.endswith("/events"):
+            self.events.append(body)
+            return body
+        self.writes.append(("POST", path))
+        if self.fail_next_post is not None:
+            exc, self.fail_next_post = self.fail_next_post, None
+            raise exc
+        target = f"{path}/{body['metadata']['name']}"
+        if target in self.objects:
+            raise ApiError("POST", path, 409, "Conflict")
+        self.objects[target] = copy.deepcopy(body)
+        return body
+
+    def request(self, method: str, path: str, body: dict | None = None, **_) -> dict:
+        assert method == "PUT"
+        self.writes.append(("PUT", path))
+        self.objects[path] = copy.deepcopy(body)
+        return body
+
+    def patch(self, path: str, body: dict, subresource: str = "") -> dict:
+        self.writes.append(("PATCH", path))
+        merge(self.objects[path], body)
+        return self.objects[path]
+
+
+class Store(dict):
+    def list(self) -> list:
+        return list(self.values())
+
+
+def add(kube: FakeKube, obj: dict, path: str) -> dict:
+    kube.objects[path] = obj
+    return obj
+
+
+def job(kube: FakeKube, name: str = "train", uid: str = "job-uid", **labels) -> dict:
+    return add(kube, {"apiVersion": "batch/v1", "kind": "Job",
+                      "metadata": {"name": name, "namespace": "ns", "uid": uid, "labels": labels},
+                      "spec": {"parallelism": 1}}, f"/apis/batch/v1/namespaces/ns/jobs/{name}")
+
+
+def pod(kube: FakeKube, name: str = "train-0", owner: dict | None = None, scheduler: str = "kai-scheduler",
+        **meta) -> dict:
+    refs = [{"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["metadata"]["name"],
+             "uid": owner["metadata"]["uid"]}] if owner else []
+    obj = {"metadata": {"name": name, "namespace": "ns", "uid": f"{name}-uid", "ownerReferences": refs, **meta},
+           "spec": {"schedulerName": scheduler}}
+    return add(kube, obj, f"/api/v1/namespaces/ns/pods/{name}")
+
+
+@pytest.fixture
+def kube() -> FakeKube:
+    return FakeKube()
+
+
+def grouper(kube: FakeKube) -> PodGrouper:
+    g = PodGrouper(kube, args={"job": {"searchForLegacyPodGroups": False}})
+    g.pods = Store({f"ns/{p['metadata']['name']}": p for path, p in kube.objects.items() if "/pods/" in path})
+    g.podgroups = Store()
+    return g
+
+
+def test_a_pod_gets_its_podgroup_and_annotation_and_a_second_pass_writes_nothing(kube):
+    owner = job(kube, **{"kai.scheduler/queue": "team-a"})
+    pod(kube, owner=owner)
+    g = grouper(kube)
+    assert g.reconcile("ns/train-0") is None
+    pg = kube.objects[f"{PG_PATH}/pg-train-0-job-uid"]
+    assert pg["spec"]["queue"] == "team-a" and pg["spec"]["minMember"] == 1
+    assert pg["metadata"]["ownerReferences"] == [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "job-uid"}]
+    assert kube.objects["/api/v1/namespaces/ns/pods/train-0"]["metadata"]["annotations"] == {
+        "pod-group-name": "pg-train-0-job-uid"}
+    assert [w[0] for w in kube.writes] == ["POST", "PATCH"]
+
+    g.pods["ns/train-0"] = kube.objects["/api/v1/namespaces/ns/pods/train-0"]
+    g.podgroups["ns/pg-train-0-job-uid"] = pg
+    kube.writes.clear()
+    assert g.reconcile("ns/train-0") is None
+    assert kube.writes == []
+    assert kube.events == []
+
+
+def test_a_podgroup_the_store_has_not_seen_yet_is_read_and_compared(kube):
+    pod(kube, owner=job(kube))
+    g = grouper(kube)
+    g.reconcile("ns/train-0")
+    kube.writes.clear()
+    g.pods["ns/train-0"] = kube.objects["/api/v1/namespaces/ns/pods/train-0"]
+    assert g.reconcile("ns/train-0") is None  # the POST meets 409: the PodGroup is read, found equal
+    assert kube.writes == [("POST", PG_PATH)]
+
+
+def test_an_existing_podgroup_keeps_queue_and_scheduler_fields_and_merges_labels():
+    config = GroupingConfig()
+    desired = {"metadata": {"name": "pg", "labels": {"a": "1", "kai.scheduler/node-pool": "new"},
+                            "annotations": {"x": "y"}, "ownerReferences": [{"uid": "u"}]},
+               "spec": {"minMember": 3, "queue": "new-queue", "priorityClassName": "train"}}
+    current = {"metadata": {"name": "pg", "resourceVersion": "7", "labels": {"old": "kept", "kai.scheduler/queue": "q"},
+                            "ownerReferences": [{"uid": "u"}]},
+               "spec": {"minMember": 2, "queue": "old-queue", "markUnschedulable": True, "priorityClassName": "train"},
+               "status": {"phase": "Running"}}
+    updated = desired_update(current, desired, config)
+    assert updated["spec"] == {"minMember": 3, "queue": "old-queue", "markUnschedulable": True,
+                               "priorityClassName": "train"}
+    # no node-pool label on the existing PodGroup: none is added; the queue label stays; old labels are kept
+    assert updated["metadata"]["labels"] == {"old": "kept", "kai.scheduler/queue": "q", "a": "1"}
+    assert updated["metadata"]["annotations"] == {"x": "y"}
+    assert updated["metadata"]["resourceVersion"] == "7" and updated["status"] == {"phase": "Running"}
+    assert desired_update(updated, desired, config) is None
+
+
+def test_owner_references_or_spec_changes_are_updates():
+    base = {"metadata": {"ownerReferences": [{"uid": "a"}]}, "spec": {"minMember": 1}}
+    assert desired_update(base, base, GroupingConfig()) is None
+    assert desired_update(base, {**base, "metadata": {"ownerReferences": [{"uid": "b"}]}}, GroupingConfig())
+    assert desired_update(base, {**base, "spec": {"minMember": 2}}, GroupingConfig())
+
+
+def test_pod_patch_only_names_what_differs():
+    pg = {"metadata": {"name": "pg-1"}}
+    p = {"metadata": {"annotations": {"pod-group-name": "pg-1"}, "labels": {}}}
+    assert pod_patch(p, pg, None) is None
+    assert pod_patch(p, pg, "workers") == {"metadata": {"labels": {"kai.scheduler/subgroup-name": "workers"}}}
+    assert pod_patch({"metadata": {}}, pg, None) == {"metadata": {"annotations": {"pod-group-name": "pg-1"}}}
+
+
+def test_a_missing_owner_gives_one_event_naming_it_and_retries_with_backoff(kube):
+    ghost = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "ghost", "uid": "g-uid"}}
+    pod(kube, owner=ghost)
+    g = grouper(kube)
+    delays = [g.reconcile("ns/train-0") for _ in range(4)]
+    assert delays == [1.0, 2.0, 4.0, 8.0]
+    assert len(kube.events) == 1  # the same reason is reported once
+    event = kube.events[0]
+    assert event["reason"] == "PodGrouperWarning" and event["type"] == "Warning"
+    assert event["involvedObject"]["name"] == "train-0"
+    assert "ghost" in event["message"] and "not found" in event["message"]
+    assert not [w for w in kube.writes if "podgroups" in w[1]]
+
+    job(kube, name="ghost", uid="g-uid")  # the owner appears: grouped, backoff forgotten
+    g.reader.forget("batch/v1", "Job", "ns", "ghost")
+    assert g.reconcile("ns/train-0") is None
+    assert f"{PG_PATH}/pg-train-0-g-uid" in kube.objects
+    assert g._failures == {}
+
+
+def test_a_pod_being_deleted_without_owner_is_not_reported(kube):
+    ghost = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "ghost", "uid": "g-uid"}}
+    pod(kube, owner=ghost, deletionTimestamp="2026-01-01T00:00:00Z")
+    assert grouper(kube).reconcile("ns/train-0") is None
+    assert kube.events == []
+
+
+def test_other_schedulers_pods_and_user_managed_podgroups_are_left_alone(kube):
+    pod(kube, "other", scheduler="default-scheduler")
+    pod(kube, "bare", annotations={"pod-group-name": "mine"})
+    g = grouper(kube)
+    assert g.reconcile("ns/other") is None and g.reconcile("ns/bare") is None
+    assert kube.writes == []
+
+
+def test_api_errors_are_retried_without_an_event(kube):
+    pod(kube, owner=job(kube))
+    g = grouper(kube)
+    kube.fail_next_post = ApiError("POST", PG_PATH, 500, "Internal Server Error")
+    assert g.reconcile("ns/train-0") == 1.0
+    assert kube.events == []
+    assert g.reconcile("ns/train-0") is None
+
+
+def test_a_deleted_podgroup_requeues_the_pods_naming_it(kube):
+    pod(kube, "a", annotations={"pod-group-name": "pg-x"}, ownerReferences=[{"kind": "Job"}])
+    pod(kube, "b", annotations={"pod-group-name": "pg-y"}, ownerReferences=[{"kind": "Job"}])
+    g = grouper(kube)
+    g.on_podgroup("DELETED", {"metadata": {"namespace": "ns", "name": "pg-x"}})
+    assert g.queue.get(timeout=0) == "ns/a"
+    g.queue.done("ns/a")
+    assert g.queue.get(timeout=0) is None
+
+
+def test_reader_discovers_kinds_caches_owners_and_reads_podgroups_fresh(kube):
+    job(kube)
+    reader = KubeObjects(kube, ttl=5.0)
+    assert reader.get("batch/v1", "Job", "ns", "train")["metadata"]["uid"] == "job-uid"
+    reader.get("batch/v1", "Job", "ns", "train")["metadata"]["uid"] = "changed"  # callers get copies
+    assert reader.get("batch/v1", "Job", "ns", "train")["metadata"]["uid"] == "job-uid"
+    assert kube.reads.count("/apis/batch/v1/namespaces/ns/jobs/train") == 1
+    assert kube.reads.count("/apis/batch/v1") == 1
+    kube.objects[f"{PG_PATH}/pg"] = {"metadata": {"name": "pg"}}
+    reader.get("scheduling.run.ai/v2alpha2", "PodGroup", "ns", "pg")
+    reader.get("scheduling.run.ai/v2alpha2", "PodGroup", "ns", "pg")
+    assert kube.reads.count(f"{PG_PATH}/pg") == 2
+    kube.objects["/apis/scheduling.k8s.io/v1/priorityclasses/train"] = {"metadata": {"name": "train"}}
+    assert reader.get("scheduling.k8s.io/v1", "PriorityClass", "ignored", "train")  # cluster-scoped by discovery
+
+
+def test_reader_names_kinds_and_apis_the_server_does_not_serve(kube):
+    reader = KubeObjects(kube)
+    with pytest.raises(NotFoundError, match="serves no kind Widget in batch/v1"):
+        reader.get("batch/v1", "Widget", "ns", "w")
+    with pytest.raises(NotFoundError, match="serves no example.com/v1"):
+        reader.get("example.com/v1", "Widget", "ns", "w")
+    with pytest.raises(NotFoundError, match='jobs.batch "nope" not found'):
+        reader.get("batch/v1", "Job", "ns", "nope")
