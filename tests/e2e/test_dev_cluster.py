@@ -90,22 +90,8 @@ def test_apiserver_reports_its_version(api_client):
 
 
 @pytest.fixture(scope="module")
-def crds(api_client):
-    """Applies deploy/crds and waits until every CRD is established."""
-    ext = client.ApiextensionsV1Api(api_client)
-    names = []
-    for path in sorted((DEPLOY / "crds").glob("*.yaml")):
-        body = yaml.safe_load(path.read_text())
-        ext.create_custom_resource_definition(body)
-        names.append(body["metadata"]["name"])
-
-    def established(name: str) -> bool:
-        conditions = ext.read_custom_resource_definition(name).status.conditions or []
-        return any(c.type == "Established" and c.status == "True" for c in conditions)
-
-    for name in names:
-        wait_until(lambda name=name: established(name), what=f"CRD {name} established")
-    return names
+def crds(kai_crds):
+    return kai_crds
 
 
 def test_crds_have_kai_names_and_scopes(api_client, crds):
