@@ -16,9 +16,9 @@ def tasks_to_allocate(session, job: Job, candidates=(TaskStatus.PENDING,), also=
     """The tasks of the next allocation step, in pod-set order then task order.
 
     Pod sets below their gang size get the tasks they miss; otherwise one more task is taken
-    (elastic growth is one task per step). As many pod sets are looked at as are below their gang
-    size, or one when all are satisfied. Tasks in ``candidates`` statuses are taken, and tasks whose
-    uid is in ``also`` (victims evicted in a simulation, to be placed again).
+    (elastic growth is one task per step). As many pod sets with waiting tasks are taken as are
+    below their gang size, or one when all are satisfied. Tasks in ``candidates`` statuses are taken,
+    and tasks whose uid is in ``also`` (victims evicted in a simulation, to be placed again).
     """
     pod_sets = ordered_pod_sets(session, job)
     active = {ps.name: 0 for ps in pod_sets}
@@ -32,10 +32,16 @@ def tasks_to_allocate(session, job: Job, candidates=(TaskStatus.PENDING,), also=
             waiting[t.pod_set].append(t)
     unsatisfied = sum(1 for ps in pod_sets if active[ps.name] < ps.min_available)
     result: list[Task] = []
-    for ps in pod_sets[: max(unsatisfied, 1)]:
+    taken = 0
+    for ps in pod_sets:
+        if taken == max(unsatisfied, 1):
+            break
+        if not waiting[ps.name]:
+            continue
         pending = sorted(waiting[ps.name], key=session.task_key)
         missing = ps.min_available - active[ps.name]
         result.extend(pending[: missing if missing > 0 else 1])
+        taken += 1
     return result
 
 

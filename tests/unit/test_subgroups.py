@@ -1,0 +1,94 @@
+"""Hierarchical PodGroups: a subgroup tree placed as one unit, gangs per pod set, topology per subgroup."""
+
+from kai import testing as kt
+from kai.api import Job, PodSet, SubGroup, Topology, TopologyConstraint
+
+RACK = "rack"
+RACKS = Topology("racks", (RACK,))
+
+
+def dynamo(model_topology=None, job_topology=None) -> Job:
+    """A disaggregated inference service: a frontend (CPU), prefill workers (min 2 of 4) and decode workers
+    (min 2 of 4) under one ``model`` subgroup."""
+    tasks = [kt.task("fe-0", pod_set="frontend")]
+    tasks += [kt.task(f"prefill-{i}", gpus=1, pod_set="prefill") for i in range(4)]
+    tasks += [kt.task(f"decode-{i}", gpus=1, pod_set="decode") for i in range(4)]
+    job = kt.job("svc", tasks=tasks)
+    job.subgroups = {"model": SubGroup("model", None, model_topology)}
+    job.pod_sets = {"frontend": PodSet("frontend", 1), "prefill": PodSet("prefill", 2, "model"),
+                    "decode": PodSet("decode", 2, "model")}
+    job.topology = job_topology
+    return job
+
+
+def bound(session) -> list[str]:
+    return sorted(kt.placements(session))
+
+
+def test_the_minimum_of_every_pod_set_is_placed_as_one_unit():
+    nodes = [kt.node("g1", gpus=2), kt.node("g2", gpus=2)]
+    session = kt.run(kt.cluster(nodes=nodes, jobs=[dynamo()]))
+    assert bound(session) == ["decode-0", "decode-1", "fe-0", "prefill-0", "prefill-1"]
+
+
+def test_no_pod_set_is_placed_when_one_cannot_reach_its_minimum():
+    nodes = [kt.node("g1", gpus=2), kt.node("g2", gpus=1)]
+    session = kt.run(kt.cluster(nodes=nodes, jobs=[dynamo()]))
+    # Three GPUs hold both decode workers (placed first: pod sets in name order) and one prefill worker --
+    # but prefill needs two, so nothing is placed, not even the frontend.
+    assert session.decisions == []
+    assert session.job_fit_message(session.jobs["default/svc"]).startswith(
+        "Resources were found for 3 pods from all sub-groups while sub-group prefill requires 2 pods for gang "
+        "scheduling. Additional pods cannot be scheduled in this sub-group due to:")
+
+
+def test_every_pod_set_grows_past_its_minimum_one_task_a_step():
+    nodes = [kt.node("g1", gpus=4), kt.node("g2", gpus=4)]
+    session = kt.run(kt.cluster(nodes=nodes, jobs=[dynamo()]))
+    # The frontend, satisfied and with nothing left to place, must not stop prefill and decode growing.
+    assert len(bound(session)) == 9
+
+
+def test_a_subgroup_constraint_keeps_its_workers_in_one_rack_and_the_rest_free():
+    nodes = [kt.node("cpu", cpu=8000), kt.node("a1", gpus=2, labels={RACK: "ra"}),
+             kt.node("b1", gpus=2, labels={RACK: "rb"}), kt.node("b2", gpus=2, labels={RACK: "rb"})]
+    within_rack = TopologyConstraint("racks", required_level=RACK)
+    session = kt.run(kt.cluster(nodes=nodes, jobs=[dynamo(within_rack)], topologies=[RACKS]))
+    placed = kt.placements(session)
+    workers = {n for t, n in placed.items() if not t.startswith("fe")}
+    # Only rack rb holds the four workers of the first step (and the growth after it stays there).
+    assert workers == {"b1", "b2"} and len(workers) == 2
+    assert placed["fe-0"] == "cpu"
+    assert sum(1 for t in placed if not t.startswith("fe")) == 4
+
+    # The same tree without the constraint spreads the workers over both racks (binpack fills a1 first).
+    session = kt.run(kt.cluster(nodes=nodes, jobs=[dynamo()], topologies=[RACKS]))
+    assert "a1" in kt.placements(session).values()
+
+
+def test_a_constraint_on_the_whole_job_fails_it_as_one_unit():
+    nodes = [kt.node("a1", gpus=2, labels={RACK: "ra"}), kt.node("b1", gpus=2, labels={RACK: "rb"})]
+    within_rack = TopologyConstraint("racks", required_level=RACK)
+    session = kt.run(kt.cluster(nodes=nodes, jobs=[dynamo(job_topology=within_rack)], topologies=[RACKS]))
+    assert session.decisions == []
+    assert "topology racks, requirement rack couldn't be satisfied for job <default/svc>" in (
+        session.job_fit_message(session.jobs["default/svc"]))
+
+
+def test_segments_each_stay_inside_one_rack():
+    tasks = [kt.task("leader-0", pod_set="leader")]
+    tasks += [kt.task(f"w{s}-{i}", gpus=1, pod_set=f"segment-{s}") for s in (0, 1) for i in (0, 1)]
+    job = kt.job("train", tasks=tasks)
+    segment = TopologyConstraint("racks", required_level=RACK)
+    job.subgroups = {"workers": SubGroup("workers")}
+    job.pod_sets = {"leader": PodSet("leader", 1), "segment-0": PodSet("segment-0", 2, "workers", segment),
+                    "segment-1": PodSet("segment-1", 2, "workers", segment)}
+    nodes = [kt.node("n1", gpus=2, labels={RACK: "r1"}), kt.node("n2", gpus=1, labels={RACK: "r2"}),
+             kt.node("n3", gpus=1, labels={RACK: "r2"}), kt.node("n4", gpus=1, labels={RACK: "r3"})]
+    session = kt.run(kt.cluster(nodes=nodes, jobs=[job], topologies=[RACKS]))
+    placed = kt.placements(session)
+    rack = {n.name: n.labels[RACK] for n in nodes}
+    assert len(placed) == 5
+    for s in (0, 1):
+        assert rack[placed[f"w{s}-0"]] == rack[placed[f"w{s}-1"]]
+    assert "n4" not in placed.values()
