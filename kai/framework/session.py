@@ -20,6 +20,9 @@ from kai.framework.snapshot import Snapshot
 from kai.framework.statement import Decision, Statement
 
 log = logging.getLogger("kai.session")
+#: KAI's reason of a job fit error that names no domain and no queue, and of a job with several errors.
+PLAIN_FIT_ERROR_REASON = "PodSchedulingErrors"
+DEFAULT_FIT_ERROR_REASON = "Unable to schedule podgroup"
 nodefit = _native.load("nodefit")
 
 
@@ -51,6 +54,8 @@ class Session:
         self.hook = plugins.pm.hook
         #: Why each job could not be placed: job uid -> list of messages.
         self.job_fit_errors: dict[str, list[str]] = {}
+        #: The same errors in KAI's detailed form: job uid -> list of (reason, detail).
+        self.job_fit_details: dict[str, list[tuple[str, str]]] = {}
         #: Why a task found no node: task uid -> message.
         self.task_fit_errors: dict[str, str] = {}
         self.decisions: list[Decision] = []
@@ -275,8 +280,14 @@ class Session:
 
     # --- explanations -------------------------------------------------------------------------------
 
-    def add_job_fit_error(self, job: Job, message: str) -> None:
-        self.job_fit_errors.setdefault(job.uid, []).append(message)
+    def add_job_fit_error(self, job: Job, message: str | list[str], detail: str | None = None,
+                          reason: str = PLAIN_FIT_ERROR_REASON) -> None:
+        """Record one reason ``job`` was not placed: its short message(s), counted per message in
+        :meth:`job_fit_message`, and for :meth:`job_fit_detail` its ``reason`` and ``detail`` (default: the
+        messages joined)."""
+        messages = [message] if isinstance(message, str) else list(message)
+        self.job_fit_errors.setdefault(job.uid, []).extend(messages)
+        self.job_fit_details.setdefault(job.uid, []).append((reason, ", ".join(messages) if detail is None else detail))
 
     def set_task_fit_error(self, task: Task, reasons: Counter) -> str:
         """Record KAI's per-pod message for a task that found no node, and return it."""
@@ -286,6 +297,13 @@ class Session:
             msg += ": " + ". \n".join(parts) + "."
         self.task_fit_errors[task.uid] = msg
         return msg
+
+    def job_fit_detail(self, job: Job) -> str:
+        """KAI's detailed job-level message (its ``--detailed-fit-errors`` form): the reason of the single
+        error, or 'Unable to schedule podgroup', then every error's detail on a line of its own."""
+        details = self.job_fit_details.get(job.uid, [])
+        reason = details[0][0] if len(details) == 1 else DEFAULT_FIT_ERROR_REASON
+        return f"\n{reason}." + "".join(sorted(f"\n{detail}." for _, detail in details))
 
     def job_fit_message(self, job: Job) -> str:
         """KAI's job-level message: the single reason, or 'Unable to schedule podgroup' with all of them."""

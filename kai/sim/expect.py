@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from kai.api import ALLOCATED, Job, TaskStatus
 from kai.framework import Session
+from kai.sim.scenario import job_uid
 
 TOLERANCE = 0.005
 
 
 def _job(session: Session, name: str) -> Job | None:
-    job = session.jobs.get(f"default/{name}")
-    return job if job is not None else session.snapshot.rejected_jobs.get(f"default/{name}")
+    job = session.jobs.get(job_uid(name))
+    return job if job is not None else session.snapshot.rejected_jobs.get(job_uid(name))
 
 
 def _accepted_gpus(session: Session, task) -> float:
@@ -66,7 +67,7 @@ def check_expected(expected: dict, session: Session, fit_session: Session | None
             return why
         message = want.get("fit_error_message")
         if message is not None:
-            got = fit_session.job_fit_message(job) if job.uid in fit_session.jobs else ""
+            got = fit_session.job_fit_detail(job) if job.uid in fit_session.jobs else ""
             if got.strip() != str(message).strip():
                 return f"job {name}: fit_error_message expected {message!r}, got {got!r}"
     for name, want in (expected.get("tasks") or {}).items():

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from kai.api import Job, TaskStatus
 from kai.framework import Plugins, Session, run_session
-from kai.sim.scenario import NOW, Scenario
+from kai.sim.scenario import NOW, Scenario, job_uid
 
 ROUND_SECONDS = 1.0
 
@@ -35,7 +35,7 @@ def settle(status: TaskStatus, node: str | None, deleting: bool = False) -> tupl
 def feed_back(scenario: Scenario, session: Session) -> None:
     """Write the session's outcome into the scenario's facts for the next round."""
     for jd in scenario.data.get("jobs") or []:
-        job = session.jobs.get(f"default/{jd['name']}")
+        job = session.jobs.get(job_uid(jd["name"]))
         if job is None:
             continue
         deleting = bool(jd.get("deleting"))

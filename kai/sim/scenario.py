@@ -19,6 +19,8 @@ from kai.framework import ConfigError, PluginSpec, SchedulerConfig, build_snapsh
 from kai.framework.config import DEFAULT_CONFIG, KAI_DEFAULT_PLUGINS, parse_plugin_list, read_yaml
 
 NOW = 1_800_000_000.0
+#: KAI's test harness creates its pod groups and pods without a namespace (its messages read ``</name>``).
+NAMESPACE = ""
 DEFAULT_NODE_CPU = 20_000_000.0
 DEFAULT_NODE_MEMORY = 20_000_000_000.0
 DEFAULT_GPU_MEMORY_MIB = 100
@@ -203,6 +205,7 @@ class Scenario:
         tasks_data = _get(jd, "tasks", where, list)
         job = Job(
             name=name,
+            namespace=NAMESPACE,
             queue=_get(jd, "queue", where, str),
             priority=int(_get(jd, "priority", where, int, 0)),
             creation=now - 60.0 * float(_get(jd, "created_minutes_ago", where, NUM, 0)),
@@ -282,12 +285,18 @@ class Scenario:
         if sub_group not in job.pod_sets:
             raise ScenarioError(f"{where}: field 'sub_group' names unknown pod set {sub_group!r}")
         return Task(
-            name=name, job=job.uid, request=request, status=STATUSES[state], node=td.get("node"),
+            name=name, job=job.uid, namespace=NAMESPACE, request=request, status=STATUSES[state],
+            node=td.get("node"),
             pod_set=sub_group, priority=td.get("priority"), labels=labels, node_affinity=affinity,
             pod_affinity=pod_aff, pod_anti_affinity=pod_anti,
             gpu_groups=tuple(str(g) for g in td.get("gpu_groups") or ()),
             invalid="legacy MIG pods cannot be scheduled" if td.get("legacy_mig") else None,
         )
+
+
+def job_uid(name: str) -> str:
+    """The uid of the scenario job ``name``."""
+    return f"{NAMESPACE}/{name}"
 
 
 def _has_topology(jd: dict) -> bool:

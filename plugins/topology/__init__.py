@@ -14,11 +14,13 @@ from __future__ import annotations
 from kai import hookimpl
 
 from .search import (
-    Search, domains_with_active_tasks, has_active_tasks, no_match, preferred_scores, relevant_levels,
+    Search, domains_with_active_tasks, has_active_tasks, misfit_detail, no_match, preferred_scores, relevant_levels,
 )
 from .tree import TopologyTree
 
 ROOT_GROUP = ""
+#: KAI's reason of a domain that cannot hold a group.
+WORKLOAD_REASON = "Not enough resources for the workload"
 
 
 class TopologyPlugin:
@@ -57,7 +59,7 @@ class TopologyPlugin:
             return []
         search = Search(tree, tasks, nodes)
         root = search.start(c.preferred_level)
-        if search.misfit(root):
+        if search.misfit(root)[0]:
             where = "the cluster" if root is tree.root else root.id
             session.add_job_fit_error(job, no_match(job, group.name, tree, c,
                                                     f"not enough resources in {where} to allocate the job"))
@@ -70,9 +72,8 @@ class TopologyPlugin:
             domains = domains_with_active_tasks(tree, job, pod_sets, c.required_level)
         found, widest_misfits = search.candidates(levels, domains)
         if not found:
-            for why in widest_misfits:
-                for message in why:
-                    session.add_job_fit_error(job, message)
+            for domain, short, detail in widest_misfits:
+                session.add_job_fit_error(job, short, misfit_detail(domain, group.name, detail), WORKLOAD_REASON)
             session.add_job_fit_error(job, no_match(job, group.name, tree, c))
             return []
         return [search.node_set(d) for d in found]

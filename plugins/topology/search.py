@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from kai.api import ACTIVE_ALLOCATED, Resources, TopologyConstraint
+from kai.api import ACTIVE_ALLOCATED, MIG_PREFIX, Resources, TopologyConstraint
 
 from .tree import ROOT_LEVEL, UNSET, Domain, TopologyTree, count_allocatable_pods, level_domains, ratio_to_free, \
     sort_for_packing, sum_free
@@ -39,6 +39,12 @@ def relevant_levels(group_name: str, c: TopologyConstraint, tree: TopologyTree) 
         return [], (f"{prefix} specified '{preferred}' as the preferred topology constraint level, but it is "
                     f"wider than the required level '{required}'")
     return levels[start:end + 1], None
+
+
+def misfit_detail(domain: Domain, group_name: str, detail: list[str]) -> str:
+    """KAI's detailed form of a domain's misfit: ``<domain>: [subgroup S: ]details``."""
+    sub = f"subgroup {group_name}: " if group_name and group_name != "default" else ""
+    return f"<{domain.id}>: {sub}{', '.join(detail)}"
 
 
 def no_match(job, group_name: str, tree: TopologyTree, c: TopologyConstraint, why: str = "") -> str:
@@ -81,49 +87,63 @@ class Search:
             count_allocatable_pods(root, largest, shared, self.count)
         return root
 
-    def misfit(self, domain: Domain) -> list[str]:
-        """Why the tasks do not fit ``domain`` (KAI's short messages), empty when they do."""
+    def misfit(self, domain: Domain) -> tuple[list[str], list[str]]:
+        """Why the tasks do not fit ``domain``: KAI's short and detailed messages, both empty when they do."""
         if domain.allocatable_pods != UNSET:
             if domain.allocatable_pods < self.count:
-                return [f"node-group {domain.id} can allocate only {domain.allocatable_pods} of {self.count} "
-                        "required pods"]
-            return []
+                why = [f"node-group {domain.id} can allocate only {domain.allocatable_pods} of {self.count} "
+                       "required pods"]
+                return why, why
+            return [], []
         if ratio_to_free(self.total, self.total_gpus, domain.free) <= 1.0:
-            return []
-        free, out = domain.free, []
-        migs = {k: v for k, v in self.total.scalars.items() if k.startswith("nvidia.com/mig-")}
-        if migs:
-            out += [f"node-group(s) didn't have enough of mig profile: {k}" for k, v in migs.items()
-                    if free.scalars.get(k, 0.0) < v]
-        elif self.total_gpus > free.gpu:
-            out.append("node-group(s) didn't have enough resources: GPUs")
-        if math.floor(self.total.cpu) > math.floor(free.cpu):
-            out.append("node-group(s) didn't have enough resources: CPU cores")
-        if self.total.memory > free.memory:
-            out.append("node-group(s) didn't have enough resources: memory")
-        out += [f"node-group(s) didn't have enough resources: {k}" for k, v in self.total.scalars.items()
-                if free.scalars.get(k, 0.0) < v]
-        return out
+            return [], []
+        free, total, short, detail = domain.free, self.total, [], []
+
+        def lacks(kind: str, name: str, want: str, have: str) -> None:
+            short.append(f"node-group(s) didn't have enough {kind}: {name}")
+            verb = "resources" if kind == "resources" and name in ("CPU cores", "memory") else "resource"
+            detail.append(f"{domain.id} didn't have enough {verb}: {name}, requested: {want}, available: {have}")
+
+        migs = {k: v for k, v in total.scalars.items() if k.startswith(MIG_PREFIX)}
+        for k, v in migs.items():
+            if free.scalars.get(k, 0.0) < v:
+                lacks("of mig profile", k, f"{v:.0f}", f"{free.scalars.get(k, 0.0):.0f}")
+        if not migs and self.total_gpus > free.gpu:
+            lacks("resources", "GPUs", f"{self.total_gpus:.3g}", f"{free.gpu:.3g}")
+        if math.floor(total.cpu) > math.floor(free.cpu):
+            lacks("resources", "CPU cores", _digits(total.cpu / 1000), _digits(free.cpu / 1000))
+        if total.memory > free.memory:
+            lacks("resources", "memory", _digits(total.memory / 1e9), _digits(free.memory / 1e9))
+        for k, v in total.scalars.items():
+            if free.scalars.get(k, 0.0) < v:
+                lacks("resources", k, f"{v:.0f}", f"{free.scalars.get(k, 0.0):.0f}")
+        return short, detail
 
     def pack(self, root: Domain, deepest_level: str) -> None:
         sort_for_packing(root, self.total, self.total_gpus, deepest_level)
 
-    def candidates(self, levels: list[str], domains_by_level) -> tuple[list[Domain], list[list[str]]]:
-        """Domains of ``levels`` that hold the tasks, in bottom-up tree order; else why the widest did not."""
+    def candidates(self, levels: list[str], domains_by_level) -> tuple[list[Domain], list]:
+        """Domains of ``levels`` that hold the tasks, in bottom-up tree order; and for each domain of the
+        widest level that does not, (domain, short messages, detailed messages)."""
         found, widest_misfits = [], []
         for k, level in enumerate(levels):
             for domain in domains_by_level.get(level, {}).values():
-                why = self.misfit(domain)
-                if not why:
+                short, detail = self.misfit(domain)
+                if not short:
                     found.append(domain)
                 elif k == len(levels) - 1:
-                    widest_misfits.append(why)
+                    widest_misfits.append((domain, short, detail))
         position = {id(d): k for k, d in enumerate(self.tree.reverse_level_order())}
         found.sort(key=lambda d: position[id(d)])
         return found, widest_misfits
 
     def node_set(self, domain: Domain) -> list:
         return [n for n in domain.nodes if n.name in self.inside]
+
+
+def _digits(x: float) -> str:
+    """A number with up to three decimals, trailing zeros dropped (KAI's humanized amounts)."""
+    return f"{x:.3f}".rstrip("0").rstrip(".")
 
 
 def alike(tasks) -> bool:

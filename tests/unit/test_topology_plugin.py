@@ -2,7 +2,7 @@
 
 from kai import hookimpl
 from kai import testing as kt
-from kai.api import Topology, TopologyConstraint
+from kai.api import PodSet, ResourceRequest, Topology, TopologyConstraint
 
 ZONE, RACK = "zone", "rack"
 DC = Topology("dc", (ZONE, RACK))
@@ -47,6 +47,27 @@ def test_required_level_leaves_a_fragmented_gang_pending_with_kai_reasons():
         "node-group z1.r1 can allocate only 2 of 3 required pods. \n"
         "node-group z1.r2 can allocate only 2 of 3 required pods. \n"
         "topology dc, requirement rack couldn't be satisfied for job <default/j>.")
+    assert session.job_fit_detail(session.jobs["default/j"]) == (
+        "\nUnable to schedule podgroup."
+        "\n<z1.r0>: node-group z1.r0 can allocate only 2 of 3 required pods."
+        "\n<z1.r1>: node-group z1.r1 can allocate only 2 of 3 required pods."
+        "\n<z1.r2>: node-group z1.r2 can allocate only 2 of 3 required pods."
+        "\ntopology dc, requirement rack couldn't be satisfied for job <default/j>.")
+
+
+def test_mixed_requests_are_measured_by_resources_and_named_per_subgroup():
+    nodes = [rack_node("a1", "z1", "r1", gpus=1), rack_node("b1", "z1", "r2", gpus=1)]
+    tasks = [kt.task("j-0", request=ResourceRequest(cpu=1000, memory=1e9, gpus=2), pod_set="w"),
+             kt.task("j-1", pod_set="w")]
+    job = kt.job("j", tasks=tasks)
+    job.pod_sets = {"w": PodSet("w", 2, None, TopologyConstraint("dc", required_level=RACK))}
+    session = run(nodes, [job])
+    assert session.decisions == []
+    detail = session.job_fit_detail(session.jobs["default/j"])
+    # One task asks for GPUs and one does not: domains are measured by summed resources, not pods.
+    assert "\n<z1.r1>: subgroup w: z1.r1 didn't have enough resource: GPUs, requested: 2, available: 1." in detail
+    assert "couldn't be satisfied for job <default/j>, subgroup w" in detail
+    assert "2 node-group(s) didn't have enough resources: GPUs" in message(session, "j")
 
 
 def test_the_whole_topology_too_small_names_the_search_area():
