@@ -21,12 +21,18 @@ from kai.api.model import (
     Topology,
     TopologyConstraint,
 )
-from kai.api.resources import EPSILON, GPU, MIG_PREFIX, ResourceRequest, Resources, mig_gpu_slices
+from kai.api.resources import (
+    DEFAULT_GPU_MEMORY_MIB, EPSILON, GPU, GPU_FRACTION, GPU_FRACTION_NUM_DEVICES, GPU_MEMORY, GPU_MEMORY_LABEL,
+    MIG_PREFIX, GpuRequestError, ResourceRequest, Resources, gpu_memory_from_label, is_mig_resource, mig_gpu_slices,
+    parse_gpu_sharing,
+)
 from kai.api.status import ACTIVE_ALLOCATED, ACTIVE_USED, ALIVE, ALLOCATED, TaskStatus
 
 __all__ = [
-    "ACTIVE_ALLOCATED", "ACTIVE_USED", "ALIVE", "ALLOCATED", "EPSILON", "GPU", "MIG_PREFIX", "UNLIMITED",
+    "ACTIVE_ALLOCATED", "ACTIVE_USED", "ALIVE", "ALLOCATED", "DEFAULT_GPU_MEMORY_MIB", "EPSILON", "GPU", "GPU_FRACTION",
+    "GPU_FRACTION_NUM_DEVICES", "GPU_MEMORY", "GPU_MEMORY_LABEL", "MIG_PREFIX", "UNLIMITED", "GpuRequestError",
     "Job", "LabelRequirement", "LabelSelector", "Node", "PodAffinityTerm", "PodSet", "Queue", "QuotaSpec",
     "Reject", "ResourceRequest", "Resources", "SubGroup", "Taint", "Task", "TaskStatus", "Toleration",
-    "Topology", "TopologyConstraint", "mig_gpu_slices",
+    "Topology", "TopologyConstraint", "gpu_memory_from_label", "is_mig_resource", "mig_gpu_slices",
+    "parse_gpu_sharing",
 ]

@@ -127,7 +127,10 @@ class Task:
     pod_affinity: tuple[PodAffinityTerm, ...] = ()
     pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
+    #: Shared GPU devices (group ids scoped to the node) a placed shared-GPU task occupies.
     gpu_groups: tuple[str, ...] = ()
+    #: A pod with legacy MIG annotations: never scheduled, and it keeps new MIG pods off its node.
+    legacy_mig: bool = False
     #: Set when the pod's definition cannot be scheduled at all (bad annotation ...): the message says why.
     invalid: str | None = None
 

@@ -4,7 +4,9 @@ Bad input does not stop the cycle: a queue whose parent is missing, a queue in a
 with a negative or NaN quota, a topology breaking the CRD's rules, a job whose subgroup tree names
 an unknown parent or has a cycle, a job naming an unknown or non-leaf queue, a task on a node that
 is gone -- each is recorded as a :class:`Problem` naming the object and left out; everything else
-is scheduled. A snapshot is consumed by one session, which changes task statuses as it decides.
+is scheduled. A task whose GPU request can never be scheduled is recorded too and stays pending
+with the reason as its fit error. A snapshot is consumed by one session, which changes task
+statuses as it decides.
 """
 
 from __future__ import annotations
@@ -164,6 +166,10 @@ def build_snapshot(nodes, queues, jobs, now: float | None = None, topologies=())
             rejected[job.uid] = job
             continue
         for task in job.tasks.values():
+            bad = task.request.problem() if task.invalid is None else None
+            if bad is not None:
+                task.invalid = f"invalid GPU request: {bad[1]}"
+                problems.append(Problem("task", task.uid, "InvalidGpuRequest", task.invalid))
             if task.status in ACTIVE_USED and task.node not in names:
                 problems.append(Problem("task", task.uid, "NodeNotFound",
                                         f"task is {task.status} on node {task.node!r}, which does not exist; "
