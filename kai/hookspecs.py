@@ -197,6 +197,18 @@ def kai_node_scores(session, task, nodes):
     """
 
 
+@hookspec
+def kai_gpu_scores(session, task, node, groups):
+    """Score the devices of ``node`` a shared-GPU ``task`` could land on.
+
+    ``groups`` lists the ids of the node's shared devices the task fits on, in the order they were
+    opened, and ends with ``None`` when the node also has free devices nobody shares yet (one entry
+    stands for all of them). Return a sequence of floats of the same length (higher is better), or
+    ``None``. The kernel sums the vectors of all plugins; ties keep the order of ``groups``. Called only
+    for tasks asking for a fraction or an amount of GPU memory.
+    """
+
+
 # --- allocation events ----------------------------------------------------------------------------
 
 

@@ -2,14 +2,16 @@
 
 The arrays (``array('d')``, one slot per node) are the source of truth for idle and releasing
 CPU, memory, whole GPUs and pod slots; the compiled fit loop reads them directly. Extended
-resources (MIG profiles, other scalars) are kept per node in dicts and checked in Python.
+resources (MIG profiles, other scalars) are kept per node in dicts and checked in Python. Shared
+GPU devices are tracked per node by :mod:`kai.framework.gpusharing`, only for shared-GPU tasks.
 """
 
 from __future__ import annotations
 
 from array import array
 
-from kai.api import EPSILON, Node, Resources, Task, TaskStatus
+from kai.api import EPSILON, Node, Resources, Task, TaskStatus, is_mig_resource
+from kai.framework.gpusharing import GpuGroup, add_shared, fitting_groups, remove_shared, used_portion
 
 _FIELDS = ("cpu", "mem", "gpu", "pods")
 
@@ -51,7 +53,7 @@ class NodeArrays:
 class NodeInfo:
     """A node as the session sees it: the Kubernetes node, its position, its tasks and amounts."""
 
-    __slots__ = ("node", "index", "arrays", "tasks", "name", "sort_key")
+    __slots__ = ("node", "index", "arrays", "tasks", "name", "sort_key", "gpu_groups")
 
     def __init__(self, node: Node, index: int, arrays: NodeArrays):
         self.node = node
@@ -61,6 +63,8 @@ class NodeInfo:
         self.index = index
         self.arrays = arrays
         self.tasks: dict[str, Task] = {}
+        #: Shared GPU devices by group id (see :mod:`kai.framework.gpusharing`).
+        self.gpu_groups: dict[str, GpuGroup] = {}
 
     @property
     def labels(self) -> dict[str, str]:
@@ -96,8 +100,16 @@ class NodeInfo:
     @property
     def has_gpus(self) -> bool:
         return self.node.allocatable.gpu > 0 or any(
-            k.startswith("nvidia.com/mig-") for k, v in self.node.allocatable.scalars.items() if v > 0
+            is_mig_resource(k) for k, v in self.node.allocatable.scalars.items() if v > 0
         )
+
+    def used_gpu_portion(self, group: str) -> float:
+        """Share of a shared device's memory its tasks use."""
+        return used_portion(self, group)
+
+    def fitting_gpu_groups(self, task: Task) -> list[str]:
+        """Ids of this node's shared devices the shared-GPU ``task`` fits on (counting releasing memory)."""
+        return fitting_groups(self, task.request)
 
     def scalars_fit(self, task: Task, releasing_too: bool) -> bool:
         """Whether the task's extended resources fit (the arrays cover CPU, memory, GPUs and pods)."""
@@ -124,6 +136,8 @@ class NodeInfo:
             self.arrays.change(self.index, "idle", res, -1.0)
             if task.status is TaskStatus.RELEASING:
                 self.arrays.change(self.index, "rel", res, 1.0)
+        if task.gpu_groups and task.request.is_shared_gpu:
+            add_shared(self, task.request, task.gpu_groups, task.status)
 
     def remove_task(self, task: Task) -> None:
         """Undo :meth:`add_task` for ``task`` with the status it has now."""
@@ -135,6 +149,8 @@ class NodeInfo:
             self.arrays.change(self.index, "idle", res, 1.0)
             if task.status is TaskStatus.RELEASING:
                 self.arrays.change(self.index, "rel", res, -1.0)
+        if task.gpu_groups and task.request.is_shared_gpu:
+            remove_shared(self, task.request, task.gpu_groups, task.status)
 
     def __repr__(self) -> str:
         return f"NodeInfo({self.name})"

@@ -22,8 +22,8 @@ PODGROUPER_GROUP = "kai.podgroupers"
 #: Hooks called in the scheduling loops; resolved once per session into plain lists.
 HOT_HOOKS = (
     "kai_job_order", "kai_task_order", "kai_podset_order", "kai_queue_order", "kai_pre_predicate",
-    "kai_predicate", "kai_job_over_capacity", "kai_task_over_capacity", "kai_node_scores", "kai_on_allocate",
-    "kai_on_deallocate", "kai_pre_job_allocation", "kai_subset_nodes",
+    "kai_predicate", "kai_job_over_capacity", "kai_task_over_capacity", "kai_node_scores", "kai_gpu_scores",
+    "kai_on_allocate", "kai_on_deallocate", "kai_pre_job_allocation", "kai_subset_nodes",
 )
 
 

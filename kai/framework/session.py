@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import functools
 import logging
+import uuid
 from array import array
 from collections import Counter
 
 from kai import _native
-from kai.api import ACTIVE_USED, Job, Queue, Task, TaskStatus
+from kai.api import ACTIVE_USED, EPSILON, Job, Queue, Task, TaskStatus, is_mig_resource
+from kai.framework import gpusharing
 from kai.framework.nodes import NodeArrays, NodeInfo
 from kai.framework.plugins import Plugins
 from kai.framework.snapshot import Snapshot
@@ -65,6 +67,9 @@ class Session:
         for job in self.jobs.values():
             for task in job.tasks.values():
                 if task.status in ACTIVE_USED and task.node in self.node_by_name:
+                    if task.request.is_shared_gpu and not task.gpu_groups:
+                        # A placed shared task that names no device has one of its own.
+                        task.gpu_groups = tuple(str(uuid.uuid4()) for _ in range(task.request.gpu_devices))
                     self.node_by_name[task.node].add_task(task)
         self.job_key = functools.cmp_to_key(self.compare_jobs)
         self.task_key = functools.cmp_to_key(self.compare_tasks)
@@ -103,13 +108,16 @@ class Session:
 
     # --- task placement (used by statements) --------------------------------------------------------
 
-    def move_task(self, task: Task, status: TaskStatus, node: str | None) -> None:
-        """Set a task's status and node, keeping node amounts and plugin state current."""
+    def move_task(self, task: Task, status: TaskStatus, node: str | None, gpu_groups=None) -> None:
+        """Set a task's status and node (and its shared GPU groups, when given), keeping node amounts and
+        plugin state current."""
         old = self.node_by_name.get(task.node) if task.status in ACTIVE_USED else None
         was_placed = task.status in ACTIVE_USED and task.status is not TaskStatus.RELEASING
         if old is not None:
             old.remove_task(task)
         task.status, task.node = status, node
+        if gpu_groups is not None:
+            task.gpu_groups = gpu_groups
         new = self.node_by_name.get(node) if status in ACTIVE_USED else None
         if new is not None:
             new.add_task(task)
@@ -212,7 +220,33 @@ class Session:
                         out[k] = 0
                     elif fit == 2 and not node.scalars_fit(task, False):
                         out[k] = 1
+        if task.request.is_shared_gpu:
+            for k, fit in enumerate(out):
+                if fit:
+                    out[k] = self._shared_fit(task, self.nodes[candidates[k]], fit)
         return out
+
+    def _shared_fit(self, task: Task, node: NodeInfo, fit: int) -> int:
+        """Narrow the CPU/memory/pod fit of a shared-GPU task by its devices and its reservation pod slots."""
+        if not gpusharing.valid_portion(node, task.request):
+            return 0
+        if fit == 2 and not gpusharing.device_count_fits(node, task.request, False):
+            fit = 1
+        if fit == 1 and not gpusharing.device_count_fits(node, task.request, True):
+            return 0
+        # Every new device needs one more pod slot, for its reservation pod.
+        extra = gpusharing.new_groups_needed(self, task, node)
+        if extra:
+            a, i = self.arrays, node.index
+            if fit == 2 and a.idle_pods[i] < 1 + extra - EPSILON:
+                fit = 1
+            if a.idle_pods[i] + a.rel_pods[i] < 1 + extra - EPSILON:
+                return 0
+        return fit
+
+    def choose_gpu_groups(self, task: Task, node: NodeInfo, fits_idle: bool, pipeline_only: bool):
+        """``(group ids, pipelined)`` for a shared-GPU task on ``node`` (see :func:`gpusharing.choose_devices`)."""
+        return gpusharing.choose_devices(self, task, node, fits_idle, pipeline_only)
 
     def feasible_nodes(self, task: Task, job: Job, candidates=None, reasons: Counter | None = None):
         """Nodes where ``task`` fits (idle + releasing) and no predicate vetoes: ``[(node, fits_idle)]``.
@@ -262,9 +296,17 @@ class Session:
     def insufficient(self, node: NodeInfo, task: Task) -> list[str]:
         """KAI's short reasons why ``task`` does not fit ``node``'s idle + releasing resources."""
         free = node.non_allocated
-        res = task.request.node_resources()
+        req = task.request
+        res = req.node_resources()
         out = []
-        if res.gpu > free.gpu + 1e-9:
+        if req.is_shared_gpu:
+            mib = gpusharing.task_gpu_memory(node, req)
+            portion = mib / gpusharing.node_gpu_memory(node) if req.gpu_memory_mib else req.gpu_fraction
+            if not gpusharing.device_count_fits(node, req, True) or portion * req.gpu_devices > free.gpu + 1e-9:
+                out.append("node(s) didn't have enough resources: GPUs")
+            if req.gpu_memory_mib > gpusharing.node_gpu_memory(node):
+                out.append("node(s) didn't have enough resources: GPU memory")
+        elif res.gpu > free.gpu + 1e-9:
             out.append("node(s) didn't have enough resources: GPUs")
         if res.cpu > free.cpu + 1e-9:
             out.append("node(s) didn't have enough resources: CPU cores")
@@ -272,10 +314,13 @@ class Session:
             out.append("node(s) didn't have enough resources: memory")
         for k, v in res.scalars.items():
             if v > free.scalars.get(k, 0.0) + 1e-9:
-                kind = "mig profile" if k.startswith("nvidia.com/mig-") else "resources"
+                kind = "of mig profile" if is_mig_resource(k) else "resources"
                 out.append(f"node(s) didn't have enough {kind}: {k}")
-        if node.idle_pods + node.arrays.rel_pods[node.index] < 1:
+        slots = 1 + (gpusharing.new_groups_needed(self, task, node) if req.is_shared_gpu else 0)
+        if node.idle_pods + node.arrays.rel_pods[node.index] < slots - 1e-9:
             out.append("node(s) pod number exceeded")
+        if not out and req.is_shared_gpu:
+            out.append("node(s) didn't have enough resources: GPUs")
         return out
 
     # --- explanations -------------------------------------------------------------------------------

@@ -10,6 +10,9 @@ A task evicted in a statement may be placed again in it (the eviction actions re
 pipelined back onto its own node it is *un-evicted* (neither decision is committed); pipelined onto
 another node it is *moved*: it keeps holding its old node's resources as releasing (the pod still
 terminates there) while it reserves the new node's.
+
+A shared-GPU task placed by a statement gets its device groups chosen on the node (unless the caller
+names them); its decision carries them for the binder.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import attrs
 
 from kai.api import Task, TaskStatus
+from kai.framework import gpusharing
 
 
 @attrs.define(slots=True)
@@ -27,16 +31,22 @@ class Operation:
     prev_status: TaskStatus
     prev_node: str | None
     message: str = ""
+    prev_groups: tuple[str, ...] = ()
 
 
 @attrs.define(frozen=True)
 class Decision:
-    """A committed decision, for the driver to carry out: ``bind``, ``pipeline`` or ``evict``."""
+    """A committed decision, for the driver to carry out: ``bind``, ``pipeline`` or ``evict``.
+
+    ``gpu_groups`` names the shared GPU devices (group ids scoped to the node) of a shared-GPU task;
+    a group the node does not have yet needs a new reservation pod.
+    """
 
     kind: str
     task: Task
     node: str | None
     message: str = ""
+    gpu_groups: tuple[str, ...] = ()
 
 
 class Statement:
@@ -46,38 +56,72 @@ class Statement:
         #: Task uid -> the eviction operation of this statement that made it Releasing.
         self._evictions: dict[str, Operation] = {}
 
-    def _do(self, kind: str, task: Task, node: str | None, status: TaskStatus, message: str = "") -> Operation:
-        op = Operation(kind, task, node, task.status, task.node, message)
+    def _do(self, kind: str, task: Task, node: str | None, status: TaskStatus, message: str = "",
+            groups=None) -> Operation:
+        op = Operation(kind, task, node, task.status, task.node, message, task.gpu_groups)
         self.ops.append(op)
-        self.session.move_task(task, status, node)
+        self.session.move_task(task, status, node, groups)
         return op
+
+    def _groups(self, task: Task, node: str, groups, pipeline: bool):
+        """The device groups of a shared-GPU task placed on ``node``: the given ones, or chosen there."""
+        if groups is not None or not task.request.is_shared_gpu:
+            return groups
+        choice = self.session.choose_gpu_groups(task, self.session.node_by_name[node], not pipeline, pipeline)
+        if choice is None:
+            raise ValueError(f"task {task.uid} does not fit the shared GPUs of node {node}")
+        return choice[0]
 
     def evicted_here(self, task: Task) -> bool:
         """Whether ``task`` is Releasing because this statement evicted it."""
         return task.status is TaskStatus.RELEASING and task.uid in self._evictions
 
-    def _hold_releasing(self, task: Task, node_name: str, sign: float) -> None:
-        """Keep (``sign=1``) or give back (``-1``) a moved task's resources as releasing on its old node."""
+    def _hold_releasing(self, task: Task, node_name: str, groups: tuple[str, ...], sign: float) -> None:
+        """Keep (``sign=1``) or give back (``-1``) a moved task's resources as releasing on its old node
+        (its shared GPU devices ``groups`` included)."""
         node = self.session.node_by_name[node_name]
         res = task.request.node_resources()
         node.arrays.change(node.index, "idle", res, -sign)
         node.arrays.change(node.index, "rel", res, sign)
+        if groups and task.request.is_shared_gpu:
+            account = gpusharing.add_shared if sign > 0 else gpusharing.remove_shared
+            account(node, task.request, groups, TaskStatus.RELEASING)
 
-    def allocate(self, task: Task, node: str) -> None:
-        """Place ``task`` on the idle resources of ``node``."""
-        self._do("allocate", task, node, TaskStatus.ALLOCATED)
+    def allocate(self, task: Task, node: str, gpu_groups=None) -> None:
+        """Place ``task`` on the idle resources of ``node`` (on ``gpu_groups``, or devices chosen there)."""
+        self._do("allocate", task, node, TaskStatus.ALLOCATED, groups=self._groups(task, node, gpu_groups, False))
 
-    def pipeline(self, task: Task, node: str) -> None:
-        """Reserve the releasing resources of ``node`` for ``task`` (un-evict or move a task evicted here)."""
+    def pipeline(self, task: Task, node: str, gpu_groups=None) -> None:
+        """Reserve the releasing resources of ``node`` for ``task`` (on ``gpu_groups``, or devices chosen
+        there); un-evict or move a task evicted here."""
         eviction = self._evictions.get(task.uid) if self.evicted_here(task) else None
         if eviction is not None and task.node == node:
             self._do("unevict", task, node, eviction.prev_status)
             self.session.evicted.discard(task.uid)
             return
-        old = task.node if eviction is not None else None
-        self._do("pipeline", task, node, TaskStatus.PIPELINED)
+        old, old_groups = (task.node, task.gpu_groups) if eviction is not None else (None, ())
+        groups = self._groups(task, node, gpu_groups, True)
+        self._do("pipeline", task, node, TaskStatus.PIPELINED, groups=groups)
         if old is not None:
-            self._hold_releasing(task, old, 1.0)
+            self._hold_releasing(task, old, old_groups, 1.0)
+
+    def place(self, task: Task, node, fits_idle: bool, pipeline_only: bool) -> str:
+        """Allocate ``task`` on ``node`` (a NodeInfo) when it fits idle resources, else pipeline it; return which.
+
+        A shared-GPU task gets its devices here and is pipelined when a chosen device is not free now.
+        """
+        pipelined = pipeline_only or not fits_idle
+        groups = None
+        if task.request.is_shared_gpu:
+            choice = self.session.choose_gpu_groups(task, node, fits_idle, pipeline_only)
+            if choice is None:
+                raise ValueError(f"task {task.uid} does not fit the shared GPUs of node {node.name}")
+            groups, pipelined = choice
+        if pipelined:
+            self.pipeline(task, node.name, groups)
+            return "pipeline"
+        self.allocate(task, node.name, groups)
+        return "allocate"
 
     def evict(self, task: Task, message: str) -> None:
         """Evict ``task``: it stays on its node as Releasing."""
@@ -91,13 +135,13 @@ class Statement:
         while len(self.ops) > checkpoint:
             op = self.ops.pop()
             if op.kind == "pipeline" and op.prev_status is TaskStatus.RELEASING and op.prev_node is not None:
-                self._hold_releasing(op.task, op.prev_node, -1.0)
+                self._hold_releasing(op.task, op.prev_node, op.prev_groups, -1.0)
             elif op.kind == "evict" and self._evictions.get(op.task.uid) is op:
                 del self._evictions[op.task.uid]
                 self.session.evicted.discard(op.task.uid)
             elif op.kind == "unevict":
                 self.session.evicted.add(op.task.uid)
-            self.session.move_task(op.task, op.prev_status, op.prev_node)
+            self.session.move_task(op.task, op.prev_status, op.prev_node, op.prev_groups)
 
     def discard(self) -> None:
         self.rollback(0)
@@ -106,9 +150,10 @@ class Statement:
         """Turn every task of the job allocated in this statement into a pipelined one (no partial gang is bound)."""
         for op in list(self.ops):
             if op.kind == "allocate" and op.task.job == job_uid and op.task.status is TaskStatus.ALLOCATED:
-                self.session.move_task(op.task, op.prev_status, op.prev_node)
+                groups = op.task.gpu_groups
+                self.session.move_task(op.task, op.prev_status, op.prev_node, op.prev_groups)
                 self.ops.remove(op)
-                self.pipeline(op.task, op.node)
+                self.pipeline(op.task, op.node, groups if op.task.request.is_shared_gpu else None)
 
     def commit(self) -> list[Decision]:
         """Hand the operations to the session as decisions; allocated tasks become Binding."""
@@ -117,9 +162,9 @@ class Statement:
         for op in self.ops:
             if op.kind == "allocate":
                 op.task.status = TaskStatus.BINDING
-                decisions.append(Decision("bind", op.task, op.node))
+                decisions.append(Decision("bind", op.task, op.node, gpu_groups=op.task.gpu_groups))
             elif op.kind == "pipeline":
-                decisions.append(Decision("pipeline", op.task, op.node))
+                decisions.append(Decision("pipeline", op.task, op.node, gpu_groups=op.task.gpu_groups))
             elif op.kind == "evict":
                 evict_at[op.task.uid] = len(decisions)
                 decisions.append(Decision("evict", op.task, op.prev_node, op.message))

@@ -123,10 +123,7 @@ def allocate_task(session, stmt, job: Job, task: Task, pipeline_only: bool, cand
         return str(veto)
     reasons: Counter | None = None if pipeline_only else Counter()
     for node, fits_idle in session.ordered_nodes(task, job, candidates, reasons=reasons):
-        if fits_idle and not pipeline_only:
-            stmt.allocate(task, node.name)
-        else:
-            stmt.pipeline(task, node.name)
+        stmt.place(task, node, fits_idle, pipeline_only)
         return None
     return "no node fits" if reasons is None else session.set_task_fit_error(task, reasons)
 

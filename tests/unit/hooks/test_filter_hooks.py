@@ -106,7 +106,8 @@ def test_kai_task_over_capacity_without_node_vetoes_the_task_everywhere():
 def test_kai_task_over_capacity_is_asked_per_node_for_gpu_memory_requests():
     def snap():
         shared = kt.task("j-0", request=ResourceRequest(cpu=1000, memory=2**30, gpu_memory_mib=1000))
-        return kt.cluster(nodes=[kt.node("n1", gpus=2), kt.node("n2", gpus=1)],
+        nodes = [kt.node("n1", gpus=2, gpu_memory_mib=4000), kt.node("n2", gpus=1, gpu_memory_mib=4000)]
+        return kt.cluster(nodes=nodes,
                           jobs=[kt.job("j", queue="q", tasks=[shared])])
 
     assert kt.placements(kt.run(snap(), plugins=["predicates"])) == {"j-0": "n1"}
