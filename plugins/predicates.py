@@ -2,15 +2,16 @@
 
 For each candidate node of a task: the node is ready and schedulable; the task's node selector
 and required node affinity match; the node's NoSchedule/NoExecute taints are tolerated; the
-queue stays within its limits (``kai_task_over_capacity``); required pod affinity and
-anti-affinity hold (including the anti-affinity of pods already on the nodes). Resource fit and
-pod slots are checked by the kernel before any predicate.
+node's GPU type suits the request (MIG rules, GPU memory known for memory requests); the queue
+stays within its limits (``kai_task_over_capacity``); required pod affinity and anti-affinity
+hold (including the anti-affinity of pods already on the nodes). Resource fit and pod slots
+(including the reservation pod of a new shared GPU) are checked by the kernel before any predicate.
 """
 
 from __future__ import annotations
 
 from kai import hookimpl
-from kai.api import Reject
+from kai.api import Reject, is_mig_resource
 
 NAME = "predicates"
 UNSCHEDULABLE = Reject(NAME, "node(s) were unschedulable")
@@ -19,6 +20,52 @@ AFFINITY = Reject(NAME, "node(s) didn't match Pod's node affinity/selector")
 POD_AFFINITY = Reject(NAME, "node(s) didn't match pod affinity rules")
 POD_ANTI_AFFINITY = Reject(NAME, "node(s) didn't match pod anti-affinity rules")
 EXISTING_ANTI_AFFINITY = Reject(NAME, "node(s) didn't satisfy existing pods anti-affinity rules")
+MIG_ON_NON_MIG = Reject(NAME, "MIG job cannot be scheduled on non-MIG node")
+MIG_SINGLE = Reject(NAME, "only whole gpu jobs can run on a node with MigStrategy='single'")
+MIG_MIXED = Reject(NAME, "non MIG jobs cant run on a node with MigStrategy='mixed'")
+MIG_ENABLED_LABEL = "node-role.kubernetes.io/mig-enabled"
+MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
+
+
+def mig_strategy(node) -> str | None:
+    """None for a node without MIG, else its strategy: ``single``, ``mixed`` or ``none``."""
+    labels = node.node.labels
+    enabled = labels.get(MIG_ENABLED_LABEL)
+    if enabled is not None:
+        if enabled.strip().lower() not in ("true", "1", "t"):
+            return None
+    elif not any(is_mig_resource(k) for k in node.node.allocatable.scalars):
+        return None
+    strategy = labels.get(MIG_STRATEGY_LABEL, "")
+    return strategy if strategy in ("single", "mixed") else "none"
+
+
+def gpu_type_veto(task, node, strategy: str | None):
+    """KAI's rules for which GPU requests a node's GPU type (``strategy``, see :func:`mig_strategy`) accepts.
+
+    Legacy MIG pods never run.
+    """
+    if task.legacy_mig:
+        return Reject(NAME, f"Legacy MIG jobs cannot be scheduled on node {node.name}")
+    req = task.request
+    if not req.wants_gpu:
+        return None
+    if strategy is None:
+        if req.mig:
+            return MIG_ON_NON_MIG
+    else:
+        if req.mig:
+            legacy = sorted(t.uid for t in node.tasks.values() if t.legacy_mig)
+            if legacy:
+                return Reject(NAME, f"MIG job cannot be scheduled on node with legacy MIG jobs: <{legacy}>")
+        if strategy == "single" and not req.is_whole_gpu:
+            return MIG_SINGLE
+        if strategy == "mixed" and not req.mig:
+            return MIG_MIXED
+    if req.gpu_memory_mib and node.node.gpu_memory_mib <= 0:
+        return Reject(NAME, "node is not a gpu node or the gpu memory count on the node was not synced yet, "
+                            f"task: <{task.namespace}/{task.name}>, node: <{node.name}>")
+    return None
 
 
 def matches_node_affinity(task, labels) -> bool:
@@ -87,6 +134,10 @@ class Predicates:
         self.anti_affinity_pods = False
         #: Queue-capacity verdict of the task being placed, when it does not depend on the node.
         self.capacity: dict[str, object] = {}
+        #: Strategy of every MIG node of the session, by node name.
+        self.mig_nodes: dict[str, str] = {}
+        #: Whether the GPU-type rules can veto the task being placed (False for most whole-GPU and CPU tasks).
+        self.gpu_rules: dict[str, bool] = {}
 
     @hookimpl
     def kai_session_open(self, session):
@@ -95,9 +146,12 @@ class Predicates:
         self.anti_affinity_pods = any(
             t.pod_anti_affinity for j in session.jobs.values() for t in j.tasks.values()
         )
+        self.mig_nodes = {n.name: s for n in session.nodes if (s := mig_strategy(n)) is not None}
+        self.gpu_rules = {}
 
     @hookimpl
     def kai_pre_predicate(self, session, task, job):
+        self.gpu_rules[task.uid] = self._gpu_rules_apply(task)
         if task.pod_affinity or task.pod_anti_affinity or self.anti_affinity_pods:
             self.affinity[task.uid] = _AffinityView(session, task)
         else:
@@ -120,12 +174,22 @@ class Predicates:
         taint = untolerated_taint(task, node) if n.taints else None
         if taint is not None:
             return Reject(NAME, f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}")
+        rules = self.gpu_rules.get(task.uid)
+        if rules or (rules is None and self._gpu_rules_apply(task)):
+            veto = gpu_type_veto(task, node, self.mig_nodes.get(n.name))
+            if veto is not None:
+                return veto
         veto = (self.capacity[task.uid] if task.uid in self.capacity
                 else session.task_over_capacity(task, job, node))
         if veto is not None:
             return veto
         view = self.affinity.get(task.uid)
         return view.check(n.labels) if view is not None else None
+
+
+    def _gpu_rules_apply(self, task) -> bool:
+        req = task.request
+        return task.legacy_mig or bool(req.mig) or req.is_shared_gpu or (bool(self.mig_nodes) and req.wants_gpu)
 
 
 def build(arguments):

@@ -54,7 +54,7 @@ KAI_DEFAULT_PLUGINS = (
 )
 SHIPPED_DEFAULT_PLUGINS = (
     "predicates", "proportion", "priority", "elastic", "kubeflow", "ray", "nodeavailability",
-    "resourcetype", "subgrouporder", "taskorder", "nodeplacement", "topology",
+    "gpusharingorder", "gpupack", "resourcetype", "subgrouporder", "taskorder", "nodeplacement", "topology",
 )
 DEFAULT_ACTIONS = ("allocate",)
 DEFAULT_CONFIG = SchedulerConfig(
