@@ -23,7 +23,7 @@ from kai.sim.rounds import ROUND_SECONDS, feed_back, run_round
 from kai.sim.scenario import NOW, Scenario, ScenarioError, load_scenarios
 
 #: Features of the scenario format the kernel does not implement yet.
-UNBUILT_FEATURES = ("fractional_gpu", "gpu_memory", "mig")
+UNBUILT_FEATURES: tuple[str, ...] = ()
 
 
 class Runner:

@@ -20,8 +20,7 @@ def _accepted_gpus(session: Session, task) -> float:
         return 0.0
     if r.gpu_memory_mib:
         node = session.node_by_name.get(task.node)
-        mem = node.node.gpu_memory_mib if node is not None else 0
-        return int(r.gpu_memory_mib / mem * 100 + 0.999999) / 100 if mem else 0.0
+        return r.accepted_gpus(node.node.gpu_memory_mib) if node is not None else 0.0
     return r.gpus_required
 
 

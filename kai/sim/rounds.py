@@ -49,6 +49,8 @@ def feed_back(scenario: Scenario, session: Session) -> None:
                 td.pop("node", None)
             else:
                 td["node"] = node
+            if task.gpu_groups:
+                td["gpu_groups"] = list(task.gpu_groups)
 
 
 def feed_back_jobs(jobs: Iterable[Job]) -> None:

@@ -290,7 +290,7 @@ class Scenario:
             pod_set=sub_group, priority=td.get("priority"), labels=labels, node_affinity=affinity,
             pod_affinity=pod_aff, pod_anti_affinity=pod_anti,
             gpu_groups=tuple(str(g) for g in td.get("gpu_groups") or ()),
-            invalid="legacy MIG pods cannot be scheduled" if td.get("legacy_mig") else None,
+            legacy_mig=bool(td.get("legacy_mig")),
         )
 
 
