@@ -217,6 +217,21 @@ def choose_devices(session, task, node, fits_idle: bool, pipeline_only: bool) ->
     return tuple(groups), pipelined
 
 
+def _portion(node, mib: int) -> float:
+    return math.ceil(mib / node_gpu_memory(node) * 100 - 1e-9) / 100
+
+
+def shared_free_gpus(node) -> float:
+    """GPU portions still free on the node's shared devices (KAI rounds each up to 0.01 of a device)."""
+    return sum(1.0 - _portion(node, g.allocated) for g in node.gpu_groups.values() if g.allocated > 0)
+
+
+def shared_releasing_gpus(node) -> float:
+    """GPU portions being released on shared devices that are not releasing as a whole."""
+    return sum(_portion(node, g.releasing) for g in node.gpu_groups.values()
+               if g.releasing > 0 and g.releasing != g.used)
+
+
 def used_portion(node, gid: str) -> float:
     """Share of the device's memory its tasks use (0 for an unknown group)."""
     g = node.gpu_groups.get(gid)

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from array import array
 
-from kai.api import EPSILON, Node, Resources, Task, TaskStatus, is_mig_resource
-from kai.framework.gpusharing import GpuGroup, add_shared, fitting_groups, remove_shared, used_portion
+from kai.api import EPSILON, Node, Resources, Task, TaskStatus, is_mig_resource, mig_gpu_slices
+from kai.framework.gpusharing import (
+    GpuGroup, add_shared, fitting_groups, remove_shared, shared_free_gpus, shared_releasing_gpus, used_portion,
+)
 
 _FIELDS = ("cpu", "mem", "gpu", "pods")
 
@@ -48,6 +50,10 @@ class NodeArrays:
         pods[i] += sign
         for k, v in res.scalars.items():
             scalars[k] = scalars.get(k, 0.0) + sign * v
+
+
+def _mig_gpus(scalars: dict[str, float]) -> float:
+    return sum(mig_gpu_slices(k) * v for k, v in scalars.items() if is_mig_resource(k) and v > 0) if scalars else 0.0
 
 
 class NodeInfo:
@@ -102,6 +108,18 @@ class NodeInfo:
         return self.node.allocatable.gpu > 0 or any(
             is_mig_resource(k) for k, v in self.node.allocatable.scalars.items() if v > 0
         )
+
+    def idle_gpu_sum(self) -> float:
+        """KAI's idle GPUs of the node: whole devices, MIG slices and the free portions of shared devices."""
+        i = self.index
+        return self.arrays.idle_gpu[i] + _mig_gpus(self.arrays.idle_scalars[i]) + (
+            shared_free_gpus(self) if self.gpu_groups else 0.0)
+
+    def releasing_gpu_sum(self) -> float:
+        """KAI's releasing GPUs of the node: whole devices, MIG slices and releasing portions of shared devices."""
+        i = self.index
+        return self.arrays.rel_gpu[i] + _mig_gpus(self.arrays.rel_scalars[i]) + (
+            shared_releasing_gpus(self) if self.gpu_groups else 0.0)
 
     def used_gpu_portion(self, group: str) -> float:
         """Share of a shared device's memory its tasks use."""

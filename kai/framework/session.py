@@ -230,10 +230,10 @@ class Session:
         """Narrow the CPU/memory/pod fit of a shared-GPU task by its devices and its reservation pod slots."""
         if not gpusharing.valid_portion(node, task.request):
             return 0
+        if not gpusharing.device_count_fits(node, task.request, True):
+            return 0
         if fit == 2 and not gpusharing.device_count_fits(node, task.request, False):
             fit = 1
-        if fit == 1 and not gpusharing.device_count_fits(node, task.request, True):
-            return 0
         # Every new device needs one more pod slot, for its reservation pod.
         extra = gpusharing.new_groups_needed(self, task, node)
         if extra:

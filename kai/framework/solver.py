@@ -68,13 +68,10 @@ def job_view(job: Job, tasks) -> Job:
 
 def feasible_node_names(session, job: Job) -> set[str]:
     """KAI's nodes worth looking at for ``job``: all nodes when a task needs no GPU, else the nodes
-    with idle or releasing GPUs."""
+    with idle or releasing GPUs (whole, MIG slices or free portions of shared devices)."""
     if any(t.request.quota_gpus() <= 0 for t in job.tasks.values()):
         return {n.name for n in session.nodes}
-    a = session.arrays
-    return {n.name for n in session.nodes if a.idle_gpu[n.index] > 0 or a.rel_gpu[n.index] > 0
-            or any(v > 0 for k, v in a.idle_scalars[n.index].items() if k.startswith("nvidia.com/mig-"))
-            or any(v > 0 for k, v in a.rel_scalars[n.index].items() if k.startswith("nvidia.com/mig-"))}
+    return {n.name for n in session.nodes if n.idle_gpu_sum() > 0 or n.releasing_gpu_sum() > 0}
 
 
 @attrs.define(eq=False)

@@ -95,15 +95,22 @@ class Statement:
         """Reserve the releasing resources of ``node`` for ``task`` (on ``gpu_groups``, or devices chosen
         there); un-evict or move a task evicted here."""
         eviction = self._evictions.get(task.uid) if self.evicted_here(task) else None
-        if eviction is not None and task.node == node:
+        groups = self._groups(task, node, gpu_groups, True)
+        if eviction is not None and task.node == node and not self._other_devices(task, groups):
             self._do("unevict", task, node, eviction.prev_status)
             self.session.evicted.discard(task.uid)
             return
         old, old_groups = (task.node, task.gpu_groups) if eviction is not None else (None, ())
-        groups = self._groups(task, node, gpu_groups, True)
         self._do("pipeline", task, node, TaskStatus.PIPELINED, groups=groups)
         if old is not None:
             self._hold_releasing(task, old, old_groups, 1.0)
+
+    def _other_devices(self, task: Task, groups) -> bool:
+        """Whether ``groups`` moves a shared task to devices of its node other than its own that are in use."""
+        if not groups:
+            return False
+        in_use = self.session.node_by_name[task.node].gpu_groups
+        return any(g in in_use and g not in task.gpu_groups for g in groups)
 
     def place(self, task: Task, node, fits_idle: bool, pipeline_only: bool) -> str:
         """Allocate ``task`` on ``node`` (a NodeInfo) when it fits idle resources, else pipeline it; return which.

@@ -38,9 +38,9 @@ def test_json_shape(capsys):
 
 
 def test_unbuilt_feature_is_skipped_and_named(tmp_path, capsys):
-    (tmp_path / "mig.yaml").write_text(TINY.replace("{gpus: 2}", "{gpus: 2, mig_strategy: mixed}"))
-    (entry,) = bench_json(capsys, str(tmp_path / "mig.yaml"), "--repeat", "1")
-    assert "mig" in entry["skipped"]
+    (tmp_path / "topo.yaml").write_text(TINY.replace("  nodes:", "  topologies: [{name: t, levels: [zone]}]\n  nodes:"))
+    (entry,) = bench_json(capsys, str(tmp_path / "topo.yaml"), "--repeat", "1")
+    assert "topology" in entry["skipped"]
     assert entry["median_s"] is None and entry["min_s"] is None and entry["repeats"] == 0
 
 

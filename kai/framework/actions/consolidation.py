@@ -9,7 +9,7 @@ moves pods, it never evicts a job for good.
 
 from __future__ import annotations
 
-from kai.api import MIG_PREFIX, Job, Task, mig_gpu_slices
+from kai.api import Job, Task
 from kai.framework.actions import eviction
 from kai.framework.gang import tasks_to_allocate
 from kai.framework.solver import JobSolver, Scenario
@@ -41,17 +41,7 @@ def victims(session, preemptor: Job, limit: int):
 def enough_gpus(session, job: Job) -> bool:
     """The ready nodes' idle and releasing GPUs could hold the job's next step (KAI's pre-check)."""
     wanted = sum(t.request.quota_gpus() for t in tasks_to_allocate(session, job))
-    a = session.arrays
-    have = 0.0
-    for n in session.nodes:
-        if not n.node.ready:
-            continue
-        i = n.index
-        have += a.idle_gpu[i] + a.rel_gpu[i]
-        for scalars in (a.idle_scalars[i], a.rel_scalars[i]):
-            for k, v in scalars.items():
-                if k.startswith(MIG_PREFIX) and v > 0:
-                    have += v * mig_gpu_slices(k)
+    have = sum(n.idle_gpu_sum() + n.releasing_gpu_sum() for n in session.nodes if n.node.ready)
     return have + 1e-9 >= wanted
 
 
