@@ -37,10 +37,10 @@ def test_json_shape(capsys):
     assert 0 < entry["min_s"] <= entry["median_s"]
 
 
-def test_unbuilt_feature_is_skipped_and_named(tmp_path, capsys):
-    (tmp_path / "topo.yaml").write_text(TINY.replace("  nodes:", "  topologies: [{name: t, levels: [zone]}]\n  nodes:"))
-    (entry,) = bench_json(capsys, str(tmp_path / "topo.yaml"), "--repeat", "1")
-    assert "topology" in entry["skipped"]
+def test_unbuilt_plugin_is_skipped_and_named(tmp_path, capsys):
+    (tmp_path / "dra.yaml").write_text(TINY.replace("{plugins: default}", "{plugins: [{name: dynamicresources}]}"))
+    (entry,) = bench_json(capsys, str(tmp_path / "dra.yaml"), "--repeat", "1")
+    assert "plugin dynamicresources" in entry["skipped"]
     assert entry["median_s"] is None and entry["min_s"] is None and entry["repeats"] == 0
 
 
