@@ -261,9 +261,13 @@ class Job:
 
     def elastic_state(self) -> int:
         """-1 when some pod set is below its gang size, 0 when all are exactly at it, 1 above it."""
+        active_by_set = dict.fromkeys(self.pod_sets, 0)
+        for t in self.tasks.values():
+            if t.status in ACTIVE_ALLOCATED and t.pod_set in active_by_set:
+                active_by_set[t.pod_set] += 1
         state = 0
         for name, ps in self.pod_sets.items():
-            active = self.count(name, ACTIVE_ALLOCATED)
+            active = active_by_set[name]
             if active < ps.min_available:
                 return -1
             if active > ps.min_available:

@@ -12,6 +12,10 @@ import bisect
 from kai.api import Job
 
 
+def _first(entry):
+    return entry[0]
+
+
 class JobQueue:
     def __init__(self, session, jobs, reverse: bool = False):
         """``reverse`` gives victim order: the last job of the least deserving queue first.
@@ -23,18 +27,28 @@ class JobQueue:
         self.reverse = reverse
         self.leaves: dict[str, list] = {}
         self.popped: dict[str, list[Job]] = {}
+        by_leaf: dict[str, list[Job]] = {}
         for job in jobs:
-            self._insert(job)
+            by_leaf.setdefault(job.queue, []).append(job)
+        for leaf, members in by_leaf.items():
+            self.leaves[leaf] = sorted(((self._key(j), j) for j in members), key=_first)
 
     def _key(self, job: Job):
         return self.session.job_key(job)
 
     def _insert(self, job: Job) -> None:
         entries = self.leaves.setdefault(job.queue, [])
-        bisect.insort(entries, (self._key(job), job), key=lambda e: e[0])
+        bisect.insort(entries, (self._key(job), job), key=_first)
 
     def push(self, job: Job) -> None:
         self._insert(job)
+
+    def copy(self) -> "JobQueue":
+        """An independent queue with the same jobs (and victims popped so far)."""
+        other = JobQueue(self.session, (), self.reverse)
+        other.leaves = {name: list(entries) for name, entries in self.leaves.items()}
+        other.popped = {name: list(jobs) for name, jobs in self.popped.items()}
+        return other
 
     def __bool__(self) -> bool:
         return any(self.leaves.values())

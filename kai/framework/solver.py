@@ -16,6 +16,8 @@ back and the next node tried. Everything happens in one Statement; the caller co
 
 from __future__ import annotations
 
+import bisect
+import heapq
 from array import array
 from typing import Callable
 
@@ -48,8 +50,8 @@ class Scenario:
 
 #: A validator: ``(session, scenario) -> True`` when the scenario is acceptable.
 Validator = Callable[[object, Scenario], bool]
-#: Eviction message of a victim task: ``(session, victim task, preemptor) -> str``.
-Messenger = Callable[[object, Task, Job], str]
+#: Eviction messages of victim tasks evicted together: ``(session, victim tasks, preemptor) -> [str]``.
+Messenger = Callable[[object, list[Task], Job], list[str]]
 
 
 def validator_hook(action: str) -> Validator:
@@ -74,6 +76,188 @@ def feasible_node_names(session, job: Job) -> set[str]:
     return {n.name for n in session.nodes if n.idle_gpu_sum() > 0 or n.releasing_gpu_sum() > 0}
 
 
+def _gpus(task: Task) -> float:
+    return task.request.quota_gpus()
+
+
+class IdleGpus:
+    """KAI's cheap pre-check of a scenario: the step's GPU requests (largest first) must fit greedily into
+    the nodes with the most idle + releasing GPUs, counting the GPUs the scenario's victims free."""
+
+    def __init__(self, session, pending: list[Task]):
+        a = session.arrays
+        self.required = sorted((_gpus(t) for t in pending), reverse=True)
+        self.capacity = {n.name: a.idle_gpu[n.index] + a.rel_gpu[n.index] for n in session.nodes}
+        self.counted: set[str] = set()
+        self.size = len(self.required)
+        #: The ``size`` nodes with the most GPUs, as (-GPUs, name), best first.
+        self.top = sorted((-c, name) for c, name in heapq.nlargest(self.size, ((c, n) for n, c in
+                                                                                 self.capacity.items())))
+        #: With equal requests (the usual gang): how many of them the top nodes hold.
+        self.unit = self.required[0] if self.required and self.required[0] == self.required[-1] > 0 else None
+        self.held = sum(self._holds(-neg) for neg, _ in self.top)
+
+    def _holds(self, gpus: float) -> int:
+        return int(gpus // self.unit) if self.unit else 0
+
+    def _raise(self, node: str, gpus: float) -> None:
+        old = self.capacity.get(node, 0.0)
+        self.capacity[node] = new = old + gpus
+        entry = (-old, node)
+        at = bisect.bisect_left(self.top, entry)
+        if at < len(self.top) and self.top[at] == entry:
+            del self.top[at]
+            self.held -= self._holds(old)
+        elif len(self.top) >= self.size and (not self.top or -new >= self.top[-1][0]):
+            return
+        bisect.insort(self.top, (-new, node))
+        self.held += self._holds(new)
+        for neg, _ in self.top[self.size:]:
+            self.held -= self._holds(-neg)
+        del self.top[self.size:]
+
+    def passes(self, victims) -> bool:
+        for t in victims:
+            if t.node and t.uid not in self.counted:
+                self.counted.add(t.uid)
+                self._raise(t.node, _gpus(t))
+        if not self.required or self.required[0] == 0:
+            return True
+        if self.unit:
+            return self.held >= len(self.required)
+        taken = [0.0] * len(self.top)
+        for need in self.required:
+            if need == 0:
+                return True
+            for k, (neg, _) in enumerate(self.top):
+                if -neg < need:
+                    return False
+                if -neg - taken[k] >= need:
+                    taken[k] += need
+                    break
+            else:
+                return False
+        return True
+
+
+class VictimStream:
+    """The victim groups of one solve in victim order, for each partial step.
+
+    Every partial step pops a fresh victim queue; a popped job overlapping the recorded victims is
+    skipped (what is left of it goes back). While every popped job is taken whole (no elastic shrink,
+    nothing left), skipping and taking change the queue alike, so the groups popped once are replayed
+    for the next partial steps instead of popping again. The first job that is not taken whole ends
+    the replay for the rest of the solve.
+    """
+
+    def __init__(self, session, queue: JobQueue):
+        self.session = session
+        self.initial = queue
+        self.live = queue.copy()
+        self.popped: list[Job] = []
+        self.replayable = True
+
+    def groups(self, recorded_uids: set[str]):
+        if not self.replayable:
+            yield from self._pop_all(self.initial.copy(), recorded_uids)
+            return
+        for group in self.popped:
+            if not _overlaps(group, recorded_uids):
+                yield group
+        while (view := self.live.pop()) is not None:
+            tasks, more = tasks_to_evict(self.session, view)
+            if not more and tasks and len(tasks) == len(view.tasks):
+                self.popped.append(view)
+                if not _overlaps(view, recorded_uids):
+                    yield view
+                continue
+            self.replayable = False
+            group = self._take(self.live, view, tasks, more, recorded_uids)
+            if group is not None:
+                yield group
+            yield from self._pop_all(self.live, recorded_uids)
+            return
+
+    def _pop_all(self, queue: JobQueue, recorded_uids: set[str]):
+        while (view := queue.pop()) is not None:
+            group = self._take(queue, view, *tasks_to_evict(self.session, view), recorded_uids)
+            if group is not None:
+                yield group
+
+    @staticmethod
+    def _take(queue: JobQueue, view: Job, tasks: list[Task], more: bool, recorded_uids: set[str]) -> Job | None:
+        """The victim group of a popped job (None when it overlaps the recorded victims or has nothing to
+        evict); what is left of the job goes back into the queue."""
+        if any(t.uid in recorded_uids for t in tasks):
+            rest = [t for t in view.tasks.values() if t.uid not in recorded_uids]
+            if rest:
+                queue.push(job_view(view, rest))
+            return None
+        if more:
+            taken = {t.uid for t in tasks}
+            queue.push(job_view(view, [t for t in view.tasks.values() if t.uid not in taken]))
+        if not tasks:
+            return None
+        return view if len(tasks) == len(view.tasks) else job_view(view, tasks)
+
+
+def _overlaps(group: Job, uids: set[str]) -> bool:
+    if len(group.tasks) == 1:
+        return next(iter(group.tasks.values())).uid in uids
+    return any(t.uid in uids for t in group.tasks.values())
+
+
+class _Potential:
+    """The victim groups added to a partial step's scenarios, with their tasks and an index by node."""
+
+    def __init__(self):
+        self.groups: list[Job] = []
+        self.tasks: list[Task] = []
+        self.by_job: dict[str, list[Job]] = {}
+        self.jobs_on: dict[str, dict[str, None]] = {}
+
+    def add(self, group: Job) -> None:
+        self.groups.append(group)
+        self.by_job.setdefault(group.uid, []).append(group)
+        for t in group.tasks.values():
+            self.tasks.append(t)
+            if t.node:
+                self.jobs_on.setdefault(t.node, {})[group.uid] = None
+
+    def of_jobs_on(self, node: str) -> list[Job]:
+        """Every group of the jobs that have a potential victim task on ``node``, in the order added."""
+        uids = self.jobs_on.get(node, {})
+        if len(uids) == 1:
+            return list(self.by_job[next(iter(uids))])
+        return [g for g in self.groups if g.uid in uids]
+
+
+class _Room:
+    """The most of each resource any candidate node has left (idle + releasing): a task asking more
+    fits nowhere, and placements only use up room, so its job need not be tried."""
+
+    def __init__(self, session, positions):
+        self.arrays, self.positions = session.arrays, positions
+        self.most = None
+
+    def changed(self) -> None:
+        self.most = None
+
+    def may_fit(self, tasks) -> bool:
+        """Whether some task of ``tasks`` could fit a candidate node (False when there is none)."""
+        if self.most is None:
+            a = self.arrays
+            self.most = [max((a.idle_cpu[i] + a.rel_cpu[i] for i in self.positions), default=0.0),
+                         max((a.idle_mem[i] + a.rel_mem[i] for i in self.positions), default=0.0),
+                         max((a.idle_gpu[i] + a.rel_gpu[i] for i in self.positions), default=0.0),
+                         max((a.idle_pods[i] + a.rel_pods[i] for i in self.positions), default=0.0)]
+        cpu, mem, gpu, pods = self.most
+        eps = 1e-9
+        return pods >= 1 - eps and any(
+            t.request.cpu <= cpu + eps and t.request.memory <= mem + eps and t.request.gpus <= gpu + eps
+            for t in tasks)
+
+
 @attrs.define(eq=False)
 class _Solution:
     statement: Statement
@@ -85,15 +269,15 @@ class JobSolver:
     """Finds victims for pending jobs; one solver per action run.
 
     ``victim_queue(job)`` builds the victim queue of a preemptor (a reversed :class:`JobQueue`);
-    ``validate`` judges a simulated scenario; ``message`` gives the eviction message of a victim.
+    ``validate`` judges a simulated scenario; ``messages`` gives the eviction messages of victims.
     """
 
     def __init__(self, session, victim_queue: Callable[[Job], JobQueue], validate: Validator | None,
-                 message: Messenger):
+                 messages: Messenger):
         self.session = session
         self.victim_queue = victim_queue
         self.validate = validate
-        self.message = message
+        self.messages = messages
 
     def solve(self, job: Job) -> Statement | None:
         """A statement placing the job's next step over victims (not committed), or None."""
@@ -103,6 +287,8 @@ class JobSolver:
             return None
         before = sum(1 for t in job.tasks.values() if t.status in ACTIVE_ALLOCATED or t.status is TaskStatus.RELEASING)
         base_nodes = feasible_node_names(session, job)
+        self._victims = VictimStream(session, self.victim_queue(job))
+        self._pending_jobs = [j for j in session.jobs.values() if j.has_pending()]
         recorded: list[Job] = []
         solution = None
         for k in range(1, len(steps) + 1):
@@ -126,60 +312,40 @@ class JobSolver:
         recorded_tasks = [t for g in recorded for t in g.tasks.values()]
         nodes.update(t.node for t in recorded_tasks if t.node)
         recorded_uids = {t.uid for t in recorded_tasks}
-        queue = self.victim_queue(job)
-        potential: list[Job] = []
-        if recorded:
+        idle_gpus = IdleGpus(self.session, pending)
+        potential = _Potential()
+        if recorded and idle_gpus.passes(recorded_tasks):
             solution = self._try(job, pending, recorded, potential, nodes)
             if solution is not None:
                 return solution
-        while True:
-            group = self._next_group(queue, recorded_uids)
-            if group is False:
-                return None
-            if group is None:
+        for group in self._victims.groups(recorded_uids):
+            potential.add(group)
+            if not idle_gpus.passes(group.tasks.values()):
                 continue
-            potential.append(group)
             solution = self._try(job, pending, recorded, potential, nodes)
             if solution is not None:
                 return solution
-
-    def _next_group(self, queue: JobQueue, recorded_uids: set[str]):
-        """The next victim group from the queue; None when the popped job overlaps the recorded victims
-        (what is left of it goes back), False when the queue is empty."""
-        view = queue.pop()
-        if view is None:
-            return False
-        tasks, more = tasks_to_evict(self.session, view)
-        if any(t.uid in recorded_uids for t in tasks):
-            rest = [t for t in view.tasks.values() if t.uid not in recorded_uids]
-            if rest:
-                queue.push(job_view(view, rest))
-            return None
-        if more:
-            taken = {t.uid for t in tasks}
-            queue.push(job_view(view, [t for t in view.tasks.values() if t.uid not in taken]))
-        return job_view(view, tasks) if tasks else None
+        return None
 
     # --- one scenario: node by node -------------------------------------------------------------
 
-    def _try(self, job: Job, pending: list[Task], recorded: list[Job], potential: list[Job],
+    def _try(self, job: Job, pending: list[Task], recorded: list[Job], potential: "_Potential",
              nodes: set[str]) -> _Solution | None:
         """Simulate the scenario node by node; the first valid solution (statement not committed), or None."""
         session = self.session
         stmt = session.statement()
         recorded_tasks = [t for g in recorded for t in g.tasks.values()]
         self._evict(stmt, job, recorded_tasks)
-        candidates = recorded_tasks + [t for g in potential for t in g.tasks.values()]
-        if not potential:
+        candidates = recorded_tasks + potential.tasks
+        if not potential.groups:
             solution = self._simulate(stmt, job, pending, recorded, recorded_tasks, candidates, nodes)
             if solution is None:
                 stmt.discard()
             return solution
-        latest = session.jobs[potential[-1].uid]
+        latest = session.jobs[potential.groups[-1].uid]
         for node_name in dict.fromkeys(t.node for t in latest.tasks.values() if t.node):
             cp = stmt.checkpoint()
-            on_node = {g.uid for g in potential if any(t.node == node_name for t in g.tasks.values())}
-            groups = [g for g in potential if g.uid in on_node]
+            groups = potential.of_jobs_on(node_name)
             tasks = [t for g in groups for t in g.tasks.values() if t.status in ACTIVE_ALLOCATED]
             self._evict(stmt, job, tasks)
             here = nodes | {t.node for t in tasks}
@@ -191,7 +357,7 @@ class JobSolver:
         return None
 
     def _evict(self, stmt: Statement, job: Job, tasks: list[Task]) -> None:
-        messages = [self.message(self.session, t, job) for t in tasks]
+        messages = self.messages(self.session, tasks, job)
         for task, message in zip(tasks, messages):
             if task.status in ACTIVE_ALLOCATED:
                 stmt.evict(task, message)
@@ -201,22 +367,30 @@ class JobSolver:
         """Place the victims again and the job's ``pending`` tasks, pipeline-only, in queue order."""
         session = self.session
         positions = array("i", sorted(session.node_by_name[n].index for n in nodes))
-        victim_jobs = {t.job for t in victim_tasks}
-        wanted = victim_jobs | {job.uid}
-        others = [j for j in session.jobs.values() if j.uid not in wanted and j.has_pending()]
+        # victims come in victim order (last job first): reversed, the queue's sort is one pass
+        wanted = dict.fromkeys(t.job for t in reversed(victim_tasks))
+        wanted[job.uid] = None
+        others = [j for j in self._pending_jobs if j.uid not in wanted]
         order = JobQueue(session, others + [session.jobs[uid] for uid in wanted])
+        room = _Room(session, positions)
         while wanted and (next_job := order.pop()) is not None:
             if next_job.uid not in wanted:
                 continue
-            wanted.discard(next_job.uid)
+            del wanted[next_job.uid]
             if next_job is job:
                 if not allocate_job(session, stmt, job, True, tasks=pending, candidates=positions):
                     return None
+                room.changed()
+                continue
+            if not room.may_fit(t for t in next_job.tasks.values()
+                                if t.status is TaskStatus.PENDING or t.uid in session.evicted):
                 continue
             tasks = tasks_to_allocate(session, next_job, also=session.evicted)
             if tasks:
                 cp = stmt.checkpoint()
-                if not allocate_job(session, stmt, next_job, True, tasks=tasks, candidates=positions):
+                if allocate_job(session, stmt, next_job, True, tasks=tasks, candidates=positions):
+                    room.changed()
+                else:
                     stmt.rollback(cp)
         victims = [t for t in victim_tasks if t.status is TaskStatus.RELEASING]
         moved = [t for t in victim_tasks if t.status is TaskStatus.PIPELINED]

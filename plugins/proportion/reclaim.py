@@ -116,9 +116,11 @@ def validate(plugin, session, scenario, state: ReclaimState) -> Reject | None:
     shares = plugin.shares
     request = state.request
     ignore_moved = session.plugins.config.allow_consolidating_reclaim
+    freed = {t.job for t in scenario.candidates if t.status not in ACTIVE_ALLOCATED} if ignore_moved else None
     per_job: dict[str, list] = {}
     for t in scenario.candidates:
-        per_job.setdefault(t.job, []).append(t)
+        if freed is None or t.job in freed:
+            per_job.setdefault(t.job, []).append(t)
     per_queue: dict[str, list[list[float]]] = {}
     for uid, tasks in per_job.items():
         victim = session.jobs[uid]

@@ -17,9 +17,9 @@ from kai.framework.solver import JobSolver, Scenario
 NO_LIMIT = -1
 
 
-def message(session, task: Task, preemptor: Job) -> str:
-    return (f"Pod {task.namespace}/{task.name} was preempted and rescheduled due to bin packing "
-            f"(resource consolidation) procedure")
+def messages(session, tasks: list[Task], preemptor: Job) -> list[str]:
+    return [f"Pod {t.namespace}/{t.name} was preempted and rescheduled due to bin packing "
+            f"(resource consolidation) procedure" for t in tasks]
 
 
 def all_moved(session, scenario: Scenario) -> bool:
@@ -49,6 +49,6 @@ def consolidation(session) -> None:
     limit = session.plugins.config.max_consolidation_preemptees
     if limit == 0:
         return
-    solver = JobSolver(session, lambda job: victims(session, job, limit), all_moved, message)
+    solver = JobSolver(session, lambda job: victims(session, job, limit), all_moved, messages)
     eviction.run(session, "consolidation", eviction.pending_ready_jobs(session, preemptible_only=True), solver,
                  lambda job: enough_gpus(session, job), per_queue=False)

@@ -13,9 +13,9 @@ from kai.framework.actions import eviction
 from kai.framework.solver import JobSolver, validator_hook
 
 
-def message(session, task: Task, preemptor: Job) -> str:
-    return (f"Pod {task.namespace}/{task.name} was preempted by higher priority workload "
-            f"{preemptor.namespace}/{preemptor.name}")
+def messages(session, tasks: list[Task], preemptor: Job) -> list[str]:
+    return [f"Pod {t.namespace}/{t.name} was preempted by higher priority workload "
+            f"{preemptor.namespace}/{preemptor.name}" for t in tasks]
 
 
 def victims(session, preemptor: Job):
@@ -27,5 +27,5 @@ def victims(session, preemptor: Job):
 
 
 def preempt(session) -> None:
-    solver = JobSolver(session, lambda job: victims(session, job), validator_hook("preempt"), message)
+    solver = JobSolver(session, lambda job: victims(session, job), validator_hook("preempt"), messages)
     eviction.run(session, "preempt", eviction.pending_ready_jobs(session), solver, lambda job: True, per_queue=True)

@@ -41,16 +41,20 @@ def queue_details(session, queue_name: str | None) -> str | None:
             f"<{_amounts(fair_share)}> and queue priority of <{queue.priority}>.")
 
 
-def message(session, task: Task, reclaimer: Job) -> str:
-    text = (f"Pod {task.namespace}/{task.name} was preempted by workload "
-            f"{reclaimer.namespace}/{reclaimer.name}.")
-    victim = session.jobs[task.job]
-    mine, theirs = session.queues[reclaimer.queue], session.queues[victim.queue]
-    if mine.parent == theirs.parent:
-        lines = (queue_details(session, theirs.name), queue_details(session, mine.name))
-    else:
-        lines = (queue_details(session, theirs.parent), queue_details(session, mine.parent))
-    return text + "\n" + ("\n".join(lines) if None not in lines else "")
+def messages(session, tasks: list[Task], reclaimer: Job) -> list[str]:
+    """The eviction message of each victim task; the queue lines are those of the moment of eviction."""
+    mine = session.queues[reclaimer.queue]
+    details: dict[str, str] = {}
+    out = []
+    for task in tasks:
+        theirs = session.queues[session.jobs[task.job].queue]
+        if theirs.name not in details:
+            pair = (theirs.name, mine.name) if mine.parent == theirs.parent else (theirs.parent, mine.parent)
+            lines = [queue_details(session, q) for q in pair]
+            details[theirs.name] = "\n".join(lines) if None not in lines else ""
+        out.append(f"Pod {task.namespace}/{task.name} was preempted by workload {reclaimer.namespace}/"
+                   f"{reclaimer.name}.\n{details[theirs.name]}")
+    return out
 
 
 def victims(session, reclaimer: Job):
@@ -65,6 +69,6 @@ def can_reclaim(session, job: Job) -> bool:
 
 
 def reclaim(session) -> None:
-    solver = JobSolver(session, lambda job: victims(session, job), validator_hook("reclaim"), message)
+    solver = JobSolver(session, lambda job: victims(session, job), validator_hook("reclaim"), messages)
     eviction.run(session, "reclaim", eviction.pending_ready_jobs(session), solver,
                  lambda job: can_reclaim(session, job), per_queue=True)
