@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import subprocess
 import sys
-import textwrap
-import zipfile
 
 import pytest
+
+from kai.testing_wheel import wheel
 
 DIST = "kai-zone-b-test-plugin"
 MODULE = "kai_zone_b_test_plugin"
@@ -38,29 +36,6 @@ zoneb = {MODULE}:build
 """
 
 
-def build_wheel(folder) -> str:
-    """Write the distribution as a wheel (a zip with its metadata), so pip installs it offline with no build step."""
-    stem = f"{DIST.replace('-', '_')}-0.0.1"
-    info = f"{stem}.dist-info"
-    files = {
-        f"{MODULE}.py": textwrap.dedent(PLUGIN),
-        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {DIST}\nVersion: 0.0.1\n",
-        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: kai-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-        f"{info}/entry_points.txt": ENTRY_POINTS,
-    }
-    record = [f"{name},sha256={_digest(text)},{len(text.encode())}" for name, text in files.items()]
-    files[f"{info}/RECORD"] = "\n".join(record + [f"{info}/RECORD,,"]) + "\n"
-    path = folder / f"{stem}-py3-none-any.whl"
-    with zipfile.ZipFile(path, "w") as whl:
-        for name, text in files.items():
-            whl.writestr(name, text)
-    return str(path)
-
-
-def _digest(text: str) -> str:
-    return base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
-
-
 SESSION = '''
 import sys
 from kai import testing as kt
@@ -79,7 +54,7 @@ def _pip(*args):
 
 @pytest.fixture
 def installed(tmp_path):
-    result = _pip("install", "--no-deps", "--no-index", build_wheel(tmp_path))
+    result = _pip("install", "--no-deps", "--no-index", wheel(tmp_path, DIST, {f"{MODULE}.py": PLUGIN}, ENTRY_POINTS))
     assert result.returncode == 0, result.stdout + result.stderr
     try:
         yield
