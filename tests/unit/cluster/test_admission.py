@@ -1,0 +1,110 @@
+"""The admission webhook's decisions, and its HTTPS server with a certificate made at start.
+
+Registration with the real API server is exercised by tests/e2e/test_admission.py.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import ssl
+
+import pytest
+
+from kai.cluster.admission import VALIDATE_PATH, AdmissionServer, review
+
+
+def pod(annotations=None, gpus=None, scheduler="kai-scheduler", init_gpus=None):
+    container = {"name": "main", "resources": {"limits": {"nvidia.com/gpu": gpus}} if gpus else {}}
+    spec = {"schedulerName": scheduler, "containers": [container]}
+    if init_gpus:
+        spec["initContainers"] = [{"name": "init", "resources": {"limits": {"nvidia.com/gpu": init_gpus}}}]
+    return {"metadata": {"name": "p", "annotations": annotations or {}}, "spec": spec}
+
+
+def request(obj, operation="CREATE", old=None):
+    return {"uid": "u-1", "kind": {"group": "", "version": "v1", "kind": "Pod"}, "operation": operation,
+            "namespace": "team-a", "name": "p", "object": obj, "oldObject": old}
+
+
+@pytest.mark.parametrize(
+    ("annotations", "gpus", "field"),
+    [
+        ({"gpu-fraction": "1.01"}, None, "gpu-fraction"),
+        ({"gpu-fraction": "-0.5"}, None, "gpu-fraction"),
+        ({"gpu-fraction": "abc"}, None, "gpu-fraction"),
+        ({"gpu-fraction": "0.5", "gpu-memory": "1024"}, None, "gpu-memory"),
+        ({"gpu-fraction": "0.5"}, "1", "nvidia.com/gpu"),
+        ({"gpu-memory": "1024"}, "2", "nvidia.com/gpu"),
+        ({"gpu-fraction-num-devices": "2"}, None, "gpu-fraction-num-devices"),
+        ({"gpu-fraction": "0.5", "gpu-fraction-num-devices": "0"}, None, "gpu-fraction-num-devices"),
+        ({"gpu-memory": "lots"}, None, "gpu-memory"),
+    ],
+)
+def test_bad_requests_are_denied_with_the_field_named(annotations, gpus, field):
+    response = review(request(pod(annotations, gpus)))
+    assert response["uid"] == "u-1" and response["allowed"] is False
+    assert response["status"]["code"] == 403
+    assert field in response["status"]["message"] and "team-a/p" in response["status"]["message"]
+
+
+@pytest.mark.parametrize("annotations", [{"gpu-fraction": "0.5"}, {"gpu-fraction": "1"}, {"gpu-memory": "2048"},
+                                         {"gpu-fraction": "0.25", "gpu-fraction-num-devices": "4"}, {}])
+def test_good_requests_are_allowed(annotations):
+    assert review(request(pod(annotations)))["allowed"] is True
+
+
+def test_whole_gpus_alone_and_other_schedulers_pods_are_allowed():
+    assert review(request(pod(gpus="2")))["allowed"] is True
+    assert review(request(pod({"gpu-fraction": "7"}, scheduler="default-scheduler")))["allowed"] is True
+
+
+def test_an_update_is_denied_only_when_it_makes_the_pod_invalid():
+    bad, good = pod({"gpu-fraction": "3"}), pod({"gpu-fraction": "0.5"})
+    labelled = pod({"gpu-fraction": "3"})
+    labelled["metadata"]["labels"] = {"kai.scheduler/subgroup-name": "workers"}
+    assert review(request(labelled, "UPDATE", old=bad))["allowed"] is True
+    assert review(request(bad, "UPDATE", old=good))["allowed"] is False
+    assert review(request(bad, "DELETE", old=bad))["allowed"] is True
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    server = AdmissionServer("127.0.0.1:0", hosts=["127.0.0.1", "kai-admission.kai-scheduler.svc"],
+                             cert_dir=str(tmp_path_factory.mktemp("certs"))).start()
+    yield server
+    server.stop()
+
+
+def post(server, body: bytes, path=VALIDATE_PATH):
+    context = ssl.create_default_context(cafile=str(server.certificate.ca_file))
+    conn = http.client.HTTPSConnection("127.0.0.1", server.port, context=context, timeout=10)
+    try:
+        conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+def test_the_server_answers_admission_reviews_over_verified_tls(server):
+    review_body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                   "request": request(pod({"gpu-fraction": "2"}))}
+    status, body = post(server, json.dumps(review_body).encode())
+    assert status == 200
+    reply = json.loads(body)
+    assert reply["kind"] == "AdmissionReview" and reply["apiVersion"] == "admission.k8s.io/v1"
+    assert reply["response"]["allowed"] is False and "gpu-fraction" in reply["response"]["status"]["message"]
+
+
+def test_the_server_refuses_what_is_not_an_admission_review(server):
+    assert post(server, b"{not json")[0] == 400
+    assert post(server, b'{"request": 3}')[0] == 400
+    assert post(server, b"{}", path="/elsewhere")[0] == 404
+
+
+def test_a_certificate_is_required_one_way_or_another():
+    with pytest.raises(ValueError, match="certificate files or host names"):
+        AdmissionServer(":0")
+    with pytest.raises(ValueError, match="both"):
+        AdmissionServer(":0", cert_file="tls.crt")
