@@ -210,7 +210,8 @@ class ResourceRequest:
     def quota_gpus(self, gpu_memory_mib: float = 0.0) -> float:
         """GPUs charged to the queue: whole, fraction, MIG slices, or memory over the device's memory."""
         gpus = float(self.gpus) + self.gpu_fraction * self.gpu_devices
-        gpus += sum(mig_gpu_slices(p) * c for p, c in self.mig.items())
+        # A malformed profile name counts nothing (the snapshot reports the task as a problem).
+        gpus += sum(int(m.group(1)) * c for p, c in self.mig.items() if (m := _MIG_RE.match(p)))
         if self.gpu_memory_mib and gpu_memory_mib:
             gpus += self.gpu_devices * self.gpu_memory_mib / gpu_memory_mib
         return gpus
