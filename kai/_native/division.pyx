@@ -15,6 +15,27 @@ ctypedef long long i64
 
 cdef double UNLIMITED = -1.0
 
+# Reason codes: the same numbers and texts as kai._native.division_py.
+REASON_REQUESTED, REASON_LIMIT, REASON_DESERVED_ONLY, REASON_NO_WEIGHT = 0, 1, 2, 3
+REASON_OVER_QUOTA, REASON_USAGE, REASON_HIGHER_PRIORITY = 4, 5, 6
+REASONS = (
+    "requested (got all it asked)",
+    "limit",
+    "deserved only: parent exhausted",
+    "deserved only: over-quota weight 0",
+    "over-quota weight share",
+    "over-quota weight share, reduced by past usage",
+    "higher-priority sibling took the rest",
+)
+cdef enum:
+    C_REQUESTED = 0
+    C_LIMIT = 1
+    C_DESERVED_ONLY = 2
+    C_NO_WEIGHT = 3
+    C_OVER_QUOTA = 4
+    C_USAGE = 5
+    C_HIGHER_PRIORITY = 6
+
 
 cdef struct Ctx:
     const double* deserved
@@ -30,6 +51,8 @@ cdef struct Ctx:
     double* left        # rounded-off fraction of a queue, valid when has_left
     char* has_left
     double* key         # sort key scratch
+    double* base        # fair share after the deserved phase of the queue's level
+    char* reason
     Py_ssize_t* by_priority
     Py_ssize_t* leftovers
     Py_ssize_t* tmp     # merge-sort scratch
@@ -62,6 +85,16 @@ def divide_tree(double total, parent, deserved, max_allowed, over_quota_weight, 
     """Divide ``total`` over a forest of queues level by level; return each queue's fair share.
 
     Same signature, result and errors as ``kai._native.division_py.divide_tree``.
+    """
+    return divide_tree_explained(total, parent, deserved, max_allowed, over_quota_weight, priority, request, usage,
+                                 rank, k_value)[0]
+
+
+def divide_tree_explained(double total, parent, deserved, max_allowed, over_quota_weight, priority, request, usage,
+                          rank, double k_value=0.0):
+    """``divide_tree`` plus, per queue, the reason code of the rule that bounded its fair share.
+
+    Same signature, result and errors as ``kai._native.division_py.divide_tree_explained``.
     """
     cdef Py_ssize_t n = len(deserved)
     views = _Views(n, deserved, max_allowed, over_quota_weight, priority, request, usage, rank)
@@ -124,7 +157,7 @@ def divide_tree(double total, parent, deserved, max_allowed, over_quota_weight, 
             level_begin, level_end = level_end, next_end
     if reached != n:
         raise ValueError("parent links form a cycle")
-    return [c.fs[i] for i in range(n)]
+    return [c.fs[i] for i in range(n)], [<int>c.reason[i] for i in range(n)]
 
 
 cdef const double[::1] _doubles(values):
@@ -178,24 +211,28 @@ cdef class _Scratch:
     """Working memory for ``n`` queues: per-queue doubles and flags, ``idx_per_queue * n`` indices."""
     cdef double* doubles
     cdef char* flags
+    cdef char* reasons
     cdef Py_ssize_t* idx
     cdef Py_ssize_t* sort_idx
 
     def __cinit__(self, Py_ssize_t n, Py_ssize_t idx_per_queue):
         cdef Py_ssize_t m = n if n > 0 else 1
-        self.doubles = <double*>PyMem_Malloc(4 * m * sizeof(double))
+        self.doubles = <double*>PyMem_Malloc(5 * m * sizeof(double))
         self.flags = <char*>PyMem_Malloc(m)
+        self.reasons = <char*>PyMem_Malloc(m)
         self.idx = <Py_ssize_t*>PyMem_Malloc(idx_per_queue * m * sizeof(Py_ssize_t))
         self.sort_idx = <Py_ssize_t*>PyMem_Malloc(3 * m * sizeof(Py_ssize_t))
-        if not (self.doubles and self.flags and self.idx and self.sort_idx):
+        if not (self.doubles and self.flags and self.reasons and self.idx and self.sort_idx):
             raise MemoryError()
         cdef Py_ssize_t i
         for i in range(n):
             self.doubles[i] = 0.0
+            self.reasons[i] = C_REQUESTED
 
     def __dealloc__(self):
         PyMem_Free(self.doubles)
         PyMem_Free(self.flags)
+        PyMem_Free(self.reasons)
         PyMem_Free(self.idx)
         PyMem_Free(self.sort_idx)
 
@@ -204,6 +241,7 @@ cdef void _setup(Ctx* c, _Views v, _Scratch s, double k_value):
     cdef Py_ssize_t n = v.deserved.shape[0]
     if n == 0:
         c.fs = s.doubles
+        c.reason = s.reasons
         return
     c.deserved = &v.deserved[0]
     c.limit = &v.limit[0]
@@ -217,6 +255,8 @@ cdef void _setup(Ctx* c, _Views v, _Scratch s, double k_value):
     c.share_weight = s.doubles + n
     c.left = s.doubles + 2 * n
     c.key = s.doubles + 3 * n
+    c.base = s.doubles + 4 * n
+    c.reason = s.reasons
     c.has_left = s.flags
     c.by_priority = s.sort_idx
     c.leftovers = s.sort_idx + n
@@ -287,9 +327,12 @@ cdef inline bint _satisfied(Ctx* c, Py_ssize_t i) noexcept nogil:
 
 
 cdef void _divide(Ctx* c, double total, const Py_ssize_t* members, Py_ssize_t m) noexcept nogil:
-    """Add to ``c.fs`` the shares of ``members`` (in creation order) in ``total``."""
+    """Add to ``c.fs`` the shares of ``members`` (in creation order) in ``total``; set their reasons."""
     cdef double remaining = total, deserved, give
     cdef Py_ssize_t j, i, begin, end, count
+    cdef bint any_gain = False
+    cdef i64 top = 0
+    cdef char bound
     cdef Py_ssize_t* byp = c.by_priority
     for j in range(m):
         i = members[j]
@@ -300,7 +343,13 @@ cdef void _divide(Ctx* c, double total, const Py_ssize_t* members, Py_ssize_t m)
         c.fs[i] += give
         remaining -= give
     if remaining <= 0:
+        for j in range(m):
+            i = members[j]
+            c.reason[i] = _reason(c, i, C_DESERVED_ONLY)
         return
+    for j in range(m):
+        i = members[j]
+        c.base[i] = c.fs[i]
     # Buckets: members stably sorted by descending priority, kept in creation order inside.
     for j in range(m):
         i = members[j]
@@ -333,6 +382,32 @@ cdef void _divide(Ctx* c, double total, const Py_ssize_t* members, Py_ssize_t m)
             c.fs[c.leftovers[j]] += give
             remaining -= give
         begin = end
+    # The highest priority of a member that got over-quota: lower-priority members lost the rest to it.
+    for j in range(m):
+        i = members[j]
+        if c.fs[i] > c.base[i] and (not any_gain or c.priority[i] > top):
+            top = c.priority[i]
+            any_gain = True
+    for j in range(m):
+        i = members[j]
+        if c.weight[i] == 0:
+            bound = C_NO_WEIGHT
+        elif any_gain and top > c.priority[i]:
+            bound = C_HIGHER_PRIORITY
+        elif c.k > 0 and c.usage[i] > 0:
+            bound = C_USAGE
+        else:
+            bound = C_OVER_QUOTA
+        c.reason[i] = _reason(c, i, bound)
+
+
+cdef inline char _reason(Ctx* c, Py_ssize_t i, char unsatisfied) noexcept nogil:
+    """The reason of queue ``i`` once its level is divided; ``unsatisfied`` when it got less than it asks."""
+    if _requestable(c, i) <= c.fs[i]:
+        if c.limit[i] != UNLIMITED and c.limit[i] < c.request[i]:
+            return C_LIMIT
+        return C_REQUESTED
+    return unsatisfied
 
 
 cdef inline Py_ssize_t _bucket_end(Ctx* c, const Py_ssize_t* byp, Py_ssize_t begin, Py_ssize_t m) noexcept nogil:

@@ -33,6 +33,9 @@ KAI's consequences, kept as they are: what a bucket's floors leave reaches the r
 buckets before any rounding phase; the rounding phase checks neither request nor limit, so a
 fractional request or limit can be exceeded by less than one unit (whole-number quotas and limits
 are never exceeded); with ``k_value > 0`` a bucket whose queues all have high usage gets nothing.
+
+``divide_tree_explained`` also returns, per queue, the rule that bounded its fair share at its own
+level (one of the ``REASON_*`` codes; :data:`REASONS` has their texts).
 """
 
 from __future__ import annotations
@@ -41,6 +44,24 @@ import math
 from collections.abc import Sequence
 
 UNLIMITED = -1.0
+
+#: Why a queue's fair share is what it is (codes returned by ``divide_tree_explained``).
+REASON_REQUESTED = 0       # it got everything it asks for
+REASON_LIMIT = 1           # its limit stops it below what it asks for
+REASON_DESERVED_ONLY = 2   # the siblings' deserved quotas used up the amount: no over-quota at this level
+REASON_NO_WEIGHT = 3       # over-quota weight 0: deserved quota only
+REASON_OVER_QUOTA = 4      # its weighted part of the over-quota remainder
+REASON_USAGE = 5           # its weighted part, made smaller by its past usage
+REASON_HIGHER_PRIORITY = 6  # siblings of higher queue priority took the over-quota remainder
+REASONS = (
+    "requested (got all it asked)",
+    "limit",
+    "deserved only: parent exhausted",
+    "deserved only: over-quota weight 0",
+    "over-quota weight share",
+    "over-quota weight share, reduced by past usage",
+    "higher-priority sibling took the rest",
+)
 
 
 def divide_level(
@@ -82,6 +103,23 @@ def divide_tree(
     queues share ``total``; the children of a queue share that queue's fair share. Raises
     ``ValueError`` on sequences of unequal length, a parent index out of range, or a cycle.
     """
+    return divide_tree_explained(total, parent, deserved, max_allowed, over_quota_weight, priority, request, usage,
+                                 rank, k_value)[0]
+
+
+def divide_tree_explained(
+    total: float,
+    parent: Sequence[int],
+    deserved: Sequence[float],
+    max_allowed: Sequence[float],
+    over_quota_weight: Sequence[float],
+    priority: Sequence[int],
+    request: Sequence[float],
+    usage: Sequence[float],
+    rank: Sequence[int],
+    k_value: float = 0.0,
+) -> tuple[list[float], list[int]]:
+    """``divide_tree`` plus, per queue, the ``REASON_*`` code of the rule that bounded its fair share."""
     q = _Queues(deserved, max_allowed, over_quota_weight, priority, request, usage, rank, k_value)
     n = q.n
     if len(parent) != n:
@@ -109,7 +147,7 @@ def divide_tree(
         level = below
     if reached != n:
         raise ValueError("parent links form a cycle")
-    return q.fs
+    return q.fs, q.reason
 
 
 class _Queues:
@@ -137,6 +175,7 @@ class _Queues:
         self.rank = [int(x) for x in rank]
         self.k = float(k_value)
         self.fs = [0.0] * n
+        self.reason = [REASON_REQUESTED] * n
 
     def requestable(self, i: int) -> float:
         limit = self.limit[i]
@@ -152,7 +191,7 @@ class _Queues:
 
 
 def _divide(q: _Queues, total: float, members: list[int]) -> None:
-    """Add to ``q.fs`` the shares of ``members`` (in creation order) in ``total``."""
+    """Add to ``q.fs`` the shares of ``members`` (in creation order) in ``total``; set their reasons."""
     remaining = total
     for i in members:
         deserved = total if q.deserved[i] == UNLIMITED else q.deserved[i]
@@ -160,7 +199,10 @@ def _divide(q: _Queues, total: float, members: list[int]) -> None:
         q.fs[i] += give
         remaining -= give
     if remaining <= 0:
+        for i in members:
+            q.reason[i] = _reason(q, i, REASON_DESERVED_ONLY)
         return
+    after_deserved = {i: q.fs[i] for i in members}
     buckets: dict[int, list[int]] = {}
     for i in members:
         buckets.setdefault(q.priority[i], []).append(i)
@@ -178,6 +220,26 @@ def _divide(q: _Queues, total: float, members: list[int]) -> None:
             give = min(1.0, remaining)
             q.fs[i] += give
             remaining -= give
+    # The highest priority of a member that got over-quota: lower-priority members lost the rest to it.
+    top = max((q.priority[i] for i in members if q.fs[i] > after_deserved[i]), default=None)
+    for i in members:
+        if q.weight[i] == 0:
+            bound = REASON_NO_WEIGHT
+        elif top is not None and top > q.priority[i]:
+            bound = REASON_HIGHER_PRIORITY
+        elif q.k > 0 and q.usage[i] > 0:
+            bound = REASON_USAGE
+        else:
+            bound = REASON_OVER_QUOTA
+        q.reason[i] = _reason(q, i, bound)
+
+
+def _reason(q: _Queues, i: int, unsatisfied: int) -> int:
+    """The reason of queue ``i`` once its level is divided; ``unsatisfied`` when it got less than it asks."""
+    if q.requestable(i) <= q.fs[i]:
+        limit = q.limit[i]
+        return REASON_LIMIT if limit != UNLIMITED and limit < q.request[i] else REASON_REQUESTED
+    return unsatisfied
 
 
 def _divide_bucket(q: _Queues, remaining: float, bucket: list[int]) -> tuple[float, dict[int, float]]:

@@ -93,6 +93,28 @@ def test_native_equals_pure(kw):
 
 
 @pytest.mark.skipif(division_native is None, reason="compiled kai._native.division is not built")
+@settings(max_examples=400, deadline=None)
+@given(forests())
+def test_native_equals_pure_with_reasons(kw):
+    assert division_native.divide_tree_explained(**kw) == division_py.divide_tree_explained(**kw)
+    assert division_native.REASONS == division_py.REASONS
+
+
+@settings(max_examples=300, deadline=None)
+@given(forests())
+def test_reasons_agree_with_the_shares(kw):
+    fs, reasons = division_py.divide_tree_explained(**kw)
+    assert fs == division_py.divide_tree(**kw)
+    for i, (share, reason) in enumerate(zip(fs, reasons)):
+        satisfied = requestable(kw, i) <= share
+        assert satisfied == (reason in (division_py.REASON_REQUESTED, division_py.REASON_LIMIT))
+        if reason == division_py.REASON_LIMIT:
+            assert share >= kw["max_allowed"][i] != U
+        if reason == division_py.REASON_NO_WEIGHT:
+            assert kw["over_quota_weight"][i] == 0
+
+
+@pytest.mark.skipif(division_native is None, reason="compiled kai._native.division is not built")
 @settings(max_examples=200, deadline=None)
 @given(forests())
 def test_native_equals_pure_on_one_level(kw):

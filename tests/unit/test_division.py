@@ -327,3 +327,39 @@ def test_tree_rejects_bad_parents(impl):
     with pytest.raises(ValueError, match="parent"):
         tree(impl, 5, [-1], queues)
     assert impl.divide_tree(5, [], [], [], [], [], [], [], []) == []
+
+
+# --- the rule that bounded each fair share (divide_tree_explained)
+
+
+def explained(impl, total, queues, k_value=0.0):
+    n = len(queues)
+    return impl.divide_tree_explained(
+        total, [-1] * n, [x["deserved"] for x in queues], [x["limit"] for x in queues],
+        [x["weight"] for x in queues], [x["priority"] for x in queues], [x["request"] for x in queues],
+        [x["usage"] for x in queues], list(range(n)), k_value,
+    )
+
+
+@pytest.mark.parametrize(
+    "total, queues, k_value, shares, reasons",
+    [
+        # Higher priority takes the whole remainder; the lower one is left with nothing.
+        (10, [q(0, 10, priority=1), q(0, 10)], 0.0, [10, 0], ["REQUESTED", "HIGHER_PRIORITY"]),
+        # Deserved quotas over-subscribe the amount: both keep their quota, no over-quota.
+        (4, [q(3, 5), q(3, 5)], 0.0, [3, 3], ["DESERVED_ONLY", "DESERVED_ONLY"]),
+        # A limit below the request.
+        (10, [q(0, 5, limit=2), q(0, 1)], 0.0, [2, 1], ["LIMIT", "REQUESTED"]),
+        # Weight 0 keeps its deserved quota only; the weighted sibling takes the rest.
+        (10, [q(1, 5, weight=0), q(0, 20)], 0.0, [1, 9], ["NO_WEIGHT", "OVER_QUOTA"]),
+        # Equal weights split the remainder.
+        (10, [q(0, 10), q(0, 10)], 0.0, [5, 5], ["OVER_QUOTA", "OVER_QUOTA"]),
+        # Past usage leans the split away from the heavy user.
+        (10, [q(0, 10, usage=0.5), q(0, 10)], 1.0, [3, 7], ["USAGE", "OVER_QUOTA"]),
+    ],
+)
+def test_reason_of_each_fair_share(impl, total, queues, k_value, shares, reasons):
+    fs, codes = explained(impl, total, queues, k_value)
+    assert fs == shares
+    assert codes == [getattr(impl, f"REASON_{r}") for r in reasons]
+    assert all(isinstance(impl.REASONS[c], str) for c in codes)
