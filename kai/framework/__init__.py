@@ -6,6 +6,7 @@ Public names for plugins: :class:`Session`, :class:`Statement`, :class:`NodeInfo
 
 from kai import _native
 from kai.framework.config import DEFAULT_CONFIG, ConfigError, PluginSpec, SchedulerConfig, load_config, parse_config
+from kai.framework.durations import format_duration, parse_duration
 from kai.framework.gang import ordered_pod_sets, should_pipeline, tasks_to_allocate
 from kai.framework.nodes import NodeInfo
 from kai.framework.plugins import PluginError, Plugins
@@ -16,6 +17,8 @@ from kai.framework.statement import Decision, Statement
 
 placement_scores = nodefit.placement_scores
 divide_tree = _native.load("division").divide_tree
+divide_tree_explained = _native.load("division").divide_tree_explained
+queue_order_compare = _native.load("queueorder").compare
 
 
 def run_session(snapshot: Snapshot, plugins: Plugins, actions=None) -> Session:
@@ -27,8 +30,8 @@ def run_session(snapshot: Snapshot, plugins: Plugins, actions=None) -> Session:
 
 
 __all__ = [
-    "DEFAULT_CONFIG", "ConfigError", "Decision", "divide_tree", "NodeInfo", "PluginError", "PluginSpec", "Plugins",
-    "Problem", "Scenario",
-    "SchedulerConfig", "Session", "Snapshot", "Statement", "build_snapshot", "load_config", "ordered_pod_sets",
-    "parse_config", "placement_scores", "run_session", "should_pipeline", "tasks_to_allocate",
+    "DEFAULT_CONFIG", "ConfigError", "Decision", "NodeInfo", "PluginError", "PluginSpec", "Plugins", "Problem",
+    "Scenario", "SchedulerConfig", "Session", "Snapshot", "Statement", "build_snapshot", "divide_tree",
+    "divide_tree_explained", "format_duration", "load_config", "ordered_pod_sets", "parse_config", "parse_duration",
+    "placement_scores", "queue_order_compare", "run_session", "should_pipeline", "tasks_to_allocate",
 ]

@@ -147,7 +147,7 @@ def list_main(argv: list[str]) -> int:
         print(f"{title} ({len(eps)}):")
         for name, ep in sorted(eps.items()):
             print(f"  {name:28} {_dist_name(ep):28} {ep.value}")
-    for mod in ("nodefit",):
+    for mod in ("nodefit", "division", "queueorder"):
         _native.load(mod)
     print(f"native extensions loaded: {', '.join(sorted(_native.NATIVE_LOADED)) or 'none (pure Python)'}")
     return 0

@@ -12,19 +12,11 @@ from kai.framework import divide_tree
 #: Resource order of every vector here: KAI's (CPU, memory, GPU).
 RESOURCES = ("cpu", "memory", "gpu")
 CPU, MEMORY, GPU = range(3)
-NO_FAIR_SHARE_DRF_MULTIPLIER = 1000.0
 
 
 def quantify(request, gpu_memory_mib: float = 0.0) -> list[float]:
     """A task request as (CPU, memory, GPU quota)."""
     return [request.cpu, request.memory, request.quota_gpus(gpu_memory_mib)]
-
-
-def leq(a: float, b: float) -> bool:
-    """``a <= b`` where -1 is unlimited (larger than any amount)."""
-    if a == UNLIMITED:
-        return b == UNLIMITED
-    return b == UNLIMITED or a <= b
 
 
 class QueueShare:
@@ -53,16 +45,6 @@ class QueueShare:
             return self.limit[r]
         value = max(self.deserved[r], self.fair_share[r])
         return value if self.limit[r] == UNLIMITED else min(self.limit[r], value)
-
-    def dominant_share(self, allocated: list[float], totals: list[float]) -> float:
-        share = 0.0
-        for r in range(3):
-            alloc = self.allocatable(r)
-            if alloc == UNLIMITED:
-                alloc = totals[r]
-            value = allocated[r] * NO_FAIR_SHARE_DRF_MULTIPLIER if alloc == 0 else allocated[r] / alloc
-            share = max(share, value)
-        return share
 
 
 def cluster_totals(session) -> list[float]:

@@ -71,7 +71,7 @@ def test_placement_scores_native_equals_pure(inputs):
 
 
 @pytest.mark.skipif(not REQUIRE, reason="only when KAI_REQUIRE_EXTENSIONS=1")
-@pytest.mark.parametrize("name", ["nodefit", "division"])
+@pytest.mark.parametrize("name", ["nodefit", "division", "queueorder"])
 def test_compiled_module_is_loaded_when_required(name, monkeypatch):
     monkeypatch.delenv("KAI_NO_EXTENSIONS", raising=False)
     module = _native.load(name)
@@ -86,3 +86,4 @@ def test_kernel_runs_on_the_compiled_modules_when_required():
 
     assert framework.nodefit.__name__ == "kai._native.nodefit"
     assert framework.divide_tree.__module__ == "kai._native.division"
+    assert framework.queue_order_compare.__module__ == "kai._native.queueorder"
