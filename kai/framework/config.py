@@ -54,7 +54,8 @@ KAI_DEFAULT_PLUGINS = (
 )
 SHIPPED_DEFAULT_PLUGINS = (
     "predicates", "proportion", "priority", "elastic", "kubeflow", "ray", "nodeavailability",
-    "gpusharingorder", "gpupack", "resourcetype", "subgrouporder", "taskorder", "nodeplacement", "topology",
+    "gpusharingorder", "gpupack", "resourcetype", "subgrouporder", "taskorder", "nodeplacement", "minruntime",
+    "topology",
 )
 DEFAULT_ACTIONS = ("allocate",)
 DEFAULT_CONFIG = SchedulerConfig(

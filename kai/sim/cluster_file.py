@@ -16,7 +16,9 @@ import attrs
 from kai.api import (
     UNLIMITED, Job, Node, PodSet, Queue, QuotaSpec, ResourceRequest, Resources, Taint, Task, TaskStatus, Toleration,
 )
-from kai.framework import DEFAULT_CONFIG, ConfigError, SchedulerConfig, Snapshot, build_snapshot, parse_config
+from kai.framework import (
+    DEFAULT_CONFIG, ConfigError, SchedulerConfig, Snapshot, build_snapshot, parse_config, parse_duration,
+)
 
 #: KAI's priority classes and their values.
 PRIORITY_CLASSES = {"train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
@@ -25,7 +27,7 @@ PREEMPTIBLE_BELOW = 100
 
 TOP_FIELDS = ("name", "cycles", "config", "nodes", "queues", "workloads")
 NODE_FIELDS = ("name", "count", "gpus", "cpu", "memory", "gpu_memory", "max_pods", "labels", "taints")
-QUEUE_FIELDS = ("name", "parent", "priority", "gpu", "cpu", "memory")
+QUEUE_FIELDS = ("name", "parent", "priority", "gpu", "cpu", "memory", "preempt_min_runtime", "reclaim_min_runtime")
 QUOTA_FIELDS = ("deserved", "limit", "over_quota_weight")
 WORKLOAD_FIELDS = (
     "name", "queue", "priority", "preemptible", "replicas", "min_available", "gpus", "cpu", "memory",
@@ -189,8 +191,22 @@ def _queues(file: str, items: Any) -> list[Queue]:
         defaults = Queue("defaults")
         quotas = {res: _quota(e, res, getattr(defaults, res)) for res in ("gpu", "cpu", "memory")}
         queues.append(Queue(e.get("name", str), e.get("parent", str, None), e.get("priority", int, 100),
-                            creation=float(i), **quotas))
+                            creation=float(i), preempt_min_runtime=_runtime(e, "preempt_min_runtime"),
+                            reclaim_min_runtime=_runtime(e, "reclaim_min_runtime"), **quotas))
     return queues
+
+
+def _runtime(e: _Entry, key: str) -> float | None:
+    """A queue's min runtime (a duration like ``10m``), or None when not set."""
+    if not e.has(key):
+        return None
+    try:
+        value = parse_duration(e.data[key], f"{e.where}: field '{key}'")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if value < 0:
+        raise ConfigError(f"{e.where}: field '{key}' must not be negative, not {e.data[key]!r}")
+    return value
 
 
 def _quota(e: _Entry, resource: str, default: QuotaSpec) -> QuotaSpec:

@@ -187,6 +187,10 @@ class Scenario:
         def f(key, default):
             return float(_get(q, key, where, NUM, default))
 
+        def seconds(key):  # optional min runtimes (minruntime plugin)
+            value = _get(q, key, where, NUM, None)
+            return None if value is None else float(value)
+
         return Queue(
             name=name,
             parent=_get(q, "parent", where, str, None),
@@ -195,6 +199,8 @@ class Scenario:
             cpu=QuotaSpec(f("deserved_cpu_millis", UNLIMITED), f("max_allowed_cpu_millis", UNLIMITED), 1.0),
             memory=QuotaSpec(f("deserved_memory_bytes", UNLIMITED), f("max_allowed_memory_bytes", UNLIMITED), 1.0),
             creation=float(i),
+            preempt_min_runtime=seconds("preempt_min_runtime_seconds"),
+            reclaim_min_runtime=seconds("reclaim_min_runtime_seconds"),
         )
 
     def _job(self, jd: dict, now: float, gpu_memory: dict[str, int]) -> Job:
