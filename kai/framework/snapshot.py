@@ -1,7 +1,9 @@
 """A Snapshot: the cluster facts one scheduling session starts from, validated.
 
 Bad input does not stop the cycle: a queue whose parent is missing, a queue in a cycle, a queue
-with a negative or NaN quota, a topology breaking the CRD's rules, a job whose subgroup tree names
+with a negative (other than -1), NaN or infinite quota, limit or over-quota weight, a limit below
+its deserved quota or a priority that is not a whole number (each with its subtree; the fair share
+is divided over the rest of the tree), a topology breaking the CRD's rules, a job whose subgroup tree names
 an unknown parent or has a cycle, a job naming an unknown or non-leaf queue, a task on a node that
 is gone -- each is recorded as a :class:`Problem` naming the object and left out; everything else
 is scheduled. A task whose GPU request can never be scheduled is recorded too and stays pending
@@ -46,12 +48,17 @@ class Snapshot:
 
 
 def _bad_quota(q: Queue) -> str | None:
+    """Why the queue's priority or quotas cannot be divided, or None."""
+    if isinstance(q.priority, bool) or not isinstance(q.priority, int):
+        return f"priority {q.priority!r} is not a whole number"
     for res in ("gpu", "cpu", "memory"):
         spec = getattr(q, res)
         for field in ("deserved", "limit", "over_quota_weight"):
             v = getattr(spec, field)
-            if v is None or (isinstance(v, float) and math.isnan(v)):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v):
                 return f"{res} {field} is not a number"
+            if math.isinf(v):
+                return f"{res} {field} is infinite; use -1 for unlimited"
             if v < 0 and v != UNLIMITED:
                 return f"{res} {field} is negative ({v:g}); only -1 (unlimited) may be negative"
         if spec.limit != UNLIMITED and spec.deserved != UNLIMITED and spec.limit < spec.deserved:
@@ -59,7 +66,8 @@ def _bad_quota(q: Queue) -> str | None:
     return None
 
 
-def _valid_queues(queues: list[Queue], problems: list[Problem]) -> dict[str, Queue]:
+def _valid_queues(queues: list[Queue], problems: list[Problem], invalid: dict[str, str]) -> dict[str, Queue]:
+    """The queues that can be scheduled; ``invalid`` gets why each other one cannot."""
     by_name: dict[str, Queue] = {}
     for q in queues:
         if q.name in by_name:
@@ -92,6 +100,7 @@ def _valid_queues(queues: list[Queue], problems: list[Problem]) -> dict[str, Que
             cur = parent
         if why:
             problems.append(Problem("queue", q.name, "InvalidQueue", why))
+            invalid[q.name] = why
         else:
             valid[q.name] = q
     return valid
@@ -143,13 +152,19 @@ def build_snapshot(nodes, queues, jobs, now: float | None = None, topologies=())
             continue
         names.add(n.name)
         node_list.append(n)
-    valid_queues = _valid_queues(list(queues), problems)
+    invalid: dict[str, str] = {}
+    valid_queues = _valid_queues(list(queues), problems, invalid)
     parents = {q.parent for q in valid_queues.values() if q.parent}
     kept: dict[str, Job] = {}
     rejected: dict[str, Job] = {}
     for job in jobs:
         if job.uid in kept:
             problems.append(Problem("job", job.name, "DuplicateJob", "job is listed twice; the first is kept"))
+            continue
+        if job.queue in invalid:
+            problems.append(Problem("job", job.name, "InvalidQueue",
+                                    f"Queue '{job.queue}' is invalid: {invalid[job.queue]}"))
+            rejected[job.uid] = job
             continue
         if job.queue not in valid_queues:
             problems.append(Problem("job", job.name, "QueueDoesNotExist", f"Queue '{job.queue}' does not exist"))

@@ -273,9 +273,39 @@ def test_bad_input_is_reported_and_the_rest_still_schedules():
     assert "below its deserved quota" in problems["queue", "tight"].message
     assert "ancestor queue nan is invalid" in problems["queue", "child-of-bad"].message
     assert problems["job", "nowhere"].message == "Queue 'unknown' does not exist"
+    assert problems["job", "in-tight"].message == (
+        "Queue 'tight' is invalid: gpu limit 2 is below its deserved quota 4")
     session = kt.run(snap, plugins=["predicates", "proportion"])
     assert kt.placements(session) == {"in-good-0": "n1"}
     assert session.arrays.idle_gpu[0] == 7.0  # the task on a missing node holds nothing
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"over_quota_weight": -2.0}, "gpu over_quota_weight is negative (-2); only -1 (unlimited) may be negative"),
+    ({"over_quota_weight": math.nan}, "gpu over_quota_weight is not a number"),
+    ({"deserved": math.inf}, "gpu deserved is infinite; use -1 for unlimited"),
+    ({"limit": -0.5}, "gpu limit is negative (-0.5)"),
+    ({"priority": 1.5}, "priority 1.5 is not a whole number"),
+    ({"priority": None}, "priority None is not a whole number"),
+])
+def test_bad_weights_and_priorities_name_the_queue_and_the_siblings_are_still_divided(change, message):
+    bad = kt.queue("bad", parent="dept", deserved_gpus=1)
+    if "priority" in change:
+        bad.priority = change["priority"]
+    else:
+        setattr(bad.gpu, *next(iter(change.items())))
+    queues = [kt.queue("dept", deserved_gpus=8), kt.queue("a", parent="dept", deserved_gpus=1), bad,
+              kt.queue("b", parent="dept", deserved_gpus=1, over_quota_weight=3)]
+    jobs = [kt.job(f"in-{q}", queue=q, tasks=8, gpus=1) for q in ("a", "bad", "b")]
+    snap = kt.cluster(nodes=[kt.node("n1", gpus=8)], queues=queues, jobs=jobs)
+    problems = {(p.kind, p.name): p.message for p in snap.problems}
+    assert set(problems) == {("queue", "bad"), ("job", "in-bad")}
+    assert message in problems["queue", "bad"] and message in problems["job", "in-bad"]
+    session = Session(snap, kt.plugin_manager(["proportion"])).open()
+    shares = session.plugins.plugin("proportion").shares
+    assert "bad" not in shares
+    # dept's 8 GPUs: 1 deserved each, the other 6 by weight 1:3 (1.5 and 4.5, the halves rounded to the older a).
+    assert (shares["a"].fair_share[2], shares["b"].fair_share[2]) == (3.0, 5.0)
 
 
 def test_job_in_a_non_leaf_queue_is_rejected():
