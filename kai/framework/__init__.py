@@ -14,10 +14,13 @@ from kai.framework.session import Session, nodefit
 from kai.framework.snapshot import Problem, Snapshot, build_snapshot
 from kai.framework.solver import Scenario
 from kai.framework.statement import Decision, Statement
+from kai.framework.usage import cluster_capacity, memory_base, min_node_gpu_memory
 
 placement_scores = nodefit.placement_scores
 divide_tree = _native.load("division").divide_tree
 divide_tree_explained = _native.load("division").divide_tree_explained
+#: Texts of the reason codes ``divide_tree_explained`` returns.
+FAIR_SHARE_REASONS = _native.load("division").REASONS
 queue_order_compare = _native.load("queueorder").compare
 
 
@@ -30,8 +33,9 @@ def run_session(snapshot: Snapshot, plugins: Plugins, actions=None) -> Session:
 
 
 __all__ = [
-    "DEFAULT_CONFIG", "ConfigError", "Decision", "NodeInfo", "PluginError", "PluginSpec", "Plugins", "Problem",
-    "Scenario", "SchedulerConfig", "Session", "Snapshot", "Statement", "build_snapshot", "divide_tree",
-    "divide_tree_explained", "format_duration", "load_config", "ordered_pod_sets", "parse_config", "parse_duration",
-    "placement_scores", "queue_order_compare", "run_session", "should_pipeline", "tasks_to_allocate",
+    "DEFAULT_CONFIG", "FAIR_SHARE_REASONS", "ConfigError", "Decision", "NodeInfo", "PluginError", "PluginSpec",
+    "Plugins", "Problem", "Scenario", "SchedulerConfig", "Session", "Snapshot", "Statement", "build_snapshot",
+    "cluster_capacity", "divide_tree", "divide_tree_explained", "format_duration", "load_config", "memory_base",
+    "min_node_gpu_memory", "ordered_pod_sets", "parse_config", "parse_duration", "placement_scores",
+    "queue_order_compare", "run_session", "should_pipeline", "tasks_to_allocate",
 ]

@@ -9,16 +9,21 @@ tiers:
         arguments: {gpu: binpack, cpu: binpack}
 ```
 
-Plugins are called in the order they are listed (tier by tier).
+Plugins are called in the order they are listed (tier by tier). Also read:
+``stalenessGracePeriodSeconds`` and ``usageDBConfig`` (historical queue usage for time-based fair
+share, KAI's shape; see :mod:`kai.framework.usage`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import yaml
+
+if TYPE_CHECKING:
+    from kai.framework.usage import UsageDBConfig
 
 
 class ConfigError(ValueError):
@@ -43,6 +48,8 @@ class SchedulerConfig:
     allow_consolidating_reclaim: bool = True
     #: Skip a job whose scheduling constraints equal those of a smaller job that failed in the action.
     use_scheduling_signatures: bool = True
+    #: Where historical queue usage comes from (time-based fair share); None: no usage, KAI's default.
+    usage_db: UsageDBConfig | None = None
 
 
 #: KAI's default plugin list, in its order. Plugins not shipped yet are left out of
@@ -116,7 +123,13 @@ def parse_config(data: Any, where: str = "config") -> SchedulerConfig:
         if not isinstance(value, bool):
             raise ConfigError(f"{where}: field '{key}' must be true or false")
         flags[field] = value
-    settings = dict(staleness_grace_period=float(grace), max_consolidation_preemptees=preemptees, **flags)
+    usage_db = None
+    if data.get("usageDBConfig") is not None:
+        from kai.framework.usage import parse_usage_db
+
+        usage_db = parse_usage_db(data["usageDBConfig"], where)
+    settings = dict(staleness_grace_period=float(grace), max_consolidation_preemptees=preemptees, usage_db=usage_db,
+                    **flags)
     if "tiers" not in data:
         return SchedulerConfig(actions, DEFAULT_CONFIG.plugins, **settings)
     tiers = data["tiers"]

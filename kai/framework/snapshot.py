@@ -45,6 +45,9 @@ class Snapshot:
     problems: list[Problem] = attrs.field(factory=list)
     #: Jobs left out because of a problem (their names), so drivers can still report on them.
     rejected_jobs: dict[str, Job] = attrs.field(factory=dict)
+    #: Historical usage per queue name, (CPU, memory, GPU) fractions of capacity (time-based fair share);
+    #: set by the driver from its usage source, empty without one.
+    usage: dict[str, tuple[float, float, float]] = attrs.field(factory=dict)
 
 
 def _bad_quota(q: Queue) -> str | None:

@@ -19,6 +19,7 @@ import attrs
 from kai.api import TaskStatus
 from kai.framework import ConfigError, PluginError, Plugins, SchedulerConfig, Session, Snapshot, run_session
 from kai.framework.config import read_yaml
+from kai.framework.usage import make_usage_source
 from kai.sim.cluster_file import parse_cluster
 from kai.sim.rounds import ROUND_SECONDS, feed_back, feed_back_jobs
 from kai.sim.scenario import NOW, load_scenarios
@@ -59,13 +60,23 @@ def simulate(run: Run, available=None) -> dict:
         "problems": [], "cycles": [],
     }
     now = NOW
-    for cycle in range(1, run.cycles + 1):
-        session = run_session(run.build(now), plugins, actions)
-        if cycle == 1:
-            report["problems"] = [str(p) for p in session.snapshot.problems]
-        report["cycles"].append(_cycle_report(cycle, session))
-        run.feed(session)
-        now += ROUND_SECONDS
+    usage = make_usage_source(run.config.usage_db)
+    try:
+        for cycle in range(1, run.cycles + 1):
+            snapshot = run.build(now)
+            if usage is not None:
+                snapshot.usage = usage.usage(now)
+            session = run_session(snapshot, plugins, actions)
+            if usage is not None:
+                usage.record(session)
+            if cycle == 1:
+                report["problems"] = [str(p) for p in session.snapshot.problems]
+            report["cycles"].append(_cycle_report(cycle, session))
+            run.feed(session)
+            now += ROUND_SECONDS
+    finally:
+        if usage is not None:
+            usage.close()
     return report
 
 

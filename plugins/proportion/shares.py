@@ -6,8 +6,8 @@ millicores, memory in bytes; ``-1`` means unlimited for deserved quota and limit
 
 from __future__ import annotations
 
-from kai.api import ALLOCATED, MIG_PREFIX, UNLIMITED, Queue, TaskStatus, mig_gpu_slices
-from kai.framework import divide_tree
+from kai.api import ALLOCATED, UNLIMITED, Queue, TaskStatus
+from kai.framework import cluster_capacity, divide_tree_explained, memory_base, min_node_gpu_memory
 
 #: Resource order of every vector here: KAI's (CPU, memory, GPU).
 RESOURCES = ("cpu", "memory", "gpu")
@@ -19,11 +19,18 @@ def quantify(request, gpu_memory_mib: float = 0.0) -> list[float]:
     return [request.cpu, request.memory, request.quota_gpus(gpu_memory_mib)]
 
 
+def leq(a: float, b: float) -> bool:
+    """``a <= b`` where -1 is unlimited (larger than any amount)."""
+    if a == UNLIMITED:
+        return b == UNLIMITED
+    return b == UNLIMITED or a <= b
+
+
 class QueueShare:
     """One queue's quotas, fair share, allocation and request per resource."""
 
     __slots__ = ("queue", "name", "parent", "priority", "creation", "deserved", "limit", "weight",
-                 "fair_share", "allocated", "allocated_np", "request", "usage")
+                 "fair_share", "allocated", "allocated_np", "request", "usage", "reason")
 
     def __init__(self, queue: Queue):
         self.queue = queue
@@ -37,6 +44,8 @@ class QueueShare:
         self.allocated_np = [0.0, 0.0, 0.0]
         self.request = [0.0, 0.0, 0.0]
         self.usage = [0.0, 0.0, 0.0]
+        #: Per resource, the code of the rule that bounded the fair share (``kai.framework.FAIR_SHARE_REASONS``).
+        self.reason = [0, 0, 0]
 
     def allocatable(self, r: int) -> float:
         """KAI's allocatable share: the limit when deserved is unlimited, else max(deserved, fair share) capped
@@ -45,28 +54,6 @@ class QueueShare:
             return self.limit[r]
         value = max(self.deserved[r], self.fair_share[r])
         return value if self.limit[r] == UNLIMITED else min(self.limit[r], value)
-
-
-def cluster_totals(session) -> list[float]:
-    """What is divided at the top: allocatable of ready, schedulable nodes, MIG slices counted as GPUs."""
-    totals = [0.0, 0.0, 0.0]
-    for n in session.nodes:
-        node = n.node
-        if not node.ready or node.unschedulable:
-            continue
-        a = node.allocatable
-        totals[CPU] += a.cpu
-        totals[MEMORY] += a.memory
-        totals[GPU] += a.gpu + sum(
-            mig_gpu_slices(k) * v for k, v in a.scalars.items() if k.startswith(MIG_PREFIX)
-        )
-    return totals
-
-
-def min_node_gpu_memory(session) -> float:
-    """The smallest GPU memory (MiB) over nodes that report more than the default 100 MiB, else 100."""
-    values = [n.node.gpu_memory_mib for n in session.nodes if n.node.gpu_memory_mib > 100]
-    return float(min(values)) if values else 100.0
 
 
 def build_shares(session, k_value: float) -> tuple[dict[str, QueueShare], list[float]]:
@@ -89,22 +76,19 @@ def build_shares(session, k_value: float) -> tuple[dict[str, QueueShare], list[f
                 for qs in chain:
                     for r in range(3):
                         qs.request[r] += amounts[r]
-    totals = cluster_totals(session)
+    for name, usage in session.snapshot.usage.items():
+        if name in shares:
+            shares[name].usage = list(usage)
+    totals = cluster_capacity(session)
     order = sorted(shares.values(), key=lambda s: (s.creation, s.name.encode()))
     index = {s.name: i for i, s in enumerate(order)}
     parent = [index[s.parent] if s.parent in index else -1 for s in order]
     for r in range(3):
-        fair = divide_tree(
+        fair, reasons = divide_tree_explained(
             totals[r], parent, [s.deserved[r] for s in order], [s.limit[r] for s in order],
             [s.weight[r] for s in order], [s.priority for s in order], [s.request[r] for s in order],
             [s.usage[r] for s in order], list(range(len(order))), k_value,
         )
-        for s, value in zip(order, fair):
-            s.fair_share[r] = value
+        for s, value, reason in zip(order, fair, reasons):
+            s.fair_share[r], s.reason[r] = value, reason
     return shares, totals
-
-
-def memory_base(node, default: float) -> float:
-    """GPU memory (MiB) that a GPU-memory request on ``node`` is measured against: the node's devices,
-    or ``default`` when the node is unknown or reports none."""
-    return float(node.node.gpu_memory_mib) if node is not None and node.node.gpu_memory_mib else default

@@ -1,0 +1,283 @@
+"""Historical queue usage for time-based fair share (KAI's usage DB), and where it comes from.
+
+With a usage source configured (``usageDBConfig`` in the scheduler configuration), every queue's
+past usage of each resource, normalised to the cluster's capacity over the same window, leans the
+over-quota split of the fair-share division away from queues that used more (the proportion
+plugin's ``kValue``). Without one, usage is zero and fair share is purely quota and weight.
+
+A driver (live loop, simulator) uses a source like this::
+
+    source = make_usage_source(config.usage_db)   # None when not configured
+    source.start()                                # background fetching, if the source has any
+    ... every cycle:
+        snapshot.usage = source.usage(snapshot.now)
+        session = run_session(snapshot, plugins)
+        source.record(session)                    # the in-process source learns from each cycle
+    source.close()
+
+Usage is a mapping ``queue name -> (CPU, memory, GPU)`` of fractions (a queue's summed allocation
+over the window divided by the summed capacity). Sources:
+
+* ``in-process`` (KAI's ``fake-with-history`` is read as the same): this scheduler's own
+  allocations, recorded after every session with the time; the window and half-life are applied
+  when usage is read. Each recorded allocation counts for the time until the next record, so the
+  result does not depend on how often cycles run.
+* ``prometheus``: KAI's queries against a Prometheus server (:mod:`kai.framework.usage_prometheus`).
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import os
+from collections import deque
+from typing import Any, Protocol
+
+import attrs
+
+from kai.api import ALLOCATED, MIG_PREFIX, mig_gpu_slices
+from kai.framework.config import ConfigError
+from kai.framework.durations import parse_duration
+
+CPU, MEMORY, GPU = range(3)
+WEEK = 7 * 24 * 3600.0
+CLIENT_TYPES = ("prometheus", "in-process", "fake-with-history")
+WINDOW_TYPES = ("sliding", "tumbling")
+PARAM_FIELDS = ("halfLifePeriod", "windowSize", "windowType", "tumblingWindowStartTime", "cronString",
+                "fetchInterval", "stalenessPeriod", "waitTimeout", "extraParams")
+
+
+@attrs.define(frozen=True)
+class UsageParams:
+    """KAI's ``usageParams``, durations in seconds (``half_life`` None: no decay)."""
+
+    half_life: float | None = None
+    window: float = WEEK
+    window_type: str = "sliding"
+    #: Unix time the first tumbling window starts (tumbling windows only).
+    tumbling_start: float | None = None
+    fetch_interval: float = 60.0
+    staleness: float = 300.0
+    wait_timeout: float = 60.0
+    extra: dict[str, str] = attrs.field(factory=dict)
+
+    def window_start(self, now: float) -> float:
+        """Where the window that ``now`` falls in begins."""
+        if self.window_type == "sliding":
+            return now - self.window
+        start = self.tumbling_start
+        if start >= now:
+            return now
+        return start + math.floor((now - start) / self.window) * self.window
+
+    def decay(self, age: float) -> float:
+        """Weight of a sample ``age`` seconds old."""
+        return 1.0 if self.half_life is None else 0.5 ** (age / self.half_life)
+
+
+@attrs.define(frozen=True)
+class UsageDBConfig:
+    """KAI's ``usageDBConfig``: which source, where it is, and its parameters."""
+
+    client_type: str
+    connection_string: str = ""
+    connection_string_env_var: str = ""
+    params: UsageParams = UsageParams()
+
+
+def parse_usage_db(data: Any, where: str) -> UsageDBConfig:
+    """``usageDBConfig`` from parsed YAML; errors name ``where`` and the field."""
+    where = f"{where}: usageDBConfig"
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: must be a mapping")
+    _known(data, ("clientType", "connectionString", "connectionStringEnvVar", "usageParams"), where)
+    client = data.get("clientType")
+    if client not in CLIENT_TYPES:
+        raise ConfigError(f"{where}: field 'clientType' must be one of {', '.join(CLIENT_TYPES)}, not {client!r}")
+    url, env = data.get("connectionString") or "", data.get("connectionStringEnvVar") or ""
+    if client == "prometheus" and bool(url) == bool(env):
+        raise ConfigError(f"{where}: set exactly one of 'connectionString' and 'connectionStringEnvVar'")
+    return UsageDBConfig(client, str(url), str(env), _params(data.get("usageParams") or {}, f"{where}.usageParams"))
+
+
+def _known(data: dict, fields: tuple[str, ...], where: str) -> None:
+    for key in data:
+        if key not in fields:
+            raise ConfigError(f"{where}: field {key!r} is not known; known fields: {', '.join(fields)}")
+
+
+def _params(data: Any, where: str) -> UsageParams:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: must be a mapping")
+    _known(data, PARAM_FIELDS, where)
+
+    def duration(key: str, default):
+        if data.get(key) is None:
+            return default
+        try:
+            return parse_duration(data[key], f"{where}: field '{key}'")
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
+    half_life = duration("halfLifePeriod", None)
+    window_type = data.get("windowType") or "sliding"
+    if window_type not in WINDOW_TYPES:
+        hint = " (cron windows are not supported)" if window_type == "cron" else ""
+        raise ConfigError(f"{where}: field 'windowType' must be one of {', '.join(WINDOW_TYPES)}, "
+                          f"not {window_type!r}{hint}")
+    window = duration("windowSize", WEEK)
+    if window <= 0:
+        raise ConfigError(f"{where}: field 'windowSize' must be positive")
+    start = None
+    if window_type == "tumbling":
+        start = _timestamp(data.get("tumblingWindowStartTime"), f"{where}: field 'tumblingWindowStartTime'")
+    fetch = duration("fetchInterval", 60.0)
+    extra = data.get("extraParams") or {}
+    if not isinstance(extra, dict):
+        raise ConfigError(f"{where}: field 'extraParams' must be a mapping of strings")
+    return UsageParams(
+        half_life=half_life if half_life and half_life > 0 else None, window=window, window_type=window_type,
+        tumbling_start=start, fetch_interval=fetch,
+        staleness=max(fetch, duration("stalenessPeriod", 300.0)),  # never shorter than the fetch interval
+        wait_timeout=duration("waitTimeout", 60.0), extra={str(k): str(v) for k, v in extra.items()},
+    )
+
+
+def _timestamp(value: Any, where: str) -> float:
+    if isinstance(value, datetime.datetime):
+        moment = value
+    elif isinstance(value, str):
+        try:
+            moment = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise ConfigError(f"{where}: {value!r} is not an RFC 3339 time (like 2025-01-06T00:00:00Z)") from None
+    else:
+        raise ConfigError(f"{where}: required for tumbling windows, an RFC 3339 time (like 2025-01-06T00:00:00Z)")
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.timezone.utc)
+    return moment.timestamp()
+
+
+# --- what a session used ------------------------------------------------------------------------
+
+
+def min_node_gpu_memory(session) -> float:
+    """The smallest GPU memory (MiB) over nodes that report more than the default 100 MiB, else 100."""
+    values = [n.node.gpu_memory_mib for n in session.nodes if n.node.gpu_memory_mib > 100]
+    return float(min(values)) if values else 100.0
+
+
+def memory_base(node, default: float) -> float:
+    """GPU memory (MiB) that a GPU-memory request on ``node`` is measured against: the node's devices,
+    or ``default`` when the node is unknown or reports none."""
+    return float(node.node.gpu_memory_mib) if node is not None and node.node.gpu_memory_mib else default
+
+
+def cluster_capacity(session) -> list[float]:
+    """(CPU, memory, GPU) of ready, schedulable nodes, MIG slices counted as GPUs."""
+    totals = [0.0, 0.0, 0.0]
+    for n in session.nodes:
+        node = n.node
+        if not node.ready or node.unschedulable:
+            continue
+        a = node.allocatable
+        totals[CPU] += a.cpu
+        totals[MEMORY] += a.memory
+        totals[GPU] += a.gpu + sum(mig_gpu_slices(k) * v for k, v in a.scalars.items() if k.startswith(MIG_PREFIX))
+    return totals
+
+
+def queue_allocations(session) -> dict[str, list[float]]:
+    """(CPU, memory, GPU quota) each queue and its ancestors hold in allocated tasks, as the session left them."""
+    out: dict[str, list[float]] = {}
+    gpu_memory = min_node_gpu_memory(session)
+    for job in session.jobs.values():
+        chain = None
+        for task in job.tasks.values():
+            if task.status not in ALLOCATED:
+                continue
+            if chain is None:
+                chain = [out.setdefault(q.name, [0.0, 0.0, 0.0]) for q in session.ancestors(job.queue)]
+            amounts = (task.request.cpu, task.request.memory,
+                       task.request.quota_gpus(memory_base(session.node_by_name.get(task.node), gpu_memory)))
+            for held in chain:
+                for r in range(3):
+                    held[r] += amounts[r]
+    return out
+
+
+# --- sources --------------------------------------------------------------------------------------
+
+
+class UsageSource(Protocol):
+    def start(self) -> None: ...
+
+    def usage(self, now: float) -> dict[str, tuple[float, float, float]]: ...
+
+    def record(self, session) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class InProcessUsage:
+    """Usage from this scheduler's own allocations, recorded after each session."""
+
+    def __init__(self, params: UsageParams):
+        self.params = params
+        #: (time, capacity, allocations by queue), oldest first.
+        self.samples: deque[tuple[float, list[float], dict[str, list[float]]]] = deque()
+
+    def start(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def record(self, session) -> None:
+        self.add(session.now, cluster_capacity(session), queue_allocations(session))
+
+    def add(self, now: float, capacity: list[float], allocations: dict[str, list[float]]) -> None:
+        """Record what the queues hold from ``now`` on (a later record replaces an earlier one at the same time)."""
+        while self.samples and self.samples[-1][0] >= now:
+            self.samples.pop()
+        self.samples.append((now, list(capacity), {q: list(v) for q, v in allocations.items()}))
+        # Forget what ended before any window that can still be read.
+        horizon = now - self.params.window
+        while len(self.samples) > 1 and self.samples[1][0] <= horizon:
+            self.samples.popleft()
+
+    def usage(self, now: float) -> dict[str, tuple[float, float, float]]:
+        start = self.params.window_start(now)
+        held: dict[str, list[float]] = {}
+        capacity = [0.0, 0.0, 0.0]
+        samples = list(self.samples)
+        for k, (t, cap, allocations) in enumerate(samples):
+            end = samples[k + 1][0] if k + 1 < len(samples) else now
+            seconds = min(end, now) - max(t, start)
+            if seconds <= 0:
+                continue
+            weight = seconds * self.params.decay(now - t)
+            for r in range(3):
+                capacity[r] += weight * cap[r]
+            for queue, amounts in allocations.items():
+                acc = held.setdefault(queue, [0.0, 0.0, 0.0])
+                for r in range(3):
+                    acc[r] += weight * amounts[r]
+        return {q: tuple(v / c if c > 0 else 0.0 for v, c in zip(acc, capacity)) for q, acc in held.items()}
+
+
+def make_usage_source(config: UsageDBConfig | None) -> UsageSource | None:
+    """The source a configuration names (None without one). A missing connection variable is a ConfigError."""
+    if config is None:
+        return None
+    if config.client_type != "prometheus":
+        return InProcessUsage(config.params)
+    from kai.framework.usage_prometheus import PrometheusClient, UsageLister
+
+    url = config.connection_string
+    if config.connection_string_env_var:
+        url = os.environ.get(config.connection_string_env_var, "")
+        if not url:
+            raise ConfigError(f"usageDBConfig: environment variable {config.connection_string_env_var} "
+                              "(connectionStringEnvVar) is not set")
+    return UsageLister(PrometheusClient(url, config.params), config.params)
