@@ -13,6 +13,7 @@ import sys
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     # name: ("module:function", one-line help)
     "simulate": ("kai.sim.simulate:main", "run the scheduler on an in-memory cluster described in YAML"),
+    "fairshare": ("kai.sim.fairshare:main", "show each queue's fair share and the rule that bounded it"),
     "conformance": ("kai.sim.conformance:main", "replay KAI conformance scenarios through the kernel"),
     "bench": ("kai.sim.bench:main", "time scheduling actions on scenario files"),
     "dev-cluster": ("kai.cluster.devcluster:main",
