@@ -85,9 +85,8 @@ class IdleGpus:
     the nodes with the most idle + releasing GPUs, counting the GPUs the scenario's victims free."""
 
     def __init__(self, session, pending: list[Task]):
-        a = session.arrays
         self.required = sorted((_gpus(t) for t in pending), reverse=True)
-        self.capacity = {n.name: a.idle_gpu[n.index] + a.rel_gpu[n.index] for n in session.nodes}
+        self.capacity = {n.name: n.idle_gpu_sum() + n.releasing_gpu_sum() for n in session.nodes}
         self.counted: set[str] = set()
         self.size = len(self.required)
         #: The ``size`` nodes with the most GPUs, as (-GPUs, name), best first.
