@@ -77,7 +77,9 @@ def feasible_node_names(session, job: Job) -> set[str]:
 
 
 def _gpus(task: Task) -> float:
-    return task.request.quota_gpus()
+    """The GPUs KAI's idle-GPU filter counts for a task: whole devices and fractions (not MIG, not memory)."""
+    r = task.request
+    return r.gpus + r.gpu_fraction * r.gpu_devices
 
 
 class IdleGpus:
