@@ -266,8 +266,11 @@ class InProcessUsage:
         return {q: tuple(v / c if c > 0 else 0.0 for v, c in zip(acc, capacity)) for q, acc in held.items()}
 
 
-def make_usage_source(config: UsageDBConfig | None) -> UsageSource | None:
-    """The source a configuration names (None without one). A missing connection variable is a ConfigError."""
+def make_usage_source(config: UsageDBConfig | None, query_timer=None) -> UsageSource | None:
+    """The source a configuration names (None without one). A missing connection variable is a ConfigError.
+
+    ``query_timer``: for Prometheus, a factory of context managers timing each fetch (a metric).
+    """
     if config is None:
         return None
     if config.client_type != "prometheus":
@@ -280,4 +283,4 @@ def make_usage_source(config: UsageDBConfig | None) -> UsageSource | None:
         if not url:
             raise ConfigError(f"usageDBConfig: environment variable {config.connection_string_env_var} "
                               "(connectionStringEnvVar) is not set")
-    return UsageLister(PrometheusClient(url, config.params), config.params)
+    return UsageLister(PrometheusClient(url, config.params), config.params, query_timer=query_timer)

@@ -14,6 +14,7 @@ Metric names and the resolution come from ``extraParams`` (``gpuAllocationMetric
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -128,11 +129,13 @@ class UsageLister:
     """Serves the last usage a client fetched; a thread refreshes it every fetch interval.
 
     A failed fetch is logged and the last data stays in use; data older than the staleness period
-    is still used, with an error logged at most once per fetch interval.
+    is still used, with an error logged at most once per fetch interval. ``query_timer`` (e.g.
+    ``SchedulerMetrics.usage_query``) returns a context manager that times each successful fetch.
     """
 
-    def __init__(self, client, params: UsageParams, clock=time.time):
+    def __init__(self, client, params: UsageParams, clock=time.time, query_timer=None):
         self.client, self.params, self.clock = client, params, clock
+        self.query_timer = query_timer or contextlib.nullcontext
         self.data: dict[str, tuple[float, float, float]] = {}
         self.fetched_at: float | None = None
         self.stale_logged_at = float("-inf")
@@ -164,7 +167,8 @@ class UsageLister:
     def refresh(self) -> bool:
         """Fetch once; on failure log why and keep the last data."""
         try:
-            data = self.client.fetch()
+            with self.query_timer():
+                data = self.client.fetch()
         except UsageError as exc:
             log.error("usage DB: fetching queue usage failed, keeping the last data: %s", exc)
             return False

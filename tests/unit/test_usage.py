@@ -3,9 +3,11 @@ Prometheus client against a local HTTP server, and the division leaning away fro
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
+import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
@@ -247,9 +249,16 @@ def test_prometheus_queries_without_decay_and_tumbling(prometheus):
 
 def test_prometheus_errors_are_logged_and_the_last_data_kept(prometheus, caplog):
     clock = [1000.0]
+    timed = []
+
+    @contextlib.contextmanager
+    def timer():
+        yield
+        timed.append(True)
+
     lister = UsageLister(PrometheusClient(prometheus, UsageParams()), UsageParams(fetch_interval=60, staleness=300),
-                         clock=lambda: clock[0])
-    assert lister.refresh()
+                         clock=lambda: clock[0], query_timer=timer)
+    assert lister.refresh() and timed == [True]
     good = lister.usage(clock[0])
     assert good["team-a"][GPU] == pytest.approx(0.25)
     FakePrometheus.fail = True
@@ -270,3 +279,19 @@ def test_unreachable_prometheus_is_a_usage_error():
     client = PrometheusClient("http://127.0.0.1:9", UsageParams(extra={"usageQueryTimeout": "1s"}))
     with pytest.raises(UsageError, match="cannot reach Prometheus at http://127.0.0.1:9"):
         client.fetch(now=0.0)
+
+
+def test_lister_fetches_in_the_background(prometheus):
+    params = UsageParams(fetch_interval=0.05, wait_timeout=5.0)
+    lister = UsageLister(PrometheusClient(prometheus, params), params)
+    lister.start()
+    try:
+        assert lister.usage(0.0)["team-b"][GPU] == pytest.approx(0.1)  # waited for the first fetch
+        seen = len(FakePrometheus.queries)
+        deadline = time.monotonic() + 5
+        while len(FakePrometheus.queries) == seen and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(FakePrometheus.queries) > seen  # and keeps fetching
+    finally:
+        lister.close()
+    assert not lister._thread.is_alive()
