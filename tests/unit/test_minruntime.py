@@ -169,3 +169,47 @@ def test_cluster_file_queues_carry_min_runtimes():
     assert (q.preempt_min_runtime, q.reclaim_min_runtime) == (None, 45.0)
     with pytest.raises(ConfigError, match=r"queues\[0\] 'dept': field 'preempt_min_runtime'.*not a duration"):
         parse_cluster({"queues": [{"name": "dept", "preempt_min_runtime": "soon"}]}, "c.yaml", NOW)
+
+
+# --- through the real preempt and reclaim actions -------------------------------------------------
+
+
+def _through(action, arguments, jobs, queues, gpus=2):
+    snap = kt.cluster([kt.node("n1", gpus=gpus)], queues, jobs, now=NOW)
+    plugins = ["predicates", "proportion", "priority", "elastic", "nodeplacement", PluginSpec("minruntime", arguments)]
+    return kt.placements(kt.run(snap, plugins=plugins, actions=(action,)), "evict")
+
+
+def _started(job, ago):
+    job.last_start = NOW - ago
+    return job
+
+
+def test_preempt_spares_a_young_victim_and_takes_an_old_one():
+    def jobs():
+        return [_started(kt.job("young", "q", gpus=1, priority=10, status=RUNNING, node="n1", creation=1.0), 30),
+                _started(kt.job("old", "q", gpus=1, priority=10, status=RUNNING, node="n1", creation=2.0), 900),
+                kt.job("high", "q", gpus=1, priority=50, creation=3.0)]
+
+    queues = [kt.queue("q", deserved_gpus=2)]
+    assert _through("preempt", {"defaultPreemptMinRuntime": "1m"}, jobs(), queues) == {"old-0": "n1"}
+    both_young = jobs()
+    both_young[1].last_start = NOW - 30
+    assert _through("preempt", {"defaultPreemptMinRuntime": "1m"}, both_young, queues) == {}
+    assert _through("preempt", {}, both_young[:2] + [kt.job("high", "q", gpus=1, priority=50, creation=3.0)],
+                    queues) != {}
+
+
+def test_reclaim_keeps_min_available_of_a_protected_elastic_job():
+    def jobs(started_ago, small_gpus):
+        elastic = kt.job("elastic", "q1", tasks=3, gpus=1, priority=50, status=RUNNING, node="n1",
+                         min_available=2)
+        return [_started(elastic, started_ago), kt.job("small", "q2", tasks=small_gpus, gpus=1, priority=50)]
+
+    queues = [kt.queue("q1", deserved_gpus=1), kt.queue("q2", deserved_gpus=2)]
+    protect = {"defaultReclaimMinRuntime": "10m"}
+    # One pod above min_available may go even while protected.
+    assert _through("reclaim", protect, jobs(30, 1), queues, gpus=3) == {"elastic-2": "n1"}
+    # Two would take the job below min_available: only once its min runtime has passed.
+    assert _through("reclaim", protect, jobs(30, 2), queues, gpus=3) == {}
+    assert len(_through("reclaim", protect, jobs(3600, 2), queues, gpus=3)) >= 2
