@@ -16,6 +16,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "fairshare": ("kai.sim.fairshare:main", "show each queue's fair share and the rule that bounded it"),
     "conformance": ("kai.sim.conformance:main", "replay KAI conformance scenarios through the kernel"),
     "bench": ("kai.sim.bench:main", "time scheduling actions on scenario files"),
+    "run": ("kai.cluster.run:main", "run the scheduler's components against a Kubernetes API server"),
     "dev-cluster": ("kai.cluster.devcluster:main",
                     "a local control plane (etcd, kube-apiserver, kwok): build|up|down|env|status"),
     "plugins": ("kai.framework.plugins:list_main", "list installed plugins and podgroupers with their distributions"),
