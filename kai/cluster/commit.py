@@ -142,10 +142,13 @@ class Committer:
 
         self.pool.submit(run)
 
-    def _event(self, ref: dict, key: str, event_type: str, reason: str, message: str, once: bool = True) -> None:
-        self._submit(f"event {reason}", key,
+    def _event(self, ref: dict, event_type: str, reason: str, message: str) -> None:
+        """An event about ``ref``, unless the last one of this reason said the same."""
+        meta = ref["metadata"]
+        obj = f"{ref['kind']} {meta['namespace']}/{meta['name']}"
+        self._submit(f"event {reason}", obj,
                      lambda: record_event(self.kube, ref, event_type, reason, message, COMPONENT),
-                     dedupe=((key, f"event:{reason}"), message) if once else None)
+                     dedupe=((obj, f"event {reason}"), message))
 
     # --- one cycle ----------------------------------------------------------------------------------
 
@@ -162,7 +165,7 @@ class Committer:
                 self._evict(pod, decision.task, decision.message, cycle)
             elif decision.kind == "pipeline":
                 log.info("pipelined", **fields(pod=pod.key, node=decision.node))
-                self._event(_pod_ref(pod), pod.key, NORMAL, "Pipelined",
+                self._event(_pod_ref(pod), NORMAL, "Pipelined",
                             f"Pod {pod.namespace}/{pod.name} was pipelined to node {decision.node}")
         self._log_problems(cycle)
         rejected = {p.name: p for p in cycle.snapshot.problems if p.kind == "job"}
@@ -265,15 +268,16 @@ class Committer:
             patch[convert.STALE_ANNOTATION] = None if job.stale_since is None else rfc3339(job.stale_since)
         if patch:
             path = object_path(*PODGROUPS, pg.namespace, pg.name)
-            self._submit("annotate PodGroup", pg.key, lambda: self.kube.patch(path, {"metadata": {"annotations": patch}}),
-                         dedupe=((pg.key, "annotations"), repr(sorted(patch.items()))))
+            body = {"metadata": {"annotations": patch}}
+            self._submit("annotate PodGroup", pg.key, lambda: self.kube.patch(path, body),
+                         dedupe=((f"PodGroup {pg.key}", "annotations"), repr(sorted(patch.items()))))
 
     def _explain(self, session: Session, job: Job, pg: PodGroupView, cycle: Cycle) -> None:
         waiting = [t for t in job.tasks.values() if t.status in (TaskStatus.PENDING, TaskStatus.GATED)]
         if not waiting:
             return
         if not job.is_ready():
-            self._event(_podgroup_ref(pg), pg.key, NORMAL, "NotReady", not_ready_message(job))
+            self._event(_podgroup_ref(pg), NORMAL, "NotReady", not_ready_message(job))
             return
         errors = session.job_fit_errors.get(job.uid, [])
         job_message = session.job_fit_message(job)
@@ -292,7 +296,7 @@ class Committer:
         self._podgroup_unschedulable(job, pg, message, [{"reason": reason, "message": message}])
 
     def _pod_unschedulable(self, pod: PodView, message: str, mark: bool) -> None:
-        self._event(_pod_ref(pod), pod.key, WARNING, "Unschedulable", message)
+        self._event(_pod_ref(pod), WARNING, "Unschedulable", message)
         if mark and pod.unschedulable_message != message:
             condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
                          "lastTransitionTime": rfc3339(time.time())}
@@ -301,10 +305,10 @@ class Committer:
                 "pod condition", pod.key,
                 lambda: self.kube.request("PATCH", path, body={"status": {"conditions": [condition]}},
                                           content_type=STRATEGIC_MERGE_PATCH),
-                on_error=lambda exc: exc.status == 404, dedupe=((pod.key, "condition"), message))
+                on_error=lambda exc: exc.status == 404, dedupe=((f"Pod {pod.key}", "condition"), message))
 
     def _podgroup_unschedulable(self, job: Job, pg: PodGroupView, message: str, reasons: list[dict]) -> None:
-        self._event(_podgroup_ref(pg), pg.key, NORMAL, "Unschedulable", message)
+        self._event(_podgroup_ref(pg), NORMAL, "Unschedulable", message)
         if any(t.status in ACTIVE_ALLOCATED for t in job.tasks.values()):
             return  # as KAI: the condition is not updated while some of the group's pods are placed
         last = pg.conditions[-1] if pg.conditions else {}
@@ -323,7 +327,7 @@ class Committer:
         self._submit("PodGroup condition", pg.key,
                      lambda: self.kube.patch(path, {"status": {"schedulingConditions": [*previous, condition]}},
                                              subresource="status"),
-                     dedupe=((pg.key, "condition"), message))
+                     dedupe=((f"PodGroup {pg.key}", "condition"), message))
 
 
 def _changed(new: float | None, old: float | None) -> bool:

@@ -93,6 +93,8 @@ def _parser() -> argparse.ArgumentParser:
                    help=f"comma-separated components to run (default: %(default)s; KAI's: {', '.join(KAI_COMPONENTS)})")
     p.add_argument("--scheduler-name", default="kai-scheduler",
                    help="pods with this spec.schedulerName are scheduled (default: %(default)s)")
+    p.add_argument("--namespace", default="kai-scheduler",
+                   help="namespace of the scheduler's own objects (leases) (default: %(default)s)")
     p.add_argument("--schedule-period", type=float, default=1.0, metavar="SECONDS",
                    help="time between scheduling cycles (default: %(default)s)")
     p.add_argument("--qps", type=float, default=500.0, help="API requests per second per component, 0: no limit "

@@ -1,0 +1,203 @@
+"""``kai-scheduler run`` as a process against the real control plane: placements, gangs, explanations, restarts.
+
+Each test works in its own namespace on its own kwok nodes (pods select them by label), so the
+tests share one scheduler process and one control plane without seeing each other's capacity.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+
+from kai.cluster import manifests as m
+from kai.cluster.convert import timestamp
+
+pytestmark = pytest.mark.e2e
+
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+
+
+def wait_until(predicate, timeout: float = 30.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while not (value := predicate()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.2)
+    return value
+
+
+def items(kube, kind, ns) -> dict[str, dict]:
+    return {i["metadata"]["name"]: i for i in kube.get(m.collection(kind, ns)).get("items", [])}
+
+
+def events(kube, ns, name=None) -> list[dict]:
+    return [e for e in kube.get(f"/api/v1/namespaces/{ns}/events").get("items", [])
+            if name is None or e["involvedObject"]["name"] == name]
+
+
+class SchedulerProcess:
+    """``kai-scheduler run --components scheduler,binder`` with its log in a file."""
+
+    def __init__(self, kubeconfig, log_path) -> None:
+        self.kubeconfig, self.log_path = str(kubeconfig), log_path
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "kai.cli", "run", "--kubeconfig", self.kubeconfig,
+                 "--components", "scheduler,binder", "--log-level", "INFO"],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd="/",
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(30)
+
+    def log(self) -> str:
+        return open(self.log_path, errors="replace").read()
+
+
+@pytest.fixture(scope="module")
+def scheduler(kube, control_plane, tmp_path_factory):
+    m.install(kube, DEPLOY)
+    proc = SchedulerProcess(control_plane.kubeconfig, tmp_path_factory.mktemp("scheduler") / "scheduler.log")
+    proc.start()
+    yield proc
+    if proc.proc.poll() is None:
+        assert proc.stop() == 0, proc.log()[-3000:]
+
+
+@pytest.fixture
+def ns(kube):
+    name = f"e2e-{uuid.uuid4().hex[:6]}"
+    m.apply(kube, m.namespace(name))
+    return name
+
+
+def node(kube, name, labels, gpus=8):
+    m.apply(kube, m.gpu_node(name, gpus=gpus, labels=labels))
+    wait_until(lambda: any(c["type"] == "Ready" and c["status"] == "True"
+                           for c in kube.get(f"/api/v1/nodes/{name}").get("status", {}).get("conditions", [])),
+               what=f"node {name} Ready")
+
+
+def nodes(kube, ns, count):
+    """``count`` 8-GPU nodes for this test only; returns the selector the test's pods use."""
+    for i in range(count):
+        node(kube, f"{ns}-n{i}", {"e2e": ns})
+    return {"e2e": ns}
+
+
+def job(kube, ns, name, pods=1, min_member=1, queue="default-queue", **pod_args):
+    """A PodGroup and its pods (``name`` alone for one pod, else ``name-i``)."""
+    m.apply(kube, m.podgroup(ns, name, queue=queue, min_member=min_member))
+    names = [name] if pods == 1 else [f"{name}-{i}" for i in range(pods)]
+    for pod_name in names:
+        m.apply(kube, m.pod(ns, pod_name, name, **pod_args))
+    return names
+
+
+def running(kube, ns, names):
+    pods = items(kube, "Pod", ns)
+    return all(pods[n]["status"].get("phase") == "Running" for n in names)
+
+
+def event_reasons(kube, ns, name):
+    return {(e["reason"], e["message"]) for e in events(kube, ns, name)}
+
+
+def test_quickstart_cpu_and_gpu_pods_are_scheduled(kube, scheduler, ns):
+    sel = nodes(kube, ns, 1)
+    job(kube, ns, "cpu-only", node_selector=sel)
+    job(kube, ns, "gpu", gpus=1, node_selector=sel)
+    wait_until(lambda: running(kube, ns, ["cpu-only", "gpu"]), 30, "both pods Running")
+    binds = items(kube, "BindRequest", ns)
+    assert binds["gpu"]["spec"] == {"podName": "gpu", "selectedNode": f"{ns}-n0", "receivedResourceType": "Regular",
+                                    "receivedGPU": {"count": 1, "portion": "1.00"}}
+    assert binds["cpu-only"]["spec"]["receivedGPU"] == {"count": 0, "portion": "0.00"}
+    assert binds["gpu"]["metadata"]["labels"] == {"selected-node": f"{ns}-n0"}
+    assert ("Scheduled", f"Successfully assigned pod {ns}/gpu to node {ns}-n0 at node-pool default") in \
+        event_reasons(kube, ns, "gpu")
+
+
+def test_gang_binds_only_when_all_fit_then_all_at_once(kube, scheduler, ns):
+    sel = nodes(kube, ns, 1)
+    names = job(kube, ns, "gang", pods=4, min_member=4, gpus=3, node_selector=sel)
+    message = ("Resources were found for 2 pods while 4 are required for gang scheduling. Additional pods cannot "
+               "be scheduled due to: ")
+    wait_until(lambda: any(r == "Unschedulable" and text.startswith(message)
+                           for r, text in event_reasons(kube, ns, "gang")), 30, "the gang's Unschedulable event")
+    wait_until(lambda: items(kube, "PodGroup", ns)["gang"].get("status"), 10, "the PodGroup's condition")
+    condition = items(kube, "PodGroup", ns)["gang"]["status"]["schedulingConditions"][-1]
+    assert condition["type"] == "UnschedulableOnNodePool" and condition["message"].startswith(message)
+    assert condition["reasons"][0]["reason"] == "PodSchedulingErrors"
+    assert items(kube, "BindRequest", ns) == {}
+    wait_until(lambda: all(p["status"].get("conditions", [{}])[0].get("reason") == "Unschedulable"
+                           for p in items(kube, "Pod", ns).values()), 10, "PodScheduled=False on every pod")
+
+    node(kube, f"{ns}-n1", sel)
+    wait_until(lambda: running(kube, ns, names), 30, "the whole gang Running")
+    binds = items(kube, "BindRequest", ns)
+    assert sorted(binds) == names
+    created = [timestamp(b["metadata"]["creationTimestamp"]) for b in binds.values()]
+    assert max(created) - min(created) <= 1  # committed in one cycle
+    assert sorted(Counter(b["spec"]["selectedNode"] for b in binds.values()).values()) == [2, 2]
+
+
+def test_bad_annotation_and_unknown_queue_are_explained_while_others_schedule(kube, scheduler, ns):
+    sel = nodes(kube, ns, 1)
+    job(kube, ns, "bad", annotations={"gpu-fraction": "half"}, node_selector=sel)
+    job(kube, ns, "lost", queue="no-such-queue", gpus=1, node_selector=sel)
+    job(kube, ns, "good", gpus=1, node_selector=sel)
+    wait_until(lambda: running(kube, ns, ["good"]), 30, "the valid pod Running")
+    wait_until(lambda: any(r == "Unschedulable" and "gpu-fraction" in text
+                           for r, text in event_reasons(kube, ns, "bad")), 20, "the bad pod's event")
+    wait_until(lambda: ("Unschedulable", "Queue 'no-such-queue' does not exist") in event_reasons(kube, ns, "lost"),
+               20, "the unknown queue's event")
+    wait_until(lambda: items(kube, "PodGroup", ns)["lost"].get("status"), 10, "the PodGroup's condition")
+    pods = items(kube, "Pod", ns)
+    assert "gpu-fraction" in pods["bad"]["status"]["conditions"][0]["message"]
+    assert not pods["bad"]["spec"].get("nodeName") and not pods["lost"]["spec"].get("nodeName")
+    assert items(kube, "PodGroup", ns)["lost"]["status"]["schedulingConditions"][-1]["reasons"] == [
+        {"reason": "QueueDoesNotExist", "message": "Queue 'no-such-queue' does not exist"}]
+    assert scheduler.proc.poll() is None
+    assert "Queue 'no-such-queue' does not exist" in scheduler.log()
+
+
+def test_killed_scheduler_restarts_without_double_binds_or_lost_pods(kube, scheduler, ns):
+    sel = nodes(kube, ns, 3)  # 24 GPUs for 20 one-GPU pods
+    names = []
+    for i in range(20):
+        names += job(kube, ns, f"job-{i}", gpus=1, node_selector=sel)
+        if i == 9:
+            wait_until(lambda: len(items(kube, "BindRequest", ns)) >= 3, 30, "the first bindings")
+            scheduler.kill()
+    assert len(items(kube, "BindRequest", ns)) < 20
+    scheduler.start()
+    wait_until(lambda: running(kube, ns, names), 60, "all 20 pods Running after the restart")
+    binds, pods = items(kube, "BindRequest", ns), items(kube, "Pod", ns)
+    assert sorted(binds) == sorted(names)
+    assert all(pods[n]["spec"]["nodeName"] == binds[n]["spec"]["selectedNode"] for n in names)
+    gpus: dict[str, int] = defaultdict(int)
+    for p in pods.values():
+        gpus[p["spec"]["nodeName"]] += 1
+    assert max(gpus.values()) <= 8
+    scheduled = Counter(e["involvedObject"]["name"] for e in events(kube, ns) if e["reason"] == "Scheduled")
+    assert sorted(scheduled) == sorted(names) and set(scheduled.values()) == {1}  # each pod bound once
+    time.sleep(2)  # more cycles change nothing
+    assert items(kube, "BindRequest", ns).keys() == binds.keys()

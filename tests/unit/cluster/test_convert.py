@@ -1,0 +1,177 @@
+"""Kubernetes objects to views to domain objects: KAI's rules for requests, status, priority, quotas."""
+
+from __future__ import annotations
+
+import pytest
+
+from kai.api import TaskStatus
+from kai.cluster import convert
+from kai.cluster.commit import bind_request
+
+
+def pod(name="p", scheduler="kai-scheduler", node="", phase="Pending", annotations=None, containers=None, **spec):
+    return {
+        "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}", "creationTimestamp": "2026-01-01T00:00:00Z",
+                     "annotations": {"pod-group-name": "g", **(annotations or {})},
+                     "labels": {"kai.scheduler/task-priority": "3"}},
+        "spec": {"schedulerName": scheduler, "nodeName": node,
+                 "containers": containers or [{"resources": {"requests": {"cpu": "500m", "memory": "1Gi"},
+                                                             "limits": {"nvidia.com/gpu": "2"}}}], **spec},
+        "status": {"phase": phase},
+    }
+
+
+def test_pod_request_sums_containers_takes_max_init_and_adds_overhead():
+    view = convert.pod_view(pod(
+        containers=[{"resources": {"requests": {"cpu": "1", "memory": "1Gi"}}},
+                    {"resources": {"requests": {"cpu": "500m", "example.com/nic": "1"}}}],
+        initContainers=[{"resources": {"requests": {"cpu": "4"}}}],
+        overhead={"cpu": "100m"},
+    ))
+    assert view.request.cpu == pytest.approx(4100.0)
+    assert view.request.memory == 2**30
+    assert view.request.scalars == {"example.com/nic": 1.0}
+    assert view.invalid is None
+    assert view.task_priority == 3 and view.pod_group == "g" and view.created == 1767225600.0
+
+
+def test_gpu_limits_and_fraction_annotations():
+    assert convert.pod_view(pod()).request.gpus == 2
+    shared = convert.pod_view(pod(annotations={"gpu-fraction": "0.5"},
+                                  containers=[{"resources": {"requests": {"cpu": "1"}}}]))
+    assert shared.request.gpu_fraction == 0.5 and shared.invalid is None
+
+
+@pytest.mark.parametrize("annotations, named", [
+    ({"gpu-fraction": "abc"}, "gpu-fraction"),
+    ({"gpu-fraction": "1.5"}, "gpu-fraction"),
+    ({"gpu-memory": "-3"}, "gpu-memory"),
+])
+def test_bad_gpu_annotation_makes_the_pod_invalid_naming_it(annotations, named):
+    view = convert.pod_view(pod(annotations=annotations, containers=[{"resources": {}}]))
+    assert view is not None and view.invalid and named in view.invalid
+    task = convert.to_task(view, "ns/g", TaskStatus.PENDING, None)
+    assert task.invalid == view.invalid
+
+
+def test_bad_quantity_is_reported_not_raised():
+    view = convert.pod_view(pod(containers=[{"resources": {"requests": {"cpu": "lots"}}}]))
+    assert "cpu" in view.invalid and "'lots'" in view.invalid
+
+
+def test_pods_of_other_schedulers_are_kept_only_while_they_hold_a_node():
+    assert convert.pod_view(pod(scheduler="default-scheduler")) is None
+    assert convert.pod_view(pod(scheduler="default-scheduler", node="n1", phase="Succeeded")) is None
+    view = convert.pod_view(pod(scheduler="default-scheduler", node="n1", phase="Running"))
+    assert view.node_name == "n1" and view.scheduler == "default-scheduler"
+
+
+def bind(phase="", attempts=0, limit=None, owner="uid-p", node="n1"):
+    return convert.bindrequest_view({
+        "metadata": {"name": "p", "namespace": "ns", "ownerReferences": [{"kind": "Pod", "uid": owner}]},
+        "spec": {"podName": "p", "selectedNode": node, **({"backoffLimit": limit} if limit is not None else {})},
+        "status": {"phase": phase, "failedAttempts": attempts},
+    })
+
+
+def test_bind_request_failed_only_when_out_of_attempts():
+    assert bind("Failed").failed
+    assert not bind("Failed", attempts=1, limit=3).failed
+    assert bind("Failed", attempts=3, limit=3).failed
+    assert not bind("Pending").failed
+
+
+@pytest.mark.parametrize("phase, node, deleting, gated, with_bind, expected", [
+    ("Running", "n1", False, False, False, (TaskStatus.RUNNING, "n1")),
+    ("Running", "n1", True, False, False, (TaskStatus.RELEASING, "n1")),
+    ("Pending", "n1", False, False, True, (TaskStatus.BOUND, "n1")),
+    ("Pending", "", False, False, True, (TaskStatus.BINDING, "n1")),
+    ("Pending", "", False, True, False, (TaskStatus.GATED, None)),
+    ("Pending", "", False, False, False, (TaskStatus.PENDING, None)),
+    ("Pending", "", True, False, False, (TaskStatus.DELETED, None)),
+    ("Succeeded", "n1", False, False, False, (TaskStatus.SUCCEEDED, "n1")),
+])
+def test_pod_state_follows_kai(phase, node, deleting, gated, with_bind, expected):
+    raw = pod(node=node, phase=phase, **({"schedulingGates": [{"name": "x"}]} if gated else {}))
+    if deleting:
+        raw["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:01Z"
+    assert convert.pod_state(convert.pod_view(raw), bind() if with_bind else None) == expected
+
+
+def podgroup(**spec):
+    return convert.podgroup_view({
+        "metadata": {"name": "g", "namespace": "ns", "uid": "u",
+                     "annotations": {"kai.scheduler/last-start-timestamp": "2026-01-01T00:01:00Z"}},
+        "spec": {"queue": "q", "minMember": 2, **spec},
+    })
+
+
+def test_priority_and_preemptibility_as_kai():
+    classes = {"train": 50, "build": 100, "inference": 125}
+    assert convert.job_priority(podgroup(priorityClassName="inference"), classes, 50) == 125
+    assert convert.job_priority(podgroup(priorityClassName="nope"), classes, 77) == 77
+    job = convert.to_job(podgroup(priorityClassName="train"), 50)
+    assert job.preemptible and job.pod_sets["default"].min_available == 2 and job.last_start == 1767225660.0
+    assert not convert.to_job(podgroup(), 100).preemptible
+    assert convert.to_job(podgroup(preemptibility="preemptible"), 125).preemptible
+    assert not convert.to_job(podgroup(preemptibility="non-preemptible"), 50).preemptible
+
+
+def test_subgroups_become_pod_sets_and_inner_groups():
+    job = convert.to_job(podgroup(subGroups=[
+        {"name": "workers", "minMember": 0},
+        {"name": "w1", "minMember": 2, "parent": "workers"},
+        {"name": "leader", "minMember": 1},
+    ]), 50)
+    assert set(job.pod_sets) == {"w1", "leader"} and set(job.subgroups) == {"workers"}
+    assert job.pod_sets["w1"].parent == "workers" and job.pod_sets["w1"].min_available == 2
+
+
+def test_queue_units_and_min_runtimes():
+    q = convert.queue_view({
+        "metadata": {"name": "team"},
+        "spec": {"parentQueue": "root", "priority": 7, "preemptMinRuntime": "1h30m", "reclaimMinRuntime": "bogus",
+                 "resources": {"gpu": {"quota": 4, "limit": -1, "overQuotaWeight": 2},
+                               "cpu": {"quota": 8000, "limit": 16000},
+                               "memory": {"quota": 1024, "limit": -1}}},
+    })
+    assert (q.parent, q.priority) == ("root", 7)
+    assert (q.gpu.deserved, q.gpu.limit, q.gpu.over_quota_weight) == (4.0, -1.0, 2.0)
+    assert (q.cpu.deserved, q.cpu.limit) == (8000.0, 16000.0)
+    assert q.memory.deserved == 1024e6 and q.memory.limit == -1.0
+    assert q.preempt_min_runtime == 5400.0 and q.reclaim_min_runtime is None
+
+
+def test_node_view_and_foreign_usage():
+    view = convert.node_view({
+        "metadata": {"name": "n1", "labels": {"nvidia.com/gpu.memory": "40960"}},
+        "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]},
+        "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "4", "pods": "20"},
+                   "conditions": [{"type": "Ready", "status": "True"}]},
+    })
+    assert view.ready and view.max_pods == 20 and view.gpu_memory_mib == 40900
+    foreign = convert.pod_view(pod(scheduler="other", node="n1", phase="Running")).request.node_resources()
+    node = convert.to_node(view, foreign, 1)
+    assert node.allocatable.gpu == 2 and node.allocatable.cpu == 7500 and node.max_pods == 19
+    assert view.allocatable.gpu == 4  # the view is not changed
+    bad = convert.node_view({"metadata": {"name": "n2"}, "status": {"allocatable": {"cpu": "x"}}})
+    assert bad.invalid and "cpu" in bad.invalid
+
+
+def test_bind_request_has_kais_shape():
+    view = convert.pod_view(pod())
+    task = convert.to_task(view, "ns/g", TaskStatus.PENDING, None)
+    body = bind_request(view, task, "n1", 0)
+    assert body["metadata"]["name"] == "p" and body["metadata"]["labels"] == {"selected-node": "n1"}
+    assert body["metadata"]["ownerReferences"] == [{"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "uid-p"}]
+    assert body["spec"] == {"podName": "p", "selectedNode": "n1", "receivedResourceType": "Regular",
+                            "receivedGPU": {"count": 2, "portion": "1.00"}}
+    shared = convert.pod_view(pod(annotations={"gpu-memory": "10000"}, containers=[{"resources": {}}]))
+    spec = bind_request(shared, convert.to_task(shared, "ns/g", TaskStatus.PENDING, None), "n1", 40000)["spec"]
+    assert spec["receivedResourceType"] == "Fraction" and spec["receivedGPU"] == {"count": 1, "portion": "0.25"}
+
+
+def test_go_duration():
+    assert convert.go_duration("90s") == 90.0
+    assert convert.go_duration("1h2m3.5s") == 3723.5
+    assert convert.go_duration("5x") is None and convert.go_duration("") is None
