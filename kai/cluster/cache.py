@@ -189,8 +189,7 @@ class ClusterCache:
 
         nodes = [convert.to_node(v, *used.get(name, (None, 0))) for name, v in node_views.items()]
         queues = [convert.to_queue(q) for q in inf["queues"].list()]
-        topologies = dict(inf["topologies"].list())
-        snap = build_snapshot(nodes, queues, jobs.values(), now, topologies)
+        snap = build_snapshot(nodes, queues, jobs.values(), now, inf["topologies"].list())
         _hold_rejected(snap)
         snap.problems[:0] = problems
         return Cycle(snap, kept_pods, podgroups, stale)

@@ -35,6 +35,7 @@ from kai.api import (
     Task,
     TaskStatus,
     Toleration,
+    Topology,
     TopologyConstraint,
 )
 from kai.api.podgroup import NON_PREEMPTIBLE, POD_GROUP_ANNOTATION, PREEMPTIBILITY_LABEL, PREEMPTIBLE, SUBGROUP_LABEL
@@ -379,10 +380,11 @@ def priority_class_view(raw: dict) -> tuple[str, int, bool]:
     return ((raw.get("metadata") or {}).get("name", ""), int(raw.get("value") or 0), bool(raw.get("globalDefault")))
 
 
-def topology_view(raw: dict) -> tuple[str, tuple[str, ...]]:
-    """(name, node-label keys from widest to narrowest level) of a Topology."""
+def topology_view(raw: dict) -> Topology:
+    """A Topology: its levels' node-label keys from the widest level to the narrowest."""
     levels = (raw.get("spec") or {}).get("levels") or ()
-    return (raw.get("metadata") or {}).get("name", ""), tuple(str(lv.get("nodeLabel", "")) for lv in levels)
+    return Topology((raw.get("metadata") or {}).get("name", ""),
+                    tuple(str(lv.get("nodeLabel", "")) for lv in levels if isinstance(lv, dict)))
 
 
 # --- domain objects (every cycle) -----------------------------------------------------------------

@@ -175,3 +175,9 @@ def test_go_duration():
     assert convert.go_duration("90s") == 90.0
     assert convert.go_duration("1h2m3.5s") == 3723.5
     assert convert.go_duration("5x") is None and convert.go_duration("") is None
+
+
+def test_topology_levels_widest_first():
+    topo = convert.topology_view({"metadata": {"name": "dc"},
+                                  "spec": {"levels": [{"nodeLabel": "zone"}, {"nodeLabel": "rack"}]}})
+    assert (topo.name, topo.levels) == ("dc", ("zone", "rack"))
