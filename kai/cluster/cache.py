@@ -64,6 +64,7 @@ class _Assumed:
     uid: str
     node: str | None
     until: float
+    gpu_groups: tuple = ()
 
 
 class ClusterCache:
@@ -108,10 +109,10 @@ class ClusterCache:
 
     # --- the cache's own writes ---------------------------------------------------------------------
 
-    def assume_bound(self, pod: PodView, node: str) -> None:
-        """A BindRequest for ``pod`` on ``node`` was created (or is being created)."""
+    def assume_bound(self, pod: PodView, node: str, gpu_groups: tuple[str, ...] = ()) -> None:
+        """A BindRequest for ``pod`` on ``node`` (and shared GPU devices ``gpu_groups``) is being created."""
         with self._lock:
-            self._bound[pod.key] = _Assumed(pod.uid, node, time.monotonic() + ASSUME_TTL)
+            self._bound[pod.key] = _Assumed(pod.uid, node, time.monotonic() + ASSUME_TTL, gpu_groups)
 
     def assume_evicted(self, pod: PodView) -> None:
         with self._lock:
@@ -170,8 +171,9 @@ class ClusterCache:
         for pod in pods.values():
             bind = binds.get(pod.key)
             status, node = convert.pod_state(pod, bind)
+            groups = bind.gpu_groups if bind is not None else ()
             if pod.key in bound and status is TaskStatus.PENDING:
-                status, node = TaskStatus.BINDING, bound[pod.key].node
+                status, node, groups = TaskStatus.BINDING, bound[pod.key].node, bound[pod.key].gpu_groups
             if pod.key in evicted and status in ACTIVE_USED:
                 status = TaskStatus.RELEASING
             job = jobs.get(f"{pod.namespace}/{pod.pod_group}") if pod.scheduler == self.scheduler_name else None
@@ -184,7 +186,7 @@ class ClusterCache:
                 if node and status in ACTIVE_USED:
                     _add_usage(used, node, pod)
                 continue
-            job.add_task(convert.to_task(pod, job.uid, status, node))
+            job.add_task(convert.to_task(pod, job.uid, status, node, groups))
             kept_pods[pod.key] = pod
 
         nodes = [convert.to_node(v, *used.get(name, (None, 0))) for name, v in node_views.items()]

@@ -22,7 +22,6 @@ object and is retried in a later cycle; nothing here raises into the scheduling 
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable
@@ -54,16 +53,14 @@ def rfc3339(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def bind_request(pod: PodView, task: Task, node: str, gpu_memory_mib: int) -> dict:
-    """KAI's BindRequest for placing ``pod`` on ``node``."""
+def bind_request(pod: PodView, task: Task, node: str, gpu_groups: tuple[str, ...], gpu_memory_mib: int) -> dict:
+    """KAI's BindRequest for placing ``pod`` on ``node`` (shared GPUs on the devices ``gpu_groups``)."""
     req = task.request
     if req.mig:
         kind, count, portion = "MigInstance", 0, 0.0
-    elif req.gpu_fraction:
-        kind, count, portion = "Fraction", req.gpu_devices, req.gpu_fraction
-    elif req.gpu_memory_mib:
-        share = req.gpu_memory_mib / gpu_memory_mib if gpu_memory_mib else 1.0
-        kind, count, portion = "Fraction", req.gpu_devices, min(1.0, math.ceil(share * 100 - 1e-9) / 100)
+    elif req.is_shared_gpu:
+        kind, count = "Fraction", req.gpu_devices
+        portion = req.gpu_fraction or min(1.0, req.accepted_gpus(gpu_memory_mib) / req.gpu_devices)
     else:
         kind, count, portion = "Regular", req.gpus, 1.0 if req.gpus else 0.0
     spec = {
@@ -72,8 +69,8 @@ def bind_request(pod: PodView, task: Task, node: str, gpu_memory_mib: int) -> di
         "receivedResourceType": kind,
         "receivedGPU": {"count": count, "portion": f"{portion:.2f}"},
     }
-    if task.gpu_groups:
-        spec["selectedGPUGroups"] = list(task.gpu_groups)
+    if gpu_groups:
+        spec["selectedGPUGroups"] = list(gpu_groups)
     return {
         "apiVersion": "scheduling.run.ai/v1alpha2",
         "kind": "BindRequest",
@@ -160,7 +157,7 @@ class Committer:
             if pod is None:
                 log.error("decision for an unknown pod", **fields(pod=decision.task.uid, decision=decision.kind))
             elif decision.kind == "bind":
-                self._bind(pod, decision.task, decision.node, session)
+                self._bind(pod, decision.task, decision.node, decision.gpu_groups, session)
             elif decision.kind == "evict":
                 self._evict(pod, decision.task, decision.message, cycle)
             elif decision.kind == "pipeline":
@@ -182,10 +179,10 @@ class Committer:
 
     # --- decisions ----------------------------------------------------------------------------------
 
-    def _bind(self, pod: PodView, task: Task, node: str, session: Session) -> None:
+    def _bind(self, pod: PodView, task: Task, node: str, gpu_groups: tuple[str, ...], session: Session) -> None:
         info = session.node_by_name.get(node)
-        body = bind_request(pod, task, node, info.node.gpu_memory_mib if info is not None else 0)
-        self.cache.assume_bound(pod, node)
+        body = bind_request(pod, task, node, gpu_groups, info.node.gpu_memory_mib if info is not None else 0)
+        self.cache.assume_bound(pod, node, gpu_groups)
         log.info("bind", **fields(pod=pod.key, node=node, podgroup=task.job))
         if self.metrics is not None:
             self.metrics.task_scheduled(session.now - pod.created)

@@ -46,6 +46,8 @@ KAI_SCHEDULER = "kai-scheduler"
 TASK_PRIORITY_LABEL = "kai.scheduler/task-priority"
 LAST_START_ANNOTATION = "kai.scheduler/last-start-timestamp"
 STALE_ANNOTATION = "kai.scheduler/stale-podgroup-timestamp"
+#: Label of a shared-GPU pod naming its device group (``runai-gpu-group/<group>`` for more devices).
+GPU_GROUP_LABEL = "runai-gpu-group"
 #: Job priority when the PodGroup's class is unknown and no class is the global default (KAI's).
 DEFAULT_PRIORITY = 50
 #: Jobs below this priority are preemptible unless the PodGroup says otherwise.
@@ -130,6 +132,8 @@ class PodView:
     #: The message of an existing ``PodScheduled=False`` condition (to skip writing it again).
     unschedulable_message: str | None
     nominated_node: str
+    #: Shared GPU devices the binder gave the pod (its ``runai-gpu-group`` labels).
+    gpu_groups: tuple
 
     @property
     def terminated(self) -> bool:
@@ -225,7 +229,14 @@ def pod_view(raw: dict, scheduler_name: str = KAI_SCHEDULER) -> PodView | None:
                                      str(t.get("value") or ""), str(t.get("effect") or ""))
                           for t in spec.get("tolerations") or ()),
         unschedulable_message=unschedulable, nominated_node=status.get("nominatedNodeName") or "",
+        gpu_groups=_gpu_groups(labels),
     )
+
+
+def _gpu_groups(labels: dict) -> tuple[str, ...]:
+    groups = [labels[GPU_GROUP_LABEL]] if GPU_GROUP_LABEL in labels else []
+    groups += sorted(k[len(GPU_GROUP_LABEL) + 1:] for k in labels if k.startswith(GPU_GROUP_LABEL + "/"))
+    return tuple(dict.fromkeys(groups))
 
 
 @attrs.frozen(slots=True)
@@ -335,6 +346,7 @@ class BindRequestView:
     node: str
     phase: str
     failed: bool
+    gpu_groups: tuple
 
 
 def bindrequest_view(raw: dict) -> BindRequestView:
@@ -346,7 +358,8 @@ def bindrequest_view(raw: dict) -> BindRequestView:
     failed = phase == "Failed" and (not isinstance(limit, int) or attempts >= limit)
     ns, name = meta.get("namespace", ""), meta.get("name", "")
     return BindRequestView(f"{ns}/{name}", ns, name, str(spec.get("podName") or ""), str(owner.get("uid") or ""),
-                           str(spec.get("selectedNode") or ""), phase, failed)
+                           str(spec.get("selectedNode") or ""), phase, failed,
+                           tuple(str(g) for g in spec.get("selectedGPUGroups") or ()))
 
 
 def queue_view(raw: dict) -> Queue:
@@ -434,13 +447,15 @@ def pod_state(pod: PodView, bind: BindRequestView | None) -> tuple[TaskStatus, s
     return TaskStatus.PENDING, None
 
 
-def to_task(pod: PodView, job_uid: str, status: TaskStatus, node: str | None) -> Task:
+def to_task(pod: PodView, job_uid: str, status: TaskStatus, node: str | None,
+            gpu_groups: tuple[str, ...] = ()) -> Task:
+    """The task of ``pod``; ``gpu_groups`` (from its BindRequest) stand in for the pod's own until it is bound."""
     return Task(
         name=pod.name, job=job_uid, request=pod.request or ResourceRequest(), status=status, node=node,
         namespace=pod.namespace, uid=pod.key, pod_set=pod.pod_set, priority=pod.task_priority, creation=pod.created,
         labels=pod.labels, node_selector=pod.node_selector, node_affinity=pod.node_affinity,
         pod_affinity=pod.pod_affinity, pod_anti_affinity=pod.pod_anti_affinity, tolerations=pod.tolerations,
-        invalid=pod.invalid,
+        gpu_groups=pod.gpu_groups or gpu_groups, invalid=pod.invalid,
     )
 
 

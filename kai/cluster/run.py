@@ -62,9 +62,16 @@ def _queue_controller(ctx: Context):
     return QueueController(ctx.client())
 
 
+def _podgrouper(ctx: Context):
+    from kai.cluster.podgrouper import PodGrouper
+
+    return PodGrouper(ctx.client(), scheduler_name=ctx.args.scheduler_name)
+
+
 COMPONENTS: dict[str, Callable[[Context], Any]] = {
     "scheduler": _scheduler,
     "binder": _binder,
+    "podgrouper": _podgrouper,
     "queue-controller": _queue_controller,
 }
 

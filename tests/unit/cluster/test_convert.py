@@ -161,14 +161,26 @@ def test_node_view_and_foreign_usage():
 def test_bind_request_has_kais_shape():
     view = convert.pod_view(pod())
     task = convert.to_task(view, "ns/g", TaskStatus.PENDING, None)
-    body = bind_request(view, task, "n1", 0)
+    body = bind_request(view, task, "n1", (), 0)
     assert body["metadata"]["name"] == "p" and body["metadata"]["labels"] == {"selected-node": "n1"}
     assert body["metadata"]["ownerReferences"] == [{"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "uid-p"}]
     assert body["spec"] == {"podName": "p", "selectedNode": "n1", "receivedResourceType": "Regular",
                             "receivedGPU": {"count": 2, "portion": "1.00"}}
     shared = convert.pod_view(pod(annotations={"gpu-memory": "10000"}, containers=[{"resources": {}}]))
-    spec = bind_request(shared, convert.to_task(shared, "ns/g", TaskStatus.PENDING, None), "n1", 40000)["spec"]
+    spec = bind_request(shared, convert.to_task(shared, "ns/g", TaskStatus.PENDING, None), "n1", ("g1",),
+                        40000)["spec"]
     assert spec["receivedResourceType"] == "Fraction" and spec["receivedGPU"] == {"count": 1, "portion": "0.25"}
+    assert spec["selectedGPUGroups"] == ["g1"]
+
+
+def test_gpu_groups_from_pod_labels_or_the_bind_request():
+    raw = pod()
+    raw["metadata"]["labels"].update({"runai-gpu-group": "a", "runai-gpu-group/b": "b"})
+    assert convert.pod_view(raw).gpu_groups == ("a", "b")
+    br = bind()
+    assert br.gpu_groups == ()
+    plain = convert.pod_view(pod())
+    assert convert.to_task(plain, "ns/g", TaskStatus.BINDING, "n1", ("x",)).gpu_groups == ("x",)
 
 
 def test_go_duration():
