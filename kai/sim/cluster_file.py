@@ -14,7 +14,8 @@ from typing import Any
 import attrs
 
 from kai.api import (
-    UNLIMITED, Job, Node, PodSet, Queue, QuotaSpec, ResourceRequest, Resources, Taint, Task, TaskStatus, Toleration,
+    UNLIMITED, Job, Node, PodSet, Queue, QuotaSpec, ResourceRequest, Resources, SubGroup, Taint, Task, TaskStatus,
+    Toleration, Topology, TopologyConstraint,
 )
 from kai.framework import (
     DEFAULT_CONFIG, ConfigError, SchedulerConfig, Snapshot, build_snapshot, parse_config, parse_duration,
@@ -25,14 +26,20 @@ PRIORITY_CLASSES = {"train": 50, "build-preemptible": 75, "build": 100, "inferen
 #: Jobs with a priority below this are preemptible unless the workload says otherwise (KAI's rule).
 PREEMPTIBLE_BELOW = 100
 
-TOP_FIELDS = ("name", "cycles", "config", "nodes", "queues", "workloads")
+TOP_FIELDS = ("name", "cycles", "config", "topologies", "nodes", "queues", "workloads")
+TOPOLOGY_FIELDS = ("name", "levels")
 NODE_FIELDS = ("name", "count", "gpus", "cpu", "memory", "gpu_memory", "max_pods", "labels", "taints")
 QUEUE_FIELDS = ("name", "parent", "priority", "gpu", "cpu", "memory", "preempt_min_runtime", "reclaim_min_runtime")
 QUOTA_FIELDS = ("deserved", "limit", "over_quota_weight")
 WORKLOAD_FIELDS = (
     "name", "queue", "priority", "preemptible", "replicas", "min_available", "gpus", "cpu", "memory",
-    "node_selector", "tolerations", "running_on",
+    "node_selector", "tolerations", "running_on", "topology", "subgroups", "pod_sets",
 )
+#: Fields of a workload that belong to each pod set when the workload lists ``pod_sets``.
+POD_SET_ONLY = ("replicas", "min_available", "running_on")
+POD_SET_FIELDS = ("name", "parent", "gpus", "cpu", "memory", "topology") + POD_SET_ONLY
+SUBGROUP_FIELDS = ("name", "parent", "topology")
+CONSTRAINT_FIELDS = ("topology", "required_level", "preferred_level")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 _QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?\d+)?$")
@@ -66,9 +73,10 @@ class ClusterFile:
     jobs: list[Job]
     config: SchedulerConfig = DEFAULT_CONFIG
     cycles: int = 1
+    topologies: list[Topology] = attrs.field(factory=list)
 
     def snapshot(self, now: float) -> Snapshot:
-        return build_snapshot(self.nodes, self.queues, self.jobs, now)
+        return build_snapshot(self.nodes, self.queues, self.jobs, now, self.topologies)
 
 
 class _Entry:
@@ -250,29 +258,100 @@ def _jobs(file: str, items: Any, node_names: set[str], now: float) -> list[Job]:
     jobs = []
     for i, (where, item) in enumerate(entries):
         e = _Entry(item, where, WORKLOAD_FIELDS)
-        name, replicas = e.get("name", str), e.count("replicas", 1, minimum=1)
-        min_available = e.count("min_available", replicas, minimum=1)
-        if min_available > replicas:
-            raise ConfigError(f"{where}: field 'min_available' ({min_available}) exceeds 'replicas' ({replicas})")
-        priority = _priority(e)
+        name, priority = e.get("name", str), _priority(e)
         # Earlier workloads were submitted earlier: one second apart, in file order.
         job = Job(name, e.get("queue", str), priority, creation=now - float(len(entries) - i),
-                  pod_sets={"default": PodSet("default", min_available)})
+                  topology=_constraint(e))
+        job.pod_sets.clear()
         job.preemptible = e.get("preemptible", bool, priority < PREEMPTIBLE_BELOW)
-        request = ResourceRequest(cpu=e.quantity("cpu", 0.0) * 1000, memory=e.quantity("memory", 0.0),
-                                  gpus=e.count("gpus", 0))
-        tolerations = tuple(_toleration(t, f"{where}: tolerations[{k}]")
-                            for k, t in enumerate(e.get("tolerations", list, [])))
-        placed = _running_on(e, replicas, node_names)
-        for k in range(replicas):
-            node = placed[k] if k < len(placed) else None
-            job.add_task(Task(f"{name}-{k}", job.uid, request, TaskStatus.RUNNING if node else TaskStatus.PENDING,
-                              node, creation=job.creation, labels={"job-name": name},
-                              node_selector=e.strings("node_selector"), tolerations=tolerations))
-        if placed:
-            job.last_start = now - 60.0
+        if e.has("pod_sets"):
+            for key in POD_SET_ONLY:
+                if e.has(key):
+                    raise ConfigError(f"{where}: field '{key}' belongs in each of 'pod_sets'")
+            job.subgroups = _subgroups(e)
+            for ps_where, ps in _named(e.data["pod_sets"], where, "pod_sets"):
+                ps_e = _Entry(ps, ps_where, POD_SET_FIELDS)
+                ps_name = ps_e.get("name", str)
+                if ps_name in job.pod_sets or ps_name in job.subgroups:
+                    raise ConfigError(f"{ps_where}: name {ps_name!r} is used twice in the workload")
+                parent = ps_e.get("parent", str, None)
+                if parent is not None and parent not in job.subgroups:
+                    raise ConfigError(f"{ps_where}: field 'parent' names unknown subgroup {parent!r}")
+                _add_pod_set(job, ps_e, ps_name, parent, e, f"{name}-{ps_name}", node_names, now)
+        else:
+            if e.has("subgroups"):
+                raise ConfigError(f"{where}: field 'subgroups' needs 'pod_sets' (the pods of the subgroups)")
+            _add_pod_set(job, e, "default", None, None, name, node_names, now)
         jobs.append(job)
     return jobs
+
+
+def _add_pod_set(job: Job, e: _Entry, ps_name: str, parent: str | None, workload: _Entry | None, prefix: str,
+                 node_names: set[str], now: float) -> None:
+    """Add one pod set of ``e`` (the workload itself, or one of its ``pod_sets``) and its pods to ``job``;
+    requests not given in a pod set default to the workload's."""
+    outer = workload or e
+    replicas = e.count("replicas", 1, minimum=1)
+    min_available = e.count("min_available", replicas, minimum=1)
+    if min_available > replicas:
+        raise ConfigError(f"{e.where}: field 'min_available' ({min_available}) exceeds 'replicas' ({replicas})")
+    job.pod_sets[ps_name] = PodSet(ps_name, min_available, parent, _constraint(e) if workload else None)
+
+    def amount(key: str) -> float:
+        return e.quantity(key, outer.quantity(key, 0.0) if workload else 0.0)
+
+    gpus = e.count("gpus", outer.count("gpus", 0) if workload else 0)
+    request = ResourceRequest(cpu=amount("cpu") * 1000, memory=amount("memory"), gpus=gpus)
+    tolerations = tuple(_toleration(t, f"{outer.where}: tolerations[{k}]")
+                        for k, t in enumerate(outer.get("tolerations", list, [])))
+    placed = _running_on(e, replicas, node_names)
+    for k in range(replicas):
+        node = placed[k] if k < len(placed) else None
+        job.add_task(Task(f"{prefix}-{k}", job.uid, request, TaskStatus.RUNNING if node else TaskStatus.PENDING,
+                          node, creation=job.creation, labels={"job-name": job.name}, pod_set=ps_name,
+                          node_selector=outer.strings("node_selector"), tolerations=tolerations))
+    if placed:
+        job.last_start = now - 60.0
+
+
+def _subgroups(e: _Entry) -> dict[str, SubGroup]:
+    """The inner groups of a workload's tree; parents must be listed before their children."""
+    groups: dict[str, SubGroup] = {}
+    for where, item in _named(e.get("subgroups", list, []), e.where, "subgroups"):
+        g = _Entry(item, where, SUBGROUP_FIELDS)
+        name, parent = g.get("name", str), g.get("parent", str, None)
+        if name in groups:
+            raise ConfigError(f"{where}: subgroup {name!r} is listed twice")
+        if parent is not None and parent not in groups:
+            raise ConfigError(f"{where}: field 'parent' names {parent!r}, which is not a subgroup listed before it")
+        groups[name] = SubGroup(name, parent, _constraint(g))
+    return groups
+
+
+def _constraint(e: _Entry) -> TopologyConstraint | None:
+    """The entry's ``topology`` constraint: ``{topology, required_level, preferred_level}``."""
+    if not e.has("topology"):
+        return None
+    c = _Entry(e.data["topology"], f"{e.where}: topology", CONSTRAINT_FIELDS)
+    required, preferred = c.get("required_level", str, None), c.get("preferred_level", str, None)
+    if required is None and preferred is None:
+        raise ConfigError(f"{c.where}: give 'required_level', 'preferred_level' or both")
+    return TopologyConstraint(c.get("topology", str), required, preferred)
+
+
+def _topologies(file: str, items: Any) -> list[Topology]:
+    topologies = []
+    for where, item in _named(items, file, "topologies"):
+        e = _Entry(item, where, TOPOLOGY_FIELDS)
+        levels = e.get("levels", list)
+        if not all(isinstance(level, str) for level in levels):
+            raise ConfigError(f"{where}: field 'levels' must list node-label keys, widest first")
+        topology = Topology(e.get("name", str), tuple(levels))
+        why = topology.problem()
+        if why:
+            raise ConfigError(f"{where}: {why}")
+        topologies.append(topology)
+    return topologies
 
 
 def _running_on(e: _Entry, replicas: int, node_names: set[str]) -> list[str]:
@@ -294,5 +373,5 @@ def parse_cluster(data: Any, file: str, now: float) -> ClusterFile:
     return ClusterFile(
         name=top.get("name", str, file), file=file, nodes=nodes, queues=_queues(file, data.get("queues")),
         jobs=_jobs(file, data.get("workloads"), {n.name for n in nodes}, now), config=config,
-        cycles=top.count("cycles", 1, minimum=1),
+        cycles=top.count("cycles", 1, minimum=1), topologies=_topologies(file, data.get("topologies")),
     )
