@@ -77,6 +77,8 @@ def root_group(job: Job) -> SubGroup:
 
 def group_children(session, job: Job) -> dict[str, tuple[list[SubGroup], list[PodSet]]]:
     """Child subgroups (by name) and pod sets (in pod-set order) of the root and every subgroup, by group name."""
+    if not job.subgroups:
+        return {ROOT_GROUP: ([], ordered_pod_sets(session, job))}
     children: dict[str, tuple[list[SubGroup], list[PodSet]]] = {ROOT_GROUP: ([], [])}
     children.update((name, ([], [])) for name in job.subgroups)
     for sg in sorted(job.subgroups.values(), key=lambda g: g.name.encode()):

@@ -98,7 +98,8 @@ class TreePlacement:
             if not self._try(sg, names, [t for t in tasks if t.pod_set in names], nodes, self._group_on):
                 return False
         for ps in pod_sets:
-            if not self._try(ps, [ps.name], [t for t in tasks if t.pod_set == ps.name], nodes, self._tasks_on):
+            mine = tasks if len(pod_sets) == 1 and not subgroups else [t for t in tasks if t.pod_set == ps.name]
+            if not self._try(ps, [ps.name], mine, nodes, self._tasks_on):
                 return False
         return True
 
