@@ -83,8 +83,10 @@ class Search:
                 largest.gpu = max(largest.gpu, r.gpu)
                 for k, v in r.scalars.items():
                     largest.scalars[k] = max(largest.scalars.get(k, 0.0), v)
-            shared = any(t.request.is_shared_gpu for t in self.tasks)
-            count_allocatable_pods(root, largest, shared, self.count)
+            shared = [t for t in self.tasks if t.request.is_shared_gpu]
+            shared_task = max(shared, key=lambda t: (t.request.gpu_fraction, t.request.gpu_memory_mib)) if shared \
+                else None
+            count_allocatable_pods(root, largest, shared_task, self.count)
         return root
 
     def misfit(self, domain: Domain) -> tuple[list[str], list[str]]:

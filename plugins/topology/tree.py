@@ -113,26 +113,32 @@ def sum_free(domain: Domain) -> Resources:
     return domain.free
 
 
-def count_allocatable_pods(domain: Domain, largest: Resources, gpu_shared: bool, n_tasks: int) -> int:
+def count_allocatable_pods(domain: Domain, largest: Resources, shared_task, n_tasks: int) -> int:
     """Fill ``allocatable_pods`` of the subtree: copies of the largest task each node holds (idle + releasing)."""
     if not domain.children:
-        domain.allocatable_pods = sum(node_accommodation(n, largest, gpu_shared, n_tasks) for n in domain.nodes)
+        domain.allocatable_pods = sum(node_accommodation(n, largest, shared_task, n_tasks) for n in domain.nodes)
     else:
-        domain.allocatable_pods = sum(count_allocatable_pods(c, largest, gpu_shared, n_tasks) for c in domain.children)
+        domain.allocatable_pods = sum(count_allocatable_pods(c, largest, shared_task, n_tasks)
+                                      for c in domain.children)
     return domain.allocatable_pods
 
 
-def node_accommodation(node, largest: Resources, gpu_shared: bool, n_tasks: int) -> int:
-    """How many copies of ``largest`` fit the node's idle + releasing amounts (a shared-GPU request takes a
-    device of its own per copy; a request of nothing but a pod slot fits as often as there are tasks)."""
-    if not (largest.cpu > 0 or largest.memory > 0 or largest.gpu > 0 or gpu_shared
+def node_accommodation(node, largest: Resources, shared_task, n_tasks: int) -> int:
+    """How many copies of ``largest`` fit the node's idle + releasing amounts. With ``shared_task`` (the
+    largest shared-GPU task) each copy takes its devices from free whole devices or shared devices it fits
+    on; a request of nothing but a pod slot fits as often as there are tasks."""
+    if not (largest.cpu > 0 or largest.memory > 0 or largest.gpu > 0 or shared_task is not None
             or any(v > 0 for v in largest.scalars.values())):
         return n_tasks
     a, i = node.arrays, node.index
     free = [(a.idle_cpu[i] + a.rel_cpu[i], largest.cpu), (a.idle_mem[i] + a.rel_mem[i], largest.memory),
             (a.idle_pods[i] + a.rel_pods[i], 1.0)]
     gpus = a.idle_gpu[i] + a.rel_gpu[i]
-    free.append((math.floor(gpus + EPSILON), 1.0) if gpu_shared else (gpus, largest.gpu))
+    if shared_task is not None:
+        devices = math.floor(gpus + EPSILON) + len(node.fitting_gpu_groups(shared_task))
+        free.append((devices, float(shared_task.request.gpu_devices)))
+    else:
+        free.append((gpus, largest.gpu))
     idle_s, rel_s = a.idle_scalars[i], a.rel_scalars[i]
     free.extend((idle_s.get(k, 0.0) + rel_s.get(k, 0.0), v) for k, v in largest.scalars.items())
     return min(int((have + EPSILON) // need) for have, need in free if need > 0)

@@ -157,3 +157,13 @@ def test_jobs_without_constraints_are_untouched_by_the_plugin():
                      [p.name for p in kt.DEFAULT_CONFIG.plugins if p.name != "topology"])
     assert kt.placements(with_plugin) == kt.placements(without)
     assert with_plugin.plugins.plugin("topology").scores == {}
+
+
+def test_shared_gpu_tasks_count_the_shared_devices_they_fit_on():
+    half = ResourceRequest(cpu=1000, memory=1e9, gpu_fraction=0.5)
+    running = kt.job("r", tasks=[kt.task("r-0", request=half, status="Running", node="a1", gpu_groups=("g1",))])
+    pending = constrained(kt.job("j", tasks=[kt.task("j-0", request=half)]), required=RACK)
+    nodes = [rack_node("a1", "z1", "r1", gpus=1), rack_node("b1", "z1", "r2", gpus=0)]
+    session = run(nodes, [running, pending])
+    # a1 has no free whole device, but its shared device has room for the half: rack r1 holds the job.
+    assert kt.placements(session) == {"j-0": "a1"}
