@@ -1,0 +1,225 @@
+"""The job solver and the consolidation, reclaim and preempt actions on small clusters."""
+
+import attrs
+import pytest
+
+from kai import hookimpl
+from kai import testing as kt
+from kai.api import Reject, TaskStatus
+from kai.framework import ConfigError, Session, parse_config, run_session
+from kai.framework.actions.preempt import messages as preempt_messages
+from kai.framework.actions.preempt import victims as preempt_victims
+from kai.framework.solver import JobSolver, validator_hook
+
+PLUGINS = ["predicates", "proportion", "priority", "elastic", "taskorder", "nodeplacement"]
+
+
+def _run(snapshot, *actions, plugins=PLUGINS, extra=None):
+    return kt.run(snapshot, plugins=plugins, actions=actions, extra_plugins=extra)
+
+
+def _statuses(session):
+    return {t.name: (t.status.value, t.node) for j in session.jobs.values() for t in j.tasks.values()}
+
+
+def _one_queue(*jobs, gpus=(4,)):
+    return kt.cluster(nodes=[kt.node(f"n{i + 1}", gpus=g) for i, g in enumerate(gpus)],
+                      queues=[kt.queue("q", deserved_gpus=sum(gpus))], jobs=list(jobs))
+
+
+# --- victim order ----------------------------------------------------------------------------------
+
+
+def test_preempt_takes_the_lowest_priority_job_first_even_when_older():
+    snap = _one_queue(kt.job("older-low", "q", gpus=2, priority=5, status="Running", node="n1", creation=1.0),
+                      kt.job("newer", "q", gpus=2, priority=10, status="Running", node="n1", creation=2.0),
+                      kt.job("urgent", "q", gpus=2, priority=50, creation=3.0))
+    session = _run(snap, "preempt")
+    assert kt.placements(session, "evict") == {"older-low-0": "n1"}
+    assert kt.placements(session, "pipeline") == {"urgent-0": "n1"}
+    assert "was preempted by higher priority workload default/urgent" in session.decisions[0].message
+
+
+def test_preempt_with_equal_priorities_takes_the_newest_job_first():
+    snap = _one_queue(kt.job("a", "q", gpus=2, priority=5, status="Running", node="n1", creation=1.0),
+                      kt.job("b", "q", gpus=2, priority=5, status="Running", node="n1", creation=2.0),
+                      kt.job("urgent", "q", gpus=2, priority=50, creation=3.0))
+    assert kt.placements(_run(snap, "preempt"), "evict") == {"b-0": "n1"}
+
+
+def test_preempt_never_takes_equal_priority_other_queue_or_non_preemptible_jobs():
+    snap = kt.cluster(
+        nodes=[kt.node("n1", gpus=3)], queues=[kt.queue("q", deserved_gpus=3), kt.queue("other", deserved_gpus=3)],
+        jobs=[kt.job("same-prio", "q", gpus=1, priority=50, status="Running", node="n1"),
+              kt.job("other-queue", "other", gpus=1, priority=5, status="Running", node="n1"),
+              kt.job("pinned", "q", gpus=1, priority=5, preemptible=False, status="Running", node="n1"),
+              kt.job("urgent", "q", gpus=1, priority=50, creation=3.0)])
+    session = _run(snap, "preempt")
+    assert session.decisions == []
+    assert _statuses(session)["urgent-0"] == ("Pending", None)
+
+
+# --- elastic victims shrink one task at a time -------------------------------------------------------
+
+
+def _elastic(need):
+    return _one_queue(kt.job("elastic", "q", tasks=4, gpus=1, min_available=2, priority=5, status="Running",
+                             node="n1", creation=1.0),
+                      kt.job("urgent", "q", gpus=need, priority=50, creation=2.0))
+
+
+def test_elastic_victim_loses_one_task_when_one_is_enough():
+    session = _run(_elastic(1), "preempt")
+    assert kt.placements(session, "evict") == {"elastic-3": "n1"}
+    assert _statuses(session)["elastic-0"] == ("Running", "n1")
+
+
+def test_elastic_victim_shrinks_down_to_its_gang_then_goes_whole():
+    session = _run(_elastic(2), "preempt")
+    assert set(kt.placements(session, "evict")) == {"elastic-3", "elastic-2"}
+    session = _run(_elastic(3), "preempt")
+    # below its gang size the job is evicted whole; its gang of 2 cannot be placed again on 1 free GPU
+    assert set(kt.placements(session, "evict")) == {"elastic-0", "elastic-1", "elastic-2", "elastic-3"}
+    assert kt.placements(session, "pipeline") == {"urgent-0": "n1"}
+
+
+# --- the solver leaves no trace when it finds nothing ------------------------------------------------
+
+
+class RejectAll:
+    @hookimpl
+    def kai_scenario_validator(self, session, action, scenario):
+        return Reject("rejectall", "no")
+
+
+def test_rejected_solutions_leave_the_session_as_it_was():
+    snap = _one_queue(kt.job("low", "q", tasks=3, gpus=1, min_available=1, priority=5, status="Running", node="n1"),
+                      kt.job("urgent", "q", tasks=2, gpus=2, priority=50, creation=2.0), gpus=(4,))
+    plugins = kt.plugin_manager(PLUGINS + ["rejectall"], actions=(), extra_plugins={"rejectall": lambda a: RejectAll()})
+    session = Session(snap, plugins).open()
+    prop = session.plugins.plugin("proportion")
+    before = (_statuses(session), [list(getattr(session.arrays, f)) for f in ("idle_gpu", "rel_gpu", "idle_pods")],
+              {q: list(s.allocated) for q, s in prop.shares.items()})
+    solver = JobSolver(session, lambda job: preempt_victims(session, job), validator_hook("preempt"),
+                       preempt_messages)
+    assert solver.solve(session.jobs["default/urgent"]) is None
+    after = (_statuses(session), [list(getattr(session.arrays, f)) for f in ("idle_gpu", "rel_gpu", "idle_pods")],
+             {q: list(s.allocated) for q, s in prop.shares.items()})
+    assert after == before
+    assert session.evicted == set() and session.decisions == []
+
+
+# --- consolidation moves pods, never evicts them for good ------------------------------------------
+
+
+def test_consolidation_moves_a_pod_to_make_room():
+    snap = _one_queue(kt.job("a", "q", gpus=2, priority=5, status="Running", node="n1", creation=1.0),
+                      kt.job("b", "q", gpus=2, priority=5, status="Running", node="n2", creation=2.0),
+                      kt.job("big", "q", gpus=3, priority=5, creation=3.0), gpus=(4, 4))
+    session = _run(snap, "consolidation")
+    moved = kt.placements(session, "evict")
+    assert len(moved) == 1
+    (task,) = moved
+    # the moved pod is pipelined on the other node, the pending job on the freed one
+    pipelined = kt.placements(session, "pipeline")
+    assert pipelined[task] != moved[task]
+    assert pipelined["big-0"] == moved[task]
+    assert "rescheduled due to bin packing (resource consolidation) procedure" in session.decisions[0].message
+
+
+def test_consolidation_does_nothing_when_pods_cannot_be_moved():
+    snap = _one_queue(kt.job("a", "q", gpus=3, priority=5, status="Running", node="n1", creation=1.0),
+                      kt.job("b", "q", gpus=3, priority=5, status="Running", node="n2", creation=2.0),
+                      kt.job("big", "q", gpus=2, priority=5, creation=3.0), gpus=(4, 4))
+    session = _run(snap, "consolidation")
+    assert session.decisions == []
+
+
+def test_consolidation_is_off_with_zero_preemptees_and_for_non_preemptible_jobs():
+    def snap(preemptible=True):
+        return _one_queue(kt.job("a", "q", gpus=2, priority=5, status="Running", node="n1", creation=1.0),
+                          kt.job("b", "q", gpus=2, priority=5, status="Running", node="n2", creation=2.0),
+                          kt.job("big", "q", gpus=3, priority=5, preemptible=preemptible, creation=3.0), gpus=(4, 4))
+
+    plugins = kt.plugin_manager(PLUGINS, actions=("consolidation",))
+    assert run_session(snap(), plugins).decisions != []
+    plugins.config = attrs.evolve(plugins.config, max_consolidation_preemptees=0)
+    assert run_session(snap(), plugins).decisions == []
+    assert _run(snap(preemptible=False), "consolidation").decisions == []
+
+
+# --- reclaim -----------------------------------------------------------------------------------------
+
+
+def _reclaim_cluster(deserved=(1, 1), pending_priority=50, preemptible=True):
+    return kt.cluster(
+        nodes=[kt.node("n1", gpus=2)],
+        queues=[kt.queue("q1", deserved_gpus=deserved[0]), kt.queue("q2", deserved_gpus=deserved[1])],
+        jobs=[kt.job("big", queue="q1", gpus=2, priority=50, status="Running", node="n1"),
+              kt.job("small", queue="q2", gpus=1, priority=pending_priority, preemptible=preemptible)])
+
+
+def test_reclaim_takes_from_the_queue_over_its_share():
+    session = _run(_reclaim_cluster(), "reclaim")
+    assert kt.placements(session, "evict") == {"big-0": "n1"}
+    assert kt.placements(session, "pipeline") == {"small-0": "n1"}
+    assert session.jobs["default/big"].tasks["big-0"].status is TaskStatus.RELEASING
+
+
+def test_reclaim_does_not_take_from_a_queue_within_its_share():
+    session = _run(_reclaim_cluster(deserved=(2, 0)), "reclaim")
+    assert session.decisions == []
+
+
+def test_reclaim_never_takes_from_the_reclaimers_own_queue():
+    snap = kt.cluster(
+        nodes=[kt.node("n1", gpus=2)],
+        queues=[kt.queue("q1", deserved_gpus=1), kt.queue("q2", deserved_gpus=1)],
+        jobs=[kt.job("mine", queue="q2", gpus=2, priority=5, status="Running", node="n1"),
+              kt.job("small", queue="q2", gpus=1, priority=50)])
+    assert _run(snap, "reclaim").decisions == []
+
+
+def test_reclaim_of_a_non_preemptible_job_stays_within_deserved_quota():
+    assert _run(_reclaim_cluster(deserved=(1, 0), preemptible=False), "reclaim").decisions == []
+    assert kt.placements(_run(_reclaim_cluster(deserved=(1, 1), preemptible=False), "reclaim"), "evict") == {
+        "big-0": "n1"}
+
+
+# --- scheduling signatures -----------------------------------------------------------------------------
+
+
+def test_a_job_like_a_smaller_failed_one_is_not_tried_again():
+    tried = []
+
+    class Spy:
+        @hookimpl
+        def kai_job_solution_start(self, session, job):
+            tried.append(job.name)
+
+    snap = _one_queue(kt.job("pinned", "q", gpus=4, priority=5, preemptible=False, status="Running", node="n1"),
+                      kt.job("p1", "q", gpus=2, priority=50, creation=1.0),
+                      kt.job("p2", "q", gpus=2, priority=50, creation=2.0),
+                      kt.job("p3", "q", gpus=1, priority=50, creation=3.0))
+    _run(snap, "preempt", plugins=PLUGINS + ["spy"], extra={"spy": lambda a: Spy()})
+    # p2 asks as much as p1, which failed: skipped; p3 asks less: tried
+    assert tried == ["p1", "p3"]
+
+
+# --- configuration ---------------------------------------------------------------------------------
+
+
+def test_eviction_settings_are_read_from_the_config():
+    cfg = parse_config({"maxConsolidationPreemptees": -1, "allowConsolidatingReclaim": False,
+                        "useSchedulingSignatures": False})
+    assert (cfg.max_consolidation_preemptees, cfg.allow_consolidating_reclaim, cfg.use_scheduling_signatures) == (
+        -1, False, False)
+    assert parse_config({}).max_consolidation_preemptees == 16
+
+
+@pytest.mark.parametrize("data, field", [({"maxConsolidationPreemptees": -2}, "maxConsolidationPreemptees"),
+                                         ({"maxConsolidationPreemptees": "5"}, "maxConsolidationPreemptees"),
+                                         ({"allowConsolidatingReclaim": "yes"}, "allowConsolidatingReclaim")])
+def test_bad_eviction_settings_name_the_field(data, field):
+    with pytest.raises(ConfigError, match=field):
+        parse_config(data, "sched.yaml")
