@@ -11,8 +11,10 @@ import math
 
 from kai.api import ACTIVE_ALLOCATED, MIG_PREFIX, Resources, TopologyConstraint
 
-from .tree import ROOT_LEVEL, UNSET, Domain, TopologyTree, count_allocatable_pods, level_domains, ratio_to_free, \
-    sort_for_packing, sum_free
+from .tree import (
+    ROOT_LEVEL, UNSET, Domain, TopologyTree, count_allocatable_pods, level_domains, ratio_to_free, sort_for_packing,
+    sum_free,
+)
 
 #: Node scores of the preferred-level domains go up in steps of this (KAI's topology score scale).
 SCORE_STEP = 10000.0
@@ -84,8 +86,9 @@ class Search:
                 for k, v in r.scalars.items():
                     largest.scalars[k] = max(largest.scalars.get(k, 0.0), v)
             shared = [t for t in self.tasks if t.request.is_shared_gpu]
-            shared_task = max(shared, key=lambda t: (t.request.gpu_fraction, t.request.gpu_memory_mib)) if shared \
-                else None
+            shared_task = None
+            if shared:
+                shared_task = max(shared, key=lambda t: (t.request.gpu_fraction, t.request.gpu_memory_mib))
             count_allocatable_pods(root, largest, shared_task, self.count)
         return root
 
