@@ -189,6 +189,10 @@ class Binder:
     def synced(self) -> bool:
         return self._informer is not None and self._informer.synced.is_set()
 
+    def ready(self) -> tuple[bool, str]:
+        """Readiness: the BindRequests have been listed once."""
+        return (True, "synced") if self.synced else (False, "waiting for the first list of bindrequests")
+
     def run(self, stop: threading.Event) -> None:
         """Watch BindRequests and bind with ``workers`` threads until ``stop`` is set."""
         self._informer = self._store = Informer(self.kube, object_path(GROUP, VERSION, PLURAL),

@@ -167,13 +167,14 @@ class LeaderElector:
         return not self.lost
 
     def _renew_loop(self, stop: threading.Event, over: threading.Event) -> None:
-        last_renew = self._clock()
-        while not over.is_set():
-            if stop.wait(self.retry_period) or over.is_set():
-                break
+        last_renew = next_try = time.monotonic()
+        while not (over.wait(0.1) or stop.is_set()):  # short waits: notice either event promptly
+            if time.monotonic() < next_try:
+                continue
+            next_try = time.monotonic() + self.retry_period
             if self.try_acquire_or_renew():
-                last_renew = self._clock()
-            elif self._clock() - last_renew >= self.renew_deadline:
+                last_renew = time.monotonic()
+            elif time.monotonic() - last_renew >= self.renew_deadline:
                 self.lost = True
                 log.error("lost leader lease: not renewed within the renew deadline",
                           **self._ids(renew_deadline=self.renew_deadline))

@@ -131,6 +131,10 @@ class QueueController:
     def synced(self) -> bool:
         return all(i is not None and i.synced.is_set() for i in (self._queues, self._podgroups))
 
+    def ready(self) -> tuple[bool, str]:
+        """Readiness: queues and PodGroups have been listed once."""
+        return (True, "synced") if self.synced else (False, "waiting for the first list of queues and podgroups")
+
     # -- events --------------------------------------------------------------------------------
     def on_queue(self, kind: str, obj: dict[str, Any]) -> None:
         name = (obj.get("metadata") or {}).get("name", "")

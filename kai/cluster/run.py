@@ -6,12 +6,18 @@ Components are objects with a ``name`` and ``run(stop)``, which blocks until the
 is part of KAI but not available in this build is an error naming what is. Each component runs
 on its own thread; SIGTERM or SIGINT sets ``stop``, and the process exits once every component has
 returned. A component that fails stops the others and the process exits 1.
+
+The process serves ``/metrics``, ``/healthz`` and ``/readyz`` on ``--metrics-address``. With
+``--leader-elect`` it first campaigns for a Lease in ``--namespace`` and runs the components only
+while it holds it; losing the lease ends the process with exit code 1 (KAI's behaviour), so that
+Kubernetes restarts it as a standby.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import re
 import signal
 import sys
 import threading
@@ -20,8 +26,12 @@ from typing import Any
 
 import attrs
 
+from kai.cluster.binder import DEFAULT_WORKERS
+from kai.cluster.leader import LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD, LeaderElector
+from kai.cluster.server import DEFAULT_ADDRESS, ObservabilityServer
 from kai.framework import DEFAULT_CONFIG, ConfigError, PluginError, SchedulerConfig, load_config
 from kai.logs import FORMATS, configure, fields
+from kai.metrics import DEFAULT_NAMESPACE, Registry
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +46,7 @@ class Context:
     args: argparse.Namespace
     config: SchedulerConfig
     kube: Any  # the unthrottled client; components rate-limit through client()
+    registry: Any  # kai.metrics.Registry: the process's metrics
 
     def client(self):
         """A client for one component, limited to ``--qps``/``--burst``."""
@@ -47,19 +58,26 @@ class Context:
 def _scheduler(ctx: Context):
     from kai.cluster.scheduler import Scheduler
 
-    return Scheduler(ctx.client(), ctx.config, period=ctx.args.schedule_period, scheduler_name=ctx.args.scheduler_name)
+    from kai.metrics import SchedulerMetrics
+
+    return Scheduler(ctx.client(), ctx.config, period=ctx.args.schedule_period, scheduler_name=ctx.args.scheduler_name,
+                     metrics=SchedulerMetrics(ctx.registry))
 
 
 def _binder(ctx: Context):
     from kai.cluster.binder import Binder
+    from kai.metrics import BinderMetrics
 
-    return Binder(ctx.client())
+    return Binder(ctx.client(), workers=ctx.args.bind_workers, metrics=BinderMetrics(ctx.registry))
 
 
 def _queue_controller(ctx: Context):
     from kai.cluster.queuecontroller import QueueController
+    from kai.metrics import QueueMetrics
 
-    return QueueController(ctx.client())
+    metrics = QueueMetrics(ctx.registry, ctx.args.queue_label_to_metric_label,
+                           ctx.args.queue_label_to_default_metric_value)
+    return QueueController(ctx.client(), metrics)
 
 
 def _podgrouper(ctx: Context):
@@ -109,7 +127,49 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--burst", type=int, default=1000, help="API request burst per component (default: %(default)s)")
     p.add_argument("--log-format", choices=FORMATS, default="text", help="log line format (default: %(default)s)")
     p.add_argument("--log-level", default="INFO", help="log level (default: %(default)s)")
+    p.add_argument("--metrics-address", default=DEFAULT_ADDRESS, metavar="HOST:PORT",
+                   help="serve /metrics, /healthz and /readyz here; port 0 picks a free one (default: %(default)s)")
+    p.add_argument("--metrics-namespace", default=DEFAULT_NAMESPACE,
+                   help="prefix of every metric name (default: %(default)s)")
+    p.add_argument("--bind-workers", type=int, default=DEFAULT_WORKERS,
+                   help="binder: BindRequests handled concurrently (default: %(default)s)")
+    p.add_argument("--queue-label-to-metric-label", type=_key_values, default={}, metavar="KEY=LABEL,...",
+                   help="queue-controller: add queue label KEY to the queue metrics as label LABEL")
+    p.add_argument("--queue-label-to-default-metric-value", type=_key_values, default={}, metavar="KEY=VALUE,...",
+                   help="queue-controller: the metric label's value for queues without label KEY")
+    le = p.add_argument_group("leader election")
+    le.add_argument("--leader-elect", action="store_true",
+                    help="run the components only while holding the Lease (for several replicas)")
+    le.add_argument("--leader-elect-lease-name", default="", metavar="NAME",
+                    help="the Lease in --namespace (default: the scheduler name, then the components other than "
+                         "the scheduler, joined by '-')")
+    le.add_argument("--leader-elect-lease-duration", type=parse_duration, default=LEASE_DURATION, metavar="DURATION",
+                    help="a lease not renewed for this long may be taken over (default: 15s)")
+    le.add_argument("--leader-elect-renew-deadline", type=parse_duration, default=RENEW_DEADLINE, metavar="DURATION",
+                    help="the leader gives up if it cannot renew for this long (default: 10s)")
+    le.add_argument("--leader-elect-retry-period", type=parse_duration, default=RETRY_PERIOD, metavar="DURATION",
+                    help="how often to renew, and how often a standby checks the lease (default: 5s)")
     return p
+
+
+def parse_duration(value: str) -> float:
+    """Seconds of ``15s``, ``500ms``, ``2m``, ``1h`` or a plain number of seconds."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*", value)
+    if match is None:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a duration (like 15s, 500ms, 2m)")
+    return float(match.group(1)) * {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}[match.group(2)]
+
+
+def _key_values(value: str) -> dict[str, str]:
+    pairs = [item.partition("=") for item in value.split(",") if item.strip()]
+    if any(not key.strip() or not sep for key, sep, _ in pairs):
+        raise argparse.ArgumentTypeError(f"{value!r}: expected KEY=VALUE pairs separated by commas")
+    return {key.strip(): val.strip() for key, _, val in pairs}
+
+
+def lease_name(scheduler_name: str, components: list[str]) -> str:
+    """The default Lease of a component set: one lease per set, so separate Deployments do not compete."""
+    return "-".join([scheduler_name, *(c for c in components if c != "scheduler")])
 
 
 def main(argv: list[str]) -> int:
@@ -134,27 +194,73 @@ def main(argv: list[str]) -> int:
     except Exception as exc:  # noqa: BLE001 - kubeconfig and in-cluster loading raise many types
         print(f"kai-scheduler run: cannot load a Kubernetes configuration: {exc}", file=sys.stderr)
         return 2
-    ctx = Context(args, config, kube)
+    registry = Registry(args.metrics_namespace)
+    ctx = Context(args, config, kube, registry)
     try:
         components = [COMPONENTS[name](ctx) for name in names]
-    except (PluginError, ValueError) as exc:
+        elector = None
+        if args.leader_elect:
+            elector = LeaderElector(
+                kube, args.leader_elect_lease_name or lease_name(args.scheduler_name, names), args.namespace,
+                lease_duration=args.leader_elect_lease_duration, renew_deadline=args.leader_elect_renew_deadline,
+                retry_period=args.leader_elect_retry_period)
+        server = ObservabilityServer(args.metrics_address, registry)
+    except (PluginError, ValueError, OSError) as exc:
         print(f"kai-scheduler run: {exc}", file=sys.stderr)
         return 2
-    return run_components(components)
+    for component in components:
+        server.add_ready_check(component.name, _readiness(component, elector))
+    if elector is not None:
+        server.add_ready_check("leader-election", lambda: (not elector.lost, elector.state))
+    server.start()
+    log.info("serving metrics and probes", **fields(address=f"{server.address[0]}:{server.port}"))
+    try:
+        if elector is None:
+            return run_components(components)
+        return run_as_leader(elector, components)
+    finally:
+        server.stop()
+
+
+def _readiness(component, elector):
+    """A component is ready when its caches are; a replica standing by is ready as it is."""
+
+    def check() -> tuple[bool, str]:
+        if elector is not None and not elector.leading:
+            return True, elector.state
+        ready = getattr(component, "ready", None)
+        return ready() if ready is not None else (True, "running")
+
+    return check
+
+
+def run_as_leader(elector, components: list, stop: threading.Event | None = None) -> int:
+    """Stand by until ``elector`` holds the lease, then run the components until stopped or the lease is lost."""
+    stop = stop or threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        _stop_on_signals(stop)
+    codes: list[int] = []
+    kept = elector.run(stop, lambda over: codes.append(run_components(components, over)))
+    if not kept:
+        return 1
+    return codes[0] if codes else 0
+
+
+def _stop_on_signals(stop: threading.Event) -> None:
+    def handle(signum, _frame) -> None:
+        log.info("stopping", **fields(signal=signal.Signals(signum).name))
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handle)
+    signal.signal(signal.SIGINT, handle)
 
 
 def run_components(components: list, stop: threading.Event | None = None) -> int:
     """Runs each component on a thread until ``stop`` (or SIGTERM/SIGINT); 1 if one of them failed."""
     stop = stop or threading.Event()
     failed: list[str] = []
-
-    def handle(signum, _frame) -> None:
-        log.info("stopping", **fields(signal=signal.Signals(signum).name))
-        stop.set()
-
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, handle)
-        signal.signal(signal.SIGINT, handle)
+        _stop_on_signals(stop)
 
     def run(component) -> None:
         try:

@@ -40,8 +40,12 @@ class ObservabilityServer:
         self._thread: threading.Thread | None = None
 
     @property
+    def address(self) -> tuple[str, int]:
+        return self._httpd.server_address[:2]
+
+    @property
     def port(self) -> int:
-        return self._httpd.server_address[1]
+        return self.address[1]
 
     def add_ready_check(self, name: str, check: Check) -> None:
         self.ready_checks[name] = check

@@ -59,7 +59,7 @@ class SchedulerProcess:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "kai.cli", "run", "--kubeconfig", self.kubeconfig, "--config", str(self.config),
-                 "--components", "scheduler,binder", "--log-level", "INFO"],
+                 "--components", "scheduler,binder", "--log-level", "INFO", "--metrics-address=127.0.0.1:0"],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd="/",
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )

@@ -202,3 +202,13 @@ def test_renderer_reads_chart_files():
     assert "name: kai-scheduler" in render('{{ .Files.Get "Chart.yaml" }}', {"Files": CHART})
     with pytest.raises(TemplateError, match="no file 'nope.yaml'"):
         render('{{ .Files.Get "nope.yaml" }}', {"Files": CHART})
+
+
+@pytest.mark.parametrize("values", [{}, {"leaderElection": {"enabled": True}}])
+def test_deployment_args_are_flags_of_kai_scheduler_run(values):
+    from kai.cluster.run import _parser, parse_components
+
+    for deployment in by_kind(render_chart(values=values), "Deployment").values():
+        args = _parser().parse_args(deployment["spec"]["template"]["spec"]["containers"][0]["args"])
+        assert parse_components(args.components) == [deployment["metadata"]["name"].removeprefix("kai-")]
+        assert args.leader_elect is bool(values)

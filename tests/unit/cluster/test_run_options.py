@@ -1,0 +1,86 @@
+"""Options of ``kai-scheduler run`` for metrics, leader election and the queue controller."""
+
+from __future__ import annotations
+
+import argparse
+import threading
+
+import pytest
+
+from kai.cluster.run import _parser, _readiness, lease_name, parse_duration, run_as_leader
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("15s", 15), ("500ms", 0.5), ("2m", 120), ("1h", 3600), ("4", 4),
+                                               ("2.5s", 2.5)])
+def test_parse_duration(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "s", "10d", "-1s", "1 5s"])
+def test_parse_duration_rejects(text):
+    with pytest.raises(argparse.ArgumentTypeError, match="not a duration"):
+        parse_duration(text)
+
+
+def test_lease_names_differ_per_component_set():
+    assert lease_name("kai-scheduler", ["scheduler"]) == "kai-scheduler"
+    assert lease_name("kai-scheduler", ["binder"]) == "kai-scheduler-binder"
+    assert lease_name("kai-scheduler", ["scheduler", "binder", "queue-controller"]) == \
+        "kai-scheduler-binder-queue-controller"
+
+
+def test_defaults_and_key_value_maps():
+    args = _parser().parse_args(["--queue-label-to-metric-label=team=team_name, org=org"])
+    assert args.metrics_address == ":8080" and args.metrics_namespace == "kai"
+    assert (args.leader_elect_lease_duration, args.leader_elect_renew_deadline, args.leader_elect_retry_period) == \
+        (15, 10, 5)
+    assert args.queue_label_to_metric_label == {"team": "team_name", "org": "org"}
+    assert args.bind_workers == 10
+
+
+def test_bad_key_values_are_usage_errors(capsys):
+    with pytest.raises(SystemExit):
+        _parser().parse_args(["--queue-label-to-metric-label=team"])
+    assert "KEY=VALUE" in capsys.readouterr().err
+
+
+class Elector:
+    def __init__(self, leading=False, keep=True):
+        self.leading, self.lost, self.keep = leading, False, keep
+        self.state = "leading" if leading else "standing by"
+
+    def run(self, stop, lead):
+        self.leading = True
+        over = threading.Event()
+        over.set()  # leadership ends at once
+        lead(over)
+        self.lost = not self.keep
+        return self.keep
+
+
+class Component:
+    name = "c"
+
+    def __init__(self, ready=(False, "listing")):
+        self._ready, self.ran = ready, False
+
+    def ready(self):
+        return self._ready
+
+    def run(self, stop):
+        self.ran = True
+        stop.wait()
+
+
+def test_standby_is_ready_leader_reports_its_components():
+    component = Component()
+    assert _readiness(component, Elector(leading=False))() == (True, "standing by")
+    assert _readiness(component, Elector(leading=True))() == (False, "listing")
+    assert _readiness(component, None)() == (False, "listing")
+
+
+def test_lost_lease_exits_1_and_components_ran_only_while_leading():
+    component = Component()
+    assert run_as_leader(Elector(keep=False), [component], threading.Event()) == 1
+    assert component.ran
+    assert run_as_leader(Elector(keep=True), [Component()], threading.Event()) == 0
