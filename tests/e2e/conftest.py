@@ -6,7 +6,15 @@ with ``kai-scheduler dev-cluster build`` so that no test timeout covers the buil
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -83,3 +91,127 @@ def workload_crds(kube: Kube) -> list[str]:
     """CRDs of the workload kinds the podgroupers know (PyTorchJob, RayCluster, JobSet, LeaderWorkerSet),
     established; no controller acts on them."""
     return apply_crds(kube, WORKLOAD_CRDS)
+
+
+# -- the chart installed, components as processes under its ServiceAccounts -----------------------
+RELEASE_NAMESPACE = "kai-scheduler"
+_PLURALS = {
+    "CustomResourceDefinition": "customresourcedefinitions", "Namespace": "namespaces",
+    "ServiceAccount": "serviceaccounts", "ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings",
+    "Role": "roles", "RoleBinding": "rolebindings", "PriorityClass": "priorityclasses", "Queue": "queues",
+    "Deployment": "deployments", "Service": "services",
+}
+
+
+def manifest_path(doc: dict, name: str | None = None) -> str:
+    """The REST path of ``doc``'s collection (or of the object ``name`` in it)."""
+    from kai.cluster.client import object_path
+
+    group, _, version = doc["apiVersion"].rpartition("/")
+    return object_path(group, version, _PLURALS[doc["kind"]], doc["metadata"].get("namespace"), name)
+
+
+@pytest.fixture(scope="session")
+def chart_object_path():
+    """:func:`manifest_path` for test modules (they cannot import this file)."""
+    return manifest_path
+
+
+@pytest.fixture(scope="session")
+def kai_chart(kube: Kube, kai_crds: list[str]) -> list[dict]:
+    """The chart's manifests applied: its CRDs are deploy/crds (``kai_crds``); Deployments and Services
+    are only validated with a server-side dry run (no controller manager runs them). Returns the docs."""
+    from kai.testing_chart import render_chart
+
+    docs = render_chart(namespace=RELEASE_NAMESPACE)
+    assert sorted(d["metadata"]["name"] for d in docs if d["kind"] == "CustomResourceDefinition") == sorted(kai_crds)
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": RELEASE_NAMESPACE}}
+    for doc in [namespace, *(d for d in docs if d["kind"] != "CustomResourceDefinition")]:
+        dry_run = doc["kind"] in ("Deployment", "Service")
+        try:
+            kube.request("POST", manifest_path(doc), {"dryRun": "All"} if dry_run else None, doc)
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+    return docs
+
+
+@pytest.fixture(scope="session")
+def component_kubeconfig(control_plane, kube, kai_chart, tmp_path_factory):
+    """``component_kubeconfig("binder")``: a kubeconfig authenticating as the chart's ServiceAccount
+    of that component (a token from the TokenRequest API), so its RBAC is what the process gets."""
+    from kai.cluster.access import service_account
+    from kai.cluster.client import object_path
+
+    admin = json.loads(Path(control_plane.kubeconfig).read_text())
+    made: dict[str, Path] = {}
+
+    def make(component: str) -> Path:
+        if component not in made:
+            path = object_path("", "v1", "serviceaccounts", RELEASE_NAMESPACE, service_account(component), "token")
+            token = kube.post(path, {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                                     "spec": {"expirationSeconds": 3600}})["status"]["token"]
+            config = dict(admin, users=[{"name": component, "user": {"token": token}}],
+                          contexts=[{"name": component, "context": {"cluster": admin["clusters"][0]["name"],
+                                                                    "user": component}}],
+                          **{"current-context": component})
+            made[component] = tmp_path_factory.mktemp("sa") / f"{component}.kubeconfig"
+            made[component].write_text(json.dumps(config))
+        return made[component]
+
+    return make
+
+
+class KaiProcess:
+    """One ``kai-scheduler run`` process on a free metrics port, its output in a log file."""
+
+    def __init__(self, args: list[str], kubeconfig: Path, log_path: Path, env: dict[str, str] | None = None):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.log_path = log_path
+        with open(log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "kai.cli", "run", "--kubeconfig", str(kubeconfig),
+                 f"--metrics-address=127.0.0.1:{self.port}", *args],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd="/",
+                env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+            )
+
+    def get(self, path: str) -> tuple[int, str]:
+        """(status, body) of GET ``path`` on the metrics port; (0, error) while nothing listens."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+        except OSError as exc:
+            return 0, str(exc)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def terminate(self, timeout: float = 30) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def kai_run(tmp_path_factory):
+    """``kai_run(args, kubeconfig, name=...)`` starts a :class:`KaiProcess`; the module's are killed at its end."""
+    started: list[KaiProcess] = []
+    logs = tmp_path_factory.mktemp("kai-run")
+
+    def start(args: list[str], kubeconfig: Path, name: str = "kai", env: dict[str, str] | None = None) -> KaiProcess:
+        process = KaiProcess(args, kubeconfig, logs / f"{name}-{len(started)}.log", env)
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        if process.proc.poll() is None:
+            process.kill()

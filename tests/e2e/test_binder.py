@@ -1,0 +1,209 @@
+"""The binder and the queue controller as ``kai-scheduler run`` processes, each under the chart's
+ServiceAccount for it (so a call missing from their RBAC fails here), against the real API server."""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+
+import pytest
+
+from kai.cluster import manifests as m
+from kai.cluster.client import ApiError, Kube, object_path
+
+pytestmark = pytest.mark.e2e
+
+BIND_REQUESTS = ("scheduling.run.ai", "v1alpha2", "bindrequests")
+
+
+def wait_until(predicate, timeout: float = 30.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while not (value := predicate()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.1)
+    return value
+
+
+@pytest.fixture(scope="module")
+def kube(control_plane, kai_chart):
+    return Kube.connect(control_plane.kubeconfig)
+
+
+@pytest.fixture(scope="module")
+def binder(kai_run, component_kubeconfig, kube):
+    process = kai_run(["--components=binder", "--log-format=json"], component_kubeconfig("binder"), name="binder")
+    wait_until(lambda: process.get("/readyz")[0] == 200, what="binder ready")
+    yield process
+    assert process.terminate() == 0, process.log()[-3000:]
+    assert "Forbidden" not in process.log() and " 403" not in process.log(), process.log()[-3000:]
+
+
+@pytest.fixture(scope="module")
+def ns(kube):
+    name = f"e2e-bind-{uuid.uuid4().hex[:6]}"
+    m.apply(kube, m.namespace(name))
+    return name
+
+
+@pytest.fixture(scope="module")
+def node(kube, ns):
+    name = f"{ns}-n0"
+    m.apply(kube, m.gpu_node(name, labels={"e2e": ns}))
+    wait_until(lambda: any(c["type"] == "Ready" and c["status"] == "True"
+                           for c in kube.get(f"/api/v1/nodes/{name}").get("status", {}).get("conditions", [])),
+               what=f"node {name} Ready")
+    return name
+
+
+def pending_pod(kube, ns, name) -> dict:
+    """A pod nobody schedules (there is no scheduler here): only a BindRequest places it."""
+    return kube.post(m.collection("Pod", ns), m.pod(ns, name, "none", scheduler_name="nobody"))
+
+
+def bind_request(kube, pod: dict, node: str, backoff_limit: int | None = None) -> str:
+    meta = pod["metadata"]
+    spec = {"podName": meta["name"], "selectedNode": node, "receivedResourceType": "Regular"}
+    if backoff_limit is not None:
+        spec["backoffLimit"] = backoff_limit
+    kube.post(object_path(*BIND_REQUESTS, meta["namespace"]), {
+        "apiVersion": "scheduling.run.ai/v1alpha2", "kind": "BindRequest",
+        "metadata": {"name": meta["name"], "namespace": meta["namespace"],
+                     "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"],
+                                          "controller": True}]},
+        "spec": spec,
+    })
+    return meta["name"]
+
+
+def read_bind_request(kube, ns, name) -> dict | None:
+    try:
+        return kube.get(object_path(*BIND_REQUESTS, ns, name))
+    except ApiError as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def status(kube, ns, name) -> dict:
+    return (read_bind_request(kube, ns, name) or {}).get("status") or {}
+
+
+def reasons(kube, ns, name) -> list[str]:
+    return [e["reason"] for e in kube.get(f"/api/v1/namespaces/{ns}/events").get("items", [])
+            if e["involvedObject"]["name"] == name]
+
+
+def test_hand_made_bind_request_is_bound(kube, binder, ns, node):
+    pod = pending_pod(kube, ns, "by-hand")
+    bind_request(kube, pod, node)
+    br = wait_until(lambda: status(kube, ns, "by-hand").get("phase") == "Succeeded" and status(kube, ns, "by-hand"),
+                    what="BindRequest Succeeded")
+    assert br.get("failedAttempts", 0) == 0
+    pod = kube.get(f"/api/v1/namespaces/{ns}/pods/by-hand")
+    assert pod["spec"]["nodeName"] == node
+    assert pod["metadata"]["annotations"]["received-resource-type"] == "Regular"
+    bound = [c for c in pod["status"]["conditions"] if c["type"] == "PodBound"]
+    assert bound and bound[0]["status"] == "True" and bound[0]["reason"] == "Bound"
+    wait_until(lambda: "Bound" in reasons(kube, ns, "by-hand"), what="Bound event")
+    wait_until(lambda: kube.get(f"/api/v1/namespaces/{ns}/pods/by-hand")["status"].get("phase") == "Running",
+               what="kwok runs the bound pod")
+
+
+def test_bind_to_a_missing_node_fails_is_recorded_and_the_pod_stays_pending(kube, binder, ns):
+    pod = pending_pod(kube, ns, "to-ghost")
+    bind_request(kube, pod, "no-such-node", backoff_limit=2)
+    br = wait_until(lambda: status(kube, ns, "to-ghost").get("failedAttempts") == 2 and status(kube, ns, "to-ghost"),
+                    what="two failed attempts (backoffLimit 2)")
+    assert br["phase"] == "Failed"
+    assert br["reason"] == "node no-such-node not found"
+    time.sleep(2.5)  # the next retry would be due by now: there must be none
+    assert read_bind_request(kube, ns, "to-ghost")["status"]["failedAttempts"] == 2
+    assert reasons(kube, ns, "to-ghost").count("BindingError") == 2
+    pod = kube.get(f"/api/v1/namespaces/{ns}/pods/to-ghost")
+    assert not pod["spec"].get("nodeName") and pod["status"]["phase"] == "Pending"
+    condition = next(c for c in pod["status"]["conditions"] if c["type"] == "PodBound")
+    assert condition["status"] == "False" and "no-such-node not found" in condition["message"]
+
+
+def test_bind_request_of_a_missing_pod_is_deleted(kube, binder, ns, node):
+    pod = pending_pod(kube, ns, "short-lived")
+    kube.delete(f"/api/v1/namespaces/{ns}/pods/short-lived")
+    bind_request(kube, pod, node)
+    wait_until(lambda: read_bind_request(kube, ns, "short-lived") is None, what="stale BindRequest deleted")
+
+
+def test_second_bind_request_for_a_bound_pod_never_moves_it(kube, binder, ns, node):
+    other = f"{ns}-n1"
+    m.apply(kube, m.gpu_node(other, labels={"e2e": ns}))
+    pod = pending_pod(kube, ns, "twice")
+    bind_request(kube, pod, node)
+    wait_until(lambda: kube.get(f"/api/v1/namespaces/{ns}/pods/twice")["spec"].get("nodeName"), what="bound")
+    kube.delete(object_path(*BIND_REQUESTS, ns, "twice"))
+    wait_until(lambda: read_bind_request(kube, ns, "twice") is None, what="deleted")
+    bind_request(kube, pod, other)  # a stale decision naming another node
+    wait_until(lambda: read_bind_request(kube, ns, "twice") is None, what="stale request for a bound pod deleted")
+    assert kube.get(f"/api/v1/namespaces/{ns}/pods/twice")["spec"]["nodeName"] == node
+    assert reasons(kube, ns, "twice").count("Bound") == 1
+
+
+def test_binder_serves_metrics_and_probes(binder):
+    assert binder.get("/healthz") == (200, "ok\n")
+    status, body = binder.get("/readyz")
+    assert status == 200 and "[+]binder ok" in body
+    status, text = binder.get("/metrics")
+    assert status == 200
+    succeeded = re.search(r'^kai_binder_bind_attempts_total\{result="succeeded"\} (\S+)$', text, re.M)
+    failed = re.search(r'^kai_binder_bind_attempts_total\{result="failed"\} (\S+)$', text, re.M)
+    assert succeeded and float(succeeded.group(1)) >= 2
+    assert failed and float(failed.group(1)) >= 2
+    assert "kai_binder_bind_latency_seconds_bucket" in text
+
+
+# -- queue controller ------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def queue_controller(kai_run, component_kubeconfig, kube):
+    process = kai_run(["--components=queue-controller", "--queue-label-to-metric-label=team=team"],
+                      component_kubeconfig("queue-controller"), name="queue-controller")
+    wait_until(lambda: process.get("/readyz")[0] == 200, what="queue controller ready")
+    yield process
+    assert process.terminate() == 0, process.log()[-3000:]
+    assert "Forbidden" not in process.log() and " 403" not in process.log(), process.log()[-3000:]
+
+
+def queue_status(kube, name) -> dict:
+    return kube.get(object_path("scheduling.run.ai", "v2", "queues", name=name)).get("status") or {}
+
+
+def test_queue_status_sums_podgroups_and_child_queues(kube, queue_controller, ns):
+    parent, child = f"{ns}-parent", f"{ns}-child"
+    m.apply(kube, m.queue(parent))
+    leaf = m.queue(child, parent=parent)
+    leaf["metadata"]["labels"] = {"team": "vision"}
+    m.apply(kube, leaf)
+    groups = {"pg-a": {"cpu": "1500m", "nvidia.com/gpu": "2"}, "pg-b": {"cpu": "500m", "memory": "1Gi"}}
+    for name, allocated in groups.items():
+        m.apply(kube, m.podgroup(ns, name, queue=child))
+        kube.patch(object_path("scheduling.run.ai", "v2alpha2", "podgroups", ns, name),
+                   {"status": {"resourcesStatus": {"allocated": allocated, "requested": allocated}}},
+                   subresource="status")
+    want = {"cpu": "2", "memory": "1073741824", "nvidia.com/gpu": "2"}
+    wait_until(lambda: queue_status(kube, child).get("allocated") == want, what="child queue allocated")
+    wait_until(lambda: queue_status(kube, parent).get("allocated") == want, what="parent queue allocated")
+    assert queue_status(kube, parent)["childQueues"] == [child]
+    assert queue_status(kube, parent)["requested"] == want
+
+    kube.delete(object_path("scheduling.run.ai", "v2alpha2", "podgroups", ns, "pg-a"))
+    want = {"cpu": "500m", "memory": "1073741824"}
+    wait_until(lambda: queue_status(kube, parent).get("allocated") == want, what="sums after a PodGroup is deleted")
+
+    def metric(name, queue):
+        text = queue_controller.get("/metrics")[1]
+        found = re.search(rf'^{name}\{{queue_name="{queue}",team="(\w*)"\}} (\S+)$', text, re.M)
+        return found and (found.group(1), float(found.group(2)))
+
+    wait_until(lambda: metric("kai_queue_allocated_cpu_cores", child) == ("vision", 0.5), what="queue metric")
+    assert metric("kai_queue_allocated_memory_bytes", parent) == ("", 2.0**30)
+    assert metric("kai_queue_allocated_gpus", parent) == ("", 0.0)
+    assert metric("kai_queue_info", child) == ("vision", 1.0)

@@ -1,0 +1,120 @@
+"""Two ``kai-scheduler run --leader-elect`` replicas of the scheduler (with a binder beside them):
+only the lease holder schedules; after ``kill -9`` of the holder the other takes over within the
+lease duration (plus one retry period), and no pod is ever bound twice.
+
+The replicas use a scheduler name of their own, so pods of other test modules are not theirs.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from kai.cluster import manifests as m
+from kai.cluster.client import ApiError, Kube, object_path
+
+pytestmark = pytest.mark.e2e
+
+LEASE, RENEW, RETRY = 4.0, 3.0, 1.0
+NAMESPACE = "kai-scheduler"
+
+
+def wait_until(predicate, timeout: float = 30.0, what: str = "condition", interval: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while not (value := predicate()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+    return value
+
+
+@pytest.fixture(scope="module")
+def kube(control_plane, kai_chart):
+    return Kube.connect(control_plane.kubeconfig)
+
+
+@pytest.fixture(scope="module")
+def setup(kube):
+    ns = f"e2e-le-{uuid.uuid4().hex[:6]}"
+    m.apply(kube, m.namespace(ns))
+    node = f"{ns}-n0"
+    m.apply(kube, m.gpu_node(node, gpus=8, labels={"e2e": ns}))
+    wait_until(lambda: any(c["type"] == "Ready" and c["status"] == "True"
+                           for c in kube.get(f"/api/v1/nodes/{node}").get("status", {}).get("conditions", [])),
+               what="node Ready")
+    return ns, f"kai-le-{uuid.uuid4().hex[:6]}"
+
+
+def holder(kube, lease: str) -> str:
+    try:
+        return kube.get(object_path("coordination.k8s.io", "v1", "leases", NAMESPACE, lease))["spec"].get(
+            "holderIdentity") or ""
+    except ApiError as exc:
+        if exc.status == 404:
+            return ""
+        raise
+
+
+def submit(kube, ns, scheduler_name, name, pods):
+    m.apply(kube, m.podgroup(ns, name, min_member=pods))
+    names = [f"{name}-{i}" for i in range(pods)]
+    for pod in names:
+        m.apply(kube, m.pod(ns, pod, name, gpus=1, node_selector={"e2e": ns}, scheduler_name=scheduler_name))
+    return names
+
+
+def bound(kube, ns, names) -> bool:
+    pods = {p["metadata"]["name"]: p for p in kube.get(f"/api/v1/namespaces/{ns}/pods").get("items", [])}
+    return all(pods[n]["spec"].get("nodeName") for n in names)
+
+
+def test_one_leader_schedules_and_a_standby_takes_over_after_kill_9(kube, setup, kai_run, component_kubeconfig):
+    ns, scheduler_name = setup
+    flags = ["--components=scheduler", f"--scheduler-name={scheduler_name}", "--leader-elect",
+             f"--leader-elect-lease-duration={LEASE}s", f"--leader-elect-renew-deadline={RENEW}s",
+             f"--leader-elect-retry-period={RETRY}s", "--log-format=json"]
+    config = component_kubeconfig("scheduler")
+    a = kai_run(flags, config, name="replica-a", env={"POD_NAME": "replica-a"})
+    wait_until(lambda: holder(kube, scheduler_name).startswith("replica-a_"), what="replica-a leads")
+    b = kai_run(flags, config, name="replica-b", env={"POD_NAME": "replica-b"})
+    binder = kai_run(["--components=binder"], component_kubeconfig("binder"), name="binder")
+    for process in (a, b, binder):
+        wait_until(lambda process=process: process.get("/readyz")[0] == 200, what="ready")
+    assert "standing by" in b.get("/readyz")[1]  # a standby is ready: healthy and able to take over
+    assert b.get("/healthz")[0] == 200
+
+    first = submit(kube, ns, scheduler_name, "first", 2)
+    wait_until(lambda: bound(kube, ns, first), what="first job bound by the leader")
+    assert '"msg":"scheduler started"' in a.log()
+    assert '"msg":"scheduler started"' not in b.log() and '"msg":"cycle"' not in b.log()
+    assert "kai_e2e_scheduling_latency_seconds" in a.get("/metrics")[1]
+
+    a.kill()  # SIGKILL: no release, the lease must expire
+    killed = time.monotonic()
+    wait_until(lambda: holder(kube, scheduler_name).startswith("replica-b_"), timeout=LEASE + 10,
+               what="replica-b takes over", interval=0.05)
+    takeover = time.monotonic() - killed
+    assert takeover <= LEASE + RETRY + 0.5, f"took {takeover:.1f}s"
+
+    second = submit(kube, ns, scheduler_name, "second", 2)
+    wait_until(lambda: bound(kube, ns, second), what="second job bound by the new leader")
+    assert '"msg":"scheduler started"' in b.log()
+
+    def bound_events():
+        events = kube.get(f"/api/v1/namespaces/{ns}/events").get("items", [])
+        return {pod: sum(1 for e in events if e["involvedObject"]["name"] == pod and e["reason"] == "Bound")
+                for pod in first + second}
+
+    wait_until(lambda: all(bound_events().values()), what="Bound events (written after the binding)")
+    assert set(bound_events().values()) == {1}
+    brs = kube.get(object_path("scheduling.run.ai", "v1alpha2", "bindrequests", ns)).get("items", [])
+    assert sorted(br["spec"]["podName"] for br in brs) == sorted(first + second)  # one decision per pod
+
+    assert b.terminate() == 0, b.log()[-3000:]
+    assert holder(kube, scheduler_name) == ""  # released on SIGTERM: the next replica need not wait
+    assert binder.terminate() == 0
+    for process in (a, b, binder):
+        assert "Forbidden" not in process.log(), process.log()[-3000:]
+    print(f"takeover after kill -9: {takeover:.2f}s (lease {LEASE:g}s, retry {RETRY:g}s)")
