@@ -1,4 +1,4 @@
-"""Render the project's Helm chart without ``helm``, for tests.
+"""Render the project's Helm chart (from a source checkout) without ``helm``, for tests.
 
 The chart's templates keep to a small subset of Helm's template language, which this module
 implements with Go template semantics:
