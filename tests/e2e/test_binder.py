@@ -10,9 +10,9 @@ import uuid
 import pytest
 
 from kai.cluster import manifests as m
-from kai.cluster.client import ApiError, Kube, object_path
+from kai.cluster.client import ApiError, object_path
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("kai_chart")]
 
 BIND_REQUESTS = ("scheduling.run.ai", "v1alpha2", "bindrequests")
 
@@ -24,11 +24,6 @@ def wait_until(predicate, timeout: float = 30.0, what: str = "condition"):
             raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
         time.sleep(0.1)
     return value
-
-
-@pytest.fixture(scope="module")
-def kube(control_plane, kai_chart):
-    return Kube.connect(control_plane.kubeconfig)
 
 
 @pytest.fixture(scope="module")

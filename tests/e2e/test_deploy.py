@@ -24,8 +24,7 @@ def allowed(kube: Kube, group: str, resource: str, verb: str, namespace: str = "
     return review["status"].get("allowed", False)
 
 
-def test_chart_objects_are_installed_as_rendered(control_plane, kai_chart, chart_object_path):
-    kube = Kube.connect(control_plane.kubeconfig)
+def test_chart_objects_are_installed_as_rendered(kube, kai_chart, chart_object_path):
     kinds = set()
     for doc in kai_chart:
         if doc["kind"] in ("Deployment", "Service"):
