@@ -3,10 +3,13 @@ may do exactly what the component's declaration says (checked with SelfSubjectAc
 
 from __future__ import annotations
 
+import time
+import uuid
+
 import pytest
 
 from kai.cluster.access import components
-from kai.cluster.client import Kube
+from kai.cluster.client import Kube, object_path
 
 pytestmark = pytest.mark.e2e
 
@@ -49,3 +52,28 @@ def test_service_account_may_do_what_the_component_declares_and_no_more(componen
     assert not allowed(kube, "", "nodes", "delete")
     if not any(a.resource == "pods/binding" for a in components()[component]):
         assert not allowed(kube, "", "pods/binding", "create", "some-namespace")  # only the binder binds
+
+
+def test_podgrouper_groups_a_job_pod_under_its_service_account(kube, kai_run, component_kubeconfig):
+    ns = f"e2e-pg-{uuid.uuid4().hex[:6]}"
+    kube.post("/api/v1/namespaces", {"metadata": {"name": ns}})
+    process = kai_run(["--components=podgrouper"], component_kubeconfig("podgrouper"), name="podgrouper")
+    job = kube.post(f"/apis/batch/v1/namespaces/{ns}/jobs", {
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train"},
+        "spec": {"template": {"spec": {"restartPolicy": "Never", "schedulerName": "kai-scheduler",
+                                       "containers": [{"name": "main", "image": "busybox"}]}}}})
+    kube.post(f"/api/v1/namespaces/{ns}/pods", {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "train-0", "labels": {"batch.kubernetes.io/job-name": "train"},
+                     "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "train",
+                                          "uid": job["metadata"]["uid"], "controller": True}]},
+        "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "main", "image": "busybox"}]}})
+    deadline = time.monotonic() + 30
+    while not (group := kube.get(f"/api/v1/namespaces/{ns}/pods/train-0")["metadata"].get(
+            "annotations", {}).get("pod-group-name")):
+        assert time.monotonic() < deadline, process.log()[-3000:]
+        time.sleep(0.2)
+    podgroup = kube.get(object_path("scheduling.run.ai", "v2alpha2", "podgroups", ns, group))
+    assert podgroup["metadata"]["ownerReferences"][0]["name"] == "train"
+    assert process.terminate() == 0
+    assert "Forbidden" not in process.log() and "403" not in process.log(), process.log()[-3000:]

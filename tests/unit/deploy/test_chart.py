@@ -63,6 +63,12 @@ def test_crds_queues_and_priority_classes_are_kai_s(docs):
     assert not by_kind(plain, "Queue") and not by_kind(plain, "PriorityClass")
 
 
+def test_every_component_of_kai_scheduler_run_declares_its_access():
+    from kai.cluster.run import COMPONENTS
+
+    assert set(components()) == set(COMPONENTS)
+
+
 def test_rbac_template_is_generated_from_the_components_declarations():
     committed = (CHART / "templates" / "rbac.yaml").read_text()
     assert committed == chart_template(), "regenerate: python -m kai.cluster.access > .../templates/rbac.yaml"
