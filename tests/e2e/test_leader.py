@@ -1,6 +1,6 @@
 """Two ``kai-scheduler run --leader-elect`` replicas of the scheduler (with a binder beside them):
-only the lease holder schedules; after ``kill -9`` of the holder the other takes over within the
-lease duration (plus one retry period), and no pod is ever bound twice.
+only the lease holder schedules; after ``kill -9`` of the holder the other takes over once the
+lease expires (lease duration, plus up to two retry periods), and no pod is ever bound twice.
 
 The replicas use a scheduler name of their own, so pods of other test modules are not theirs.
 """
@@ -91,7 +91,9 @@ def test_one_leader_schedules_and_a_standby_takes_over_after_kill_9(kube, setup,
     wait_until(lambda: holder(kube, scheduler_name).startswith("replica-b_"), timeout=LEASE + 10,
                what="replica-b takes over", interval=0.05)
     takeover = time.monotonic() - killed
-    assert takeover <= LEASE + RETRY + 0.5, f"took {takeover:.1f}s"
+    # The standby times expiry from when it saw the last renewal (up to one retry period late) and
+    # notices it at its next check (another one): lease + 2 retry periods, plus slack for a busy machine.
+    assert takeover <= LEASE + 2 * RETRY + 1.0, f"took {takeover:.1f}s"
 
     second = submit(kube, ns, scheduler_name, "second", 2)
     wait_until(lambda: bound(kube, ns, second), what="second job bound by the new leader")
