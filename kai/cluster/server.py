@@ -67,7 +67,8 @@ class ObservabilityServer:
         return self
 
     def stop(self) -> None:
-        self._httpd.shutdown()
+        if self._thread is not None:  # shutdown() waits for serve_forever, which runs only once started
+            self._httpd.shutdown()
         self._httpd.server_close()
 
 

@@ -146,3 +146,7 @@ def test_text_logs_append_key_values():
 def test_unknown_log_format_is_an_error():
     with pytest.raises(ValueError, match="yaml"):
         logs.configure("yaml")
+
+
+def test_a_server_never_started_stops_at_once():
+    ObservabilityServer("127.0.0.1:0", Registry()).stop()
