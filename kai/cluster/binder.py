@@ -419,9 +419,13 @@ class Binder:
 
     def delete_stale(self, request: BindRequest, why: str) -> None:
         log.info(f"deleting stale BindRequest: {why}", **fields(**_ids(request)))
-        try:
-            self.kube.delete(object_path(GROUP, VERSION, PLURAL, request.namespace, request.name))
+        uid = (request.raw.get("metadata") or {}).get("uid")
+        try:  # the UID precondition spares a new BindRequest of the same name made meanwhile
+            self.kube.delete(object_path(GROUP, VERSION, PLURAL, request.namespace, request.name),
+                             {"preconditions": {"uid": uid}} if uid else None)
         except ApiError as exc:
+            if exc.status == 409:
+                return
             if not exc.status == 404:
                 log.error("could not delete stale BindRequest", **fields(
                     bind_request=f"{request.namespace}/{request.name}", error=str(exc)))

@@ -65,8 +65,13 @@ class FakeKube:
         if method == "GET":
             return self.get(path, query)
         if method == "DELETE":
-            if self.objects.pop(path, None) is None:
+            current = self.objects.get(path)
+            if current is None:
                 raise ApiError(method, path, 404, "Not Found")
+            wanted = ((body or {}).get("preconditions") or {}).get("uid")
+            if wanted and wanted != current["metadata"].get("uid"):
+                raise ApiError(method, path, 409, "Conflict", {"message": "Precondition failed: UID"})
+            del self.objects[path]
             return {}
         if method == "POST" and path.endswith("/events"):
             self.events.append(body)
@@ -114,7 +119,7 @@ class FakeKube:
         return self.request("PATCH", f"{path}/{subresource}" if subresource else path, body=body)
 
     def delete(self, path, body=None):
-        return self.request("DELETE", path)
+        return self.request("DELETE", path, body=body)
 
 
 class Store(dict):
@@ -271,6 +276,15 @@ def test_stale_requests_are_deleted(kube, setup, why):
     assert BR_PATH + "br" not in kube.objects, why
     assert not any(p.endswith("/binding") for _, p in kube.calls)
     assert registry.value("kai_binder_stale_bind_requests_deleted_total") == 1
+
+
+def test_stale_delete_spares_a_new_request_of_the_same_name(kube):
+    kube.add_request("br", "gone-pod", "n1", phase="Succeeded")["metadata"]["uid"] = "br-old"
+    binder, _ = make_binder(kube)
+    old = BindRequest.from_object(copy.deepcopy(kube.objects[BR_PATH + "br"]))
+    kube.objects[BR_PATH + "br"]["metadata"]["uid"] = "br-new"  # deleted and made again by the scheduler
+    binder.delete_stale(old, "its pod no longer exists")
+    assert kube.objects[BR_PATH + "br"]["metadata"]["uid"] == "br-new"
 
 
 def test_pod_already_on_selected_node_counts_as_success(kube):
