@@ -64,7 +64,7 @@ SHIPPED_DEFAULT_PLUGINS = (
     "gpusharingorder", "gpupack", "resourcetype", "subgrouporder", "taskorder", "nodeplacement", "minruntime",
     "topology",
 )
-DEFAULT_ACTIONS = ("allocate",)
+DEFAULT_ACTIONS = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction")
 DEFAULT_CONFIG = SchedulerConfig(
     actions=DEFAULT_ACTIONS,
     plugins=tuple(
