@@ -145,6 +145,13 @@ class SchedulerMetrics:
         self._fair_share_memory.labels(queue).set(memory_bytes)
         self._fair_share_gpu.labels(queue).set(gpus)
 
+    def fair_shares(self, shares: Mapping[str, tuple[float, float, float]]) -> None:
+        """Replace every queue's fair share: ``{queue: (cpu_millicores, memory_bytes, gpus)}``."""
+        for gauge in (self._fair_share_cpu, self._fair_share_memory, self._fair_share_gpu):
+            gauge.clear()  # deleted queues must not keep their last share
+        for queue, (cpu, memory, gpus) in shares.items():
+            self.fair_share(queue, cpu, memory, gpus)
+
     def queue_usage(self, queue: str, cpu: float, memory: float, gpu: float) -> None:
         self._usage_cpu.labels(queue).set(cpu)
         self._usage_memory.labels(queue).set(memory)

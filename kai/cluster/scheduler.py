@@ -110,6 +110,7 @@ class Scheduler:
                 for action in self.plugins.config.actions:
                     with self.metrics.action(action):
                         session.run_actions([action])
+                self.metrics.fair_shares(fair_shares(session))
                 with self.metrics.close_session():
                     session.close()
             self._record_snapshot(session)
@@ -130,3 +131,15 @@ class Scheduler:
             by_status.update(t.status.value for t in job.tasks.values())
             pending += job.has_pending()
         self.metrics.snapshot(by_status, len(session.jobs), pending)
+
+
+def fair_shares(session: Session) -> dict[str, tuple[float, float, float]]:
+    """Each queue's fair share (CPU millicores, memory bytes, GPUs) as the session's plugins divided it
+    (``kai_queue_resources``); queues no plugin reports on are left out. Call before the session closes."""
+    shares = {}
+    for queue in session.queues.values():
+        found = session.hook.kai_queue_resources(session=session, queue=queue)
+        if found is not None:
+            share = found[2]
+            shares[queue.name] = (share.cpu, share.memory, share.gpu)
+    return shares

@@ -84,7 +84,9 @@ def test_one_leader_schedules_and_a_standby_takes_over_after_kill_9(kube, setup,
     wait_until(lambda: bound(kube, ns, first), what="first job bound by the leader")
     assert '"msg":"scheduler started"' in a.log()
     assert '"msg":"scheduler started"' not in b.log() and '"msg":"cycle"' not in b.log()
-    assert "kai_e2e_scheduling_latency_seconds" in a.get("/metrics")[1]
+    metrics = a.get("/metrics")[1]
+    assert "kai_e2e_scheduling_latency_seconds" in metrics
+    assert 'kai_queue_fair_share_gpu{queue_name="default-queue"}' in metrics
 
     a.kill()  # SIGKILL: no release, the lease must expire
     killed = time.monotonic()
