@@ -108,8 +108,10 @@ class Scheduler:
                 with self.metrics.open_session():
                     session.open()
                 for action in self.plugins.config.actions:
+                    before = len(session.decisions)
                     with self.metrics.action(action):
                         session.run_actions([action])
+                    record_decisions(self.metrics, session, action, session.decisions[before:])
                 self.metrics.fair_shares(fair_shares(session))
                 with self.metrics.close_session():
                     session.close()
@@ -143,3 +145,18 @@ def fair_shares(session: Session) -> dict[str, tuple[float, float, float]]:
             share = found[2]
             shares[queue.name] = (share.cpu, share.memory, share.gpu)
     return shares
+
+
+def record_decisions(metrics, session: Session, action: str, decisions) -> None:
+    """Count what one action decided: PodGroups placed (bind or pipeline; for ``preempt`` also a
+    preemption attempt) and pods evicted per PodGroup."""
+    placed = {d.task.job for d in decisions if d.kind in ("bind", "pipeline")}
+    for _ in placed:
+        metrics.podgroup_scheduled(action)
+        if action == "preempt":
+            metrics.preemption_attempt()
+    for d in decisions:
+        if d.kind == "evict":
+            job = session.jobs.get(d.task.job)
+            if job is not None:
+                metrics.pods_evicted(job.name, job.namespace, job.uid, "", action)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import attrs
+
 from kai import testing as kt
 from kai.cluster.scheduler import fair_shares
 from kai.framework import Session
@@ -39,3 +41,27 @@ def test_without_a_dividing_plugin_there_are_no_fair_shares():
         assert fair_shares(session) == {}
     finally:
         session.close()
+
+
+def test_decisions_of_an_action_are_counted_per_podgroup():
+    from kai.cluster.scheduler import record_decisions
+
+    snapshot = kt.cluster(nodes=[kt.node("n1", gpus=8)], queues=[kt.queue("a")],
+                          jobs=[kt.job("big", queue="a", tasks=3, gpus=1), kt.job("small", queue="a", gpus=1)])
+    session = kt.run(snapshot, ["predicates"])
+    assert len(session.decisions) == 4
+    registry = Registry()
+    metrics = SchedulerMetrics(registry)
+    record_decisions(metrics, session, "allocate", session.decisions)
+    assert registry.value("kai_podgroups_scheduled_by_action_total", {"action": "allocate"}) == 2
+    assert registry.value("kai_preemption_attempts_total") == 0
+    by_job = {session.jobs[d.task.job].name: [] for d in session.decisions}
+    for d in session.decisions:
+        by_job[session.jobs[d.task.job].name].append(d)
+    evictions = [attrs.evolve(d, kind="evict") for d in by_job["big"]]
+    record_decisions(metrics, session, "preempt", evictions + by_job["small"])
+    job = session.jobs[by_job["big"][0].task.job]
+    labels = {"podgroup": "big", "namespace": job.namespace, "uid": job.uid, "nodepool": "", "action": "preempt"}
+    assert registry.value("kai_pod_group_evicted_pods_total", labels) == 3
+    assert registry.value("kai_preemption_attempts_total") == 1
+    assert registry.value("kai_podgroups_scheduled_by_action_total", {"action": "preempt"}) == 1
