@@ -80,9 +80,10 @@ class TopologyPlugin:
 
     @hookimpl
     def kai_node_scores(self, session, task, nodes):
-        if not self.scores:
+        job = session.jobs.get(task.job) if self.scores else None
+        if job is None:
             return None
-        scores = self._group_scores(session.jobs[task.job], task.pod_set)
+        scores = self._group_scores(job, task.pod_set)
         if scores is None:
             return None
         return [scores.get(n.name, 0.0) for n in nodes]
