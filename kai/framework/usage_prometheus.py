@@ -23,7 +23,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from kai.framework.durations import format_duration, parse_duration
+from kai.framework.durations import format_duration
 from kai.framework.usage import UsageParams
 
 log = logging.getLogger("kai.usage")
@@ -51,8 +51,7 @@ class PrometheusClient:
         self.url = url.rstrip("/")
         self.params = params
         extra = params.extra
-        self.timeout = _seconds(extra.get("usageQueryTimeout"), 10.0)
-        self.resolution = _seconds(extra.get("queryResolution"), 60.0)
+        self.timeout, self.resolution = params.query_timeout, params.resolution
         self.metrics = [(res, extra.get(a, a_default), extra.get(c, c_default))
                         for res, a, a_default, c, c_default in METRICS]
 
@@ -113,16 +112,6 @@ def _error_text(exc: urllib.error.HTTPError) -> str:
         return str(json.loads(exc.read()).get("error") or exc.reason)
     except (ValueError, AttributeError, OSError):
         return str(exc.reason)
-
-
-def _seconds(value, default: float) -> float:
-    if value is None:
-        return default
-    try:
-        return parse_duration(value)
-    except ValueError:
-        log.error("usage DB: extra parameter %r is not a duration; using %s", value, format_duration(default))
-        return default
 
 
 class UsageLister:

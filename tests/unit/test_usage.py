@@ -35,7 +35,7 @@ def test_usage_db_config_in_kai_shape():
     p = db.params
     assert (p.half_life, p.window, p.window_type, p.fetch_interval) == (1800.0, 86400.0, "sliding", 120.0)
     assert p.staleness == 120.0  # never shorter than the fetch interval
-    assert p.extra == {"queryResolution": "5m"}
+    assert p.extra == {"queryResolution": "5m"} and (p.resolution, p.query_timeout) == (300.0, 10.0)
     defaults = parse_usage_db({"clientType": "in-process"}, "c").params
     assert (defaults.half_life, defaults.window, defaults.staleness, defaults.wait_timeout) == (None, 604800.0,
                                                                                               300.0, 60.0)
@@ -53,6 +53,8 @@ def test_usage_db_config_in_kai_shape():
     ({"clientType": "in-process", "usageParams": {"windowSize": "a week"}}, "'windowSize'.*not a duration"),
     ({"clientType": "in-process", "usageParams": {"windowSize": "0s"}}, "windowSize' must be positive"),
     ({"clientType": "in-process", "usageParams": {"halflife": "1h"}}, "'halflife' is not known"),
+    ({"clientType": "in-process", "usageParams": {"extraParams": {"queryResolution": "often"}}},
+     "queryResolution.*not a duration"),
 ])
 def test_usage_db_config_errors_name_the_field(data, message):
     with pytest.raises(ConfigError, match=message) as info:
@@ -74,7 +76,7 @@ def test_connection_string_from_the_environment(monkeypatch):
 
 
 def history(**params):
-    h = InProcessUsage(UsageParams(**params))
+    h = InProcessUsage(UsageParams(resolution=1.0, **params))
     h.add(0.0, [0, 0, 10.0], {"a": [0, 0, 2.0]})
     h.add(50.0, [0, 0, 10.0], {"a": [0, 0, 0.0], "b": [0, 0, 5.0]})
     return h
@@ -96,11 +98,12 @@ def test_sliding_window_forgets_what_is_older():
 
 
 def test_half_life_weighs_recent_samples_more():
-    h = history(window=1000.0, half_life=50.0)
-    # At 100: the first sample is 100 s old (weight 1/4), the second 50 s (1/2); 50 s each.
-    expected = (50 * 0.25 * 2) / (50 * 0.25 * 10 + 50 * 0.5 * 10)
+    h = history(window=250.0, half_life=50.0)  # one-second buckets
+    # At 100, second s (0 <= s < 100) weighs 0.5^((100 - s - 1/2) / 50); a held 2 of 10 GPUs in [0, 50).
+    weight = [0.5 ** ((100 - s - 0.5) / 50) for s in range(100)]
+    expected = sum(2 * w for w in weight[:50]) / sum(10 * w for w in weight)
     assert h.usage(100.0)["a"][GPU] == pytest.approx(expected)
-    assert expected < history(window=1000.0).usage(100.0)["a"][GPU]
+    assert expected < history(window=250.0).usage(100.0)["a"][GPU]
 
 
 def test_tumbling_window_restarts_at_each_boundary():
@@ -110,15 +113,28 @@ def test_tumbling_window_restarts_at_each_boundary():
     assert h.usage(60.0)["a"][GPU] == pytest.approx((50 * 2) / (60 * 10))  # window [-20, 60], data from 0
 
 
-def test_old_records_are_dropped_and_a_rerecorded_time_replaces():
-    h = InProcessUsage(UsageParams(window=10.0))
+def test_memory_is_bounded_and_a_rerecorded_time_replaces():
+    h = InProcessUsage(UsageParams(window=10.0, resolution=1.0))
     for t in range(100):
         h.add(float(t), [0, 0, 1.0], {"a": [0, 0, 1.0]})
-    assert len(h.samples) <= 12
+    assert len(h.buckets) <= 12
     assert h.usage(100.0)["a"][GPU] == pytest.approx(1.0)
     h.add(99.0, [0, 0, 1.0], {"a": [0, 0, 0.0]})  # the same cycle recorded again
-    assert [s[0] for s in h.samples][-2:] == [98.0, 99.0]
     assert h.usage(100.0)["a"][GPU] == pytest.approx(0.9)
+    week = InProcessUsage(UsageParams())  # a day of 7-second cycles in a one-week window
+    for t in range(0, 86400, 7):
+        week.add(float(t), [0, 0, 8.0], {"a": [0, 0, 2.0]})
+    assert len(week.buckets) <= InProcessUsage.MAX_BUCKETS + 1
+    assert week.usage(86400.0)["a"][GPU] == pytest.approx(0.25)
+
+
+def test_buckets_coarser_than_records_keep_the_integral():
+    fine, coarse = history(window=1000.0), InProcessUsage(UsageParams(window=1000.0, resolution=30.0))
+    coarse.add(0.0, [0, 0, 10.0], {"a": [0, 0, 2.0]})
+    coarse.add(50.0, [0, 0, 10.0], {"a": [0, 0, 0.0], "b": [0, 0, 5.0]})
+    want = fine.usage(100.0)
+    got = coarse.usage(100.0)
+    assert set(got) == set(want) and all(got[q] == pytest.approx(want[q]) for q in want)
 
 
 # --- the division leans away from heavy past users -------------------------------------------------------
@@ -240,8 +256,8 @@ def test_prometheus_query_text_and_response(prometheus):
 
 
 def test_prometheus_queries_without_decay_and_tumbling(prometheus):
-    client = PrometheusClient(prometheus, UsageParams(window=604800.0, extra={"queryResolution": "30s",
-                                                                              "gpuAllocationMetric": "my_gpus"}))
+    client = PrometheusClient(prometheus, UsageParams(window=604800.0, resolution=30.0,
+                                                      extra={"gpuAllocationMetric": "my_gpus"}))
     assert client.query_text("my_gpus", 0.0) == "sum_over_time((my_gpus)[168h0m0s:30s])"
     tumbling = PrometheusClient(prometheus, UsageParams(window=3600.0, window_type="tumbling", tumbling_start=0.0))
     assert tumbling.query_text("m", 7200.0 + 900) == "sum_over_time((m)[15m0s:1m0s])"  # since the reset at 7200
@@ -276,7 +292,7 @@ def test_prometheus_errors_are_logged_and_the_last_data_kept(prometheus, caplog)
 
 
 def test_unreachable_prometheus_is_a_usage_error():
-    client = PrometheusClient("http://127.0.0.1:9", UsageParams(extra={"usageQueryTimeout": "1s"}))
+    client = PrometheusClient("http://127.0.0.1:9", UsageParams(query_timeout=1.0))
     with pytest.raises(UsageError, match="cannot reach Prometheus at http://127.0.0.1:9"):
         client.fetch(now=0.0)
 
