@@ -7,7 +7,7 @@ Public names for plugins: :class:`Session`, :class:`Statement`, :class:`NodeInfo
 from kai import _native
 from kai.framework.config import DEFAULT_CONFIG, ConfigError, PluginSpec, SchedulerConfig, load_config, parse_config
 from kai.framework.durations import format_duration, parse_duration
-from kai.framework.gang import ordered_pod_sets, should_pipeline, tasks_to_allocate
+from kai.framework.gang import ROOT_GROUP, ordered_pod_sets, should_pipeline, tasks_to_allocate
 from kai.framework.nodes import NodeInfo
 from kai.framework.plugins import PluginError, Plugins
 from kai.framework.session import Session, nodefit
@@ -33,6 +33,7 @@ def run_session(snapshot: Snapshot, plugins: Plugins, actions=None) -> Session:
 
 
 __all__ = [
+    "ROOT_GROUP",
     "DEFAULT_CONFIG", "FAIR_SHARE_REASONS", "ConfigError", "Decision", "NodeInfo", "PluginError", "PluginSpec",
     "Plugins", "Problem", "Scenario", "SchedulerConfig", "Session", "Snapshot", "Statement", "build_snapshot",
     "cluster_capacity", "divide_tree", "divide_tree_explained", "format_duration", "load_config", "memory_base",

@@ -12,13 +12,13 @@ does not exist leaves the group unschedulable with a fit error saying so.
 from __future__ import annotations
 
 from kai import hookimpl
+from kai.framework import ROOT_GROUP
 
 from .search import (
     Search, domains_with_active_tasks, has_active_tasks, misfit_detail, no_match, preferred_scores, relevant_levels,
 )
 from .tree import TopologyTree
 
-ROOT_GROUP = ""
 #: KAI's reason of a domain that cannot hold a group.
 WORKLOAD_REASON = "Not enough resources for the workload"
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from kai.api import ACTIVE_ALLOCATED, MIG_PREFIX, Resources, TopologyConstraint
+from kai.framework import ROOT_GROUP
 
 from .tree import (
     ROOT_LEVEL, UNSET, Domain, TopologyTree, count_allocatable_pods, level_domains, ratio_to_free, sort_for_packing,
@@ -21,7 +22,7 @@ SCORE_STEP = 10000.0
 
 
 def who(group_name: str) -> str:
-    return "workload" if group_name == "" else f"sub-group {group_name}"
+    return "workload" if group_name == ROOT_GROUP else f"sub-group {group_name}"
 
 
 def relevant_levels(group_name: str, c: TopologyConstraint, tree: TopologyTree) -> tuple[list[str], str | None]:
