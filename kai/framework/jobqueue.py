@@ -17,11 +17,11 @@ def _first(entry):
 
 
 class JobQueue:
-    def __init__(self, session, jobs, reverse: bool = False):
+    def __init__(self, session, jobs, reverse: bool = False, presorted: bool = False):
         """``reverse`` gives victim order: the last job of the least deserving queue first.
 
         In victim order each queue is represented to the queue order by its victims: the jobs already
-        popped from it and its next one.
+        popped from it and its next one. ``presorted`` jobs are already in job order.
         """
         self.session = session
         self.reverse = reverse
@@ -31,7 +31,8 @@ class JobQueue:
         for job in jobs:
             by_leaf.setdefault(job.queue, []).append(job)
         for leaf, members in by_leaf.items():
-            self.leaves[leaf] = sorted(((self._key(j), j) for j in members), key=_first)
+            entries = [(self._key(j), j) for j in members]
+            self.leaves[leaf] = entries if presorted else sorted(entries, key=_first)
 
     def _key(self, job: Job):
         return self.session.job_key(job)

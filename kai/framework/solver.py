@@ -97,6 +97,7 @@ class IdleGpus:
         #: With equal requests (the usual gang): how many of them the top nodes hold.
         self.unit = self.required[0] if self.required and self.required[0] == self.required[-1] > 0 else None
         self.held = sum(self._holds(-neg) for neg, _ in self.top)
+        self.in_top = {name for _, name in self.top}
 
     def _holds(self, gpus: float) -> int:
         return int(gpus // self.unit) if self.unit else 0
@@ -104,24 +105,27 @@ class IdleGpus:
     def _raise(self, node: str, gpus: float) -> None:
         old = self.capacity.get(node, 0.0)
         self.capacity[node] = new = old + gpus
-        entry = (-old, node)
-        at = bisect.bisect_left(self.top, entry)
-        if at < len(self.top) and self.top[at] == entry:
-            del self.top[at]
+        top = self.top
+        if node in self.in_top:
+            del top[bisect.bisect_left(top, (-old, node))]
             self.held -= self._holds(old)
-        elif len(self.top) >= self.size and (not self.top or -new >= self.top[-1][0]):
+        elif len(top) >= self.size and (not top or -new >= top[-1][0]):
             return
-        bisect.insort(self.top, (-new, node))
+        bisect.insort(top, (-new, node))
+        self.in_top.add(node)
         self.held += self._holds(new)
-        for neg, _ in self.top[self.size:]:
+        for neg, name in top[self.size:]:
             self.held -= self._holds(-neg)
-        del self.top[self.size:]
+            self.in_top.discard(name)
+        del top[self.size:]
 
     def passes(self, victims) -> bool:
+        counted = self.counted
         for t in victims:
-            if t.node and t.uid not in self.counted:
-                self.counted.add(t.uid)
-                self._raise(t.node, _gpus(t))
+            if t.uid not in counted and t.node:
+                counted.add(t.uid)
+                r = t.request
+                self._raise(t.node, r.gpus + r.gpu_fraction * r.gpu_devices)
         if not self.required or self.required[0] == 0:
             return True
         if self.unit:
@@ -155,21 +159,23 @@ class VictimStream:
         self.session = session
         self.initial = queue
         self.live = queue.copy()
-        self.popped: list[Job] = []
+        #: The whole jobs popped so far, each with its task uids.
+        self.popped: list[tuple[Job, tuple[str, ...]]] = []
         self.replayable = True
 
     def groups(self, recorded_uids: set[str]):
         if not self.replayable:
             yield from self._pop_all(self.initial.copy(), recorded_uids)
             return
-        for group in self.popped:
-            if not _overlaps(group, recorded_uids):
+        for group, uids in self.popped:
+            if recorded_uids.isdisjoint(uids):
                 yield group
         while (view := self.live.pop()) is not None:
             tasks, more = tasks_to_evict(self.session, view)
             if not more and tasks and len(tasks) == len(view.tasks):
-                self.popped.append(view)
-                if not _overlaps(view, recorded_uids):
+                uids = tuple(view.tasks[name].uid for name in view.tasks)
+                self.popped.append((view, uids))
+                if recorded_uids.isdisjoint(uids):
                     yield view
                 continue
             self.replayable = False
@@ -202,35 +208,26 @@ class VictimStream:
         return view if len(tasks) == len(view.tasks) else job_view(view, tasks)
 
 
-def _overlaps(group: Job, uids: set[str]) -> bool:
-    if len(group.tasks) == 1:
-        return next(iter(group.tasks.values())).uid in uids
-    return any(t.uid in uids for t in group.tasks.values())
+class _Potential(list):
+    """The victim groups added to a partial step's scenarios, in the order added."""
 
-
-class _Potential:
-    """The victim groups added to a partial step's scenarios, with their tasks and an index by node."""
-
-    def __init__(self):
-        self.groups: list[Job] = []
-        self.tasks: list[Task] = []
-        self.by_job: dict[str, list[Job]] = {}
-        self.jobs_on: dict[str, dict[str, None]] = {}
-
-    def add(self, group: Job) -> None:
-        self.groups.append(group)
-        self.by_job.setdefault(group.uid, []).append(group)
-        for t in group.tasks.values():
-            self.tasks.append(t)
-            if t.node:
-                self.jobs_on.setdefault(t.node, {})[group.uid] = None
+    def tasks(self) -> list[Task]:
+        return [t for g in self for t in g.tasks.values()]
 
     def of_jobs_on(self, node: str) -> list[Job]:
         """Every group of the jobs that have a potential victim task on ``node``, in the order added."""
-        uids = self.jobs_on.get(node, {})
-        if len(uids) == 1:
-            return list(self.by_job[next(iter(uids))])
-        return [g for g in self.groups if g.uid in uids]
+        uids = set()
+        for g in self:
+            for t in g.tasks.values():
+                if t.node == node:
+                    uids.add(g.uid)
+                    break
+        return [g for g in self if g.uid in uids]
+
+
+def _to_place(session, job: Job):
+    """The tasks of ``job`` a simulation may place: pending ones and those evicted in this session."""
+    return (t for t in job.tasks.values() if t.status is TaskStatus.PENDING or t.uid in session.evicted)
 
 
 class _Room:
@@ -290,6 +287,8 @@ class JobSolver:
         base_nodes = feasible_node_names(session, job)
         self._victims = VictimStream(session, self.victim_queue(job))
         self._pending_jobs = [j for j in session.jobs.values() if j.has_pending()]
+        self._sorted: list[Job] = []
+        self._known: set[str] = set()
         recorded: list[Job] = []
         solution = None
         for k in range(1, len(steps) + 1):
@@ -306,6 +305,19 @@ class JobSolver:
             return None
         return solution.statement
 
+    def _order(self, jobs: list[Job]) -> JobQueue:
+        """The simulation's job queue. While the victims are whole jobs, each job is in the same state at
+        the start of every simulation of the solve, so their job order is kept and only new jobs sorted in."""
+        if not self._victims.replayable:
+            return JobQueue(self.session, jobs)
+        key = self.session.job_key
+        for j in jobs:
+            if j.uid not in self._known:
+                self._known.add(j.uid)
+                bisect.insort(self._sorted, j, key=key)
+        members = {j.uid for j in jobs}
+        return JobQueue(self.session, [j for j in self._sorted if j.uid in members], presorted=True)
+
     # --- one partial step: scenarios of growing size ----------------------------------------------
 
     def _solve_partial(self, job: Job, pending: list[Task], recorded: list[Job], base_nodes: set[str]):
@@ -320,7 +332,7 @@ class JobSolver:
             if solution is not None:
                 return solution
         for group in self._victims.groups(recorded_uids):
-            potential.add(group)
+            potential.append(group)
             if not idle_gpus.passes(group.tasks.values()):
                 continue
             solution = self._try(job, pending, recorded, potential, nodes)
@@ -337,13 +349,13 @@ class JobSolver:
         stmt = session.statement()
         recorded_tasks = [t for g in recorded for t in g.tasks.values()]
         self._evict(stmt, job, recorded_tasks)
-        candidates = recorded_tasks + potential.tasks
-        if not potential.groups:
+        candidates = recorded_tasks + potential.tasks()
+        if not potential:
             solution = self._simulate(stmt, job, pending, recorded, recorded_tasks, candidates, nodes)
             if solution is None:
                 stmt.discard()
             return solution
-        latest = session.jobs[potential.groups[-1].uid]
+        latest = session.jobs[potential[-1].uid]
         for node_name in dict.fromkeys(t.node for t in latest.tasks.values() if t.node):
             cp = stmt.checkpoint()
             groups = potential.of_jobs_on(node_name)
@@ -372,8 +384,9 @@ class JobSolver:
         wanted = dict.fromkeys(t.job for t in reversed(victim_tasks))
         wanted[job.uid] = None
         others = [j for j in self._pending_jobs if j.uid not in wanted]
-        order = JobQueue(session, others + [session.jobs[uid] for uid in wanted])
+        order = self._order(others + [session.jobs[uid] for uid in wanted])
         room = _Room(session, positions)
+        placed = False
         while wanted and (next_job := order.pop()) is not None:
             if next_job.uid not in wanted:
                 continue
@@ -381,18 +394,19 @@ class JobSolver:
             if next_job is job:
                 if not allocate_job(session, stmt, job, True, tasks=pending, candidates=positions):
                     return None
-                room.changed()
-                continue
-            if not room.may_fit(t for t in next_job.tasks.values()
-                                if t.status is TaskStatus.PENDING or t.uid in session.evicted):
-                continue
-            tasks = tasks_to_allocate(session, next_job, also=session.evicted)
-            if tasks:
+                placed = True
+            elif room.may_fit(_to_place(session, next_job)):
+                tasks = tasks_to_allocate(session, next_job, also=session.evicted)
                 cp = stmt.checkpoint()
-                if allocate_job(session, stmt, next_job, True, tasks=tasks, candidates=positions):
-                    room.changed()
-                else:
+                if not tasks or not allocate_job(session, stmt, next_job, True, tasks=tasks, candidates=positions):
                     stmt.rollback(cp)
+                    continue
+            else:
+                continue
+            room.changed()
+            # placements only use up room: once the job is placed and no victim left could fit, stop
+            if placed and not any(room.may_fit(_to_place(session, session.jobs[uid])) for uid in wanted):
+                break
         victims = [t for t in victim_tasks if t.status is TaskStatus.RELEASING]
         moved = [t for t in victim_tasks if t.status is TaskStatus.PIPELINED]
         kept = {t.uid for t in victims + moved}
