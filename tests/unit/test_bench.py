@@ -8,7 +8,7 @@ from kai.cli import main
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = str(ROOT / "bench" / "kai" / "BenchmarkAllocateAction_SmallCluster.yaml")
 RECLAIM = str(ROOT / "bench" / "kai" / "BenchmarkReclaimAction_SmallCluster.yaml")
-KEYS = {"file", "name", "median_s", "min_s", "repeats", "skipped"}
+KEYS = {"file", "name", "median_s", "min_s", "cpu_median_s", "repeats", "skipped"}
 
 TINY = """
 - name: tiny
@@ -35,6 +35,7 @@ def test_json_shape(capsys):
     assert entry["file"] == SMALL and entry["name"] == "BenchmarkAllocateAction_SmallCluster"
     assert entry["repeats"] == 3 and entry["skipped"] is None
     assert 0 < entry["min_s"] <= entry["median_s"]
+    assert 0 < entry["cpu_median_s"]
 
 
 def test_unbuilt_plugin_is_skipped_and_named(tmp_path, capsys):
@@ -42,6 +43,7 @@ def test_unbuilt_plugin_is_skipped_and_named(tmp_path, capsys):
     (entry,) = bench_json(capsys, str(tmp_path / "dra.yaml"), "--repeat", "1")
     assert "plugin dynamicresources" in entry["skipped"]
     assert entry["median_s"] is None and entry["min_s"] is None and entry["repeats"] == 0
+    assert entry["cpu_median_s"] is None
 
 
 def test_reclaim_benchmark_runs(capsys):
