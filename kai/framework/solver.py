@@ -145,6 +145,32 @@ class IdleGpus:
         return True
 
 
+def _matches(task: Task, labels: dict[str, str]) -> bool:
+    """The task's node selector and required node affinity accept a node with ``labels``."""
+    if any(labels.get(k) != v for k, v in task.node_selector.items()):
+        return False
+    return not task.node_affinity or any(all(r.matches(labels) for r in term) for term in task.node_affinity)
+
+
+class NodeAffinities:
+    """KAI's other cheap pre-check: every task of the step with a node selector or a required node
+    affinity must match some node among the feasible nodes and the nodes of the scenario's victims."""
+
+    def __init__(self, session, pending: list[Task], nodes: set[str]):
+        self.session = session
+        self.nodes = set(nodes)
+        self.unmatched = [t for t in pending if (t.node_selector or t.node_affinity)
+                          and not any(_matches(t, session.node_by_name[n].labels) for n in self.nodes)]
+
+    def passes(self, victims) -> bool:
+        for t in victims:
+            if self.unmatched and t.node and t.node not in self.nodes:
+                self.nodes.add(t.node)
+                labels = self.session.node_by_name[t.node].labels
+                self.unmatched = [u for u in self.unmatched if not _matches(u, labels)]
+        return not self.unmatched
+
+
 class VictimStream:
     """The victim groups of one solve in victim order, for each partial step.
 
@@ -325,15 +351,15 @@ class JobSolver:
         recorded_tasks = [t for g in recorded for t in g.tasks.values()]
         nodes.update(t.node for t in recorded_tasks if t.node)
         recorded_uids = {t.uid for t in recorded_tasks}
-        idle_gpus = IdleGpus(self.session, pending)
+        filters = (NodeAffinities(self.session, pending, nodes), IdleGpus(self.session, pending))
         potential = _Potential()
-        if recorded and idle_gpus.passes(recorded_tasks):
+        if recorded and all([f.passes(recorded_tasks) for f in filters]):
             solution = self._try(job, pending, recorded, potential, nodes)
             if solution is not None:
                 return solution
         for group in self._victims.groups(recorded_uids):
             potential.append(group)
-            if not idle_gpus.passes(group.tasks.values()):
+            if not all([f.passes(group.tasks.values()) for f in filters]):
                 continue
             solution = self._try(job, pending, recorded, potential, nodes)
             if solution is not None:

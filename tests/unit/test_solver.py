@@ -6,7 +6,7 @@ from kai.api import TaskStatus
 from kai.framework import Session
 from kai.framework.actions.eviction import victim_queue
 from kai.framework.gang import tasks_to_evict
-from kai.framework.solver import IdleGpus, VictimStream
+from kai.framework.solver import IdleGpus, NodeAffinities, VictimStream
 
 PLUGINS = ["predicates", "proportion", "priority", "elastic", "taskorder"]
 
@@ -101,3 +101,17 @@ def test_victim_stream_gives_what_is_left_of_an_elastic_job_back_to_the_queue():
     assert groups == [["e-2"], ["e-1"], ["e-0"]]
     assert not stream.replayable
     assert [sorted(t.name for t in g.tasks.values()) for g in stream.groups({"default/e-2"})] == [["e-1"], ["e-0"]]
+
+
+def test_node_affinity_filter_waits_for_a_victim_on_a_matching_node():
+    snap = kt.cluster(nodes=[kt.node("a", gpus=1, labels={"zone": "a"}), kt.node("b", gpus=1, labels={"zone": "b"})],
+                      queues=[kt.queue("q", deserved_gpus=2)],
+                      jobs=[kt.job("on-a", "q", gpus=1, status="Running", node="a"),
+                            kt.job("on-b", "q", gpus=1, status="Running", node="b"),
+                            kt.job("want", "q", gpus=1, node_selector={"zone": "b"})])
+    session = Session(snap, kt.plugin_manager(PLUGINS, actions=())).open()
+    (task,) = session.jobs["default/want"].tasks.values()
+    filt = NodeAffinities(session, [task], set())
+    assert not filt.passes(session.jobs["default/on-a"].tasks.values())
+    assert filt.passes(session.jobs["default/on-b"].tasks.values())
+    assert NodeAffinities(session, [task], {"b"}).passes([])
