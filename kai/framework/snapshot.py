@@ -187,7 +187,8 @@ def build_snapshot(nodes, queues, jobs, now: float | None = None, topologies=())
             bad = task.request.problem() if task.invalid is None else None
             if bad is not None:
                 task.invalid = f"invalid GPU request: {bad[1]}"
-                problems.append(Problem("task", task.uid, "InvalidGpuRequest", task.invalid))
+            if task.invalid is not None:
+                problems.append(Problem("task", task.uid, "InvalidPod", task.invalid))
             if task.status in ACTIVE_USED and task.node not in names:
                 problems.append(Problem("task", task.uid, "NodeNotFound",
                                         f"task is {task.status} on node {task.node!r}, which does not exist; "

@@ -14,8 +14,8 @@ from typing import Any
 import attrs
 
 from kai.api import (
-    UNLIMITED, Job, Node, PodSet, Queue, QuotaSpec, ResourceRequest, Resources, SubGroup, Taint, Task, TaskStatus,
-    Toleration, Topology, TopologyConstraint,
+    MIG_PREFIX, UNLIMITED, GpuRequestError, Job, Node, PodSet, Queue, QuotaSpec, ResourceRequest, Resources,
+    SubGroup, Taint, Task, TaskStatus, Toleration, Topology, TopologyConstraint, mig_gpu_slices, parse_gpu_sharing,
 )
 from kai.framework import (
     DEFAULT_CONFIG, ConfigError, SchedulerConfig, Snapshot, build_snapshot, parse_config, parse_duration,
@@ -28,13 +28,16 @@ PREEMPTIBLE_BELOW = 100
 
 TOP_FIELDS = ("name", "cycles", "config", "topologies", "nodes", "queues", "workloads")
 TOPOLOGY_FIELDS = ("name", "levels")
-NODE_FIELDS = ("name", "count", "gpus", "cpu", "memory", "gpu_memory", "max_pods", "labels", "taints")
+NODE_FIELDS = (
+    "name", "count", "gpus", "cpu", "memory", "gpu_memory", "max_pods", "labels", "taints", "mig_strategy", "mig",
+)
 QUEUE_FIELDS = ("name", "parent", "priority", "gpu", "cpu", "memory", "preempt_min_runtime", "reclaim_min_runtime")
 QUOTA_FIELDS = ("deserved", "limit", "over_quota_weight")
 WORKLOAD_FIELDS = (
     "name", "queue", "priority", "preemptible", "replicas", "min_available", "gpus", "cpu", "memory",
-    "node_selector", "tolerations", "running_on", "topology", "subgroups", "pod_sets",
+    "node_selector", "tolerations", "running_on", "topology", "subgroups", "pod_sets", "annotations", "mig",
 )
+MIG_STRATEGIES = ("single", "mixed")
 #: Fields of a workload that belong to each pod set when the workload lists ``pod_sets``.
 POD_SET_ONLY = ("replicas", "min_available", "running_on")
 POD_SET_FIELDS = ("name", "parent", "gpus", "cpu", "memory", "topology") + POD_SET_ONLY
@@ -155,7 +158,13 @@ def _nodes(file: str, items: Any) -> list[Node]:
         name, gpus = e.get("name", str), e.count("gpus", 0)
         # GPU memory per device: a quantity string, or a bare number of MiB (KAI's unit for it).
         gpu_mib = int(e.quantity("gpu_memory", 0.0) / (2**20 if isinstance(e.data.get("gpu_memory"), str) else 1))
-        allocatable = Resources(e.quantity("cpu") * 1000, e.quantity("memory"), float(gpus))
+        strategy = e.get("mig_strategy", str, None)
+        if strategy is not None and strategy not in MIG_STRATEGIES:
+            raise ConfigError(f"{where}: field 'mig_strategy' must be single or mixed, not {strategy!r}")
+        mig = _mig_counts(e, "mig")
+        # A mixed-strategy node offers its GPUs only as MIG devices.
+        allocatable = Resources(e.quantity("cpu") * 1000, e.quantity("memory"),
+                                0.0 if strategy == "mixed" else float(gpus), {k: float(v) for k, v in mig.items()})
         taints = tuple(_taint(t, f"{where}: taints[{k}]") for k, t in enumerate(e.get("taints", list, [])))
         count = e.count("count", 1, minimum=1) if e.has("count") else None
         names = [name] if count is None else [f"{name}-{k}" for k in range(count)]
@@ -163,6 +172,8 @@ def _nodes(file: str, items: Any) -> list[Node]:
             labels = {"kubernetes.io/hostname": n, "nvidia.com/gpu.count": str(gpus)}
             if gpu_mib:
                 labels["nvidia.com/gpu.memory"] = str(gpu_mib)
+            if strategy:
+                labels.update({"node-role.kubernetes.io/mig-enabled": "true", "nvidia.com/mig.strategy": strategy})
             labels.update(e.strings("labels"))
             nodes.append(Node(n, allocatable.copy(), labels, taints, max_pods=e.count("max_pods", 110, minimum=1),
                               gpu_memory_mib=gpu_mib))
@@ -301,7 +312,7 @@ def _add_pod_set(job: Job, e: _Entry, ps_name: str, parent: str | None, workload
         return e.quantity(key, outer.quantity(key, 0.0) if workload else 0.0)
 
     gpus = e.count("gpus", outer.count("gpus", 0) if workload else 0)
-    request = ResourceRequest(cpu=amount("cpu") * 1000, memory=amount("memory"), gpus=gpus)
+    request, invalid = _request(outer, gpus, amount("cpu") * 1000, amount("memory"))
     tolerations = tuple(_toleration(t, f"{outer.where}: tolerations[{k}]")
                         for k, t in enumerate(outer.get("tolerations", list, [])))
     placed = _running_on(e, replicas, node_names)
@@ -309,9 +320,34 @@ def _add_pod_set(job: Job, e: _Entry, ps_name: str, parent: str | None, workload
         node = placed[k] if k < len(placed) else None
         job.add_task(Task(f"{prefix}-{k}", job.uid, request, TaskStatus.RUNNING if node else TaskStatus.PENDING,
                           node, creation=job.creation, labels={"job-name": job.name}, pod_set=ps_name,
-                          node_selector=outer.strings("node_selector"), tolerations=tolerations))
+                          node_selector=outer.strings("node_selector"), tolerations=tolerations, invalid=invalid))
     if placed:
         job.last_start = now - 60.0
+
+
+def _mig_counts(e: _Entry, key: str) -> dict[str, int]:
+    counts = {}
+    for profile, count in e.get(key, dict, {}).items():
+        try:
+            mig_gpu_slices(str(profile))
+        except ValueError:
+            raise ConfigError(f"{e.where}: field '{key}': {profile!r} is not a MIG profile like "
+                              f"{MIG_PREFIX}1g.10gb") from None
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ConfigError(f"{e.where}: field '{key}': the count of {profile} must be a whole number, not {count!r}")
+        counts[str(profile)] = count
+    return counts
+
+
+def _request(e: _Entry, gpus: int, cpu: float, memory: float) -> tuple[ResourceRequest, str | None]:
+    """A pod's request, and why it can never be scheduled when the workload's GPU-sharing annotations are
+    malformed (not a file error: the pods stay pending with the reason, as in a cluster)."""
+    base = {"cpu": cpu, "memory": memory, "gpus": gpus, "mig": _mig_counts(e, "mig")}
+    try:
+        fraction, devices, mib = parse_gpu_sharing(e.strings("annotations"), gpu_limit=gpus)
+    except GpuRequestError as exc:
+        return ResourceRequest(**base), f"invalid GPU request: {exc}"
+    return ResourceRequest(gpu_fraction=fraction, gpu_devices=devices, gpu_memory_mib=mib, **base), None
 
 
 def _subgroups(e: _Entry) -> dict[str, SubGroup]:

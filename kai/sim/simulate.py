@@ -84,7 +84,8 @@ def _cycle_report(cycle: int, session: Session) -> dict:
     def job_name(task):
         return session.jobs[task.job].name
 
-    placements = [{"pod": d.task.name, "job": job_name(d.task), "node": d.node, "kind": KINDS[d.kind]}
+    placements = [{"pod": d.task.name, "job": job_name(d.task), "node": d.node, "kind": KINDS[d.kind],
+                   "gpu_groups": list(d.gpu_groups)}
                   for d in session.decisions if d.kind in KINDS]
     evictions = [{"pod": d.task.name, "job": job_name(d.task), "node": d.node, "reason": d.message}
                  for d in session.decisions if d.kind == "evict"]
@@ -104,6 +105,11 @@ def _cycle_report(cycle: int, session: Session) -> dict:
             "already_running": running}
 
 
+def _devices(groups: list[str]) -> str:
+    """The shared GPU devices of a placement, by the start of their group ids."""
+    return f" (shared GPU {', '.join(g[:8] for g in groups)})" if groups else ""
+
+
 def format_report(report: dict) -> str:
     """The human-readable form of one run's report."""
     lines = [f"== {report['name']} (actions: {', '.join(report['actions']) or 'none'})"]
@@ -113,7 +119,7 @@ def format_report(report: dict) -> str:
     for c in report["cycles"]:
         lines.append(f"cycle {c['cycle']}: {len(c['placements'])} placed, {len(c['evictions'])} evicted, "
                      f"{len(c['pending'])} pending, {c['already_running']} already running")
-        lines += [f"  {p['kind']:9} {p['pod']} -> {p['node']}" for p in c["placements"]]
+        lines += [f"  {p['kind']:9} {p['pod']} -> {p['node']}{_devices(p['gpu_groups'])}" for p in c["placements"]]
         lines += [f"  evicted   {e['pod']} from {e['node']}: {e['reason']}" for e in c["evictions"]]
         shown: set[str] = set()
         for p in c["pending"]:

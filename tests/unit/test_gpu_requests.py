@@ -68,7 +68,7 @@ def test_a_task_with_a_bad_request_stays_pending_with_the_reason(request_, field
     good = kt.job("good", queue="q", gpus=1)
     snapshot = kt.cluster(nodes=[kt.node("n1", gpus=2, gpu_memory_mib=1000)], jobs=[bad, good])
     (problem,) = snapshot.problems
-    assert problem.reason == "InvalidGpuRequest" and field in problem.message
+    assert problem.reason == "InvalidPod" and field in problem.message
     session = kt.run(snapshot)
     assert kt.placements(session) == {"good-0": "n1"}
     assert field in kt.fit_error(session, "bad-0")

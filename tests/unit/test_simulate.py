@@ -11,6 +11,7 @@ from kai.sim.cluster_file import parse_quantity
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = str(ROOT / "examples" / "quickstart.yaml")
+FRACTIONAL = str(ROOT / "examples" / "fractional-inference.yaml")
 
 
 def simulate_json(capsys, *args):
@@ -53,6 +54,37 @@ def test_quickstart_text_output(capsys):
     assert "cycle 1:" in out and "cycle 2:" in out  # the file asks for two cycles
     assert "bound     data-prep-0 -> cpu-node" in out
     assert "pending   giant-model-0 (job giant-model, queue vision):" in out
+
+
+def test_fractional_inference_example_shares_gpus_and_partitions_mig(capsys):
+    (run,) = simulate_json(capsys, FRACTIONAL)["runs"]
+    first, second = run["cycles"]
+    placed = by_pod(first["placements"])
+    assert all(p["kind"] == "bound" for p in placed.values())
+    # Whole GPUs carry no device group; each shared pod names its devices.
+    assert placed["llm-70b-0"]["gpu_groups"] == []
+    chat = [placed[f"chat-small-{k}"] for k in range(4)]
+    assert all(len(p["gpu_groups"]) == 1 for p in chat)
+    # A quarter each: at most four pods on one device, and the four fill whole devices.
+    devices = {(p["node"], p["gpu_groups"][0]) for p in chat}
+    assert all(sum((p["node"], p["gpu_groups"][0]) == d for p in chat) <= 4 for d in devices)
+    assert placed["embeddings-0"]["gpu_groups"] == placed["embeddings-1"]["gpu_groups"]
+    reranker = placed["reranker-0"]["gpu_groups"]
+    assert len(set(reranker)) == 2
+    assert {placed[f"tokenizer-mig-{k}"]["node"] for k in range(3)} == {"a100-mig"}
+    assert all(p["node"] != "a100-mig" for name, p in placed.items() if not name.startswith("tokenizer-mig"))
+    # The malformed request is reported and waits with the field named; nothing moves in cycle 2.
+    assert any("bad-fraction-0" in p and "gpu-fraction" in p for p in run["problems"])
+    (pending,) = first["pending"]
+    assert pending["pod"] == "bad-fraction-0" and "gpu-fraction='1.5'" in pending["job_reason"]
+    assert second["placements"] == [] and second["already_running"] == 11
+
+
+def test_fractional_inference_text_names_shared_devices(capsys):
+    assert main(["simulate", FRACTIONAL, "--cycles", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "bound     llm-70b-0 -> a100-0\n" in out
+    assert "(shared GPU " in out
 
 
 def test_cycles_feed_decisions_back(capsys):
@@ -135,7 +167,8 @@ def test_conformance_format_is_simulated_per_scenario(tmp_path, capsys):
     runs = simulate_json(capsys, path, "--cycles", "2")["runs"]
     assert [r["name"] for r in runs] == ["two-jobs", "empty"]
     first, second = runs[0]["cycles"]
-    assert first["placements"] == [{"pod": "small-0", "job": "small", "node": "node0", "kind": "bound"}]
+    assert first["placements"] == [
+        {"pod": "small-0", "job": "small", "node": "node0", "kind": "bound", "gpu_groups": []}]
     assert [p["pod"] for p in first["pending"]] == ["big-0"]
     assert second["placements"] == [] and second["already_running"] == 1
 
@@ -150,6 +183,9 @@ def test_conformance_format_is_simulated_per_scenario(tmp_path, capsys):
     ("workloads: [{name: w, queue: q, running_on: [ghost]}]", ["workloads[0] 'w'", "field 'running_on'", "ghost"]),
     ("queues: [{name: q, memory: {deserved: lots}}]", ["queues[0] 'q': memory", "field 'deserved'", "lots"]),
     ("nodes: {name: a}", ["field 'nodes' must be a list"]),
+    ("nodes: [{name: a, cpu: '4', memory: 1Gi, mig_strategy: half}]", ["nodes[0] 'a'", "field 'mig_strategy'"]),
+    ("workloads: [{name: w, queue: q, mig: {nvidia.com/mig-big: 1}}]", ["workloads[0] 'w'", "field 'mig'", "mig-big"]),
+    ("workloads: [{name: w, queue: q, mig: {nvidia.com/mig-1g.5gb: -1}}]", ["workloads[0] 'w'", "whole number"]),
     ("nodes: [", ["not valid YAML"]),
     ("config: {actions: allocate, tiers: [{plugins: [{name: nosuch}]}]}", ["unknown plugin 'nosuch'"]),
 ])
