@@ -76,10 +76,10 @@ PODGROUPER_ACCESS = (
 
 def components() -> dict[str, tuple[Access, ...]]:
     """Each component's declared access, by component name (every component of ``kai-scheduler run``)."""
-    from kai.cluster import binder, queuecontroller
+    from kai.cluster import binder, podgroupcontroller, queuecontroller
 
     return {"scheduler": SCHEDULER_ACCESS, "binder": binder.API_ACCESS, "podgrouper": PODGROUPER_ACCESS,
-            "queue-controller": queuecontroller.API_ACCESS}
+            "podgroup-controller": podgroupcontroller.API_ACCESS, "queue-controller": queuecontroller.API_ACCESS}
 
 
 #: What a process needs for ``--leader-elect``, in its own namespace only (see kai.cluster.leader).

@@ -19,8 +19,10 @@ class QuantityError(ValueError):
     """A value that is not a Kubernetes quantity."""
 
 
-def parse(value: str | int | float) -> Decimal:
+def parse(value: str | int | float | Decimal) -> Decimal:
     """The quantity in base units (cores, bytes, devices)."""
+    if isinstance(value, Decimal):
+        return value
     if isinstance(value, bool):
         raise QuantityError(f"{value!r} is not a quantity")
     if isinstance(value, (int, float)):
@@ -55,3 +57,20 @@ def sum_resources(lists: Iterable[Mapping[str, str] | None]) -> dict[str, Decima
         for name, quantity in (resources or {}).items():
             total[name] = total.get(name, Decimal(0)) + parse(quantity)
     return total
+
+
+def format_resources(amounts: Mapping[str, Decimal]) -> dict[str, str]:
+    """A ResourceList of canonical quantity strings, in name order."""
+    return {name: format_quantity(value) for name, value in sorted(amounts.items())}
+
+
+def resource_list_patch(have: Mapping[str, str] | None, want: Mapping[str, str]) -> dict[str, str | None] | None:
+    """The JSON merge patch turning ResourceList ``have`` into ``want`` (vanished names become null);
+    None when they are equal as quantities ("1000m" equals "1")."""
+    have = have or {}
+    try:
+        if have.keys() == want.keys() and all(parse(have[k]) == parse(want[k]) for k in want):
+            return None
+    except QuantityError:
+        pass  # an unreadable stored value is overwritten
+    return {**{k: None for k in have if k not in want}, **want}

@@ -23,7 +23,7 @@ from typing import Any
 
 from kai.cluster.access import Access
 from kai.cluster.client import ApiError, Kube, object_path
-from kai.cluster.quantity import QuantityError, format_quantity, parse, sum_resources
+from kai.cluster.quantity import QuantityError, format_resources, parse, resource_list_patch, sum_resources
 from kai.cluster.watch import Informer, object_key
 from kai.cluster.workqueue import ShutDown, WorkQueue
 from kai.logs import fields
@@ -59,7 +59,7 @@ def queue_status(queue_name: str, queues: list[dict[str, Any]], podgroups: list[
     for name in SUMMED:
         lists = [(q.get("status") or {}).get(name) for q in children]
         lists += [pg["resources"][name] for pg in podgroups]
-        status[name] = {k: format_quantity(v) for k, v in sorted(sum_resources(lists).items())}
+        status[name] = format_resources(sum_resources(lists))
     return status
 
 
@@ -70,19 +70,10 @@ def status_patch(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> dict[
         patch["childQueues"] = wanted["childQueues"] or None
     for name in SUMMED:
         have, want = current.get(name) or {}, wanted[name]
-        if _same(have, want):
-            continue
-        patch[name] = {**{k: None for k in have if k not in want}, **want} if want else None
+        change = resource_list_patch(have, want)
+        if change is not None:
+            patch[name] = change if want else None
     return patch or None
-
-
-def _same(have: Mapping[str, str], want: Mapping[str, str]) -> bool:
-    if have.keys() != want.keys():
-        return False
-    try:
-        return all(parse(have[k]) == parse(want[k]) for k in want)
-    except QuantityError:
-        return False
 
 
 def metric_values(queue: dict[str, Any]) -> dict[str, float]:

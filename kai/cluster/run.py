@@ -36,7 +36,7 @@ from kai.metrics import DEFAULT_NAMESPACE, Registry
 log = logging.getLogger(__name__)
 
 #: KAI's components, in start order. Those missing from :data:`COMPONENTS` are not available yet.
-KAI_COMPONENTS = ("scheduler", "binder", "podgrouper", "queue-controller", "admission")
+KAI_COMPONENTS = ("scheduler", "binder", "podgrouper", "podgroup-controller", "queue-controller", "admission")
 
 
 @attrs.define
@@ -71,6 +71,12 @@ def _binder(ctx: Context):
     return Binder(ctx.client(), workers=ctx.args.bind_workers, metrics=BinderMetrics(ctx.registry))
 
 
+def _podgroup_controller(ctx: Context):
+    from kai.cluster.podgroupcontroller import PodGroupController
+
+    return PodGroupController(ctx.client())
+
+
 def _queue_controller(ctx: Context):
     from kai.cluster.queuecontroller import QueueController
     from kai.metrics import QueueMetrics
@@ -90,6 +96,7 @@ COMPONENTS: dict[str, Callable[[Context], Any]] = {
     "scheduler": _scheduler,
     "binder": _binder,
     "podgrouper": _podgrouper,
+    "podgroup-controller": _podgroup_controller,
     "queue-controller": _queue_controller,
 }
 

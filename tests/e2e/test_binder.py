@@ -202,3 +202,36 @@ def test_queue_status_sums_podgroups_and_child_queues(kube, queue_controller, ns
     assert metric("kai_queue_allocated_memory_bytes", parent) == ("", 2.0**30)
     assert metric("kai_queue_allocated_gpus", parent) == ("", 0.0)
     assert metric("kai_queue_info", child) == ("vision", 1.0)
+
+
+@pytest.fixture(scope="module")
+def podgroup_controller(kai_run, component_kubeconfig, kube):
+    process = kai_run(["--components=podgroup-controller"], component_kubeconfig("podgroup-controller"),
+                      name="podgroup-controller")
+    wait_until(lambda: process.get("/readyz")[0] == 200, what="podgroup controller ready")
+    yield process
+    assert process.terminate() == 0, process.log()[-3000:]
+    assert "Forbidden" not in process.log() and " 403" not in process.log(), process.log()[-3000:]
+
+
+def test_running_pods_reach_podgroup_and_queue_status_and_metrics(kube, podgroup_controller, queue_controller, ns,
+                                                                  node):
+    queue = f"{ns}-team"
+    m.apply(kube, m.queue(queue))
+    m.apply(kube, m.podgroup(ns, "serve", queue=queue, priority_class="inference"))  # non-preemptible
+    for i in range(2):
+        pod = m.pod(ns, f"serve-{i}", "serve", cpu="250m", memory="512Mi", gpus=1)
+        pod["spec"]["nodeName"] = node  # placed directly: kwok runs it
+        m.apply(kube, pod)
+    path = object_path("scheduling.run.ai", "v2alpha2", "podgroups", ns, "serve")
+    want = {"cpu": "500m", "memory": "1073741824", "nvidia.com/gpu": "2"}
+    status = wait_until(lambda: (s := (kube.get(path).get("status") or {}).get("resourcesStatus") or {}).get(
+        "allocated") == want and s, what="PodGroup allocated")
+    assert status["allocatedNonPreemptible"] == want and status["requested"] == want
+    wait_until(lambda: queue_status(kube, queue).get("allocatedNonPreemptible") == want, what="queue status")
+    wait_until(lambda: re.search(rf'^kai_queue_allocated_gpus\{{queue_name="{queue}",team=""\}} 2\.0$',
+                                 queue_controller.get("/metrics")[1], re.M), what="queue GPU metric")
+
+    kube.delete(f"/api/v1/namespaces/{ns}/pods/serve-1")
+    half = {"cpu": "250m", "memory": "536870912", "nvidia.com/gpu": "1"}
+    wait_until(lambda: queue_status(kube, queue).get("allocated") == half, what="queue status after a pod is gone")
