@@ -24,6 +24,7 @@ _COLLECTIONS = {
     "Queue": ("scheduling.run.ai", "v2", "queues", False),
     "PodGroup": ("scheduling.run.ai", "v2alpha2", "podgroups", True),
     "BindRequest": ("scheduling.run.ai", "v1alpha2", "bindrequests", True),
+    "Topology": ("kai.scheduler", "v1alpha1", "topologies", False),
 }
 
 

@@ -254,3 +254,41 @@ def test_higher_priority_job_preempts_lower_priority_in_its_queue(kube, schedule
     assert len(messages) == 4
     assert all(text.endswith(f"was preempted by higher priority workload {ns}/serve") for text in messages), messages
     assert len([n for n in train if n in items(kube, "Pod", ns)]) == 4
+
+
+def test_subgroup_tree_with_a_rack_constraint_is_placed_as_one_unit_inside_one_rack(kube, scheduler, ns):
+    rack = "e2e.kai.scheduler/rack"
+    topology = f"{ns}-racks"
+    m.apply(kube, {"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology", "metadata": {"name": topology},
+                   "spec": {"levels": [{"nodeLabel": rack}]}})
+    try:
+        for name, r in (("a0", "ra"), ("b0", "rb"), ("b1", "rb")):
+            node(kube, f"{ns}-{name}", {"e2e": ns, rack: r}, gpus=4)
+        sel = {"e2e": ns}
+        in_rack = {"topology": topology, "requiredTopologyLevel": rack}
+        group = m.podgroup(ns, "svc", min_member=1)
+        group["spec"]["subGroups"] = [
+            {"name": "frontend", "minMember": 1}, {"name": "workers", "topologyConstraint": in_rack},
+            {"name": "prefill", "parent": "workers", "minMember": 2},
+            {"name": "decode", "parent": "workers", "minMember": 2}]
+        m.apply(kube, group)
+        pods = {"svc-fe": ("frontend", 0), "svc-p0": ("prefill", 2), "svc-p1": ("prefill", 2),
+                "svc-d0": ("decode", 2), "svc-d1": ("decode", 2)}
+        for name, (subgroup, gpus) in pods.items():
+            body = m.pod(ns, name, "svc", gpus=gpus, node_selector=sel)
+            body["metadata"]["labels"] = {"kai.scheduler/subgroup-name": subgroup}
+            m.apply(kube, body)
+        typo = m.podgroup(ns, "typo")
+        typo["spec"]["topologyConstraint"] = {"topology": topology, "requiredTopologyLevel": "no-such-level"}
+        m.apply(kube, typo)
+        m.apply(kube, m.pod(ns, "typo", "typo", gpus=1, node_selector=sel))
+
+        wait_until(lambda: running(kube, ns, list(pods)), 30, "the service's pods Running")
+        placed = {n: p["spec"].get("nodeName") for n, p in items(kube, "Pod", ns).items()}
+        # Eight GPUs of workers fit only rack rb (two 4-GPU nodes), and they go there together.
+        assert {placed[n] for n in pods if n != "svc-fe"} == {f"{ns}-b0", f"{ns}-b1"}
+        wait_until(lambda: any(r == "Unschedulable" and "does not contain a level with this name" in text
+                               for r, text in event_reasons(kube, ns, "typo")), 20, "the typo's event")
+        assert not placed.get("typo")
+    finally:
+        kube.delete(f"{m.collection('Topology')}/{topology}")
