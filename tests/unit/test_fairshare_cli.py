@@ -71,3 +71,9 @@ def test_configuration_without_proportion_is_an_error(capsys, tmp_path):
     path.write_text("config: {tiers: [{plugins: [{name: predicates}]}]}\nnodes: []\n")
     assert main(["fairshare", str(path)]) == 2
     assert "does not run the proportion plugin" in capsys.readouterr().err
+
+
+def test_docs_show_the_examples_real_output(capsys):
+    assert main(["fairshare", EXAMPLE]) == 0
+    gpu_table = capsys.readouterr().out.split("\n\n")[1]
+    assert gpu_table in (ROOT / "docs" / "fairshare.md").read_text()
