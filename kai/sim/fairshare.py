@@ -82,18 +82,21 @@ def format_report(report: dict) -> str:
     lines = [f"== {report['name']}"]
     lines += [f"   problem: {p}" for p in report["problems"]]
     width = max([len("queue")] + [2 * q["depth"] + len(q["name"]) for q in report["queues"]])
+    with_usage = any(row["usage"] for q in report["queues"] for row in q["resources"].values())
     for label, _, unit, divisor in RESOURCES:
         lines.append("")
         lines.append(f"{label.upper() if label != 'memory' else 'Memory'} ({unit}; cluster total "
                      f"{_amount(report['totals'][label], divisor)}; - = unlimited)")
+        usage_title = f" {'usage':>6}" if with_usage else ""
         lines.append(f"  {'queue'.ljust(width)}  {'deserved':>9} {'fair share':>10} {'allocated':>9} "
-                     f"{'requested':>9} {'limit':>7}  bounded by")
+                     f"{'requested':>9} {'limit':>7}{usage_title}  bounded by")
         for q in report["queues"]:
             row = q["resources"][label]
             values = [_amount(row[c], divisor) for c in COLUMNS]
             name = ("  " * q["depth"] + q["name"]).ljust(width)
-            lines.append(f"  {name}  {values[0]:>9} {values[1]:>10} {values[2]:>9} {values[3]:>9} {values[4]:>7}  "
-                         f"{row['bounded_by']}")
+            usage = f" {row['usage']:>6.1%}" if with_usage else ""
+            lines.append(f"  {name}  {values[0]:>9} {values[1]:>10} {values[2]:>9} {values[3]:>9} {values[4]:>7}"
+                         f"{usage}  {row['bounded_by']}")
     return "\n".join(lines)
 
 

@@ -77,3 +77,33 @@ def test_docs_show_the_examples_real_output(capsys):
     assert main(["fairshare", EXAMPLE]) == 0
     gpu_table = capsys.readouterr().out.split("\n\n")[1]
     assert gpu_table in (ROOT / "docs" / "fairshare.md").read_text()
+
+
+def test_historical_usage_is_shown_when_a_usage_source_has_data(capsys, tmp_path, monkeypatch):
+    class Heavy:
+        """A usage source that says queue a used 60% of the GPUs."""
+
+        def usage(self, now):
+            return {"a": (0.0, 0.0, 0.6)}
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr("kai.sim.fairshare.make_usage_source", lambda config: Heavy() if config else None)
+    path = tmp_path / "c.yaml"
+    path.write_text("""
+config:
+  usageDBConfig: {clientType: in-process}
+nodes: [{name: n, gpus: 8, cpu: "8", memory: 32Gi}]
+queues: [{name: a}, {name: b}]
+workloads:
+  - {name: ja, queue: a, replicas: 8, gpus: 1, cpu: "0", memory: "0"}
+  - {name: jb, queue: b, replicas: 8, gpus: 1, cpu: "0", memory: "0"}
+""")
+    (run,) = report(capsys, str(path))["runs"]
+    gpu = {q["name"]: q["resources"]["gpu"] for q in run["queues"]}
+    assert gpu["a"]["usage"] == 0.6 and gpu["a"]["fair_share"] < gpu["b"]["fair_share"]
+    assert gpu["a"]["bounded_by"] == "over-quota weight share, reduced by past usage"
+    assert main(["fairshare", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert " usage  bounded by" in text and "  60.0%  over-quota weight share, reduced by past usage" in text
