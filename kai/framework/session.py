@@ -234,10 +234,11 @@ class Session:
             return 0
         if fit == 2 and not gpusharing.device_count_fits(node, task.request, False):
             fit = 1
-        # Every new device needs one more pod slot, for its reservation pod.
-        extra = gpusharing.new_groups_needed(self, task, node)
-        if extra:
-            a, i = self.arrays, node.index
+        # Every new device needs one more pod slot, for its reservation pod (worked out only when slots are scarce).
+        a, i = self.arrays, node.index
+        most = 1 + task.request.gpu_devices - EPSILON
+        if a.idle_pods[i] + a.rel_pods[i] < most or (fit == 2 and a.idle_pods[i] < most):
+            extra = gpusharing.new_groups_needed(self, task, node)
             if fit == 2 and a.idle_pods[i] < 1 + extra - EPSILON:
                 fit = 1
             if a.idle_pods[i] + a.rel_pods[i] < 1 + extra - EPSILON:

@@ -112,17 +112,18 @@ class Statement:
         in_use = self.session.node_by_name[task.node].gpu_groups
         return any(g in in_use and g not in task.gpu_groups for g in groups)
 
-    def place(self, task: Task, node, fits_idle: bool, pipeline_only: bool) -> str:
+    def place(self, task: Task, node, fits_idle: bool, pipeline_only: bool) -> str | None:
         """Allocate ``task`` on ``node`` (a NodeInfo) when it fits idle resources, else pipeline it; return which.
 
-        A shared-GPU task gets its devices here and is pipelined when a chosen device is not free now.
+        A shared-GPU task gets its devices here and is pipelined when a chosen device is not free now;
+        None (nothing done) when too few of the node's devices fit it.
         """
         pipelined = pipeline_only or not fits_idle
         groups = None
         if task.request.is_shared_gpu:
             choice = self.session.choose_gpu_groups(task, node, fits_idle, pipeline_only)
             if choice is None:
-                raise ValueError(f"task {task.uid} does not fit the shared GPUs of node {node.name}")
+                return None
             groups, pipelined = choice
         if pipelined:
             self.pipeline(task, node.name, groups)

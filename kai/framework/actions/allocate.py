@@ -124,8 +124,8 @@ def allocate_task(session, stmt, job: Job, task: Task, pipeline_only: bool, cand
         return str(veto)
     reasons: Counter | None = None if pipeline_only else Counter()
     for node, fits_idle in session.ordered_nodes(task, job, candidates, reasons=reasons):
-        stmt.place(task, node, fits_idle, pipeline_only)
-        return None
+        if stmt.place(task, node, fits_idle, pipeline_only) is not None:
+            return None
     return "no node fits" if reasons is None else session.set_task_fit_error(task, reasons)
 
 
