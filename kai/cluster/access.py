@@ -31,16 +31,16 @@ class Access:
 
 # The scheduler loop (kai.cluster.cache, kai.cluster.commit): watches the cluster, writes decisions.
 SCHEDULER_ACCESS = (
-    Access("", "pods", ("get", "list", "watch", "delete")),
+    Access("", "pods", ("list", "watch", "delete")),
     Access("", "pods/status", ("patch",)),
-    Access("", "nodes", ("get", "list", "watch")),
-    Access("", "events", ("create", "patch")),
-    Access("scheduling.k8s.io", "priorityclasses", ("get", "list", "watch")),
-    Access("scheduling.run.ai", "queues", ("get", "list", "watch")),
-    Access("scheduling.run.ai", "podgroups", ("get", "list", "watch", "patch")),
+    Access("", "nodes", ("list", "watch")),
+    Access("", "events", ("create",)),
+    Access("scheduling.k8s.io", "priorityclasses", ("list", "watch")),
+    Access("scheduling.run.ai", "queues", ("list", "watch")),
+    Access("scheduling.run.ai", "podgroups", ("list", "watch", "patch")),
     Access("scheduling.run.ai", "podgroups/status", ("patch",)),
-    Access("scheduling.run.ai", "bindrequests", ("get", "list", "watch", "create", "delete")),
-    Access("kai.scheduler", "topologies", ("get", "list", "watch")),
+    Access("scheduling.run.ai", "bindrequests", ("list", "watch", "create", "delete")),
+    Access("kai.scheduler", "topologies", ("list", "watch")),
 )
 
 
