@@ -44,41 +44,11 @@ SCHEDULER_ACCESS = (
 )
 
 
-# The podgrouper loop (kai.cluster.podgrouper, kai.cluster.objects): groups pods, reads their owners.
-# Owners are read with "get" only, for the workload kinds the shipped podgroupers know (KAI's list).
-_OWNER_KINDS = {
-    "apps": ("deployments", "replicasets", "statefulsets"),
-    "batch": ("jobs", "cronjobs"),
-    "kubeflow.org": ("pytorchjobs", "tfjobs", "xgboostjobs", "jaxjobs", "mpijobs", "notebooks", "scheduledworkflows"),
-    "trainer.kubeflow.org": ("trainjobs",),
-    "ray.io": ("rayclusters", "rayjobs", "rayservices"),
-    "jobset.x-k8s.io": ("jobsets",),
-    "leaderworkerset.x-k8s.io": ("leaderworkersets",),
-    "serving.knative.dev": ("services", "configurations", "revisions"),
-    "argoproj.io": ("workflows",),
-    "tekton.dev": ("pipelineruns", "taskruns"),
-    "kubevirt.io": ("virtualmachineinstances", "virtualmachines"),
-    "machinelearning.seldon.io": ("seldondeployments",),
-    "workspace.devfile.io": ("devworkspaces",),
-    "amlarc.azureml.com": ("amljobs",),
-    "egx.nvidia.io": ("spotrequests",),
-    "grove.io": ("podcliquesets", "podgangsets", "podcliques", "podcliquescalinggroups"),
-    "run.ai": ("runaijobs", "trainingworkloads", "interactiveworkloads", "inferenceworkloads",
-               "distributedworkloads", "distributedinferenceworkloads"),
-}
-PODGROUPER_ACCESS = (
-    Access("", "pods", ("get", "list", "watch", "patch")),
-    Access("", "events", ("create",)),
-    Access("scheduling.run.ai", "podgroups", ("get", "list", "watch", "create", "update")),
-    *(Access(group, resource, ("get",)) for group, resources in _OWNER_KINDS.items() for resource in resources),
-)
-
-
 def components() -> dict[str, tuple[Access, ...]]:
     """Each component's declared access, by component name (every component of ``kai-scheduler run``)."""
-    from kai.cluster import binder, podgroupcontroller, queuecontroller
+    from kai.cluster import binder, podgroupcontroller, podgrouper, queuecontroller
 
-    return {"scheduler": SCHEDULER_ACCESS, "binder": binder.API_ACCESS, "podgrouper": PODGROUPER_ACCESS,
+    return {"scheduler": SCHEDULER_ACCESS, "binder": binder.API_ACCESS, "podgrouper": podgrouper.API_ACCESS,
             "podgroup-controller": podgroupcontroller.API_ACCESS, "queue-controller": queuecontroller.API_ACCESS}
 
 

@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kai.api.podgroup import POD_GROUP_ANNOTATION, GroupingError
+from kai.cluster.access import Access
 from kai.cluster.client import ApiError, Kube, object_path
 from kai.cluster.events import WARNING, record_event
 from kai.cluster.objects import KubeObjects
@@ -52,6 +53,41 @@ DEFAULT_WORKERS = 10
 DEFAULT_BASE_DELAY = 1.0
 DEFAULT_MAX_DELAY = 60.0
 DEFAULT_RESYNC_PERIOD = 600.0
+
+#: Owner kinds the shipped podgroupers read, by API group (KAI's list). Owners of other kinds need a
+#: ``get`` rule added to the podgrouper's ClusterRole; without one the walk stops below them.
+OWNER_RESOURCES = {
+    "": ("configmaps", "namespaces"),
+    "amlarc.azureml.com": ("amljobs",),
+    "apps": ("deployments", "replicasets", "statefulsets"),
+    "argoproj.io": ("workflows",),
+    "batch": ("cronjobs", "jobs"),
+    "egx.nvidia.io": ("spotrequests",),
+    "grove.io": ("podcliques", "podcliquescalinggroups", "podcliquesets", "podgangsets"),
+    "jobset.x-k8s.io": ("jobsets",),
+    "kubeflow.org": ("jaxjobs", "mpijobs", "notebooks", "pytorchjobs", "scheduledworkflows", "tfjobs", "xgboostjobs"),
+    "kubevirt.io": ("virtualmachineinstances", "virtualmachines"),
+    "leaderworkerset.x-k8s.io": ("leaderworkersets",),
+    "machinelearning.seldon.io": ("seldondeployments",),
+    "ray.io": ("rayclusters", "rayjobs", "rayservices"),
+    "run.ai": ("distributedinferenceworkloads", "distributedworkloads", "inferenceworkloads", "interactiveworkloads",
+               "runaijobs", "trainingworkloads"),
+    "scheduler.grove.io": ("podgangs",),
+    "scheduling.k8s.io": ("priorityclasses",),
+    "serving.knative.dev": ("configurations", "revisions", "services"),
+    "tekton.dev": ("pipelineruns", "taskruns"),
+    "trainer.kubeflow.org": ("trainjobs",),
+    "workspace.devfile.io": ("devworkspaces",),
+    "nvidia.com": ("dynamographdeployments",),
+}
+
+#: Every API call of the loop (the chart's RBAC is generated from this; see kai.cluster.access).
+API_ACCESS = (
+    Access("", "pods", ("get", "list", "watch", "patch")),
+    Access("", "events", ("create",)),
+    Access(GROUP, PLURAL, ("get", "list", "watch", "create", "update")),
+    *(Access(group, resource, ("get",)) for group, resources in OWNER_RESOURCES.items() for resource in resources),
+)
 
 
 def desired_update(current: dict, desired: dict, config: GroupingConfig) -> dict | None:

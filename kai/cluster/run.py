@@ -87,9 +87,30 @@ def _queue_controller(ctx: Context):
 
 
 def _podgrouper(ctx: Context):
+    from kai.api.podgroup import GroupingError
     from kai.cluster.podgrouper import PodGrouper
+    from kai.framework.grouping import GroupingConfig, podgrouper_args
 
-    return PodGrouper(ctx.client(), scheduler_name=ctx.args.scheduler_name)
+    a = ctx.args
+    if bool(a.default_priorities_configmap_name) != bool(a.default_priorities_configmap_namespace):
+        raise ValueError("--default-priorities-configmap-name and -namespace go together")
+    defaults = (a.default_priorities_configmap_namespace, a.default_priorities_configmap_name)
+    config = GroupingConfig(queue_label_key=a.queue_label_key, node_pool_label_key=a.nodepool_label_key,
+                            defaults_configmap=defaults if all(defaults) else None)
+    try:
+        return PodGrouper(ctx.client(), config=config, scheduler_name=a.scheduler_name,
+                          args=podgrouper_args(a.search_legacy_pg == "true", a.knative_gang_schedule == "true"),
+                          pod_label_selector=a.pod_label_selector, workers=a.podgrouper_workers)
+    except GroupingError as exc:  # two podgroupers claiming one kind, a podgrouper without its hook
+        raise ValueError(f"podgrouper: {exc}") from exc
+
+
+def _admission(ctx: Context):
+    from kai.cluster.admission import AdmissionServer
+
+    a = ctx.args
+    return AdmissionServer(a.webhook_addr, scheduler_name=a.scheduler_name, cert_file=a.webhook_cert_file,
+                           key_file=a.webhook_key_file, hosts=a.webhook_host or ["localhost", "127.0.0.1"])
 
 
 COMPONENTS: dict[str, Callable[[Context], Any]] = {
@@ -98,6 +119,7 @@ COMPONENTS: dict[str, Callable[[Context], Any]] = {
     "podgrouper": _podgrouper,
     "podgroup-controller": _podgroup_controller,
     "queue-controller": _queue_controller,
+    "admission": _admission,
 }
 
 
@@ -156,6 +178,30 @@ def _parser() -> argparse.ArgumentParser:
                     help="the leader gives up if it cannot renew for this long (default: 10s)")
     le.add_argument("--leader-elect-retry-period", type=parse_duration, default=RETRY_PERIOD, metavar="DURATION",
                     help="how often to renew, and how often a standby checks the lease (default: 5s)")
+    g = p.add_argument_group("podgrouper")
+    g.add_argument("--queue-label-key", default="kai.scheduler/queue",
+                   help="label naming a workload's queue (default: %(default)s)")
+    g.add_argument("--nodepool-label-key", default="kai.scheduler/node-pool",
+                   help="label naming a pod's node pool, copied to its PodGroup (default: %(default)s)")
+    g.add_argument("--default-priorities-configmap-name", default="", metavar="NAME",
+                   help="ConfigMap with default priority classes per workload kind (key 'types')")
+    g.add_argument("--default-priorities-configmap-namespace", default="", metavar="NAMESPACE")
+    g.add_argument("--search-legacy-pg", choices=("true", "false"), default="true",
+                   help="reuse PodGroups named by older releases for Jobs (default: %(default)s)")
+    g.add_argument("--knative-gang-schedule", choices=("true", "false"), default="true",
+                   help="one PodGroup per Knative revision (default: %(default)s)")
+    g.add_argument("--pod-label-selector", default="", metavar="SELECTOR",
+                   help="group only pods matching this label selector (default: all)")
+    g.add_argument("--podgrouper-workers", type=int, default=10, metavar="N",
+                   help="pods grouped concurrently (KAI's --max-concurrent-reconciles) (default: %(default)s)")
+    g = p.add_argument_group("admission")
+    g.add_argument("--webhook-addr", default=":9443", metavar="HOST:PORT",
+                   help="HTTPS address of the validating webhook (default: %(default)s)")
+    g.add_argument("--webhook-cert-file", metavar="PATH", help="PEM serving certificate of the webhook")
+    g.add_argument("--webhook-key-file", metavar="PATH", help="PEM private key of --webhook-cert-file")
+    g.add_argument("--webhook-host", action="append", default=[], metavar="NAME",
+                   help="without certificate files: a DNS name or IP address for the certificate made at start "
+                        "(repeatable; default: localhost and 127.0.0.1)")
     return p
 
 
