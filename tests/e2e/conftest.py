@@ -60,7 +60,7 @@ def kube(control_plane: ControlPlane) -> Kube:
     return Kube.connect(control_plane.kubeconfig)
 
 
-def apply_crds(kube: Kube, folder: Path, timeout: float = 60.0) -> list[str]:
+def _apply_crds(kube: Kube, folder: Path, timeout: float = 60.0) -> list[str]:
     """Creates the CRDs of ``folder`` (those that exist already are kept) and waits until all are established."""
     names = []
     for path in sorted(folder.glob("*.yaml")):
@@ -83,14 +83,20 @@ def apply_crds(kube: Kube, folder: Path, timeout: float = 60.0) -> list[str]:
 @pytest.fixture(scope="session")
 def kai_crds(kube: Kube) -> list[str]:
     """The project's CRDs (deploy/crds), established."""
-    return apply_crds(kube, DEPLOY / "crds")
+    return _apply_crds(kube, DEPLOY / "crds")
 
 
 @pytest.fixture(scope="session")
 def workload_crds(kube: Kube) -> list[str]:
     """CRDs of the workload kinds the podgroupers know (PyTorchJob, RayCluster, JobSet, LeaderWorkerSet),
     established; no controller acts on them."""
-    return apply_crds(kube, WORKLOAD_CRDS)
+    return _apply_crds(kube, WORKLOAD_CRDS)
+
+
+@pytest.fixture(scope="session")
+def apply_crds(kube: Kube):
+    """``apply_crds(folder)``: creates the CRDs of a folder of YAML files and waits until they are established."""
+    return lambda folder: _apply_crds(kube, Path(folder))
 
 
 # -- the chart installed, components as processes under its ServiceAccounts -----------------------
