@@ -46,10 +46,11 @@ SCHEDULER_ACCESS = (
 
 def components() -> dict[str, tuple[Access, ...]]:
     """Each component's declared access, by component name (every component of ``kai-scheduler run``)."""
-    from kai.cluster import binder, podgroupcontroller, podgrouper, queuecontroller
+    from kai.cluster import admission, binder, podgroupcontroller, podgrouper, queuecontroller
 
     return {"scheduler": SCHEDULER_ACCESS, "binder": binder.API_ACCESS, "podgrouper": podgrouper.API_ACCESS,
-            "podgroup-controller": podgroupcontroller.API_ACCESS, "queue-controller": queuecontroller.API_ACCESS}
+            "podgroup-controller": podgroupcontroller.API_ACCESS, "queue-controller": queuecontroller.API_ACCESS,
+            "admission": admission.API_ACCESS}
 
 
 #: What a process needs for ``--leader-elect``, in its own namespace only (see kai.cluster.leader).
@@ -75,13 +76,17 @@ def manifests(namespace: str, declared: Mapping[str, tuple[Access, ...]] | None 
     for component, access in (declared if declared is not None else components()).items():
         name = service_account(component)
         subject = [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]
+        docs.append({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace}})
+        if access:  # a component calling no API (the admission webhook) gets no ClusterRole
+            docs += [
+                {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": name},
+                 "rules": rules(access)},
+                {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                 "metadata": {"name": name},
+                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+                 "subjects": subject},
+            ]
         docs += [
-            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace}},
-            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": name},
-             "rules": rules(access)},
-            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": name},
-             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-             "subjects": subject},
             {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
              "metadata": {"name": f"{name}-leader-election", "namespace": namespace},
              "rules": rules(LEADER_ELECTION_ACCESS)},

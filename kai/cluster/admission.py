@@ -46,6 +46,8 @@ DEFAULT_ADDRESS = ":9443"
 SCHEDULER_NAME = "kai-scheduler"
 #: An AdmissionReview of one pod is far below this; larger bodies are refused unread.
 MAX_BODY = 8 * 1024 * 1024
+#: The webhook makes no API calls: the API server calls it (see kai.cluster.access).
+API_ACCESS: tuple = ()
 
 
 def gpu_limit(spec: dict) -> float:
@@ -123,6 +125,10 @@ class AdmissionServer:
     def ca_bundle(self) -> str | None:
         """base64 PEM of the CA of a certificate made at start (None with certificate files)."""
         return self.certificate.ca_bundle() if self.certificate is not None else None
+
+    def ready(self) -> tuple[bool, str]:
+        """Readiness: the HTTPS server is listening."""
+        return (True, f"serving on port {self.port}") if self._httpd is not None else (False, "not serving yet")
 
     def start(self) -> AdmissionServer:
         if self._httpd is not None:

@@ -215,6 +215,13 @@ class PodGrouper:
             if meta.get("namespace") == namespace and (meta.get("annotations") or {}).get(POD_GROUP_ANNOTATION) == name:
                 self.queue.add(object_key(pod))
 
+    def ready(self) -> tuple[bool, str]:
+        """Readiness: pods and PodGroups have been listed once."""
+        if self.pods is None or self.podgroups is None:
+            return False, "not started"
+        missing = [i.name for i in (self.pods, self.podgroups) if not i.synced.is_set()]
+        return (not missing, f"waiting for the first list of {', '.join(missing)}" if missing else "synced")
+
     def run(self, stop: threading.Event) -> None:
         """Watch the scheduler's pods and their PodGroups, group with ``workers`` threads until ``stop`` is set."""
         self.podgroups = Informer(self.kube, object_path(GROUP, VERSION, PLURAL), on_event=self.on_podgroup,

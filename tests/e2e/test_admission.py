@@ -1,8 +1,8 @@
 """The admission webhook registered with the real API server: bad GPU-sharing pods are refused with their reason.
 
-The webhook configuration is deploy/admission-webhook.yaml with a url clientConfig pointing at the
-admission component running in this process, and a namespace selector limiting it to the test's
-namespace, so that other tests of the session are not affected.
+The webhook configuration is the chart's, with a url clientConfig pointing at the admission
+component running in this process, and a namespace selector limiting it to the test's namespace,
+so that other tests of the session are not affected.
 """
 
 from __future__ import annotations
@@ -10,17 +10,15 @@ from __future__ import annotations
 import copy
 import time
 import uuid
-from pathlib import Path
 
 import pytest
-import yaml
 
 from kai.cluster.admission import VALIDATE_PATH, AdmissionServer
 from kai.cluster.client import ApiError, Kube, object_path
+from kai.testing_chart import render_chart
 
 pytestmark = pytest.mark.e2e
 
-MANIFEST = Path(__file__).resolve().parents[2] / "deploy" / "admission-webhook.yaml"
 WEBHOOKS = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
 
 
@@ -35,7 +33,8 @@ def namespace(kube: Kube):
 def webhook(kube: Kube, namespace: str, tmp_path_factory):
     server = AdmissionServer("127.0.0.1:0", hosts=["127.0.0.1"], cert_dir=str(tmp_path_factory.mktemp("certs")))
     server.start()
-    config = yaml.safe_load(MANIFEST.read_text())
+    values = {"components": {"admission": {"enabled": True, "tls": {"caBundle": server.ca_bundle}}}}
+    (config,) = [d for d in render_chart(values=values) if d["kind"] == "ValidatingWebhookConfiguration"]
     config["metadata"]["name"] = f"kai-admission-{namespace}"
     hook = config["webhooks"][0]
     hook["clientConfig"] = {"url": f"https://127.0.0.1:{server.port}{VALIDATE_PATH}", "caBundle": server.ca_bundle}

@@ -33,6 +33,15 @@ def wait_until(predicate, timeout: float = 60.0, what: str = "condition"):
         time.sleep(0.2)
 
 
+def created_or_present(create, *args) -> None:
+    """``create(*args)`` of an object that other tests of the session (the chart, the scheduler) may have made."""
+    try:
+        create(*args)
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+
+
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 

@@ -6,6 +6,7 @@ import pytest
 
 from kai.cluster.run import COMPONENTS, Context, _parser, parse_components
 from kai.framework import DEFAULT_CONFIG
+from kai.metrics import Registry
 
 
 class NoKube:
@@ -16,7 +17,7 @@ class NoKube:
 
 
 def build(name: str, *argv: str):
-    return COMPONENTS[name](Context(_parser().parse_args(list(argv)), DEFAULT_CONFIG, NoKube()))
+    return COMPONENTS[name](Context(_parser().parse_args(list(argv)), DEFAULT_CONFIG, NoKube(), Registry()))
 
 
 def test_podgrouper_flags_configure_grouping():

@@ -79,7 +79,11 @@ def test_each_component_gets_least_privilege_rbac_covering_its_declared_access(d
     accounts = by_kind(docs, "ServiceAccount")
     for component, access in components().items():
         name = service_account(component)
-        assert name in accounts and bindings[name]["roleRef"]["name"] == name
+        assert name in accounts
+        if not access:  # calls no API: no cluster-wide role at all
+            assert name not in roles and name not in bindings
+            continue
+        assert bindings[name]["roleRef"]["name"] == name
         assert bindings[name]["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": "gpu-system"}]
         granted = {(g, r, v) for rule in roles[name]["rules"] for g in rule["apiGroups"]
                    for r in rule["resources"] for v in rule["verbs"]}
@@ -95,7 +99,7 @@ def test_each_component_gets_least_privilege_rbac_covering_its_declared_access(d
 
 def test_deployments_run_each_component_under_its_account_with_probes(docs):
     deployments = by_kind(docs, "Deployment")
-    assert set(deployments) == {f"kai-{c}" for c in components()}
+    assert set(deployments) == {f"kai-{c}" for c in components() if c != "admission"}  # admission is opt-in
     for name, deployment in deployments.items():
         component = name.removeprefix("kai-")
         pod = deployment["spec"]["template"]["spec"]
@@ -218,3 +222,35 @@ def test_deployment_args_are_flags_of_kai_scheduler_run(values):
         args = _parser().parse_args(deployment["spec"]["template"]["spec"]["containers"][0]["args"])
         assert parse_components(args.components) == [deployment["metadata"]["name"].removeprefix("kai-")]
         assert args.leader_elect is bool(values)
+
+
+def test_admission_is_opt_in_with_its_tls_secret_webhook_port_and_configuration():
+    from kai.cluster.admission import VALIDATE_PATH
+
+    plain = render_chart()
+    assert "kai-admission" not in by_kind(plain, "Deployment")
+    assert not by_kind(plain, "ValidatingWebhookConfiguration")
+    with pytest.raises(TemplateError, match="caBundle"):
+        render_chart(values={"components": {"admission": {"enabled": True}}})
+    docs = render_chart(namespace="gpu-system",
+                        values={"components": {"admission": {"enabled": True, "tls": {"caBundle": "Q0E="}}}})
+    pod = by_kind(docs, "Deployment")["kai-admission"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert {"--webhook-cert-file=/etc/kai-admission/tls.crt", "--webhook-key-file=/etc/kai-admission/tls.key",
+            "--components=admission"} <= set(container["args"])
+    assert pod["volumes"] == [{"name": "tls", "secret": {"secretName": "kai-admission-tls"}}]
+    assert container["volumeMounts"] == [{"name": "tls", "mountPath": "/etc/kai-admission", "readOnly": True}]
+    assert {"name": "webhook", "containerPort": 9443} in container["ports"]
+    service = by_kind(docs, "Service")["kai-admission"]
+    assert {"name": "webhook", "port": 443, "targetPort": "webhook"} in service["spec"]["ports"]
+    (hook,) = by_kind(docs, "ValidatingWebhookConfiguration")["kai-admission"]["webhooks"]
+    assert hook["clientConfig"] == {"service": {"name": "kai-admission", "namespace": "gpu-system",
+                                                "path": VALIDATE_PATH, "port": 443}, "caBundle": "Q0E="}
+    assert hook["namespaceSelector"]["matchExpressions"][0]["values"] == ["kube-system", "gpu-system"]
+    assert hook["matchConditions"][0]["expression"] == "object.spec.schedulerName == 'kai-scheduler'"
+    assert "volumes" not in by_kind(docs, "Deployment")["kai-binder"]["spec"]["template"]["spec"]
+    elected = render_chart(values={"leaderElection": {"enabled": True},
+                                   "components": {"admission": {"enabled": True, "tls": {"caBundle": "Q0E="}}}})
+    args = {name: d["spec"]["template"]["spec"]["containers"][0]["args"]
+            for name, d in by_kind(elected, "Deployment").items()}
+    assert "--leader-elect" in args["kai-binder"] and "--leader-elect" not in args["kai-admission"]
