@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import threading
 import time
 
@@ -44,7 +45,7 @@ PATHS = {
     "priorityclasses": "/apis/scheduling.k8s.io/v1/priorityclasses",
     "topologies": "/apis/kai.scheduler/v1alpha1/topologies",
 }
-#: How long a write of this scheduler is assumed without the watch confirming it.
+#: How long a successful write of this scheduler is assumed without the watch showing it.
 ASSUME_TTL = 60.0
 
 
@@ -112,11 +113,19 @@ class ClusterCache:
     def assume_bound(self, pod: PodView, node: str, gpu_groups: tuple[str, ...] = ()) -> None:
         """A BindRequest for ``pod`` on ``node`` (and shared GPU devices ``gpu_groups``) is being created."""
         with self._lock:
-            self._bound[pod.key] = _Assumed(pod.uid, node, time.monotonic() + ASSUME_TTL, gpu_groups)
+            self._bound[pod.key] = _Assumed(pod.uid, node, math.inf, gpu_groups)
 
     def assume_evicted(self, pod: PodView) -> None:
+        """``pod`` is being deleted."""
         with self._lock:
-            self._evicted[pod.key] = _Assumed(pod.uid, None, time.monotonic() + ASSUME_TTL)
+            self._evicted[pod.key] = _Assumed(pod.uid, None, math.inf)
+
+    def confirm(self, pod: PodView) -> None:
+        """The write about ``pod`` succeeded: the watch should show it within :data:`ASSUME_TTL`."""
+        with self._lock:
+            for assumed in (self._bound.get(pod.key), self._evicted.get(pod.key)):
+                if assumed is not None and assumed.uid == pod.uid:
+                    assumed.until = time.monotonic() + ASSUME_TTL
 
     def forget(self, pod: PodView) -> None:
         """A write about ``pod`` failed: the watch alone tells its state again."""

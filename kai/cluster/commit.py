@@ -95,13 +95,16 @@ def _podgroup_ref(pg: PodGroupView) -> dict:
 
 
 class Committer:
+    """Writes on two bounded pools: decisions (BindRequests, evictions) never wait behind explanations."""
+
     def __init__(self, kube: Kube, cache: ClusterCache, workers: int = 16, node_pool: str = DEFAULT_NODE_POOL,
                  metrics=None) -> None:
         self.kube = kube
         self.cache = cache
         self.node_pool = node_pool
         self.metrics = metrics
-        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="commit")
+        self.decisions = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="commit-decision")
+        self.status = ThreadPoolExecutor(max_workers=max(1, workers // 2), thread_name_prefix="commit-status")
         self._lock = threading.Lock()
         #: What was last written per (object, what): skips writing the same explanation again.
         self._written: dict[tuple[str, str], str] = {}
@@ -109,18 +112,23 @@ class Committer:
         self._logged_problems: set[str] = set()
 
     def close(self) -> None:
-        self.pool.shutdown(wait=True)
+        """Finishes the writes under way and drops the queued ones (the next scheduler redoes them)."""
+        for pool in (self.decisions, self.status):
+            pool.shutdown(wait=True, cancel_futures=True)
 
     # --- plumbing -----------------------------------------------------------------------------------
 
     def _submit(self, what: str, obj: str, fn: Callable[[], object], on_error: Callable[[ApiError], bool] | None = None,
-                dedupe: tuple[tuple[str, str], str] | None = None) -> None:
-        """Run ``fn`` on the pool; an ApiError is logged (unless ``on_error`` handles it) and forgets ``dedupe``."""
+                dedupe: tuple[tuple[str, str], str] | None = None, decision: bool = False) -> bool:
+        """Run ``fn`` on a pool; an ApiError is logged (unless ``on_error`` handles it) and forgets ``dedupe``.
+
+        Returns False when ``dedupe`` says the same was written already.
+        """
         if dedupe is not None:
             key, value = dedupe
             with self._lock:
                 if self._written.get(key) == value:
-                    return
+                    return False
                 self._written[key] = value
 
         def run() -> None:
@@ -137,15 +145,16 @@ class Committer:
             except Exception:  # noqa: BLE001 - a bug in one write must not stop the others
                 log.exception("%s failed", what, **fields(object=obj))
 
-        self.pool.submit(run)
+        (self.decisions if decision else self.status).submit(run)
+        return True
 
-    def _event(self, ref: dict, event_type: str, reason: str, message: str) -> None:
-        """An event about ``ref``, unless the last one of this reason said the same."""
+    def _event(self, ref: dict, event_type: str, reason: str, message: str, once: bool = True) -> bool:
+        """An event about ``ref``, unless (``once``) the last one of this reason said the same."""
         meta = ref["metadata"]
         obj = f"{ref['kind']} {meta['namespace']}/{meta['name']}"
-        self._submit(f"event {reason}", obj,
-                     lambda: record_event(self.kube, ref, event_type, reason, message, COMPONENT),
-                     dedupe=((obj, f"event {reason}"), message))
+        return self._submit(f"event {reason}", obj,
+                            lambda: record_event(self.kube, ref, event_type, reason, message, COMPONENT),
+                            dedupe=((obj, f"event {reason}"), message) if once else None)
 
     # --- one cycle ----------------------------------------------------------------------------------
 
@@ -165,6 +174,7 @@ class Committer:
                 self._event(_pod_ref(pod), NORMAL, "Pipelined",
                             f"Pod {pod.namespace}/{pod.name} was pipelined to node {decision.node}")
         self._log_problems(cycle)
+        self._forget_gone(cycle)
         rejected = {p.name: p for p in cycle.snapshot.problems if p.kind == "job"}
         for job in session.jobs.values():
             pg = cycle.podgroups.get(job.uid)
@@ -194,21 +204,22 @@ class Committer:
                     self.kube.post(path, body)
             else:
                 self.kube.post(path, body)
-            record_event(self.kube, _pod_ref(pod), NORMAL, "Scheduled",
-                         f"Successfully assigned pod {pod.namespace}/{pod.name} to node {node} "
-                         f"at node-pool {self.node_pool}", COMPONENT)
+            self.cache.confirm(pod)
+            self._event(_pod_ref(pod), NORMAL, "Scheduled", f"Successfully assigned pod {pod.namespace}/{pod.name} "
+                        f"to node {node} at node-pool {self.node_pool}", once=False)
 
         def failed(exc: ApiError) -> bool:
             if exc.status == 409:  # a BindRequest for this pod exists: it is being bound already
                 log.info("BindRequest exists already", **fields(pod=pod.key, node=node))
+                self.cache.confirm(pod)
                 return True
             self.cache.forget(pod)
             message = f"Failed to bind pod {pod.namespace}/{pod.name} to node {node}. {exc}"
             log.warning("bind failed", **fields(pod=pod.key, node=node, error=str(exc)))
-            record_event(self.kube, _pod_ref(pod), WARNING, "FailedBinding", message, COMPONENT)
+            self._event(_pod_ref(pod), WARNING, "FailedBinding", message, once=False)
             return True
 
-        self._submit("bind", pod.key, create, on_error=failed)
+        self._submit("bind", pod.key, create, on_error=failed, decision=True)
 
     def _evict(self, pod: PodView, task: Task, message: str, cycle: Cycle) -> None:
         self.cache.assume_evicted(pod)
@@ -218,8 +229,9 @@ class Committer:
         def delete() -> None:
             path = object_path("", "v1", "pods", pod.namespace, pod.name)
             self.kube.delete(path, {"preconditions": {"uid": pod.uid}})
+            self.cache.confirm(pod)
             if pg is not None:
-                record_event(self.kube, _podgroup_ref(pg), NORMAL, "Evict", message, COMPONENT)
+                self._event(_podgroup_ref(pg), NORMAL, "Evict", message, once=False)
 
         def failed(exc: ApiError) -> bool:
             if exc.status in (404, 409):  # gone already, or replaced by another pod of the same name
@@ -227,7 +239,7 @@ class Committer:
             self.cache.forget(pod)
             return False
 
-        self._submit("evict", pod.key, delete, on_error=failed)
+        self._submit("evict", pod.key, delete, on_error=failed, decision=True)
 
     def _delete_bind_request(self, br: BindRequestView) -> None:
         with self._lock:
@@ -246,7 +258,7 @@ class Committer:
                 with self._lock:
                     self._in_flight.discard(br.key)
 
-        self._submit("delete BindRequest", br.key, delete)
+        self._submit("delete BindRequest", br.key, delete, decision=True)
 
     # --- explanations -------------------------------------------------------------------------------
 
@@ -256,6 +268,13 @@ class Committer:
             if str(problem) not in self._logged_problems:
                 log.warning(problem.message, **fields(kind=problem.kind, object=problem.name, reason=problem.reason))
         self._logged_problems = current
+
+    def _forget_gone(self, cycle: Cycle) -> None:
+        """Drops what was written about objects that no longer exist (the record would only grow)."""
+        present = {f"Pod {k}" for k in cycle.pods} | {f"PodGroup {k}" for k in cycle.podgroups}
+        with self._lock:
+            if len(self._written) > len(present):
+                self._written = {k: v for k, v in self._written.items() if k[0] in present}
 
     def _annotate(self, job: Job, pg: PodGroupView) -> None:
         patch: dict[str, str | None] = {}
@@ -293,7 +312,8 @@ class Committer:
         self._podgroup_unschedulable(job, pg, message, [{"reason": reason, "message": message}])
 
     def _pod_unschedulable(self, pod: PodView, message: str, mark: bool) -> None:
-        self._event(_pod_ref(pod), WARNING, "Unschedulable", message)
+        if self._event(_pod_ref(pod), WARNING, "Unschedulable", message) and pod.invalid:
+            log.warning("pod cannot be scheduled as defined", **fields(pod=pod.key, reason=pod.invalid))
         if mark and pod.unschedulable_message != message:
             condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
                          "lastTransitionTime": rfc3339(time.time())}

@@ -46,21 +46,32 @@ def apply(kube: Kube, obj: dict) -> bool:
 
 
 def install(kube: Kube, deploy: Path, timeout: float = 60.0) -> None:
-    """KAI's CRDs (returns once they are established), default queues and priority classes."""
+    """KAI's CRDs (returns once they are served), default queues and priority classes."""
     crds = [yaml.safe_load(p.read_text()) for p in sorted((deploy / "crds").glob("*.yaml"))]
     for crd in crds:
         apply(kube, crd)
     deadline = time.monotonic() + timeout
     for crd in crds:
-        path = f"{collection('CustomResourceDefinition')}/{crd['metadata']['name']}"
-        while not any(c.get("type") == "Established" and c.get("status") == "True"
-                      for c in kube.get(path).get("status", {}).get("conditions", [])):
+        spec = crd["spec"]
+        version = next(v["name"] for v in spec["versions"] if v.get("storage"))
+        path = object_path(spec["group"], version, spec["names"]["plural"])
+        while not _served(kube, path):  # established, and its storage ready (no 429 any more)
             if time.monotonic() > deadline:
-                raise TimeoutError(f"CRD {crd['metadata']['name']} not established after {timeout:.0f}s")
+                raise TimeoutError(f"CRD {crd['metadata']['name']} not served after {timeout:.0f}s")
             time.sleep(0.1)
     for name in ("default-queues.yaml", "priority-classes.yaml"):
         for doc in yaml.safe_load_all((deploy / name).read_text()):
             apply(kube, doc)
+
+
+def _served(kube: Kube, path: str) -> bool:
+    try:
+        kube.get(path, {"limit": 1})
+    except ApiError as exc:
+        if exc.status in (404, 429, 503):
+            return False
+        raise
+    return True
 
 
 def namespace(name: str) -> dict:
@@ -103,17 +114,23 @@ def podgroup(namespace: str, name: str, queue: str = "default-queue", min_member
     }
 
 
-def pod(namespace: str, name: str, group: str, gpus: int = 0, cpu: str = "100m", memory: str = "128Mi",
-        annotations: dict | None = None, node_selector: dict | None = None,
-        scheduler_name: str = "kai-scheduler") -> dict:
-    """A pod of PodGroup ``group`` (its ``pod-group-name`` annotation), GPUs as an ``nvidia.com/gpu`` limit."""
+def pod(namespace: str, name: str, group: str | None = None, gpus: int = 0, cpu: str = "100m",
+        memory: str = "128Mi", annotations: dict | None = None, labels: dict | None = None,
+        node_selector: dict | None = None, scheduler_name: str = "kai-scheduler") -> dict:
+    """A pod for the scheduler, GPUs as an ``nvidia.com/gpu`` limit.
+
+    With ``group`` it names its PodGroup (annotation ``pod-group-name``); without, the podgrouper
+    gives it one (name its queue with the label ``kai.scheduler/queue``).
+    """
     resources: dict = {"requests": {"cpu": cpu, "memory": memory}}
     if gpus:
         resources["limits"] = {"nvidia.com/gpu": str(gpus)}
+    meta: dict = {"name": name, "namespace": namespace, "labels": dict(labels or {}),
+                  "annotations": dict(annotations or {})}
+    if group:
+        meta["annotations"]["pod-group-name"] = group
     return {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace,
-                     "annotations": {"pod-group-name": group, **(annotations or {})}},
+        "apiVersion": "v1", "kind": "Pod", "metadata": meta,
         "spec": {
             "schedulerName": scheduler_name,
             "nodeSelector": node_selector or {},

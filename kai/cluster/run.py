@@ -227,6 +227,8 @@ def lease_name(scheduler_name: str, components: list[str]) -> str:
 
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
+    stop = threading.Event()
+    _stop_on_signals(stop)  # from the start: a SIGTERM while connecting still exits cleanly
     try:
         configure(args.log_format, args.log_level)
     except ValueError as exc:
@@ -269,8 +271,8 @@ def main(argv: list[str]) -> int:
     log.info("serving metrics and probes", **fields(address=f"{server.address[0]}:{server.port}"))
     try:
         if elector is None:
-            return run_components(components)
-        return run_as_leader(elector, components)
+            return run_components(components, stop)
+        return run_as_leader(elector, components, stop)
     finally:
         server.stop()
 

@@ -47,7 +47,7 @@ def events(kube, ns, name=None) -> list[dict]:
 
 
 class SchedulerProcess:
-    """``kai-scheduler run --components scheduler,binder`` with its log in a file."""
+    """``kai-scheduler run --components scheduler,binder,podgrouper`` with its log in a file."""
 
     def __init__(self, kubeconfig, workdir) -> None:
         self.kubeconfig, self.log_path = str(kubeconfig), workdir / "scheduler.log"
@@ -59,7 +59,7 @@ class SchedulerProcess:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "kai.cli", "run", "--kubeconfig", self.kubeconfig, "--config", str(self.config),
-                 "--components", "scheduler,binder", "--log-level", "INFO", "--metrics-address=127.0.0.1:0"],
+                 "--components", "scheduler,binder,podgrouper", "--log-level", "INFO", "--metrics-address=127.0.0.1:0"],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd="/",
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
@@ -140,9 +140,11 @@ def event_reasons(kube, ns, name):
 
 
 def test_quickstart_cpu_and_gpu_pods_are_scheduled(kube, scheduler, ns):
+    """Bare pods naming a queue, as in KAI's quickstart: the podgrouper groups them, the scheduler places them."""
     sel = nodes(kube, ns, 1)
-    job(kube, ns, "cpu-only", node_selector=sel)
-    job(kube, ns, "gpu", gpus=1, node_selector=sel)
+    queue_label = {"kai.scheduler/queue": "default-queue"}
+    m.apply(kube, m.pod(ns, "cpu-only", labels=queue_label, node_selector=sel))
+    m.apply(kube, m.pod(ns, "gpu", gpus=1, labels=queue_label, node_selector=sel))
     wait_until(lambda: running(kube, ns, ["cpu-only", "gpu"]), 30, "both pods Running")
     binds = items(kube, "BindRequest", ns)
     assert binds["gpu"]["spec"] == {"podName": "gpu", "selectedNode": f"{ns}-n0", "receivedResourceType": "Regular",
@@ -151,6 +153,7 @@ def test_quickstart_cpu_and_gpu_pods_are_scheduled(kube, scheduler, ns):
     assert binds["gpu"]["metadata"]["labels"] == {"selected-node": f"{ns}-n0"}
     assert ("Scheduled", f"Successfully assigned pod {ns}/gpu to node {ns}-n0 at node-pool default") in \
         event_reasons(kube, ns, "gpu")
+    assert {pg["spec"]["queue"] for pg in items(kube, "PodGroup", ns).values()} == {"default-queue"}
 
 
 def test_gang_binds_only_when_all_fit_then_all_at_once(kube, scheduler, ns):

@@ -1,0 +1,112 @@
+"""The cache's snapshot from stored objects: BindRequests, assumed writes, other pods' usage, rejected jobs.
+
+The informers' stores are filled through their list path (the transforms run as on a live list);
+no API server is involved. tests/e2e/test_scheduler.py runs the same code against a real one.
+"""
+
+from __future__ import annotations
+
+from kai.api import TaskStatus
+from kai.cluster.cache import ClusterCache
+
+
+def node(name, gpus=8):
+    alloc = {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": str(gpus)}
+    return {"metadata": {"name": name}, "status": {"allocatable": alloc, "conditions": [{"type": "Ready",
+                                                                                       "status": "True"}]}}
+
+
+def pod(name, group="g", gpus=1, node_name="", phase="Pending", scheduler="kai-scheduler", subgroup=None):
+    labels = {"kai.scheduler/subgroup-name": subgroup} if subgroup else {}
+    return {"metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}", "labels": labels,
+                         "annotations": {"pod-group-name": group}},
+            "spec": {"schedulerName": scheduler, "nodeName": node_name,
+                     "containers": [{"resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]},
+            "status": {"phase": phase}}
+
+
+def podgroup(name="g", queue="q", min_member=1):
+    return {"metadata": {"name": name, "namespace": "ns", "uid": f"pg-{name}"},
+            "spec": {"queue": queue, "minMember": min_member}}
+
+
+def queue(name="q"):
+    return {"metadata": {"name": name}, "spec": {"resources": {"gpu": {"quota": 0, "limit": -1}}}}
+
+
+def bind(pod_name, node_name, phase="", owner=None, attempts=0):
+    return {"metadata": {"name": pod_name, "namespace": "ns",
+                         "ownerReferences": [{"kind": "Pod", "uid": owner or f"uid-{pod_name}"}]},
+            "spec": {"podName": pod_name, "selectedNode": node_name},
+            "status": {"phase": phase, "failedAttempts": attempts}}
+
+
+def cache_with(**objects) -> ClusterCache:
+    cache = ClusterCache(kube=None)
+    for name, informer in cache.informers.items():
+        informer._replace(objects.get(name, []), "1")
+    return cache
+
+
+def test_bind_requests_make_pods_binding_and_stale_ones_are_reported():
+    cache = cache_with(
+        nodes=[node("n1")], queues=[queue()], podgroups=[podgroup()],
+        pods=[pod("live"), pod("failed"), pod("replaced"), pod("gone-node"), pod("waiting")],
+        bindrequests=[bind("live", "n1"), bind("failed", "n1", phase="Failed"),
+                      bind("replaced", "n1", owner="uid-older"), bind("gone-node", "n9"), bind("no-pod", "n1")],
+    )
+    cycle = cache.snapshot(now=100.0)
+    tasks = cycle.snapshot.jobs["ns/g"].tasks
+    assert (tasks["live"].status, tasks["live"].node) == (TaskStatus.BINDING, "n1")
+    assert all(tasks[n].status is TaskStatus.PENDING for n in ("failed", "replaced", "gone-node", "waiting"))
+    assert sorted(b.name for b in cycle.stale_bind_requests) == ["failed", "gone-node", "no-pod", "replaced"]
+
+
+def test_assumed_binding_holds_until_the_watch_shows_it_or_it_is_forgotten():
+    cache = cache_with(nodes=[node("n1")], queues=[queue()], podgroups=[podgroup()], pods=[pod("p")])
+    view = cache.informers["pods"].get("ns/p")
+    cache.assume_bound(view, "n1", ("grp",))
+    task = cache.snapshot().snapshot.jobs["ns/g"].tasks["p"]
+    assert (task.status, task.node, task.gpu_groups) == (TaskStatus.BINDING, "n1", ("grp",))
+    cache.forget(view)
+    assert cache.snapshot().snapshot.jobs["ns/g"].tasks["p"].status is TaskStatus.PENDING
+    cache.informers["bindrequests"]._replace([bind("p", "n1")], "2")
+    cache.assume_bound(view, "n2")  # the watch has shown the BindRequest: it wins over the assumption
+    assert cache.snapshot().snapshot.jobs["ns/g"].tasks["p"].node == "n1"
+
+
+def test_assumed_eviction_releases_the_pod_until_it_is_deleting():
+    cache = cache_with(nodes=[node("n1")], queues=[queue()], podgroups=[podgroup()],
+                       pods=[pod("p", node_name="n1", phase="Running")])
+    cache.assume_evicted(cache.informers["pods"].get("ns/p"))
+    assert cache.snapshot().snapshot.jobs["ns/g"].tasks["p"].status is TaskStatus.RELEASING
+    deleting = pod("p", node_name="n1", phase="Running")
+    deleting["metadata"].update(deletionTimestamp="2026-01-01T00:00:00Z", resourceVersion="2")
+    cache.informers["pods"]._replace([deleting], "2")
+    assert cache.snapshot().snapshot.jobs["ns/g"].tasks["p"].status is TaskStatus.RELEASING
+    assert not cache._evicted  # the watch confirmed it
+
+
+def test_pods_outside_the_schedulers_jobs_take_their_node_resources():
+    cache = cache_with(
+        nodes=[node("n1"), node("n2")], queues=[queue()],
+        podgroups=[podgroup(), podgroup("lost", queue="missing")],
+        pods=[pod("other", gpus=3, node_name="n1", phase="Running", scheduler="default-scheduler"),
+              pod("ungrouped", group="", gpus=1, node_name="n1", phase="Running"),
+              pod("orphan", group="lost", gpus=2, node_name="n2", phase="Running")],
+    )
+    snap = cache.snapshot().snapshot
+    gpus = {n.name: n.allocatable.gpu for n in snap.nodes}
+    assert gpus == {"n1": 4.0, "n2": 6.0}  # other scheduler 3 + no PodGroup 1; unknown queue's job 2
+    assert {p.reason for p in snap.problems} == {"QueueDoesNotExist"}
+    assert "ns/lost" in snap.rejected_jobs
+
+
+def test_pod_of_an_undefined_subgroup_is_a_problem_and_still_holds_its_node():
+    group = podgroup()
+    group["spec"]["subGroups"] = [{"name": "workers", "minMember": 1}]
+    cache = cache_with(nodes=[node("n1")], queues=[queue()], podgroups=[group],
+                       pods=[pod("stray", subgroup="nope", node_name="n1", phase="Running", gpus=2)])
+    snap = cache.snapshot().snapshot
+    assert [(p.kind, p.name, p.reason) for p in snap.problems] == [("task", "ns/stray", "UnknownSubGroup")]
+    assert snap.jobs["ns/g"].tasks == {} and snap.nodes[0].allocatable.gpu == 6.0

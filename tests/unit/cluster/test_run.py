@@ -1,0 +1,64 @@
+"""``kai-scheduler run``: component selection, and how components stop together."""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import pytest
+
+from kai.cluster import run
+
+
+def test_components_default_to_every_available_one():
+    assert run.parse_components(",".join(run.COMPONENTS)) == list(run.COMPONENTS)
+    assert run.parse_components(" scheduler , binder,scheduler") == ["scheduler", "binder"]
+
+
+@pytest.mark.parametrize("value, message", [
+    ("schedular", "unknown component(s) schedular; KAI's components are scheduler, binder"),
+    ("", "names no component"),
+])
+def test_bad_component_names_are_errors_naming_the_choices(value, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        run.parse_components(value)
+
+
+def test_a_kai_component_missing_from_this_build_is_named(monkeypatch):
+    monkeypatch.delitem(run.COMPONENTS, "binder")
+    with pytest.raises(ValueError, match=r"component\(s\) binder not available in this version; available: "):
+        run.parse_components("scheduler,binder")
+
+
+def test_cli_reports_bad_usage_with_exit_2(capsys, tmp_path):
+    assert run.main(["--components", "nope"]) == 2
+    assert "unknown component(s) nope" in capsys.readouterr().err
+    bad = tmp_path / "config.yaml"
+    bad.write_text("actions: [1, 2]\n")
+    assert run.main(["--components", "scheduler", "--config", str(bad)]) == 2
+    assert str(bad) in capsys.readouterr().err
+
+
+class Loop:
+    def __init__(self, name, fail=False):
+        self.name, self.fail, self.stopped = name, fail, False
+
+    def run(self, stop: threading.Event) -> None:
+        if self.fail:
+            raise RuntimeError("broken")
+        stop.wait(10)
+        self.stopped = True
+
+
+def test_a_failing_component_stops_the_others_and_exits_1():
+    healthy = Loop("scheduler")
+    assert run.run_components([healthy, Loop("binder", fail=True)], threading.Event()) == 1
+    assert healthy.stopped
+
+
+def test_stop_ends_every_component_with_exit_0():
+    stop = threading.Event()
+    loops = [Loop("scheduler"), Loop("binder")]
+    threading.Timer(0.2, stop.set).start()
+    assert run.run_components(loops, stop) == 0
+    assert all(loop.stopped for loop in loops)
