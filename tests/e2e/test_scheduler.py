@@ -6,14 +6,9 @@ tests share one scheduler process and one control plane without seeing each othe
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections import Counter, defaultdict
-from pathlib import Path
 
 import pytest
 
@@ -23,7 +18,6 @@ from kai.cluster.convert import timestamp
 pytestmark = pytest.mark.e2e
 
 
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 #: KAI's default actions.
 ACTIONS = "allocate, consolidation, reclaim, preempt, stalegangeviction"
 
@@ -46,44 +40,29 @@ def events(kube, ns, name=None) -> list[dict]:
             if name is None or e["involvedObject"]["name"] == name]
 
 
-class SchedulerProcess:
-    """``kai-scheduler run --components scheduler,binder,podgrouper`` with its log in a file."""
+class Scheduler:
+    """``kai-scheduler run --components scheduler,binder,podgrouper`` with KAI's default actions."""
 
-    def __init__(self, kubeconfig, workdir) -> None:
-        self.kubeconfig, self.log_path = str(kubeconfig), workdir / "scheduler.log"
+    def __init__(self, kai_run, kubeconfig, workdir) -> None:
+        self.kai_run, self.kubeconfig = kai_run, kubeconfig
         self.config = workdir / "config.yaml"
         self.config.write_text(f"actions: {ACTIONS}\n")
-        self.proc: subprocess.Popen | None = None
+        self.start()
 
     def start(self) -> None:
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "kai.cli", "run", "--kubeconfig", self.kubeconfig, "--config", str(self.config),
-                 "--components", "scheduler,binder,podgrouper", "--log-level", "INFO", "--metrics-address=127.0.0.1:0"],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd="/",
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
-
-    def kill(self) -> None:
-        self.proc.kill()
-        self.proc.wait(10)
-
-    def stop(self) -> int:
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(30)
+        self.process = self.kai_run(["--config", str(self.config), "--components", "scheduler,binder,podgrouper"],
+                                    self.kubeconfig, name="scheduler")
 
     def log(self) -> str:
-        return open(self.log_path, errors="replace").read()
+        return self.process.log()
 
 
 @pytest.fixture(scope="module")
-def scheduler(kube, control_plane, tmp_path_factory):
-    m.install(kube, DEPLOY)
-    proc = SchedulerProcess(control_plane.kubeconfig, tmp_path_factory.mktemp("scheduler"))
-    proc.start()
+def scheduler(kube, kai_chart, kai_run, control_plane, tmp_path_factory):
+    proc = Scheduler(kai_run, control_plane.kubeconfig, tmp_path_factory.mktemp("scheduler"))
     yield proc
-    if proc.proc.poll() is None:
-        assert proc.stop() == 0, proc.log()[-3000:]
+    if proc.process.proc.poll() is None:
+        assert proc.process.terminate() == 0, proc.log()[-3000:]
 
 
 @pytest.fixture
@@ -196,7 +175,7 @@ def test_bad_annotation_and_unknown_queue_are_explained_while_others_schedule(ku
     assert not pods["bad"]["spec"].get("nodeName") and not pods["lost"]["spec"].get("nodeName")
     assert items(kube, "PodGroup", ns)["lost"]["status"]["schedulingConditions"][-1]["reasons"] == [
         {"reason": "QueueDoesNotExist", "message": "Queue 'no-such-queue' does not exist"}]
-    assert scheduler.proc.poll() is None
+    assert scheduler.process.proc.poll() is None
     assert "Queue 'no-such-queue' does not exist" in scheduler.log()
 
 
@@ -207,7 +186,7 @@ def test_killed_scheduler_restarts_without_double_binds_or_lost_pods(kube, sched
         names += job(kube, ns, f"job-{i}", gpus=1, node_selector=sel)
         if i == 9:
             wait_until(lambda: len(items(kube, "BindRequest", ns)) >= 3, 30, "the first bindings")
-            scheduler.kill()
+            scheduler.process.kill()
     assert len(items(kube, "BindRequest", ns)) < 20
     scheduler.start()
     wait_until(lambda: running(kube, ns, names), 60, "all 20 pods Running after the restart")
