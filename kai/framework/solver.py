@@ -89,7 +89,6 @@ class IdleGpus:
     def __init__(self, session, pending: list[Task]):
         self.required = sorted((_gpus(t) for t in pending), reverse=True)
         self.capacity = {n.name: n.idle_gpu_sum() + n.releasing_gpu_sum() for n in session.nodes}
-        self.counted: set[str] = set()
         self.size = len(self.required)
         #: The ``size`` nodes with the most GPUs, as (-GPUs, name), best first.
         self.top = sorted((-c, name) for c, name in heapq.nlargest(self.size, ((c, n) for n, c in
@@ -120,16 +119,17 @@ class IdleGpus:
         del top[self.size:]
 
     def passes(self, victims) -> bool:
-        counted = self.counted
+        """Count the GPUs ``victims`` free and check the step against the best nodes. Each victim is given
+        once (one counted twice would only let a scenario through to the simulation)."""
         for t in victims:
-            if t.uid not in counted and t.node:
-                counted.add(t.uid)
-                r = t.request
-                self._raise(t.node, r.gpus + r.gpu_fraction * r.gpu_devices)
+            r = t.request
+            gpus = r.gpus + r.gpu_fraction * r.gpu_devices
+            if gpus and t.node:
+                self._raise(t.node, gpus)
+        if self.unit:
+            return self.held >= self.size
         if not self.required or self.required[0] == 0:
             return True
-        if self.unit:
-            return self.held >= len(self.required)
         taken = [0.0] * len(self.top)
         for need in self.required:
             if need == 0:
@@ -163,6 +163,8 @@ class NodeAffinities:
                           and not any(_matches(t, session.node_by_name[n].labels) for n in self.nodes)]
 
     def passes(self, victims) -> bool:
+        if not self.unmatched:
+            return True
         for t in victims:
             if self.unmatched and t.node and t.node not in self.nodes:
                 self.nodes.add(t.node)
@@ -351,15 +353,16 @@ class JobSolver:
         recorded_tasks = [t for g in recorded for t in g.tasks.values()]
         nodes.update(t.node for t in recorded_tasks if t.node)
         recorded_uids = {t.uid for t in recorded_tasks}
-        filters = (NodeAffinities(self.session, pending, nodes), IdleGpus(self.session, pending))
+        affinities, idle_gpus = NodeAffinities(self.session, pending, nodes), IdleGpus(self.session, pending)
         potential = _Potential()
-        if recorded and all([f.passes(recorded_tasks) for f in filters]):
+        if recorded and affinities.passes(recorded_tasks) & idle_gpus.passes(recorded_tasks):
             solution = self._try(job, pending, recorded, potential, nodes)
             if solution is not None:
                 return solution
         for group in self._victims.groups(recorded_uids):
             potential.append(group)
-            if not all([f.passes(group.tasks.values()) for f in filters]):
+            tasks = group.tasks.values()
+            if not affinities.passes(tasks) & idle_gpus.passes(tasks):  # both filters count every victim
                 continue
             solution = self._try(job, pending, recorded, potential, nodes)
             if solution is not None:
