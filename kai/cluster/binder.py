@@ -78,6 +78,10 @@ class InvalidBindRequest(BindError):
     """The BindRequest can never be carried out as written (missing fields)."""
 
 
+class _Stale(Exception):
+    """The BindRequest was stale and has been deleted: nothing more to do or to record."""
+
+
 @dataclass(frozen=True)
 class BindRequest:
     """The fields of a BindRequest the binder acts on."""
@@ -297,13 +301,14 @@ class Binder:
                 if not request.pod_name or not request.selected_node:
                     raise InvalidBindRequest("spec.podName and spec.selectedNode are required")
                 pod = self._read_pod(request)
-                if pod is None:
-                    return None
                 bound_to = (pod.get("spec") or {}).get("nodeName")
                 if bound_to:
-                    return self._already_bound(request, pod, bound_to)
+                    self._already_bound(request, pod, bound_to)
+                    return None
                 node = self._read_node(request.selected_node)
                 self._bind(BindContext(request, pod, node, self.kube))
+        except _Stale:
+            return None
         except BindError as exc:
             self._count("failed")
             return self._failed(request, pod, str(exc), ids)
@@ -328,7 +333,7 @@ class Binder:
             self._post_binding(request, pod)
             for plugin in self.plugins:
                 plugin.post_bind(ctx)
-        except (BindError, ApiError):
+        except (BindError, ApiError, _Stale):
             for plugin in reversed(done):
                 try:
                     plugin.rollback(ctx)
@@ -351,25 +356,24 @@ class Binder:
                 raise BindError(f"failed to bind pod {request.namespace}/{request.pod_name} to node "
                                 f"{request.selected_node}: {exc}") from exc
             # 409: bound meanwhile (by an earlier attempt whose reply was lost, or by someone else)
-            current = self._read_pod(request)
-            node = ((current or {}).get("spec") or {}).get("nodeName")
+            node = (self._read_pod(request).get("spec") or {}).get("nodeName")
             if node != request.selected_node:
                 raise BindError(f"pod {request.namespace}/{request.pod_name} is already bound to node "
                                 f"{node or '(none)'}: {exc}") from exc
 
-    def _read_pod(self, request: BindRequest) -> dict[str, Any] | None:
-        """The pod, or None after deleting the BindRequest of a pod that is gone or replaced."""
+    def _read_pod(self, request: BindRequest) -> dict[str, Any]:
+        """The pod; raises _Stale after deleting the BindRequest of a pod that is gone or replaced."""
         try:
             pod = self.kube.get(object_path("", "v1", "pods", request.namespace, request.pod_name))
         except ApiError as exc:
             if exc.status == 404:
                 self.delete_stale(request, "its pod no longer exists")
-                return None
+                raise _Stale from exc
             raise
         uid = (pod.get("metadata") or {}).get("uid")
         if request.owner_pod_uid and uid != request.owner_pod_uid:
             self.delete_stale(request, f"its pod was replaced (uid {request.owner_pod_uid} -> {uid})")
-            return None
+            raise _Stale
         return pod
 
     def _read_node(self, name: str) -> dict[str, Any]:
@@ -386,7 +390,6 @@ class Binder:
             self._succeeded(request, pod, event=False)
         else:
             self.delete_stale(request, f"its pod is bound to node {node}, not {request.selected_node}")
-        return None
 
     # -- outcomes ------------------------------------------------------------------------------
     def _succeeded(self, request: BindRequest, pod: dict[str, Any] | None, event: bool = True) -> None:

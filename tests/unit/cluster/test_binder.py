@@ -358,3 +358,23 @@ def test_backoff_delay_doubles_and_caps():
 def test_workers_must_be_positive(kube):
     with pytest.raises(ValueError, match="at least 1"):
         Binder(kube, workers=0)
+
+
+def test_pod_deleted_during_the_bind_rolls_back_and_records_nothing(kube):
+    kube.add_pod("p")
+    kube.add_request("br", "p", "n1")
+    calls = []
+    binder, _ = make_binder(kube, plugins=[RecordingPlugin("gpu", calls)])
+    original = kube.request
+
+    def request(method, path, *a, **k):
+        if method == "POST" and path.endswith("/binding"):  # the pod goes away just before the bind
+            del kube.objects["/api/v1/namespaces/ns/pods/p"]
+            raise ApiError(method, path, 409, "Conflict")
+        return original(method, path, *a, **k)
+
+    kube.request = request
+    assert binder.reconcile("ns/br") is None
+    assert BR_PATH + "br" not in kube.objects  # stale: deleted, no status written to it
+    assert calls == [("pre", "gpu"), ("rollback", "gpu")]
+    assert not kube.events
