@@ -94,15 +94,6 @@ def test_pod_on_kwok_node_becomes_running(api_client):
     core.delete_node(node_name)
 
 
-def created_or_present(create, *args) -> None:
-    """``create(*args)``; other test modules may have installed the same defaults already."""
-    try:
-        create(*args)
-    except ApiException as exc:
-        if exc.status != 409:
-            raise
-
-
 def test_apiserver_reports_its_version(api_client):
     assert client.VersionApi(api_client).get_code().git_version == f"v{K8S_VERSION}"
 
