@@ -127,8 +127,7 @@ def test_a_pip_installed_podgrouper_groups_pods_of_its_kind_in_the_live_loop(kub
                        "spec": {"parallelTrials": 4, "queue": "research"}})
     owner = {"apiVersion": "tuning.example.com/v1", "kind": "Sweep", "name": "lr-search",
              "uid": sweep["metadata"]["uid"]}
-    pod = m.pod(ns, "lr-search-trial-7", "")
-    del pod["metadata"]["annotations"]["pod-group-name"]
+    pod = m.pod(ns, "lr-search-trial-7")  # no pod-group-name: the podgrouper names it
     pod["metadata"]["ownerReferences"] = [owner]
     m.apply(kube, pod)
     name = f"pg-lr-search-{sweep['metadata']['uid']}"
