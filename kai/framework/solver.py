@@ -122,8 +122,7 @@ class IdleGpus:
         """Count the GPUs ``victims`` free and check the step against the best nodes. Each victim is given
         once (one counted twice would only let a scenario through to the simulation)."""
         for t in victims:
-            r = t.request
-            gpus = r.gpus + r.gpu_fraction * r.gpu_devices
+            gpus = _gpus(t)
             if gpus and t.node:
                 self._raise(t.node, gpus)
         if self.unit:
@@ -201,7 +200,7 @@ class VictimStream:
         while (view := self.live.pop()) is not None:
             tasks, more = tasks_to_evict(self.session, view)
             if not more and tasks and len(tasks) == len(view.tasks):
-                uids = tuple(view.tasks[name].uid for name in view.tasks)
+                uids = tuple(t.uid for t in view.tasks.values())
                 self.popped.append((view, uids))
                 if recorded_uids.isdisjoint(uids):
                     yield view
@@ -287,7 +286,7 @@ class _Room:
 @attrs.define(eq=False)
 class _Solution:
     statement: Statement
-    victims: list[Task]
+    #: The victim groups with a task evicted or moved: the recorded victims of the next partial step.
     groups: list[Job]
 
 
@@ -444,4 +443,4 @@ class JobSolver:
         scenario = Scenario(job, list(pending), candidates, victims, moved, owners)
         if self.validate is not None and not self.validate(session, scenario):
             return None
-        return _Solution(stmt, victims + moved, chosen)
+        return _Solution(stmt, chosen)
