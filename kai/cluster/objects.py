@@ -38,35 +38,58 @@ class KubeObjects:
         self._lock = threading.Lock()
         self._objects: OrderedDict[tuple[str, str, str, str], tuple[float, dict]] = OrderedDict()
         self._resources: dict[str, dict[str, tuple[str, bool]]] = {}  # apiVersion -> kind -> (plural, namespaced)
+        self._discovery_lock = threading.Lock()
+        self._fetching: dict[tuple[str, str, str, str], threading.Lock] = {}
 
     def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict:
-        """The object; raises NotFoundError (also for a kind the API does not serve) or ForbiddenError."""
+        """The object; raises NotFoundError (also for a kind the API does not serve) or ForbiddenError.
+
+        Concurrent lookups of one object wait for a single read.
+        """
         key = (api_version, kind, namespace or "", name)
-        now = self._clock()
-        if kind not in UNCACHED_KINDS:
+        if kind in UNCACHED_KINDS:
+            return self._read(api_version, kind, namespace, name)
+        hit = self._cached(key)
+        if hit is not None:
+            return hit
+        with self._lock:
+            fetching = self._fetching.setdefault(key, threading.Lock())
+        with fetching:
+            hit = self._cached(key)  # read meanwhile by the lookup this one waited for
+            if hit is not None:
+                return hit
+            try:
+                obj = self._read(api_version, kind, namespace, name)
+            finally:
+                with self._lock:
+                    self._fetching.pop(key, None)
             with self._lock:
-                hit = self._objects.get(key)
-                if hit is not None and hit[0] > now:
-                    self._objects.move_to_end(key)
-                    return copy.deepcopy(hit[1])
+                self._objects[key] = (self._clock() + self.ttl, obj)
+                self._objects.move_to_end(key)
+                while len(self._objects) > self.size:
+                    self._objects.popitem(last=False)
+            return copy.deepcopy(obj)
+
+    def _cached(self, key: tuple[str, str, str, str]) -> dict | None:
+        with self._lock:
+            hit = self._objects.get(key)
+            if hit is None or hit[0] <= self._clock():
+                return None
+            self._objects.move_to_end(key)
+            return copy.deepcopy(hit[1])
+
+    def _read(self, api_version: str, kind: str, namespace: str, name: str) -> dict:
         plural, namespaced = self.resource(api_version, kind)
         group, version = split_api_version(api_version)
         path = object_path(group, version, plural, namespace if namespaced else None, name)
         try:
-            obj = self.kube.get(path)
+            return self.kube.get(path)
         except ApiError as exc:
             if exc.status == 404:
                 raise not_found(api_version, kind, name) from exc
             if exc.status == 403:
                 raise ForbiddenError(str(exc)) from exc
             raise
-        if kind not in UNCACHED_KINDS:
-            with self._lock:
-                self._objects[key] = (now + self.ttl, obj)
-                self._objects.move_to_end(key)
-                while len(self._objects) > self.size:
-                    self._objects.popitem(last=False)
-        return copy.deepcopy(obj)
 
     def list_pods(self, namespace: str, selector: Mapping[str, str]) -> list[dict]:
         query = {"labelSelector": ",".join(f"{k}={v}" for k, v in sorted(selector.items()))} if selector else {}
@@ -81,9 +104,12 @@ class KubeObjects:
     def resource(self, api_version: str, kind: str) -> tuple[str, bool]:
         """``(plural, namespaced)`` of a kind from discovery; raises NotFoundError when no API serves it."""
         known = self._resources.get(api_version, {}).get(kind)
-        if known is None:  # a CRD may have appeared since the last discovery
-            self._resources[api_version] = self._discover(api_version, kind)
-            known = self._resources[api_version].get(kind)
+        if known is None:
+            with self._discovery_lock:  # one discovery at a time; a CRD may have appeared since the last one
+                known = self._resources.get(api_version, {}).get(kind)
+                if known is None:
+                    self._resources[api_version] = self._discover(api_version, kind)
+                    known = self._resources[api_version].get(kind)
         if known is None:
             raise NotFoundError(f"the API server serves no kind {kind} in {api_version}")
         return known

@@ -53,6 +53,8 @@ DEFAULT_WORKERS = 10
 DEFAULT_BASE_DELAY = 1.0
 DEFAULT_MAX_DELAY = 60.0
 DEFAULT_RESYNC_PERIOD = 600.0
+#: Seconds a PodGroup this loop wrote is preferred to the (lagging) informer's copy.
+WRITTEN_MEMORY = 10.0
 
 #: Owner kinds the shipped podgroupers read, by API group (KAI's list). Owners of other kinds need a
 #: ``get`` rule added to the podgrouper's ClusterRole; without one the walk stops below them.
@@ -191,6 +193,10 @@ class PodGrouper:
         self._lock = threading.Lock()
         self._failures: dict[str, int] = {}
         self._reported: dict[str, str] = {}  # pod key -> last warning recorded
+        # The pods of one workload share a PodGroup: its writes are serialized, and the PodGroup as this loop
+        # last wrote it is used until the store, which lags, has caught up.
+        self._podgroup_locks = [threading.Lock() for _ in range(64)]
+        self._written: dict[str, tuple[float, dict]] = {}
         self.pods: Informer | None = None
         self.podgroups: Informer | None = None
 
@@ -312,30 +318,44 @@ class PodGrouper:
     def apply(self, podgroup: dict) -> str:
         """Create or update the PodGroup; returns ``"created"``, ``"updated"`` or ``""`` (unchanged)."""
         meta = podgroup["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
         path = object_path(GROUP, VERSION, PLURAL, meta["namespace"], meta["name"])
-        current = self.podgroups.get(f"{meta['namespace']}/{meta['name']}") if self.podgroups is not None else None
-        try:
-            return self._write(podgroup, current, path)
-        except ApiError as exc:
-            if exc.status not in (404, 409):
-                raise
-        try:  # the store was behind the API server: decide again on the PodGroup as it is now
-            current = self.kube.get(path)
-        except ApiError as exc:
-            if exc.status != 404:
-                raise
-            current = None
-        return self._write(podgroup, current, path)
+        with self._podgroup_locks[hash(key) % len(self._podgroup_locks)]:
+            current = self._recently_written(key) or (self.podgroups.get(key) if self.podgroups is not None else None)
+            try:
+                return self._write(key, podgroup, current, path)
+            except ApiError as exc:
+                if exc.status not in (404, 409):
+                    raise
+            try:  # what we knew was stale: decide again on the PodGroup as it is now
+                current = self.kube.get(path)
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
+                current = None
+            return self._write(key, podgroup, current, path)
 
-    def _write(self, podgroup: dict, current: dict | None, path: str) -> str:
+    def _recently_written(self, key: str) -> dict | None:
+        now = self._clock()
+        with self._lock:
+            for old in [k for k, (until, _) in self._written.items() if until <= now]:
+                del self._written[old]
+            entry = self._written.get(key)
+        return entry[1] if entry else None
+
+    def _write(self, key: str, podgroup: dict, current: dict | None, path: str) -> str:
         if current is None:
-            self.kube.post(object_path(GROUP, VERSION, PLURAL, podgroup["metadata"]["namespace"]), podgroup)
-            return "created"
-        updated = desired_update(current, podgroup, self.config)
-        if updated is None:
-            return ""
-        self.kube.request("PUT", path, body=updated)
-        return "updated"
+            written = self.kube.post(object_path(GROUP, VERSION, PLURAL, podgroup["metadata"]["namespace"]), podgroup)
+            action = "created"
+        else:
+            updated = desired_update(current, podgroup, self.config)
+            if updated is None:
+                return ""
+            written = self.kube.request("PUT", path, body=updated)
+            action = "updated"
+        with self._lock:
+            self._written[key] = (self._clock() + WRITTEN_MEMORY, written)
+        return action
 
     def _retry(self, key: str) -> float:
         with self._lock:

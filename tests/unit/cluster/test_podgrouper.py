@@ -6,6 +6,8 @@ The real API server is exercised by tests/e2e/test_podgrouper.py.
 from __future__ import annotations
 
 import copy
+import threading
+import time
 
 import pytest
 
@@ -134,13 +136,18 @@ def test_a_pod_gets_its_podgroup_and_annotation_and_a_second_pass_writes_nothing
     assert kube.events == []
 
 
-def test_a_podgroup_the_store_has_not_seen_yet_is_read_and_compared(kube):
+def test_a_podgroup_the_store_has_not_seen_yet_is_not_written_twice(kube):
     pod(kube, owner=job(kube))
     g = grouper(kube)
     g.reconcile("ns/train-0")
     kube.writes.clear()
     g.pods["ns/train-0"] = kube.objects["/api/v1/namespaces/ns/pods/train-0"]
-    assert g.reconcile("ns/train-0") is None  # the POST meets 409: the PodGroup is read, found equal
+    assert g.reconcile("ns/train-0") is None  # the PodGroup it wrote is remembered while the store lags
+    assert kube.writes == []
+
+    other = grouper(kube)  # written by another process: the POST meets 409, the PodGroup is read and found equal
+    other.pods["ns/train-0"] = kube.objects["/api/v1/namespaces/ns/pods/train-0"]
+    assert other.reconcile("ns/train-0") is None
     assert kube.writes == [("POST", PG_PATH)]
 
 
@@ -256,3 +263,22 @@ def test_reader_names_kinds_and_apis_the_server_does_not_serve(kube):
         reader.get("example.com/v1", "Widget", "ns", "w")
     with pytest.raises(NotFoundError, match='jobs.batch "nope" not found'):
         reader.get("batch/v1", "Job", "ns", "nope")
+
+
+def test_concurrent_lookups_of_one_owner_make_one_read(kube):
+    job(kube)
+    slow_get = kube.get
+
+    def get(path, query=None):
+        time.sleep(0.05)
+        return slow_get(path, query)
+
+    kube.get = get
+    reader = KubeObjects(kube)
+    threads = [threading.Thread(target=reader.get, args=("batch/v1", "Job", "ns", "train")) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert kube.reads.count("/apis/batch/v1/namespaces/ns/jobs/train") == 1
+    assert kube.reads.count("/apis/batch/v1") == 1
