@@ -25,6 +25,7 @@ from pathlib import Path
 from kai.cluster import manifests as m
 from kai.cluster.client import Kube
 from kai.cluster.controlplane import ControlPlane
+from kai.cluster.convert import timestamp
 from kai.cluster.watch import Informer
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
@@ -42,6 +43,19 @@ def create_all(kube: Kube, objects: list[dict], workers: int = 32) -> None:
     with ThreadPoolExecutor(workers) as pool:
         for _ in pool.map(lambda obj: m.apply(kube, obj), objects):
             pass
+
+
+def report_latencies(kube: Kube) -> None:
+    """Seconds from each pod's creation to its BindRequest's (the scheduler's share of the total)."""
+    pods = {p["metadata"]["name"]: timestamp(p["metadata"]["creationTimestamp"])
+            for p in kube.get(m.collection("Pod", NAMESPACE)).get("items", [])}
+    waits = sorted(timestamp(b["metadata"]["creationTimestamp"]) - pods[b["metadata"]["name"]]
+                   for b in kube.get(m.collection("BindRequest", NAMESPACE)).get("items", [])
+                   if b["metadata"]["name"] in pods)
+    if waits:
+        pick = lambda q: waits[min(len(waits) - 1, int(q * len(waits)))]  # noqa: E731
+        print(f"pod creation -> BindRequest (s, whole-second timestamps): p50 {pick(0.5):.0f}, "
+              f"p99 {pick(0.99):.0f}, max {waits[-1]:.0f} over {len(waits)} pods")
 
 
 def run(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> None:
@@ -70,33 +84,44 @@ def run(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> None:
     watcher.wait_synced(30)
 
     procs = {}
-    for component in ("scheduler", "binder"):
-        log = open(workdir / f"{component}.log", "wb")
-        procs[component] = subprocess.Popen(
-            [sys.executable, "-m", "kai.cli", "run", "--kubeconfig", kubeconfig, "--components", component,
-             "--log-level", "WARNING", *args.run_args],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    time.sleep(3)  # both have listed the cluster
+    try:
+        for component in ("scheduler", "binder"):
+            log = open(workdir / f"{component}.log", "wb")
+            procs[component] = subprocess.Popen(
+                [sys.executable, "-m", "kai.cli", "run", "--kubeconfig", kubeconfig, "--components", component,
+                 "--metrics-address=127.0.0.1:0", "--log-level", "INFO", *args.run_args],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        for component, proc in procs.items():  # wait until both have listed the cluster
+            while f"{component} started" not in (workdir / f"{component}.log").read_text(errors="replace"):
+                if proc.poll() is not None:
+                    raise SystemExit(f"{component} exited with {proc.returncode}; see {workdir}/{component}.log")
+                time.sleep(0.2)
 
-    objects = []
-    for i in range(args.pods):
-        name = f"job-{i}"
-        objects.append(m.podgroup(NAMESPACE, name, queue=queues[i % len(queues)]))
-        objects.append(m.pod(NAMESPACE, name, name, gpus=1))
-    t0 = time.monotonic()
-    create_all(kube, objects)
-    created = time.monotonic() - t0
-    print(f"{args.pods} PodGroups and pods created in {created:.1f}s", flush=True)
-    finished = done.wait(args.timeout)
-    elapsed = time.monotonic() - t0
-    print(f"{len(running)}/{args.pods} pods Running {elapsed:.1f}s after the first creation"
-          + ("" if finished else f" (gave up after {args.timeout:.0f}s)"))
-    for component, proc in procs.items():
-        print(f"{component}: peak RSS {peak_rss_mib(proc.pid):.0f} MiB")
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(30)
-    watcher.stop()
-    print(f"logs in {workdir}")
+        objects = []
+        for i in range(args.pods):
+            name = f"job-{i}"
+            objects.append(m.podgroup(NAMESPACE, name, queue=queues[i % len(queues)]))
+            objects.append(m.pod(NAMESPACE, name, name, gpus=1))
+        t0 = time.monotonic()
+        create_all(kube, objects)
+        print(f"{args.pods} PodGroups and pods created in {time.monotonic() - t0:.1f}s", flush=True)
+        finished = done.wait(args.timeout)
+        elapsed = time.monotonic() - t0
+        print(f"{len(running)}/{args.pods} pods Running {elapsed:.1f}s after the first creation"
+              + ("" if finished else f" (gave up after {args.timeout:.0f}s)"))
+        for component, proc in procs.items():
+            print(f"{component}: peak RSS {peak_rss_mib(proc.pid):.0f} MiB")
+        report_latencies(kube)
+    finally:
+        for proc in procs.values():
+            proc.send_signal(signal.SIGTERM)
+        for proc in procs.values():
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        watcher.stop()
+        print(f"logs in {workdir}")
 
 
 def main() -> None:
