@@ -25,7 +25,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from datetime import datetime, timezone
 
 from kai.api import ACTIVE_ALLOCATED, Job, Task, TaskStatus
@@ -110,6 +110,13 @@ class Committer:
         self._written: dict[tuple[str, str], str] = {}
         self._in_flight: set[str] = set()
         self._logged_problems: set[str] = set()
+        self._pending: list[Future] = []
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Waits for every write submitted so far; False if some are still running after ``timeout``."""
+        with self._lock:
+            pending, self._pending = self._pending, []
+        return not wait(pending, timeout).not_done
 
     def close(self) -> None:
         """Finishes the writes under way and drops the queued ones (the next scheduler redoes them)."""
@@ -145,7 +152,9 @@ class Committer:
             except Exception:  # noqa: BLE001 - a bug in one write must not stop the others
                 log.exception("%s failed", what, **fields(object=obj))
 
-        (self.decisions if decision else self.status).submit(run)
+        future = (self.decisions if decision else self.status).submit(run)
+        with self._lock:
+            self._pending = [f for f in self._pending if not f.done()] + [future]
         return True
 
     def _event(self, ref: dict, event_type: str, reason: str, message: str, once: bool = True) -> bool:

@@ -1,0 +1,142 @@
+"""The committer's writes for one cycle, against a client that records requests (and fails on demand).
+
+The end-to-end tests run the same code against a real API server; these reach the failure paths.
+"""
+
+from __future__ import annotations
+
+from kai import testing as kt
+from kai.api import TaskStatus
+from kai.cluster.cache import ClusterCache
+from kai.cluster.client import ApiError
+from kai.cluster.commit import Committer
+
+
+class RecordingKube:
+    def __init__(self, fail: dict[tuple[str, str], int] | None = None) -> None:
+        self.calls: list[tuple[str, str, dict | None]] = []
+        self.fail = fail or {}  # (method, path suffix) -> HTTP status
+
+    def request(self, method, path, query=None, body=None, **_kw):
+        self.calls.append((method, path, body))
+        for (m, suffix), status in self.fail.items():
+            if m == method and path.endswith(suffix):
+                raise ApiError(method, path, status, "refused")
+        return {}
+
+    def post(self, path, body):
+        return self.request("POST", path, body=body)
+
+    def patch(self, path, body, subresource=""):
+        return self.request("PATCH", f"{path}/{subresource}" if subresource else path, body=body)
+
+    def delete(self, path, body=None):
+        return self.request("DELETE", path, body=body)
+
+    def of(self, method, suffix):
+        return [body for m, path, body in self.calls if m == method and path.endswith(suffix)]
+
+
+def node(name, gpus=8):
+    alloc = {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": str(gpus)}
+    return {"metadata": {"name": name}, "status": {"allocatable": alloc,
+                                                   "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def pod(name, group, gpus=1):
+    return {"metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}", "resourceVersion": "1",
+                         "annotations": {"pod-group-name": group}},
+            "spec": {"schedulerName": "kai-scheduler",
+                     "containers": [{"resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]},
+            "status": {"phase": "Pending"}}
+
+
+def podgroup(name, queue="q", min_member=1):
+    return {"metadata": {"name": name, "namespace": "ns", "uid": f"pg-{name}"},
+            "spec": {"queue": queue, "minMember": min_member}}
+
+
+def cache_for(kube, pods, podgroups):
+    """A cache whose stores hold node n1 (8 GPUs), queue q, and ``pods`` and ``podgroups``."""
+    cache = ClusterCache(kube)
+    data = {"nodes": [node("n1")], "queues": [{"metadata": {"name": "q"}, "spec": {"resources": {
+        "gpu": {"quota": 0, "limit": -1}}}}], "pods": pods, "podgroups": podgroups}
+    for name, informer in cache.informers.items():
+        informer._replace(data.get(name, []), "1")
+    return cache
+
+
+def commit_once(kube, cache, committer=None):
+    committer = committer or Committer(kube, cache, workers=2)
+    c = cache.snapshot(now=1000.0)
+    session = kt.run(c.snapshot)
+    committer.commit(session, c)
+    return committer, session
+
+
+def wait(committer):
+    assert committer.flush(10)
+
+
+def test_bind_creates_a_bind_request_and_a_scheduled_event_and_assumes_it():
+    kube = RecordingKube()
+    cache = cache_for(kube, [pod("p", "g")], [podgroup("g")])
+    committer, session = commit_once(kube, cache)
+    wait(committer)
+    (body,) = kube.of("POST", "/bindrequests")
+    assert body["metadata"]["name"] == "p" and body["spec"]["selectedNode"] == "n1"
+    assert [e["reason"] for e in kube.of("POST", "/events")] == ["Scheduled"]
+    _, again = commit_once(kube, cache)
+    assert again.jobs["ns/g"].tasks["p"].status is TaskStatus.BINDING and not again.decisions
+
+
+def test_existing_bind_request_is_not_a_failure_and_a_refused_one_is_retried():
+    kube = RecordingKube(fail={("POST", "/bindrequests"): 409})
+    cache = cache_for(kube, [pod("p", "g")], [podgroup("g")])
+    wait(commit_once(kube, cache)[0])
+    assert not kube.of("POST", "/events")  # neither Scheduled nor FailedBinding
+    assert commit_once(kube, cache)[1].jobs["ns/g"].tasks["p"].status is TaskStatus.BINDING
+
+    kube = RecordingKube(fail={("POST", "/bindrequests"): 403})
+    cache = cache_for(kube, [pod("p", "g")], [podgroup("g")])
+    wait(commit_once(kube, cache)[0])
+    event = kube.of("POST", "/events")[0]
+    assert event["reason"] == "FailedBinding" and event["message"].startswith("Failed to bind pod ns/p to node n1.")
+    assert [d.kind for d in commit_once(kube, cache)[1].decisions] == ["bind"]  # placed again
+
+
+def test_unchanged_explanations_are_written_once():
+    kube = RecordingKube()
+    cache = cache_for(kube, [pod(f"p{i}", "gang", gpus=6) for i in range(2)], [podgroup("gang", min_member=2)])
+    committer, _ = commit_once(kube, cache)
+    commit_once(kube, cache, committer)
+    wait(committer)
+    reasons = sorted((e["involvedObject"]["kind"], e["reason"]) for e in kube.of("POST", "/events"))
+    assert reasons == [("Pod", "Unschedulable"), ("Pod", "Unschedulable"), ("PodGroup", "Unschedulable")]
+    (status,) = kube.of("PATCH", "/podgroups/gang/status")
+    condition = status["status"]["schedulingConditions"][0]
+    assert condition["type"] == "UnschedulableOnNodePool" and condition["transitionID"] == "0"
+    assert condition["message"].startswith("Resources were found for 1 pods while 2 are required")
+    assert len(kube.of("PATCH", "/pods/p0/status")) == 1
+
+
+def test_a_failed_explanation_is_written_again_next_cycle():
+    kube = RecordingKube(fail={("PATCH", "/podgroups/gang/status"): 500})
+    cache = cache_for(kube, [pod(f"p{i}", "gang", gpus=6) for i in range(2)], [podgroup("gang", min_member=2)])
+    committer, _ = commit_once(kube, cache)
+    wait(committer)
+    commit_once(kube, cache, committer)
+    wait(committer)
+    assert len(kube.of("PATCH", "/podgroups/gang/status")) == 2
+    assert len(kube.of("POST", "/events")) == 3  # the events succeeded: not repeated
+
+
+def test_unknown_queue_is_explained_on_the_pods_and_the_podgroup():
+    kube = RecordingKube()
+    cache = cache_for(kube, [pod("p", "lost")], [podgroup("lost", queue="nope")])
+    wait(commit_once(kube, cache)[0])
+    assert {(e["involvedObject"]["kind"], e["message"]) for e in kube.of("POST", "/events")} == {
+        ("Pod", "Queue 'nope' does not exist"), ("PodGroup", "Queue 'nope' does not exist")}
+    (status,) = kube.of("PATCH", "/podgroups/lost/status")
+    assert status["status"]["schedulingConditions"][0]["reasons"] == [
+        {"reason": "QueueDoesNotExist", "message": "Queue 'nope' does not exist"}]
