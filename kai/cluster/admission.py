@@ -1,5 +1,7 @@
-"""The validating admission webhook for pods (component ``admission``): bad GPU-sharing requests are refused
-when the pod is created, with a message naming the field, instead of staying pending.
+"""The admission webhooks for pods (component ``admission``): bad GPU-sharing requests are refused
+when the pod is created, with a message naming the field, instead of staying pending; and (mutating,
+``POST /mutate--v1-pod``) a new shared-GPU pod gets the ConfigMap references through which the binder
+tells it its device (:mod:`kai.cluster.gpusharing`).
 
 The check is the scheduler's own, :func:`kai.api.resources.parse_gpu_sharing`, given the pod's
 annotations and its ``nvidia.com/gpu`` limit (the first container or init container that sets one,
@@ -23,6 +25,7 @@ the webhook configuration's ``caBundle``.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import ssl
@@ -33,6 +36,7 @@ from pathlib import Path
 
 from kai.api.resources import GPU, parse_gpu_sharing
 from kai.cluster.certs import Certificate, serving_certificate
+from kai.cluster.gpusharing import mutation_patch
 from kai.cluster.quantity import parse
 from kai.cluster.server import parse_address
 from kai.logs import fields
@@ -40,6 +44,7 @@ from kai.logs import fields
 log = logging.getLogger(__name__)
 
 VALIDATE_PATH = "/validate--v1-pod"
+MUTATE_PATH = "/mutate--v1-pod"
 HEALTH_PATH = "/healthz"
 #: KAI's admission server listens on ``--webhook-addr`` ``:9443``.
 DEFAULT_ADDRESS = ":9443"
@@ -89,6 +94,27 @@ def review(request: dict, scheduler_name: str = SCHEDULER_NAME) -> dict:
     log.info("refused pod", **fields(pod=pod, operation=request.get("operation"), reason=problem))
     return {**response, "allowed": False,
             "status": {"code": 403, "reason": "Forbidden", "message": f"invalid GPU request of pod {pod}: {problem}"}}
+
+
+def mutation_review(request: dict, scheduler_name: str = SCHEDULER_NAME) -> dict:
+    """The ``response`` of a mutating AdmissionReview: a new shared-GPU pod is prepared for the binder
+    (:mod:`kai.cluster.gpusharing`); a pod naming a missing fraction container is refused."""
+    response: dict = {"uid": request.get("uid", ""), "allowed": True}
+    pod = request.get("object")
+    if (request.get("kind", {}).get("kind", "Pod") != "Pod" or request.get("operation") != "CREATE"
+            or not isinstance(pod, dict) or (pod.get("spec") or {}).get("schedulerName") != scheduler_name):
+        return response
+    meta = pod.get("metadata") or {}
+    name = f"{request.get('namespace', '')}/{request.get('name') or meta.get('name') or meta.get('generateName', '')}"
+    try:
+        patch = mutation_patch(pod)
+    except ValueError as exc:
+        log.info("refused pod", **fields(pod=name, operation="CREATE", reason=str(exc)))
+        return {**response, "allowed": False,
+                "status": {"code": 403, "reason": "Forbidden", "message": f"invalid GPU request of pod {name}: {exc}"}}
+    if patch:
+        response.update(patchType="JSONPatch", patch=base64.b64encode(json.dumps(patch).encode()).decode())
+    return response
 
 
 class AdmissionServer:
@@ -178,7 +204,8 @@ def _handler(scheduler_name: str) -> type[BaseHTTPRequestHandler]:
                 self._send(404, b"not found", "text/plain")
 
         def do_POST(self) -> None:  # noqa: N802
-            if self.path.split("?")[0] != VALIDATE_PATH:
+            path = self.path.split("?")[0]
+            if path not in (VALIDATE_PATH, MUTATE_PATH):
                 self._send(404, b"not found", "text/plain")
                 return
             length = int(self.headers.get("Content-Length") or 0)
@@ -194,7 +221,7 @@ def _handler(scheduler_name: str) -> type[BaseHTTPRequestHandler]:
                 self._send(400, f"not an AdmissionReview: {exc}".encode(), "text/plain")
                 return
             reply = {"apiVersion": body.get("apiVersion", "admission.k8s.io/v1"), "kind": "AdmissionReview",
-                     "response": review(request, scheduler_name)}
+                     "response": (review if path == VALIDATE_PATH else mutation_review)(request, scheduler_name)}
             self._send(200, json.dumps(reply).encode(), "application/json")
 
         def _send(self, status: int, payload: bytes, content_type: str) -> None:

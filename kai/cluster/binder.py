@@ -61,10 +61,11 @@ DEFAULT_SWEEP_PERIOD = 60.0
 API_ACCESS = (
     Access(GROUP, PLURAL, ("get", "list", "watch", "delete")),
     Access(GROUP, f"{PLURAL}/status", ("patch",)),
-    Access("", "pods", ("get", "list", "patch")),
+    Access("", "pods", ("get", "list", "patch", "create", "delete")),
     Access("", "pods/binding", ("create",)),
     Access("", "pods/status", ("patch",)),
     Access("", "nodes", ("get",)),
+    Access("", "configmaps", ("get", "create", "patch", "delete")),
     Access("", "events", ("create",)),
 )
 
@@ -148,6 +149,9 @@ class BindPlugin(Protocol):
 
     def rollback(self, ctx: BindContext) -> None: ...
 
+    # optional: ``sync(nodes)`` tidies what the plugin keeps on ``nodes`` (None: all) after pods went away;
+    # called for the node of each deleted BindRequest and on every sweep
+
 
 def backoff_delay(failed_attempts: int, base: float, maximum: float) -> float:
     """Seconds before the next attempt after ``failed_attempts`` failures (KAI: 2**n seconds)."""
@@ -178,14 +182,18 @@ class Binder:
         #: BindRequests by ``namespace/name``: the informer, or a dict when driven by hand (tests)
         self._store: Any = store if store is not None else {}
         self._not_before: dict[str, float] = {}
+        self._dirty_nodes: set[str] = set()
 
     # -- informer side -------------------------------------------------------------------------
     def on_event(self, kind: str, obj: dict[str, Any]) -> None:
         """Informer callback: queue the BindRequest's key (a deleted one is forgotten)."""
         key = object_key(obj)
         if kind == "DELETED":
+            node = (obj.get("spec") or {}).get("selectedNode")
             with self._lock:
                 self._not_before.pop(key, None)
+                if node:
+                    self._dirty_nodes.add(node)
         else:
             self.queue.add(key)
 
@@ -211,7 +219,12 @@ class Binder:
             while not stop.wait(0.5):
                 if self.synced and self._clock() >= next_sweep:
                     self.sweep()
+                    self.sync_plugins(None)
                     next_sweep = self._clock() + self.sweep_period
+                with self._lock:
+                    nodes, self._dirty_nodes = self._dirty_nodes, set()
+                if nodes:
+                    self.sync_plugins(nodes)
         finally:
             self.queue.shut_down()
             self._informer.stop()
@@ -269,6 +282,18 @@ class Binder:
                 self.delete_stale(request, why)
                 deleted += 1
         return deleted
+
+    def sync_plugins(self, nodes: set[str] | None) -> None:
+        """Let the plugins tidy up after pods on ``nodes`` (None: everywhere) went away."""
+        for plugin in self.plugins:
+            sync = getattr(plugin, "sync", None)
+            if sync is None:
+                continue
+            try:
+                sync(nodes)
+            except Exception as exc:  # retried on the next sweep
+                log.warning("bind plugin sync failed", **fields(plugin=plugin.name, error=str(exc),
+                                                                nodes=",".join(sorted(nodes or ())) or "all"))
 
     def _store_objects(self) -> list[dict[str, Any]]:
         store = self._store

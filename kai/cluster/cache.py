@@ -220,10 +220,15 @@ class ClusterCache:
 
 
 def _add_usage(used: dict, node: str, pod: PodView) -> None:
+    """Adds a pod the scheduler does not schedule; a GPU reservation pod's GPU and pod slot belong to its group."""
     res, count = used.get(node, (Resources(), 0))
+    reservation = pod.labels.get(convert.RESERVATION_APP[0]) == convert.RESERVATION_APP[1]
     if pod.request is not None:
-        res.add(pod.request.node_resources())
-    used[node] = (res, count + 1)
+        taken = pod.request.node_resources()
+        if reservation:
+            taken.gpu = 0.0
+        res.add(taken)
+    used[node] = (res, count + (0 if reservation else 1))
 
 
 def _hold_rejected(snap: Snapshot) -> None:

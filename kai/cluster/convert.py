@@ -48,6 +48,8 @@ LAST_START_ANNOTATION = "kai.scheduler/last-start-timestamp"
 STALE_ANNOTATION = "kai.scheduler/stale-podgroup-timestamp"
 #: Label of a shared-GPU pod naming its device group (``runai-gpu-group/<group>`` for more devices).
 GPU_GROUP_LABEL = "runai-gpu-group"
+#: Label of the binder's GPU reservation pods: their device is the shared group's, counted once by the group.
+RESERVATION_APP = ("app", "kai-resource-reservation")
 #: Job priority when the PodGroup's class is unknown and no class is the global default (KAI's).
 DEFAULT_PRIORITY = 50
 #: Jobs below this priority are preemptible unless the PodGroup says otherwise.

@@ -26,6 +26,7 @@ from typing import Any
 
 import attrs
 
+from kai.cluster import reservation
 from kai.cluster.binder import DEFAULT_WORKERS
 from kai.cluster.leader import LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD, LeaderElector
 from kai.cluster.server import DEFAULT_ADDRESS, ObservabilityServer
@@ -66,9 +67,18 @@ def _scheduler(ctx: Context):
 
 def _binder(ctx: Context):
     from kai.cluster.binder import Binder
+    from kai.cluster.gpusharing import GpuSharing
+    from kai.cluster.reservation import Reservations
     from kai.metrics import BinderMetrics
 
-    return Binder(ctx.client(), workers=ctx.args.bind_workers, metrics=BinderMetrics(ctx.registry))
+    a, kube = ctx.args, ctx.client()
+    reservations = Reservations(kube, namespace=a.resource_reservation_namespace, app=a.resource_reservation_app_label,
+                                image=a.resource_reservation_pod_image,
+                                service_account=a.resource_reservation_service_account,
+                                runtime_class=a.runtime_class_name, timeout=a.resource_reservation_allocation_timeout,
+                                fake_gpu_nodes=a.fake_gpu_nodes)
+    return Binder(kube, plugins=[GpuSharing(kube, reservations, cdi=a.cdi_enabled)], workers=a.bind_workers,
+                  metrics=BinderMetrics(ctx.registry))
 
 
 def _podgroup_controller(ctx: Context):
@@ -162,6 +172,22 @@ def _parser() -> argparse.ArgumentParser:
                    help="prefix of every metric name (default: %(default)s)")
     p.add_argument("--bind-workers", type=int, default=DEFAULT_WORKERS,
                    help="binder: BindRequests handled concurrently (default: %(default)s)")
+    gs = p.add_argument_group("binder: GPU sharing (reservation pods)")
+    gs.add_argument("--resource-reservation-namespace", default=reservation.NAMESPACE, metavar="NAMESPACE",
+                    help="namespace of the GPU reservation pods (default: %(default)s)")
+    gs.add_argument("--resource-reservation-service-account", default=reservation.APP, metavar="NAME",
+                    help="their ServiceAccount, '' for none (default: %(default)s)")
+    gs.add_argument("--resource-reservation-pod-image", default=reservation.IMAGE, metavar="IMAGE",
+                    help="their image, which reports the pod's GPU (default: %(default)s)")
+    gs.add_argument("--resource-reservation-app-label", default=reservation.APP, metavar="VALUE",
+                    help="their 'app' label (default: %(default)s)")
+    gs.add_argument("--resource-reservation-allocation-timeout", type=float, default=reservation.DEFAULT_TIMEOUT,
+                    metavar="SECONDS", help="wait this long for a reservation pod's GPU (default: %(default)s)")
+    gs.add_argument("--runtime-class-name", default="", metavar="NAME", help="their runtime class (default: none)")
+    gs.add_argument("--cdi-enabled", action="store_true",
+                    help="the device plugin uses CDI: devices are given as k8s.device-plugin.nvidia.com/gpu=<id>")
+    gs.add_argument("--fake-gpu-nodes", action="store_true",
+                    help="nodes without real GPUs (kwok): reservation pods sleep and the binder picks their device")
     p.add_argument("--queue-label-to-metric-label", type=_key_values, default={}, metavar="KEY=LABEL,...",
                    help="queue-controller: add queue label KEY to the queue metrics as label LABEL")
     p.add_argument("--queue-label-to-default-metric-value", type=_key_values, default={}, metavar="KEY=VALUE,...",

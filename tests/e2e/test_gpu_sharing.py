@@ -1,0 +1,147 @@
+"""Shared GPUs end to end: admission prepares the pods, ``kai-scheduler run`` places and binds them on a kwok node.
+
+The mutating webhook is deploy/admission-mutating-webhook.yaml with a url clientConfig pointing at the
+admission component in this process, limited to the test's namespace. The scheduler and binder run
+as one ``kai-scheduler run --fake-gpu-nodes`` process: kwok runs the reservation pods but nothing on
+a kwok node reports a GPU, so the binder picks each reservation pod's device itself.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kai.cluster import manifests as m
+from kai.cluster.admission import MUTATE_PATH, AdmissionServer
+from kai.cluster.client import ApiError, Kube
+from kai.cluster.gpusharing import configmap_names
+from kai.cluster.reservation import DEVICE_ANNOTATION, NAMESPACE
+
+pytestmark = pytest.mark.e2e
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+WEBHOOKS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+
+
+def wait_until(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while not (value := predicate()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.2)
+    return value
+
+
+def pods(kube: Kube, namespace: str, query: dict | None = None) -> dict[str, dict]:
+    return {p["metadata"]["name"]: p for p in kube.get(f"/api/v1/namespaces/{namespace}/pods", query)["items"]}
+
+
+@pytest.fixture(scope="module")
+def namespace(kube: Kube):
+    name = f"gpushare-{uuid.uuid4().hex[:6]}"
+    m.install(kube, DEPLOY)
+    for ns in (m.namespace(name), m.namespace(NAMESPACE)):
+        ns["metadata"]["labels"] = {"kai-gpu-sharing-test": name}
+        m.apply(kube, ns)
+    yield name
+    kube.request("DELETE", f"/api/v1/namespaces/{name}/pods", body={"gracePeriodSeconds": 0})
+    kube.request("DELETE", "/api/v1/nodes", {"labelSelector": f"kai-gpu-sharing-test={name}"})
+
+
+@pytest.fixture(scope="module")
+def webhook(kube: Kube, namespace: str, tmp_path_factory):
+    server = AdmissionServer("127.0.0.1:0", hosts=["127.0.0.1"], cert_dir=str(tmp_path_factory.mktemp("certs")))
+    server.start()
+    config = yaml.safe_load((DEPLOY / "admission-mutating-webhook.yaml").read_text())
+    config["metadata"]["name"] = f"kai-admission-{namespace}"
+    hook = config["webhooks"][0]
+    hook["clientConfig"] = {"url": f"https://127.0.0.1:{server.port}{MUTATE_PATH}", "caBundle": server.ca_bundle}
+    hook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+    kube.post(WEBHOOKS, config)
+    probe = m.pod(namespace, "probe", "probe", annotations={"gpu-fraction": "0.5"})
+    try:
+        wait_until(lambda: _mutated(kube, namespace, probe), 30, "the mutating webhook in force")
+        yield server
+    finally:
+        kube.delete(f"{WEBHOOKS}/{config['metadata']['name']}")
+        server.stop()
+
+
+def _mutated(kube: Kube, namespace: str, pod: dict) -> bool:
+    try:
+        out = kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", {"dryRun": "All"}, pod)
+    except ApiError:
+        return False
+    return "runai/shared-gpu-configmap" in out["metadata"].get("annotations", {})
+
+
+@pytest.fixture(scope="module")
+def scheduler(kube, control_plane, namespace, webhook, kai_run, tmp_path_factory):
+    config = tmp_path_factory.mktemp("gpushare") / "config.yaml"
+    config.write_text("actions: allocate\n")
+    proc = kai_run(["--config", str(config), "--components", "scheduler,binder", "--fake-gpu-nodes"],
+                   control_plane.kubeconfig, name="gpu-sharing")
+    yield proc
+    assert proc.proc.poll() is None, proc.log()[-3000:]
+    assert proc.terminate() == 0, proc.log()[-3000:]
+
+
+def shared(kube: Kube, namespace: str, name: str, fraction: str, node: str) -> None:
+    m.apply(kube, m.podgroup(namespace, name, priority_class="train"))
+    kube.post(f"/api/v1/namespaces/{namespace}/pods",
+              m.pod(namespace, name, name, annotations={"gpu-fraction": fraction},
+                    node_selector={"kubernetes.io/hostname": node}))
+
+
+def running(kube: Kube, namespace: str, names: list[str]) -> bool:
+    current = pods(kube, namespace)
+    return all(current.get(n, {}).get("status", {}).get("phase") == "Running" for n in names)
+
+
+def test_two_halves_share_one_gpu_and_a_larger_share_opens_another(kube, namespace, scheduler):
+    node = f"{namespace}-n0"
+    m.apply(kube, m.gpu_node(node, gpus=2, labels={"kubernetes.io/hostname": node, "kai-gpu-sharing-test": namespace}))
+    started = time.monotonic()
+    shared(kube, namespace, "half-a", "0.5", node)
+    shared(kube, namespace, "half-b", "0.5", node)
+    wait_until(lambda: running(kube, namespace, ["half-a", "half-b"]), 30, "both halves Running")
+    shared(kube, namespace, "bigger", "0.6", node)
+    wait_until(lambda: running(kube, namespace, ["bigger"]), 30, "the 0.6 pod Running")
+    elapsed = time.monotonic() - started
+
+    holders = pods(kube, NAMESPACE, {"fieldSelector": f"spec.nodeName={node}"})
+    assert len(holders) == 2, scheduler.log()[-3000:]
+    device_of = {h["metadata"]["labels"]["runai-gpu-group"]: h["metadata"]["annotations"][DEVICE_ANNOTATION]
+                 for h in holders.values()}
+    assert sorted(device_of.values()) == ["0", "1"]
+    assert all(h["status"]["phase"] == "Running" for h in holders.values())
+
+    current = pods(kube, namespace)
+    group = {n: current[n]["metadata"]["labels"]["runai-gpu-group"] for n in ("half-a", "half-b", "bigger")}
+    assert group["half-a"] == group["half-b"] != group["bigger"]
+    for name, portion in (("half-a", "0.50"), ("half-b", "0.50"), ("bigger", "0.60")):
+        pod = current[name]
+        assert pod["spec"]["nodeName"] == node
+        capabilities, evar = configmap_names(pod)
+        data = kube.get(f"/api/v1/namespaces/{namespace}/configmaps/{capabilities}")["data"]
+        assert data == {"NVIDIA_VISIBLE_DEVICES": device_of[group[name]], "GPU_PORTION": portion,
+                        "RUNAI_NUM_OF_GPUS": portion}
+        env = {e["name"]: e["valueFrom"]["configMapKeyRef"]["name"] for e in pod["spec"]["containers"][0]["env"]}
+        assert env == dict.fromkeys(("NVIDIA_VISIBLE_DEVICES", "RUNAI_NUM_OF_GPUS", "GPU_PORTION"), capabilities)
+        assert kube.get(f"/api/v1/namespaces/{namespace}/configmaps/{evar}").get("data") in (None, {})
+    binds = {b["metadata"]["name"]: b for b in
+             kube.get(f"/apis/scheduling.run.ai/v1alpha2/namespaces/{namespace}/bindrequests")["items"]}
+    assert {n: binds[n]["spec"]["selectedGPUGroups"] for n in group} == {n: [g] for n, g in group.items()}
+    assert all(b["status"]["phase"] == "Succeeded" for b in binds.values())
+    assert elapsed < 30, elapsed
+
+    # the last pod of a group gone: its reservation pod goes too
+    kube.delete(f"/api/v1/namespaces/{namespace}/pods/bigger", {"gracePeriodSeconds": 0})
+    wait_until(lambda: len(pods(kube, NAMESPACE, {"fieldSelector": f"spec.nodeName={node}"})) == 1, 20,
+               "the 0.6 pod's reservation pod deleted")
+    left = next(iter(pods(kube, NAMESPACE, {"fieldSelector": f"spec.nodeName={node}"}).values()))
+    assert left["metadata"]["labels"]["runai-gpu-group"] == group["half-a"]
