@@ -210,10 +210,14 @@ class Reservations:
         """After a failed bind: remove ``pod``'s group labels, then delete reservation pods left without pods."""
         meta = pod["metadata"]
         path = object_path("", "v1", "pods", meta["namespace"], meta["name"])
-        labels = (self.kube.get(path).get("metadata") or {}).get("labels") or {}
-        drop = {k: None for k in labels if k == GPU_GROUP_LABEL or k.startswith(GPU_GROUP_LABEL + "/")}
-        if drop:
-            self.kube.patch(path, {"metadata": {"labels": drop}})
+        try:
+            labels = (self.kube.get(path).get("metadata") or {}).get("labels") or {}
+            drop = {k: None for k in labels if k == GPU_GROUP_LABEL or k.startswith(GPU_GROUP_LABEL + "/")}
+            if drop:
+                self.kube.patch(path, {"metadata": {"labels": drop}})
+        except ApiError as exc:
+            if exc.status != 404:  # a deleted pod holds no group
+                raise
         self.sync({node})
 
     def sync(self, nodes: set[str] | None = None) -> int:

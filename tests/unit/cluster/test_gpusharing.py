@@ -445,3 +445,18 @@ def test_the_scheduler_counts_a_reservation_pods_cpu_but_not_its_gpu_or_pod_slot
     assert (used["n1"][0].cpu, used["n1"][0].gpu, used["n1"][1]) == (2000, 0, 0)
     _add_usage(used, "n1", pod_view(other))  # any other pod holding a GPU takes it and a slot
     assert (used["n1"][0].cpu, used["n1"][0].gpu, used["n1"][1]) == (4000, 1, 1)
+
+
+def test_a_pod_deleted_during_the_attempt_still_frees_its_new_reservation_pod():
+    kube, binder, _ = setup()
+    shared_pod(kube, "a")
+    deleted = {}
+
+    def vanish(path, body):  # the pod is deleted just as it is being bound
+        deleted.update(kube.objects.pop("/api/v1/namespaces/ns/pods/a"))
+        raise ApiError("POST", path, 404, "Not Found")
+
+    post = kube.post
+    kube.post = lambda path, body: vanish(path, body) if path.endswith("/binding") else post(path, body)
+    binder.reconcile(bind_request(kube, "a", ["g1"]))
+    assert deleted and reservation_pods(kube) == {}
