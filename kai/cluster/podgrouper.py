@@ -212,10 +212,12 @@ class PodGrouper:
 
     def on_podgroup(self, kind: str, podgroup: dict) -> None:
         """A deleted PodGroup is made again for the pods still naming it."""
+        meta = podgroup.get("metadata") or {}
+        namespace, name = meta.get("namespace"), meta.get("name")
+        with self._lock:
+            self._written.pop(f"{namespace}/{name}", None)  # the store has caught up with our write, or it is gone
         if kind != "DELETED" or self.pods is None:
             return
-        gone = podgroup.get("metadata") or {}
-        namespace, name = gone.get("namespace"), gone.get("name")
         for pod in self.pods.list():
             meta = pod.get("metadata") or {}
             if meta.get("namespace") == namespace and (meta.get("annotations") or {}).get(POD_GROUP_ANNOTATION) == name:

@@ -229,6 +229,18 @@ def test_api_errors_are_retried_without_an_event(kube):
     assert g.reconcile("ns/train-0") is None
 
 
+def test_a_deleted_podgroup_is_made_again_even_just_after_it_was_written(kube):
+    pod(kube, owner=job(kube))
+    g = grouper(kube)
+    g.reconcile("ns/train-0")
+    g.pods["ns/train-0"] = kube.objects["/api/v1/namespaces/ns/pods/train-0"]
+    deleted = kube.objects.pop(f"{PG_PATH}/pg-train-0-job-uid")
+    g.on_podgroup("DELETED", deleted)
+    assert g.queue.get(timeout=0) == "ns/train-0"
+    assert g.reconcile("ns/train-0") is None
+    assert f"{PG_PATH}/pg-train-0-job-uid" in kube.objects
+
+
 def test_a_deleted_podgroup_requeues_the_pods_naming_it(kube):
     pod(kube, "a", annotations={"pod-group-name": "pg-x"}, ownerReferences=[{"kind": "Job"}])
     pod(kube, "b", annotations={"pod-group-name": "pg-y"}, ownerReferences=[{"kind": "Job"}])
