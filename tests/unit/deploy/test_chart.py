@@ -15,18 +15,20 @@ from pathlib import Path
 import pytest
 
 from kai.cluster.access import chart_template, components, service_account
+from kai.cluster.reservation import NAMESPACE as RESERVATION_NAMESPACE
 from kai.cluster.server import ObservabilityServer
 from kai.metrics import Registry
 from kai.testing_chart import CHART, TemplateError, render, render_chart
 
 ROOT = Path(__file__).resolve().parents[3]
-CLUSTER_SCOPED = {"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "PriorityClass", "Queue"}
+CLUSTER_SCOPED = {"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "PriorityClass", "Queue",
+                  "Namespace"}
 KNOWN_KINDS = {
     ("apiextensions.k8s.io/v1", "CustomResourceDefinition"), ("apps/v1", "Deployment"), ("v1", "Service"),
     ("v1", "ServiceAccount"), ("rbac.authorization.k8s.io/v1", "ClusterRole"),
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"), ("rbac.authorization.k8s.io/v1", "Role"),
     ("rbac.authorization.k8s.io/v1", "RoleBinding"), ("scheduling.k8s.io/v1", "PriorityClass"),
-    ("scheduling.run.ai/v2", "Queue"),
+    ("scheduling.run.ai/v2", "Queue"), ("v1", "Namespace"),
 }
 
 
@@ -47,7 +49,8 @@ def test_every_manifest_is_a_known_kind_with_a_name_and_the_right_scope(docs):
         if doc["kind"] in CLUSTER_SCOPED:
             assert "namespace" not in doc["metadata"]
         else:
-            assert doc["metadata"]["namespace"] == "gpu-system", doc["metadata"]["name"]
+            # the binder's reservation pods have their own namespace
+            assert doc["metadata"]["namespace"] in ("gpu-system", RESERVATION_NAMESPACE), doc["metadata"]["name"]
     names = [(d["kind"], d["metadata"]["name"]) for d in docs]
     assert len(names) == len(set(names))
 
@@ -225,11 +228,11 @@ def test_deployment_args_are_flags_of_kai_scheduler_run(values):
 
 
 def test_admission_is_opt_in_with_its_tls_secret_webhook_port_and_configuration():
-    from kai.cluster.admission import VALIDATE_PATH
+    from kai.cluster.admission import MUTATE_PATH, VALIDATE_PATH
 
     plain = render_chart()
     assert "kai-admission" not in by_kind(plain, "Deployment")
-    assert not by_kind(plain, "ValidatingWebhookConfiguration")
+    assert not by_kind(plain, "ValidatingWebhookConfiguration") and not by_kind(plain, "MutatingWebhookConfiguration")
     with pytest.raises(TemplateError, match="caBundle"):
         render_chart(values={"components": {"admission": {"enabled": True}}})
     docs = render_chart(namespace="gpu-system",
@@ -248,9 +251,32 @@ def test_admission_is_opt_in_with_its_tls_secret_webhook_port_and_configuration(
                                                 "path": VALIDATE_PATH, "port": 443}, "caBundle": "Q0E="}
     assert hook["namespaceSelector"]["matchExpressions"][0]["values"] == ["kube-system", "gpu-system"]
     assert hook["matchConditions"][0]["expression"] == "object.spec.schedulerName == 'kai-scheduler'"
+    (mutating,) = by_kind(docs, "MutatingWebhookConfiguration")["kai-admission"]["webhooks"]
+    assert mutating["clientConfig"] == {**hook["clientConfig"], "service": {**hook["clientConfig"]["service"],
+                                                                          "path": MUTATE_PATH}}
+    assert mutating["rules"][0]["operations"] == ["CREATE"]
+    assert mutating["matchConditions"] == hook["matchConditions"]
     assert "volumes" not in by_kind(docs, "Deployment")["kai-binder"]["spec"]["template"]["spec"]
     elected = render_chart(values={"leaderElection": {"enabled": True},
                                    "components": {"admission": {"enabled": True, "tls": {"caBundle": "Q0E="}}}})
     args = {name: d["spec"]["template"]["spec"]["containers"][0]["args"]
             for name, d in by_kind(elected, "Deployment").items()}
     assert "--leader-elect" in args["kai-binder"] and "--leader-elect" not in args["kai-admission"]
+
+
+def test_binder_gets_the_reservation_namespace_and_the_reservation_pods_account():
+    from kai.cluster import reservation
+
+    docs = render_chart()
+    assert reservation.NAMESPACE in by_kind(docs, "Namespace")
+    account = by_kind(docs, "ServiceAccount")[reservation.APP]
+    assert account["metadata"]["namespace"] == reservation.NAMESPACE
+    role = by_kind(docs, "Role")[reservation.APP]
+    assert role["metadata"]["namespace"] == reservation.NAMESPACE
+    assert {"get", "patch"} <= set(role["rules"][0]["verbs"]) and role["rules"][0]["resources"] == ["pods"]
+    binding = by_kind(docs, "RoleBinding")[reservation.APP]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": reservation.APP,
+                                    "namespace": reservation.NAMESPACE}]
+    assert binding["roleRef"]["name"] == reservation.APP
+    off = render_chart(values={"components": {"binder": {"enabled": False}}})
+    assert reservation.NAMESPACE not in by_kind(off, "Namespace")
