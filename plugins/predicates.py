@@ -189,7 +189,7 @@ class Predicates:
 
     def _gpu_rules_apply(self, task) -> bool:
         req = task.request
-        return task.legacy_mig or bool(req.mig) or req.is_shared_gpu or (bool(self.mig_nodes) and req.wants_gpu)
+        return task.legacy_mig or bool(req.mig) or bool(req.gpu_memory_mib) or (bool(self.mig_nodes) and req.wants_gpu)
 
 
 def build(arguments):

@@ -228,14 +228,21 @@ class Session:
 
     def _shared_fit(self, task: Task, node: NodeInfo, fit: int) -> int:
         """Narrow the CPU/memory/pod fit of a shared-GPU task by its devices and its reservation pod slots."""
-        if not gpusharing.valid_portion(node, task.request):
+        req = task.request
+        if req.gpu_memory_mib and not gpusharing.valid_portion(node, req):
             return 0
-        if not gpusharing.device_count_fits(node, task.request, True):
-            return 0
-        if fit == 2 and not gpusharing.device_count_fits(node, task.request, False):
-            fit = 1
-        # Every new device needs one more pod slot, for its reservation pod (worked out only when slots are scarce).
         a, i = self.arrays, node.index
+        if node.gpu_groups:
+            if not gpusharing.device_count_fits(node, req, True):
+                return 0
+            if fit == 2 and not gpusharing.device_count_fits(node, req, False):
+                fit = 1
+        else:  # only free whole devices: no need to look at groups
+            if a.idle_gpu[i] + a.rel_gpu[i] + EPSILON < req.gpu_devices:
+                return 0
+            if fit == 2 and a.idle_gpu[i] + EPSILON < req.gpu_devices:
+                fit = 1
+        # Every new device needs one more pod slot, for its reservation pod (worked out only when slots are scarce).
         most = 1 + task.request.gpu_devices - EPSILON
         if a.idle_pods[i] + a.rel_pods[i] < most or (fit == 2 and a.idle_pods[i] < most):
             extra = gpusharing.new_groups_needed(self, task, node)
