@@ -150,3 +150,17 @@ def test_unknown_log_format_is_an_error():
 
 def test_a_server_never_started_stops_at_once():
     ObservabilityServer("127.0.0.1:0", Registry()).stop()
+
+
+def test_default_handler_follows_a_replaced_stderr(monkeypatch):
+    logs.configure("text")
+    try:
+        first, second = io.StringIO(), io.StringIO()
+        monkeypatch.setattr("sys.stderr", first)
+        logging.getLogger("kai.test").warning("one")
+        monkeypatch.setattr("sys.stderr", second)
+        first.close()  # a closed former stderr is never written to again
+        logging.getLogger("kai.test").warning("two")
+        assert "two" in second.getvalue()
+    finally:
+        logging.getLogger().handlers.clear()
