@@ -26,8 +26,6 @@ from typing import Any
 
 import yaml
 
-CHART = Path(__file__).resolve().parents[1] / "deploy" / "chart" / "kai-scheduler"
-
 _ACTION = re.compile(r"\{\{(-?)(.*?)(-?)\}\}", re.S)
 
 
@@ -35,7 +33,7 @@ class TemplateError(ValueError):
     """A template uses syntax outside the subset, or refers to a missing value."""
 
 
-def render_chart(chart: Path = CHART, values: Mapping[str, Any] | None = None, namespace: str = "kai-scheduler",
+def render_chart(chart: Path, values: Mapping[str, Any] | None = None, namespace: str = "kai-scheduler",
                  release: str = "kai-scheduler") -> list[dict]:
     """Every manifest the chart installs: its CRDs, then its rendered templates (in file order)."""
     meta = yaml.safe_load((chart / "Chart.yaml").read_text())

@@ -129,7 +129,7 @@ def kai_chart(kube: Kube, kai_crds: list[str]) -> list[dict]:
     are only validated with a server-side dry run (no controller manager runs them). Returns the docs."""
     from kai.testing_chart import render_chart
 
-    docs = render_chart(namespace=RELEASE_NAMESPACE)
+    docs = render_chart(DEPLOY / "chart" / "kai-scheduler", namespace=RELEASE_NAMESPACE)
     assert sorted(d["metadata"]["name"] for d in docs if d["kind"] == "CustomResourceDefinition") == sorted(kai_crds)
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": RELEASE_NAMESPACE}}
     for doc in [namespace, *(d for d in docs if d["kind"] != "CustomResourceDefinition")]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +20,7 @@ from kai.testing_chart import render_chart
 
 pytestmark = pytest.mark.e2e
 
+CHART = Path(__file__).resolve().parents[2] / "deploy" / "chart" / "kai-scheduler"
 WEBHOOKS = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
 
 
@@ -34,7 +36,7 @@ def webhook(kube: Kube, namespace: str, tmp_path_factory):
     server = AdmissionServer("127.0.0.1:0", hosts=["127.0.0.1"], cert_dir=str(tmp_path_factory.mktemp("certs")))
     server.start()
     values = {"components": {"admission": {"enabled": True, "tls": {"caBundle": server.ca_bundle}}}}
-    (config,) = [d for d in render_chart(values=values) if d["kind"] == "ValidatingWebhookConfiguration"]
+    (config,) = [d for d in render_chart(CHART, values=values) if d["kind"] == "ValidatingWebhookConfiguration"]
     config["metadata"]["name"] = f"kai-admission-{namespace}"
     hook = config["webhooks"][0]
     hook["clientConfig"] = {"url": f"https://127.0.0.1:{server.port}{VALIDATE_PATH}", "caBundle": server.ca_bundle}

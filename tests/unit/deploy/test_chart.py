@@ -18,9 +18,10 @@ from kai.cluster.access import chart_template, components, service_account
 from kai.cluster.reservation import NAMESPACE as RESERVATION_NAMESPACE
 from kai.cluster.server import ObservabilityServer
 from kai.metrics import Registry
-from kai.testing_chart import CHART, TemplateError, render, render_chart
+from kai.testing_chart import TemplateError, render, render_chart
 
 ROOT = Path(__file__).resolve().parents[3]
+CHART = ROOT / "deploy" / "chart" / "kai-scheduler"
 CLUSTER_SCOPED = {"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "PriorityClass", "Queue",
                   "Namespace"}
 KNOWN_KINDS = {
@@ -38,7 +39,7 @@ def by_kind(docs, kind):
 
 @pytest.fixture(scope="module")
 def docs():
-    return render_chart(namespace="gpu-system")
+    return render_chart(CHART, namespace="gpu-system")
 
 
 def test_every_manifest_is_a_known_kind_with_a_name_and_the_right_scope(docs):
@@ -62,7 +63,7 @@ def test_crds_queues_and_priority_classes_are_kai_s(docs):
     assert by_kind(docs, "Queue")["default-queue"]["spec"]["parentQueue"] == "default-parent-queue"
     assert {n: d["value"] for n, d in by_kind(docs, "PriorityClass").items()} == {
         "train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
-    plain = render_chart(values={"defaultQueues": {"create": False}, "priorityClasses": {"create": False}})
+    plain = render_chart(CHART, values={"defaultQueues": {"create": False}, "priorityClasses": {"create": False}})
     assert not by_kind(plain, "Queue") and not by_kind(plain, "PriorityClass")
 
 
@@ -134,7 +135,7 @@ def test_probe_paths_are_served(docs):
 
 
 def test_values_switch_leader_election_replicas_and_components():
-    docs = render_chart(values={
+    docs = render_chart(CHART, values={
         "leaderElection": {"enabled": True, "leaseDuration": "30s"},
         "components": {"binder": {"replicas": 2, "args": ["--bind-workers=20"]},
                        "queue-controller": {"enabled": False}},
@@ -221,7 +222,7 @@ def test_renderer_reads_chart_files():
 def test_deployment_args_are_flags_of_kai_scheduler_run(values):
     from kai.cluster.run import _parser, parse_components
 
-    for deployment in by_kind(render_chart(values=values), "Deployment").values():
+    for deployment in by_kind(render_chart(CHART, values=values), "Deployment").values():
         args = _parser().parse_args(deployment["spec"]["template"]["spec"]["containers"][0]["args"])
         assert parse_components(args.components) == [deployment["metadata"]["name"].removeprefix("kai-")]
         assert args.leader_elect is bool(values)
@@ -230,12 +231,12 @@ def test_deployment_args_are_flags_of_kai_scheduler_run(values):
 def test_admission_is_opt_in_with_its_tls_secret_webhook_port_and_configuration():
     from kai.cluster.admission import MUTATE_PATH, VALIDATE_PATH
 
-    plain = render_chart()
+    plain = render_chart(CHART)
     assert "kai-admission" not in by_kind(plain, "Deployment")
     assert not by_kind(plain, "ValidatingWebhookConfiguration") and not by_kind(plain, "MutatingWebhookConfiguration")
     with pytest.raises(TemplateError, match="caBundle"):
-        render_chart(values={"components": {"admission": {"enabled": True}}})
-    docs = render_chart(namespace="gpu-system",
+        render_chart(CHART, values={"components": {"admission": {"enabled": True}}})
+    docs = render_chart(CHART, namespace="gpu-system",
                         values={"components": {"admission": {"enabled": True, "tls": {"caBundle": "Q0E="}}}})
     pod = by_kind(docs, "Deployment")["kai-admission"]["spec"]["template"]["spec"]
     (container,) = pod["containers"]
@@ -257,7 +258,7 @@ def test_admission_is_opt_in_with_its_tls_secret_webhook_port_and_configuration(
     assert mutating["rules"][0]["operations"] == ["CREATE"]
     assert mutating["matchConditions"] == hook["matchConditions"]
     assert "volumes" not in by_kind(docs, "Deployment")["kai-binder"]["spec"]["template"]["spec"]
-    elected = render_chart(values={"leaderElection": {"enabled": True},
+    elected = render_chart(CHART, values={"leaderElection": {"enabled": True},
                                    "components": {"admission": {"enabled": True, "tls": {"caBundle": "Q0E="}}}})
     args = {name: d["spec"]["template"]["spec"]["containers"][0]["args"]
             for name, d in by_kind(elected, "Deployment").items()}
@@ -267,7 +268,7 @@ def test_admission_is_opt_in_with_its_tls_secret_webhook_port_and_configuration(
 def test_binder_gets_the_reservation_namespace_and_the_reservation_pods_account():
     from kai.cluster import reservation
 
-    docs = render_chart()
+    docs = render_chart(CHART)
     assert reservation.NAMESPACE in by_kind(docs, "Namespace")
     account = by_kind(docs, "ServiceAccount")[reservation.APP]
     assert account["metadata"]["namespace"] == reservation.NAMESPACE
@@ -278,5 +279,5 @@ def test_binder_gets_the_reservation_namespace_and_the_reservation_pods_account(
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": reservation.APP,
                                     "namespace": reservation.NAMESPACE}]
     assert binding["roleRef"]["name"] == reservation.APP
-    off = render_chart(values={"components": {"binder": {"enabled": False}}})
+    off = render_chart(CHART, values={"components": {"binder": {"enabled": False}}})
     assert reservation.NAMESPACE not in by_kind(off, "Namespace")
