@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 
-from kai.api import ACTIVE_ALLOCATED, Job, PodSet, SubGroup, Task, TaskStatus
+from kai.api import ACTIVE_ALLOCATED, ALLOCATED, Job, PodSet, SubGroup, Task, TaskStatus
 
 
 def ordered_pod_sets(session, job: Job):
@@ -45,6 +45,14 @@ def tasks_to_allocate(session, job: Job, candidates=(TaskStatus.PENDING,), also=
     return result
 
 
+def evictable(session, task: Task) -> bool:
+    """Whether ``task`` can be a victim: it holds or reserves resources, and is not a victim re-placed in
+    this session (its pod is already being evicted)."""
+    if task.status is TaskStatus.PIPELINED:
+        return task.uid not in session.evicted
+    return task.status in ALLOCATED
+
+
 def tasks_to_evict(session, job: Job) -> tuple[list[Task], bool]:
     """KAI's next eviction step of a victim job and whether tasks are left after it.
 
@@ -56,7 +64,7 @@ def tasks_to_evict(session, job: Job) -> tuple[list[Task], bool]:
     running: dict[str, list[Task]] = {ps.name: [] for ps in pod_sets}
     total = 0
     for t in job.tasks.values():
-        if t.status in ACTIVE_ALLOCATED and t.pod_set in running:
+        if evictable(session, t) and t.pod_set in running:
             running[t.pod_set].append(t)
             total += 1
     above = any(len(running[ps.name]) > ps.min_available for ps in pod_sets)

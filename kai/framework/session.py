@@ -96,6 +96,10 @@ class Session:
         for d in decisions:
             log.info("%s %s on node %s", d.kind, d.task.uid, d.node)
 
+    def withdraw(self, task: Task) -> None:
+        """Drop the committed pipeline decision of ``task`` (a later statement took its reservation back)."""
+        self.decisions = [d for d in self.decisions if not (d.kind == "pipeline" and d.task is task)]
+
     # --- queue tree ---------------------------------------------------------------------------------
 
     def ancestors(self, queue_name: str) -> list[Queue]:

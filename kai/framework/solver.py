@@ -25,7 +25,7 @@ import attrs
 
 from kai.api import ACTIVE_ALLOCATED, Job, Task, TaskStatus
 from kai.framework.actions.allocate import allocate_job
-from kai.framework.gang import tasks_to_allocate, tasks_to_evict
+from kai.framework.gang import evictable, tasks_to_allocate, tasks_to_evict
 from kai.framework.jobqueue import JobQueue
 from kai.framework.statement import Statement
 
@@ -387,9 +387,9 @@ class JobSolver:
         for node_name in dict.fromkeys(t.node for t in latest.tasks.values() if t.node):
             cp = stmt.checkpoint()
             groups = potential.of_jobs_on(node_name)
-            tasks = [t for g in groups for t in g.tasks.values() if t.status in ACTIVE_ALLOCATED]
-            self._evict(stmt, job, tasks)
+            tasks = [t for g in groups for t in g.tasks.values() if evictable(session, t)]
             here = nodes | {t.node for t in tasks}
+            self._evict(stmt, job, tasks)
             solution = self._simulate(stmt, job, pending, recorded + groups, recorded_tasks + tasks, candidates, here)
             if solution is not None:
                 return solution
@@ -400,7 +400,7 @@ class JobSolver:
     def _evict(self, stmt: Statement, job: Job, tasks: list[Task]) -> None:
         messages = self.messages(self.session, tasks, job)
         for task, message in zip(tasks, messages):
-            if task.status in ACTIVE_ALLOCATED:
+            if evictable(self.session, task):
                 stmt.evict(task, message)
 
     def _simulate(self, stmt: Statement, job: Job, pending: list[Task], groups: list[Job], victim_tasks: list[Task],

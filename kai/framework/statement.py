@@ -25,7 +25,7 @@ from kai.framework import gpusharing
 
 @attrs.define(slots=True)
 class Operation:
-    kind: str  # allocate | pipeline | evict | unevict
+    kind: str  # allocate | pipeline | evict | unevict | unpipeline
     task: Task
     node: str | None
     prev_status: TaskStatus
@@ -132,7 +132,11 @@ class Statement:
         return "allocate"
 
     def evict(self, task: Task, message: str) -> None:
-        """Evict ``task``: it stays on its node as Releasing."""
+        """Evict ``task``: it stays on its node as Releasing. A pipelined task holds nothing yet: it gives
+        its reservation back and is pending again (its nomination is withdrawn, no pod is evicted)."""
+        if task.status is TaskStatus.PIPELINED:
+            self._do("unpipeline", task, None, TaskStatus.PENDING, message, groups=())
+            return
         self._evictions[task.uid] = self._do("evict", task, task.node, TaskStatus.RELEASING, message)
         self.session.evicted.add(task.uid)
 
@@ -176,6 +180,9 @@ class Statement:
             elif op.kind == "evict":
                 evict_at[op.task.uid] = len(decisions)
                 decisions.append(Decision("evict", op.task, op.prev_node, op.message))
+            elif op.kind == "unpipeline":
+                decisions = [d for d in decisions if d is None or d.task is not op.task]
+                self.session.withdraw(op.task)
             elif op.task.uid in evict_at:  # un-evicted: the eviction is not carried out
                 decisions[evict_at.pop(op.task.uid)] = None
         self.ops = []

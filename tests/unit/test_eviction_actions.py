@@ -223,3 +223,23 @@ def test_eviction_settings_are_read_from_the_config():
 def test_bad_eviction_settings_name_the_field(data, field):
     with pytest.raises(ConfigError, match=field):
         parse_config(data, "sched.yaml")
+
+
+def test_a_pipelined_victim_gives_its_reservation_back_and_a_moved_one_is_not_evicted_twice():
+    nodes = [kt.node("n1", gpus=4), kt.node("n2", gpus=4)]
+    queues = [kt.queue(q, deserved_gpus=4, over_quota_weight=0) for q in ("q0", "q1")]
+    jobs = [kt.job("a", "q0", gpus=2, priority=50, status="Running", node="n1", creation=1.0),
+            kt.job("b", "q0", gpus=2, priority=50, status="Running", node="n2", creation=2.0),
+            kt.job("c", "q0", gpus=1, priority=50, status="Running", node="n2", creation=3.0),
+            kt.job("big", "q0", gpus=3, priority=50, creation=4.0),
+            kt.job("r", "q1", gpus=4, priority=50, creation=5.0)]
+    session = _run(kt.cluster(nodes=nodes, queues=queues, jobs=jobs), "consolidation", "reclaim")
+    kinds = [(d.kind, d.task.name) for d in session.decisions]
+    # consolidation moved b and pipelined big; reclaim then took big's reservation back
+    assert kinds.count(("evict", "b-0")) == 1
+    assert ("pipeline", "big-0") not in kinds and ("evict", "big-0") not in kinds
+    assert _statuses(session)["big-0"] == ("Pending", None)
+    assert kt.placements(session, "pipeline")["r-0"] == "n2"
+    for node in session.nodes:  # what runs or terminates on a node fits it
+        held = [t for t in node.tasks.values() if t.status is not TaskStatus.PIPELINED]
+        assert sum(t.request.gpus for t in held) <= node.allocatable.gpu

@@ -33,7 +33,7 @@ def victims(session, preemptor: Job, limit: int):
             continue
         if limit != NO_LIMIT and len(chosen) > limit:
             break
-        if eviction.has_running_tasks(j) and eviction.alive_on_known_node(session, j):
+        if eviction.has_running_tasks(session, j) and eviction.alive_on_known_node(session, j):
             chosen.append(j)
     return eviction.victim_queue(session, chosen)
 

@@ -13,12 +13,13 @@ from __future__ import annotations
 from typing import Callable, Iterable
 
 from kai.api import ACTIVE_ALLOCATED, ALIVE, Job, Task, TaskStatus
+from kai.framework.gang import evictable
 from kai.framework.jobqueue import JobQueue
 from kai.framework.solver import JobSolver
 
 
-def has_running_tasks(job: Job) -> bool:
-    return any(t.status in ACTIVE_ALLOCATED for t in job.tasks.values())
+def has_running_tasks(session, job: Job) -> bool:
+    return any(evictable(session, t) for t in job.tasks.values())
 
 
 def victim_queue(session, jobs: Iterable[Job]) -> JobQueue:

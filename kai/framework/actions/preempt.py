@@ -22,7 +22,7 @@ def victims(session, preemptor: Job):
     return eviction.victim_queue(session, (
         j for j in session.jobs.values()
         if j.preemptible and j.priority < preemptor.priority and j.queue == preemptor.queue and j is not preemptor
-        and eviction.has_running_tasks(j) and eviction.alive_on_known_node(session, j)
+        and eviction.has_running_tasks(session, j) and eviction.alive_on_known_node(session, j)
         and not eviction.vetoed_victim(session, "preempt", preemptor, j)))
 
 

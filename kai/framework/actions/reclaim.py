@@ -60,7 +60,7 @@ def messages(session, tasks: list[Task], reclaimer: Job) -> list[str]:
 def victims(session, reclaimer: Job):
     return eviction.victim_queue(session, (
         j for j in session.jobs.values()
-        if j.queue != reclaimer.queue and j.preemptible and eviction.has_running_tasks(j)
+        if j.queue != reclaimer.queue and j.preemptible and eviction.has_running_tasks(session, j)
         and not eviction.vetoed_victim(session, "reclaim", reclaimer, j)))
 
 
