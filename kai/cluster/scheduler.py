@@ -19,6 +19,7 @@ from kai.cluster.cache import ClusterCache
 from kai.cluster.client import Kube
 from kai.cluster.commit import Committer
 from kai.framework import DEFAULT_CONFIG, Plugins, SchedulerConfig, Session
+from kai.framework.usage import make_usage_source
 from kai.logs import fields
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,8 @@ class Scheduler:
         self.metrics = metrics
         self.sync_timeout = sync_timeout
         self.cycles = 0
+        #: Historical queue usage for time-based fair share (None unless ``usageDBConfig`` is set).
+        self.usage = make_usage_source(config.usage_db, query_timer=metrics.usage_query if metrics else None)
 
     def ready(self) -> tuple[bool, str]:
         """Readiness: every informer has listed once."""
@@ -52,6 +55,8 @@ class Scheduler:
 
     def run(self, stop: threading.Event) -> None:
         self.cache.start()
+        if self.usage is not None:
+            self.usage.start()
         try:
             if not self._wait_synced(stop):
                 return
@@ -66,6 +71,8 @@ class Scheduler:
                     log.exception("scheduling cycle failed")
                 self._wait_next(stop, started)
         finally:
+            if self.usage is not None:
+                self.usage.close()
             self.cache.stop()
             self.committer.close()
             log.info("scheduler stopped", **fields(cycles=self.cycles))
@@ -97,6 +104,8 @@ class Scheduler:
         """One cycle: snapshot, session (open, actions, close), commit."""
         started = time.perf_counter()
         cycle = self.cache.snapshot()
+        if self.usage is not None:
+            cycle.snapshot.usage = self.usage.usage(cycle.snapshot.now)
         snapshot_seconds = time.perf_counter() - started
         session = Session(cycle.snapshot, self.plugins)
         if self.metrics is None:
@@ -116,6 +125,8 @@ class Scheduler:
                 with self.metrics.close_session():
                     session.close()
             self._record_snapshot(session)
+        if self.usage is not None:
+            self.usage.record(session)
         self.committer.commit(session, cycle)
         self.cycles += 1
         if session.decisions or log.isEnabledFor(logging.DEBUG):

@@ -65,3 +65,27 @@ def test_decisions_of_an_action_are_counted_per_podgroup():
     assert registry.value("kai_pod_group_evicted_pods_total", labels) == 3
     assert registry.value("kai_preemption_attempts_total") == 1
     assert registry.value("kai_podgroups_scheduled_by_action_total", {"action": "preempt"}) == 1
+
+
+def test_the_loop_records_its_allocations_as_usage_and_reads_them_back_next_cycle():
+    from kai.cluster.cache import Cycle
+    from kai.cluster.scheduler import Scheduler
+    from kai.framework import parse_config
+
+    config = parse_config({"actions": "allocate", "usageDBConfig": {"clientType": "in-process"},
+                           "tiers": [{"plugins": [{"name": "predicates"}, {"name": "proportion"}]}]})
+    scheduler = Scheduler(None, config)
+    seen = []
+
+    def snapshot():
+        snap = kt.cluster(nodes=[kt.node("n1", gpus=8)], queues=[kt.queue("a"), kt.queue("b")],
+                          jobs=[kt.job("ja", queue="a", tasks=4, gpus=1)], now=kt.NOW + 60 * len(seen))
+        seen.append(snap)
+        return Cycle(snap, {}, {}, [])
+
+    scheduler.cache.snapshot = snapshot
+    scheduler.committer.commit = lambda session, cycle: None
+    scheduler.run_once()
+    assert seen[0].usage == {}  # nothing recorded before the first cycle
+    scheduler.run_once()
+    assert seen[1].usage["a"][2] > 0 and seen[1].usage.get("b", (0, 0, 0))[2] == 0
