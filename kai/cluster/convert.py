@@ -11,7 +11,6 @@ status, job priority and preemptibility and queue quotas.
 from __future__ import annotations
 
 import functools
-import re
 from datetime import datetime
 
 import attrs
@@ -41,6 +40,7 @@ from kai.api import (
 from kai.api.podgroup import NON_PREEMPTIBLE, POD_GROUP_ANNOTATION, PREEMPTIBILITY_LABEL, PREEMPTIBLE, SUBGROUP_LABEL
 from kai.api.resources import gpu_memory_from_label, parse_gpu_sharing
 from kai.cluster.quantity import QuantityError, parse
+from kai.framework import parse_duration
 
 KAI_SCHEDULER = "kai-scheduler"
 TASK_PRIORITY_LABEL = "kai.scheduler/task-priority"
@@ -82,21 +82,14 @@ def quantity(value, where: str) -> float:
         raise ValueError(f"{where}: {value!r} is not a Kubernetes quantity") from None
 
 
-_GO_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
-_GO_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
 def go_duration(value) -> float | None:
     """Seconds of a Go duration string (``90s``, ``1h30m``); None when absent or unreadable."""
     if not isinstance(value, str) or not value:
         return None
-    text = value.lstrip("+")
-    if text == "0":
-        return 0.0
-    parts = _GO_DURATION.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
+    try:
+        return parse_duration(value)
+    except ValueError:
         return None
-    return sum(float(n) * _GO_UNITS[u] for n, u in parts)
 
 
 def _strings(value) -> dict[str, str]:
