@@ -40,7 +40,7 @@ from kai.cluster.access import Access
 from kai.cluster.client import STRATEGIC_MERGE_PATCH, ApiError, Kube, object_path
 from kai.cluster.events import NORMAL, WARNING, record_event
 from kai.cluster.watch import Informer, object_key
-from kai.cluster.workqueue import ShutDown, WorkQueue
+from kai.cluster.workqueue import WorkQueue, serve
 from kai.logs import fields
 from kai.metrics import BinderMetrics
 
@@ -233,20 +233,7 @@ class Binder:
             log.info("binder stopped")
 
     def _work(self) -> None:
-        while True:
-            try:
-                key = self.queue.get()
-            except ShutDown:
-                return
-            try:
-                retry = self.reconcile(key)
-                if retry is not None:
-                    self.queue.add_after(key, retry)
-            except Exception:  # a bug on one object must not stop the worker
-                log.exception("binder failed on a BindRequest", **fields(bind_request=key))
-                self.queue.add_after(key, self.max_delay)
-            finally:
-                self.queue.done(key)
+        serve(self.queue, self.reconcile, self.max_delay, log, "binder failed on a BindRequest", "bind_request")
 
     def sweep(self) -> int:
         """Delete BindRequests whose pod is gone, replaced or bound to another node; returns how many."""

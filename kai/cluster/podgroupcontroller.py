@@ -32,7 +32,7 @@ from kai.cluster.access import Access
 from kai.cluster.client import ApiError, Kube, object_path
 from kai.cluster.quantity import QuantityError, format_resources, parse, resource_list_patch, sum_resources
 from kai.cluster.watch import Informer, object_key
-from kai.cluster.workqueue import ShutDown, WorkQueue
+from kai.cluster.workqueue import WorkQueue, serve
 from kai.logs import fields
 
 log = logging.getLogger(__name__)
@@ -224,18 +224,9 @@ class PodGroupController:
             log.info("podgroup controller stopped")
 
     def _work(self) -> None:
-        while True:
-            try:
-                key = self.queue.get()
-            except ShutDown:
-                return
-            try:
-                if not all(i.synced.is_set() for i in self._informers.values()):
-                    self.queue.add_after(key, 0.2)  # a partial pod list would be written as truth
-                elif not self.reconcile(key):
-                    self.queue.add_after(key, RETRY_DELAY)
-            except Exception:
-                log.exception("podgroup controller failed on a PodGroup", **fields(podgroup=key))
-                self.queue.add_after(key, RETRY_DELAY)
-            finally:
-                self.queue.done(key)
+        serve(self.queue, self._handle, RETRY_DELAY, log, "podgroup controller failed on a PodGroup", "podgroup")
+
+    def _handle(self, key: str) -> float | None:
+        if not all(i.synced.is_set() for i in self._informers.values()):
+            return 0.2  # a partial pod list would be written as truth
+        return None if self.reconcile(key) else RETRY_DELAY

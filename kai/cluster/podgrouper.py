@@ -35,7 +35,7 @@ from kai.cluster.client import ApiError, Kube, object_path
 from kai.cluster.events import WARNING, record_event
 from kai.cluster.objects import KubeObjects
 from kai.cluster.watch import Informer, object_key
-from kai.cluster.workqueue import ShutDown, WorkQueue
+from kai.cluster.workqueue import WorkQueue, serve
 from kai.framework.grouping import GroupingConfig, PodGrouperHub, build_hub, pod_assignment, skip_reason
 from kai.logs import fields
 
@@ -259,20 +259,7 @@ class PodGrouper:
             log.info("podgrouper stopped")
 
     def _work(self) -> None:
-        while True:
-            try:
-                key = self.queue.get()
-            except ShutDown:
-                return
-            try:
-                retry = self.reconcile(key)
-            except Exception:  # a bug on one pod must not stop the worker
-                log.exception("podgrouper failed on a pod", **fields(pod=key))
-                retry = self.max_delay
-            finally:
-                self.queue.done(key)
-            if retry is not None:
-                self.queue.add_after(key, retry)
+        serve(self.queue, self.reconcile, self.max_delay, log, "podgrouper failed on a pod", "pod")
 
     # -- one pod -------------------------------------------------------------------------------
     def reconcile(self, key: str) -> float | None:

@@ -10,10 +10,13 @@
 from __future__ import annotations
 
 import heapq
+import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
+
+from kai.logs import fields
 
 
 class ShutDown(Exception):
@@ -96,3 +99,27 @@ class WorkQueue:
         while self._delayed and self._delayed[0][0] <= now:
             _, _, key = heapq.heappop(self._delayed)
             self._add_locked(key)
+
+
+def serve(queue: WorkQueue, handle: Callable[[Hashable], float | None], error_delay: float,
+          log: logging.Logger, failure: str, field: str) -> None:
+    """A worker: take keys from ``queue`` until it shuts down and ``handle`` each one.
+
+    ``handle(key)`` returns the delay before the key is handled again, or None. An exception is
+    logged (``failure``, naming the key as ``field``) and the key retried after ``error_delay``: a
+    bug on one object must not stop the worker.
+    """
+    while True:
+        try:
+            key = queue.get()
+        except ShutDown:
+            return
+        try:
+            retry = handle(key)
+        except Exception:  # noqa: BLE001
+            log.exception(failure, **fields(**{field: key}))
+            retry = error_delay
+        finally:
+            queue.done(key)
+        if retry is not None:
+            queue.add_after(key, retry)
