@@ -31,11 +31,19 @@ basicConstraints = critical,CA:FALSE
 keyUsage = critical,digitalSignature,keyEncipherment
 extendedKeyUsage = serverAuth
 subjectAltName = {names}
+[client]
+basicConstraints = critical,CA:FALSE
+keyUsage = critical,digitalSignature,keyEncipherment
+extendedKeyUsage = clientAuth
 """
 
 
 class CertificateError(RuntimeError):
     """The certificate could not be made (no openssl, openssl failed)."""
+
+
+class OpenSSLMissing(CertificateError):
+    """The ``openssl`` command is not installed."""
 
 
 @dataclass(frozen=True)
@@ -59,30 +67,46 @@ def subject_alt_names(hosts: list[str]) -> str:
     return ",".join(names)
 
 
+class OpenSSL:
+    """The ``openssl`` command run in ``folder``, with a configuration whose server certificates are valid
+    for ``hosts``; CA and signed certificates are written there as ``NAME.crt`` / ``NAME.key``."""
+
+    def __init__(self, folder: Path, hosts: list[str]) -> None:
+        self.command = shutil.which("openssl")
+        if self.command is None:
+            raise OpenSSLMissing("the 'openssl' command is needed to make certificates; install OpenSSL")
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        (self.folder / "openssl.cnf").write_text(CONFIG.format(names=subject_alt_names(hosts)))
+
+    def run(self, *args: str) -> None:
+        proc = subprocess.run([self.command, *args], cwd=self.folder, capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL)
+        if proc.returncode != 0:
+            raise CertificateError(f"openssl {args[0]} failed: {proc.stderr.strip()}")
+
+    def ca(self, subject: str, days: int) -> None:
+        """A self-signed CA (``ca.crt``, ``ca.key``)."""
+        self.run("req", "-x509", "-new", "-nodes", "-newkey", "rsa:2048", "-keyout", "ca.key", "-out", "ca.crt",
+                 "-subj", subject, "-days", str(days), "-config", "openssl.cnf", "-extensions", "ca")
+
+    def sign(self, name: str, subject: str, extension: str, days: int) -> None:
+        """A key and a certificate signed by the CA, with the ``server`` or ``client`` extensions."""
+        self.run("req", "-new", "-nodes", "-newkey", "rsa:2048", "-keyout", f"{name}.key", "-out", f"{name}.csr",
+                 "-subj", subject, "-config", "openssl.cnf")
+        self.run("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+                 "-out", f"{name}.crt", "-days", str(days), "-extfile", "openssl.cnf", "-extensions", extension)
+        (self.folder / f"{name}.csr").unlink()
+        (self.folder / f"{name}.key").chmod(0o600)
+
+
 def serving_certificate(folder: Path, hosts: list[str], days: int = 3650) -> Certificate:
     """A new CA and server certificate for ``hosts`` in ``folder`` (``ca.crt``, ``tls.crt``, ``tls.key``)."""
     if not hosts:
         raise CertificateError("a serving certificate needs at least one host name or IP address")
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        raise CertificateError("the 'openssl' command is needed to make a certificate; install OpenSSL or pass "
-                               "certificate files")
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "openssl.cnf").write_text(CONFIG.format(names=subject_alt_names(hosts)))
-
-    def run(*args: str) -> None:
-        proc = subprocess.run([openssl, *args], cwd=folder, capture_output=True, text=True, stdin=subprocess.DEVNULL)
-        if proc.returncode != 0:
-            raise CertificateError(f"openssl {args[0]} failed: {proc.stderr.strip()}")
-
-    run("req", "-x509", "-new", "-nodes", "-newkey", "rsa:2048", "-keyout", "ca.key", "-out", "ca.crt",
-        "-subj", "/CN=kai-admission-ca", "-days", str(days), "-config", "openssl.cnf", "-extensions", "ca")
-    run("req", "-new", "-nodes", "-newkey", "rsa:2048", "-keyout", "tls.key", "-out", "tls.csr",
-        "-subj", f"/CN={hosts[0]}", "-config", "openssl.cnf")
-    run("x509", "-req", "-in", "tls.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-out", "tls.crt",
-        "-days", str(days), "-extfile", "openssl.cnf", "-extensions", "server")
-    for leftover in ("tls.csr", "ca.key", "ca.srl"):
-        (folder / leftover).unlink(missing_ok=True)  # the CA signs this one certificate only
-    (folder / "tls.key").chmod(0o600)
-    return Certificate(folder / "tls.crt", folder / "tls.key", folder / "ca.crt")
+    openssl = OpenSSL(folder, hosts)
+    openssl.ca("/CN=kai-admission-ca", days)
+    openssl.sign("tls", f"/CN={hosts[0]}", "server", days)
+    for leftover in ("ca.key", "ca.srl"):
+        (openssl.folder / leftover).unlink(missing_ok=True)  # the CA signs this one certificate only
+    return Certificate(openssl.folder / "tls.crt", openssl.folder / "tls.key", openssl.folder / "ca.crt")

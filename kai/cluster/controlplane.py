@@ -29,6 +29,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from kai.cluster.certs import CertificateError, OpenSSL, OpenSSLMissing
+
 # 1.34.4 is the newest 1.34 patch whose staging modules (v0.34.4) are all on the module proxy.
 K8S_VERSION = "1.34.4"
 ETCD_VERSION = "3.5.21"
@@ -264,60 +266,25 @@ def state_root() -> Path:
     return Path(base) / "kai-scheduler" / "dev-cluster"
 
 
-OPENSSL_CONFIG = """\
-[req]
-distinguished_name = dn
-prompt = no
-[dn]
-CN = unused
-[ca]
-basicConstraints = critical,CA:TRUE
-keyUsage = critical,keyCertSign,cRLSign,digitalSignature
-subjectKeyIdentifier = hash
-[server]
-basicConstraints = critical,CA:FALSE
-keyUsage = critical,digitalSignature,keyEncipherment
-extendedKeyUsage = serverAuth
-subjectAltName = DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,\
-DNS:kubernetes.default.svc.cluster.local,IP:127.0.0.1,IP:10.0.0.1
-[client]
-basicConstraints = critical,CA:FALSE
-keyUsage = critical,digitalSignature,keyEncipherment
-extendedKeyUsage = clientAuth
-"""
+#: Names the apiserver's serving certificate is valid for.
+APISERVER_HOSTS = ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+                   "kubernetes.default.svc.cluster.local", "127.0.0.1", "10.0.0.1"]
 
 
 def make_pki(pki: Path) -> None:
     """Creates a CA, the apiserver's serving certificate, an admin client certificate
     (group ``system:masters``) and the service-account signing key pair, with ``openssl``."""
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        raise MissingToolError("the 'openssl' command is needed to create certificates; install OpenSSL and retry")
-    pki.mkdir(parents=True, exist_ok=True)
-    (pki / "openssl.cnf").write_text(OPENSSL_CONFIG)
-
-    def run(command: str) -> None:
-        args = command.split()  # no argument contains a space
-        proc = subprocess.run([openssl, *args], cwd=pki, capture_output=True, text=True, stdin=subprocess.DEVNULL)
-        if proc.returncode != 0:
-            raise ControlPlaneError(f"openssl {args[0]} failed: {proc.stderr.strip()}")
-
-    run(
-        "req -x509 -new -nodes -newkey rsa:2048 -keyout ca.key -out ca.crt -subj /CN=kai-dev-ca"
-        " -days 3650 -config openssl.cnf -extensions ca"
-    )
-    for name, subject, ext in (
-        ("apiserver", "/CN=kube-apiserver", "server"),
-        ("admin", "/O=system:masters/CN=kai-dev-admin", "client"),
-    ):
-        run(f"req -new -nodes -newkey rsa:2048 -keyout {name}.key -out {name}.csr -subj {subject} -config openssl.cnf")
-        run(
-            f"x509 -req -in {name}.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out {name}.crt"
-            f" -days 3650 -extfile openssl.cnf -extensions {ext}"
-        )
-        (pki / f"{name}.csr").unlink()
-    run("genrsa -out sa.key 2048")
-    run("rsa -in sa.key -pubout -out sa.pub")
+    try:
+        openssl = OpenSSL(pki, APISERVER_HOSTS)
+        openssl.ca("/CN=kai-dev-ca", 3650)
+        openssl.sign("apiserver", "/CN=kube-apiserver", "server", 3650)
+        openssl.sign("admin", "/O=system:masters/CN=kai-dev-admin", "client", 3650)
+        openssl.run("genrsa", "-out", "sa.key", "2048")
+        openssl.run("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub")
+    except OpenSSLMissing as exc:
+        raise MissingToolError(str(exc)) from None
+    except CertificateError as exc:
+        raise ControlPlaneError(str(exc)) from None
     for key in pki.glob("*.key"):
         key.chmod(0o600)
 
