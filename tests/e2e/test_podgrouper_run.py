@@ -23,35 +23,6 @@ DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 DIST = "kai-sweep-test-podgrouper"
 MODULE = "kai_sweep_test_podgrouper"
 
-# The example of docs/podgroupers.md: every batch of trials of a Sweep is one gang in the Sweep's queue.
-SWEEP_PODGROUPER = '''
-from kai import hookimpl
-from kai.api.podgroup import GroupingError
-from kai.framework.unstructured import nested_int, nested_str
-
-
-class SweepGrouper:
-    @hookimpl
-    def kai_podgrouper_kinds(self):
-        return [("tuning.example.com", "*", "Sweep")]
-
-    @hookimpl
-    def kai_podgroup_metadata(self, hub, top_owner, pod, owners):
-        metadata = hub.default_metadata(top_owner, pod, owners)
-        trials, found = nested_int(top_owner, "spec", "parallelTrials")
-        if not found or trials <= 0:
-            raise GroupingError(f"sweep {metadata.name}: spec.parallelTrials must be a positive integer")
-        metadata.min_available = trials
-        queue, found = nested_str(top_owner, "spec", "queue")
-        if found and queue:
-            metadata.queue = queue
-        return metadata
-
-
-def build(args):
-    return SweepGrouper()
-'''
-
 SWEEP_CRD = """
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
@@ -105,9 +76,9 @@ def ns(kube: Kube):
 
 
 @pytest.fixture
-def sweep_podgrouper(tmp_path, apply_crds):
+def sweep_podgrouper(tmp_path, apply_crds, sweep_podgrouper_source):
     installed = pip("install", "--no-deps", "--no-index",
-                    wheel(tmp_path, DIST, {f"{MODULE}.py": SWEEP_PODGROUPER},
+                    wheel(tmp_path, DIST, {f"{MODULE}.py": sweep_podgrouper_source},
                           f"[kai.podgroupers]\nsweep = {MODULE}:build\n"))
     assert installed.returncode == 0, installed.stdout + installed.stderr
     (tmp_path / "crds").mkdir()
