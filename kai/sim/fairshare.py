@@ -9,15 +9,13 @@ it, what it holds and asks for, its limit, and the rule that bounded the fair sh
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 
 import attrs
 
-from kai.framework import FAIR_SHARE_REASONS, ConfigError, PluginError, Plugins, Session
+from kai.framework import FAIR_SHARE_REASONS, ConfigError, Plugins, Session
 from kai.framework.usage import make_usage_source
 from kai.sim.scenario import NOW
-from kai.sim.simulate import Run, load_runs
+from kai.sim.simulate import Run, print_reports
 
 PROG = "kai-scheduler fairshare"
 #: (name, index in the division's (CPU, memory, GPU) vectors, unit label, divisor from the base unit).
@@ -106,16 +104,4 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--json", action="store_true",
                         help="print a machine-readable report instead (GPUs, millicores, bytes; -1 unlimited)")
     args = parser.parse_args(argv)
-    try:
-        reports = [fair_shares(run) for run in load_runs(args.file, 1)]
-    except ConfigError as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
-        return 2
-    except PluginError as exc:
-        print(f"{PROG}: {args.file}: {exc}", file=sys.stderr)
-        return 2
-    if args.json:
-        print(json.dumps({"file": args.file, "runs": reports}, indent=1))
-    else:
-        print("\n\n".join(format_report(r) for r in reports))
-    return 0
+    return print_reports(PROG, args.file, 1, fair_shares, format_report, args.json)

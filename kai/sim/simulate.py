@@ -142,16 +142,22 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.cycles is not None and args.cycles < 1:
         parser.error("--cycles must be at least 1")
+    return print_reports(PROG, args.file, args.cycles, simulate, format_report, args.json)
+
+
+def print_reports(prog: str, path: str, cycles: int | None, report: Callable[[Run], dict],
+                  text: Callable[[dict], str], as_json: bool) -> int:
+    """Print ``report`` of every run of the file at ``path`` (as text or JSON); the exit status."""
     try:
-        reports = [simulate(run) for run in load_runs(args.file, args.cycles)]
+        reports = [report(run) for run in load_runs(path, cycles)]
     except ConfigError as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
+        print(f"{prog}: {exc}", file=sys.stderr)
         return 2
     except PluginError as exc:
-        print(f"{PROG}: {args.file}: {exc}", file=sys.stderr)
+        print(f"{prog}: {path}: {exc}", file=sys.stderr)
         return 2
-    if args.json:
-        print(json.dumps({"file": args.file, "runs": reports}, indent=1))
+    if as_json:
+        print(json.dumps({"file": path, "runs": reports}, indent=1))
     else:
-        print("\n\n".join(format_report(r) for r in reports))
+        print("\n\n".join(text(r) for r in reports))
     return 0
