@@ -110,12 +110,12 @@ class Committer:
         self._written: dict[tuple[str, str], str] = {}
         self._in_flight: set[str] = set()
         self._logged_problems: set[str] = set()
-        self._pending: list[Future] = []
+        self._pending: set[Future] = set()
 
     def flush(self, timeout: float | None = None) -> bool:
         """Waits for every write submitted so far; False if some are still running after ``timeout``."""
         with self._lock:
-            pending, self._pending = self._pending, []
+            pending = set(self._pending)
         return not wait(pending, timeout).not_done
 
     def close(self) -> None:
@@ -154,8 +154,13 @@ class Committer:
 
         future = (self.decisions if decision else self.status).submit(run)
         with self._lock:
-            self._pending = [f for f in self._pending if not f.done()] + [future]
+            self._pending.add(future)
+        future.add_done_callback(self._finished)
         return True
+
+    def _finished(self, future: Future) -> None:
+        with self._lock:
+            self._pending.discard(future)
 
     def _event(self, ref: dict, event_type: str, reason: str, message: str, once: bool = True) -> bool:
         """An event about ``ref``, unless (``once``) the last one of this reason said the same."""
