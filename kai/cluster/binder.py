@@ -2,16 +2,20 @@
 
 For each BindRequest that is neither Succeeded nor out of attempts, one bind attempt:
 
-1. read the pod; if it is gone, or is another pod of the same name (owner UID differs), or is
-   already bound to a different node, the BindRequest is stale and is deleted. A pod already on
-   the selected node counts as success (a previous attempt bound it but could not record it).
-2. read the selected node (a missing node fails the attempt);
-3. :class:`BindPlugin` ``pre_bind`` hooks (GPU sharing: reservation pods, env injection), then the
-   pod's ``received-resource-type`` annotation, then ``POST pods/<name>/binding`` with the pod's UID
-   as precondition, then ``post_bind`` hooks. On failure ``rollback`` hooks run in reverse order.
+1. look up the selected node in the binder's node cache (read from the API server when the cache
+   does not have it yet); a missing node fails the attempt;
+2. :class:`BindPlugin` ``pre_bind`` hooks (GPU sharing: reservation pods, env injection), then
+   ``POST pods/<name>/binding`` with the pod's UID (from the BindRequest's owner reference) as
+   precondition and the ``received-resource-type`` annotation, which the API server copies onto the
+   pod; then ``post_bind`` hooks. On failure ``rollback`` hooks run in reverse order.
 
-The Binding API refuses a second bind of a pod (409), so a pod is never bound twice: on 409 the
-binder reads the pod again: on the selected node it is a success, elsewhere a failed attempt.
+The pod itself is read only when a plugin needs it (shared GPUs), when the BindRequest names no
+owner UID, or when the Binding is refused. That keeps a whole-GPU bind at three writes (Binding,
+BindRequest status, pod condition) plus its event. The Binding API refuses a second bind of a pod
+(409), so a pod is never bound twice. A 404 means the pod is gone and the BindRequest is stale; on
+409 the binder reads the pod: another pod of the same name (owner UID differs) or a pod bound to a
+different node makes the BindRequest stale, and it is deleted; a pod on the selected node counts as
+success (a previous attempt bound it but could not record it).
 
 Outcome on the BindRequest status (as KAI): success -> phase ``Succeeded``; failure -> phase
 ``Failed`` with ``reason`` and, while below ``spec.backoffLimit``, one more ``failedAttempts``. The
@@ -32,7 +36,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -64,7 +68,7 @@ API_ACCESS = (
     Access("", "pods", ("get", "list", "patch", "create", "delete")),
     Access("", "pods/binding", ("create",)),
     Access("", "pods/status", ("patch",)),
-    Access("", "nodes", ("get",)),
+    Access("", "nodes", ("get", "list", "watch")),
     Access("", "configmaps", ("get", "create", "patch", "delete")),
     Access("", "events", ("create",)),
 )
@@ -129,13 +133,34 @@ class BindRequest:
 
 @dataclass
 class BindContext:
-    """What bind plugins see; ``state`` carries data from ``pre_bind`` to ``post_bind``/``rollback``."""
+    """What bind plugins see; ``state`` carries data from ``pre_bind`` to ``post_bind``/``rollback``.
+
+    ``pod`` is read from the API server on first use (``read_pod``), so binds whose plugins never
+    look at it cost no read.
+    """
 
     request: BindRequest
-    pod: dict[str, Any]
     node: dict[str, Any]
     kube: Kube
+    read_pod: Callable[[], dict[str, Any]] = field(repr=False)
     state: dict[str, Any] = field(default_factory=dict)
+    loaded_pod: dict[str, Any] | None = field(default=None, repr=False)
+    already_bound: bool = False
+
+    @property
+    def pod(self) -> dict[str, Any]:
+        if self.loaded_pod is None:
+            self.loaded_pod = self.read_pod()
+        return self.loaded_pod
+
+    def pod_ref(self) -> dict[str, Any] | None:
+        """The pod as events and conditions need it: the one read, else the BindRequest's owner reference."""
+        if self.loaded_pod is not None:
+            return self.loaded_pod
+        if not self.request.owner_pod_uid:
+            return None
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": self.request.pod_name, "namespace": self.request.namespace, "uid": self.request.owner_pod_uid}}
 
 
 class BindPlugin(Protocol):
@@ -181,6 +206,8 @@ class Binder:
         self._informer: Informer | None = None
         #: BindRequests by ``namespace/name``: the informer, or a dict when driven by hand (tests)
         self._store: Any = store if store is not None else {}
+        #: Nodes by name (an informer while running); a node it does not hold yet is read from the API
+        self._nodes: Any = {}
         self._not_before: dict[str, float] = {}
         self._dirty_nodes: set[str] = set()
 
@@ -210,6 +237,7 @@ class Binder:
         self._informer = self._store = Informer(self.kube, object_path(GROUP, VERSION, PLURAL),
                                                 on_event=self.on_event, name="bindrequests")
         self._informer.start()
+        self._nodes = Informer(self.kube, "/api/v1/nodes", transform=slim_node, name="nodes").start()
         workers = [threading.Thread(target=self._work, name=f"binder-{i}", daemon=True) for i in range(self.workers)]
         for thread in workers:
             thread.start()
@@ -228,6 +256,7 @@ class Binder:
         finally:
             self.queue.shut_down()
             self._informer.stop()
+            self._nodes.stop()
             for thread in workers:
                 thread.join(10)
             log.info("binder stopped")
@@ -307,29 +336,33 @@ class Binder:
     def attempt(self, request: BindRequest) -> float | None:
         """One bind attempt and its status; returns the retry delay after a retryable failure."""
         ids = _ids(request)
-        pod: dict[str, Any] | None = None
+        ctx = BindContext(request, {}, self.kube, read_pod=lambda: self._read_pod(request))
         try:
             with self._timed():
                 if not request.pod_name or not request.selected_node:
                     raise InvalidBindRequest("spec.podName and spec.selectedNode are required")
-                pod = self._read_pod(request)
-                bound_to = (pod.get("spec") or {}).get("nodeName")
-                if bound_to:
-                    self._already_bound(request, pod, bound_to)
-                    return None
-                node = self._read_node(request.selected_node)
-                self._bind(BindContext(request, pod, node, self.kube))
+                if not request.owner_pod_uid:  # the Binding's UID precondition comes from the pod then
+                    bound_to = (ctx.pod.get("spec") or {}).get("nodeName")
+                    if bound_to:
+                        self._already_bound(request, ctx, bound_to)
+                        return None
+                ctx.node = self._read_node(request.selected_node)
+                self._bind(ctx)
         except _Stale:
             return None
         except BindError as exc:
             self._count("failed")
-            return self._failed(request, pod, str(exc), ids)
+            return self._failed(request, ctx, str(exc), ids)
         except ApiError as exc:
             self._count("failed")
-            return self._failed(request, pod, f"API error: {exc}", ids)
+            return self._failed(request, ctx, f"API error: {exc}", ids)
+        if ctx.already_bound:
+            self._count("already_bound")
+            self._succeeded(request, ctx, event=False)
+            return None
         self._count("succeeded")
         log.info("bound pod", **fields(**ids))
-        self._succeeded(request, pod)
+        self._succeeded(request, ctx)
         return None
 
     def _bind(self, ctx: BindContext) -> None:
@@ -338,11 +371,7 @@ class Binder:
             for plugin in self.plugins:
                 plugin.pre_bind(ctx)
                 done.append(plugin)
-            request, pod = ctx.request, ctx.pod
-            if request.received_resource_type:
-                self.kube.patch(object_path("", "v1", "pods", request.namespace, request.pod_name),
-                                {"metadata": {"annotations": {RECEIVED_RESOURCE_TYPE: request.received_resource_type}}})
-            self._post_binding(request, pod)
+            self._post_binding(ctx)
             for plugin in self.plugins:
                 plugin.post_bind(ctx)
         except (BindError, ApiError, _Stale):
@@ -354,24 +383,37 @@ class Binder:
                                                                        pod=f"{ctx.request.namespace}/{ctx.request.pod_name}"))
             raise
 
-    def _post_binding(self, request: BindRequest, pod: dict[str, Any]) -> None:
-        meta = pod["metadata"]
-        binding = {
-            "apiVersion": "v1", "kind": "Binding",
-            "metadata": {"name": request.pod_name, "namespace": request.namespace, "uid": meta.get("uid")},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": request.selected_node},
-        }
+    def _post_binding(self, ctx: BindContext) -> None:
+        request = ctx.request
+        uid = request.owner_pod_uid or (ctx.pod.get("metadata") or {}).get("uid")
+        metadata: dict[str, Any] = {"name": request.pod_name, "namespace": request.namespace, "uid": uid}
+        if request.received_resource_type:
+            metadata["annotations"] = {RECEIVED_RESOURCE_TYPE: request.received_resource_type}
+        binding = {"apiVersion": "v1", "kind": "Binding", "metadata": metadata,
+                   "target": {"apiVersion": "v1", "kind": "Node", "name": request.selected_node}}
         try:
             self.kube.post(object_path("", "v1", "pods", request.namespace, request.pod_name, "binding"), binding)
+            return
         except ApiError as exc:
-            if not exc.status == 409:
+            if exc.status == 404:
+                self.delete_stale(request, "its pod no longer exists")
+                raise _Stale from exc
+            if exc.status != 409:
                 raise BindError(f"failed to bind pod {request.namespace}/{request.pod_name} to node "
                                 f"{request.selected_node}: {exc}") from exc
-            # 409: bound meanwhile (by an earlier attempt whose reply was lost, or by someone else)
-            node = (self._read_pod(request).get("spec") or {}).get("nodeName")
-            if node != request.selected_node:
-                raise BindError(f"pod {request.namespace}/{request.pod_name} is already bound to node "
-                                f"{node or '(none)'}: {exc}") from exc
+            refused = exc
+        # 409: another pod of that name (stale), or bound meanwhile: by an earlier attempt whose reply
+        # was lost (success), or elsewhere (stale)
+        ctx.loaded_pod = self._read_pod(request)
+        node = (ctx.loaded_pod.get("spec") or {}).get("nodeName")
+        if node == request.selected_node:
+            ctx.already_bound = True
+        elif node:
+            self.delete_stale(request, f"its pod is bound to node {node}, not {request.selected_node}")
+            raise _Stale
+        else:
+            raise BindError(f"failed to bind pod {request.namespace}/{request.pod_name} to node "
+                            f"{request.selected_node}: {refused}")
 
     def _read_pod(self, request: BindRequest) -> dict[str, Any]:
         """The pod; raises _Stale after deleting the BindRequest of a pod that is gone or replaced."""
@@ -389,31 +431,35 @@ class Binder:
         return pod
 
     def _read_node(self, name: str) -> dict[str, Any]:
+        node = self._nodes.get(name)
+        if node is not None:
+            return node
         try:
-            return self.kube.get(object_path("", "v1", "nodes", name=name))
+            return slim_node(self.kube.get(object_path("", "v1", "nodes", name=name)))
         except ApiError as exc:
             if exc.status == 404:
                 raise BindError(f"node {name} not found") from exc
             raise
 
-    def _already_bound(self, request: BindRequest, pod: dict[str, Any], node: str) -> None:
+    def _already_bound(self, request: BindRequest, ctx: BindContext, node: str) -> None:
         if node == request.selected_node:
             self._count("already_bound")
-            self._succeeded(request, pod, event=False)
+            self._succeeded(request, ctx, event=False)
         else:
             self.delete_stale(request, f"its pod is bound to node {node}, not {request.selected_node}")
 
     # -- outcomes ------------------------------------------------------------------------------
-    def _succeeded(self, request: BindRequest, pod: dict[str, Any] | None, event: bool = True) -> None:
+    def _succeeded(self, request: BindRequest, ctx: BindContext, event: bool = True) -> None:
         self._set_status(request, {"phase": "Succeeded", "reason": None})
         with self._lock:
             self._not_before.pop(request.key, None)
+        pod = ctx.pod_ref()
         if pod is not None and event:
             message = f"Pod bound successfully to node {request.selected_node}"
             self._pod_condition(request, "True", "Bound", message)
             record_event(self.kube, pod, NORMAL, "Bound", message, COMPONENT)
 
-    def _failed(self, request: BindRequest, pod: dict[str, Any] | None, reason: str, ids: dict) -> float | None:
+    def _failed(self, request: BindRequest, ctx: BindContext, reason: str, ids: dict) -> float | None:
         status: dict[str, Any] = {"phase": "Failed", "reason": reason}
         retry = None
         if request.backoff_limit is not None and request.backoff_limit > request.failed_attempts:
@@ -425,6 +471,7 @@ class Binder:
         suffix = f"; retrying in {retry:g}s" if retry is not None else ""
         log.warning(f"bind failed{suffix}", **fields(**ids, reason=reason, attempt=request.failed_attempts + 1))
         self._set_status(request, status)
+        pod = ctx.pod_ref()
         if pod is not None:
             message = (f"Failed to bind pod {request.namespace}/{request.pod_name} to node "
                        f"{request.selected_node}: {reason}")
@@ -472,6 +519,13 @@ class Binder:
 
     def _timed(self):
         return self.metrics.attempt() if self.metrics is not None else contextlib.nullcontext()
+
+
+def slim_node(node: dict[str, Any]) -> dict[str, Any]:
+    """A node without what no bind step reads (managed fields, image lists: the bulk of a real node)."""
+    meta = {k: v for k, v in (node.get("metadata") or {}).items() if k != "managedFields"}
+    status = {k: v for k, v in (node.get("status") or {}).items() if k != "images"}
+    return {**node, "metadata": meta, "status": status}
 
 
 def _ids(request: BindRequest) -> dict[str, str]:
