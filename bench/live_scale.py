@@ -135,6 +135,7 @@ def main() -> None:
     p.add_argument("run_args", nargs="*", help="extra arguments of kai-scheduler run (after --)")
     args = p.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="kai-scale-"))
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the private control plane too
     if args.kubeconfig:
         run(args, args.kubeconfig, workdir)
         return
