@@ -164,9 +164,10 @@ class GpuSharing:
         self.cdi = cdi
 
     def pre_bind(self, ctx: BindContext) -> None:
-        request, pod = ctx.request, ctx.pod
+        request = ctx.request
         if request.received_resource_type != FRACTION:
             return
+        pod = ctx.pod
         if not request.selected_gpu_groups:
             raise InvalidBindRequest("a Fraction BindRequest needs spec.selectedGPUGroups")
         capabilities_name, evar_name = configmap_names(pod)

@@ -4,8 +4,10 @@ Each cycle takes a snapshot from the :class:`~kai.cluster.cache.ClusterCache`, r
 actions in one kernel :class:`~kai.framework.Session` -- the same entry points as the simulator,
 no scheduling logic here -- and hands the outcome to the :class:`~kai.cluster.commit.Committer`.
 A cycle starts ``period`` seconds after the previous one (KAI's ``--schedule-period``, 1 s), or
-``debounce`` seconds after a change arrives from a watch, whichever comes first. A failing cycle is
-logged and the loop goes on.
+``debounce`` seconds after a change arrives from a watch, whichever comes first; but never sooner
+after the previous cycle ended than that cycle took (at most a period), so that under a stream of
+changes a large cluster's scheduler does not take all the CPU. A failing cycle is logged and the
+loop goes on.
 """
 
 from __future__ import annotations
@@ -91,13 +93,18 @@ class Scheduler:
         return False
 
     def _wait_next(self, stop: threading.Event, started: float) -> None:
-        due = started + self.period
+        ended = time.monotonic()
+        # A long cycle earns a pause as long (up to a period): a busy scheduler leaves half the CPU to
+        # the API server and the binder, whose work its decisions just created.
+        earliest = ended + min(ended - started, self.period)
+        due = max(started + self.period, earliest)
         while not stop.is_set():
             remaining = due - time.monotonic()
             if remaining <= 0:
                 return
             if self.cache.changed.wait(remaining):
-                stop.wait(self.debounce)  # gather the burst of events a change usually brings
+                # gather the burst of events a change usually brings
+                stop.wait(min(due, max(time.monotonic() + self.debounce, earliest)) - time.monotonic())
                 return
 
     def run_once(self) -> Session:

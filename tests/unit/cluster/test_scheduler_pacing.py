@@ -1,0 +1,31 @@
+"""When the scheduler loop starts its next cycle: after changes, but not back to back after long cycles."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from kai.cluster.scheduler import Scheduler
+
+
+def waited(scheduler: Scheduler, cycle_seconds: float) -> float:
+    """Seconds ``_wait_next`` waits after a cycle of ``cycle_seconds`` when a change is already waiting."""
+    scheduler.cache.changed.set()
+    begin = time.monotonic()
+    scheduler._wait_next(threading.Event(), started=begin - cycle_seconds)
+    return time.monotonic() - begin
+
+
+def test_a_change_after_a_short_cycle_starts_the_next_after_the_debounce_only():
+    scheduler = Scheduler(None, period=30.0, debounce=0.01)
+    assert waited(scheduler, 0.0) < 10.0  # far below the period: the change was not left to wait for it
+
+
+def test_a_long_cycle_is_followed_by_a_pause_as_long_even_with_changes_waiting():
+    scheduler = Scheduler(None, period=30.0, debounce=0.01)
+    assert waited(scheduler, 0.4) >= 0.39
+
+
+def test_the_pause_after_a_long_cycle_is_at_most_a_period():
+    scheduler = Scheduler(None, period=0.2, debounce=0.01)
+    assert 0.19 <= waited(scheduler, 60.0) < 30.0
