@@ -1,11 +1,12 @@
 """Scale run of ``kai-scheduler run`` on a local control plane: many kwok GPU nodes, thousands of pods.
 
-Run: ``python bench/live_scale.py [--nodes 500] [--gpus 8] [--pods 4000] [--queues 4] [--kubeconfig FILE]``.
+Run: ``python bench/live_scale.py [--nodes 500] [--gpus 8] [--pods 4000] [--queues 4] [--staged] [--kubeconfig FILE]``.
 
 Starts a private control plane (etcd, kube-apiserver, kwok; or uses ``--kubeconfig``), installs
 KAI's CRDs, creates the nodes and one queue per group of pods, starts the scheduler and the binder
 as two processes, then creates the PodGroups and single-GPU pods and prints the time from the
-first creation until every pod is Running, and the peak RSS of each process. Not a test: numbers,
+first creation until every pod is Running, the peak RSS of each process and the CPU time each
+process (also the control plane's, when private) used meanwhile. Not a test: numbers,
 no pass/fail. KAI's own figure for 500 nodes x 8 GPUs and 4,000 pods is 6 min 38 s.
 """
 
@@ -32,6 +33,12 @@ DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
 NAMESPACE = "scale"
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a running process (``/proc/<pid>/stat`` fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def peak_rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -39,10 +46,20 @@ def peak_rss_mib(pid: int) -> float:
     return float("nan")
 
 
-def create_all(kube: Kube, objects: list[dict], workers: int = 32) -> None:
+def create_all(kube: Kube, objects: list[dict], workers: int = 32, post=m.apply) -> None:
     with ThreadPoolExecutor(workers) as pool:
-        for _ in pool.map(lambda obj: m.apply(kube, obj), objects):
+        for _ in pool.map(lambda obj: post(kube, obj), objects):
             pass
+
+
+def binding(i: int, gpus_per_node: int) -> dict:
+    """The Binding of pod ``job-<i>`` to the node a packing scheduler would choose."""
+    return {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": f"job-{i}", "namespace": NAMESPACE},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": f"scale-{i // gpus_per_node}"}}
+
+
+def post_binding(kube: Kube, body: dict) -> None:
+    kube.post(f"/api/v1/namespaces/{NAMESPACE}/pods/{body['metadata']['name']}/binding", body)
 
 
 def report_latencies(kube: Kube) -> None:
@@ -58,7 +75,58 @@ def report_latencies(kube: Kube) -> None:
               f"p99 {pick(0.99):.0f}, max {waits[-1]:.0f} over {len(waits)} pods")
 
 
-def run(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> None:
+class Count:
+    """Counts the objects of a watched collection that match ``field_selector``; ``reached`` fires at ``target``."""
+
+    def __init__(self, kube: Kube, path: str, target: int, field_selector: str = "") -> None:
+        self.names: set[str] = set()
+        self.target = target
+        self.reached = threading.Event()
+        self.informer = Informer(kube, path, on_event=self._on_event, field_selector=field_selector,
+                                 transform=lambda o: {"metadata": {"name": o["metadata"]["name"]}}).start()
+        self.informer.wait_synced(30)
+
+    def _on_event(self, kind: str, obj: dict) -> None:
+        if kind != "DELETED":
+            self.names.add(obj["metadata"]["name"])
+            if len(self.names) >= self.target:
+                self.reached.set()
+
+
+class Components:
+    """``kai-scheduler run`` processes, one per component, logging into ``workdir``."""
+
+    def __init__(self, kubeconfig: str, workdir: Path, run_args: list[str]) -> None:
+        self.kubeconfig, self.workdir, self.run_args = kubeconfig, workdir, run_args
+        self.procs: dict[str, subprocess.Popen] = {}
+
+    def start(self, *components: str) -> None:
+        """Starts ``components`` and returns once each has listed the cluster."""
+        for component in components:
+            log = open(self.workdir / f"{component}.log", "wb")
+            self.procs[component] = subprocess.Popen(
+                [sys.executable, "-m", "kai.cli", "run", "--kubeconfig", self.kubeconfig, "--components", component,
+                 "--metrics-address=127.0.0.1:0", "--log-level", "INFO", *self.run_args],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        for component in components:
+            proc = self.procs[component]
+            while f"{component} started" not in (self.workdir / f"{component}.log").read_text(errors="replace"):
+                if proc.poll() is not None:
+                    raise SystemExit(f"{component} exited with {proc.returncode}; see {self.workdir}/{component}.log")
+                time.sleep(0.2)
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            proc.send_signal(signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def run(args: argparse.Namespace, kubeconfig: str, workdir: Path, plane: dict[str, int]) -> None:
+    """The scale run on ``kubeconfig``; ``plane`` names the control plane's processes (pids) to account CPU for."""
     kube = Kube.connect(kubeconfig, pool_size=64)
     m.install(kube, DEPLOY)
     started = time.monotonic()
@@ -68,59 +136,50 @@ def run(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> None:
     m.apply(kube, m.namespace(NAMESPACE))
     print(f"{args.nodes} nodes, {args.queues} queues created in {time.monotonic() - started:.1f}s", flush=True)
 
-    running: set[str] = set()
-    done = threading.Event()
-
-    def on_pod(kind: str, pod: dict) -> None:
-        name = pod["metadata"]["name"]
-        if kind != "DELETED" and pod.get("status", {}).get("phase") == "Running":
-            running.add(name)
-            if len(running) >= args.pods:
-                done.set()
-
-    watcher = Informer(kube, f"/api/v1/namespaces/{NAMESPACE}/pods", on_event=on_pod,
-                       transform=lambda p: {"metadata": {"name": p["metadata"]["name"]},
-                                            "status": {"phase": p.get("status", {}).get("phase")}}).start()
-    watcher.wait_synced(30)
-
-    procs = {}
+    running = Count(kube, f"/api/v1/namespaces/{NAMESPACE}/pods", args.pods, field_selector="status.phase=Running")
+    requested = Count(kube, m.collection("BindRequest", NAMESPACE), args.pods)
+    objects = []
+    for i in range(args.pods):
+        name = f"job-{i}"
+        objects.append(m.podgroup(NAMESPACE, name, queue=queues[i % len(queues)]))
+        objects.append(m.pod(NAMESPACE, name, name, gpus=1))
+    components = Components(kubeconfig, workdir, args.run_args)
     try:
-        for component in ("scheduler", "binder"):
-            log = open(workdir / f"{component}.log", "wb")
-            procs[component] = subprocess.Popen(
-                [sys.executable, "-m", "kai.cli", "run", "--kubeconfig", kubeconfig, "--components", component,
-                 "--metrics-address=127.0.0.1:0", "--log-level", "INFO", *args.run_args],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        for component, proc in procs.items():  # wait until both have listed the cluster
-            while f"{component} started" not in (workdir / f"{component}.log").read_text(errors="replace"):
-                if proc.poll() is not None:
-                    raise SystemExit(f"{component} exited with {proc.returncode}; see {workdir}/{component}.log")
-                time.sleep(0.2)
-
-        objects = []
-        for i in range(args.pods):
-            name = f"job-{i}"
-            objects.append(m.podgroup(NAMESPACE, name, queue=queues[i % len(queues)]))
-            objects.append(m.pod(NAMESPACE, name, name, gpus=1))
+        if not (args.staged or args.floor):
+            components.start("scheduler", "binder")
+        pids = {**plane, **{c: p.pid for c, p in components.procs.items()}, "this benchmark": os.getpid()}
+        cpu0 = {name: cpu_seconds(pid) for name, pid in pids.items()}
         t0 = time.monotonic()
         create_all(kube, objects)
         print(f"{args.pods} PodGroups and pods created in {time.monotonic() - t0:.1f}s", flush=True)
-        finished = done.wait(args.timeout)
+        if args.floor:  # no scheduler: each pod bound straight to a node, one Binding call per pod
+            create_all(kube, [binding(i, args.gpus) for i in range(args.pods)], post=post_binding)
+        elif args.staged:  # each component alone on the whole backlog: its own throughput
+            components.start("scheduler")
+            t1 = time.monotonic()
+            requested.reached.wait(args.timeout)
+            print(f"scheduler: {len(requested.names)} BindRequests {time.monotonic() - t1:.1f}s after it started",
+                  flush=True)
+            components.start("binder")
+            t1 = time.monotonic()
+            running.reached.wait(args.timeout)
+            print(f"binder: {len(running.names)} pods Running {time.monotonic() - t1:.1f}s after it started")
+            for c, p in components.procs.items():
+                pids[c], cpu0[c] = p.pid, 0.0
+        finished = running.reached.wait(args.timeout)
         elapsed = time.monotonic() - t0
-        print(f"{len(running)}/{args.pods} pods Running {elapsed:.1f}s after the first creation"
+        print(f"{len(running.names)}/{args.pods} pods Running {elapsed:.1f}s after the first creation"
               + ("" if finished else f" (gave up after {args.timeout:.0f}s)"))
-        for component, proc in procs.items():
+        for component, proc in components.procs.items():
             print(f"{component}: peak RSS {peak_rss_mib(proc.pid):.0f} MiB")
+        used = {name: cpu_seconds(pid) - cpu0[name] for name, pid in pids.items()}
+        print(f"CPU seconds during the run ({os.cpu_count()} cores): "
+              + ", ".join(f"{name} {sec:.0f}" for name, sec in sorted(used.items(), key=lambda kv: -kv[1])))
         report_latencies(kube)
     finally:
-        for proc in procs.values():
-            proc.send_signal(signal.SIGTERM)
-        for proc in procs.values():
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        watcher.stop()
+        components.stop()
+        running.informer.stop()
+        requested.informer.stop()
         print(f"logs in {workdir}")
 
 
@@ -131,16 +190,20 @@ def main() -> None:
     p.add_argument("--pods", type=int, default=4000, help="single-GPU pods, one PodGroup each")
     p.add_argument("--queues", type=int, default=4)
     p.add_argument("--timeout", type=float, default=900.0)
+    p.add_argument("--floor", action="store_true",
+                   help="no scheduler or binder: bind every pod directly (what the control plane alone needs)")
+    p.add_argument("--staged", action="store_true",
+                   help="create every object first, then start the scheduler, then the binder: each one's throughput")
     p.add_argument("--kubeconfig", help="use this cluster instead of starting a private control plane")
     p.add_argument("run_args", nargs="*", help="extra arguments of kai-scheduler run (after --)")
     args = p.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="kai-scale-"))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the private control plane too
     if args.kubeconfig:
-        run(args, args.kubeconfig, workdir)
+        run(args, args.kubeconfig, workdir, {})
         return
     with ControlPlane(state_dir=workdir / "control-plane") as plane:
-        run(args, str(plane.kubeconfig), workdir)
+        run(args, str(plane.kubeconfig), workdir, {name: rec.pid for name, rec in plane.processes.items()})
 
 
 if __name__ == "__main__":

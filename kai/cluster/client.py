@@ -46,7 +46,7 @@ class Kube:
         self.timeout = timeout
 
     @classmethod
-    def connect(cls, kubeconfig: str | os.PathLike | None = None, pool_size: int = 32) -> Kube:
+    def connect(cls, kubeconfig: str | os.PathLike | None = None, pool_size: int = 64) -> Kube:
         """Loads ``kubeconfig`` (else ``$KUBECONFIG`` or ``~/.kube/config``), falling back to the
         in-cluster service account when no kubeconfig exists."""
         from kubernetes import client, config
