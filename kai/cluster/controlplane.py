@@ -35,6 +35,13 @@ from kai.cluster.certs import CertificateError, OpenSSL, OpenSSLMissing
 K8S_VERSION = "1.34.4"
 ETCD_VERSION = "3.5.21"
 KWOK_VERSION = "0.7.0"
+#: kwok plays the kubelet of every node in one process: with its default of 4 pod and 4 node updates
+#: in flight, a busy API server's latency, not the CPU, caps how fast bound pods turn Running.
+KWOK_CONFIGURATION = {
+    "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+    "kind": "KwokConfiguration",
+    "options": {"podPlayStageParallelism": 32, "nodePlayStageParallelism": 16},
+}
 
 # The k8s.io staging modules that k8s.io/kubernetes requires at the placeholder v0.0.0; the wrapper
 # module replaces each with the release tag matching K8S_VERSION (v1.X.Y <-> v0.X.Y).
@@ -480,17 +487,21 @@ class ControlPlane:
             lambda: all(self._get(f"{self.server}/api/v1/namespaces/{ns}") for ns in ("default", "kube-node-lease")),
         )
 
+        kwok_dir = self.state_dir / "kwok"
+        kwok_dir.mkdir(exist_ok=True)
+        (kwok_dir / "kwok.yaml").write_text(json.dumps(KWOK_CONFIGURATION))
         self._spawn(
             "kwok",
             [
                 str(binaries.kwok),
+                f"--config={kwok_dir / 'kwok.yaml'}",
                 f"--kubeconfig={self.kubeconfig}",
                 "--manage-all-nodes=true",
                 f"--server-address=127.0.0.1:{kwok_port}",
                 "--node-lease-duration-seconds=200",
                 "--cidr=10.244.0.1/16",
             ],
-            extra_env={"KWOK_WORKDIR": str(self.state_dir / "kwok")},
+            extra_env={"KWOK_WORKDIR": str(kwok_dir)},
         )
         self._wait("kwok", lambda: self._get(f"http://127.0.0.1:{kwok_port}/healthz") == b"ok")
 

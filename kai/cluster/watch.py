@@ -17,7 +17,8 @@ store (an object that stops matching is removed as if deleted). Store keys are
 ``"ADDED"``, ``"MODIFIED"`` or ``"DELETED"`` and the transformed object; an exception in it is
 logged and the informer goes on. A relist (at start, after 410 Gone or after an error) reports the
 difference to the previous store as the same three event types, so a consumer sees every change
-exactly once whatever happened to the connection. ``synced`` is set after the first list.
+exactly once whatever happened to the connection. A new version whose transformed object equals
+the stored one is stored without an event. ``synced`` is set after the first list.
 
 The watch asks for bookmarks and resumes from the last resourceVersion seen; a stream that ends
 normally (server timeout) is reopened at once, failed requests are retried with exponential
@@ -179,10 +180,10 @@ class Informer:
             for key, (obj, version) in fresh.items():
                 if key not in self._store:
                     events.append(("ADDED", obj))
-                elif self._versions.get(key) != version:
-                    events.append(("MODIFIED", obj))
-                else:
+                elif self._versions.get(key) == version:
                     continue
+                elif not self._same(self._store[key], obj):
+                    events.append(("MODIFIED", obj))
                 self._store[key] = obj
                 self._versions[key] = version
             self.resource_version = resource_version
@@ -239,9 +240,16 @@ class Informer:
                 self._store[key] = obj
                 self._versions[key] = version
         if obj is not None:
+            if known is not None and self._same(known, obj):
+                return
             self._emit("MODIFIED" if known is not None else "ADDED", obj)
         elif known is not None:
             self._emit("DELETED", self._transform(raw) or known if kind == "DELETED" else known)
+
+    def _same(self, known: Any, obj: Any) -> bool:
+        """Whether a new version changed nothing the transform keeps (a heartbeat, another component's
+        condition); whole objects always differ (their resourceVersion), so they are not compared."""
+        return self.transform is not None and known == obj
 
     def _transform(self, raw: dict) -> Any:
         if self.transform is None:

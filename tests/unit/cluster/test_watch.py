@@ -176,3 +176,25 @@ def test_a_failing_handler_or_transform_does_not_stop_the_informer():
     informer.stop()
     assert seen == ["a", "b"]
     assert informer.synced.is_set()
+
+
+def test_a_version_that_changes_nothing_the_transform_keeps_is_stored_without_an_event():
+    def phase_only(raw):
+        return {"metadata": {"name": raw["metadata"]["name"]}, "phase": raw.get("phase")}
+
+    kube = ScriptedKube(
+        lists=[page([obj("a", "1", phase="Pending"), obj("b", "2", phase="Pending")], "2"),
+               page([obj("a", "7", phase="Running", heartbeat=3), obj("b", "8", phase="Failed")], "8")],
+        watches=[
+            [
+                {"type": "MODIFIED", "object": obj("a", "3", phase="Pending", heartbeat=1)},
+                {"type": "MODIFIED", "object": obj("a", "4", phase="Running", heartbeat=1)},
+                {"type": "MODIFIED", "object": obj("a", "5", phase="Running", heartbeat=2)},
+            ],
+            [{"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old"}}],
+        ],
+    )
+    informer, events = run(kube, transform=phase_only)
+    # heartbeats alone are not reported, in the watch or in the relist after 410
+    assert events == [("ADDED", "a"), ("ADDED", "b"), ("MODIFIED", "a"), ("MODIFIED", "b")]
+    assert informer.get("ns/a")["phase"] == "Running" and informer._versions["ns/a"] == "7"
