@@ -2,7 +2,7 @@
 
 :class:`ClusterCache` watches pods, nodes, queues, PodGroups, BindRequests, PriorityClasses and
 Topologies (slim views, :mod:`kai.cluster.convert`) and sets :attr:`ClusterCache.changed` on every
-change that can affect scheduling. :meth:`ClusterCache.snapshot` builds the kernel's input from the
+change that can affect scheduling (:func:`may_unblock`). :meth:`ClusterCache.snapshot` builds the kernel's input from the
 stores, as KAI's cache does:
 
 * a pod with a live BindRequest (not failed, for this very pod, on an existing node) is Binding on
@@ -60,6 +60,17 @@ class Cycle:
     stale_bind_requests: list[BindRequestView]
 
 
+def may_unblock(view) -> bool:
+    """Whether a changed object can let the scheduler do something new. Not so: a bound pod that
+    starts running or gets a condition, a BindRequest that succeeds; the next periodic cycle sees
+    those anyway."""
+    if isinstance(view, PodView):
+        return not view.node_name or view.deleting or view.terminated
+    if isinstance(view, BindRequestView):
+        return view.failed
+    return True
+
+
 @attrs.define(slots=True)
 class _Assumed:
     uid: str
@@ -105,8 +116,9 @@ class ClusterCache:
             informer.wait_synced(None if deadline is None else max(0.0, deadline - time.monotonic()))
         return [name for name, inf in self.informers.items() if not inf.synced.is_set()]
 
-    def _on_event(self, _kind: str, _obj) -> None:
-        self.changed.set()
+    def _on_event(self, kind: str, obj) -> None:
+        if kind != "MODIFIED" or may_unblock(obj):
+            self.changed.set()
 
     # --- the cache's own writes ---------------------------------------------------------------------
 

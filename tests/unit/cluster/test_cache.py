@@ -110,3 +110,22 @@ def test_pod_of_an_undefined_subgroup_is_a_problem_and_still_holds_its_node():
     snap = cache.snapshot().snapshot
     assert [(p.kind, p.name, p.reason) for p in snap.problems] == [("task", "ns/stray", "UnknownSubGroup")]
     assert snap.jobs["ns/g"].tasks == {} and snap.nodes[0].allocatable.gpu == 6.0
+
+
+def test_only_changes_that_can_unblock_scheduling_wake_the_loop():
+    cache = cache_with()
+    views = {
+        "pending pod": (cache.informers["pods"].transform(pod("a")), True),
+        "bound pod running": (cache.informers["pods"].transform(pod("b", node_name="n1", phase="Running")), False),
+        "bound pod finished": (cache.informers["pods"].transform(pod("c", node_name="n1", phase="Succeeded")), True),
+        "bind succeeded": (cache.informers["bindrequests"].transform(bind("a", "n1", phase="Succeeded")), False),
+        "bind failed for good": (cache.informers["bindrequests"].transform(bind("a", "n1", phase="Failed")), True),
+        "podgroup": (cache.informers["podgroups"].transform(podgroup()), True),
+        "node": (cache.informers["nodes"].transform(node("n1")), True),
+    }
+    for what, (view, wakes) in views.items():
+        cache.changed.clear()
+        cache._on_event("MODIFIED", view)
+        assert cache.changed.is_set() is wakes, what
+        cache._on_event("DELETED", view)  # a deletion always may free something
+        assert cache.changed.is_set(), what
