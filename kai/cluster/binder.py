@@ -341,11 +341,6 @@ class Binder:
             with self._timed():
                 if not request.pod_name or not request.selected_node:
                     raise InvalidBindRequest("spec.podName and spec.selectedNode are required")
-                if not request.owner_pod_uid:  # the Binding's UID precondition comes from the pod then
-                    bound_to = (ctx.pod.get("spec") or {}).get("nodeName")
-                    if bound_to:
-                        self._already_bound(request, ctx, bound_to)
-                        return None
                 ctx.node = self._read_node(request.selected_node)
                 self._bind(ctx)
         except _Stale:
@@ -440,13 +435,6 @@ class Binder:
             if exc.status == 404:
                 raise BindError(f"node {name} not found") from exc
             raise
-
-    def _already_bound(self, request: BindRequest, ctx: BindContext, node: str) -> None:
-        if node == request.selected_node:
-            self._count("already_bound")
-            self._succeeded(request, ctx, event=False)
-        else:
-            self.delete_stale(request, f"its pod is bound to node {node}, not {request.selected_node}")
 
     # -- outcomes ------------------------------------------------------------------------------
     def _succeeded(self, request: BindRequest, ctx: BindContext, event: bool = True) -> None:
