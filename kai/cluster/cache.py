@@ -2,8 +2,8 @@
 
 :class:`ClusterCache` watches pods, nodes, queues, PodGroups, BindRequests, PriorityClasses and
 Topologies (slim views, :mod:`kai.cluster.convert`) and sets :attr:`ClusterCache.changed` on every
-change that can affect scheduling (:func:`may_unblock`). :meth:`ClusterCache.snapshot` builds the kernel's input from the
-stores, as KAI's cache does:
+change that can affect scheduling (:func:`may_unblock`). :meth:`ClusterCache.snapshot` builds the
+kernel's input from the stores, as KAI's cache does:
 
 * a pod with a live BindRequest (not failed, for this very pod, on an existing node) is Binding on
   the selected node, so a pending BindRequest counts as allocated;
