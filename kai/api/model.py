@@ -133,6 +133,8 @@ class Task:
     legacy_mig: bool = False
     #: Set when the pod's definition cannot be scheduled at all (bad annotation ...): the message says why.
     invalid: str | None = None
+    #: The pod's ``status.nominatedNodeName`` (plugin ``nominatednode`` prefers that node).
+    nominated_node: str = ""
 
     def __attrs_post_init__(self):
         if not self.uid:

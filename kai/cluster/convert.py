@@ -450,7 +450,7 @@ def to_task(pod: PodView, job_uid: str, status: TaskStatus, node: str | None,
         namespace=pod.namespace, uid=pod.key, pod_set=pod.pod_set, priority=pod.task_priority, creation=pod.created,
         labels=pod.labels, node_selector=pod.node_selector, node_affinity=pod.node_affinity,
         pod_affinity=pod.pod_affinity, pod_anti_affinity=pod.pod_anti_affinity, tolerations=pod.tolerations,
-        gpu_groups=pod.gpu_groups or gpu_groups, invalid=pod.invalid,
+        gpu_groups=pod.gpu_groups or gpu_groups, invalid=pod.invalid, nominated_node=pod.nominated_node,
     )
 
 

@@ -61,8 +61,8 @@ KAI_DEFAULT_PLUGINS = (
 )
 SHIPPED_DEFAULT_PLUGINS = (
     "predicates", "proportion", "priority", "elastic", "kubeflow", "ray", "nodeavailability",
-    "gpusharingorder", "gpupack", "resourcetype", "subgrouporder", "taskorder", "nodeplacement", "minruntime",
-    "topology",
+    "gpusharingorder", "gpupack", "resourcetype", "subgrouporder", "taskorder", "nominatednode", "nodeplacement",
+    "minruntime", "topology",
 )
 DEFAULT_ACTIONS = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction")
 DEFAULT_CONFIG = SchedulerConfig(

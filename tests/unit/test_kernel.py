@@ -180,6 +180,17 @@ def test_idle_resources_are_preferred_to_releasing_ones():
     assert kt.placements(session) == {"new-0": "n2"}
 
 
+def test_the_nominated_node_wins_over_binpacking_when_the_task_fits_there():
+    nodes = [kt.node("n1", gpus=4), kt.node("n2", gpus=4), kt.node("n3", gpus=1)]
+    running = kt.job("running", queue="q", tasks=2, gpus=1, status="Running", node=["n1", "n3"])
+    jobs = [running, kt.job("plain", queue="q", gpus=1), kt.job("nominated", queue="q", gpus=1, nominated_node="n2"),
+            kt.job("too-big", queue="q", gpus=2, nominated_node="n3")]
+    plugins = ["predicates", "nodeplacement", "nominatednode"]
+    placed = kt.placements(kt.run(kt.cluster(nodes=nodes, jobs=jobs), plugins=plugins))
+    # binpack fills n1; the nomination moves one task to n2; a nominated node that cannot hold the task is ignored
+    assert (placed["plain-0"], placed["nominated-0"]) == ("n1", "n2") and placed["too-big-0"] in ("n1", "n2")
+
+
 # --- predicates -------------------------------------------------------------------------------------
 
 

@@ -129,3 +129,11 @@ def test_only_changes_that_can_unblock_scheduling_wake_the_loop():
         assert cache.changed.is_set() is wakes, what
         cache._on_event("DELETED", view)  # a deletion always may free something
         assert cache.changed.is_set(), what
+
+
+def test_a_pods_nominated_node_reaches_its_task():
+    nominated = pod("a")
+    nominated["status"]["nominatedNodeName"] = "n2"
+    cache = cache_with(nodes=[node("n1"), node("n2")], pods=[nominated], podgroups=[podgroup()], queues=[queue()])
+    (task,) = cache.snapshot().snapshot.jobs["ns/g"].tasks.values()
+    assert task.nominated_node == "n2"
