@@ -50,6 +50,12 @@ class SchedulerConfig:
     use_scheduling_signatures: bool = True
     #: Where historical queue usage comes from (time-based fair share); None: no usage, KAI's default.
     usage_db: UsageDBConfig | None = None
+    #: ``queueDepthPerAction``: (action, n) -- the action tries at most the n first jobs of each leaf queue.
+    queue_depth_per_action: tuple[tuple[str, int], ...] = ()
+
+    def queue_depth(self, action: str) -> int | None:
+        """How many jobs per leaf queue ``action`` tries in a cycle; None: all."""
+        return dict(self.queue_depth_per_action).get(action)
 
 
 #: KAI's default plugin list, in its order. Plugins not shipped yet are left out of
@@ -103,6 +109,28 @@ def parse_plugin_list(items: Any, where: str) -> tuple[PluginSpec, ...]:
     return tuple(specs)
 
 
+#: The actions that take jobs from the queues in order (KAI's ``queueDepthPerAction`` keys).
+QUEUE_DEPTH_ACTIONS = ("allocate", "consolidation", "reclaim", "preempt")
+
+
+def parse_queue_depths(data: Any, where: str) -> tuple[tuple[str, int], ...]:
+    """``queueDepthPerAction``: action -> jobs tried per leaf queue (a whole number; -1: no limit)."""
+    if data is None:
+        return ()
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: field 'queueDepthPerAction' must map action names to numbers of jobs")
+    depths = []
+    for action, depth in data.items():
+        if action not in QUEUE_DEPTH_ACTIONS:
+            raise ConfigError(f"{where}: queueDepthPerAction names action {action!r}; it applies to "
+                              f"{', '.join(QUEUE_DEPTH_ACTIONS)}")
+        if isinstance(depth, bool) or not isinstance(depth, int) or depth < -1:
+            raise ConfigError(f"{where}: queueDepthPerAction.{action} must be a whole number of jobs, -1 for no limit")
+        if depth != -1:
+            depths.append((action, depth))
+    return tuple(depths)
+
+
 def parse_config(data: Any, where: str = "config") -> SchedulerConfig:
     """Build a configuration from parsed YAML; missing parts take the defaults."""
     if data is None:
@@ -123,13 +151,14 @@ def parse_config(data: Any, where: str = "config") -> SchedulerConfig:
         if not isinstance(value, bool):
             raise ConfigError(f"{where}: field '{key}' must be true or false")
         flags[field] = value
+    depths = parse_queue_depths(data.get("queueDepthPerAction"), where)
     usage_db = None
     if data.get("usageDBConfig") is not None:
         from kai.framework.usage import parse_usage_db
 
         usage_db = parse_usage_db(data["usageDBConfig"], where)
     settings = dict(staleness_grace_period=float(grace), max_consolidation_preemptees=preemptees, usage_db=usage_db,
-                    **flags)
+                    queue_depth_per_action=depths, **flags)
     if "tiers" not in data:
         return SchedulerConfig(actions, DEFAULT_CONFIG.plugins, **settings)
     tiers = data["tiers"]

@@ -17,14 +17,17 @@ def _first(entry):
 
 
 class JobQueue:
-    def __init__(self, session, jobs, reverse: bool = False, presorted: bool = False):
+    def __init__(self, session, jobs, reverse: bool = False, presorted: bool = False, depth: int | None = None):
         """``reverse`` gives victim order: the last job of the least deserving queue first.
 
         In victim order each queue is represented to the queue order by its victims: the jobs already
-        popped from it and its next one. ``presorted`` jobs are already in job order.
+        popped from it and its next one. ``presorted`` jobs are already in job order. ``depth`` keeps
+        only the first ``depth`` jobs of each leaf queue, also after a push (``queueDepthPerAction``:
+        KAI drops whichever job sits at that position of its heap; here it is the last in job order).
         """
         self.session = session
         self.reverse = reverse
+        self.depth = depth
         self.leaves: dict[str, list] = {}
         self.popped: dict[str, list[Job]] = {}
         by_leaf: dict[str, list[Job]] = {}
@@ -32,7 +35,7 @@ class JobQueue:
             by_leaf.setdefault(job.queue, []).append(job)
         for leaf, members in by_leaf.items():
             entries = [(self._key(j), j) for j in members]
-            self.leaves[leaf] = entries if presorted else sorted(entries, key=_first)
+            self.leaves[leaf] = (entries if presorted else sorted(entries, key=_first))[:depth]
 
     def _key(self, job: Job):
         return self.session.job_key(job)
@@ -40,13 +43,15 @@ class JobQueue:
     def _insert(self, job: Job) -> None:
         entries = self.leaves.setdefault(job.queue, [])
         bisect.insort(entries, (self._key(job), job), key=_first)
+        if self.depth is not None and len(entries) > self.depth:
+            entries.pop()
 
     def push(self, job: Job) -> None:
         self._insert(job)
 
     def copy(self) -> "JobQueue":
         """An independent queue with the same jobs (and victims popped so far)."""
-        other = JobQueue(self.session, (), self.reverse)
+        other = JobQueue(self.session, (), self.reverse, depth=self.depth)
         other.leaves = {name: list(entries) for name, entries in self.leaves.items()}
         other.popped = {name: list(jobs) for name, jobs in self.popped.items()}
         return other

@@ -243,3 +243,34 @@ def test_a_pipelined_victim_gives_its_reservation_back_and_a_moved_one_is_not_ev
     for node in session.nodes:  # what runs or terminates on a node fits it
         held = [t for t in node.tasks.values() if t.status is not TaskStatus.PIPELINED]
         assert sum(t.request.gpus for t in held) <= node.allocatable.gpu
+
+
+# --- queueDepthPerAction -----------------------------------------------------------------------------
+
+
+def test_queue_depth_is_read_per_action_and_bad_values_name_the_field():
+    cfg = parse_config({"queueDepthPerAction": {"allocate": 2, "reclaim": 0, "preempt": -1}})
+    assert (cfg.queue_depth("allocate"), cfg.queue_depth("reclaim"), cfg.queue_depth("preempt")) == (2, 0, None)
+    assert parse_config({}).queue_depth("allocate") is None
+    for bad in ({"alocate": 2}, {"allocate": -2}, {"allocate": "2"}, {"allocate": True}, [2]):
+        with pytest.raises(ConfigError, match="queueDepthPerAction"):
+            parse_config({"queueDepthPerAction": bad}, "sched.yaml")
+
+
+def test_allocate_tries_only_the_first_jobs_of_each_leaf_queue():
+    def snap():
+        return kt.cluster(nodes=[kt.node("n1", gpus=8)],
+                          jobs=[kt.job(f"{q}{k}", queue=q, gpus=1, creation=float(k)) for q in "ab" for k in range(3)])
+
+    plugins = kt.plugin_manager(PLUGINS)
+    assert len(run_session(snap(), plugins).decisions) == 6
+    plugins.config = attrs.evolve(plugins.config, queue_depth_per_action=(("allocate", 2),))
+    assert sorted(kt.placements(run_session(snap(), plugins))) == ["a0-0", "a1-0", "b0-0", "b1-0"]
+
+
+def test_reclaim_tries_no_job_with_depth_zero():
+    plugins = kt.plugin_manager(PLUGINS, actions=("reclaim",))
+    plugins.config = attrs.evolve(plugins.config, queue_depth_per_action=(("reclaim", 0),))
+    assert run_session(_reclaim_cluster(), plugins).decisions == []
+    plugins.config = attrs.evolve(plugins.config, queue_depth_per_action=(("allocate", 0),))
+    assert kt.placements(run_session(_reclaim_cluster(), plugins), "evict") == {"big-0": "n1"}

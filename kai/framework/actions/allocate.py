@@ -27,7 +27,7 @@ def allocate(session) -> None:
             session.add_job_fit_error(job, not_ready_message(job))
             continue
         jobs.append(job)
-    queue = JobQueue(session, jobs)
+    queue = JobQueue(session, jobs, depth=session.plugins.config.queue_depth("allocate"))
     while (job := queue.pop()) is not None:
         stmt = session.statement()
         had_allocated = any(t.status in ALLOCATED for t in job.tasks.values())

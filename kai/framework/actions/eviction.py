@@ -99,7 +99,7 @@ def run(session, action: str, candidates: list[Job], solver: JobSolver, may_try:
     """Solve for each candidate in queue order and commit what is solved."""
     use_signatures = session.plugins.config.use_scheduling_signatures
     failed: dict[str | None, SmallestFailed] = {}
-    queue = JobQueue(session, candidates)
+    queue = JobQueue(session, candidates, depth=session.plugins.config.queue_depth(action))
     while (job := queue.pop()) is not None:
         if not may_try(job):
             continue
