@@ -14,20 +14,12 @@ from kai.cluster.binder import BindError, Binder, BindRequest, backoff_delay
 from kai.cluster.client import ApiError
 from kai.metrics import BinderMetrics, Registry
 
+from kai.testing_kube import RequestKube, merge_patch
+
 BR_PATH = "/apis/scheduling.run.ai/v1alpha2/namespaces/ns/bindrequests/"
 
 
-def merge(target: dict, patch: dict) -> None:
-    for key, value in patch.items():
-        if value is None:
-            target.pop(key, None)
-        elif isinstance(value, dict) and isinstance(target.get(key), dict):
-            merge(target[key], value)
-        else:
-            target[key] = copy.deepcopy(value)
-
-
-class FakeKube:
+class FakeKube(RequestKube):
     """Pods, nodes and BindRequests by path, with the Binding subresource's rules."""
 
     def __init__(self) -> None:
@@ -64,7 +56,7 @@ class FakeKube:
     def request(self, method, path, query=None, body=None, content_type="application/json"):
         self.calls.append((method, path))
         if method == "GET":
-            return self.get(path, query)
+            return self._get(path)
         if method == "DELETE":
             current = self.objects.get(path)
             if current is None:
@@ -104,26 +96,16 @@ class FakeKube:
                 for cond in body["status"]["conditions"]:
                     conditions[:] = [c for c in conditions if c["type"] != cond["type"]] + [cond]
             else:
-                merge(target, body)
+                merge_patch(target, body)
             return target
         raise AssertionError(f"unexpected {method} {path}")
 
-    def get(self, path, query=None):
-        self.calls.append(("GET", path))
+    def _get(self, path):
         if path == "/api/v1/pods":
             return {"items": [o for p, o in self.objects.items() if "/pods/" in p], "metadata": {}}
         if path not in self.objects:
             raise ApiError("GET", path, 404, "Not Found")
         return copy.deepcopy(self.objects[path])
-
-    def post(self, path, body):
-        return self.request("POST", path, body=body)
-
-    def patch(self, path, body, subresource=""):
-        return self.request("PATCH", f"{path}/{subresource}" if subresource else path, body=body)
-
-    def delete(self, path, body=None):
-        return self.request("DELETE", path, body=body)
 
 
 class Store(dict):

@@ -11,9 +11,12 @@ from kai.cluster.cache import ClusterCache
 from kai.cluster.client import ApiError
 from kai.cluster.commit import Committer
 
+from kai.testing_kube import RequestKube
 
-class RecordingKube:
+
+class RecordingKube(RequestKube):
     def __init__(self, fail: dict[tuple[str, str], int] | None = None) -> None:
+        super().__init__()
         self.calls: list[tuple[str, str, dict | None]] = []
         self.fail = fail or {}  # (method, path suffix) -> HTTP status
 
@@ -23,15 +26,6 @@ class RecordingKube:
             if m == method and path.endswith(suffix):
                 raise ApiError(method, path, status, "refused")
         return {}
-
-    def post(self, path, body):
-        return self.request("POST", path, body=body)
-
-    def patch(self, path, body, subresource=""):
-        return self.request("PATCH", f"{path}/{subresource}" if subresource else path, body=body)
-
-    def delete(self, path, body=None):
-        return self.request("DELETE", path, body=body)
 
     def of(self, method, suffix):
         return [body for m, path, body in self.calls if m == method and path.endswith(suffix)]

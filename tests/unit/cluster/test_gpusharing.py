@@ -37,17 +37,9 @@ from kai.cluster.reservation import (
     reservation_pod,
 )
 
+from kai.testing_kube import merge_patch
+
 BR = "/apis/scheduling.run.ai/v1alpha2/namespaces/ns/bindrequests/"
-
-
-def merge(target: dict, patch: dict) -> None:
-    for key, value in patch.items():
-        if value is None:
-            target.pop(key, None)
-        elif isinstance(value, dict) and isinstance(target.get(key), dict):
-            merge(target[key], value)
-        else:
-            target[key] = copy.deepcopy(value)
 
 
 def _selected(obj: dict, query: dict | None) -> bool:
@@ -107,7 +99,7 @@ class FakeKube:
         target = self.objects.get(path)
         if target is None:
             raise ApiError("PATCH", path, 404, "Not Found")
-        merge(target, body)
+        merge_patch(target, body)
         return copy.deepcopy(target)
 
     def request(self, method, path, query=None, body=None, content_type=None):

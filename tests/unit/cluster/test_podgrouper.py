@@ -17,6 +17,8 @@ from kai.cluster.objects import KubeObjects
 from kai.cluster.podgrouper import PodGrouper, desired_update, pod_patch
 from kai.framework.grouping import GroupingConfig
 
+from kai.testing_kube import merge_patch
+
 PG_PATH = "/apis/scheduling.run.ai/v2alpha2/namespaces/ns/podgroups"
 DISCOVERY = {
     "/api/v1": [("Pod", "pods", True), ("Pod", "pods/binding", True), ("Namespace", "namespaces", False)],
@@ -24,14 +26,6 @@ DISCOVERY = {
     "/apis/scheduling.k8s.io/v1": [("PriorityClass", "priorityclasses", False)],
     "/apis/scheduling.run.ai/v2alpha2": [("PodGroup", "podgroups", True)],
 }
-
-
-def merge(target: dict, patch: dict) -> None:
-    for key, value in patch.items():
-        if isinstance(value, dict) and isinstance(target.get(key), dict):
-            merge(target[key], value)
-        else:
-            target[key] = copy.deepcopy(value)
 
 
 class FakeKube:
@@ -74,7 +68,7 @@ class FakeKube:
 
     def patch(self, path: str, body: dict, subresource: str = "") -> dict:
         self.writes.append(("PATCH", path))
-        merge(self.objects[path], body)
+        merge_patch(self.objects[path], body)
         return self.objects[path]
 
 
