@@ -103,8 +103,8 @@ class Scheduler:
             if remaining <= 0:
                 return
             if self.cache.changed.wait(remaining):
-                # gather the burst of events a change usually brings
-                stop.wait(min(due, max(time.monotonic() + self.debounce, earliest)) - time.monotonic())
+                now = time.monotonic()  # gather the burst of events a change usually brings
+                stop.wait(min(due, max(now + self.debounce, earliest)) - now)
                 return
 
     def run_once(self) -> Session:
