@@ -27,11 +27,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from kai.cluster import manifests as m
-from kai.cluster.client import Kube
-from kai.cluster.controlplane import ControlPlane
-from kai.cluster.convert import timestamp
-from kai.cluster.watch import Informer
+from kai.dev import manifests as m
+from kai.kube.client import Kube
+from kai.dev.controlplane import ControlPlane
+from kai.scheduler.convert import timestamp
+from kai.kube.watch import Informer
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
 NAMESPACE = "scale"

@@ -226,7 +226,7 @@ def kai_on_deallocate(session, task, node):
 
 # --- pod grouping ---------------------------------------------------------------------------------
 # Implemented by objects built from the ``kai.podgroupers`` entry-point group. The grouping hub
-# (:class:`kai.framework.grouping.PodGrouperHub`) calls only the podgrouper it chose for a pod.
+# (:class:`kai.grouping.hub.PodGrouperHub`) calls only the podgrouper it chose for a pod.
 
 
 @hookspec

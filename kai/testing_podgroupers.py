@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import Mapping
 
 from kai.api.podgroup import PodGroupMetadata
-from kai.framework.grouping import GroupingConfig, PodGrouperHub, build_hub
-from kai.framework.objects import MemoryObjects
+from kai.grouping.hub import GroupingConfig, PodGrouperHub, build_hub
+from kai.grouping.objects import MemoryObjects
 
 
 def obj(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kai import hookimpl
 from kai.api.podgroup import GroupingError
-from kai.framework.unstructured import FieldError, nested_int
+from kai.grouping.unstructured import FieldError, nested_int
 
 
 class AmlGrouper:

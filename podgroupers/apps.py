@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kai import hookimpl
 from kai.api.podgroup import INFERENCE_PRIORITY, OwnerReference
-from kai.framework.unstructured import meta_str
+from kai.grouping.unstructured import meta_str
 
 
 class DeploymentGrouper:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from kai import hookimpl
 from kai.api.podgroup import PODGROUP_API_VERSION, GroupingError, NotFoundError
-from kai.framework.unstructured import FieldError, meta_str, nested_int
+from kai.grouping.unstructured import FieldError, meta_str, nested_int
 
 
 def legacy_podgroup_name(hub, top_owner, pod):

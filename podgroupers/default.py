@@ -7,7 +7,7 @@ this module claim the kinds KAI's table maps to the default rules explicitly.
 from __future__ import annotations
 
 from kai import hookimpl
-from kai.framework.grouping import FALLBACK_KIND
+from kai.grouping.hub import FALLBACK_KIND
 
 
 class DefaultGrouper:

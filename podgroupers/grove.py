@@ -15,7 +15,7 @@ from kai.api.podgroup import (
     TopologyConstraint,
     parse_preemptibility,
 )
-from kai.framework.unstructured import (
+from kai.grouping.unstructured import (
     annotations,
     labels,
     meta_str,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from kai import hookimpl
 from kai.api.podgroup import GroupingError
-from kai.framework.unstructured import labels, meta_str, nested_int, nested_list, nested_str
+from kai.grouping.unstructured import labels, meta_str, nested_int, nested_list, nested_str
 
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 IN_ORDER = "InOrder"

@@ -13,7 +13,7 @@ from kai.api.podgroup import (
     OwnerReference,
     PodGroupMetadata,
 )
-from kai.framework.unstructured import annotations, atoi, labels, meta_str
+from kai.grouping.unstructured import annotations, atoi, labels, meta_str
 
 REVISION_LABEL = "serving.knative.dev/revision"
 MIN_SCALE_ANNOTATION = "autoscaling.knative.dev/min-scale"

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from kai import hookimpl
 from kai.api.podgroup import BUILD_PRIORITY, SEGMENT_SIZE_ANNOTATION, GroupingError, SubGroupMetadata
-from kai.framework.segments import segment_topology, trunc_div
-from kai.framework.unstructured import (
+from kai.grouping.segments import segment_topology, trunc_div
+from kai.grouping.unstructured import (
     FieldError,
     annotations,
     atoi,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from kai import hookimpl
 from kai.api.podgroup import SEGMENT_SIZE_ANNOTATION, GroupingError, SubGroupMetadata
-from kai.framework.segments import segment_topology, trunc_div
-from kai.framework.unstructured import (
+from kai.grouping.segments import segment_topology, trunc_div
+from kai.grouping.unstructured import (
     annotations,
     atoi,
     labels,

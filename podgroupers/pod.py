@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kai import hookimpl
-from kai.framework.unstructured import labels
+from kai.grouping.unstructured import labels
 
 SPARK_APP_NAME_LABEL = "spark-app-name"
 SPARK_APP_SELECTOR_LABEL = "spark-app-selector"

@@ -16,7 +16,7 @@ from kai.api.podgroup import (
     SubGroupMetadata,
     TopologyConstraint,
 )
-from kai.framework.unstructured import (
+from kai.grouping.unstructured import (
     FieldError,
     labels,
     meta_str,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from kai import hookimpl
 from kai.api.podgroup import GroupingError
-from kai.framework.unstructured import meta_str
+from kai.grouping.unstructured import meta_str
 
 RUNAI_WORKLOADS = (
     "TrainingWorkload",

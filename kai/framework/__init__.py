@@ -12,7 +12,7 @@ from kai.framework.nodes import NodeInfo
 from kai.framework.plugins import PluginError, Plugins
 from kai.framework.session import Session, nodefit
 from kai.framework.snapshot import Problem, Snapshot, build_snapshot
-from kai.framework.solver import Scenario
+from kai.framework.actions.solver import Scenario
 from kai.framework.statement import Decision, Statement
 from kai.framework.usage import cluster_capacity, memory_base, min_node_gpu_memory
 

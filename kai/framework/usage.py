@@ -22,7 +22,7 @@ over the window divided by the summed capacity). Sources:
   allocations, recorded after every session with the time; the window and half-life are applied
   when usage is read. Each recorded allocation counts for the time until the next record, so the
   result does not depend on how often cycles run.
-* ``prometheus``: KAI's queries against a Prometheus server (:mod:`kai.framework.usage_prometheus`).
+* ``prometheus``: KAI's queries against a Prometheus server (:mod:`kai.usagedb.prometheus`).
 """
 
 from __future__ import annotations
@@ -352,7 +352,7 @@ def make_usage_source(config: UsageDBConfig | None, query_timer=None) -> UsageSo
         return None
     if config.client_type != "prometheus":
         return InProcessUsage(config.params)
-    from kai.framework.usage_prometheus import PrometheusClient, UsageLister
+    from kai.usagedb.prometheus import PrometheusClient, UsageLister
 
     url = config.connection_string
     if config.connection_string_env_var:

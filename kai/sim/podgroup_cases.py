@@ -13,8 +13,8 @@ from pathlib import Path
 import yaml
 
 from kai.api.podgroup import GroupingError, PodGroupMetadata, SubGroupMetadata
-from kai.framework.grouping import GroupingConfig, build_hub
-from kai.framework.objects import MemoryObjects
+from kai.grouping.hub import GroupingConfig, build_hub
+from kai.grouping.objects import MemoryObjects
 
 #: Grouper flags of a case that are arguments of one podgrouper: grouper id -> {flag: argument}.
 _PLUGIN_ARGS = {

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kai.cluster.client import ApiError, Kube
-from kai.cluster.controlplane import ControlPlane, ControlPlaneError
+from kai.kube.client import ApiError, Kube
+from kai.dev.controlplane import ControlPlane, ControlPlaneError
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 WORKLOAD_CRDS = Path(__file__).resolve().parent / "crds"
@@ -111,7 +111,7 @@ _PLURALS = {
 
 def manifest_path(doc: dict, name: str | None = None) -> str:
     """The REST path of ``doc``'s collection (or of the object ``name`` in it)."""
-    from kai.cluster.client import object_path
+    from kai.kube.client import object_path
 
     group, _, version = doc["apiVersion"].rpartition("/")
     return object_path(group, version, _PLURALS[doc["kind"]], doc["metadata"].get("namespace"), name)
@@ -127,7 +127,7 @@ def chart_object_path():
 def kai_chart(kube: Kube, kai_crds: list[str]) -> list[dict]:
     """The chart's manifests applied: its CRDs are deploy/crds (``kai_crds``); Deployments and Services
     are only validated with a server-side dry run (no controller manager runs them). Returns the docs."""
-    from kai.testing_chart import render_chart
+    from support.chart import render_chart
 
     docs = render_chart(DEPLOY / "chart" / "kai-scheduler", namespace=RELEASE_NAMESPACE)
     assert sorted(d["metadata"]["name"] for d in docs if d["kind"] == "CustomResourceDefinition") == sorted(kai_crds)
@@ -146,8 +146,8 @@ def kai_chart(kube: Kube, kai_crds: list[str]) -> list[dict]:
 def component_kubeconfig(control_plane, kube, kai_chart, tmp_path_factory):
     """``component_kubeconfig("binder")``: a kubeconfig authenticating as the chart's ServiceAccount
     of that component (a token from the TokenRequest API), so its RBAC is what the process gets."""
-    from kai.cluster.access import service_account
-    from kai.cluster.client import object_path
+    from kai.kube.access import service_account
+    from kai.kube.client import object_path
 
     admin = json.loads(Path(control_plane.kubeconfig).read_text())
     made: dict[str, Path] = {}

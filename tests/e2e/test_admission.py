@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from kai.cluster.admission import VALIDATE_PATH, AdmissionServer
-from kai.cluster.client import ApiError, Kube, object_path
-from kai.testing_chart import render_chart
+from kai.admission.webhook import VALIDATE_PATH, AdmissionServer
+from kai.kube.client import ApiError, Kube, object_path
+from support.chart import render_chart
 
 pytestmark = pytest.mark.e2e
 

@@ -9,8 +9,8 @@ import uuid
 
 import pytest
 
-from kai.cluster import manifests as m
-from kai.cluster.client import ApiError, object_path
+from kai.dev import manifests as m
+from kai.kube.client import ApiError, object_path
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("kai_chart")]
 

@@ -8,8 +8,8 @@ import uuid
 
 import pytest
 
-from kai.cluster.access import components
-from kai.cluster.client import Kube, object_path
+from kai.kube.access import components
+from kai.kube.client import Kube, object_path
 
 pytestmark = pytest.mark.e2e
 

@@ -14,8 +14,8 @@ import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from kai.cluster import devcluster
-from kai.cluster.controlplane import K8S_VERSION, ControlPlane
+from kai.dev import cli as devcluster
+from kai.dev.controlplane import K8S_VERSION, ControlPlane
 
 pytestmark = pytest.mark.e2e
 
@@ -299,7 +299,7 @@ def test_up_without_go_names_what_to_install(tmp_path):
         KAI_DEV_CLUSTER_DIR=str(tmp_path / "state"),
     )
     proc = subprocess.run(
-        [sys.executable, "-P", "-c", "import sys; from kai.cluster.devcluster import main; sys.exit(main(['up']))"],
+        [sys.executable, "-P", "-c", "import sys; from kai.dev.cli import main; sys.exit(main(['up']))"],
         env=env,
         capture_output=True,
         text=True,

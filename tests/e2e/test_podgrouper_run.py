@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from kai.cluster import manifests as m
-from kai.cluster.client import ApiError, Kube, object_path
-from kai.testing_wheel import wheel
+from kai.dev import manifests as m
+from kai.kube.client import ApiError, Kube, object_path
+from support.wheel import wheel
 
 pytestmark = pytest.mark.e2e
 

@@ -12,8 +12,8 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from kai.cluster import manifests as m
-from kai.cluster.convert import timestamp
+from kai.dev import manifests as m
+from kai.scheduler.convert import timestamp
 
 pytestmark = pytest.mark.e2e
 

@@ -8,8 +8,8 @@ import uuid
 
 import pytest
 
-from kai.cluster.client import ApiError, Kube
-from kai.cluster.watch import Informer
+from kai.kube.client import ApiError, Kube
+from kai.kube.watch import Informer
 
 pytestmark = pytest.mark.e2e
 

@@ -9,7 +9,7 @@ from kai.api import Reject, TaskStatus
 from kai.framework import ConfigError, Session, parse_config, run_session
 from kai.framework.actions.preempt import messages as preempt_messages
 from kai.framework.actions.preempt import victims as preempt_victims
-from kai.framework.solver import JobSolver, validator_hook
+from kai.framework.actions.solver import JobSolver, validator_hook
 
 PLUGINS = ["predicates", "proportion", "priority", "elastic", "taskorder", "nodeplacement"]
 

@@ -6,7 +6,7 @@ from kai.api import TaskStatus
 from kai.framework import Session
 from kai.framework.actions.eviction import victim_queue
 from kai.framework.gang import tasks_to_evict
-from kai.framework.solver import IdleGpus, NodeAffinities, VictimStream
+from kai.framework.actions.solver import IdleGpus, NodeAffinities, VictimStream
 
 PLUGINS = ["predicates", "proportion", "priority", "elastic", "taskorder"]
 

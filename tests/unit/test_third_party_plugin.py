@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from kai.testing_wheel import wheel
+from support.wheel import wheel
 
 DIST = "kai-zone-b-test-plugin"
 MODULE = "kai_zone_b_test_plugin"

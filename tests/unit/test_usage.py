@@ -16,7 +16,7 @@ import pytest
 from kai import testing as kt
 from kai.framework import ConfigError, Session, parse_config
 from kai.framework.usage import InProcessUsage, UsageParams, make_usage_source, parse_usage_db
-from kai.framework.usage_prometheus import PrometheusClient, UsageError, UsageLister
+from kai.usagedb.prometheus import PrometheusClient, UsageError, UsageLister
 
 GPU = 2  # index in (CPU, memory, GPU)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from kai.api import Job, Task
 from kai.framework.actions import eviction
 from kai.framework.gang import tasks_to_allocate
-from kai.framework.solver import JobSolver, Scenario
+from kai.framework.actions.solver import JobSolver, Scenario
 
 NO_LIMIT = -1
 

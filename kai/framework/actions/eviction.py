@@ -15,7 +15,7 @@ from typing import Callable, Iterable
 from kai.api import ACTIVE_ALLOCATED, ALIVE, Job, Task, TaskStatus
 from kai.framework.gang import evictable
 from kai.framework.jobqueue import JobQueue
-from kai.framework.solver import JobSolver
+from kai.framework.actions.solver import JobSolver
 
 
 def has_running_tasks(session, job: Job) -> bool:

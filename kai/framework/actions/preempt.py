@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from kai.api import Job, Task
 from kai.framework.actions import eviction
-from kai.framework.solver import JobSolver, validator_hook
+from kai.framework.actions.solver import JobSolver, validator_hook
 
 
 def messages(session, tasks: list[Task], preemptor: Job) -> list[str]:

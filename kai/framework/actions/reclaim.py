@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from kai.api import Job, Resources, Task
 from kai.framework.actions import eviction
-from kai.framework.solver import JobSolver, validator_hook
+from kai.framework.actions.solver import JobSolver, validator_hook
 
 
 def _h(value: float, unit: float = 1.0) -> str:

@@ -11,7 +11,7 @@ import ssl
 
 import pytest
 
-from kai.cluster.admission import VALIDATE_PATH, AdmissionServer, review
+from kai.admission.webhook import VALIDATE_PATH, AdmissionServer, review
 
 
 def pod(annotations=None, gpus=None, scheduler="kai-scheduler", init_gpus=None):

@@ -10,11 +10,11 @@ import copy
 
 import pytest
 
-from kai.cluster.binder import BindError, Binder, BindRequest, backoff_delay
-from kai.cluster.client import ApiError
+from kai.binder.binder import BindError, Binder, BindRequest, backoff_delay
+from kai.kube.client import ApiError
 from kai.metrics import BinderMetrics, Registry
 
-from kai.testing_kube import RequestKube, merge_patch
+from support.kube import RequestKube, merge_patch
 
 BR_PATH = "/apis/scheduling.run.ai/v1alpha2/namespaces/ns/bindrequests/"
 

@@ -7,7 +7,7 @@ no API server is involved. tests/e2e/test_scheduler.py runs the same code agains
 from __future__ import annotations
 
 from kai.api import TaskStatus
-from kai.cluster.cache import ClusterCache
+from kai.scheduler.cache import ClusterCache
 
 
 def node(name, gpus=8):

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from kai import testing as kt
 from kai.api import TaskStatus
-from kai.cluster.cache import ClusterCache
-from kai.cluster.client import ApiError
-from kai.cluster.commit import Committer
+from kai.scheduler.cache import ClusterCache
+from kai.kube.client import ApiError
+from kai.scheduler.commit import Committer
 
-from kai.testing_kube import RequestKube
+from support.kube import RequestKube
 
 
 class RecordingKube(RequestKube):

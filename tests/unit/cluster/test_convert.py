@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from kai.api import TaskStatus
-from kai.cluster import convert
-from kai.cluster.commit import bind_request
+from kai.scheduler import convert
+from kai.scheduler.commit import bind_request
 
 
 def pod(name="p", scheduler="kai-scheduler", node="", phase="Pending", annotations=None, containers=None, **spec):

@@ -14,10 +14,10 @@ import re
 
 import pytest
 
-from kai.cluster.admission import mutation_review
-from kai.cluster.binder import Binder
-from kai.cluster.client import ApiError
-from kai.cluster.gpusharing import (
+from kai.admission.webhook import mutation_review
+from kai.binder.binder import Binder
+from kai.kube.client import ApiError
+from kai.binder.gpusharing import (
     CONFIGMAP_ANNOTATION,
     GpuSharing,
     configmap_data,
@@ -26,7 +26,7 @@ from kai.cluster.gpusharing import (
     mutate,
     mutation_patch,
 )
-from kai.cluster.reservation import (
+from kai.binder.reservation import (
     DEVICE_ANNOTATION,
     NAMESPACE,
     Reservations,
@@ -37,7 +37,7 @@ from kai.cluster.reservation import (
     reservation_pod,
 )
 
-from kai.testing_kube import merge_patch
+from support.kube import merge_patch
 
 BR = "/apis/scheduling.run.ai/v1alpha2/namespaces/ns/bindrequests/"
 
@@ -425,8 +425,8 @@ def test_sync_deletes_reservation_pods_once_their_group_has_no_pending_or_runnin
 
 
 def test_the_scheduler_counts_a_reservation_pods_cpu_but_not_its_gpu_or_pod_slot():
-    from kai.cluster.cache import _add_usage
-    from kai.cluster.convert import pod_view
+    from kai.scheduler.cache import _add_usage
+    from kai.scheduler.convert import pod_view
 
     holder = reservation_pod("n1", "g1") | {"status": {"phase": "Running"}}
     holder["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"

@@ -10,9 +10,9 @@ import threading
 
 import pytest
 
-from kai.cluster import leader as leader_mod
-from kai.cluster.client import ApiError
-from kai.cluster.leader import LeaderElector
+from kai.kube import leader as leader_mod
+from kai.kube.client import ApiError
+from kai.kube.leader import LeaderElector
 
 
 class LeaseStore:

@@ -11,7 +11,7 @@ import urllib.request
 import pytest
 
 from kai import logs
-from kai.cluster.server import ObservabilityServer, parse_address
+from kai.kube.server import ObservabilityServer, parse_address
 from kai.metrics import BinderMetrics, QueueMetrics, Registry, SchedulerMetrics
 
 

@@ -7,8 +7,8 @@ from decimal import Decimal
 import pytest
 
 from kai.api.resources import GpuRequestError
-from kai.cluster import convert
-from kai.cluster.podgroupcontroller import PodGroupController, pod_resources, slim_pod, slim_podgroup
+from kai.scheduler import convert
+from kai.controllers.podgroupstatus import PodGroupController, pod_resources, slim_pod, slim_podgroup
 
 
 def raw_pod(name, phase="Running", node="n1", requests=({"cpu": "500m", "memory": "1Gi"},), scheduled=True,

@@ -12,12 +12,12 @@ import time
 import pytest
 
 from kai.api.podgroup import NotFoundError
-from kai.cluster.client import ApiError
-from kai.cluster.objects import KubeObjects
-from kai.cluster.podgrouper import PodGrouper, desired_update, pod_patch
-from kai.framework.grouping import GroupingConfig
+from kai.kube.client import ApiError
+from kai.kube.objects import KubeObjects
+from kai.controllers.podgrouper import PodGrouper, desired_update, pod_patch
+from kai.grouping.hub import GroupingConfig
 
-from kai.testing_kube import merge_patch
+from support.kube import merge_patch
 
 PG_PATH = "/apis/scheduling.run.ai/v2alpha2/namespaces/ns/podgroups"
 DISCOVERY = {

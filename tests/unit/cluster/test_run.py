@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from kai.cluster import run
+from kai import run
 
 
 def test_components_default_to_every_available_one():

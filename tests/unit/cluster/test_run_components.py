@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kai.cluster.run import COMPONENTS, Context, _parser, parse_components
+from kai.run import COMPONENTS, Context, _parser, parse_components
 from kai.framework import DEFAULT_CONFIG
 from kai.metrics import Registry
 

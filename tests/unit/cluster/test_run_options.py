@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from kai.cluster.run import _parser, _readiness, lease_name, parse_duration, run_as_leader
+from kai.run import _parser, _readiness, lease_name, parse_duration, run_as_leader
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("15s", 15), ("500ms", 0.5), ("2m", 120), ("1h", 3600), ("4", 4),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import attrs
 
 from kai import testing as kt
-from kai.cluster.scheduler import fair_shares
+from kai.scheduler.loop import fair_shares
 from kai.framework import Session
 from kai.metrics import Registry, SchedulerMetrics
 
@@ -44,7 +44,7 @@ def test_without_a_dividing_plugin_there_are_no_fair_shares():
 
 
 def test_decisions_of_an_action_are_counted_per_podgroup():
-    from kai.cluster.scheduler import record_decisions
+    from kai.scheduler.loop import record_decisions
 
     snapshot = kt.cluster(nodes=[kt.node("n1", gpus=8)], queues=[kt.queue("a")],
                           jobs=[kt.job("big", queue="a", tasks=3, gpus=1), kt.job("small", queue="a", gpus=1)])
@@ -68,8 +68,8 @@ def test_decisions_of_an_action_are_counted_per_podgroup():
 
 
 def test_the_loop_records_its_allocations_as_usage_and_reads_them_back_next_cycle():
-    from kai.cluster.cache import Cycle
-    from kai.cluster.scheduler import Scheduler
+    from kai.scheduler.cache import Cycle
+    from kai.scheduler.loop import Scheduler
     from kai.framework import parse_config
 
     config = parse_config({"actions": "allocate", "usageDBConfig": {"clientType": "in-process"},

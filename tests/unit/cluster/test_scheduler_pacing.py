@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from kai.cluster.scheduler import Scheduler
+from kai.scheduler.loop import Scheduler
 
 
 def waited(scheduler: Scheduler, cycle_seconds: float) -> float:

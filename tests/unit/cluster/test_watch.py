@@ -12,8 +12,8 @@ import time
 
 import orjson
 
-from kai.cluster.client import ApiError
-from kai.cluster.watch import Informer
+from kai.kube.client import ApiError
+from kai.kube.watch import Informer
 
 
 def obj(name: str, rv: str, ns: str = "ns", **extra) -> dict:

@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from kai.cluster.ratelimit import TokenBucket
-from kai.cluster.workqueue import ShutDown, WorkQueue
+from kai.kube.ratelimit import TokenBucket
+from kai.kube.workqueue import ShutDown, WorkQueue
 
 
 class Clock:

@@ -1,6 +1,6 @@
 """The Helm chart and the Dockerfile, checked without helm or docker.
 
-The chart is rendered by :mod:`kai.testing_chart` (Helm's template semantics for the subset the
+The chart is rendered by :mod:`support.chart` (Helm's template semantics for the subset the
 chart uses); tests/e2e/test_deploy.py applies the rendered manifests to a real API server.
 """
 
@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from kai.cluster.access import chart_template, components, service_account
-from kai.cluster.reservation import NAMESPACE as RESERVATION_NAMESPACE
-from kai.cluster.server import ObservabilityServer
+from kai.kube.access import chart_template, components, service_account
+from kai.binder.reservation import NAMESPACE as RESERVATION_NAMESPACE
+from kai.kube.server import ObservabilityServer
 from kai.metrics import Registry
-from kai.testing_chart import TemplateError, render, render_chart
+from support.chart import TemplateError, render, render_chart
 
 ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "deploy" / "chart" / "kai-scheduler"
@@ -68,14 +68,14 @@ def test_crds_queues_and_priority_classes_are_kai_s(docs):
 
 
 def test_every_component_of_kai_scheduler_run_declares_its_access():
-    from kai.cluster.run import COMPONENTS
+    from kai.run import COMPONENTS
 
     assert set(components()) == set(COMPONENTS)
 
 
 def test_rbac_template_is_generated_from_the_components_declarations():
     committed = (CHART / "templates" / "rbac.yaml").read_text()
-    assert committed == chart_template(), "regenerate: python -m kai.cluster.access > .../templates/rbac.yaml"
+    assert committed == chart_template(), "regenerate: python -m kai.kube.access > .../templates/rbac.yaml"
 
 
 def test_each_component_gets_least_privilege_rbac_covering_its_declared_access(docs):
@@ -220,7 +220,7 @@ def test_renderer_reads_chart_files():
 
 @pytest.mark.parametrize("values", [{}, {"leaderElection": {"enabled": True}}])
 def test_deployment_args_are_flags_of_kai_scheduler_run(values):
-    from kai.cluster.run import _parser, parse_components
+    from kai.run import _parser, parse_components
 
     for deployment in by_kind(render_chart(CHART, values=values), "Deployment").values():
         args = _parser().parse_args(deployment["spec"]["template"]["spec"]["containers"][0]["args"])
@@ -229,7 +229,7 @@ def test_deployment_args_are_flags_of_kai_scheduler_run(values):
 
 
 def test_admission_is_opt_in_with_its_tls_secret_webhook_port_and_configuration():
-    from kai.cluster.admission import MUTATE_PATH, VALIDATE_PATH
+    from kai.admission.webhook import MUTATE_PATH, VALIDATE_PATH
 
     plain = render_chart(CHART)
     assert "kai-admission" not in by_kind(plain, "Deployment")
@@ -266,7 +266,7 @@ def test_admission_is_opt_in_with_its_tls_secret_webhook_port_and_configuration(
 
 
 def test_binder_gets_the_reservation_namespace_and_the_reservation_pods_account():
-    from kai.cluster import reservation
+    from kai.binder import reservation
 
     docs = render_chart(CHART)
     assert reservation.NAMESPACE in by_kind(docs, "Namespace")

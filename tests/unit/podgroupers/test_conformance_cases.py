@@ -42,9 +42,9 @@ def test_hub_dispatch_picks_the_podgrouper_each_case_names():
     """Rerun every case whose top owner's kind is claimed by the case's podgrouper, as a ``hub`` case."""
     import yaml
 
-    from kai.framework.grouping import build_hub
-    from kai.framework.objects import MemoryObjects
-    from kai.framework.unstructured import gvk
+    from kai.grouping.hub import build_hub
+    from kai.grouping.objects import MemoryObjects
+    from kai.grouping.unstructured import gvk
     from kai.sim.podgroup_cases import run_case
 
     table_hub = build_hub(MemoryObjects())

@@ -2,7 +2,7 @@
 
 import json
 
-from kai.framework.grouping import GroupingConfig
+from kai.grouping.hub import GroupingConfig
 from kai.testing_podgroupers import group, obj, pod
 
 

@@ -4,7 +4,7 @@ import pytest
 
 from kai import hookimpl
 from kai.api.podgroup import GroupingError, PodGroupMetadata, SubGroupMetadata, TopologyConstraint
-from kai.framework.grouping import GroupingConfig, pod_assignment, podgroup_object, skip_reason
+from kai.grouping.hub import GroupingConfig, pod_assignment, podgroup_object, skip_reason
 from kai.testing_podgroupers import group, hub, obj, pod
 
 

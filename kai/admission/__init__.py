@@ -1,0 +1,1 @@
+"""The admission component: webhooks for pods."""

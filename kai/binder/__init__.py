@@ -1,0 +1,1 @@
+"""The binder component: BindRequests become Bindings; GPU-sharing ConfigMaps and reservation pods."""

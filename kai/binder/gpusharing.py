@@ -1,0 +1,235 @@
+"""How a shared-GPU pod learns its device: KAI's ConfigMap contract, used by admission and the binder.
+
+A pod's spec cannot change once it exists, so (as in KAI) the admission webhook prepares it when it
+is created and the binder fills in the values when it binds it:
+
+* admission (:func:`mutate`): a pod with ``gpu-fraction`` or ``gpu-memory`` gets the annotation
+  ``runai/shared-gpu-configmap: <owner or pod name>-<7 random>-shared-gpu`` (the *prefix*); its
+  fraction container (annotation ``gpu-fraction-container-name``, else the first container; init
+  containers too) gets ``NVIDIA_VISIBLE_DEVICES``, ``RUNAI_NUM_OF_GPUS`` and ``GPU_PORTION`` from
+  the keys of ConfigMap ``<prefix>-<index>`` (``<prefix>-i<index>`` for an init container), that
+  ConfigMap as volume ``<prefix>-<index>-vol``, and ``envFrom`` ConfigMap ``<prefix>-<index>-evar``.
+* binder (:class:`GpuSharing`): before the Binding, the devices of the BindRequest's GPU groups
+  (:mod:`kai.binder.reservation`), then both ConfigMaps upserted with the pod as owner:
+  ``NVIDIA_VISIBLE_DEVICES`` (comma-separated devices; in the ``-evar`` ConfigMap when the container
+  does not read it from the other one), ``GPU_PORTION`` and ``RUNAI_NUM_OF_GPUS`` (the BindRequest's
+  ``receivedGPU.portion``). A failed bind deletes both ConfigMaps and releases the pod's groups.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import random
+import string
+from typing import Any
+
+from kai.binder.binder import BindContext, BindError, InvalidBindRequest
+from kai.kube.client import ApiError, Kube, object_path
+from kai.binder.reservation import Reservations
+from kai.logs import fields
+
+log = logging.getLogger(__name__)
+
+CONFIGMAP_ANNOTATION = "runai/shared-gpu-configmap"
+FRACTION_CONTAINER_ANNOTATION = "gpu-fraction-container-name"
+SHARING_ANNOTATIONS = ("gpu-fraction", "gpu-memory")
+VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
+LEGACY_VISIBLE_DEVICES = "RUNAI-VISIBLE-DEVICES"
+NUM_OF_GPUS = "RUNAI_NUM_OF_GPUS"
+GPU_PORTION = "GPU_PORTION"
+FRACTION = "Fraction"
+_SUFFIX = "shared-gpu"
+_RANDOM_CHARS = 7
+_MAX_VOLUME_NAME = 63
+
+
+def requests_sharing(annotations: dict[str, str]) -> bool:
+    return any(key in annotations for key in SHARING_ANNOTATIONS)
+
+
+def fraction_container(pod: dict[str, Any]) -> tuple[str, int]:
+    """(``containers`` or ``initContainers``, index) of the container that gets the shared GPU."""
+    spec = pod.get("spec") or {}
+    name = ((pod.get("metadata") or {}).get("annotations") or {}).get(FRACTION_CONTAINER_ANNOTATION)
+    if name is None:
+        return "containers", 0
+    for kind in ("initContainers", "containers"):
+        for index, container in enumerate(spec.get(kind) or ()):
+            if container.get("name") == name:
+                return kind, index
+    raise ValueError(f"annotation {FRACTION_CONTAINER_ANNOTATION} names container {name!r}, which the pod lacks")
+
+
+def _index_tag(kind: str, index: int) -> str:
+    return f"i{index}" if kind == "initContainers" else str(index)
+
+
+def configmap_prefix(pod: dict[str, Any], tag: str, rand: random.Random | None = None) -> str:
+    """A new prefix: the owner's (else the pod's) name, cut so that the longest derived name fits a volume name."""
+    meta = pod.get("metadata") or {}
+    owners = meta.get("ownerReferences") or ()
+    base = owners[0].get("name", "") if owners else meta.get("name") or meta.get("generateName", "").rstrip("-")
+    # <base>-<random>-shared-gpu-<tag>-evar-vol must stay within 63 characters
+    room = _MAX_VOLUME_NAME - len(_SUFFIX) - _RANDOM_CHARS - 2 - (len(tag) + 1) - len("-evar") - len("-vol")
+    token = "".join((rand or random.SystemRandom()).choice(string.ascii_lowercase + string.digits)
+                    for _ in range(_RANDOM_CHARS))
+    return f"{base[:room]}-{token}-{_SUFFIX}"
+
+
+def configmap_names(pod: dict[str, Any]) -> tuple[str, str]:
+    """(capabilities, env-vars) ConfigMap names of a pod admission prepared; BindError otherwise."""
+    meta = pod.get("metadata") or {}
+    name = f"{meta.get('namespace')}/{meta.get('name')}"
+    prefix = (meta.get("annotations") or {}).get(CONFIGMAP_ANNOTATION)
+    if not prefix:
+        raise BindError(f"pod {name} has no annotation {CONFIGMAP_ANNOTATION}: it was created without the "
+                        "admission webhook, which prepares shared-GPU pods")
+    try:
+        kind, index = fraction_container(pod)
+    except ValueError as exc:
+        raise BindError(f"pod {name}: {exc}") from exc
+    capabilities = f"{prefix}-{_index_tag(kind, index)}"
+    return capabilities, f"{capabilities}-evar"
+
+
+def _set_env(container: dict[str, Any], name: str, configmap: str) -> None:
+    env = [e for e in container.get("env") or () if e.get("name") != name]
+    env.append({"name": name, "valueFrom": {"configMapKeyRef": {"name": configmap, "key": name}}})
+    container["env"] = env
+
+
+def mutate(pod: dict[str, Any], rand: random.Random | None = None) -> dict[str, Any] | None:
+    """The pod as admission leaves it (a new dict), or None when it asks for no shared GPU.
+
+    ValueError when ``gpu-fraction-container-name`` names a missing container."""
+    meta = pod.get("metadata") or {}
+    annotations = dict(meta.get("annotations") or {})
+    if not (pod.get("spec") or {}).get("containers") or not requests_sharing(annotations):
+        return None
+    kind, index = fraction_container(pod)
+    tag = _index_tag(kind, index)
+    out = copy.deepcopy(pod)
+    prefix = annotations.get(CONFIGMAP_ANNOTATION) or configmap_prefix(pod, tag, rand)
+    annotations[CONFIGMAP_ANNOTATION] = prefix
+    out.setdefault("metadata", {})["annotations"] = annotations
+    capabilities, evar = f"{prefix}-{tag}", f"{prefix}-{tag}-evar"
+    container = out["spec"][kind][index]
+    for name in (VISIBLE_DEVICES, NUM_OF_GPUS, GPU_PORTION):
+        _set_env(container, name, capabilities)
+    env_from = container.setdefault("envFrom", [])
+    if not any((e.get("configMapRef") or {}).get("name") == evar for e in env_from):
+        env_from.append({"configMapRef": {"name": evar, "optional": False}})
+    volume = f"{capabilities}-vol"
+    volumes = [v for v in out["spec"].get("volumes") or () if v.get("name") != volume]
+    out["spec"]["volumes"] = [*volumes, {"name": volume, "configMap": {"name": capabilities}}]
+    return out
+
+
+def mutation_patch(pod: dict[str, Any], rand: random.Random | None = None) -> list[dict[str, Any]]:
+    """:func:`mutate` as RFC 6902 operations for an AdmissionReview response ([] when nothing changes)."""
+    out = mutate(pod, rand)
+    if out is None:
+        return []
+    kind, _ = fraction_container(pod)
+    paths = (("/metadata/annotations", out["metadata"]["annotations"]), (f"/spec/{kind}", out["spec"][kind]),
+             ("/spec/volumes", out["spec"]["volumes"]))
+    return [{"op": "add", "path": path, "value": value} for path, value in paths]
+
+
+def configmap_data(pod: dict[str, Any], devices: list[str], portion: str,
+                   capabilities_data: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """The entries the binder writes into the (capabilities, env-vars) ConfigMaps of ``pod``."""
+    kind, index = fraction_container(pod)
+    container = ((pod.get("spec") or {}).get(kind) or [{}])[index]
+    visible = ",".join(devices)
+    reads_capabilities = any(e.get("name") == VISIBLE_DEVICES and (e.get("valueFrom") or {}).get("configMapKeyRef")
+                             for e in container.get("env") or ())
+    capabilities = {GPU_PORTION: portion, NUM_OF_GPUS: portion}
+    evar: dict[str, str] = {}
+    (capabilities if reads_capabilities else evar)[VISIBLE_DEVICES] = visible
+    if LEGACY_VISIBLE_DEVICES in capabilities_data:
+        capabilities[LEGACY_VISIBLE_DEVICES] = visible
+    return capabilities, evar
+
+
+class GpuSharing:
+    """The binder plugin: reserve the devices of a ``Fraction`` BindRequest's groups and fill the pod's ConfigMaps."""
+
+    name = "gpusharing"
+
+    def __init__(self, kube: Kube, reservations: Reservations, cdi: bool = False) -> None:
+        self.kube = kube
+        self.reservations = reservations
+        self.cdi = cdi
+
+    def pre_bind(self, ctx: BindContext) -> None:
+        request = ctx.request
+        if request.received_resource_type != FRACTION:
+            return
+        pod = ctx.pod
+        if not request.selected_gpu_groups:
+            raise InvalidBindRequest("a Fraction BindRequest needs spec.selectedGPUGroups")
+        capabilities_name, evar_name = configmap_names(pod)
+        self.reservations.sync_node(request.selected_node)
+        try:
+            devices = [self.reservations.reserve(pod, ctx.node, group, multi=len(request.selected_gpu_groups) > 1)
+                       for group in request.selected_gpu_groups]
+            if self.cdi:
+                devices = [f"k8s.device-plugin.nvidia.com/gpu={d}" for d in devices]
+            portion = str(((request.raw.get("spec") or {}).get("receivedGPU") or {}).get("portion") or "")
+            existing = self._upsert(pod, capabilities_name, {})
+            capabilities, evar = configmap_data(pod, devices, portion, existing)
+            self._upsert(pod, evar_name, evar)
+            self._upsert(pod, capabilities_name, capabilities)
+        except (BindError, ApiError):
+            self.rollback(ctx)  # the binder rolls back only the plugins whose pre_bind completed
+            raise
+        log.info("shared GPU devices set", **fields(pod=_key(pod), node=request.selected_node,
+                                                    groups=",".join(request.selected_gpu_groups),
+                                                    devices=",".join(devices), portion=portion))
+
+    def post_bind(self, ctx: BindContext) -> None:
+        pass
+
+    def rollback(self, ctx: BindContext) -> None:
+        if ctx.request.received_resource_type != FRACTION:
+            return
+        try:
+            names = configmap_names(ctx.pod)
+        except BindError:
+            names = ()
+        for name in names:
+            try:
+                self.kube.delete(object_path("", "v1", "configmaps", ctx.request.namespace, name))
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
+        self.reservations.release(ctx.pod, ctx.request.selected_node)
+
+    def sync(self, nodes: set[str] | None = None) -> None:
+        """Delete reservation pods whose group has no more workload pods (on ``nodes``, or everywhere)."""
+        self.reservations.sync(nodes)
+
+    def _upsert(self, pod: dict[str, Any], name: str, data: dict[str, str]) -> dict[str, str]:
+        """Creates ConfigMap ``name`` owned by ``pod``, or adds ``data`` to it; returns its data."""
+        meta = pod["metadata"]
+        owner = [{"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta.get("uid")}]
+        path = object_path("", "v1", "configmaps", meta["namespace"], name)
+        try:
+            current = self.kube.get(path)
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            body = {"apiVersion": "v1", "kind": "ConfigMap", "data": data,
+                    "metadata": {"name": name, "namespace": meta["namespace"], "ownerReferences": owner}}
+            return self.kube.post(object_path("", "v1", "configmaps", meta["namespace"]), body).get("data") or {}
+        patch: dict[str, Any] = {"data": data} if data else {}
+        if (current.get("metadata") or {}).get("ownerReferences") != owner:
+            patch["metadata"] = {"ownerReferences": owner}
+        return (self.kube.patch(path, patch) if patch else current).get("data") or {}
+
+
+def _key(pod: dict[str, Any]) -> str:
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace')}/{meta.get('name')}"

@@ -1,1 +1,0 @@
-"""Kubernetes adapter: watch cache, binder, status writers and the local control plane."""

@@ -1,0 +1,1 @@
+"""Controllers beside the scheduler: the podgrouper loop, PodGroup status and Queue status."""

@@ -1,0 +1,361 @@
+"""The podgrouper control loop: every pod of the scheduler gets its PodGroup (``scheduling.run.ai/v2alpha2``).
+
+For each pod with ``spec.schedulerName`` equal to the scheduler's name (``kai-scheduler``):
+
+1. a bare pod that already names its PodGroup (annotation ``pod-group-name``, no owner) is left
+   alone: its PodGroup is the user's;
+2. the grouping hub (:mod:`kai.grouping.hub`, the same code as ``kai-scheduler podgroup``)
+   walks the pod's owners through the API (:class:`kai.kube.objects.KubeObjects`) and lets the
+   podgrouper of the top owner's kind compute the PodGroup;
+3. the PodGroup is created, or updated when it differs, as KAI does: ``spec.queue``,
+   ``spec.markUnschedulable``, ``spec.schedulingBackoff`` and the node-pool and queue labels of an
+   existing PodGroup are kept; labels and annotations are merged, never removed;
+4. the pod gets the annotation ``pod-group-name`` and, when it belongs to a subgroup, the label
+   ``kai.scheduler/subgroup-name``.
+
+Every step compares before it writes, so grouping a pod again changes nothing. A pod that cannot be
+grouped (owner gone, kind not served, invalid workload spec) gets a Warning event
+``PodGrouperWarning`` with the reason, once per distinct reason, and is retried with exponential
+backoff (1 s doubling to 60 s, KAI's rate limiter); API errors are retried the same way. A pod
+being deleted whose owner is gone is not reported. Pods are grouped again when their PodGroup is
+deleted and every ``resync_period`` seconds (owners change without touching their pods).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from kai.api.podgroup import POD_GROUP_ANNOTATION, GroupingError
+from kai.kube.access import Access
+from kai.kube.client import ApiError, Kube, object_path
+from kai.kube.events import WARNING, record_event
+from kai.kube.objects import KubeObjects
+from kai.kube.watch import Informer, object_key
+from kai.kube.workqueue import WorkQueue, serve
+from kai.grouping.hub import GroupingConfig, PodGrouperHub, build_hub, pod_assignment, skip_reason
+from kai.logs import fields
+
+log = logging.getLogger(__name__)
+
+GROUP, VERSION, PLURAL = "scheduling.run.ai", "v2alpha2", "podgroups"
+COMPONENT = "pod-grouper"
+WARNING_REASON = "PodGrouperWarning"
+SCHEDULER_NAME = "kai-scheduler"
+#: Spec fields of an existing PodGroup that other components own (KAI's podgrouper keeps them).
+KEPT_SPEC_FIELDS = ("markUnschedulable", "schedulingBackoff", "queue")
+
+#: KAI's podgrouper defaults: ``--max-concurrent-reconciles``, rate limiter base/max delay.
+DEFAULT_WORKERS = 10
+DEFAULT_BASE_DELAY = 1.0
+DEFAULT_MAX_DELAY = 60.0
+DEFAULT_RESYNC_PERIOD = 600.0
+#: Seconds a PodGroup this loop wrote is preferred to the (lagging) informer's copy.
+WRITTEN_MEMORY = 10.0
+
+#: Owner kinds the shipped podgroupers read, by API group (KAI's list). Owners of other kinds need a
+#: ``get`` rule added to the podgrouper's ClusterRole; without one the walk stops below them.
+OWNER_RESOURCES = {
+    "": ("configmaps", "namespaces"),
+    "amlarc.azureml.com": ("amljobs",),
+    "apps": ("deployments", "replicasets", "statefulsets"),
+    "argoproj.io": ("workflows",),
+    "batch": ("cronjobs", "jobs"),
+    "egx.nvidia.io": ("spotrequests",),
+    "grove.io": ("podcliques", "podcliquescalinggroups", "podcliquesets", "podgangsets"),
+    "jobset.x-k8s.io": ("jobsets",),
+    "kubeflow.org": ("jaxjobs", "mpijobs", "notebooks", "pytorchjobs", "scheduledworkflows", "tfjobs", "xgboostjobs"),
+    "kubevirt.io": ("virtualmachineinstances", "virtualmachines"),
+    "leaderworkerset.x-k8s.io": ("leaderworkersets",),
+    "machinelearning.seldon.io": ("seldondeployments",),
+    "ray.io": ("rayclusters", "rayjobs", "rayservices"),
+    "run.ai": ("distributedinferenceworkloads", "distributedworkloads", "inferenceworkloads", "interactiveworkloads",
+               "runaijobs", "trainingworkloads"),
+    "scheduler.grove.io": ("podgangs",),
+    "scheduling.k8s.io": ("priorityclasses",),
+    "serving.knative.dev": ("configurations", "revisions", "services"),
+    "tekton.dev": ("pipelineruns", "taskruns"),
+    "trainer.kubeflow.org": ("trainjobs",),
+    "workspace.devfile.io": ("devworkspaces",),
+    "nvidia.com": ("dynamographdeployments",),
+}
+
+#: Every API call of the loop (the chart's RBAC is generated from this; see kai.kube.access).
+API_ACCESS = (
+    Access("", "pods", ("get", "list", "watch", "patch")),
+    Access("", "events", ("create",)),
+    Access(GROUP, PLURAL, ("get", "list", "watch", "create", "update")),
+    *(Access(group, resource, ("get",)) for group, resources in OWNER_RESOURCES.items() for resource in resources),
+)
+
+
+def desired_update(current: dict, desired: dict, config: GroupingConfig) -> dict | None:
+    """The existing PodGroup ``current`` brought to ``desired`` as KAI's podgrouper does; None when nothing changes."""
+    spec = dict(desired.get("spec") or {})
+    current_spec = current.get("spec") or {}
+    for key in KEPT_SPEC_FIELDS:
+        if key in current_spec:
+            spec[key] = current_spec[key]
+        else:
+            spec.pop(key, None)
+    meta, current_meta = desired.get("metadata") or {}, current.get("metadata") or {}
+    labels = dict(meta.get("labels") or {})
+    current_labels = current_meta.get("labels") or {}
+    pool, queue = config.node_pool_label_key, config.queue_label_key
+    if pool in current_labels:
+        labels[pool] = current_labels[pool]
+    else:
+        labels.pop(pool, None)
+    if queue in current_labels:
+        labels[queue] = current_labels[queue]
+    annotations = meta.get("annotations") or {}
+    current_annotations = current_meta.get("annotations") or {}
+    owners = meta.get("ownerReferences") or []
+    if (
+        spec == current_spec
+        and owners == (current_meta.get("ownerReferences") or [])
+        and _contains(current_labels, labels)
+        and _contains(current_annotations, annotations)
+    ):
+        return None
+    updated = dict(current)
+    updated["metadata"] = {
+        **current_meta,
+        "labels": {**current_labels, **labels},
+        "annotations": {**current_annotations, **annotations},
+        "ownerReferences": owners,
+    }
+    updated["spec"] = spec
+    return updated
+
+
+def _contains(target: Mapping[str, str], source: Mapping[str, str]) -> bool:
+    return all(key in target and target[key] == value for key, value in source.items())
+
+
+def pod_patch(pod: dict, podgroup: dict, subgroup: str | None) -> dict | None:
+    """The merge patch assigning ``pod`` to its PodGroup and subgroup; None when it already is."""
+    wanted = pod_assignment(podgroup, subgroup)
+    meta = pod.get("metadata") or {}
+    patch: dict[str, Any] = {}
+    for part in ("annotations", "labels"):
+        have = meta.get(part) or {}
+        missing = {k: v for k, v in wanted[part].items() if have.get(k) != v}
+        if missing:
+            patch[part] = missing
+    return {"metadata": patch} if patch else None
+
+
+def _slim_pod(pod: dict) -> dict:
+    meta = pod.get("metadata") or {}
+    if "managedFields" in meta:
+        pod = {**pod, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+    return pod
+
+
+class PodGrouper:
+    """The podgrouper control loop; ``run(stop)`` blocks until ``stop`` is set. See the module docstring."""
+
+    name = "podgrouper"
+
+    def __init__(
+        self,
+        kube: Kube,
+        *,
+        config: GroupingConfig | None = None,
+        args: Mapping[str, Mapping] | None = None,
+        hub: PodGrouperHub | None = None,
+        scheduler_name: str = SCHEDULER_NAME,
+        pod_label_selector: str = "",
+        workers: int = DEFAULT_WORKERS,
+        base_delay: float = DEFAULT_BASE_DELAY,
+        max_delay: float = DEFAULT_MAX_DELAY,
+        resync_period: float = DEFAULT_RESYNC_PERIOD,
+        owner_cache_ttl: float = 5.0,
+        clock=time.monotonic,
+    ) -> None:
+        if workers < 1:
+            raise ValueError(f"podgrouper workers must be at least 1, got {workers}")
+        self.kube = kube
+        self.config = config or GroupingConfig()
+        self.reader = KubeObjects(kube, ttl=owner_cache_ttl)
+        self.hub = hub or build_hub(self.reader, self.config, args)
+        self.scheduler_name = scheduler_name
+        self.pod_label_selector = pod_label_selector
+        self.workers = workers
+        self.base_delay, self.max_delay = base_delay, max_delay
+        self.resync_period = resync_period
+        self.queue = WorkQueue(clock=clock)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._failures: dict[str, int] = {}
+        self._reported: dict[str, str] = {}  # pod key -> last warning recorded
+        # The pods of one workload share a PodGroup: its writes are serialized, and the PodGroup as this loop
+        # last wrote it is used until the store, which lags, has caught up.
+        self._podgroup_locks = [threading.Lock() for _ in range(64)]
+        self._written: dict[str, tuple[float, dict]] = {}
+        self.pods: Informer | None = None
+        self.podgroups: Informer | None = None
+
+    # -- informer side -------------------------------------------------------------------------
+    def on_pod(self, kind: str, pod: dict) -> None:
+        key = object_key(pod)
+        if kind == "DELETED":
+            with self._lock:
+                self._failures.pop(key, None)
+                self._reported.pop(key, None)
+        else:
+            self.queue.add(key)
+
+    def on_podgroup(self, kind: str, podgroup: dict) -> None:
+        """A deleted PodGroup is made again for the pods still naming it."""
+        meta = podgroup.get("metadata") or {}
+        namespace, name = meta.get("namespace"), meta.get("name")
+        with self._lock:
+            self._written.pop(f"{namespace}/{name}", None)  # the store has caught up with our write, or it is gone
+        if kind != "DELETED" or self.pods is None:
+            return
+        for pod in self.pods.list():
+            meta = pod.get("metadata") or {}
+            if meta.get("namespace") == namespace and (meta.get("annotations") or {}).get(POD_GROUP_ANNOTATION) == name:
+                self.queue.add(object_key(pod))
+
+    def ready(self) -> tuple[bool, str]:
+        """Readiness: pods and PodGroups have been listed once."""
+        if self.pods is None or self.podgroups is None:
+            return False, "not started"
+        missing = [i.name for i in (self.pods, self.podgroups) if not i.synced.is_set()]
+        return (not missing, f"waiting for the first list of {', '.join(missing)}" if missing else "synced")
+
+    def run(self, stop: threading.Event) -> None:
+        """Watch the scheduler's pods and their PodGroups, group with ``workers`` threads until ``stop`` is set."""
+        self.podgroups = Informer(self.kube, object_path(GROUP, VERSION, PLURAL), on_event=self.on_podgroup,
+                                  name="podgroups").start()
+        self.pods = Informer(self.kube, "/api/v1/pods", on_event=self.on_pod, transform=_slim_pod,
+                             field_selector=f"spec.schedulerName={self.scheduler_name}",
+                             label_selector=self.pod_label_selector, name="podgrouper pods").start()
+        threads = [threading.Thread(target=self._work, name=f"podgrouper-{i}", daemon=True)
+                   for i in range(self.workers)]
+        for thread in threads:
+            thread.start()
+        log.info("podgrouper started", **fields(workers=self.workers, scheduler_name=self.scheduler_name,
+                                                podgroupers=len(self.hub.names)))
+        next_resync = self._clock() + self.resync_period
+        try:
+            while not stop.wait(0.5):
+                if self._clock() >= next_resync:
+                    for pod in self.pods.list():
+                        self.queue.add(object_key(pod))
+                    next_resync = self._clock() + self.resync_period
+        finally:
+            self.queue.shut_down()
+            self.pods.stop()
+            self.podgroups.stop()
+            for thread in threads:
+                thread.join(10)
+            log.info("podgrouper stopped")
+
+    def _work(self) -> None:
+        serve(self.queue, self.reconcile, self.max_delay, log, "podgrouper failed on a pod", "pod")
+
+    # -- one pod -------------------------------------------------------------------------------
+    def reconcile(self, key: str) -> float | None:
+        """Group the pod ``key`` (``namespace/name``); returns the delay before a retry, if one is due."""
+        pod = self.pods.get(key) if self.pods is not None else None
+        if pod is None:
+            return None
+        try:
+            outcome = self.group(pod)
+        except GroupingError as exc:
+            if (pod.get("metadata") or {}).get("deletionTimestamp"):
+                log.debug("pod being deleted cannot be grouped", **fields(pod=key, error=str(exc)))
+                return None
+            self._warn(pod, key, str(exc))
+            return self._retry(key)
+        except ApiError as exc:
+            log.warning("podgrouper API request failed; will retry", **fields(pod=key, error=str(exc)))
+            return self._retry(key)
+        with self._lock:
+            self._failures.pop(key, None)
+            self._reported.pop(key, None)
+        if outcome:
+            log.info("grouped pod", **fields(pod=key, **outcome))
+        return None
+
+    def group(self, pod: dict) -> dict[str, str]:
+        """Group one pod now: write its PodGroup and its assignment where they differ.
+
+        Returns what was written (empty when nothing); raises GroupingError or ApiError.
+        """
+        if (pod.get("spec") or {}).get("schedulerName") != self.scheduler_name or skip_reason(pod):
+            return {}
+        podgroup, subgroup = self.hub.podgroup(pod)
+        done: dict[str, str] = {}
+        action = self.apply(podgroup)
+        if action:
+            done["podgroup"] = f"{podgroup['metadata']['name']} ({action})"
+        patch = pod_patch(pod, podgroup, subgroup)
+        if patch is not None:
+            meta = pod["metadata"]
+            self.kube.patch(object_path("", "v1", "pods", meta["namespace"], meta["name"]), patch)
+            done["assigned"] = podgroup["metadata"]["name"] + (f"/{subgroup}" if subgroup else "")
+        return done
+
+    def apply(self, podgroup: dict) -> str:
+        """Create or update the PodGroup; returns ``"created"``, ``"updated"`` or ``""`` (unchanged)."""
+        meta = podgroup["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        path = object_path(GROUP, VERSION, PLURAL, meta["namespace"], meta["name"])
+        with self._podgroup_locks[hash(key) % len(self._podgroup_locks)]:
+            current = self._recently_written(key) or (self.podgroups.get(key) if self.podgroups is not None else None)
+            try:
+                return self._write(key, podgroup, current, path)
+            except ApiError as exc:
+                if exc.status not in (404, 409):
+                    raise
+            try:  # what we knew was stale: decide again on the PodGroup as it is now
+                current = self.kube.get(path)
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
+                current = None
+            return self._write(key, podgroup, current, path)
+
+    def _recently_written(self, key: str) -> dict | None:
+        now = self._clock()
+        with self._lock:
+            for old in [k for k, (until, _) in self._written.items() if until <= now]:
+                del self._written[old]
+            entry = self._written.get(key)
+        return entry[1] if entry else None
+
+    def _write(self, key: str, podgroup: dict, current: dict | None, path: str) -> str:
+        if current is None:
+            written = self.kube.post(object_path(GROUP, VERSION, PLURAL, podgroup["metadata"]["namespace"]), podgroup)
+            action = "created"
+        else:
+            updated = desired_update(current, podgroup, self.config)
+            if updated is None:
+                return ""
+            written = self.kube.request("PUT", path, body=updated)
+            action = "updated"
+        with self._lock:
+            self._written[key] = (self._clock() + WRITTEN_MEMORY, written)
+        return action
+
+    def _retry(self, key: str) -> float:
+        with self._lock:
+            failures = self._failures.get(key, 0)
+            self._failures[key] = failures + 1
+        return min(self.max_delay, self.base_delay * 2.0**failures)
+
+    def _warn(self, pod: dict, key: str, message: str) -> None:
+        with self._lock:
+            if self._reported.get(key) == message:
+                return
+            self._reported[key] = message
+        log.warning("cannot group pod", **fields(pod=key, reason=message))
+        record_event(self.kube, pod, WARNING, WARNING_REASON, message, COMPONENT)

@@ -1,0 +1,626 @@
+"""A local Kubernetes control plane: etcd, kube-apiserver and kwok as child processes.
+
+The binaries are compiled from the Go module proxy on first use and cached by version under
+:func:`cache_root` (``$KAI_CONTROL_PLANE_CACHE``, default ``~/.cache/kai-scheduler/control-plane``).
+kube-apiserver and etcd cannot be ``go install``-ed (their modules carry ``replace`` directives), so
+a small wrapper module is generated for each in the cache and built there; kwok installs as is.
+
+:class:`ControlPlane` starts the three processes on free loopback ports with a fresh PKI (made with
+the ``openssl`` command), writes an admin kubeconfig and records the PIDs in a state directory, so
+another process (``kai-scheduler dev-cluster down``) can stop exactly what was started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shlex
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from kai.kube.certs import CertificateError, OpenSSL, OpenSSLMissing
+
+# 1.34.4 is the newest 1.34 patch whose staging modules (v0.34.4) are all on the module proxy.
+K8S_VERSION = "1.34.4"
+ETCD_VERSION = "3.5.21"
+KWOK_VERSION = "0.7.0"
+#: kwok plays the kubelet of every node in one process: with its default of 4 pod and 4 node updates
+#: in flight, a busy API server's latency, not the CPU, caps how fast bound pods turn Running.
+KWOK_CONFIGURATION = {
+    "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+    "kind": "KwokConfiguration",
+    "options": {"podPlayStageParallelism": 32, "nodePlayStageParallelism": 16},
+}
+
+# The k8s.io staging modules that k8s.io/kubernetes requires at the placeholder v0.0.0; the wrapper
+# module replaces each with the release tag matching K8S_VERSION (v1.X.Y <-> v0.X.Y).
+K8S_STAGING_MODULES = (
+    "api apiextensions-apiserver apimachinery apiserver cli-runtime client-go cloud-provider "
+    "cluster-bootstrap code-generator component-base component-helpers controller-manager cri-api "
+    "cri-client csi-translation-lib dynamic-resource-allocation endpointslice externaljwt kms "
+    "kube-aggregator kube-controller-manager kube-proxy kube-scheduler kubectl kubelet metrics "
+    "mount-utils pod-security-admission sample-apiserver sample-cli-plugin sample-controller"
+).split()
+
+APISERVER_MAIN = """\
+// The kube-apiserver command, as in k8s.io/kubernetes/cmd/kube-apiserver/apiserver.go.
+package main
+
+import (
+	"os"
+	_ "time/tzdata"
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"
+	_ "k8s.io/component-base/metrics/prometheus/clientgo"
+	_ "k8s.io/component-base/metrics/prometheus/version"
+	"k8s.io/kubernetes/cmd/kube-apiserver/app"
+)
+
+func main() {
+	os.Exit(cli.Run(app.NewAPIServerCommand()))
+}
+"""
+
+ETCD_MAIN = """\
+// The etcd command, as in go.etcd.io/etcd/server/v3/main.go.
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() {
+	etcdmain.Main(os.Args)
+}
+"""
+
+
+class ControlPlaneError(RuntimeError):
+    """The control plane could not be built, started or stopped."""
+
+
+class MissingToolError(ControlPlaneError):
+    """A required program (Go, openssl) is not installed."""
+
+
+def cache_root() -> Path:
+    """Where the Go caches and the built binaries live."""
+    env = os.environ.get("KAI_CONTROL_PLANE_CACHE")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "kai-scheduler" / "control-plane"
+
+
+def version_key() -> str:
+    """Names the cache directory of one combination of component versions."""
+    return f"k8s-{K8S_VERSION}_etcd-{ETCD_VERSION}_kwok-{KWOK_VERSION}"
+
+
+@dataclass(frozen=True)
+class Binaries:
+    """Paths of the three control-plane executables."""
+
+    etcd: Path
+    kube_apiserver: Path
+    kwok: Path
+
+    @classmethod
+    def in_dir(cls, bin_dir: Path) -> Binaries:
+        return cls(bin_dir / "etcd", bin_dir / "kube-apiserver", bin_dir / "kwok")
+
+    def missing(self) -> list[Path]:
+        return [p for p in (self.etcd, self.kube_apiserver, self.kwok) if not os.access(p, os.X_OK)]
+
+
+def _log(message: str) -> None:
+    print(f"[dev-cluster] {message}", file=sys.stderr, flush=True)
+
+
+class _GoBuilder:
+    """Builds the binaries of one version combination into ``<cache>/<versions>/bin``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.work = root / version_key()
+        self.bin_dir = self.work / "bin"
+        install = "install it (https://go.dev/doc/install, or the 'golang' package) and retry"
+        go = shutil.which("go")
+        if go is None:
+            raise MissingToolError(
+                f"the Go toolchain (1.24 or newer) is needed to build etcd, kube-apiserver and kwok once; {install}"
+            )
+        found = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True).stdout.strip()
+        digits = found.removeprefix("go").split(".")[:2]
+        if not all(d.isdigit() for d in digits) or tuple(map(int, digits)) < (1, 24):
+            raise MissingToolError(f"Go 1.24 or newer is needed, found {found or 'an unknown version'}; {install}")
+        self.go = go
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GO")}
+        env.update(
+            GOPATH=str(root / "go"),
+            GOMODCACHE=str(root / "go" / "mod"),
+            GOCACHE=str(root / "go" / "build"),
+            GOFLAGS="-modcacherw -trimpath -buildvcs=false",
+            GOTOOLCHAIN="local",
+            GOWORK="off",
+            CGO_ENABLED="0",
+        )
+        for key in ("GOPROXY", "GOSUMDB", "GONOSUMDB", "GOPRIVATE", "GONOPROXY", "GOINSECURE", "GOAUTH"):
+            if key in os.environ:
+                env[key] = os.environ[key]
+        self.env = env
+
+    def _go(self, *args: str, cwd: Path) -> None:
+        _log(f"go {' '.join(args)}")
+        proc = subprocess.run([self.go, *args], cwd=cwd, env=self.env, stdin=subprocess.DEVNULL)
+        if proc.returncode != 0:
+            raise ControlPlaneError(f"'go {' '.join(args)}' failed in {cwd} (exit {proc.returncode})")
+
+    def _module(self, name: str, go_mod: str, main_go: str, requires: list[str]) -> Path:
+        """Writes a wrapper module under ``src/NAME`` and resolves its dependencies once."""
+        src = self.work / "src" / name
+        resolved = src / ".resolved"
+        src.mkdir(parents=True, exist_ok=True)
+        (src / "main.go").write_text(main_go)
+        if not resolved.exists():
+            (src / "go.mod").write_text(go_mod)
+            (src / "go.sum").unlink(missing_ok=True)
+            self._go("get", *requires, cwd=src)
+            self._go("mod", "tidy", cwd=src)
+            resolved.touch()
+        return src
+
+    def _install(self, built: Path, target: Path) -> None:
+        os.replace(built, target)
+        _log(f"built {target}")
+
+    def build_kube_apiserver(self, target: Path) -> None:
+        staging = "v0." + K8S_VERSION.split(".", 1)[1]
+        replaces = "".join(f"\tk8s.io/{m} => k8s.io/{m} {staging}\n" for m in K8S_STAGING_MODULES)
+        go_mod = (
+            f"module kaidevcluster/kube-apiserver\n\ngo 1.24.0\n\ngodebug default=go1.24\n\nreplace (\n{replaces})\n"
+        )
+        src = self._module(
+            "kube-apiserver",
+            go_mod,
+            APISERVER_MAIN,
+            [f"k8s.io/kubernetes@v{K8S_VERSION}", f"k8s.io/component-base@{staging}"],
+        )
+        minor = K8S_VERSION.split(".")[1]
+        ldflags = ["-s", "-w"]
+        for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+            ldflags += [
+                f"-X {pkg}.gitVersion=v{K8S_VERSION}",
+                f"-X {pkg}.gitMajor=1",
+                f"-X {pkg}.gitMinor={minor}",
+                f"-X {pkg}.gitTreeState=clean",
+                f"-X {pkg}.buildDate=1970-01-01T00:00:00Z",
+            ]
+        out = self.bin_dir / ".kube-apiserver.tmp"
+        self._go("build", "-ldflags", " ".join(ldflags), "-o", str(out), ".", cwd=src)
+        self._install(out, target)
+
+    def build_etcd(self, target: Path) -> None:
+        # etcd 3.5 still requires reflect2 v1.0.1, which predates Go 1.18; use Kubernetes' versions.
+        src = self._module(
+            "etcd",
+            "module kaidevcluster/etcd\n\ngo 1.23.0\n",
+            ETCD_MAIN,
+            [
+                f"go.etcd.io/etcd/server/v3@v{ETCD_VERSION}",
+                "github.com/modern-go/reflect2@v1.0.2",
+                "github.com/json-iterator/go@v1.1.12",
+            ],
+        )
+        out = self.bin_dir / ".etcd.tmp"
+        self._go("build", "-ldflags", "-s -w", "-o", str(out), ".", cwd=src)
+        self._install(out, target)
+
+    def build_kwok(self, target: Path) -> None:
+        with tempfile.TemporaryDirectory(dir=self.bin_dir) as gobin:
+            self.env["GOBIN"] = gobin
+            try:
+                self._go("install", "-ldflags", "-s -w", f"sigs.k8s.io/kwok/cmd/kwok@v{KWOK_VERSION}", cwd=self.bin_dir)
+            finally:
+                del self.env["GOBIN"]
+            self._install(Path(gobin) / "kwok", target)
+
+
+def ensure_binaries(root: Path | None = None) -> Binaries:
+    """Returns the cached binaries, building the missing ones first (minutes, once per version)."""
+    root = cache_root() if root is None else root
+    bin_dir = root / version_key() / "bin"
+    binaries = Binaries.in_dir(bin_dir)
+    if not binaries.missing():
+        return binaries
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    with open(root / version_key() / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a concurrent `up` waits for this build instead of racing it
+        builder = _GoBuilder(root)
+        start = time.monotonic()
+        for path, build in (
+            (binaries.etcd, builder.build_etcd),
+            (binaries.kwok, builder.build_kwok),
+            (binaries.kube_apiserver, builder.build_kube_apiserver),
+        ):
+            if not os.access(path, os.X_OK):
+                _log(f"building {path.name} (once per version; the first build takes many minutes)")
+                build(path)
+        _log(f"binaries ready in {bin_dir} ({time.monotonic() - start:.0f}s)")
+    return binaries
+
+
+def state_root() -> Path:
+    """Default state directory of the dev cluster (PKI, kubeconfig, logs, PIDs, etcd data)."""
+    env = os.environ.get("KAI_DEV_CLUSTER_DIR")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
+    return Path(base) / "kai-scheduler" / "dev-cluster"
+
+
+#: Names the apiserver's serving certificate is valid for.
+APISERVER_HOSTS = ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+                   "kubernetes.default.svc.cluster.local", "127.0.0.1", "10.0.0.1"]
+
+
+def make_pki(pki: Path) -> None:
+    """Creates a CA, the apiserver's serving certificate, an admin client certificate
+    (group ``system:masters``) and the service-account signing key pair, with ``openssl``."""
+    try:
+        openssl = OpenSSL(pki, APISERVER_HOSTS)
+        openssl.ca("/CN=kai-dev-ca", 3650)
+        openssl.sign("apiserver", "/CN=kube-apiserver", "server", 3650)
+        openssl.sign("admin", "/O=system:masters/CN=kai-dev-admin", "client", 3650)
+        openssl.run("genrsa", "-out", "sa.key", "2048")
+        openssl.run("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub")
+    except OpenSSLMissing as exc:
+        raise MissingToolError(str(exc)) from None
+    except CertificateError as exc:
+        raise ControlPlaneError(str(exc)) from None
+    for key in pki.glob("*.key"):
+        key.chmod(0o600)
+
+
+def free_ports(count: int) -> list[int]:
+    """Distinct TCP ports on 127.0.0.1 that are free right now."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in socks]
+
+
+@dataclass(frozen=True)
+class ProcessRecord:
+    """Identifies a started process beyond its PID: the executable and the kernel's start time."""
+
+    name: str
+    pid: int
+    exe: str
+    start_time: str
+
+    @classmethod
+    def of(cls, name: str, pid: int) -> ProcessRecord:
+        return cls(name, pid, os.path.realpath(f"/proc/{pid}/exe"), _proc_start_time(pid) or "")
+
+    def is_alive(self) -> bool:
+        """True while the recorded process still runs (not a zombie, not a reused PID)."""
+        try:
+            exe = os.path.realpath(f"/proc/{self.pid}/exe", strict=True)
+        except OSError:
+            return False
+        return exe == self.exe and _proc_start_time(self.pid) == self.start_time and _proc_state(self.pid) != "Z"
+
+
+def _proc_stat_fields(pid: int) -> list[str] | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may contain spaces; it ends at the last ')'.
+    return stat[stat.rindex(")") + 2 :].split()
+
+
+def _proc_state(pid: int) -> str | None:
+    fields = _proc_stat_fields(pid)
+    return fields[0] if fields else None
+
+
+def _proc_start_time(pid: int) -> str | None:
+    fields = _proc_stat_fields(pid)
+    return fields[19] if fields else None  # field 22 of /proc/PID/stat
+
+
+class ControlPlane:
+    """etcd + kube-apiserver + kwok on loopback, with its state under ``state_dir``.
+
+    ``start()`` builds the binaries if needed and returns once the apiserver is ready; ``stop()``
+    stops what was started and removes the state. A ControlPlane is also a context manager.
+    :meth:`attach` reopens one started by another process (from its state directory).
+    kwok runs with its built-in stages: every Node is managed (made Ready, heartbeats by Lease) and
+    pods bound to a node become Running; pods owned by a Job complete; deleted pods go away.
+    """
+
+    STATE_FILE = "state.json"
+    STOP_ORDER = ("kwok", "kube-apiserver", "etcd")
+
+    def __init__(self, state_dir: Path | None = None, cache_dir: Path | None = None, ready_timeout: float = 180.0):
+        self.state_dir = (state_root() if state_dir is None else Path(state_dir)).absolute()
+        self.cache_dir = cache_dir
+        self.ready_timeout = ready_timeout
+        self.server = ""
+        self.processes: dict[str, ProcessRecord] = {}
+        self._children: dict[str, subprocess.Popen] = {}
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state_dir / "kubeconfig"
+
+    @property
+    def pki(self) -> Path:
+        return self.state_dir / "pki"
+
+    @property
+    def logs(self) -> Path:
+        return self.state_dir / "logs"
+
+    @classmethod
+    def attach(cls, state_dir: Path | None = None) -> ControlPlane | None:
+        """The control plane recorded in ``state_dir``, or None when there is no record."""
+        plane = cls(state_dir)
+        try:
+            data = json.loads((plane.state_dir / cls.STATE_FILE).read_text())
+        except (OSError, ValueError):
+            return None
+        plane.server = data["server"]
+        plane.processes = {name: ProcessRecord(**rec) for name, rec in data["processes"].items()}
+        return plane
+
+    def running(self) -> dict[str, bool]:
+        """Whether each recorded process is still alive."""
+        return {name: rec.is_alive() for name, rec in self.processes.items()}
+
+    def env(self) -> dict[str, str]:
+        """Environment variables that point clients at this control plane."""
+        return {"KUBECONFIG": str(self.kubeconfig)}
+
+    def shell_env(self) -> str:
+        """``export`` lines for a POSIX shell."""
+        return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in self.env().items())
+
+    def __enter__(self) -> ControlPlane:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def start(self) -> ControlPlane:
+        """Builds (once), starts etcd, kube-apiserver and kwok and waits until they are ready."""
+        previous = self.attach(self.state_dir)
+        if previous is not None and any(previous.running().values()):
+            raise ControlPlaneError(f"a control plane is already running from {self.state_dir}")
+        binaries = ensure_binaries(self.cache_dir)
+        self._clear_state(keep_logs=False)
+        self.logs.mkdir(parents=True)
+        try:
+            self._start(binaries)
+        except BaseException:
+            self.stop(keep_logs=True)
+            raise
+        return self
+
+    def _start(self, binaries: Binaries) -> None:
+        make_pki(self.pki)
+        etcd_port, peer_port, api_port, kwok_port = free_ports(4)
+        self.server = f"https://127.0.0.1:{api_port}"
+        self._write_kubeconfig()
+
+        etcd_url, peer_url = f"http://127.0.0.1:{etcd_port}", f"http://127.0.0.1:{peer_port}"
+        self._spawn(
+            "etcd",
+            [
+                str(binaries.etcd),
+                "--name=node0",
+                f"--data-dir={self.state_dir / 'etcd-data'}",
+                f"--listen-client-urls={etcd_url}",
+                f"--advertise-client-urls={etcd_url}",
+                f"--listen-peer-urls={peer_url}",
+                f"--initial-advertise-peer-urls={peer_url}",
+                f"--initial-cluster=node0={peer_url}",
+                "--auto-compaction-retention=1",
+                "--quota-backend-bytes=8589934592",
+                "--unsafe-no-fsync=true",
+                "--logger=zap",
+                "--log-level=warn",
+            ],
+        )
+        self._wait("etcd", lambda: b'"health":"true"' in self._get(f"{etcd_url}/health"))
+
+        pki = self.pki
+        self._spawn(
+            "kube-apiserver",
+            [
+                str(binaries.kube_apiserver),
+                f"--etcd-servers={etcd_url}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={api_port}",
+                f"--tls-cert-file={pki / 'apiserver.crt'}",
+                f"--tls-private-key-file={pki / 'apiserver.key'}",
+                f"--client-ca-file={pki / 'ca.crt'}",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={pki / 'sa.pub'}",
+                f"--service-account-signing-key-file={pki / 'sa.key'}",
+                "--service-cluster-ip-range=10.0.0.0/24",
+                "--authorization-mode=RBAC",
+                "--allow-privileged=true",
+                # Without kube-controller-manager nothing would remove the not-ready taint from new nodes,
+                # create the default ServiceAccount or clear the PVC/PV protection finalizers.
+                "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition,StorageObjectInUseProtection",
+                # Loopback addresses are not valid endpoints of the 'kubernetes' Service.
+                "--endpoint-reconciler-type=none",
+                "--enable-priority-and-fairness=false",
+                "--max-requests-inflight=0",
+                "--max-mutating-requests-inflight=0",
+                "--profiling=false",
+                "--v=1",
+            ],
+        )
+        self._wait("kube-apiserver", lambda: self._get(f"{self.server}/readyz") == b"ok")
+        self._wait(
+            "kube-apiserver",
+            lambda: all(self._get(f"{self.server}/api/v1/namespaces/{ns}") for ns in ("default", "kube-node-lease")),
+        )
+
+        kwok_dir = self.state_dir / "kwok"
+        kwok_dir.mkdir(exist_ok=True)
+        (kwok_dir / "kwok.yaml").write_text(json.dumps(KWOK_CONFIGURATION))
+        self._spawn(
+            "kwok",
+            [
+                str(binaries.kwok),
+                f"--config={kwok_dir / 'kwok.yaml'}",
+                f"--kubeconfig={self.kubeconfig}",
+                "--manage-all-nodes=true",
+                f"--server-address=127.0.0.1:{kwok_port}",
+                "--node-lease-duration-seconds=200",
+                "--cidr=10.244.0.1/16",
+            ],
+            extra_env={"KWOK_WORKDIR": str(kwok_dir)},
+        )
+        self._wait("kwok", lambda: self._get(f"http://127.0.0.1:{kwok_port}/healthz") == b"ok")
+
+    def _write_kubeconfig(self) -> None:
+        self.kubeconfig.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [
+                        {
+                            "name": "kai-dev",
+                            "cluster": {"server": self.server, "certificate-authority": str(self.pki / "ca.crt")},
+                        }
+                    ],
+                    "users": [
+                        {
+                            "name": "kai-dev-admin",
+                            "user": {
+                                "client-certificate": str(self.pki / "admin.crt"),
+                                "client-key": str(self.pki / "admin.key"),
+                            },
+                        }
+                    ],
+                    "contexts": [{"name": "kai-dev", "context": {"cluster": "kai-dev", "user": "kai-dev-admin"}}],
+                    "current-context": "kai-dev",
+                },
+                indent=2,
+            )
+            + "\n"
+        )
+
+    def _spawn(self, name: str, argv: list[str], extra_env: dict[str, str] | None = None) -> None:
+        # etcd and kwok take ETCD_* / KWOK_* environment variables as flags: never pass the caller's.
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("ETCD_", "KWOK_"))}
+        env.update(extra_env or {})
+        with open(self.logs / f"{name}.log", "wb") as log:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=self.state_dir,
+                start_new_session=True,  # outlives `up`, deaf to the terminal's Ctrl-C
+            )
+        self._children[name] = proc
+        self.processes[name] = ProcessRecord.of(name, proc.pid)
+        self._save_state()
+
+    def _save_state(self) -> None:
+        data = {"server": self.server, "processes": {n: vars(r) for n, r in self.processes.items()}}
+        tmp = self.state_dir / (self.STATE_FILE + ".tmp")
+        tmp.write_text(json.dumps(data, indent=2) + "\n")
+        os.replace(tmp, self.state_dir / self.STATE_FILE)
+
+    def _ssl_context(self) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(self.pki / "ca.crt"))
+        ctx.load_cert_chain(str(self.pki / "admin.crt"), str(self.pki / "admin.key"))
+        return ctx
+
+    def _get(self, url: str) -> bytes:
+        """Body of a successful GET, or b"" on any error."""
+        ctx = self._ssl_context() if url.startswith("https:") else None
+        try:
+            with urllib.request.urlopen(url, timeout=5, context=ctx) as resp:
+                return resp.read()
+        except OSError:
+            return b""
+
+    def _wait(self, name: str, ready) -> None:
+        deadline = time.monotonic() + self.ready_timeout
+        while not ready():
+            if not self.processes[name].is_alive():
+                raise ControlPlaneError(f"{name} exited during startup\n{self.log_tail(name)}")
+            if time.monotonic() > deadline:
+                raise ControlPlaneError(f"{name} not ready after {self.ready_timeout:.0f}s\n{self.log_tail(name)}")
+            time.sleep(0.25)
+
+    def log_tail(self, name: str, lines: int = 30) -> str:
+        """The last lines of a component's log."""
+        path = self.logs / f"{name}.log"
+        try:
+            tail = path.read_text(errors="replace").splitlines()[-lines:]
+        except OSError:
+            return f"(no log at {path})"
+        return f"--- last lines of {path} ---\n" + "\n".join(tail)
+
+    def stop(self, keep_logs: bool = False) -> None:
+        """Stops the recorded processes (only if they are still the ones started) and removes the state."""
+        for name in self.STOP_ORDER:
+            rec = self.processes.get(name)
+            if rec is not None:
+                self._terminate(rec, self._children.pop(name, None))
+        self.processes.clear()
+        self._clear_state(keep_logs)
+
+    def _clear_state(self, keep_logs: bool) -> None:
+        """Removes what this class writes to the state directory (never anything else in it)."""
+        entries = ["pki", "etcd-data", "kwok", "kubeconfig", self.STATE_FILE] + ([] if keep_logs else ["logs"])
+        for name in entries:
+            path = self.state_dir / name
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            self.state_dir.rmdir()  # only if now empty
+
+    @staticmethod
+    def _terminate(rec: ProcessRecord, child: subprocess.Popen | None, grace: float = 10.0) -> None:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            if not rec.is_alive():
+                break
+            os.kill(rec.pid, sig)
+            deadline = time.monotonic() + grace
+            while rec.is_alive() and time.monotonic() < deadline:
+                if child is not None:
+                    child.poll()  # reap our own child so that it does not linger as a zombie
+                time.sleep(0.05)
+        if child is not None:
+            child.poll()

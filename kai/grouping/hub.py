@@ -1,0 +1,528 @@
+"""The grouping hub: from a pod to its PodGroup, through the podgroupers of the ``kai.podgroupers`` group.
+
+One code path serves the control loop, the dry run and the tests:
+
+1. :meth:`PodGrouperHub.resolve_owners` follows the pod's ``ownerReferences`` to the top owner;
+2. :meth:`PodGrouperHub.metadata` picks the podgrouper registered for the top owner's
+   GroupVersionKind (exact, then any version, then the fallback ``("*", "*", "*")``) and calls its
+   ``kai_podgroup_metadata`` hook;
+3. :meth:`PodGrouperHub.podgroup` adds the pod's node-pool label and builds the PodGroup object;
+   :func:`pod_assignment` gives the annotation and label KAI puts on the pod.
+
+The control loop (``kai.controllers.podgrouper``) and the dry run (``kai-scheduler podgroup``) both
+call :func:`skip_reason` and :meth:`PodGrouperHub.podgroup`.
+
+Podgroupers build on the default grouping rules offered here (:meth:`PodGrouperHub.default_metadata`
+and its parts: name, labels, annotations, queue, priority class, preemptibility, topology).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from importlib.metadata import entry_points
+from typing import Iterable, Mapping
+
+import attrs
+import pluggy
+
+import kai.hookspecs
+from kai import PROJECT
+from kai.api.podgroup import (
+    DEFAULT_QUEUE,
+    NODE_POOL_LABEL,
+    POD_GROUP_ANNOTATION,
+    PODGROUP_API_VERSION,
+    PREEMPTIBILITY_LABEL,
+    PRIORITY_CLASS_LABEL,
+    PROJECT_LABEL,
+    QUEUE_LABEL,
+    SUBGROUP_LABEL,
+    TOP_OWNER_METADATA_ANNOTATION,
+    TOPOLOGY_ANNOTATION,
+    TOPOLOGY_PREFERRED_ANNOTATION,
+    TOPOLOGY_REQUIRED_ANNOTATION,
+    TRAIN_PRIORITY,
+    USER_LABEL,
+    ForbiddenError,
+    GroupingError,
+    NotFoundError,
+    OwnerReference,
+    PodGroupMetadata,
+    TopologyConstraint,
+    parse_preemptibility,
+)
+from kai.grouping.objects import ObjectReader
+from kai.grouping.topowner import top_owner_metadata
+from kai.grouping.unstructured import annotations, gvk, labels, meta_str
+
+ENTRY_POINT_GROUP = "kai.podgroupers"
+ANY = "*"
+FALLBACK_KIND = (ANY, ANY, ANY)
+
+
+@attrs.define(frozen=True)
+class GroupingConfig:
+    """The podgrouper flags shared by every podgrouper.
+
+    ``defaults_configmap`` is ``(namespace, name)`` of the ConfigMap holding per-workload-type
+    default priority classes and preemptibility (key ``types``), or ``None``.
+    """
+
+    queue_label_key: str = QUEUE_LABEL
+    node_pool_label_key: str = NODE_POOL_LABEL
+    defaults_configmap: tuple[str, str] | None = None
+
+
+@attrs.define(frozen=True)
+class PodgrouperEntry:
+    """An installed podgrouper: its entry-point name, builder and distribution."""
+
+    name: str
+    builder: object
+    distribution: str
+
+
+def installed_podgroupers() -> dict[str, PodgrouperEntry]:
+    """The podgroupers of the ``kai.podgroupers`` entry-point group, by name.
+
+    Two distributions claiming one name is an error naming both.
+    """
+    return dict(_installed_podgroupers())
+
+
+@functools.cache
+def _installed_podgroupers() -> tuple[tuple[str, PodgrouperEntry], ...]:
+    found: dict[str, tuple[object, str]] = {}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        dist = ep.dist.name if ep.dist is not None else "?"
+        previous = found.get(ep.name)
+        if previous is not None and previous[1] != dist:
+            raise GroupingError(f"podgrouper {ep.name!r} is provided by both {previous[1]} and {dist}")
+        found[ep.name] = (ep, dist)
+    return tuple((name, PodgrouperEntry(name, ep.load(), dist)) for name, (ep, dist) in sorted(found.items()))
+
+
+def build_hub(
+    reader: ObjectReader,
+    config: GroupingConfig | None = None,
+    args: Mapping[str, Mapping] | None = None,
+    plugins: Mapping[str, object] | None = None,
+) -> PodGrouperHub:
+    """A hub over the installed podgroupers, each built with ``args[name]`` (default ``{}``).
+
+    ``plugins`` adds already built podgrouper objects by name (tests, embedding).
+    """
+    args = args or {}
+    built = {name: entry.builder(dict(args.get(name) or {})) for name, entry in installed_podgroupers().items()}
+    built.update(plugins or {})
+    return PodGrouperHub(built, reader, config or GroupingConfig())
+
+
+def _kind_key(kind) -> tuple[str, str, str]:
+    group, version, name = kind
+    return str(group), str(version), str(name)
+
+
+class PodGrouperHub:
+    """Chooses the podgrouper of a pod's top owner and offers the default grouping rules to podgroupers."""
+
+    def __init__(self, plugins: Mapping[str, object], reader: ObjectReader, config: GroupingConfig):
+        self.reader = reader
+        self.config = config
+        self._pm = pluggy.PluginManager(PROJECT)
+        self._pm.add_hookspecs(kai.hookspecs)
+        for name, plugin in plugins.items():
+            self._pm.register(plugin, name=name)
+        self._calls: dict[str, object] = {}
+        for impl in self._pm.hook.kai_podgroup_metadata.get_hookimpls():
+            self._calls[self._pm.get_name(impl.plugin)] = impl.function
+        missing = sorted(set(plugins) - set(self._calls))
+        if missing:
+            raise GroupingError(f"podgrouper(s) {', '.join(missing)} implement no kai_podgroup_metadata hook")
+        self._table: dict[tuple[str, str, str], str] = {}
+        for impl in self._pm.hook.kai_podgrouper_kinds.get_hookimpls():
+            name = self._pm.get_name(impl.plugin)
+            for kind in impl.function() or ():
+                key = _kind_key(kind)
+                other = self._table.setdefault(key, name)
+                if other != name:
+                    raise GroupingError(f"podgroupers {other!r} and {name!r} both claim {'/'.join(key)}")
+
+    # --- choosing a podgrouper -------------------------------------------------------------------
+
+    @property
+    def names(self) -> list[str]:
+        """Names of the registered podgroupers."""
+        return sorted(self._calls)
+
+    @property
+    def table(self) -> dict[tuple[str, str, str], str]:
+        """(group, version, kind) -> podgrouper name, as the podgroupers declared it."""
+        return dict(self._table)
+
+    def podgrouper_for(self, kind: tuple[str, str, str], exact: bool = False) -> str | None:
+        """The podgrouper name for a GroupVersionKind: exact match, then any version, then the fallback.
+
+        With ``exact`` only the exact match counts.
+        """
+        group, _, name = kind
+        candidates = [kind] if exact else [kind, (group, ANY, name), FALLBACK_KIND]
+        for key in candidates:
+            if key in self._table:
+                return self._table[key]
+        return None
+
+    def call(self, name: str, top_owner: dict | None, pod: dict, owners: list[dict]) -> PodGroupMetadata:
+        """Run the podgrouper ``name``."""
+        function = self._calls.get(name)
+        if function is None:
+            raise GroupingError(f"no podgrouper named {name!r} is installed")
+        result = function(hub=self, top_owner=top_owner, pod=pod, owners=list(owners))
+        if not isinstance(result, PodGroupMetadata):
+            raise GroupingError(f"podgrouper {name!r} returned {type(result).__name__}, not PodGroupMetadata")
+        return result
+
+    def metadata(self, top_owner: dict, pod: dict, owners: list[dict]) -> PodGroupMetadata:
+        """The PodGroup metadata from the podgrouper of the top owner's kind."""
+        name = self.podgrouper_for(gvk(top_owner))
+        if name is None:
+            raise GroupingError(f"no podgrouper for {'/'.join(gvk(top_owner))} and no fallback podgrouper")
+        return self.call(name, top_owner, pod, owners)
+
+    def dispatch(
+        self, top_owner: dict, pod: dict, owners: list[dict], table: Mapping[tuple[str, str, str], str] | None = None
+    ) -> PodGroupMetadata:
+        """Group with the podgrouper of the top owner's exact kind (in ``table`` if given), else the default rules.
+
+        Used by podgroupers that hand a pod on to another owner's podgrouper (skip-top-owner).
+        """
+        kind = gvk(top_owner)
+        name = table.get(kind) if table is not None else self.podgrouper_for(kind, exact=True)
+        if name is None:
+            return self.default_metadata(top_owner, pod, owners)
+        return self.call(name, top_owner, pod, owners)
+
+    # --- the whole flow ---------------------------------------------------------------------------
+
+    def resolve_owners(self, pod: dict) -> tuple[dict, list[dict]]:
+        """The pod's top owner (read in full) and its owners, nearest first, the top owner last.
+
+        A pod without owners is its own top owner and has no owners.
+        """
+        namespace = meta_str(pod, "namespace")
+        refs = (pod.get("metadata") or {}).get("ownerReferences") or []
+        owners: list[dict] = []
+        top = _pod_reference(pod)
+        ref = refs[0] if refs else None
+        while ref is not None:
+            if not isinstance(ref, dict):
+                raise GroupingError(
+                    f"invalid owner reference {ref!r} on the way up from pod {namespace}/{meta_str(pod, 'name')}"
+                )
+            try:
+                owner = self._get_owner(ref, namespace)
+            except ForbiddenError:
+                break
+            except GroupingError as err:
+                raise GroupingError(
+                    f"failed to find {ref.get('kind', '')}: <{namespace}/{ref.get('name', '')}>, "
+                    f"uid: <{ref.get('uid', '')}>: {err}"
+                ) from err
+            owners.append(owner)
+            top = owner
+            next_refs = (owner.get("metadata") or {}).get("ownerReferences") or []
+            if len(next_refs) > 1:
+                raise GroupingError(
+                    f"found {ref.get('kind', '')} <{ref.get('name', '')} in namespace {namespace}> "
+                    f"with multiple owners: {next_refs}"
+                )
+            ref = next_refs[0] if next_refs else None
+        top_owner = self.reader.get(
+            str(top.get("apiVersion") or ""),
+            str(top.get("kind") or ""),
+            meta_str(top, "namespace"),
+            meta_str(top, "name"),
+        )
+        return top_owner, owners
+
+    def _get_owner(self, ref: dict, namespace: str) -> dict:
+        owner = self.reader.get(
+            str(ref.get("apiVersion") or ""), str(ref.get("kind") or ""), namespace, str(ref.get("name") or "")
+        )
+        uid = str(ref.get("uid") or "")
+        if meta_str(owner, "uid") != uid:
+            raise GroupingError(f"Owner resource with uid {uid} not found")
+        owner["apiVersion"] = owner.get("apiVersion") or ref.get("apiVersion", "")
+        owner["kind"] = owner.get("kind") or ref.get("kind", "")
+        return owner
+
+    def group(self, pod: dict) -> PodGroupMetadata:
+        """Resolve the pod's owners and return its PodGroup metadata."""
+        top_owner, owners = self.resolve_owners(pod)
+        return self.metadata(top_owner, pod, owners)
+
+    def podgroup(self, pod: dict) -> tuple[dict, str | None]:
+        """The PodGroup object for the pod, and the pod's sub-group (or ``None``).
+
+        Adds the pod's node-pool label to the PodGroup when the podgrouper did not set it.
+        """
+        metadata = self.group(pod)
+        key = self.config.node_pool_label_key
+        if key and key not in metadata.labels and key in labels(pod):
+            metadata.labels[key] = labels(pod)[key]
+        subgroup = metadata.subgroup_for_pod(meta_str(pod, "namespace"), meta_str(pod, "name"))
+        return podgroup_object(metadata), subgroup.name if subgroup else None
+
+    # --- lookups ----------------------------------------------------------------------------------
+
+    def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict:
+        """Read an object; raises :class:`kai.api.podgroup.NotFoundError`."""
+        return self.reader.get(api_version, kind, namespace, name)
+
+    def list_pods(self, namespace: str, selector: Mapping[str, str]) -> list[dict]:
+        """Pods of a namespace carrying every label of ``selector``."""
+        return self.reader.list_pods(namespace, selector)
+
+    # --- the default grouping rules ---------------------------------------------------------------
+
+    def default_metadata(
+        self, top_owner: dict, pod: dict, owners: Iterable[dict] = (), fallback_priority: str = TRAIN_PRIORITY
+    ) -> PodGroupMetadata:
+        """KAI's default grouping: one PodGroup per top owner, minimum 1.
+
+        ``owners`` (nearest first) decide the priority class and preemptibility; empty means the
+        top owner alone.
+        """
+        owners = list(owners) or [top_owner]
+        priority, defaults = self._priority_with_defaults(owners, pod, fallback_priority)
+        owner_annotations = annotations(top_owner)
+        return PodGroupMetadata(
+            name=f"pg-{meta_str(top_owner, 'name')}-{meta_str(top_owner, 'uid')}",
+            namespace=meta_str(pod, "namespace"),
+            owner=OwnerReference.of(top_owner),
+            min_available=1,
+            queue=self.queue(top_owner, pod),
+            priority_class=priority,
+            preemptibility=self._preemptibility(owners, pod, defaults),
+            labels=self.labels(top_owner, pod),
+            annotations=self.annotations(top_owner, pod),
+            topology=TopologyConstraint(
+                topology=owner_annotations.get(TOPOLOGY_ANNOTATION, ""),
+                required_level=owner_annotations.get(TOPOLOGY_REQUIRED_ANNOTATION, ""),
+                preferred_level=owner_annotations.get(TOPOLOGY_PREFERRED_ANNOTATION, ""),
+            ),
+        )
+
+    def labels(self, top_owner: dict, pod: dict) -> dict[str, str]:
+        """The top owner's labels, plus the pod's ``user`` label when the owner has none."""
+        result = labels(top_owner)
+        pod_labels = labels(pod)
+        if USER_LABEL not in result and USER_LABEL in pod_labels:
+            result[USER_LABEL] = pod_labels[USER_LABEL]
+        return result
+
+    def annotations(self, top_owner: dict, pod: dict) -> dict[str, str]:
+        """The pod's ``user`` annotation, the top-owner metadata, then the top owner's annotations."""
+        result = {}
+        pod_annotations = annotations(pod)
+        if USER_LABEL in pod_annotations:
+            result[USER_LABEL] = pod_annotations[USER_LABEL]
+        result[TOP_OWNER_METADATA_ANNOTATION] = top_owner_metadata(top_owner)
+        result.update(annotations(top_owner))
+        return result
+
+    def queue(self, top_owner: dict, pod: dict) -> str:
+        """Queue label of the top owner, else of the pod, else the ``project`` (with node pool), else the default."""
+        key = self.config.queue_label_key
+        owner_labels, pod_labels = labels(top_owner), labels(pod)
+        if key in owner_labels:
+            return owner_labels[key]
+        if key in pod_labels:
+            return pod_labels[key]
+        project = owner_labels.get(PROJECT_LABEL, pod_labels.get(PROJECT_LABEL, ""))
+        if not project:
+            return DEFAULT_QUEUE
+        node_pool = pod_labels.get(self.config.node_pool_label_key)
+        return f"{project}-{node_pool}" if node_pool is not None else project
+
+    def priority_class(self, top_owner: dict, pod: dict, fallback: str) -> str:
+        """The priority class judged on the top owner alone, else ``fallback``."""
+        return self._priority_with_defaults([top_owner], pod, fallback)[0]
+
+    def _priority_class_exists(self, name: str) -> bool:
+        if not name:
+            return False
+        try:
+            self.reader.get("scheduling.k8s.io/v1", "PriorityClass", "", name)
+        except NotFoundError:
+            return False
+        return True
+
+    def _priority_with_defaults(self, owners, pod, fallback):
+        pod_labels = labels(pod)
+        pod_spec_priority = str(((pod.get("spec") or {}).get("priorityClassName")) or "")
+        for owner in owners:
+            owner_labels = labels(owner)
+            if PRIORITY_CLASS_LABEL in owner_labels:
+                candidate = owner_labels[PRIORITY_CLASS_LABEL]
+            elif PRIORITY_CLASS_LABEL in pod_labels:
+                candidate = pod_labels[PRIORITY_CLASS_LABEL]
+            else:
+                candidate = pod_spec_priority
+            if self._priority_class_exists(candidate):
+                return candidate, None
+        try:
+            defaults = self._workload_defaults()
+        except GroupingError:
+            return fallback, None
+        for owner in owners:
+            entry = _defaults_for(defaults, owner)
+            if entry and gvk(owner)[2] and self._priority_class_exists(entry.get("priorityName", "")):
+                return entry["priorityName"], defaults
+        return fallback, defaults
+
+    def _preemptibility(self, owners, pod, defaults) -> str:
+        for obj in [*owners, pod]:
+            value = labels(obj).get(PREEMPTIBILITY_LABEL)
+            if value is not None:
+                try:
+                    return parse_preemptibility(value)
+                except GroupingError:
+                    pass
+        if not defaults:
+            try:
+                defaults = self._workload_defaults()
+            except GroupingError:
+                return ""
+        for owner in owners:
+            entry = _defaults_for(defaults, owner)
+            if entry and entry.get("preemptibility"):
+                try:
+                    return parse_preemptibility(entry["preemptibility"].lower())
+                except GroupingError:
+                    pass
+        return ""
+
+    def _workload_defaults(self) -> dict[str, dict]:
+        """Per GroupKind defaults from the defaults ConfigMap; ``{}`` when none is configured."""
+        if self.config.defaults_configmap is None:
+            return {}
+        namespace, name = self.config.defaults_configmap
+        if not namespace or not name:
+            return {}
+        configmap = self.reader.get("v1", "ConfigMap", namespace, name)
+        data = configmap.get("data") or {}
+        if "types" not in data:
+            raise GroupingError("default priorities configmap Data does not contain <types> key")
+        try:
+            entries = json.loads(data["types"]) or []
+        except (TypeError, ValueError) as err:
+            raise GroupingError(f"failed to unmarshal default priorities configmap data: {err}") from err
+        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+            raise GroupingError("failed to unmarshal default priorities configmap data")
+        result = {}
+        for entry in entries:
+            entry = {k: "" if v is None else v for k, v in entry.items()}
+            if not all(
+                isinstance(entry.get(k, ""), str) for k in ("typeName", "group", "priorityName", "preemptibility")
+            ):
+                raise GroupingError("failed to unmarshal default priorities configmap data")
+            result[_group_kind(entry.get("group", ""), entry.get("typeName", ""))] = entry
+        return result
+
+
+def _group_kind(group: str, kind: str) -> str:
+    return f"{kind}.{group}" if group else kind
+
+
+def _defaults_for(defaults: Mapping[str, dict] | None, owner: dict) -> dict | None:
+    if not defaults:
+        return None
+    group, _, kind = gvk(owner)
+    key = _group_kind(group, kind)
+    if not key:
+        return None
+    return defaults.get(key) or defaults.get(kind)
+
+
+def _pod_reference(pod: dict) -> dict:
+    """The pod as its own top owner (``v1``/``Pod`` when the map lacks its type)."""
+    return {
+        "apiVersion": pod.get("apiVersion") or "v1",
+        "kind": pod.get("kind") or "Pod",
+        "metadata": {"name": meta_str(pod, "name"), "namespace": meta_str(pod, "namespace")},
+    }
+
+
+def podgroup_object(metadata: PodGroupMetadata) -> dict:
+    """The ``scheduling.run.ai/v2alpha2`` PodGroup KAI creates for ``metadata``."""
+    spec: dict = {
+        "minMember": metadata.min_available,
+        "queue": metadata.queue,
+        "priorityClassName": metadata.priority_class,
+    }
+    if metadata.preemptibility:
+        spec["preemptibility"] = metadata.preemptibility
+    topology = metadata.topology.to_dict()
+    if topology:
+        spec["topologyConstraint"] = topology
+    if metadata.subgroups:
+        spec["subGroups"] = []
+        for subgroup in metadata.subgroups:
+            entry: dict = {"name": subgroup.name, "minMember": subgroup.min_available}
+            if subgroup.parent is not None:
+                entry["parent"] = subgroup.parent
+            if subgroup.topology is not None:
+                entry["topologyConstraint"] = subgroup.topology.to_dict()
+            spec["subGroups"].append(entry)
+    obj_meta: dict = {"name": metadata.name, "namespace": metadata.namespace}
+    if metadata.labels:
+        obj_meta["labels"] = dict(metadata.labels)
+    if metadata.annotations:
+        obj_meta["annotations"] = dict(metadata.annotations)
+    obj_meta["ownerReferences"] = [metadata.owner.to_dict()]
+    return {"apiVersion": PODGROUP_API_VERSION, "kind": "PodGroup", "metadata": obj_meta, "spec": spec}
+
+
+def pod_assignment(podgroup: dict, subgroup: str | None) -> dict:
+    """The annotation and label KAI sets on a pod of ``podgroup`` (and ``subgroup``):
+    ``{"annotations": {...}, "labels": {...}}``."""
+    result: dict = {"annotations": {POD_GROUP_ANNOTATION: meta_str(podgroup, "name")}, "labels": {}}
+    if subgroup:
+        result["labels"][SUBGROUP_LABEL] = subgroup
+    return result
+
+
+def podgrouper_args(search_legacy_pg: bool = True, knative_gang_schedule: bool = True) -> dict[str, dict]:
+    """Arguments of the shipped podgroupers from the podgrouper flags ``--search-legacy-pg`` and
+    ``--knative-gang-schedule``."""
+    return {
+        "job": {"searchForLegacyPodGroups": search_legacy_pg},
+        "runaijob": {"searchForLegacyPodGroups": search_legacy_pg},
+        "knative": {"gangSchedule": knative_gang_schedule},
+    }
+
+
+def skip_reason(pod: dict) -> str | None:
+    """Why KAI leaves the pod alone: a bare pod that already names its own PodGroup; else ``None``."""
+    meta = pod.get("metadata") or {}
+    if POD_GROUP_ANNOTATION in annotations(pod) and not meta.get("ownerReferences"):
+        return f"the pod has the {POD_GROUP_ANNOTATION} annotation and no owner: its PodGroup is user-managed"
+    return None
+
+
+__all__ = [
+    "ANY",
+    "ENTRY_POINT_GROUP",
+    "FALLBACK_KIND",
+    "GroupingConfig",
+    "PodGrouperHub",
+    "PodgrouperEntry",
+    "build_hub",
+    "installed_podgroupers",
+    "pod_assignment",
+    "podgrouper_args",
+    "podgroup_object",
+    "skip_reason",
+]

@@ -1,0 +1,49 @@
+"""Kubernetes Events (core/v1) about pods and other objects, written best-effort."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from kai.kube.client import ApiError, Kube, object_path
+from kai.logs import fields
+
+log = logging.getLogger(__name__)
+
+NORMAL = "Normal"
+WARNING = "Warning"
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def record_event(kube: Kube, obj: dict[str, Any], event_type: str, reason: str, message: str,
+                 component: str) -> None:
+    """Create an Event about ``obj`` (a decoded object with kind/apiVersion/metadata); failures are logged."""
+    meta = obj.get("metadata", {})
+    namespace = meta.get("namespace") or "default"
+    now = _now()
+    event = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{meta.get('name', 'object')}.", "namespace": namespace},
+        "involvedObject": {
+            "apiVersion": obj.get("apiVersion", "v1"), "kind": obj.get("kind", "Pod"), "namespace": namespace,
+            "name": meta.get("name"), "uid": meta.get("uid"), "resourceVersion": meta.get("resourceVersion"),
+        },
+        "type": event_type,
+        "reason": reason,
+        "message": message[:1024],
+        "source": {"component": component},
+        "reportingComponent": component,
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }
+    try:
+        kube.post(object_path("", "v1", "events", namespace), event)
+    except ApiError as exc:
+        log.warning("could not record event", **fields(object=f"{namespace}/{meta.get('name')}", reason=reason,
+                                                        error=str(exc)))

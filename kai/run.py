@@ -1,0 +1,362 @@
+"""``kai-scheduler run``: the scheduler's control loops against a Kubernetes API server.
+
+Components are objects with a ``name`` and ``run(stop)``, which blocks until the
+:class:`threading.Event` ``stop`` is set. :data:`COMPONENTS` maps each name to a factory taking the
+:class:`Context`; ``--components`` picks some of them (default: every one available). A name that
+is part of KAI but not available in this build is an error naming what is. Each component runs
+on its own thread; SIGTERM or SIGINT sets ``stop``, and the process exits once every component has
+returned. A component that fails stops the others and the process exits 1.
+
+The process serves ``/metrics``, ``/healthz`` and ``/readyz`` on ``--metrics-address``. With
+``--leader-elect`` it first campaigns for a Lease in ``--namespace`` and runs the components only
+while it holds it; losing the lease ends the process with exit code 1 (KAI's behaviour), so that
+Kubernetes restarts it as a standby.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from kai.binder import reservation
+from kai.binder.binder import DEFAULT_WORKERS
+from kai.kube.leader import LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD, LeaderElector
+from kai.kube.server import DEFAULT_ADDRESS, ObservabilityServer
+from kai.framework import DEFAULT_CONFIG, ConfigError, PluginError, SchedulerConfig, load_config
+from kai.logs import FORMATS, configure, fields
+from kai.metrics import DEFAULT_NAMESPACE, Registry
+
+log = logging.getLogger(__name__)
+
+#: KAI's components, in start order. Those missing from :data:`COMPONENTS` are not available yet.
+KAI_COMPONENTS = ("scheduler", "binder", "podgrouper", "podgroup-controller", "queue-controller", "admission")
+
+
+@attrs.define
+class Context:
+    """What component factories get: the parsed options and a client factory."""
+
+    args: argparse.Namespace
+    config: SchedulerConfig
+    kube: Any  # the unthrottled client; components rate-limit through client()
+    registry: Any  # kai.metrics.Registry: the process's metrics
+
+    def client(self):
+        """A client for one component, limited to ``--qps``/``--burst``."""
+        from kai.kube.ratelimit import ThrottledKube, TokenBucket
+
+        return ThrottledKube(self.kube, TokenBucket(self.args.qps, self.args.burst))
+
+
+def _scheduler(ctx: Context):
+    from kai.scheduler.loop import Scheduler
+
+    from kai.metrics import SchedulerMetrics
+
+    return Scheduler(ctx.client(), ctx.config, period=ctx.args.schedule_period, scheduler_name=ctx.args.scheduler_name,
+                     metrics=SchedulerMetrics(ctx.registry))
+
+
+def _binder(ctx: Context):
+    from kai.binder.binder import Binder
+    from kai.binder.gpusharing import GpuSharing
+    from kai.binder.reservation import Reservations
+    from kai.metrics import BinderMetrics
+
+    a, kube = ctx.args, ctx.client()
+    reservations = Reservations(kube, namespace=a.resource_reservation_namespace, app=a.resource_reservation_app_label,
+                                image=a.resource_reservation_pod_image,
+                                service_account=a.resource_reservation_service_account,
+                                runtime_class=a.runtime_class_name, timeout=a.resource_reservation_allocation_timeout,
+                                fake_gpu_nodes=a.fake_gpu_nodes)
+    return Binder(kube, plugins=[GpuSharing(kube, reservations, cdi=a.cdi_enabled)], workers=a.bind_workers,
+                  metrics=BinderMetrics(ctx.registry))
+
+
+def _podgroup_controller(ctx: Context):
+    from kai.controllers.podgroupstatus import PodGroupController
+
+    return PodGroupController(ctx.client())
+
+
+def _queue_controller(ctx: Context):
+    from kai.controllers.queuestatus import QueueController
+    from kai.metrics import QueueMetrics
+
+    metrics = QueueMetrics(ctx.registry, ctx.args.queue_label_to_metric_label,
+                           ctx.args.queue_label_to_default_metric_value)
+    return QueueController(ctx.client(), metrics)
+
+
+def _podgrouper(ctx: Context):
+    from kai.api.podgroup import GroupingError
+    from kai.controllers.podgrouper import PodGrouper
+    from kai.grouping.hub import GroupingConfig, podgrouper_args
+
+    a = ctx.args
+    if bool(a.default_priorities_configmap_name) != bool(a.default_priorities_configmap_namespace):
+        raise ValueError("--default-priorities-configmap-name and -namespace go together")
+    defaults = (a.default_priorities_configmap_namespace, a.default_priorities_configmap_name)
+    config = GroupingConfig(queue_label_key=a.queue_label_key, node_pool_label_key=a.nodepool_label_key,
+                            defaults_configmap=defaults if all(defaults) else None)
+    try:
+        return PodGrouper(ctx.client(), config=config, scheduler_name=a.scheduler_name,
+                          args=podgrouper_args(a.search_legacy_pg == "true", a.knative_gang_schedule == "true"),
+                          pod_label_selector=a.pod_label_selector, workers=a.podgrouper_workers)
+    except GroupingError as exc:  # two podgroupers claiming one kind, a podgrouper without its hook
+        raise ValueError(f"podgrouper: {exc}") from exc
+
+
+def _admission(ctx: Context):
+    from kai.admission.webhook import AdmissionServer
+
+    a = ctx.args
+    return AdmissionServer(a.webhook_addr, scheduler_name=a.scheduler_name, cert_file=a.webhook_cert_file,
+                           key_file=a.webhook_key_file, hosts=a.webhook_host or ["localhost", "127.0.0.1"])
+
+
+COMPONENTS: dict[str, Callable[[Context], Any]] = {
+    "scheduler": _scheduler,
+    "binder": _binder,
+    "podgrouper": _podgrouper,
+    "podgroup-controller": _podgroup_controller,
+    "queue-controller": _queue_controller,
+    "admission": _admission,
+}
+
+
+def parse_components(value: str) -> list[str]:
+    """The component names of ``--components``; ValueError naming the unknown or unavailable ones."""
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    if not names:
+        raise ValueError("--components names no component")
+    unknown = [n for n in names if n not in KAI_COMPONENTS]
+    if unknown:
+        raise ValueError(f"unknown component(s) {', '.join(unknown)}; KAI's components are {', '.join(KAI_COMPONENTS)}")
+    missing = [n for n in names if n not in COMPONENTS]
+    if missing:
+        raise ValueError(f"component(s) {', '.join(missing)} not available in this version; "
+                         f"available: {', '.join(COMPONENTS)}")
+    return list(dict.fromkeys(names))
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kai-scheduler run", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, else in-cluster)")
+    p.add_argument("--config", help="scheduler configuration YAML (actions and plugin tiers; default: built-in)")
+    p.add_argument("--components", default=",".join(COMPONENTS),
+                   help=f"comma-separated components to run (default: %(default)s; KAI's: {', '.join(KAI_COMPONENTS)})")
+    p.add_argument("--scheduler-name", default="kai-scheduler",
+                   help="pods with this spec.schedulerName are scheduled (default: %(default)s)")
+    p.add_argument("--namespace", default="kai-scheduler",
+                   help="namespace of the scheduler's own objects (leases) (default: %(default)s)")
+    p.add_argument("--schedule-period", type=float, default=1.0, metavar="SECONDS",
+                   help="time between scheduling cycles (default: %(default)s)")
+    p.add_argument("--qps", type=float, default=500.0, help="API requests per second per component, 0: no limit "
+                   "(default: %(default)s)")
+    p.add_argument("--burst", type=int, default=1000, help="API request burst per component (default: %(default)s)")
+    p.add_argument("--log-format", choices=FORMATS, default="text", help="log line format (default: %(default)s)")
+    p.add_argument("--log-level", default="INFO", help="log level (default: %(default)s)")
+    p.add_argument("--metrics-address", default=DEFAULT_ADDRESS, metavar="HOST:PORT",
+                   help="serve /metrics, /healthz and /readyz here; port 0 picks a free one (default: %(default)s)")
+    p.add_argument("--metrics-namespace", default=DEFAULT_NAMESPACE,
+                   help="prefix of every metric name (default: %(default)s)")
+    p.add_argument("--bind-workers", type=int, default=DEFAULT_WORKERS,
+                   help="binder: BindRequests handled concurrently (default: %(default)s)")
+    gs = p.add_argument_group("binder: GPU sharing (reservation pods)")
+    gs.add_argument("--resource-reservation-namespace", default=reservation.NAMESPACE, metavar="NAMESPACE",
+                    help="namespace of the GPU reservation pods (default: %(default)s)")
+    gs.add_argument("--resource-reservation-service-account", default=reservation.APP, metavar="NAME",
+                    help="their ServiceAccount, '' for none (default: %(default)s)")
+    gs.add_argument("--resource-reservation-pod-image", default=reservation.IMAGE, metavar="IMAGE",
+                    help="their image, which reports the pod's GPU (default: %(default)s)")
+    gs.add_argument("--resource-reservation-app-label", default=reservation.APP, metavar="VALUE",
+                    help="their 'app' label (default: %(default)s)")
+    gs.add_argument("--resource-reservation-allocation-timeout", type=float, default=reservation.DEFAULT_TIMEOUT,
+                    metavar="SECONDS", help="wait this long for a reservation pod's GPU (default: %(default)s)")
+    gs.add_argument("--runtime-class-name", default="", metavar="NAME", help="their runtime class (default: none)")
+    gs.add_argument("--cdi-enabled", action="store_true",
+                    help="the device plugin uses CDI: devices are given as k8s.device-plugin.nvidia.com/gpu=<id>")
+    gs.add_argument("--fake-gpu-nodes", action="store_true",
+                    help="nodes without real GPUs (kwok): reservation pods sleep and the binder picks their device")
+    p.add_argument("--queue-label-to-metric-label", type=_key_values, default={}, metavar="KEY=LABEL,...",
+                   help="queue-controller: add queue label KEY to the queue metrics as label LABEL")
+    p.add_argument("--queue-label-to-default-metric-value", type=_key_values, default={}, metavar="KEY=VALUE,...",
+                   help="queue-controller: the metric label's value for queues without label KEY")
+    le = p.add_argument_group("leader election")
+    le.add_argument("--leader-elect", action="store_true",
+                    help="run the components only while holding the Lease (for several replicas)")
+    le.add_argument("--leader-elect-lease-name", default="", metavar="NAME",
+                    help="the Lease in --namespace (default: the scheduler name, then the components other than "
+                         "the scheduler, joined by '-')")
+    le.add_argument("--leader-elect-lease-duration", type=parse_duration, default=LEASE_DURATION, metavar="DURATION",
+                    help="a lease not renewed for this long may be taken over (default: 15s)")
+    le.add_argument("--leader-elect-renew-deadline", type=parse_duration, default=RENEW_DEADLINE, metavar="DURATION",
+                    help="the leader gives up if it cannot renew for this long (default: 10s)")
+    le.add_argument("--leader-elect-retry-period", type=parse_duration, default=RETRY_PERIOD, metavar="DURATION",
+                    help="how often to renew, and how often a standby checks the lease (default: 5s)")
+    g = p.add_argument_group("podgrouper")
+    g.add_argument("--queue-label-key", default="kai.scheduler/queue",
+                   help="label naming a workload's queue (default: %(default)s)")
+    g.add_argument("--nodepool-label-key", default="kai.scheduler/node-pool",
+                   help="label naming a pod's node pool, copied to its PodGroup (default: %(default)s)")
+    g.add_argument("--default-priorities-configmap-name", default="", metavar="NAME",
+                   help="ConfigMap with default priority classes per workload kind (key 'types')")
+    g.add_argument("--default-priorities-configmap-namespace", default="", metavar="NAMESPACE")
+    g.add_argument("--search-legacy-pg", choices=("true", "false"), default="true",
+                   help="reuse PodGroups named by older releases for Jobs (default: %(default)s)")
+    g.add_argument("--knative-gang-schedule", choices=("true", "false"), default="true",
+                   help="one PodGroup per Knative revision (default: %(default)s)")
+    g.add_argument("--pod-label-selector", default="", metavar="SELECTOR",
+                   help="group only pods matching this label selector (default: all)")
+    g.add_argument("--podgrouper-workers", type=int, default=10, metavar="N",
+                   help="pods grouped concurrently (KAI's --max-concurrent-reconciles) (default: %(default)s)")
+    g = p.add_argument_group("admission")
+    g.add_argument("--webhook-addr", default=":9443", metavar="HOST:PORT",
+                   help="HTTPS address of the validating webhook (default: %(default)s)")
+    g.add_argument("--webhook-cert-file", metavar="PATH", help="PEM serving certificate of the webhook")
+    g.add_argument("--webhook-key-file", metavar="PATH", help="PEM private key of --webhook-cert-file")
+    g.add_argument("--webhook-host", action="append", default=[], metavar="NAME",
+                   help="without certificate files: a DNS name or IP address for the certificate made at start "
+                        "(repeatable; default: localhost and 127.0.0.1)")
+    return p
+
+
+def parse_duration(value: str) -> float:
+    """Seconds of ``15s``, ``500ms``, ``2m``, ``1h`` or a plain number of seconds."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*", value)
+    if match is None:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a duration (like 15s, 500ms, 2m)")
+    return float(match.group(1)) * {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}[match.group(2)]
+
+
+def _key_values(value: str) -> dict[str, str]:
+    pairs = [item.partition("=") for item in value.split(",") if item.strip()]
+    if any(not key.strip() or not sep for key, sep, _ in pairs):
+        raise argparse.ArgumentTypeError(f"{value!r}: expected KEY=VALUE pairs separated by commas")
+    return {key.strip(): val.strip() for key, _, val in pairs}
+
+
+def lease_name(scheduler_name: str, components: list[str]) -> str:
+    """The default Lease of a component set: one lease per set, so separate Deployments do not compete."""
+    return "-".join([scheduler_name, *(c for c in components if c != "scheduler")])
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    stop = threading.Event()
+    _stop_on_signals(stop)  # from the start: a SIGTERM while connecting still exits cleanly
+    try:
+        configure(args.log_format, args.log_level)
+    except ValueError as exc:
+        print(f"kai-scheduler run: {exc}", file=sys.stderr)
+        return 2
+    try:
+        names = parse_components(args.components)
+        if args.schedule_period <= 0:
+            raise ValueError(f"--schedule-period must be positive, not {args.schedule_period:g}")
+        config = load_config(args.config) if args.config else DEFAULT_CONFIG
+    except (ValueError, ConfigError) as exc:
+        print(f"kai-scheduler run: {exc}", file=sys.stderr)
+        return 2
+    from kai.kube.client import Kube
+
+    try:
+        kube = Kube.connect(args.kubeconfig)
+    except Exception as exc:  # noqa: BLE001 - kubeconfig and in-cluster loading raise many types
+        print(f"kai-scheduler run: cannot load a Kubernetes configuration: {exc}", file=sys.stderr)
+        return 2
+    registry = Registry(args.metrics_namespace)
+    ctx = Context(args, config, kube, registry)
+    try:
+        components = [COMPONENTS[name](ctx) for name in names]
+        elector = None
+        if args.leader_elect:
+            elector = LeaderElector(
+                kube, args.leader_elect_lease_name or lease_name(args.scheduler_name, names), args.namespace,
+                lease_duration=args.leader_elect_lease_duration, renew_deadline=args.leader_elect_renew_deadline,
+                retry_period=args.leader_elect_retry_period)
+        server = ObservabilityServer(args.metrics_address, registry)
+    except (PluginError, ValueError, OSError) as exc:
+        print(f"kai-scheduler run: {exc}", file=sys.stderr)
+        return 2
+    for component in components:
+        server.add_ready_check(component.name, _readiness(component, elector))
+    if elector is not None:
+        server.add_ready_check("leader-election", lambda: (not elector.lost, elector.state))
+    server.start()
+    log.info("serving metrics and probes", **fields(address=f"{server.address[0]}:{server.port}"))
+    try:
+        if elector is None:
+            return run_components(components, stop)
+        return run_as_leader(elector, components, stop)
+    finally:
+        server.stop()
+
+
+def _readiness(component, elector):
+    """A component is ready when its caches are; a replica standing by is ready as it is."""
+
+    def check() -> tuple[bool, str]:
+        if elector is not None and not elector.leading:
+            return True, elector.state
+        ready = getattr(component, "ready", None)
+        return ready() if ready is not None else (True, "running")
+
+    return check
+
+
+def run_as_leader(elector, components: list, stop: threading.Event | None = None) -> int:
+    """Stand by until ``elector`` holds the lease, then run the components until stopped or the lease is lost."""
+    stop = stop or threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        _stop_on_signals(stop)
+    codes: list[int] = []
+    kept = elector.run(stop, lambda over: codes.append(run_components(components, over)))
+    if not kept:
+        return 1
+    return codes[0] if codes else 0
+
+
+def _stop_on_signals(stop: threading.Event) -> None:
+    def handle(signum, _frame) -> None:
+        log.info("stopping", **fields(signal=signal.Signals(signum).name))
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handle)
+    signal.signal(signal.SIGINT, handle)
+
+
+def run_components(components: list, stop: threading.Event | None = None) -> int:
+    """Runs each component on a thread until ``stop`` (or SIGTERM/SIGINT); 1 if one of them failed."""
+    stop = stop or threading.Event()
+    failed: list[str] = []
+    if threading.current_thread() is threading.main_thread():
+        _stop_on_signals(stop)
+
+    def run(component) -> None:
+        try:
+            component.run(stop)
+        except Exception:  # noqa: BLE001 - reported, and the others are stopped
+            log.exception("component failed", **fields(component=component.name))
+            failed.append(component.name)
+        finally:
+            stop.set()  # a component returning on its own ends the process too
+
+    threads = [threading.Thread(target=run, args=(c,), name=c.name) for c in components]
+    log.info("starting", **fields(components=",".join(c.name for c in components)))
+    for t in threads:
+        t.start()
+    while any(t.is_alive() for t in threads):
+        for t in threads:
+            t.join(0.2)
+    return 1 if failed else 0

@@ -1,0 +1,254 @@
+"""The scheduler's view of the cluster: informers over the objects it reads, and a snapshot per cycle.
+
+:class:`ClusterCache` watches pods, nodes, queues, PodGroups, BindRequests, PriorityClasses and
+Topologies (slim views, :mod:`kai.scheduler.convert`) and sets :attr:`ClusterCache.changed` on every
+change that can affect scheduling (:func:`may_unblock`). :meth:`ClusterCache.snapshot` builds the
+kernel's input from the stores, as KAI's cache does:
+
+* a pod with a live BindRequest (not failed, for this very pod, on an existing node) is Binding on
+  the selected node, so a pending BindRequest counts as allocated;
+* pods that hold a node but belong to no PodGroup of this scheduler (other schedulers' pods, pods
+  without a group) take their requests off the node's allocatable;
+* the cache's own writes are read back at once (:meth:`assume_bound`, :meth:`assume_evicted`)
+  until the watch confirms them, so the next cycle never binds a pod twice.
+
+Everything the kernel should not see is reported in :class:`Cycle` (``stale_bind_requests`` to
+delete, ``problems`` naming the objects) instead of raising.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import threading
+import time
+
+import attrs
+
+from kai.api import ACTIVE_USED, Job, Node, Resources, TaskStatus
+from kai.scheduler import convert
+from kai.kube.client import Kube
+from kai.scheduler.convert import BindRequestView, PodGroupView, PodView
+from kai.kube.watch import Informer
+from kai.framework import Problem, Snapshot, build_snapshot
+from kai.logs import fields
+
+log = logging.getLogger(__name__)
+
+PATHS = {
+    "pods": "/api/v1/pods",
+    "nodes": "/api/v1/nodes",
+    "queues": "/apis/scheduling.run.ai/v2/queues",
+    "podgroups": "/apis/scheduling.run.ai/v2alpha2/podgroups",
+    "bindrequests": "/apis/scheduling.run.ai/v1alpha2/bindrequests",
+    "priorityclasses": "/apis/scheduling.k8s.io/v1/priorityclasses",
+    "topologies": "/apis/kai.scheduler/v1alpha1/topologies",
+}
+#: How long a successful write of this scheduler is assumed without the watch showing it.
+ASSUME_TTL = 60.0
+
+
+@attrs.define(eq=False)
+class Cycle:
+    """One cycle's input: the snapshot, the views behind it, and what needs cleaning up."""
+
+    snapshot: Snapshot
+    pods: dict[str, PodView]
+    podgroups: dict[str, PodGroupView]
+    #: Failed BindRequests, those of pods that are gone or replaced, and those for vanished nodes.
+    stale_bind_requests: list[BindRequestView]
+
+
+def may_unblock(view) -> bool:
+    """Whether a changed object can let the scheduler do something new. Not so: a bound pod that
+    starts running or gets a condition, a BindRequest that succeeds; the next periodic cycle sees
+    those anyway."""
+    if isinstance(view, PodView):
+        return not view.node_name or view.deleting or view.terminated
+    if isinstance(view, BindRequestView):
+        return view.failed
+    return True
+
+
+@attrs.define(slots=True)
+class _Assumed:
+    uid: str
+    node: str | None
+    until: float
+    gpu_groups: tuple = ()
+
+
+class ClusterCache:
+    def __init__(self, kube: Kube, scheduler_name: str = convert.KAI_SCHEDULER) -> None:
+        self.scheduler_name = scheduler_name
+        self.changed = threading.Event()
+        transforms = {
+            "pods": functools.partial(convert.pod_view, scheduler_name=scheduler_name),
+            "nodes": convert.node_view,
+            "queues": convert.queue_view,
+            "podgroups": convert.podgroup_view,
+            "bindrequests": convert.bindrequest_view,
+            "priorityclasses": convert.priority_class_view,
+            "topologies": convert.topology_view,
+        }
+        self.informers = {
+            name: Informer(kube, PATHS[name], transform=transforms[name], on_event=self._on_event, name=name)
+            for name in PATHS
+        }
+        self._lock = threading.Lock()
+        self._bound: dict[str, _Assumed] = {}
+        self._evicted: dict[str, _Assumed] = {}
+
+    def start(self) -> ClusterCache:
+        for informer in self.informers.values():
+            informer.start()
+        return self
+
+    def stop(self) -> None:
+        for informer in self.informers.values():
+            informer.stop()
+
+    def wait_synced(self, timeout: float | None = None) -> list[str]:
+        """Waits for every first list; returns the names of the informers still not synced."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for informer in self.informers.values():
+            informer.wait_synced(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        return [name for name, inf in self.informers.items() if not inf.synced.is_set()]
+
+    def _on_event(self, kind: str, obj) -> None:
+        if kind != "MODIFIED" or may_unblock(obj):
+            self.changed.set()
+
+    # --- the cache's own writes ---------------------------------------------------------------------
+
+    def assume_bound(self, pod: PodView, node: str, gpu_groups: tuple[str, ...] = ()) -> None:
+        """A BindRequest for ``pod`` on ``node`` (and shared GPU devices ``gpu_groups``) is being created."""
+        with self._lock:
+            self._bound[pod.key] = _Assumed(pod.uid, node, math.inf, gpu_groups)
+
+    def assume_evicted(self, pod: PodView) -> None:
+        """``pod`` is being deleted."""
+        with self._lock:
+            self._evicted[pod.key] = _Assumed(pod.uid, None, math.inf)
+
+    def confirm(self, pod: PodView) -> None:
+        """The write about ``pod`` succeeded: the watch should show it within :data:`ASSUME_TTL`."""
+        with self._lock:
+            for assumed in (self._bound.get(pod.key), self._evicted.get(pod.key)):
+                if assumed is not None and assumed.uid == pod.uid:
+                    assumed.until = time.monotonic() + ASSUME_TTL
+
+    def forget(self, pod: PodView) -> None:
+        """A write about ``pod`` failed: the watch alone tells its state again."""
+        with self._lock:
+            self._bound.pop(pod.key, None)
+            self._evicted.pop(pod.key, None)
+
+    def _assumptions(self, pods: dict[str, PodView], binds: dict[str, BindRequestView]):
+        """The live assumptions; those the watch has confirmed or that expired are dropped."""
+        now = time.monotonic()
+        with self._lock:
+            for key, a in list(self._bound.items()):
+                pod = pods.get(key)
+                if pod is None or pod.uid != a.uid or pod.node_name or key in binds or now > a.until:
+                    if now > a.until and pod is not None and not pod.node_name and key not in binds:
+                        log.warning("no BindRequest seen for an assumed binding; scheduling the pod again",
+                                    **fields(pod=key, node=a.node))
+                    del self._bound[key]
+            for key, a in list(self._evicted.items()):
+                pod = pods.get(key)
+                if pod is None or pod.uid != a.uid or pod.deleting or pod.terminated or now > a.until:
+                    del self._evicted[key]
+            return dict(self._bound), set(self._evicted)
+
+    # --- snapshot -----------------------------------------------------------------------------------
+
+    def snapshot(self, now: float | None = None) -> Cycle:
+        now = time.time() if now is None else now
+        inf = self.informers
+        pods = {p.key: p for p in inf["pods"].list()}
+        node_views = {n.name: n for n in inf["nodes"].list()}
+        problems: list[Problem] = []
+        for view in node_views.values():
+            if view.invalid:
+                problems.append(Problem("node", view.name, "InvalidNode", view.invalid))
+        node_views = {k: v for k, v in node_views.items() if not v.invalid}
+
+        binds, stale = self._live_bind_requests(pods, node_views)
+        bound, evicted = self._assumptions(pods, binds)
+
+        classes = {name: value for name, value, _ in inf["priorityclasses"].list()}
+        default_priority = next((v for _, v, is_default in inf["priorityclasses"].list() if is_default),
+                                convert.DEFAULT_PRIORITY)
+        podgroups = {pg.key: pg for pg in inf["podgroups"].list()}
+        jobs: dict[str, Job] = {
+            key: convert.to_job(pg, convert.job_priority(pg, classes, default_priority))
+            for key, pg in podgroups.items()
+        }
+
+        used: dict[str, tuple[Resources, int]] = {}
+        kept_pods: dict[str, PodView] = {}
+        for pod in pods.values():
+            bind = binds.get(pod.key)
+            status, node = convert.pod_state(pod, bind)
+            groups = bind.gpu_groups if bind is not None else ()
+            if pod.key in bound and status is TaskStatus.PENDING:
+                status, node, groups = TaskStatus.BINDING, bound[pod.key].node, bound[pod.key].gpu_groups
+            if pod.key in evicted and status in ACTIVE_USED:
+                status = TaskStatus.RELEASING
+            job = jobs.get(f"{pod.namespace}/{pod.pod_group}") if pod.scheduler == self.scheduler_name else None
+            if job is not None and pod.pod_set not in job.pod_sets:
+                problems.append(Problem("task", pod.key, "UnknownSubGroup",
+                                        f"pod names sub-group {pod.pod_set!r}, which PodGroup {job.uid} does not "
+                                        "define; the pod is not scheduled"))
+                job = None
+            if job is None:
+                if node and status in ACTIVE_USED:
+                    _add_usage(used, node, pod)
+                continue
+            job.add_task(convert.to_task(pod, job.uid, status, node, groups))
+            kept_pods[pod.key] = pod
+
+        nodes = [convert.to_node(v, *used.get(name, (None, 0))) for name, v in node_views.items()]
+        queues = [convert.to_queue(q) for q in inf["queues"].list()]
+        snap = build_snapshot(nodes, queues, jobs.values(), now, inf["topologies"].list())
+        _hold_rejected(snap)
+        snap.problems[:0] = problems
+        return Cycle(snap, kept_pods, podgroups, stale)
+
+    def _live_bind_requests(self, pods: dict[str, PodView], nodes: dict):
+        """BindRequests by pod key that make their pod Binding, and the stale ones to delete."""
+        live: dict[str, BindRequestView] = {}
+        stale: list[BindRequestView] = []
+        for br in self.informers["bindrequests"].list():
+            pod_key = f"{br.namespace}/{br.pod_name}"
+            pod = pods.get(pod_key)
+            if br.failed or pod is None or (br.pod_uid and br.pod_uid != pod.uid) or br.node not in nodes:
+                stale.append(br)
+            else:
+                live[pod_key] = br
+        return live, stale
+
+
+def _add_usage(used: dict, node: str, pod: PodView) -> None:
+    """Adds a pod the scheduler does not schedule; a GPU reservation pod's GPU and pod slot belong to its group."""
+    res, count = used.get(node, (Resources(), 0))
+    reservation = pod.labels.get(convert.RESERVATION_APP[0]) == convert.RESERVATION_APP[1]
+    if pod.request is not None:
+        taken = pod.request.node_resources()
+        if reservation:
+            taken.gpu = 0.0
+        res.add(taken)
+    used[node] = (res, count + (0 if reservation else 1))
+
+
+def _hold_rejected(snap: Snapshot) -> None:
+    """Jobs the snapshot left out (unknown queue ...) still hold the nodes their pods run on."""
+    by_name: dict[str, Node] = {n.name: n for n in snap.nodes}
+    for job in snap.rejected_jobs.values():
+        for task in job.tasks.values():
+            node = by_name.get(task.node) if task.status in ACTIVE_USED else None
+            if node is not None:
+                convert.take(node.allocatable, task.request.node_resources())
+                node.max_pods = max(node.max_pods - 1, 0)

@@ -1,0 +1,367 @@
+"""Carry out a session's decisions and explain the rest, on the API server.
+
+:class:`Committer` turns one cycle's outcome into writes, on a bounded thread pool:
+
+* ``bind`` -> a ``scheduling.run.ai/v1alpha2`` BindRequest named after the pod (KAI's shape: owner
+  reference to the pod, label ``selected-node``, received GPU type/count/portion), then event
+  ``Scheduled``; the cache assumes the binding at once, so the next cycle does not place the pod
+  again. An existing BindRequest of the same name (409) means the pod is already being bound.
+* ``evict`` -> the pod is deleted (UID precondition), the PodGroup gets event ``Evict`` with KAI's
+  message; ``pipeline`` -> event ``Pipelined`` on the pod.
+* every job with pods still waiting: ``NotReady`` when it has fewer pods than its gang needs, else
+  events ``Unschedulable`` on the PodGroup and on each waiting pod, the pod condition
+  ``PodScheduled=False`` (unless ``markUnschedulable: false``) and the PodGroup scheduling condition
+  ``UnschedulableOnNodePool`` (not while some of its pods run); jobs the snapshot rejected (unknown
+  queue ...) likewise, with the problem as reason.
+* last-start and stale timestamps as PodGroup annotations; stale BindRequests deleted.
+
+Explanations are written when they change, not every cycle. A failed write is logged naming the
+object and is retried in a later cycle; nothing here raises into the scheduling loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from datetime import datetime, timezone
+
+from kai.api import ACTIVE_ALLOCATED, Job, Task, TaskStatus
+from kai.scheduler import convert
+from kai.scheduler.cache import ClusterCache, Cycle
+from kai.kube.client import STRATEGIC_MERGE_PATCH, ApiError, Kube, object_path
+from kai.scheduler.convert import BindRequestView, PodGroupView, PodView
+from kai.kube.events import NORMAL, WARNING, record_event
+from kai.framework import Session
+from kai.framework.actions.allocate import not_ready_message
+from kai.logs import fields
+
+log = logging.getLogger(__name__)
+
+COMPONENT = "kai-scheduler"
+DEFAULT_NODE_POOL = "default"
+UNSCHEDULABLE_ON_NODE_POOL = "UnschedulableOnNodePool"
+POD_SCHEDULING_ERRORS = "PodSchedulingErrors"
+DEFAULT_POD_MESSAGE = "Unable to schedule pod"
+BIND_REQUESTS = ("scheduling.run.ai", "v1alpha2", "bindrequests")
+PODGROUPS = ("scheduling.run.ai", "v2alpha2", "podgroups")
+
+
+def rfc3339(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def bind_request(pod: PodView, task: Task, node: str, gpu_groups: tuple[str, ...], gpu_memory_mib: int) -> dict:
+    """KAI's BindRequest for placing ``pod`` on ``node`` (shared GPUs on the devices ``gpu_groups``)."""
+    req = task.request
+    if req.mig:
+        kind, count, portion = "MigInstance", 0, 0.0
+    elif req.is_shared_gpu:
+        kind, count = "Fraction", req.gpu_devices
+        portion = req.gpu_fraction or min(1.0, req.accepted_gpus(gpu_memory_mib) / req.gpu_devices)
+    else:
+        kind, count, portion = "Regular", req.gpus, 1.0 if req.gpus else 0.0
+    spec = {
+        "podName": pod.name,
+        "selectedNode": node,
+        "receivedResourceType": kind,
+        "receivedGPU": {"count": count, "portion": f"{portion:.2f}"},
+    }
+    if gpu_groups:
+        spec["selectedGPUGroups"] = list(gpu_groups)
+    return {
+        "apiVersion": "scheduling.run.ai/v1alpha2",
+        "kind": "BindRequest",
+        "metadata": {
+            "name": pod.name,
+            "namespace": pod.namespace,
+            "labels": {"selected-node": node},
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": pod.name, "uid": pod.uid}],
+        },
+        "spec": spec,
+    }
+
+
+def _pod_ref(pod: PodView) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod.name, "namespace": pod.namespace,
+                                                            "uid": pod.uid}}
+
+
+def _podgroup_ref(pg: PodGroupView) -> dict:
+    return {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+            "metadata": {"name": pg.name, "namespace": pg.namespace, "uid": pg.uid}}
+
+
+class Committer:
+    """Writes on two bounded pools: decisions (BindRequests, evictions) never wait behind explanations."""
+
+    def __init__(self, kube: Kube, cache: ClusterCache, workers: int = 16, node_pool: str = DEFAULT_NODE_POOL,
+                 metrics=None) -> None:
+        self.kube = kube
+        self.cache = cache
+        self.node_pool = node_pool
+        self.metrics = metrics
+        self.decisions = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="commit-decision")
+        self.status = ThreadPoolExecutor(max_workers=max(1, workers // 2), thread_name_prefix="commit-status")
+        self._lock = threading.Lock()
+        #: What was last written per (object, what): skips writing the same explanation again.
+        self._written: dict[tuple[str, str], str] = {}
+        self._in_flight: set[str] = set()
+        self._logged_problems: set[str] = set()
+        self._pending: set[Future] = set()
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Waits for every write submitted so far; False if some are still running after ``timeout``."""
+        with self._lock:
+            pending = set(self._pending)
+        return not wait(pending, timeout).not_done
+
+    def close(self) -> None:
+        """Finishes the writes under way and drops the queued ones (the next scheduler redoes them)."""
+        for pool in (self.decisions, self.status):
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    # --- plumbing -----------------------------------------------------------------------------------
+
+    def _submit(self, what: str, obj: str, fn: Callable[[], object], on_error: Callable[[ApiError], bool] | None = None,
+                dedupe: tuple[tuple[str, str], str] | None = None, decision: bool = False) -> bool:
+        """Run ``fn`` on a pool; an ApiError is logged (unless ``on_error`` handles it) and forgets ``dedupe``.
+
+        Returns False when ``dedupe`` says the same was written already.
+        """
+        if dedupe is not None:
+            key, value = dedupe
+            with self._lock:
+                if self._written.get(key) == value:
+                    return False
+                self._written[key] = value
+
+        def run() -> None:
+            try:
+                fn()
+            except ApiError as exc:
+                if on_error is not None and on_error(exc):
+                    return
+                log.warning("%s failed", what, **fields(object=obj, error=str(exc)))
+                if dedupe is not None:
+                    with self._lock:
+                        if self._written.get(dedupe[0]) == dedupe[1]:
+                            del self._written[dedupe[0]]
+            except Exception:  # noqa: BLE001 - a bug in one write must not stop the others
+                log.exception("%s failed", what, **fields(object=obj))
+
+        future = (self.decisions if decision else self.status).submit(run)
+        with self._lock:
+            self._pending.add(future)
+        future.add_done_callback(self._finished)
+        return True
+
+    def _finished(self, future: Future) -> None:
+        with self._lock:
+            self._pending.discard(future)
+
+    def _event(self, ref: dict, event_type: str, reason: str, message: str, once: bool = True) -> bool:
+        """An event about ``ref``, unless (``once``) the last one of this reason said the same."""
+        meta = ref["metadata"]
+        obj = f"{ref['kind']} {meta['namespace']}/{meta['name']}"
+        return self._submit(f"event {reason}", obj,
+                            lambda: record_event(self.kube, ref, event_type, reason, message, COMPONENT),
+                            dedupe=((obj, f"event {reason}"), message) if once else None)
+
+    # --- one cycle ----------------------------------------------------------------------------------
+
+    def commit(self, session: Session, cycle: Cycle) -> None:
+        for br in cycle.stale_bind_requests:
+            self._delete_bind_request(br)
+        for decision in session.decisions:
+            pod = cycle.pods.get(decision.task.uid)
+            if pod is None:
+                log.error("decision for an unknown pod", **fields(pod=decision.task.uid, decision=decision.kind))
+            elif decision.kind == "bind":
+                self._bind(pod, decision.task, decision.node, decision.gpu_groups, session)
+            elif decision.kind == "evict":
+                self._evict(pod, decision.task, decision.message, cycle)
+            elif decision.kind == "pipeline":
+                log.info("pipelined", **fields(pod=pod.key, node=decision.node))
+                self._event(_pod_ref(pod), NORMAL, "Pipelined",
+                            f"Pod {pod.namespace}/{pod.name} was pipelined to node {decision.node}")
+        self._log_problems(cycle)
+        self._forget_gone(cycle)
+        rejected = {p.name: p for p in cycle.snapshot.problems if p.kind == "job"}
+        for job in session.jobs.values():
+            pg = cycle.podgroups.get(job.uid)
+            if pg is not None:
+                self._annotate(job, pg)
+                self._explain(session, job, pg, cycle)
+        for job in cycle.snapshot.rejected_jobs.values():
+            pg = cycle.podgroups.get(job.uid)
+            problem = rejected.get(job.name)
+            if pg is not None and problem is not None:
+                self._explain_rejected(job, pg, problem.reason, problem.message, cycle)
+
+    # --- decisions ----------------------------------------------------------------------------------
+
+    def _bind(self, pod: PodView, task: Task, node: str, gpu_groups: tuple[str, ...], session: Session) -> None:
+        info = session.node_by_name.get(node)
+        body = bind_request(pod, task, node, gpu_groups, info.node.gpu_memory_mib if info is not None else 0)
+        self.cache.assume_bound(pod, node, gpu_groups)
+        log.info("bind", **fields(pod=pod.key, node=node, podgroup=task.job))
+        if self.metrics is not None:
+            self.metrics.task_scheduled(session.now - pod.created)
+
+        def create() -> None:
+            path = object_path(*BIND_REQUESTS, pod.namespace)
+            if self.metrics is not None:
+                with self.metrics.bind_request():
+                    self.kube.post(path, body)
+            else:
+                self.kube.post(path, body)
+            self.cache.confirm(pod)
+            self._event(_pod_ref(pod), NORMAL, "Scheduled", f"Successfully assigned pod {pod.namespace}/{pod.name} "
+                        f"to node {node} at node-pool {self.node_pool}", once=False)
+
+        def failed(exc: ApiError) -> bool:
+            if exc.status == 409:  # a BindRequest for this pod exists: it is being bound already
+                log.info("BindRequest exists already", **fields(pod=pod.key, node=node))
+                self.cache.confirm(pod)
+                return True
+            self.cache.forget(pod)
+            message = f"Failed to bind pod {pod.namespace}/{pod.name} to node {node}. {exc}"
+            log.warning("bind failed", **fields(pod=pod.key, node=node, error=str(exc)))
+            self._event(_pod_ref(pod), WARNING, "FailedBinding", message, once=False)
+            return True
+
+        self._submit("bind", pod.key, create, on_error=failed, decision=True)
+
+    def _evict(self, pod: PodView, task: Task, message: str, cycle: Cycle) -> None:
+        self.cache.assume_evicted(pod)
+        log.info("evict", **fields(pod=pod.key, node=task.node, podgroup=task.job, reason=message))
+        pg = cycle.podgroups.get(task.job)
+
+        def delete() -> None:
+            path = object_path("", "v1", "pods", pod.namespace, pod.name)
+            self.kube.delete(path, {"preconditions": {"uid": pod.uid}})
+            self.cache.confirm(pod)
+            if pg is not None:
+                self._event(_podgroup_ref(pg), NORMAL, "Evict", message, once=False)
+
+        def failed(exc: ApiError) -> bool:
+            if exc.status in (404, 409):  # gone already, or replaced by another pod of the same name
+                return True
+            self.cache.forget(pod)
+            return False
+
+        self._submit("evict", pod.key, delete, on_error=failed, decision=True)
+
+    def _delete_bind_request(self, br: BindRequestView) -> None:
+        with self._lock:
+            if br.key in self._in_flight:
+                return
+            self._in_flight.add(br.key)
+        log.info("deleting stale BindRequest", **fields(bindrequest=br.key, node=br.node, phase=br.phase or None))
+
+        def delete() -> None:
+            try:
+                self.kube.delete(object_path(*BIND_REQUESTS, br.namespace, br.name))
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
+            finally:
+                with self._lock:
+                    self._in_flight.discard(br.key)
+
+        self._submit("delete BindRequest", br.key, delete, decision=True)
+
+    # --- explanations -------------------------------------------------------------------------------
+
+    def _log_problems(self, cycle: Cycle) -> None:
+        current = {str(p) for p in cycle.snapshot.problems}
+        for problem in cycle.snapshot.problems:
+            if str(problem) not in self._logged_problems:
+                log.warning(problem.message, **fields(kind=problem.kind, object=problem.name, reason=problem.reason))
+        self._logged_problems = current
+
+    def _forget_gone(self, cycle: Cycle) -> None:
+        """Drops what was written about objects that no longer exist (the record would only grow)."""
+        present = {f"Pod {k}" for k in cycle.pods} | {f"PodGroup {k}" for k in cycle.podgroups}
+        with self._lock:
+            if len(self._written) > len(present):
+                self._written = {k: v for k, v in self._written.items() if k[0] in present}
+
+    def _annotate(self, job: Job, pg: PodGroupView) -> None:
+        patch: dict[str, str | None] = {}
+        if _changed(job.last_start, pg.last_start):
+            patch[convert.LAST_START_ANNOTATION] = None if job.last_start is None else rfc3339(job.last_start)
+        if _changed(job.stale_since, pg.stale_since):
+            patch[convert.STALE_ANNOTATION] = None if job.stale_since is None else rfc3339(job.stale_since)
+        if patch:
+            path = object_path(*PODGROUPS, pg.namespace, pg.name)
+            body = {"metadata": {"annotations": patch}}
+            self._submit("annotate PodGroup", pg.key, lambda: self.kube.patch(path, body),
+                         dedupe=((f"PodGroup {pg.key}", "annotations"), repr(sorted(patch.items()))))
+
+    def _explain(self, session: Session, job: Job, pg: PodGroupView, cycle: Cycle) -> None:
+        waiting = [t for t in job.tasks.values() if t.status in (TaskStatus.PENDING, TaskStatus.GATED)]
+        if not waiting:
+            return
+        if not job.is_ready():
+            self._event(_podgroup_ref(pg), NORMAL, "NotReady", not_ready_message(job))
+            return
+        errors = session.job_fit_errors.get(job.uid, [])
+        job_message = session.job_fit_message(job)
+        for task in waiting:
+            if task.status is not TaskStatus.PENDING:
+                continue
+            message = session.task_fit_errors.get(task.uid) or (job_message if errors else DEFAULT_POD_MESSAGE)
+            self._pod_unschedulable(cycle.pods[task.uid], message, pg.mark_unschedulable)
+        reasons = [{"reason": POD_SCHEDULING_ERRORS, "message": m} for m in dict.fromkeys(errors)]
+        self._podgroup_unschedulable(job, pg, job_message, reasons)
+
+    def _explain_rejected(self, job: Job, pg: PodGroupView, reason: str, message: str, cycle: Cycle) -> None:
+        for task in job.tasks.values():
+            if task.status is TaskStatus.PENDING:
+                self._pod_unschedulable(cycle.pods[task.uid], message, pg.mark_unschedulable)
+        self._podgroup_unschedulable(job, pg, message, [{"reason": reason, "message": message}])
+
+    def _pod_unschedulable(self, pod: PodView, message: str, mark: bool) -> None:
+        if self._event(_pod_ref(pod), WARNING, "Unschedulable", message) and pod.invalid:
+            log.warning("pod cannot be scheduled as defined", **fields(pod=pod.key, reason=pod.invalid))
+        if mark and pod.unschedulable_message != message:
+            condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
+                         "lastTransitionTime": rfc3339(time.time())}
+            path = object_path("", "v1", "pods", pod.namespace, pod.name, "status")
+            self._submit(
+                "pod condition", pod.key,
+                lambda: self.kube.request("PATCH", path, body={"status": {"conditions": [condition]}},
+                                          content_type=STRATEGIC_MERGE_PATCH),
+                on_error=lambda exc: exc.status == 404, dedupe=((f"Pod {pod.key}", "condition"), message))
+
+    def _podgroup_unschedulable(self, job: Job, pg: PodGroupView, message: str, reasons: list[dict]) -> None:
+        self._event(_podgroup_ref(pg), NORMAL, "Unschedulable", message)
+        if any(t.status in ACTIVE_ALLOCATED for t in job.tasks.values()):
+            return  # as KAI: the condition is not updated while some of the group's pods are placed
+        last = pg.conditions[-1] if pg.conditions else {}
+        wanted = {"type": UNSCHEDULABLE_ON_NODE_POOL, "nodePool": self.node_pool, "reason": "Unschedulable",
+                  "message": message, "status": "True"}
+        if all(last.get(k) == v for k, v in wanted.items()):
+            return
+        previous = [c for c in pg.conditions if c.get("nodePool") != self.node_pool]
+        try:
+            transition = int(last.get("transitionID", -1)) + 1
+        except (TypeError, ValueError):
+            transition = 0
+        condition = {**wanted, "reasons": reasons, "transitionID": str(transition),
+                     "lastTransitionTime": rfc3339(time.time())}
+        path = object_path(*PODGROUPS, pg.namespace, pg.name)
+        self._submit("PodGroup condition", pg.key,
+                     lambda: self.kube.patch(path, {"status": {"schedulingConditions": [*previous, condition]}},
+                                             subresource="status"),
+                     dedupe=((f"PodGroup {pg.key}", "condition"), message))
+
+
+def _changed(new: float | None, old: float | None) -> bool:
+    if new is None or old is None:
+        return new is not old
+    return abs(new - old) >= 1.0  # the annotation keeps whole seconds

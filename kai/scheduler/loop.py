@@ -1,0 +1,180 @@
+"""The scheduler component: a scheduling cycle on the live cluster, every period and after changes.
+
+Each cycle takes a snapshot from the :class:`~kai.scheduler.cache.ClusterCache`, runs the configured
+actions in one kernel :class:`~kai.framework.Session` -- the same entry points as the simulator,
+no scheduling logic here -- and hands the outcome to the :class:`~kai.scheduler.commit.Committer`.
+A cycle starts ``period`` seconds after the previous one (KAI's ``--schedule-period``, 1 s), or
+``debounce`` seconds after a change arrives from a watch, whichever comes first; but never sooner
+after the previous cycle ended than that cycle took (at most a period), so that under a stream of
+changes a large cluster's scheduler does not take all the CPU. A failing cycle is logged and the
+loop goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+
+from kai.scheduler.cache import ClusterCache
+from kai.kube.client import Kube
+from kai.scheduler.commit import Committer
+from kai.framework import DEFAULT_CONFIG, Plugins, SchedulerConfig, Session
+from kai.framework.usage import make_usage_source
+from kai.logs import fields
+
+log = logging.getLogger(__name__)
+
+#: KAI's ``--schedule-period`` default, seconds.
+DEFAULT_PERIOD = 1.0
+DEFAULT_DEBOUNCE = 0.1
+
+
+class Scheduler:
+    """``run(stop)`` schedules until ``stop`` is set; ``run_once()`` is one cycle (tests, tools)."""
+
+    name = "scheduler"
+
+    def __init__(self, kube: Kube, config: SchedulerConfig = DEFAULT_CONFIG, *, period: float = DEFAULT_PERIOD,
+                 debounce: float = DEFAULT_DEBOUNCE, scheduler_name: str = "kai-scheduler", workers: int = 16,
+                 metrics=None, sync_timeout: float = 120.0) -> None:
+        self.plugins = Plugins(config)
+        self.cache = ClusterCache(kube, scheduler_name)
+        self.committer = Committer(kube, self.cache, workers=workers, metrics=metrics)
+        self.period = period
+        self.debounce = debounce
+        self.metrics = metrics
+        self.sync_timeout = sync_timeout
+        self.cycles = 0
+        #: Historical queue usage for time-based fair share (None unless ``usageDBConfig`` is set).
+        self.usage = make_usage_source(config.usage_db, query_timer=metrics.usage_query if metrics else None)
+
+    def ready(self) -> tuple[bool, str]:
+        """Readiness: every informer has listed once."""
+        missing = [name for name, inf in self.cache.informers.items() if not inf.synced.is_set()]
+        return (not missing, f"waiting for the first list of {', '.join(missing)}" if missing else "synced")
+
+    def run(self, stop: threading.Event) -> None:
+        self.cache.start()
+        if self.usage is not None:
+            self.usage.start()
+        try:
+            if not self._wait_synced(stop):
+                return
+            log.info("scheduler started", **fields(actions=",".join(self.plugins.config.actions),
+                                                   period_seconds=self.period))
+            while not stop.is_set():
+                started = time.monotonic()
+                self.cache.changed.clear()
+                try:
+                    self.run_once()
+                except Exception:  # noqa: BLE001 - one bad cycle must not stop scheduling
+                    log.exception("scheduling cycle failed")
+                self._wait_next(stop, started)
+        finally:
+            if self.usage is not None:
+                self.usage.close()
+            self.cache.stop()
+            self.committer.close()
+            log.info("scheduler stopped", **fields(cycles=self.cycles))
+
+    def _wait_synced(self, stop: threading.Event) -> bool:
+        deadline = time.monotonic() + self.sync_timeout
+        while not stop.is_set():
+            missing = self.cache.wait_synced(min(5.0, max(0.0, deadline - time.monotonic())))
+            if not missing:
+                return True
+            log.warning("waiting for the first list", **fields(resources=",".join(missing)))
+            if time.monotonic() > deadline:
+                # A missing CRD must not keep the scheduler from running: go on with empty stores.
+                log.error("resources not listed; scheduling without them", **fields(resources=",".join(missing)))
+                return True
+        return False
+
+    def _wait_next(self, stop: threading.Event, started: float) -> None:
+        ended = time.monotonic()
+        # A long cycle earns a pause as long (up to a period): a busy scheduler leaves half the CPU to
+        # the API server and the binder, whose work its decisions just created.
+        earliest = ended + min(ended - started, self.period)
+        due = max(started + self.period, earliest)
+        while not stop.is_set():
+            remaining = due - time.monotonic()
+            if remaining <= 0:
+                return
+            if self.cache.changed.wait(remaining):
+                now = time.monotonic()  # gather the burst of events a change usually brings
+                stop.wait(min(due, max(now + self.debounce, earliest)) - now)
+                return
+
+    def run_once(self) -> Session:
+        """One cycle: snapshot, session (open, actions, close), commit."""
+        started = time.perf_counter()
+        cycle = self.cache.snapshot()
+        if self.usage is not None:
+            cycle.snapshot.usage = self.usage.usage(cycle.snapshot.now)
+        snapshot_seconds = time.perf_counter() - started
+        session = Session(cycle.snapshot, self.plugins)
+        if self.metrics is None:
+            session.open()
+            session.run_actions()
+            session.close()
+        else:
+            with self.metrics.cycle():
+                with self.metrics.open_session():
+                    session.open()
+                for action in self.plugins.config.actions:
+                    before = len(session.decisions)
+                    with self.metrics.action(action):
+                        session.run_actions([action])
+                    record_decisions(self.metrics, session, action, session.decisions[before:])
+                self.metrics.fair_shares(fair_shares(session))
+                with self.metrics.close_session():
+                    session.close()
+            self._record_snapshot(session)
+        if self.usage is not None:
+            self.usage.record(session)
+        self.committer.commit(session, cycle)
+        self.cycles += 1
+        if session.decisions or log.isEnabledFor(logging.DEBUG):
+            kinds = Counter(d.kind for d in session.decisions)
+            log.info("cycle", **fields(cycle=self.cycles, jobs=len(session.jobs), nodes=len(session.nodes),
+                                       binds=kinds["bind"], evictions=kinds["evict"], pipelined=kinds["pipeline"],
+                                       snapshot_ms=round(snapshot_seconds * 1000, 1),
+                                       total_ms=round((time.perf_counter() - started) * 1000, 1)))
+        return session
+
+    def _record_snapshot(self, session: Session) -> None:
+        by_status: Counter = Counter()
+        pending = 0
+        for job in session.jobs.values():
+            by_status.update(t.status.value for t in job.tasks.values())
+            pending += job.has_pending()
+        self.metrics.snapshot(by_status, len(session.jobs), pending)
+
+
+def fair_shares(session: Session) -> dict[str, tuple[float, float, float]]:
+    """Each queue's fair share (CPU millicores, memory bytes, GPUs) as the session's plugins divided it
+    (``kai_queue_resources``); queues no plugin reports on are left out. Call before the session closes."""
+    shares = {}
+    for queue in session.queues.values():
+        found = session.hook.kai_queue_resources(session=session, queue=queue)
+        if found is not None:
+            share = found[2]
+            shares[queue.name] = (share.cpu, share.memory, share.gpu)
+    return shares
+
+
+def record_decisions(metrics, session: Session, action: str, decisions) -> None:
+    """Count what one action decided: PodGroups placed (bind or pipeline; for ``preempt`` also a
+    preemption attempt) and pods evicted per PodGroup."""
+    placed = {d.task.job for d in decisions if d.kind in ("bind", "pipeline")}
+    for _ in placed:
+        metrics.podgroup_scheduled(action)
+        if action == "preempt":
+            metrics.preemption_attempt()
+    for d in decisions:
+        if d.kind == "evict":
+            job = session.jobs.get(d.task.job)
+            if job is not None:
+                metrics.pods_evicted(job.name, job.namespace, job.uid, "", action)

@@ -1,0 +1,1 @@
+"""Where historical queue usage comes from, for time-based fair share: the sources and their I/O."""
