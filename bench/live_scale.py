@@ -30,7 +30,7 @@ from pathlib import Path
 from kai.dev import manifests as m
 from kai.kube.client import Kube
 from kai.dev.controlplane import ControlPlane
-from kai.scheduler.convert import timestamp
+from kai.kube.views import timestamp
 from kai.kube.watch import Informer
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"

@@ -9,22 +9,24 @@ from __future__ import annotations
 
 import attrs
 
-# Labels and annotations KAI reads or writes while grouping pods.
-QUEUE_LABEL = "kai.scheduler/queue"
-NODE_POOL_LABEL = "kai.scheduler/node-pool"
-PROJECT_LABEL = "project"
-USER_LABEL = "user"
-PRIORITY_CLASS_LABEL = "priorityClassName"
-PREEMPTIBILITY_LABEL = "kai.scheduler/preemptibility"
-SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
-POD_GROUP_ANNOTATION = "pod-group-name"
-TOP_OWNER_METADATA_ANNOTATION = "kai.scheduler/top-owner-metadata"
-TOPOLOGY_ANNOTATION = "kai.scheduler/topology"
-TOPOLOGY_REQUIRED_ANNOTATION = "kai.scheduler/topology-required-placement"
-TOPOLOGY_PREFERRED_ANNOTATION = "kai.scheduler/topology-preferred-placement"
-SEGMENT_SIZE_ANNOTATION = "kai.scheduler/segment-size"
-SEGMENT_REQUIRED_ANNOTATION = "kai.scheduler/segment-topology-required-placement"
-SEGMENT_PREFERRED_ANNOTATION = "kai.scheduler/segment-topology-preferred-placement"
+from kai.api.names import (  # noqa: F401 - the names podgroupers use, re-exported
+    NODE_POOL_LABEL,
+    POD_GROUP_ANNOTATION,
+    PODGROUP_API_VERSION,
+    PREEMPTIBILITY_LABEL,
+    PRIORITY_CLASS_LABEL,
+    PROJECT_LABEL,
+    QUEUE_LABEL,
+    SEGMENT_PREFERRED_ANNOTATION,
+    SEGMENT_REQUIRED_ANNOTATION,
+    SEGMENT_SIZE_ANNOTATION,
+    SUBGROUP_LABEL,
+    TOP_OWNER_METADATA_ANNOTATION,
+    TOPOLOGY_ANNOTATION,
+    TOPOLOGY_PREFERRED_ANNOTATION,
+    TOPOLOGY_REQUIRED_ANNOTATION,
+    USER_LABEL,
+)
 
 # Priority classes KAI installs, used as per-workload fallbacks.
 TRAIN_PRIORITY = "train"
@@ -32,7 +34,6 @@ BUILD_PRIORITY = "build"
 INFERENCE_PRIORITY = "inference"
 
 DEFAULT_QUEUE = "default-queue"
-PODGROUP_API_VERSION = "scheduling.run.ai/v2alpha2"
 
 PREEMPTIBLE = "preemptible"
 NON_PREEMPTIBLE = "non-preemptible"

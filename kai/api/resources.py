@@ -11,19 +11,13 @@ import re
 
 import attrs
 
+from kai.api.names import GPU, GPU_FRACTION, GPU_FRACTION_NUM_DEVICES, GPU_MEMORY, MIG_PREFIX
+
 #: Tolerance for comparing fractional quantities (GPU fractions add up in floating point).
 EPSILON = 1e-9
 
-GPU = "nvidia.com/gpu"
-MIG_PREFIX = "nvidia.com/mig-"
 _MIG_RE = re.compile(r"^nvidia\.com/mig-(\d+)g\.(\d+)gb$")
 
-#: Pod annotations of a shared-GPU request (KAI's names).
-GPU_FRACTION = "gpu-fraction"
-GPU_MEMORY = "gpu-memory"
-GPU_FRACTION_NUM_DEVICES = "gpu-fraction-num-devices"
-#: Node label with the memory of each GPU device (MiB; bytes on some GPU-feature-discovery versions).
-GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
 #: GPU memory assumed when a node does not say (KAI's default; a fraction of it is still a whole number).
 DEFAULT_GPU_MEMORY_MIB = 100
 _MIB_IN_TIB = 1024 * 1024

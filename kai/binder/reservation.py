@@ -29,7 +29,7 @@ from typing import Any
 
 from kai.binder.binder import BindError
 from kai.kube.client import ApiError, Kube, object_path
-from kai.scheduler.convert import GPU_GROUP_LABEL, RESERVATION_APP
+from kai.api.names import GPU_GROUP_LABEL, RESERVATION_APP
 from kai.kube.quantity import parse
 from kai.logs import fields
 

@@ -29,22 +29,19 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from kai.api.podgroup import POD_GROUP_ANNOTATION, GroupingError
+from kai.api import names
+from kai.api.podgroup import GroupingError
 from kai.kube.access import Access
 from kai.kube.client import ApiError, Kube, object_path
+from kai.kube.controller import Controller
 from kai.kube.events import WARNING, record_event
 from kai.kube.objects import KubeObjects
 from kai.kube.watch import Informer, object_key
-from kai.kube.workqueue import WorkQueue, serve
 from kai.grouping.hub import GroupingConfig, PodGrouperHub, build_hub, pod_assignment, skip_reason
 from kai.logs import fields
 
 log = logging.getLogger(__name__)
 
-GROUP, VERSION, PLURAL = "scheduling.run.ai", "v2alpha2", "podgroups"
-COMPONENT = "pod-grouper"
-WARNING_REASON = "PodGrouperWarning"
-SCHEDULER_NAME = "kai-scheduler"
 #: Spec fields of an existing PodGroup that other components own (KAI's podgrouper keeps them).
 KEPT_SPEC_FIELDS = ("markUnschedulable", "schedulingBackoff", "queue")
 
@@ -87,7 +84,7 @@ OWNER_RESOURCES = {
 API_ACCESS = (
     Access("", "pods", ("get", "list", "watch", "patch")),
     Access("", "events", ("create",)),
-    Access(GROUP, PLURAL, ("get", "list", "watch", "create", "update")),
+    Access(names.PODGROUPS[0], names.PODGROUPS[2], ("get", "list", "watch", "create", "update")),
     *(Access(group, resource, ("get",)) for group, resources in OWNER_RESOURCES.items() for resource in resources),
 )
 
@@ -156,10 +153,11 @@ def _slim_pod(pod: dict) -> dict:
     return pod
 
 
-class PodGrouper:
+class PodGrouper(Controller):
     """The podgrouper control loop; ``run(stop)`` blocks until ``stop`` is set. See the module docstring."""
 
     name = "podgrouper"
+    key_field = "pod"
 
     def __init__(
         self,
@@ -168,7 +166,7 @@ class PodGrouper:
         config: GroupingConfig | None = None,
         args: Mapping[str, Mapping] | None = None,
         hub: PodGrouperHub | None = None,
-        scheduler_name: str = SCHEDULER_NAME,
+        scheduler_name: str = names.SCHEDULER_NAME,
         pod_label_selector: str = "",
         workers: int = DEFAULT_WORKERS,
         base_delay: float = DEFAULT_BASE_DELAY,
@@ -177,19 +175,15 @@ class PodGrouper:
         owner_cache_ttl: float = 5.0,
         clock=time.monotonic,
     ) -> None:
-        if workers < 1:
-            raise ValueError(f"podgrouper workers must be at least 1, got {workers}")
-        self.kube = kube
+        super().__init__(kube, workers=workers, error_delay=max_delay, clock=clock)
         self.config = config or GroupingConfig()
         self.reader = KubeObjects(kube, ttl=owner_cache_ttl)
         self.hub = hub or build_hub(self.reader, self.config, args)
         self.scheduler_name = scheduler_name
         self.pod_label_selector = pod_label_selector
-        self.workers = workers
         self.base_delay, self.max_delay = base_delay, max_delay
         self.resync_period = resync_period
-        self.queue = WorkQueue(clock=clock)
-        self._clock = clock
+        self._next_resync = clock() + resync_period
         self._lock = threading.Lock()
         self._failures: dict[str, int] = {}
         self._reported: dict[str, str] = {}  # pod key -> last warning recorded
@@ -197,8 +191,6 @@ class PodGrouper:
         # last wrote it is used until the store, which lags, has caught up.
         self._podgroup_locks = [threading.Lock() for _ in range(64)]
         self._written: dict[str, tuple[float, dict]] = {}
-        self.pods: Informer | None = None
-        self.podgroups: Informer | None = None
 
     # -- informer side -------------------------------------------------------------------------
     def on_pod(self, kind: str, pod: dict) -> None:
@@ -216,55 +208,36 @@ class PodGrouper:
         namespace, name = meta.get("namespace"), meta.get("name")
         with self._lock:
             self._written.pop(f"{namespace}/{name}", None)  # the store has caught up with our write, or it is gone
-        if kind != "DELETED" or self.pods is None:
+        if kind != "DELETED" or "pods" not in self.stores:
             return
-        for pod in self.pods.list():
+        for pod in self.stores["pods"].list():
             meta = pod.get("metadata") or {}
-            if meta.get("namespace") == namespace and (meta.get("annotations") or {}).get(POD_GROUP_ANNOTATION) == name:
+            if (meta.get("namespace") == namespace
+                    and (meta.get("annotations") or {}).get(names.POD_GROUP_ANNOTATION) == name):
                 self.queue.add(object_key(pod))
 
-    def ready(self) -> tuple[bool, str]:
-        """Readiness: pods and PodGroups have been listed once."""
-        if self.pods is None or self.podgroups is None:
-            return False, "not started"
-        missing = [i.name for i in (self.pods, self.podgroups) if not i.synced.is_set()]
-        return (not missing, f"waiting for the first list of {', '.join(missing)}" if missing else "synced")
-
-    def run(self, stop: threading.Event) -> None:
-        """Watch the scheduler's pods and their PodGroups, group with ``workers`` threads until ``stop`` is set."""
-        self.podgroups = Informer(self.kube, object_path(GROUP, VERSION, PLURAL), on_event=self.on_podgroup,
-                                  name="podgroups").start()
-        self.pods = Informer(self.kube, "/api/v1/pods", on_event=self.on_pod, transform=_slim_pod,
+    def informers(self) -> dict[str, Informer]:
+        """The scheduler's pods and the PodGroups."""
+        return {
+            "podgroups": Informer(self.kube, object_path(*names.PODGROUPS), on_event=self.on_podgroup,
+                                  name="podgroups"),
+            "pods": Informer(self.kube, object_path(*names.PODS), on_event=self.on_pod, transform=_slim_pod,
                              field_selector=f"spec.schedulerName={self.scheduler_name}",
-                             label_selector=self.pod_label_selector, name="podgrouper pods").start()
-        threads = [threading.Thread(target=self._work, name=f"podgrouper-{i}", daemon=True)
-                   for i in range(self.workers)]
-        for thread in threads:
-            thread.start()
-        log.info("podgrouper started", **fields(workers=self.workers, scheduler_name=self.scheduler_name,
-                                                podgroupers=len(self.hub.names)))
-        next_resync = self._clock() + self.resync_period
-        try:
-            while not stop.wait(0.5):
-                if self._clock() >= next_resync:
-                    for pod in self.pods.list():
-                        self.queue.add(object_key(pod))
-                    next_resync = self._clock() + self.resync_period
-        finally:
-            self.queue.shut_down()
-            self.pods.stop()
-            self.podgroups.stop()
-            for thread in threads:
-                thread.join(10)
-            log.info("podgrouper stopped")
+                             label_selector=self.pod_label_selector, name="podgrouper pods"),
+        }
 
-    def _work(self) -> None:
-        serve(self.queue, self.reconcile, self.max_delay, log, "podgrouper failed on a pod", "pod")
+    def tick(self) -> None:
+        """Every ``resync_period``: group every pod again (owners change without touching their pods)."""
+        if self._clock() < self._next_resync:
+            return
+        for pod in self.stores["pods"].list():
+            self.queue.add(object_key(pod))
+        self._next_resync = self._clock() + self.resync_period
 
     # -- one pod -------------------------------------------------------------------------------
-    def reconcile(self, key: str) -> float | None:
+    def handle(self, key: str) -> float | None:
         """Group the pod ``key`` (``namespace/name``); returns the delay before a retry, if one is due."""
-        pod = self.pods.get(key) if self.pods is not None else None
+        pod = self.stores["pods"].get(key) if "pods" in self.stores else None
         if pod is None:
             return None
         try:
@@ -308,9 +281,10 @@ class PodGrouper:
         """Create or update the PodGroup; returns ``"created"``, ``"updated"`` or ``""`` (unchanged)."""
         meta = podgroup["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
-        path = object_path(GROUP, VERSION, PLURAL, meta["namespace"], meta["name"])
+        path = object_path(*names.PODGROUPS, meta["namespace"], meta["name"])
         with self._podgroup_locks[hash(key) % len(self._podgroup_locks)]:
-            current = self._recently_written(key) or (self.podgroups.get(key) if self.podgroups is not None else None)
+            store = self.stores.get("podgroups")
+            current = self._recently_written(key) or (store.get(key) if store is not None else None)
             try:
                 return self._write(key, podgroup, current, path)
             except ApiError as exc:
@@ -334,7 +308,7 @@ class PodGrouper:
 
     def _write(self, key: str, podgroup: dict, current: dict | None, path: str) -> str:
         if current is None:
-            written = self.kube.post(object_path(GROUP, VERSION, PLURAL, podgroup["metadata"]["namespace"]), podgroup)
+            written = self.kube.post(object_path(*names.PODGROUPS, podgroup["metadata"]["namespace"]), podgroup)
             action = "created"
         else:
             updated = desired_update(current, podgroup, self.config)
@@ -358,4 +332,4 @@ class PodGrouper:
                 return
             self._reported[key] = message
         log.warning("cannot group pod", **fields(pod=key, reason=message))
-        record_event(self.kube, pod, WARNING, WARNING_REASON, message, COMPONENT)
+        record_event(self.kube, pod, WARNING, names.REASON_PODGROUPER_WARNING, message, names.SOURCE_PODGROUPER)

@@ -23,24 +23,23 @@ from collections import defaultdict
 from decimal import Decimal
 from typing import Any
 
-from kai.api.resources import (
-    GPU, GPU_FRACTION, GPU_FRACTION_NUM_DEVICES, GPU_MEMORY, GPU_MEMORY_LABEL, GpuRequestError,
-    gpu_memory_from_label, parse_gpu_sharing,
+from kai.api import names
+from kai.api.names import (
+    GPU, GPU_FRACTION, GPU_FRACTION_NUM_DEVICES, GPU_MEMORY, GPU_MEMORY_LABEL, GPU_MEMORY_RESOURCE,
+    POD_GROUP_ANNOTATION, RECEIVED_RESOURCE_TYPE,
 )
-from kai.scheduler import convert
+from kai.api.resources import GpuRequestError, gpu_memory_from_label, parse_gpu_sharing
+from kai.kube import views
 from kai.kube.access import Access
 from kai.kube.client import ApiError, Kube, object_path
 from kai.kube.quantity import QuantityError, format_resources, parse, resource_list_patch, sum_resources
+from kai.kube.controller import Controller
 from kai.kube.watch import Informer, object_key
-from kai.kube.workqueue import WorkQueue, serve
 from kai.logs import fields
 
 log = logging.getLogger(__name__)
 
-GROUP, VERSION, PLURAL = "scheduling.run.ai", "v2alpha2", "podgroups"
-POD_GROUP_ANNOTATION = "pod-group-name"
-RECEIVED_RESOURCE_TYPE = "received-resource-type"
-GPU_MEMORY_RESOURCE = "run.ai/gpu.memory"
+GROUP, _, PLURAL = names.PODGROUPS
 RETRY_DELAY = 5.0
 
 #: Every API call below (the chart's RBAC is generated from this; see kai.kube.access).
@@ -72,9 +71,9 @@ def slim_pod(raw: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
-def slim_podgroup(raw: dict[str, Any]) -> tuple[convert.PodGroupView, dict]:
+def slim_podgroup(raw: dict[str, Any]) -> tuple[views.PodGroupView, dict]:
     """The scheduler's view of a PodGroup (priority, preemptibility) and its current resource status."""
-    return convert.podgroup_view(raw), (raw.get("status") or {}).get("resourcesStatus") or {}
+    return views.podgroup_view(raw), (raw.get("status") or {}).get("resourcesStatus") or {}
 
 
 def pod_resources(pod: dict[str, Any], node_gpu_memory_mib) -> tuple[dict[str, Decimal], dict[str, Decimal]]:
@@ -112,24 +111,18 @@ def _received_fraction(annotations: dict[str, str], node: str, node_gpu_memory_m
     return parse(annotations[GPU_MEMORY]) / Decimal(per_device)
 
 
-class PodGroupController:
+class PodGroupController(Controller):
     """Keeps PodGroup ``status.resourcesStatus`` current; ``run(stop)`` blocks until ``stop`` is set."""
 
     name = "podgroup-controller"
+    key_field = "podgroup"
+    wait_for_sync = True  # a partial pod list would be written as truth
 
     def __init__(self, kube: Kube) -> None:
-        self.kube = kube
-        self.queue = WorkQueue()
+        super().__init__(kube, error_delay=RETRY_DELAY)
         self._lock = threading.Lock()
-        self._informers: dict[str, Informer] = {}
         self._pod_group: dict[str, str] = {}  # pod key -> PodGroup key
         self._by_group: dict[str, set[str]] = defaultdict(set)  # PodGroup key -> pod keys
-
-    def ready(self) -> tuple[bool, str]:
-        missing = [name for name, i in self._informers.items() if not i.synced.is_set()]
-        if not self._informers or missing:
-            return False, f"waiting for the first list of {', '.join(missing) or 'pods, podgroups, priorityclasses'}"
-        return True, "synced"
 
     # -- events --------------------------------------------------------------------------------
     def on_pod(self, kind: str, pod: dict[str, Any]) -> None:
@@ -143,31 +136,31 @@ class PodGroupController:
         for name in {group, former} - {""}:
             self.queue.add(name)
 
-    def on_podgroup(self, kind: str, pg: tuple[convert.PodGroupView, dict]) -> None:
+    def on_podgroup(self, kind: str, pg: tuple[views.PodGroupView, dict]) -> None:
         if kind != "DELETED":
             self.queue.add(pg[0].key)
 
     def on_priority_class(self, kind: str, _cls: Any) -> None:
-        for view, _ in self._informers["podgroups"].list():  # preemptibility may have changed for any of them
+        for view, _ in self.stores["podgroups"].list():  # preemptibility may have changed for any of them
             self.queue.add(view.key)
 
     # -- one PodGroup --------------------------------------------------------------------------
     def reconcile(self, key: str) -> bool:
         """Write PodGroup ``key``'s resource status if it changed; False when the write must be retried."""
-        found = self._informers["podgroups"].get(key)
+        found = self.stores["podgroups"].get(key)
         if found is None:
             return True
         pg, current = found
         with self._lock:
             pod_keys = sorted(self._by_group.get(key, ()))
-        pods = [p for p in (self._informers["pods"].get(k) for k in pod_keys) if p is not None]
+        pods = [p for p in (self.stores["pods"].get(k) for k in pod_keys) if p is not None]
         wanted = self.resources_status(pg, pods)
         patch = {name: change for name in ("requested", "allocated", "allocatedNonPreemptible")
                  if (change := resource_list_patch(current.get(name), wanted[name])) is not None}
         if not patch:
             return True
         try:
-            self.kube.patch(object_path(GROUP, VERSION, PLURAL, pg.namespace, pg.name),
+            self.kube.patch(object_path(*names.PODGROUPS, pg.namespace, pg.name),
                             {"status": {"resourcesStatus": patch}}, subresource="status")
         except ApiError as exc:
             if exc.status == 404:
@@ -176,7 +169,7 @@ class PodGroupController:
             return False
         return True
 
-    def resources_status(self, pg: convert.PodGroupView, pods: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
+    def resources_status(self, pg: views.PodGroupView, pods: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
         requested, allocated = [], []
         for pod in pods:
             try:
@@ -187,10 +180,10 @@ class PodGroupController:
                 continue
             requested.append(pod_requested)
             allocated.append(pod_allocated)
-        classes = {name: value for name, value, _ in self._informers["priorityclasses"].list()}
-        default = next((v for _, v, is_default in self._informers["priorityclasses"].list() if is_default),
-                       convert.DEFAULT_PRIORITY)
-        preemptible = convert.is_preemptible(pg, convert.job_priority(pg, classes, default))
+        classes = {name: value for name, value, _ in self.stores["priorityclasses"].list()}
+        default = next((v for _, v, is_default in self.stores["priorityclasses"].list() if is_default),
+                       views.DEFAULT_PRIORITY)
+        preemptible = views.is_preemptible(pg, views.job_priority(pg, classes, default))
         total = format_resources(sum_resources(allocated))
         return {"requested": format_resources(sum_resources(requested)), "allocated": total,
                 "allocatedNonPreemptible": {} if preemptible else total}
@@ -200,33 +193,16 @@ class PodGroupController:
         return gpu_memory_from_label(labels.get(GPU_MEMORY_LABEL))
 
     # -- the loop ------------------------------------------------------------------------------
-    def run(self, stop: threading.Event) -> None:
-        self._informers = {
-            "priorityclasses": Informer(self.kube, object_path("scheduling.k8s.io", "v1", "priorityclasses"),
-                                        transform=convert.priority_class_view, on_event=self.on_priority_class,
+    def informers(self) -> dict[str, Informer]:
+        return {
+            "priorityclasses": Informer(self.kube, object_path(*names.PRIORITYCLASSES),
+                                        transform=views.priority_class_view, on_event=self.on_priority_class,
                                         name="priorityclasses"),
-            "podgroups": Informer(self.kube, object_path(GROUP, VERSION, PLURAL), transform=slim_podgroup,
+            "podgroups": Informer(self.kube, object_path(*names.PODGROUPS), transform=slim_podgroup,
                                   on_event=self.on_podgroup, name="podgroups"),
-            "pods": Informer(self.kube, "/api/v1/pods", transform=slim_pod, on_event=self.on_pod, name="pods"),
+            "pods": Informer(self.kube, object_path(*names.PODS), transform=slim_pod, on_event=self.on_pod,
+                             name="pods"),
         }
-        for informer in self._informers.values():
-            informer.start()
-        worker = threading.Thread(target=self._work, name="podgroup-controller", daemon=True)
-        worker.start()
-        log.info("podgroup controller started")
-        try:
-            stop.wait()
-        finally:
-            self.queue.shut_down()
-            for informer in self._informers.values():
-                informer.stop()
-            worker.join(10)
-            log.info("podgroup controller stopped")
 
-    def _work(self) -> None:
-        serve(self.queue, self._handle, RETRY_DELAY, log, "podgroup controller failed on a PodGroup", "podgroup")
-
-    def _handle(self, key: str) -> float | None:
-        if not all(i.synced.is_set() for i in self._informers.values()):
-            return 0.2  # a partial pod list would be written as truth
+    def handle(self, key: str) -> float | None:
         return None if self.reconcile(key) else RETRY_DELAY

@@ -21,27 +21,26 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
+from kai.api import names
 from kai.kube.access import Access
 from kai.kube.client import ApiError, Kube, object_path
 from kai.kube.quantity import QuantityError, format_resources, parse, resource_list_patch, sum_resources
+from kai.kube.controller import Controller
 from kai.kube.watch import Informer, object_key
-from kai.kube.workqueue import ShutDown, WorkQueue
 from kai.logs import fields
 from kai.metrics import QueueMetrics
 
 log = logging.getLogger(__name__)
 
-QUEUES = object_path("scheduling.run.ai", "v2", "queues")
-PODGROUPS = object_path("scheduling.run.ai", "v2alpha2", "podgroups")
 SUMMED = ("allocated", "allocatedNonPreemptible", "requested")
 UNLIMITED = -1.0
 RETRY_DELAY = 5.0
 
 #: Every API call below (the chart's RBAC is generated from this; see kai.kube.access).
 API_ACCESS = (
-    Access("scheduling.run.ai", "queues", ("list", "watch")),
-    Access("scheduling.run.ai", "queues/status", ("patch",)),
-    Access("scheduling.run.ai", "podgroups", ("list", "watch")),
+    Access(names.QUEUES[0], names.QUEUES[2], ("list", "watch")),
+    Access(names.QUEUES[0], f"{names.QUEUES[2]}/status", ("patch",)),
+    Access(names.PODGROUPS[0], names.PODGROUPS[2], ("list", "watch")),
 )
 
 
@@ -102,29 +101,20 @@ def metric_values(queue: dict[str, Any]) -> dict[str, float]:
     }
 
 
-class QueueController:
+class QueueController(Controller):
     """Keeps Queue status and queue metrics current; ``run(stop)`` blocks until ``stop`` is set."""
 
     name = "queue-controller"
+    key_field = "queue"
+    wait_for_sync = True  # sums over a partial list would be written as truth
 
     def __init__(self, kube: Kube, metrics: QueueMetrics | None = None) -> None:
-        self.kube = kube
+        super().__init__(kube, error_delay=RETRY_DELAY)
         self.metrics = metrics
-        self.queue = WorkQueue()
         self._lock = threading.Lock()
-        self._queues: Informer | None = None
-        self._podgroups: Informer | None = None
         self._parent: dict[str, str] = {}  # queue -> parent, to also refresh a former parent
         self._pg_queue: dict[str, str] = {}  # podgroup key -> queue
         self._by_queue: dict[str, set[str]] = defaultdict(set)  # queue -> podgroup keys
-
-    @property
-    def synced(self) -> bool:
-        return all(i is not None and i.synced.is_set() for i in (self._queues, self._podgroups))
-
-    def ready(self) -> tuple[bool, str]:
-        """Readiness: queues and PodGroups have been listed once."""
-        return (True, "synced") if self.synced else (False, "waiting for the first list of queues and podgroups")
 
     # -- events --------------------------------------------------------------------------------
     def on_queue(self, kind: str, obj: dict[str, Any]) -> None:
@@ -151,7 +141,7 @@ class QueueController:
     # -- one queue -----------------------------------------------------------------------------
     def reconcile(self, name: str) -> bool:
         """Bring queue ``name``'s status and metrics up to date; False when the write must be retried."""
-        queue = self._queues.get(name) if self._queues is not None else None
+        queue = self.stores["queues"].get(name) if "queues" in self.stores else None
         if queue is None:
             if self.metrics is not None:
                 self.metrics.remove_queue(name)
@@ -160,7 +150,7 @@ class QueueController:
             pg_keys = sorted(self._by_queue.get(name, ()))
         podgroups = []
         for key in pg_keys:
-            pg = self._podgroups.get(key)
+            pg = self.stores["podgroups"].get(key)
             if pg is None:
                 continue
             try:
@@ -172,11 +162,11 @@ class QueueController:
                           **fields(podgroup=key, queue=name, error=str(exc)))
                 continue
             podgroups.append(pg)
-        wanted = queue_status(name, self._queues.list(), podgroups)
+        wanted = queue_status(name, self.stores["queues"].list(), podgroups)
         patch = status_patch(queue.get("status") or {}, wanted)
         if patch is not None:
             try:
-                queue = self.kube.patch(object_path("scheduling.run.ai", "v2", "queues", name=name),
+                queue = self.kube.patch(object_path(*names.QUEUES, name=name),
                                         {"status": patch}, subresource="status")
             except ApiError as exc:
                 if exc.status == 404:
@@ -188,38 +178,12 @@ class QueueController:
             self.metrics.set_queue(name, (queue.get("metadata") or {}).get("labels") or {}, metric_values(queue))
         return True
 
-    def run(self, stop: threading.Event) -> None:
-        self._queues = Informer(self.kube, QUEUES, on_event=self.on_queue, name="queues")
-        self._podgroups = Informer(self.kube, PODGROUPS, on_event=self.on_podgroup, transform=slim_podgroup,
-                                   name="podgroups")
-        self._queues.start()
-        self._podgroups.start()
-        worker = threading.Thread(target=self._work, name="queue-controller", daemon=True)
-        worker.start()
-        log.info("queue controller started")
-        try:
-            stop.wait()
-        finally:
-            self.queue.shut_down()
-            self._queues.stop()
-            self._podgroups.stop()
-            worker.join(10)
-            log.info("queue controller stopped")
+    def informers(self) -> dict[str, Informer]:
+        return {
+            "queues": Informer(self.kube, object_path(*names.QUEUES), on_event=self.on_queue, name="queues"),
+            "podgroups": Informer(self.kube, object_path(*names.PODGROUPS), on_event=self.on_podgroup,
+                                  transform=slim_podgroup, name="podgroups"),
+        }
 
-    def _work(self) -> None:
-        while True:
-            try:
-                name = self.queue.get()
-            except ShutDown:
-                return
-            try:
-                if not (self._queues.synced.is_set() and self._podgroups.synced.is_set()):
-                    self.queue.add_after(name, 0.2)  # sums over a partial list would be written as truth
-                elif not self.reconcile(name):
-                    self.queue.add_after(name, RETRY_DELAY)
-            except Exception:
-                log.exception("queue controller failed on a queue", **fields(queue=name))
-                self.queue.add_after(name, RETRY_DELAY)
-            finally:
-                self.queue.done(name)
-
+    def handle(self, name: str) -> float | None:
+        return None if self.reconcile(name) else RETRY_DELAY

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kai.dev.controlplane import ControlPlane, ControlPlaneError, MissingToolError, ensure_binaries
+from kai.dev.controlplane import ControlPlane
+from kai.dev.gobuild import ControlPlaneError, MissingToolError, ensure_binaries
 
 EPILOG = """\
 environment:

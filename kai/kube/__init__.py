@@ -1,1 +1,4 @@
-"""Kubernetes plumbing shared by every component: client, informers, work queue, leader election, HTTP server, certificates, KAI's API names."""
+"""Kubernetes plumbing shared by every component.
+
+Client, informers, work queue, leader election, HTTP server, certificates and slim views.
+"""

@@ -26,10 +26,12 @@ import time
 
 import attrs
 
+from kai.api import names
+from kai.kube import views
 from kai.api import ACTIVE_USED, Job, Node, Resources, TaskStatus
 from kai.scheduler import convert
-from kai.kube.client import Kube
-from kai.scheduler.convert import BindRequestView, PodGroupView, PodView
+from kai.kube.client import Kube, object_path
+from kai.kube.views import BindRequestView, PodGroupView, PodView
 from kai.kube.watch import Informer
 from kai.framework import Problem, Snapshot, build_snapshot
 from kai.logs import fields
@@ -37,13 +39,13 @@ from kai.logs import fields
 log = logging.getLogger(__name__)
 
 PATHS = {
-    "pods": "/api/v1/pods",
-    "nodes": "/api/v1/nodes",
-    "queues": "/apis/scheduling.run.ai/v2/queues",
-    "podgroups": "/apis/scheduling.run.ai/v2alpha2/podgroups",
-    "bindrequests": "/apis/scheduling.run.ai/v1alpha2/bindrequests",
-    "priorityclasses": "/apis/scheduling.k8s.io/v1/priorityclasses",
-    "topologies": "/apis/kai.scheduler/v1alpha1/topologies",
+    "pods": object_path(*names.PODS),
+    "nodes": object_path(*names.NODES),
+    "queues": object_path(*names.QUEUES),
+    "podgroups": object_path(*names.PODGROUPS),
+    "bindrequests": object_path(*names.BINDREQUESTS),
+    "priorityclasses": object_path(*names.PRIORITYCLASSES),
+    "topologies": object_path(*names.TOPOLOGIES),
 }
 #: How long a successful write of this scheduler is assumed without the watch showing it.
 ASSUME_TTL = 60.0
@@ -80,17 +82,17 @@ class _Assumed:
 
 
 class ClusterCache:
-    def __init__(self, kube: Kube, scheduler_name: str = convert.KAI_SCHEDULER) -> None:
+    def __init__(self, kube: Kube, scheduler_name: str = names.SCHEDULER_NAME) -> None:
         self.scheduler_name = scheduler_name
         self.changed = threading.Event()
         transforms = {
-            "pods": functools.partial(convert.pod_view, scheduler_name=scheduler_name),
-            "nodes": convert.node_view,
-            "queues": convert.queue_view,
-            "podgroups": convert.podgroup_view,
-            "bindrequests": convert.bindrequest_view,
-            "priorityclasses": convert.priority_class_view,
-            "topologies": convert.topology_view,
+            "pods": functools.partial(views.pod_view, scheduler_name=scheduler_name),
+            "nodes": views.node_view,
+            "queues": views.queue_view,
+            "podgroups": views.podgroup_view,
+            "bindrequests": views.bindrequest_view,
+            "priorityclasses": views.priority_class_view,
+            "topologies": views.topology_view,
         }
         self.informers = {
             name: Informer(kube, PATHS[name], transform=transforms[name], on_event=self._on_event, name=name)
@@ -180,10 +182,10 @@ class ClusterCache:
 
         classes = {name: value for name, value, _ in inf["priorityclasses"].list()}
         default_priority = next((v for _, v, is_default in inf["priorityclasses"].list() if is_default),
-                                convert.DEFAULT_PRIORITY)
+                                views.DEFAULT_PRIORITY)
         podgroups = {pg.key: pg for pg in inf["podgroups"].list()}
         jobs: dict[str, Job] = {
-            key: convert.to_job(pg, convert.job_priority(pg, classes, default_priority))
+            key: convert.to_job(pg, views.job_priority(pg, classes, default_priority))
             for key, pg in podgroups.items()
         }
 
@@ -234,7 +236,7 @@ class ClusterCache:
 def _add_usage(used: dict, node: str, pod: PodView) -> None:
     """Adds a pod the scheduler does not schedule; a GPU reservation pod's GPU and pod slot belong to its group."""
     res, count = used.get(node, (Resources(), 0))
-    reservation = pod.labels.get(convert.RESERVATION_APP[0]) == convert.RESERVATION_APP[1]
+    reservation = pod.labels.get(names.RESERVATION_APP[0]) == names.RESERVATION_APP[1]
     if pod.request is not None:
         taken = pod.request.node_resources()
         if reservation:

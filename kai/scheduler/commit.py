@@ -28,11 +28,11 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from datetime import datetime, timezone
 
+from kai.api import names
 from kai.api import ACTIVE_ALLOCATED, Job, Task, TaskStatus
-from kai.scheduler import convert
 from kai.scheduler.cache import ClusterCache, Cycle
 from kai.kube.client import STRATEGIC_MERGE_PATCH, ApiError, Kube, object_path
-from kai.scheduler.convert import BindRequestView, PodGroupView, PodView
+from kai.kube.views import BindRequestView, PodGroupView, PodView
 from kai.kube.events import NORMAL, WARNING, record_event
 from kai.framework import Session
 from kai.framework.actions.allocate import not_ready_message
@@ -40,13 +40,8 @@ from kai.logs import fields
 
 log = logging.getLogger(__name__)
 
-COMPONENT = "kai-scheduler"
 DEFAULT_NODE_POOL = "default"
-UNSCHEDULABLE_ON_NODE_POOL = "UnschedulableOnNodePool"
-POD_SCHEDULING_ERRORS = "PodSchedulingErrors"
 DEFAULT_POD_MESSAGE = "Unable to schedule pod"
-BIND_REQUESTS = ("scheduling.run.ai", "v1alpha2", "bindrequests")
-PODGROUPS = ("scheduling.run.ai", "v2alpha2", "podgroups")
 
 
 def rfc3339(seconds: float) -> str:
@@ -72,7 +67,7 @@ def bind_request(pod: PodView, task: Task, node: str, gpu_groups: tuple[str, ...
     if gpu_groups:
         spec["selectedGPUGroups"] = list(gpu_groups)
     return {
-        "apiVersion": "scheduling.run.ai/v1alpha2",
+        "apiVersion": names.BINDREQUEST_API_VERSION,
         "kind": "BindRequest",
         "metadata": {
             "name": pod.name,
@@ -90,7 +85,7 @@ def _pod_ref(pod: PodView) -> dict:
 
 
 def _podgroup_ref(pg: PodGroupView) -> dict:
-    return {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+    return {"apiVersion": names.PODGROUP_API_VERSION, "kind": "PodGroup",
             "metadata": {"name": pg.name, "namespace": pg.namespace, "uid": pg.uid}}
 
 
@@ -167,7 +162,7 @@ class Committer:
         meta = ref["metadata"]
         obj = f"{ref['kind']} {meta['namespace']}/{meta['name']}"
         return self._submit(f"event {reason}", obj,
-                            lambda: record_event(self.kube, ref, event_type, reason, message, COMPONENT),
+                            lambda: record_event(self.kube, ref, event_type, reason, message, names.SOURCE_SCHEDULER),
                             dedupe=((obj, f"event {reason}"), message) if once else None)
 
     # --- one cycle ----------------------------------------------------------------------------------
@@ -185,7 +180,7 @@ class Committer:
                 self._evict(pod, decision.task, decision.message, cycle)
             elif decision.kind == "pipeline":
                 log.info("pipelined", **fields(pod=pod.key, node=decision.node))
-                self._event(_pod_ref(pod), NORMAL, "Pipelined",
+                self._event(_pod_ref(pod), NORMAL, names.REASON_PIPELINED,
                             f"Pod {pod.namespace}/{pod.name} was pipelined to node {decision.node}")
         self._log_problems(cycle)
         self._forget_gone(cycle)
@@ -212,14 +207,15 @@ class Committer:
             self.metrics.task_scheduled(session.now - pod.created)
 
         def create() -> None:
-            path = object_path(*BIND_REQUESTS, pod.namespace)
+            path = object_path(*names.BINDREQUESTS, pod.namespace)
             if self.metrics is not None:
                 with self.metrics.bind_request():
                     self.kube.post(path, body)
             else:
                 self.kube.post(path, body)
             self.cache.confirm(pod)
-            self._event(_pod_ref(pod), NORMAL, "Scheduled", f"Successfully assigned pod {pod.namespace}/{pod.name} "
+            self._event(_pod_ref(pod), NORMAL, names.REASON_SCHEDULED,
+                        f"Successfully assigned pod {pod.namespace}/{pod.name} "
                         f"to node {node} at node-pool {self.node_pool}", once=False)
 
         def failed(exc: ApiError) -> bool:
@@ -230,7 +226,7 @@ class Committer:
             self.cache.forget(pod)
             message = f"Failed to bind pod {pod.namespace}/{pod.name} to node {node}. {exc}"
             log.warning("bind failed", **fields(pod=pod.key, node=node, error=str(exc)))
-            self._event(_pod_ref(pod), WARNING, "FailedBinding", message, once=False)
+            self._event(_pod_ref(pod), WARNING, names.REASON_FAILED_BINDING, message, once=False)
             return True
 
         self._submit("bind", pod.key, create, on_error=failed, decision=True)
@@ -245,7 +241,7 @@ class Committer:
             self.kube.delete(path, {"preconditions": {"uid": pod.uid}})
             self.cache.confirm(pod)
             if pg is not None:
-                self._event(_podgroup_ref(pg), NORMAL, "Evict", message, once=False)
+                self._event(_podgroup_ref(pg), NORMAL, names.REASON_EVICT, message, once=False)
 
         def failed(exc: ApiError) -> bool:
             if exc.status in (404, 409):  # gone already, or replaced by another pod of the same name
@@ -264,7 +260,7 @@ class Committer:
 
         def delete() -> None:
             try:
-                self.kube.delete(object_path(*BIND_REQUESTS, br.namespace, br.name))
+                self.kube.delete(object_path(*names.BINDREQUESTS, br.namespace, br.name))
             except ApiError as exc:
                 if exc.status != 404:
                     raise
@@ -293,11 +289,11 @@ class Committer:
     def _annotate(self, job: Job, pg: PodGroupView) -> None:
         patch: dict[str, str | None] = {}
         if _changed(job.last_start, pg.last_start):
-            patch[convert.LAST_START_ANNOTATION] = None if job.last_start is None else rfc3339(job.last_start)
+            patch[names.LAST_START_ANNOTATION] = None if job.last_start is None else rfc3339(job.last_start)
         if _changed(job.stale_since, pg.stale_since):
-            patch[convert.STALE_ANNOTATION] = None if job.stale_since is None else rfc3339(job.stale_since)
+            patch[names.STALE_ANNOTATION] = None if job.stale_since is None else rfc3339(job.stale_since)
         if patch:
-            path = object_path(*PODGROUPS, pg.namespace, pg.name)
+            path = object_path(*names.PODGROUPS, pg.namespace, pg.name)
             body = {"metadata": {"annotations": patch}}
             self._submit("annotate PodGroup", pg.key, lambda: self.kube.patch(path, body),
                          dedupe=((f"PodGroup {pg.key}", "annotations"), repr(sorted(patch.items()))))
@@ -307,7 +303,7 @@ class Committer:
         if not waiting:
             return
         if not job.is_ready():
-            self._event(_podgroup_ref(pg), NORMAL, "NotReady", not_ready_message(job))
+            self._event(_podgroup_ref(pg), NORMAL, names.REASON_NOT_READY, not_ready_message(job))
             return
         errors = session.job_fit_errors.get(job.uid, [])
         job_message = session.job_fit_message(job)
@@ -316,7 +312,7 @@ class Committer:
                 continue
             message = session.task_fit_errors.get(task.uid) or (job_message if errors else DEFAULT_POD_MESSAGE)
             self._pod_unschedulable(cycle.pods[task.uid], message, pg.mark_unschedulable)
-        reasons = [{"reason": POD_SCHEDULING_ERRORS, "message": m} for m in dict.fromkeys(errors)]
+        reasons = [{"reason": names.REASON_POD_SCHEDULING_ERRORS, "message": m} for m in dict.fromkeys(errors)]
         self._podgroup_unschedulable(job, pg, job_message, reasons)
 
     def _explain_rejected(self, job: Job, pg: PodGroupView, reason: str, message: str, cycle: Cycle) -> None:
@@ -326,11 +322,11 @@ class Committer:
         self._podgroup_unschedulable(job, pg, message, [{"reason": reason, "message": message}])
 
     def _pod_unschedulable(self, pod: PodView, message: str, mark: bool) -> None:
-        if self._event(_pod_ref(pod), WARNING, "Unschedulable", message) and pod.invalid:
+        if self._event(_pod_ref(pod), WARNING, names.REASON_UNSCHEDULABLE, message) and pod.invalid:
             log.warning("pod cannot be scheduled as defined", **fields(pod=pod.key, reason=pod.invalid))
         if mark and pod.unschedulable_message != message:
-            condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
-                         "lastTransitionTime": rfc3339(time.time())}
+            condition = {"type": "PodScheduled", "status": "False", "reason": names.REASON_UNSCHEDULABLE,
+                         "message": message, "lastTransitionTime": rfc3339(time.time())}
             path = object_path("", "v1", "pods", pod.namespace, pod.name, "status")
             self._submit(
                 "pod condition", pod.key,
@@ -339,12 +335,12 @@ class Committer:
                 on_error=lambda exc: exc.status == 404, dedupe=((f"Pod {pod.key}", "condition"), message))
 
     def _podgroup_unschedulable(self, job: Job, pg: PodGroupView, message: str, reasons: list[dict]) -> None:
-        self._event(_podgroup_ref(pg), NORMAL, "Unschedulable", message)
+        self._event(_podgroup_ref(pg), NORMAL, names.REASON_UNSCHEDULABLE, message)
         if any(t.status in ACTIVE_ALLOCATED for t in job.tasks.values()):
             return  # as KAI: the condition is not updated while some of the group's pods are placed
         last = pg.conditions[-1] if pg.conditions else {}
-        wanted = {"type": UNSCHEDULABLE_ON_NODE_POOL, "nodePool": self.node_pool, "reason": "Unschedulable",
-                  "message": message, "status": "True"}
+        wanted = {"type": names.UNSCHEDULABLE_ON_NODE_POOL, "nodePool": self.node_pool,
+                  "reason": names.REASON_UNSCHEDULABLE, "message": message, "status": "True"}
         if all(last.get(k) == v for k, v in wanted.items()):
             return
         previous = [c for c in pg.conditions if c.get("nodePool") != self.node_pool]
@@ -354,7 +350,7 @@ class Committer:
             transition = 0
         condition = {**wanted, "reasons": reasons, "transitionID": str(transition),
                      "lastTransitionTime": rfc3339(time.time())}
-        path = object_path(*PODGROUPS, pg.namespace, pg.name)
+        path = object_path(*names.PODGROUPS, pg.namespace, pg.name)
         self._submit("PodGroup condition", pg.key,
                      lambda: self.kube.patch(path, {"status": {"schedulingConditions": [*previous, condition]}},
                                              subresource="status"),

@@ -17,8 +17,10 @@ import threading
 import time
 from collections import Counter
 
-from kai.scheduler.cache import ClusterCache
+from kai.api import names
+from kai.kube.access import Access
 from kai.kube.client import Kube
+from kai.scheduler.cache import ClusterCache
 from kai.scheduler.commit import Committer
 from kai.framework import DEFAULT_CONFIG, Plugins, SchedulerConfig, Session
 from kai.framework.usage import make_usage_source
@@ -30,6 +32,20 @@ log = logging.getLogger(__name__)
 DEFAULT_PERIOD = 1.0
 DEFAULT_DEBOUNCE = 0.1
 
+#: Every API call of the scheduler (its cache watches the cluster, its committer writes decisions).
+API_ACCESS = (
+    Access("", "pods", ("list", "watch", "delete")),
+    Access("", "pods/status", ("patch",)),
+    Access("", "nodes", ("list", "watch")),
+    Access("", "events", ("create",)),
+    Access(names.PRIORITYCLASSES[0], names.PRIORITYCLASSES[2], ("list", "watch")),
+    Access(names.QUEUES[0], names.QUEUES[2], ("list", "watch")),
+    Access(names.PODGROUPS[0], names.PODGROUPS[2], ("list", "watch", "patch")),
+    Access(names.PODGROUPS[0], f"{names.PODGROUPS[2]}/status", ("patch",)),
+    Access(names.BINDREQUESTS[0], names.BINDREQUESTS[2], ("list", "watch", "create", "delete")),
+    Access(names.TOPOLOGIES[0], names.TOPOLOGIES[2], ("list", "watch")),
+)
+
 
 class Scheduler:
     """``run(stop)`` schedules until ``stop`` is set; ``run_once()`` is one cycle (tests, tools)."""
@@ -37,7 +53,7 @@ class Scheduler:
     name = "scheduler"
 
     def __init__(self, kube: Kube, config: SchedulerConfig = DEFAULT_CONFIG, *, period: float = DEFAULT_PERIOD,
-                 debounce: float = DEFAULT_DEBOUNCE, scheduler_name: str = "kai-scheduler", workers: int = 16,
+                 debounce: float = DEFAULT_DEBOUNCE, scheduler_name: str = names.SCHEDULER_NAME, workers: int = 16,
                  metrics=None, sync_timeout: float = 120.0) -> None:
         self.plugins = Plugins(config)
         self.cache = ClusterCache(kube, scheduler_name)

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from kai.kube.access import components
+from kai.rbac import components
 from kai.kube.client import Kube, object_path
 
 pytestmark = pytest.mark.e2e

@@ -15,7 +15,8 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from kai.dev import cli as devcluster
-from kai.dev.controlplane import K8S_VERSION, ControlPlane
+from kai.dev.controlplane import ControlPlane
+from kai.dev.gobuild import K8S_VERSION
 
 pytestmark = pytest.mark.e2e
 

@@ -13,7 +13,7 @@ from collections import Counter, defaultdict
 import pytest
 
 from kai.dev import manifests as m
-from kai.scheduler.convert import timestamp
+from kai.kube.views import timestamp
 
 pytestmark = pytest.mark.e2e
 

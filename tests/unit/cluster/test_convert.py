@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from kai.kube import views
 from kai.api import TaskStatus
 from kai.scheduler import convert
 from kai.scheduler.commit import bind_request
@@ -22,7 +23,7 @@ def pod(name="p", scheduler="kai-scheduler", node="", phase="Pending", annotatio
 
 
 def test_pod_request_sums_containers_takes_max_init_and_adds_overhead():
-    view = convert.pod_view(pod(
+    view = views.pod_view(pod(
         containers=[{"resources": {"requests": {"cpu": "1", "memory": "1Gi"}}},
                     {"resources": {"requests": {"cpu": "500m", "example.com/nic": "1"}}}],
         initContainers=[{"resources": {"requests": {"cpu": "4"}}}],
@@ -36,8 +37,8 @@ def test_pod_request_sums_containers_takes_max_init_and_adds_overhead():
 
 
 def test_gpu_limits_and_fraction_annotations():
-    assert convert.pod_view(pod()).request.gpus == 2
-    shared = convert.pod_view(pod(annotations={"gpu-fraction": "0.5"},
+    assert views.pod_view(pod()).request.gpus == 2
+    shared = views.pod_view(pod(annotations={"gpu-fraction": "0.5"},
                                   containers=[{"resources": {"requests": {"cpu": "1"}}}]))
     assert shared.request.gpu_fraction == 0.5 and shared.invalid is None
 
@@ -48,26 +49,26 @@ def test_gpu_limits_and_fraction_annotations():
     ({"gpu-memory": "-3"}, "gpu-memory"),
 ])
 def test_bad_gpu_annotation_makes_the_pod_invalid_naming_it(annotations, named):
-    view = convert.pod_view(pod(annotations=annotations, containers=[{"resources": {}}]))
+    view = views.pod_view(pod(annotations=annotations, containers=[{"resources": {}}]))
     assert view is not None and view.invalid and named in view.invalid
     task = convert.to_task(view, "ns/g", TaskStatus.PENDING, None)
     assert task.invalid == view.invalid
 
 
 def test_bad_quantity_is_reported_not_raised():
-    view = convert.pod_view(pod(containers=[{"resources": {"requests": {"cpu": "lots"}}}]))
+    view = views.pod_view(pod(containers=[{"resources": {"requests": {"cpu": "lots"}}}]))
     assert "cpu" in view.invalid and "'lots'" in view.invalid
 
 
 def test_pods_of_other_schedulers_are_kept_only_while_they_hold_a_node():
-    assert convert.pod_view(pod(scheduler="default-scheduler")) is None
-    assert convert.pod_view(pod(scheduler="default-scheduler", node="n1", phase="Succeeded")) is None
-    view = convert.pod_view(pod(scheduler="default-scheduler", node="n1", phase="Running"))
+    assert views.pod_view(pod(scheduler="default-scheduler")) is None
+    assert views.pod_view(pod(scheduler="default-scheduler", node="n1", phase="Succeeded")) is None
+    view = views.pod_view(pod(scheduler="default-scheduler", node="n1", phase="Running"))
     assert view.node_name == "n1" and view.scheduler == "default-scheduler"
 
 
 def bind(phase="", attempts=0, limit=None, owner="uid-p", node="n1"):
-    return convert.bindrequest_view({
+    return views.bindrequest_view({
         "metadata": {"name": "p", "namespace": "ns", "ownerReferences": [{"kind": "Pod", "uid": owner}]},
         "spec": {"podName": "p", "selectedNode": node, **({"backoffLimit": limit} if limit is not None else {})},
         "status": {"phase": phase, "failedAttempts": attempts},
@@ -95,11 +96,11 @@ def test_pod_state_follows_kai(phase, node, deleting, gated, with_bind, expected
     raw = pod(node=node, phase=phase, **({"schedulingGates": [{"name": "x"}]} if gated else {}))
     if deleting:
         raw["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:01Z"
-    assert convert.pod_state(convert.pod_view(raw), bind() if with_bind else None) == expected
+    assert convert.pod_state(views.pod_view(raw), bind() if with_bind else None) == expected
 
 
 def podgroup(**spec):
-    return convert.podgroup_view({
+    return views.podgroup_view({
         "metadata": {"name": "g", "namespace": "ns", "uid": "u",
                      "annotations": {"kai.scheduler/last-start-timestamp": "2026-01-01T00:01:00Z"}},
         "spec": {"queue": "q", "minMember": 2, **spec},
@@ -108,8 +109,8 @@ def podgroup(**spec):
 
 def test_priority_and_preemptibility_as_kai():
     classes = {"train": 50, "build": 100, "inference": 125}
-    assert convert.job_priority(podgroup(priorityClassName="inference"), classes, 50) == 125
-    assert convert.job_priority(podgroup(priorityClassName="nope"), classes, 77) == 77
+    assert views.job_priority(podgroup(priorityClassName="inference"), classes, 50) == 125
+    assert views.job_priority(podgroup(priorityClassName="nope"), classes, 77) == 77
     job = convert.to_job(podgroup(priorityClassName="train"), 50)
     assert job.preemptible and job.pod_sets["default"].min_available == 2 and job.last_start == 1767225660.0
     assert not convert.to_job(podgroup(), 100).preemptible
@@ -128,7 +129,7 @@ def test_subgroups_become_pod_sets_and_inner_groups():
 
 
 def test_queue_units_and_min_runtimes():
-    q = convert.queue_view({
+    q = views.queue_view({
         "metadata": {"name": "team"},
         "spec": {"parentQueue": "root", "priority": 7, "preemptMinRuntime": "1h30m", "reclaimMinRuntime": "bogus",
                  "resources": {"gpu": {"quota": 4, "limit": -1, "overQuotaWeight": 2},
@@ -143,30 +144,30 @@ def test_queue_units_and_min_runtimes():
 
 
 def test_node_view_and_foreign_usage():
-    view = convert.node_view({
+    view = views.node_view({
         "metadata": {"name": "n1", "labels": {"nvidia.com/gpu.memory": "40960"}},
         "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]},
         "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "4", "pods": "20"},
                    "conditions": [{"type": "Ready", "status": "True"}]},
     })
     assert view.ready and view.max_pods == 20 and view.gpu_memory_mib == 40900
-    foreign = convert.pod_view(pod(scheduler="other", node="n1", phase="Running")).request.node_resources()
+    foreign = views.pod_view(pod(scheduler="other", node="n1", phase="Running")).request.node_resources()
     node = convert.to_node(view, foreign, 1)
     assert node.allocatable.gpu == 2 and node.allocatable.cpu == 7500 and node.max_pods == 19
     assert view.allocatable.gpu == 4  # the view is not changed
-    bad = convert.node_view({"metadata": {"name": "n2"}, "status": {"allocatable": {"cpu": "x"}}})
+    bad = views.node_view({"metadata": {"name": "n2"}, "status": {"allocatable": {"cpu": "x"}}})
     assert bad.invalid and "cpu" in bad.invalid
 
 
 def test_bind_request_has_kais_shape():
-    view = convert.pod_view(pod())
+    view = views.pod_view(pod())
     task = convert.to_task(view, "ns/g", TaskStatus.PENDING, None)
     body = bind_request(view, task, "n1", (), 0)
     assert body["metadata"]["name"] == "p" and body["metadata"]["labels"] == {"selected-node": "n1"}
     assert body["metadata"]["ownerReferences"] == [{"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "uid-p"}]
     assert body["spec"] == {"podName": "p", "selectedNode": "n1", "receivedResourceType": "Regular",
                             "receivedGPU": {"count": 2, "portion": "1.00"}}
-    shared = convert.pod_view(pod(annotations={"gpu-memory": "10000"}, containers=[{"resources": {}}]))
+    shared = views.pod_view(pod(annotations={"gpu-memory": "10000"}, containers=[{"resources": {}}]))
     spec = bind_request(shared, convert.to_task(shared, "ns/g", TaskStatus.PENDING, None), "n1", ("g1",),
                         40000)["spec"]
     assert spec["receivedResourceType"] == "Fraction" and spec["receivedGPU"] == {"count": 1, "portion": "0.25"}
@@ -176,20 +177,20 @@ def test_bind_request_has_kais_shape():
 def test_gpu_groups_from_pod_labels_or_the_bind_request():
     raw = pod()
     raw["metadata"]["labels"].update({"runai-gpu-group": "a", "runai-gpu-group/b": "b"})
-    assert convert.pod_view(raw).gpu_groups == ("a", "b")
+    assert views.pod_view(raw).gpu_groups == ("a", "b")
     br = bind()
     assert br.gpu_groups == ()
-    plain = convert.pod_view(pod())
+    plain = views.pod_view(pod())
     assert convert.to_task(plain, "ns/g", TaskStatus.BINDING, "n1", ("x",)).gpu_groups == ("x",)
 
 
 def test_go_duration():
-    assert convert.go_duration("90s") == 90.0
-    assert convert.go_duration("1h2m3.5s") == 3723.5
-    assert convert.go_duration("5x") is None and convert.go_duration("") is None
+    assert views.go_duration("90s") == 90.0
+    assert views.go_duration("1h2m3.5s") == 3723.5
+    assert views.go_duration("5x") is None and views.go_duration("") is None
 
 
 def test_topology_levels_widest_first():
-    topo = convert.topology_view({"metadata": {"name": "dc"},
+    topo = views.topology_view({"metadata": {"name": "dc"},
                                   "spec": {"levels": [{"nodeLabel": "zone"}, {"nodeLabel": "rack"}]}})
     assert (topo.name, topo.levels) == ("dc", ("zone", "rack"))

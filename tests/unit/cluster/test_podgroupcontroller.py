@@ -6,8 +6,8 @@ from decimal import Decimal
 
 import pytest
 
+from kai.kube import views
 from kai.api.resources import GpuRequestError
-from kai.scheduler import convert
 from kai.controllers.podgroupstatus import PodGroupController, pod_resources, slim_pod, slim_podgroup
 
 
@@ -71,7 +71,7 @@ def controller(preemptibility="", priority_class="train"):
     c = PodGroupController(kube=None)
     pg = slim_podgroup({"metadata": {"name": "pg", "namespace": "ns"},
                         "spec": {"priorityClassName": priority_class, "preemptibility": preemptibility}})
-    c._informers = {"priorityclasses": Store({"train": ("train", 50, False), "inference": ("inference", 125, False)}),
+    c.stores = {"priorityclasses": Store({"train": ("train", 50, False), "inference": ("inference", 125, False)}),
                     "podgroups": Store({"ns/pg": pg}), "pods": Store()}
     return c, pg[0]
 
@@ -88,7 +88,7 @@ def test_status_sums_pods_and_marks_non_preemptible_allocation(priority_class, p
     assert status["requested"] == {"cpu": "1", "memory": "2147483648"}
     assert status["allocated"] == {"cpu": "500m", "memory": "1073741824"}
     assert status["allocatedNonPreemptible"] == (status["allocated"] if non_preemptible else {})
-    assert convert.DEFAULT_PRIORITY < 100
+    assert views.DEFAULT_PRIORITY < 100
 
 
 def test_pod_moving_between_groups_refreshes_both():

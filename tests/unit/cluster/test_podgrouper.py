@@ -104,8 +104,8 @@ def kube() -> FakeKube:
 
 def grouper(kube: FakeKube) -> PodGrouper:
     g = PodGrouper(kube, args={"job": {"searchForLegacyPodGroups": False}})
-    g.pods = Store({f"ns/{p['metadata']['name']}": p for path, p in kube.objects.items() if "/pods/" in path})
-    g.podgroups = Store()
+    g.stores["pods"] = Store({f"ns/{p['metadata']['name']}": p for path, p in kube.objects.items() if "/pods/" in path})
+    g.stores["podgroups"] = Store()
     return g
 
 
@@ -113,7 +113,7 @@ def test_a_pod_gets_its_podgroup_and_annotation_and_a_second_pass_writes_nothing
     owner = job(kube, **{"kai.scheduler/queue": "team-a"})
     pod(kube, owner=owner)
     g = grouper(kube)
-    assert g.reconcile("ns/train-0") is None
+    assert g.handle("ns/train-0") is None
     pg = kube.objects[f"{PG_PATH}/pg-train-0-job-uid"]
     assert pg["spec"]["queue"] == "team-a" and pg["spec"]["minMember"] == 1
     assert pg["metadata"]["ownerReferences"] == [
@@ -122,10 +122,10 @@ def test_a_pod_gets_its_podgroup_and_annotation_and_a_second_pass_writes_nothing
         "pod-group-name": "pg-train-0-job-uid"}
     assert [w[0] for w in kube.writes] == ["POST", "PATCH"]
 
-    g.pods["ns/train-0"] = kube.objects["/api/v1/namespaces/ns/pods/train-0"]
-    g.podgroups["ns/pg-train-0-job-uid"] = pg
+    g.stores["pods"]["ns/train-0"] = kube.objects["/api/v1/namespaces/ns/pods/train-0"]
+    g.stores["podgroups"]["ns/pg-train-0-job-uid"] = pg
     kube.writes.clear()
-    assert g.reconcile("ns/train-0") is None
+    assert g.handle("ns/train-0") is None
     assert kube.writes == []
     assert kube.events == []
 
@@ -133,15 +133,15 @@ def test_a_pod_gets_its_podgroup_and_annotation_and_a_second_pass_writes_nothing
 def test_a_podgroup_the_store_has_not_seen_yet_is_not_written_twice(kube):
     pod(kube, owner=job(kube))
     g = grouper(kube)
-    g.reconcile("ns/train-0")
+    g.handle("ns/train-0")
     kube.writes.clear()
-    g.pods["ns/train-0"] = kube.objects["/api/v1/namespaces/ns/pods/train-0"]
-    assert g.reconcile("ns/train-0") is None  # the PodGroup it wrote is remembered while the store lags
+    g.stores["pods"]["ns/train-0"] = kube.objects["/api/v1/namespaces/ns/pods/train-0"]
+    assert g.handle("ns/train-0") is None  # the PodGroup it wrote is remembered while the store lags
     assert kube.writes == []
 
     other = grouper(kube)  # written by another process: the POST meets 409, the PodGroup is read and found equal
-    other.pods["ns/train-0"] = kube.objects["/api/v1/namespaces/ns/pods/train-0"]
-    assert other.reconcile("ns/train-0") is None
+    other.stores["pods"]["ns/train-0"] = kube.objects["/api/v1/namespaces/ns/pods/train-0"]
+    assert other.handle("ns/train-0") is None
     assert kube.writes == [("POST", PG_PATH)]
 
 
@@ -183,7 +183,7 @@ def test_a_missing_owner_gives_one_event_naming_it_and_retries_with_backoff(kube
     ghost = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "ghost", "uid": "g-uid"}}
     pod(kube, owner=ghost)
     g = grouper(kube)
-    delays = [g.reconcile("ns/train-0") for _ in range(4)]
+    delays = [g.handle("ns/train-0") for _ in range(4)]
     assert delays == [1.0, 2.0, 4.0, 8.0]
     assert len(kube.events) == 1  # the same reason is reported once
     event = kube.events[0]
@@ -194,7 +194,7 @@ def test_a_missing_owner_gives_one_event_naming_it_and_retries_with_backoff(kube
 
     job(kube, name="ghost", uid="g-uid")  # the owner appears: grouped, backoff forgotten
     g.reader.forget("batch/v1", "Job", "ns", "ghost")
-    assert g.reconcile("ns/train-0") is None
+    assert g.handle("ns/train-0") is None
     assert f"{PG_PATH}/pg-train-0-g-uid" in kube.objects
     assert g._failures == {}
 
@@ -202,7 +202,7 @@ def test_a_missing_owner_gives_one_event_naming_it_and_retries_with_backoff(kube
 def test_a_pod_being_deleted_without_owner_is_not_reported(kube):
     ghost = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "ghost", "uid": "g-uid"}}
     pod(kube, owner=ghost, deletionTimestamp="2026-01-01T00:00:00Z")
-    assert grouper(kube).reconcile("ns/train-0") is None
+    assert grouper(kube).handle("ns/train-0") is None
     assert kube.events == []
 
 
@@ -210,7 +210,7 @@ def test_other_schedulers_pods_and_user_managed_podgroups_are_left_alone(kube):
     pod(kube, "other", scheduler="default-scheduler")
     pod(kube, "bare", annotations={"pod-group-name": "mine"})
     g = grouper(kube)
-    assert g.reconcile("ns/other") is None and g.reconcile("ns/bare") is None
+    assert g.handle("ns/other") is None and g.handle("ns/bare") is None
     assert kube.writes == []
 
 
@@ -218,20 +218,20 @@ def test_api_errors_are_retried_without_an_event(kube):
     pod(kube, owner=job(kube))
     g = grouper(kube)
     kube.fail_next_post = ApiError("POST", PG_PATH, 500, "Internal Server Error")
-    assert g.reconcile("ns/train-0") == 1.0
+    assert g.handle("ns/train-0") == 1.0
     assert kube.events == []
-    assert g.reconcile("ns/train-0") is None
+    assert g.handle("ns/train-0") is None
 
 
 def test_a_deleted_podgroup_is_made_again_even_just_after_it_was_written(kube):
     pod(kube, owner=job(kube))
     g = grouper(kube)
-    g.reconcile("ns/train-0")
-    g.pods["ns/train-0"] = kube.objects["/api/v1/namespaces/ns/pods/train-0"]
+    g.handle("ns/train-0")
+    g.stores["pods"]["ns/train-0"] = kube.objects["/api/v1/namespaces/ns/pods/train-0"]
     deleted = kube.objects.pop(f"{PG_PATH}/pg-train-0-job-uid")
     g.on_podgroup("DELETED", deleted)
     assert g.queue.get(timeout=0) == "ns/train-0"
-    assert g.reconcile("ns/train-0") is None
+    assert g.handle("ns/train-0") is None
     assert f"{PG_PATH}/pg-train-0-job-uid" in kube.objects
 
 

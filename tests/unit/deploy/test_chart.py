@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from kai.kube.access import chart_template, components, service_account
+from kai.kube.access import service_account
+from kai.rbac import chart_template, components
 from kai.binder.reservation import NAMESPACE as RESERVATION_NAMESPACE
 from kai.kube.server import ObservabilityServer
 from kai.metrics import Registry
@@ -75,7 +76,7 @@ def test_every_component_of_kai_scheduler_run_declares_its_access():
 
 def test_rbac_template_is_generated_from_the_components_declarations():
     committed = (CHART / "templates" / "rbac.yaml").read_text()
-    assert committed == chart_template(), "regenerate: python -m kai.kube.access > .../templates/rbac.yaml"
+    assert committed == chart_template(), "regenerate: python -m kai.rbac > .../templates/rbac.yaml"
 
 
 def test_each_component_gets_least_privilege_rbac_covering_its_declared_access(docs):

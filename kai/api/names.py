@@ -1,0 +1,86 @@
+"""KAI's names, defined once: API coordinates, the scheduler name, labels, annotations, event reasons.
+
+Every component, plugin and podgrouper takes these from here, so a cluster running KAI's manifests
+sees the same names from this scheduler. API coordinates are ``(group, version, plural)`` tuples,
+ready for :func:`kai.kube.client.object_path`.
+"""
+
+from __future__ import annotations
+
+SCHEDULER_NAME = "kai-scheduler"
+
+# --- API coordinates: (group, version, plural) --------------------------------------------------
+QUEUES = ("scheduling.run.ai", "v2", "queues")
+PODGROUPS = ("scheduling.run.ai", "v2alpha2", "podgroups")
+BINDREQUESTS = ("scheduling.run.ai", "v1alpha2", "bindrequests")
+TOPOLOGIES = ("kai.scheduler", "v1alpha1", "topologies")
+PRIORITYCLASSES = ("scheduling.k8s.io", "v1", "priorityclasses")
+PODS = ("", "v1", "pods")
+NODES = ("", "v1", "nodes")
+PODGROUP_API_VERSION = "/".join(PODGROUPS[:2])
+BINDREQUEST_API_VERSION = "/".join(BINDREQUESTS[:2])
+
+# --- labels -------------------------------------------------------------------------------------
+QUEUE_LABEL = "kai.scheduler/queue"
+NODE_POOL_LABEL = "kai.scheduler/node-pool"
+PROJECT_LABEL = "project"
+USER_LABEL = "user"
+PRIORITY_CLASS_LABEL = "priorityClassName"
+PREEMPTIBILITY_LABEL = "kai.scheduler/preemptibility"
+SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
+TASK_PRIORITY_LABEL = "kai.scheduler/task-priority"
+#: A reservation pod's GPU group, and a shared-GPU pod's groups (``runai-gpu-group`` and ``...-<i>``).
+GPU_GROUP_LABEL = "runai-gpu-group"
+#: The label (key, value) of GPU reservation pods.
+RESERVATION_APP = ("app", "kai-resource-reservation")
+#: Node label with the memory of each GPU device (MiB; bytes on some GPU-feature-discovery versions).
+GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
+GPU_COUNT_LABEL = "nvidia.com/gpu.count"
+MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
+
+# --- annotations --------------------------------------------------------------------------------
+POD_GROUP_ANNOTATION = "pod-group-name"
+TOP_OWNER_METADATA_ANNOTATION = "kai.scheduler/top-owner-metadata"
+TOPOLOGY_ANNOTATION = "kai.scheduler/topology"
+TOPOLOGY_REQUIRED_ANNOTATION = "kai.scheduler/topology-required-placement"
+TOPOLOGY_PREFERRED_ANNOTATION = "kai.scheduler/topology-preferred-placement"
+SEGMENT_SIZE_ANNOTATION = "kai.scheduler/segment-size"
+SEGMENT_REQUIRED_ANNOTATION = "kai.scheduler/segment-topology-required-placement"
+SEGMENT_PREFERRED_ANNOTATION = "kai.scheduler/segment-topology-preferred-placement"
+LAST_START_ANNOTATION = "kai.scheduler/last-start-timestamp"
+STALE_ANNOTATION = "kai.scheduler/stale-podgroup-timestamp"
+#: Shared-GPU requests on a pod.
+GPU_FRACTION = "gpu-fraction"
+GPU_MEMORY = "gpu-memory"
+GPU_FRACTION_NUM_DEVICES = "gpu-fraction-num-devices"
+GPU_FRACTION_CONTAINER = "gpu-fraction-container-name"
+#: Set by the binder: how the pod received its GPUs (``Fraction`` for shared GPUs).
+RECEIVED_RESOURCE_TYPE = "received-resource-type"
+SHARED_GPU_CONFIGMAP = "runai/shared-gpu-configmap"
+#: A reservation pod's GPU device index.
+RESERVED_GPU_INDEX = "run.ai/reserve_for_gpu_index"
+
+# --- resources ----------------------------------------------------------------------------------
+GPU = "nvidia.com/gpu"
+MIG_PREFIX = "nvidia.com/mig-"
+#: The GPU memory the binder reports for a shared-GPU pod in its PodGroup's status.
+GPU_MEMORY_RESOURCE = "run.ai/gpu.memory"
+
+# --- pod conditions and event reasons -----------------------------------------------------------
+POD_BOUND_CONDITION = "PodBound"
+UNSCHEDULABLE_ON_NODE_POOL = "UnschedulableOnNodePool"
+REASON_SCHEDULED = "Scheduled"
+REASON_PIPELINED = "Pipelined"
+REASON_FAILED_BINDING = "FailedBinding"
+REASON_EVICT = "Evict"
+REASON_NOT_READY = "NotReady"
+REASON_UNSCHEDULABLE = "Unschedulable"
+REASON_POD_SCHEDULING_ERRORS = "PodSchedulingErrors"
+REASON_BOUND = "Bound"
+REASON_BINDING_ERROR = "BindingError"
+REASON_PODGROUPER_WARNING = "PodGrouperWarning"
+
+# --- event sources (the component names KAI's events carry) --------------------------------------
+SOURCE_SCHEDULER = SCHEDULER_NAME
+SOURCE_BINDER = "kai-binder"
+SOURCE_PODGROUPER = "pod-grouper"

@@ -1,0 +1,99 @@
+"""The shape every control loop shares: informers, a work queue, N workers, readiness, stop and join.
+
+A subclass names itself (``name``), says which informers it watches (:meth:`Controller.informers`,
+built when it starts) and handles one key (:meth:`Controller.handle`, returning the delay before the
+key is handled again, or None). ``run(stop)`` starts the informers and the workers, calls
+:meth:`Controller.tick` every ``tick_period`` seconds until ``stop`` is set, then shuts the queue,
+stops the informers and joins the workers. A key handled before every informer has listed once is
+postponed when ``wait_for_sync`` is set: a sum over a partial list must not be written as truth.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Hashable
+
+from kai.kube.client import Kube
+from kai.kube.watch import Informer
+from kai.kube.workqueue import WorkQueue, serve
+from kai.logs import fields
+
+#: How long a key waits for the informers' first list when ``wait_for_sync`` is set.
+SYNC_WAIT = 0.2
+
+
+class Controller:
+    name = "controller"
+    #: The log field naming a key in failure messages (``pod``, ``podgroup``, ...).
+    key_field = "key"
+    tick_period = 0.5
+    wait_for_sync = False
+
+    def __init__(self, kube: Kube, *, workers: int = 1, error_delay: float = 5.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if workers < 1:
+            raise ValueError(f"{self.name} workers must be at least 1, got {workers}")
+        self.kube = kube
+        self.workers = workers
+        self.error_delay = error_delay
+        self.queue = WorkQueue(clock=clock)
+        self._clock = clock
+        #: The running informers by name; tests may put in-memory stores here.
+        self.stores: dict[str, Informer] = {}
+        self.log = logging.getLogger(type(self).__module__)
+
+    # -- what a controller defines -------------------------------------------------------------
+    def informers(self) -> dict[str, Informer]:
+        """The informers to run, by name, not yet started."""
+        raise NotImplementedError
+
+    def handle(self, key: Hashable) -> float | None:
+        """Bring the object of ``key`` up to date; the delay before handling it again, or None."""
+        raise NotImplementedError
+
+    def tick(self) -> None:
+        """Called every ``tick_period`` seconds while running (resyncs, sweeps)."""
+
+    # -- shared --------------------------------------------------------------------------------
+    @property
+    def synced(self) -> bool:
+        return bool(self.stores) and all(i.synced.is_set() for i in self.stores.values())
+
+    def ready(self) -> tuple[bool, str]:
+        """Readiness: every informer has listed once."""
+        if not self.stores:
+            return False, "not started"
+        missing = [name for name, i in self.stores.items() if not i.synced.is_set()]
+        return (not missing, f"waiting for the first list of {', '.join(missing)}" if missing else "synced")
+
+    def run(self, stop: threading.Event) -> None:
+        """Run until ``stop`` is set."""
+        self.stores = self.informers()
+        for informer in self.stores.values():
+            informer.start()
+        threads = [threading.Thread(target=self._work, name=f"{self.name}-{i}", daemon=True)
+                   for i in range(self.workers)]
+        for thread in threads:
+            thread.start()
+        self.log.info(f"{self.name} started", **fields(workers=self.workers))
+        try:
+            while not stop.wait(self.tick_period):
+                self.tick()
+        finally:
+            self.queue.shut_down()
+            for informer in self.stores.values():
+                informer.stop()
+            for thread in threads:
+                thread.join(10)
+            self.log.info(f"{self.name} stopped")
+
+    def _work(self) -> None:
+        serve(self.queue, self._handle, self.error_delay, self.log, f"{self.name} failed on an object",
+              self.key_field)
+
+    def _handle(self, key: Hashable) -> float | None:
+        if self.wait_for_sync and not self.synced:
+            return SYNC_WAIT
+        return self.handle(key)

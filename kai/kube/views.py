@@ -1,0 +1,404 @@
+"""Slim views of Kubernetes objects: the fields the components read, decoded once per change.
+
+The ``*_view`` functions are informer transforms: they run once per object change, read only the
+fields used (decoded JSON dicts in, small frozen records out) and never raise on bad content -- a
+pod whose request cannot be read keeps the reason in ``PodView.invalid`` and is reported, not
+dropped. KAI's rules that read a view alone (a PodGroup's priority and preemptibility) are here too.
+"""
+
+from __future__ import annotations
+
+import functools
+from datetime import datetime
+
+import attrs
+
+from kai.api import (
+    GPU,
+    MIG_PREFIX,
+    UNLIMITED,
+    LabelRequirement,
+    LabelSelector,
+    PodAffinityTerm,
+    Queue,
+    QuotaSpec,
+    ResourceRequest,
+    Resources,
+    Taint,
+    Toleration,
+    Topology,
+    TopologyConstraint,
+)
+from kai.api.names import (
+    GPU_GROUP_LABEL,
+    GPU_MEMORY_LABEL,
+    LAST_START_ANNOTATION,
+    POD_GROUP_ANNOTATION,
+    PREEMPTIBILITY_LABEL,
+    SCHEDULER_NAME,
+    STALE_ANNOTATION,
+    SUBGROUP_LABEL,
+    TASK_PRIORITY_LABEL,
+)
+from kai.api.podgroup import NON_PREEMPTIBLE, PREEMPTIBLE
+from kai.api.resources import gpu_memory_from_label, parse_gpu_sharing
+from kai.kube.quantity import QuantityError, parse
+from kai.framework import parse_duration
+
+#: Job priority when the PodGroup's class is unknown and no class is the global default (KAI's).
+DEFAULT_PRIORITY = 50
+#: Jobs below this priority are preemptible unless the PodGroup says otherwise.
+PREEMPTIBLE_BELOW = 100
+#: KAI multiplies queue memory quotas by 10^6 (its ``mebibytes`` constant).
+QUEUE_MEMORY_UNIT = 1_000_000.0
+IGNORED_RESOURCES = frozenset({"cpu", "memory", "pods", "ephemeral-storage", "storage"})
+
+
+def timestamp(value) -> float | None:
+    """Seconds since the epoch of an RFC 3339 time, None when absent or unreadable."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+@functools.lru_cache(maxsize=8192)
+def _quantity(value: str) -> float:
+    return float(parse(value))
+
+
+def quantity(value, where: str) -> float:
+    """A Kubernetes quantity in base units; ValueError naming ``where`` when it is not one."""
+    try:
+        return _quantity(value) if isinstance(value, str) else float(parse(value))
+    except (QuantityError, TypeError):
+        raise ValueError(f"{where}: {value!r} is not a Kubernetes quantity") from None
+
+
+def go_duration(value) -> float | None:
+    """Seconds of a Go duration string (``90s``, ``1h30m``); None when absent or unreadable."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return parse_duration(value)
+    except ValueError:
+        return None
+
+
+def _strings(value) -> dict[str, str]:
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
+
+
+# --- views ---------------------------------------------------------------------------------------
+
+
+@attrs.frozen(slots=True)
+class PodView:
+    key: str
+    namespace: str
+    name: str
+    uid: str
+    scheduler: str
+    node_name: str
+    phase: str
+    deleting: bool
+    gated: bool
+    created: float
+    labels: dict
+    pod_group: str
+    pod_set: str
+    task_priority: int | None
+    #: What the pod asks for (None when it cannot be read; ``invalid`` then says why).
+    request: ResourceRequest | None
+    #: Why the pod cannot be scheduled as defined (a bad annotation or quantity), else None.
+    invalid: str | None
+    node_selector: dict
+    node_affinity: tuple
+    pod_affinity: tuple
+    pod_anti_affinity: tuple
+    tolerations: tuple
+    #: The message of an existing ``PodScheduled=False`` condition (to skip writing it again).
+    unschedulable_message: str | None
+    nominated_node: str
+    #: Shared GPU devices the binder gave the pod (its ``runai-gpu-group`` labels).
+    gpu_groups: tuple
+
+    @property
+    def terminated(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+
+def _container_requests(containers, where: str) -> dict[str, float]:
+    total: dict[str, float] = {}
+    for i, c in enumerate(containers or ()):
+        requests = ((c.get("resources") or {}).get("requests")) or {}
+        limits = ((c.get("resources") or {}).get("limits")) or {}
+        # Extended resources may be set as limits only; their request is the limit.
+        merged = {**{k: v for k, v in limits.items() if k not in IGNORED_RESOURCES}, **requests}
+        for name, value in merged.items():
+            total[name] = total.get(name, 0.0) + quantity(value, f"{where}[{i}].resources {name}")
+    return total
+
+
+def pod_request(spec: dict, annotations: dict) -> ResourceRequest:
+    """KAI's pod request: max(sum of containers, each init container) + overhead, GPU annotations read.
+
+    Raises ValueError (GpuRequestError for the GPU-sharing annotations) naming the field at fault.
+    """
+    amounts = _container_requests(spec.get("containers"), "spec.containers")
+    for i, c in enumerate(spec.get("initContainers") or ()):
+        init = _container_requests([c], f"spec.initContainers[{i}]")
+        for name, value in init.items():
+            amounts[name] = max(amounts.get(name, 0.0), value)
+    for name, value in (spec.get("overhead") or {}).items():
+        amounts[name] = amounts.get(name, 0.0) + quantity(value, f"spec.overhead {name}")
+    gpus = amounts.pop(GPU, 0.0)
+    if gpus != int(gpus):
+        raise ValueError(f"resource {GPU}={gpus:g} is not a whole number of GPUs")
+    fraction, devices, memory_mib = parse_gpu_sharing(annotations, gpus)
+    mig = {k: int(v) for k, v in amounts.items() if k.startswith(MIG_PREFIX)}
+    scalars = {k: v for k, v in amounts.items() if k not in IGNORED_RESOURCES and not k.startswith(MIG_PREFIX)}
+    return ResourceRequest(
+        cpu=amounts.get("cpu", 0.0) * 1000.0, memory=amounts.get("memory", 0.0), gpus=int(gpus),
+        gpu_fraction=fraction, gpu_devices=devices, gpu_memory_mib=memory_mib, mig=mig, scalars=scalars,
+    )
+
+
+def _requirement(expr: dict) -> LabelRequirement:
+    return LabelRequirement(str(expr.get("key", "")), str(expr.get("operator", "")),
+                            tuple(str(v) for v in expr.get("values") or ()))
+
+
+def _selector(sel) -> LabelSelector:
+    sel = sel or {}
+    return LabelSelector(tuple(sorted(_strings(sel.get("matchLabels")).items())),
+                         tuple(_requirement(e) for e in sel.get("matchExpressions") or ()))
+
+
+def _affinity_terms(block) -> tuple[PodAffinityTerm, ...]:
+    terms = (block or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or ()
+    return tuple(PodAffinityTerm(_selector(t.get("labelSelector")), str(t.get("topologyKey", "")),
+                                 tuple(t.get("namespaces") or ())) for t in terms)
+
+
+def pod_view(raw: dict, scheduler_name: str = SCHEDULER_NAME) -> PodView | None:
+    """The view of a pod the scheduler must know: its own pods, and other pods that hold a node."""
+    meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
+    scheduler = spec.get("schedulerName") or "default-scheduler"
+    node_name = spec.get("nodeName") or ""
+    phase = status.get("phase") or "Pending"
+    if scheduler != scheduler_name and (not node_name or phase in ("Succeeded", "Failed")):
+        return None
+    ns, name = meta.get("namespace", ""), meta.get("name", "")
+    labels, annotations = _strings(meta.get("labels")), _strings(meta.get("annotations"))
+    invalid, request = None, None
+    try:
+        request = pod_request(spec, annotations)
+    except ValueError as exc:  # GpuRequestError included: its message names the annotation
+        invalid = str(exc)
+    priority = labels.get(TASK_PRIORITY_LABEL)
+    affinity = spec.get("affinity") or {}
+    node_terms = (((affinity.get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+                   or {}).get("nodeSelectorTerms")) or ()
+    unschedulable = next((c.get("message") or "" for c in status.get("conditions") or ()
+                          if c.get("type") == "PodScheduled" and c.get("status") == "False"), None)
+    return PodView(
+        key=f"{ns}/{name}", namespace=ns, name=name, uid=meta.get("uid", ""), scheduler=scheduler,
+        node_name=node_name, phase=phase, deleting=bool(meta.get("deletionTimestamp")),
+        gated=bool(spec.get("schedulingGates")), created=timestamp(meta.get("creationTimestamp")) or 0.0,
+        labels=labels, pod_group=annotations.get(POD_GROUP_ANNOTATION, ""),
+        pod_set=labels.get(SUBGROUP_LABEL) or "default",
+        task_priority=int(priority) if priority and priority.lstrip("-").isdigit() else None,
+        request=request, invalid=invalid, node_selector=_strings(spec.get("nodeSelector")),
+        node_affinity=tuple(tuple(_requirement(e) for e in term.get("matchExpressions") or ()) for term in node_terms),
+        pod_affinity=_affinity_terms(affinity.get("podAffinity")),
+        pod_anti_affinity=_affinity_terms(affinity.get("podAntiAffinity")),
+        tolerations=tuple(Toleration(str(t.get("key") or ""), str(t.get("operator") or "Equal"),
+                                     str(t.get("value") or ""), str(t.get("effect") or ""))
+                          for t in spec.get("tolerations") or ()),
+        unschedulable_message=unschedulable, nominated_node=status.get("nominatedNodeName") or "",
+        gpu_groups=_gpu_groups(labels),
+    )
+
+
+def _gpu_groups(labels: dict) -> tuple[str, ...]:
+    groups = [labels[GPU_GROUP_LABEL]] if GPU_GROUP_LABEL in labels else []
+    groups += sorted(k[len(GPU_GROUP_LABEL) + 1:] for k in labels if k.startswith(GPU_GROUP_LABEL + "/"))
+    return tuple(dict.fromkeys(groups))
+
+
+@attrs.frozen(slots=True)
+class NodeView:
+    name: str
+    labels: dict
+    taints: tuple
+    allocatable: Resources
+    max_pods: int
+    unschedulable: bool
+    ready: bool
+    gpu_memory_mib: int
+    #: Why the node's allocatable could not be read (the node is then left out), else None.
+    invalid: str | None = None
+
+
+def node_view(raw: dict) -> NodeView:
+    meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
+    labels = _strings(meta.get("labels"))
+    invalid = None
+    allocatable = Resources()
+    max_pods = 110
+    try:
+        for res, value in (status.get("allocatable") or {}).items():
+            amount = quantity(value, f"status.allocatable {res}")
+            if res == "cpu":
+                allocatable.cpu = amount * 1000.0
+            elif res == "memory":
+                allocatable.memory = amount
+            elif res == GPU:
+                allocatable.gpu = amount
+            elif res == "pods":
+                max_pods = int(amount)
+            elif res not in IGNORED_RESOURCES:
+                allocatable.scalars[res] = amount
+    except ValueError as exc:
+        invalid = str(exc)
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or ())
+    return NodeView(
+        name=meta.get("name", ""), labels=labels,
+        taints=tuple(Taint(str(t.get("key", "")), str(t.get("value") or ""), str(t.get("effect") or "NoSchedule"))
+                     for t in spec.get("taints") or ()),
+        allocatable=allocatable, max_pods=max_pods, unschedulable=bool(spec.get("unschedulable")), ready=ready,
+        gpu_memory_mib=gpu_memory_from_label(labels.get(GPU_MEMORY_LABEL)), invalid=invalid,
+    )
+
+
+@attrs.frozen(slots=True)
+class PodGroupView:
+    key: str
+    namespace: str
+    name: str
+    uid: str
+    queue: str
+    priority_class: str
+    preemptibility: str
+    min_member: int
+    sub_groups: tuple
+    topology: TopologyConstraint | None
+    created: float
+    last_start: float | None
+    stale_since: float | None
+    mark_unschedulable: bool
+    #: ``status.schedulingConditions`` as found (the scheduler appends to them).
+    conditions: tuple
+
+
+def _topology(tc) -> TopologyConstraint | None:
+    if not isinstance(tc, dict) or not tc.get("topology"):
+        return None
+    return TopologyConstraint(str(tc["topology"]), tc.get("requiredTopologyLevel") or None,
+                              tc.get("preferredTopologyLevel") or None)
+
+
+def podgroup_view(raw: dict) -> PodGroupView:
+    meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
+    labels, annotations = _strings(meta.get("labels")), _strings(meta.get("annotations"))
+    ns, name = meta.get("namespace", ""), meta.get("name", "")
+    conditions = tuple(c for c in status.get("schedulingConditions") or () if isinstance(c, dict))
+    min_member = spec.get("minMember")
+    return PodGroupView(
+        key=f"{ns}/{name}", namespace=ns, name=name, uid=meta.get("uid", ""), queue=str(spec.get("queue") or ""),
+        priority_class=str(spec.get("priorityClassName") or ""),
+        preemptibility=str(spec.get("preemptibility") or labels.get(PREEMPTIBILITY_LABEL) or ""),
+        min_member=max(int(min_member), 1) if isinstance(min_member, int) else 1,
+        sub_groups=tuple(
+            (str(sg.get("name") or ""), int(sg.get("minMember") or 0), sg.get("parent"),
+             _topology(sg.get("topologyConstraint")))
+            for sg in spec.get("subGroups") or () if isinstance(sg, dict)
+        ),
+        topology=_topology(spec.get("topologyConstraint")),
+        created=timestamp(meta.get("creationTimestamp")) or 0.0,
+        last_start=timestamp(annotations.get(LAST_START_ANNOTATION)),
+        stale_since=timestamp(annotations.get(STALE_ANNOTATION)),
+        mark_unschedulable=spec.get("markUnschedulable") is not False,
+        conditions=conditions,
+    )
+
+
+@attrs.frozen(slots=True)
+class BindRequestView:
+    key: str
+    namespace: str
+    name: str
+    pod_name: str
+    pod_uid: str
+    node: str
+    phase: str
+    failed: bool
+    gpu_groups: tuple
+
+
+def bindrequest_view(raw: dict) -> BindRequestView:
+    meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
+    owner = next((o for o in meta.get("ownerReferences") or () if o.get("kind") == "Pod"), {})
+    phase = str(status.get("phase") or "")
+    limit = spec.get("backoffLimit")
+    attempts = status.get("failedAttempts") or 0
+    failed = phase == "Failed" and (not isinstance(limit, int) or attempts >= limit)
+    ns, name = meta.get("namespace", ""), meta.get("name", "")
+    return BindRequestView(f"{ns}/{name}", ns, name, str(spec.get("podName") or ""), str(owner.get("uid") or ""),
+                           str(spec.get("selectedNode") or ""), phase, failed,
+                           tuple(str(g) for g in spec.get("selectedGPUGroups") or ()))
+
+
+def queue_view(raw: dict) -> Queue:
+    """A Queue's spec as a domain object (copied per cycle by :func:`to_queue`)."""
+    meta, spec = raw.get("metadata") or {}, raw.get("spec") or {}
+    resources = spec.get("resources") or {}
+
+    def quota(res: str, scale: float) -> QuotaSpec:
+        r = resources.get(res) or {}
+
+        def amount(key: str) -> float:
+            value = float(r.get(key, 0) or 0)
+            return UNLIMITED if value == UNLIMITED else value * scale
+
+        weight = r.get("overQuotaWeight")
+        return QuotaSpec(amount("quota"), amount("limit"), float(1 if weight is None else weight))
+
+    priority = spec.get("priority")
+    return Queue(
+        name=meta.get("name", ""), parent=spec.get("parentQueue") or None,
+        priority=int(priority) if isinstance(priority, int) else 100,
+        gpu=quota("gpu", 1.0), cpu=quota("cpu", 1.0), memory=quota("memory", QUEUE_MEMORY_UNIT),
+        creation=timestamp(meta.get("creationTimestamp")) or 0.0,
+        preempt_min_runtime=go_duration(spec.get("preemptMinRuntime")),
+        reclaim_min_runtime=go_duration(spec.get("reclaimMinRuntime")),
+    )
+
+
+def priority_class_view(raw: dict) -> tuple[str, int, bool]:
+    """(name, value, globalDefault) of a PriorityClass."""
+    return ((raw.get("metadata") or {}).get("name", ""), int(raw.get("value") or 0), bool(raw.get("globalDefault")))
+
+
+def topology_view(raw: dict) -> Topology:
+    """A Topology: its levels' node-label keys from the widest level to the narrowest."""
+    levels = (raw.get("spec") or {}).get("levels") or ()
+    return Topology((raw.get("metadata") or {}).get("name", ""),
+                    tuple(str(lv.get("nodeLabel", "")) for lv in levels if isinstance(lv, dict)))
+
+
+def job_priority(pg: PodGroupView, classes: dict[str, int], default: int) -> int:
+    """The PodGroup's priority class value, else the global default class's, else 50."""
+    return classes.get(pg.priority_class, default)
+
+
+def is_preemptible(pg: PodGroupView, priority: int) -> bool:
+    """``spec.preemptibility`` (or the preemptibility label) when set, else priority below 100."""
+    if pg.preemptibility == PREEMPTIBLE:
+        return True
+    if pg.preemptibility == NON_PREEMPTIBLE:
+        return False
+    return priority < PREEMPTIBLE_BELOW
