@@ -1,0 +1,105 @@
+"""Who may import whom (docs/architecture.md), checked on the source of every module.
+
+Imports inside functions count too: a lazy import is still a dependency.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+#: Source folders and the package each is installed as.
+SOURCES = {"kai": "kai", "plugins": "kai.plugins", "podgroupers": "kai.podgroupers"}
+
+KERNEL = ("kai.framework", "kai._native", "kai.hookspecs")
+COMPONENTS = ("kai.scheduler", "kai.binder", "kai.controllers", "kai.admission")
+DRIVERS = (*COMPONENTS, "kai.kube", "kai.dev", "kai.sim", "kai.usagedb", "kai.run", "kai.rbac", "kai.cli")
+EXTENSIONS = ("kai.plugins", "kai.podgroupers")
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for folder, package in SOURCES.items():
+        for path in (ROOT / folder).rglob("*.py"):
+            parts = path.relative_to(ROOT / folder).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join((package, *parts))] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imports(name: str, path: Path) -> set[str]:
+    """The ``kai`` modules (or names of a package) a module imports, resolved to dotted names."""
+    out: set[str] = set()
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join([*package.split(".")[: len(package.split(".")) - node.level + 1], base]).strip(".")
+            out.add(base)
+            out.update(f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in MODULES)
+    return {m for m in out if m == "kai" or m.startswith("kai.")}
+
+
+def _within(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def _top(module: str) -> str:
+    """The unit a module belongs to: ``kai.plugins.proportion`` for ``kai.plugins.proportion.shares``."""
+    parts = module.split(".")
+    return ".".join(parts[:3]) if _within(module, EXTENSIONS) else ".".join(parts[:2])
+
+
+def _violations(allowed) -> list[str]:
+    return sorted(f"{name} imports {dep}" for name, path in MODULES.items()
+                  for dep in _imports(name, path) if not allowed(name, dep))
+
+
+def test_the_source_tree_is_found():
+    assert {"kai.api.model", "kai.framework.session", "kai.plugins.priority", "kai.podgroupers.batch",
+            "kai.kube.client", "kai.scheduler.loop"} <= set(MODULES)
+
+
+def test_api_imports_nothing_else_of_kai():
+    assert _violations(lambda name, dep: not _within(name, ("kai.api",)) or _within(dep, ("kai.api",))) == []
+
+
+@pytest.mark.parametrize("layer", [KERNEL, ("kai.grouping",)], ids=["kernel", "grouping"])
+def test_kernel_and_grouping_import_no_driver_plugin_or_podgrouper(layer):
+    assert _violations(lambda name, dep: not _within(name, layer) or not _within(dep, DRIVERS + EXTENSIONS)) == []
+
+
+def test_plugins_and_podgroupers_import_no_driver_and_not_each_other():
+    def allowed(name, dep):
+        if not _within(name, EXTENSIONS):
+            return True
+        if _within(dep, DRIVERS):
+            return False
+        return not _within(dep, EXTENSIONS) or _top(dep) == _top(name) or dep in EXTENSIONS
+
+    assert _violations(allowed) == []
+
+
+def test_components_import_the_plumbing_never_each_other():
+    def allowed(name, dep):
+        if _within(name, ("kai.kube",)):
+            return not _within(dep, COMPONENTS + ("kai.dev", "kai.run", "kai.rbac", "kai.sim", "kai.cli"))
+        if not _within(name, COMPONENTS):
+            return True
+        return not _within(dep, COMPONENTS + ("kai.dev", "kai.run", "kai.rbac", "kai.sim")) or _top(dep) == _top(name)
+
+    assert _violations(allowed) == []
+
+
+def test_the_checker_sees_a_violation():
+    assert "kai.rbac imports kai.scheduler.loop" in _violations(lambda name, dep: not _within(dep, COMPONENTS))
