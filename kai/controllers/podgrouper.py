@@ -36,7 +36,8 @@ from kai.kube.events import WARNING, record_event
 from kai.kube.objects import KubeObjects
 from kai.kube.watch import Informer, object_key
 from kai.kube.workqueue import WorkQueue, serve
-from kai.grouping.hub import GroupingConfig, PodGrouperHub, build_hub, pod_assignment, skip_reason
+from kai.grouping.hub import GroupingConfig, PodGrouperHub, build_hub
+from kai.grouping.podgroups import pod_assignment, skip_reason
 from kai.logs import fields
 
 log = logging.getLogger(__name__)
