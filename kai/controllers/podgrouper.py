@@ -37,7 +37,8 @@ from kai.kube.controller import Controller
 from kai.kube.events import WARNING, record_event
 from kai.kube.objects import KubeObjects
 from kai.kube.watch import Informer, object_key
-from kai.grouping.hub import GroupingConfig, PodGrouperHub, build_hub, pod_assignment, skip_reason
+from kai.grouping.hub import GroupingConfig, PodGrouperHub, build_hub
+from kai.grouping.podgroups import pod_assignment, skip_reason
 from kai.logs import fields
 
 log = logging.getLogger(__name__)

@@ -5,8 +5,9 @@ Public names for plugins: :class:`Session`, :class:`Statement`, :class:`NodeInfo
 """
 
 from kai import _native
-from kai.framework.config import DEFAULT_CONFIG, ConfigError, PluginSpec, SchedulerConfig, load_config, parse_config
+from kai.framework.config import DEFAULT_CONFIG, PluginSpec, SchedulerConfig, load_config, parse_config
 from kai.framework.durations import format_duration, parse_duration
+from kai.framework.errors import ConfigError
 from kai.framework.gang import ROOT_GROUP, ordered_pod_sets, should_pipeline, tasks_to_allocate
 from kai.framework.nodes import NodeInfo
 from kai.framework.plugins import PluginError, Plugins

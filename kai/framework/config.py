@@ -17,17 +17,13 @@ share, KAI's shape; see :mod:`kai.framework.usage`).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 import yaml
 
-if TYPE_CHECKING:
-    from kai.framework.usage import UsageDBConfig
-
-
-class ConfigError(ValueError):
-    """A configuration (or scenario) file is malformed; the message names the file, entry and field."""
+from kai.framework.errors import ConfigError
+from kai.framework.usage import UsageDBConfig, parse_usage_db
 
 
 @attrs.define(frozen=True)
@@ -154,8 +150,6 @@ def parse_config(data: Any, where: str = "config") -> SchedulerConfig:
     depths = parse_queue_depths(data.get("queueDepthPerAction"), where)
     usage_db = None
     if data.get("usageDBConfig") is not None:
-        from kai.framework.usage import parse_usage_db
-
         usage_db = parse_usage_db(data["usageDBConfig"], where)
     settings = dict(staleness_grace_period=float(grace), max_consolidation_preemptees=preemptees, usage_db=usage_db,
                     queue_depth_per_action=depths, **flags)

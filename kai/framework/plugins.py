@@ -13,7 +13,8 @@ from importlib.metadata import EntryPoint, entry_points
 
 import pluggy
 
-from kai import PROJECT, hookspecs
+from kai import PROJECT, _native, hookspecs
+from kai.framework import actions as builtin_actions
 from kai.framework.config import SchedulerConfig
 
 PLUGIN_GROUP = "kai.plugins"
@@ -92,8 +93,6 @@ class Plugins:
     """The plugins of one scheduler configuration, with the actions they offer."""
 
     def __init__(self, config: SchedulerConfig, available: dict[str, EntryPoint] | None = None):
-        from kai.framework import actions as builtin_actions
-
         self.config = config
         available = discover() if available is None else available
         self.pm = pluggy.PluginManager(PROJECT)
@@ -133,8 +132,6 @@ class Plugins:
 
 def list_main(argv: list[str]) -> int:
     """``kai-scheduler plugins``: installed plugins and podgroupers with their distributions."""
-    from kai import _native
-
     if argv and argv[0] in ("-h", "--help"):
         print("usage: kai-scheduler plugins\n\nList installed scheduling plugins and podgroupers.")
         return 0

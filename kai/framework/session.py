@@ -15,16 +15,14 @@ from collections import Counter
 
 from kai import _native
 from kai.api import ACTIVE_USED, EPSILON, Job, Queue, Task, TaskStatus, is_mig_resource
-from kai.framework import gpusharing
+from kai.framework import fiterrors, gpusharing
+from kai.framework.fiterrors import PLAIN_FIT_ERROR_REASON
 from kai.framework.nodes import NodeArrays, NodeInfo
 from kai.framework.plugins import Plugins
 from kai.framework.snapshot import Snapshot
 from kai.framework.statement import Decision, Statement
 
 log = logging.getLogger("kai.session")
-#: KAI's reason of a job fit error that names no domain and no queue, and of a job with several errors.
-PLAIN_FIT_ERROR_REASON = "PodSchedulingErrors"
-DEFAULT_FIT_ERROR_REASON = "Unable to schedule podgroup"
 nodefit = _native.load("nodefit")
 
 
@@ -348,27 +346,13 @@ class Session:
 
     def set_task_fit_error(self, task: Task, reasons: Counter) -> str:
         """Record KAI's per-pod message for a task that found no node, and return it."""
-        parts = sorted(f"{n} {r}" if n > 1 else r for r, n in reasons.items())
-        msg = "no nodes with enough resources were found"
-        if parts:
-            msg += ": " + ". \n".join(parts) + "."
-        self.task_fit_errors[task.uid] = msg
+        msg = self.task_fit_errors[task.uid] = fiterrors.task_fit_message(reasons)
         return msg
 
     def job_fit_detail(self, job: Job) -> str:
-        """KAI's detailed job-level message (its ``--detailed-fit-errors`` form): the reason of the single
-        error, or 'Unable to schedule podgroup', then every error's detail on a line of its own."""
-        details = self.job_fit_details.get(job.uid, [])
-        reason = details[0][0] if len(details) == 1 else DEFAULT_FIT_ERROR_REASON
-        return f"\n{reason}." + "".join(sorted(f"\n{detail}." for _, detail in details))
+        """KAI's detailed job-level message (see :func:`kai.framework.fiterrors.job_fit_detail`)."""
+        return fiterrors.job_fit_detail(self.job_fit_details.get(job.uid, []))
 
     def job_fit_message(self, job: Job) -> str:
         """KAI's job-level message: the single reason, or 'Unable to schedule podgroup' with all of them."""
-        errors = self.job_fit_errors.get(job.uid, [])
-        if not errors:
-            return "Unable to schedule podgroup"
-        if len(errors) == 1:
-            return errors[0]
-        hist = Counter(errors)
-        parts = sorted(f"{n} {m}" if n > 1 else m for m, n in hist.items())
-        return "Unable to schedule podgroup: " + ". \n".join(parts) + "."
+        return fiterrors.job_fit_message(self.job_fit_errors.get(job.uid, []))

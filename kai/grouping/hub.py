@@ -2,15 +2,15 @@
 
 One code path serves the control loop, the dry run and the tests:
 
-1. :meth:`PodGrouperHub.resolve_owners` follows the pod's ``ownerReferences`` to the top owner;
+1. :func:`kai.grouping.owners.resolve_owners` follows the pod's ``ownerReferences`` to the top owner;
 2. :meth:`PodGrouperHub.metadata` picks the podgrouper registered for the top owner's
    GroupVersionKind (exact, then any version, then the fallback ``("*", "*", "*")``) and calls its
    ``kai_podgroup_metadata`` hook;
-3. :meth:`PodGrouperHub.podgroup` adds the pod's node-pool label and builds the PodGroup object;
-   :func:`pod_assignment` gives the annotation and label KAI puts on the pod.
+3. :meth:`PodGrouperHub.podgroup` adds the pod's node-pool label and builds the PodGroup object
+   (:mod:`kai.grouping.podgroups`, which also gives the annotation and label KAI puts on the pod).
 
 The control loop (``kai.controllers.podgrouper``) and the dry run (``kai-scheduler podgroup``) both
-call :func:`skip_reason` and :meth:`PodGrouperHub.podgroup`.
+call :func:`kai.grouping.podgroups.skip_reason` and :meth:`PodGrouperHub.podgroup`.
 
 Podgroupers build on the default grouping rules offered here (:meth:`PodGrouperHub.default_metadata`
 and its parts: name, labels, annotations, queue, priority class, preemptibility, topology).
@@ -31,20 +31,16 @@ from kai import PROJECT
 from kai.api.podgroup import (
     DEFAULT_QUEUE,
     NODE_POOL_LABEL,
-    POD_GROUP_ANNOTATION,
-    PODGROUP_API_VERSION,
     PREEMPTIBILITY_LABEL,
     PRIORITY_CLASS_LABEL,
     PROJECT_LABEL,
     QUEUE_LABEL,
-    SUBGROUP_LABEL,
     TOP_OWNER_METADATA_ANNOTATION,
     TOPOLOGY_ANNOTATION,
     TOPOLOGY_PREFERRED_ANNOTATION,
     TOPOLOGY_REQUIRED_ANNOTATION,
     TRAIN_PRIORITY,
     USER_LABEL,
-    ForbiddenError,
     GroupingError,
     NotFoundError,
     OwnerReference,
@@ -53,6 +49,8 @@ from kai.api.podgroup import (
     parse_preemptibility,
 )
 from kai.grouping.objects import ObjectReader
+from kai.grouping.owners import resolve_owners
+from kai.grouping.podgroups import podgroup_object
 from kai.grouping.topowner import top_owner_metadata
 from kai.grouping.unstructured import annotations, gvk, labels, meta_str
 
@@ -205,61 +203,9 @@ class PodGrouperHub:
 
     # --- the whole flow ---------------------------------------------------------------------------
 
-    def resolve_owners(self, pod: dict) -> tuple[dict, list[dict]]:
-        """The pod's top owner (read in full) and its owners, nearest first, the top owner last.
-
-        A pod without owners is its own top owner and has no owners.
-        """
-        namespace = meta_str(pod, "namespace")
-        refs = (pod.get("metadata") or {}).get("ownerReferences") or []
-        owners: list[dict] = []
-        top = _pod_reference(pod)
-        ref = refs[0] if refs else None
-        while ref is not None:
-            if not isinstance(ref, dict):
-                raise GroupingError(
-                    f"invalid owner reference {ref!r} on the way up from pod {namespace}/{meta_str(pod, 'name')}"
-                )
-            try:
-                owner = self._get_owner(ref, namespace)
-            except ForbiddenError:
-                break
-            except GroupingError as err:
-                raise GroupingError(
-                    f"failed to find {ref.get('kind', '')}: <{namespace}/{ref.get('name', '')}>, "
-                    f"uid: <{ref.get('uid', '')}>: {err}"
-                ) from err
-            owners.append(owner)
-            top = owner
-            next_refs = (owner.get("metadata") or {}).get("ownerReferences") or []
-            if len(next_refs) > 1:
-                raise GroupingError(
-                    f"found {ref.get('kind', '')} <{ref.get('name', '')} in namespace {namespace}> "
-                    f"with multiple owners: {next_refs}"
-                )
-            ref = next_refs[0] if next_refs else None
-        top_owner = self.reader.get(
-            str(top.get("apiVersion") or ""),
-            str(top.get("kind") or ""),
-            meta_str(top, "namespace"),
-            meta_str(top, "name"),
-        )
-        return top_owner, owners
-
-    def _get_owner(self, ref: dict, namespace: str) -> dict:
-        owner = self.reader.get(
-            str(ref.get("apiVersion") or ""), str(ref.get("kind") or ""), namespace, str(ref.get("name") or "")
-        )
-        uid = str(ref.get("uid") or "")
-        if meta_str(owner, "uid") != uid:
-            raise GroupingError(f"Owner resource with uid {uid} not found")
-        owner["apiVersion"] = owner.get("apiVersion") or ref.get("apiVersion", "")
-        owner["kind"] = owner.get("kind") or ref.get("kind", "")
-        return owner
-
     def group(self, pod: dict) -> PodGroupMetadata:
         """Resolve the pod's owners and return its PodGroup metadata."""
-        top_owner, owners = self.resolve_owners(pod)
+        top_owner, owners = resolve_owners(self.reader, pod)
         return self.metadata(top_owner, pod, owners)
 
     def podgroup(self, pod: dict) -> tuple[dict, str | None]:
@@ -446,54 +392,6 @@ def _defaults_for(defaults: Mapping[str, dict] | None, owner: dict) -> dict | No
     return defaults.get(key) or defaults.get(kind)
 
 
-def _pod_reference(pod: dict) -> dict:
-    """The pod as its own top owner (``v1``/``Pod`` when the map lacks its type)."""
-    return {
-        "apiVersion": pod.get("apiVersion") or "v1",
-        "kind": pod.get("kind") or "Pod",
-        "metadata": {"name": meta_str(pod, "name"), "namespace": meta_str(pod, "namespace")},
-    }
-
-
-def podgroup_object(metadata: PodGroupMetadata) -> dict:
-    """The ``scheduling.run.ai/v2alpha2`` PodGroup KAI creates for ``metadata``."""
-    spec: dict = {
-        "minMember": metadata.min_available,
-        "queue": metadata.queue,
-        "priorityClassName": metadata.priority_class,
-    }
-    if metadata.preemptibility:
-        spec["preemptibility"] = metadata.preemptibility
-    topology = metadata.topology.to_dict()
-    if topology:
-        spec["topologyConstraint"] = topology
-    if metadata.subgroups:
-        spec["subGroups"] = []
-        for subgroup in metadata.subgroups:
-            entry: dict = {"name": subgroup.name, "minMember": subgroup.min_available}
-            if subgroup.parent is not None:
-                entry["parent"] = subgroup.parent
-            if subgroup.topology is not None:
-                entry["topologyConstraint"] = subgroup.topology.to_dict()
-            spec["subGroups"].append(entry)
-    obj_meta: dict = {"name": metadata.name, "namespace": metadata.namespace}
-    if metadata.labels:
-        obj_meta["labels"] = dict(metadata.labels)
-    if metadata.annotations:
-        obj_meta["annotations"] = dict(metadata.annotations)
-    obj_meta["ownerReferences"] = [metadata.owner.to_dict()]
-    return {"apiVersion": PODGROUP_API_VERSION, "kind": "PodGroup", "metadata": obj_meta, "spec": spec}
-
-
-def pod_assignment(podgroup: dict, subgroup: str | None) -> dict:
-    """The annotation and label KAI sets on a pod of ``podgroup`` (and ``subgroup``):
-    ``{"annotations": {...}, "labels": {...}}``."""
-    result: dict = {"annotations": {POD_GROUP_ANNOTATION: meta_str(podgroup, "name")}, "labels": {}}
-    if subgroup:
-        result["labels"][SUBGROUP_LABEL] = subgroup
-    return result
-
-
 def podgrouper_args(search_legacy_pg: bool = True, knative_gang_schedule: bool = True) -> dict[str, dict]:
     """Arguments of the shipped podgroupers from the podgrouper flags ``--search-legacy-pg`` and
     ``--knative-gang-schedule``."""
@@ -502,14 +400,6 @@ def podgrouper_args(search_legacy_pg: bool = True, knative_gang_schedule: bool =
         "runaijob": {"searchForLegacyPodGroups": search_legacy_pg},
         "knative": {"gangSchedule": knative_gang_schedule},
     }
-
-
-def skip_reason(pod: dict) -> str | None:
-    """Why KAI leaves the pod alone: a bare pod that already names its own PodGroup; else ``None``."""
-    meta = pod.get("metadata") or {}
-    if POD_GROUP_ANNOTATION in annotations(pod) and not meta.get("ownerReferences"):
-        return f"the pod has the {POD_GROUP_ANNOTATION} annotation and no owner: its PodGroup is user-managed"
-    return None
 
 
 __all__ = [
@@ -521,8 +411,5 @@ __all__ = [
     "PodgrouperEntry",
     "build_hub",
     "installed_podgroupers",
-    "pod_assignment",
     "podgrouper_args",
-    "podgroup_object",
-    "skip_reason",
 ]

@@ -23,7 +23,7 @@ from kai.kube.client import Kube
 from kai.scheduler.cache import ClusterCache
 from kai.scheduler.commit import Committer
 from kai.framework import DEFAULT_CONFIG, Plugins, SchedulerConfig, Session
-from kai.framework.usage import make_usage_source
+from kai.usagedb import make_usage_source
 from kai.logs import fields
 
 log = logging.getLogger(__name__)

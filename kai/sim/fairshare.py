@@ -13,7 +13,7 @@ import argparse
 import attrs
 
 from kai.framework import FAIR_SHARE_REASONS, ConfigError, Plugins, Session
-from kai.framework.usage import make_usage_source
+from kai.usagedb import make_usage_source
 from kai.sim.scenario import NOW
 from kai.sim.simulate import Run, print_reports
 

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kai.framework.usage import InProcessUsage, UsageParams
+from kai.framework.usage import UsageParams
+from kai.usagedb.inprocess import InProcessUsage
 
 QUEUES = ("a", "b", "c")
 

@@ -15,7 +15,9 @@ import pytest
 
 from kai import testing as kt
 from kai.framework import ConfigError, Session, parse_config
-from kai.framework.usage import InProcessUsage, UsageParams, make_usage_source, parse_usage_db
+from kai.framework.usage import UsageParams, parse_usage_db
+from kai.usagedb import make_usage_source
+from kai.usagedb.inprocess import InProcessUsage
 from kai.usagedb.prometheus import PrometheusClient, UsageError, UsageLister
 
 GPU = 2  # index in (CPU, memory, GPU)

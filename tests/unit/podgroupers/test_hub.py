@@ -4,7 +4,9 @@ import pytest
 
 from kai import hookimpl
 from kai.api.podgroup import GroupingError, PodGroupMetadata, SubGroupMetadata, TopologyConstraint
-from kai.grouping.hub import GroupingConfig, pod_assignment, podgroup_object, skip_reason
+from kai.grouping.hub import GroupingConfig
+from kai.grouping.owners import resolve_owners
+from kai.grouping.podgroups import pod_assignment, podgroup_object, skip_reason
 from kai.testing_podgroupers import group, hub, obj, pod
 
 
@@ -17,7 +19,7 @@ def deployment_chain():
 def test_owner_chain_is_walked_to_the_top_owner():
     deploy, rs, p = deployment_chain()
     h = hub(p, deploy, rs)
-    top, owners = h.resolve_owners(p)
+    top, owners = resolve_owners(h.reader, p)
     assert top["metadata"]["name"] == "web"
     assert [o["kind"] for o in owners] == ["ReplicaSet", "Deployment"]
 

@@ -1,0 +1,54 @@
+"""The objects KAI writes for a grouped pod: its PodGroup, and the annotation and label on the pod; and
+which pods it leaves alone."""
+
+from __future__ import annotations
+
+from kai.api.podgroup import PODGROUP_API_VERSION, POD_GROUP_ANNOTATION, SUBGROUP_LABEL, PodGroupMetadata
+from kai.grouping.unstructured import annotations, meta_str
+
+
+def podgroup_object(metadata: PodGroupMetadata) -> dict:
+    """The ``scheduling.run.ai/v2alpha2`` PodGroup KAI creates for ``metadata``."""
+    spec: dict = {
+        "minMember": metadata.min_available,
+        "queue": metadata.queue,
+        "priorityClassName": metadata.priority_class,
+    }
+    if metadata.preemptibility:
+        spec["preemptibility"] = metadata.preemptibility
+    topology = metadata.topology.to_dict()
+    if topology:
+        spec["topologyConstraint"] = topology
+    if metadata.subgroups:
+        spec["subGroups"] = []
+        for subgroup in metadata.subgroups:
+            entry: dict = {"name": subgroup.name, "minMember": subgroup.min_available}
+            if subgroup.parent is not None:
+                entry["parent"] = subgroup.parent
+            if subgroup.topology is not None:
+                entry["topologyConstraint"] = subgroup.topology.to_dict()
+            spec["subGroups"].append(entry)
+    obj_meta: dict = {"name": metadata.name, "namespace": metadata.namespace}
+    if metadata.labels:
+        obj_meta["labels"] = dict(metadata.labels)
+    if metadata.annotations:
+        obj_meta["annotations"] = dict(metadata.annotations)
+    obj_meta["ownerReferences"] = [metadata.owner.to_dict()]
+    return {"apiVersion": PODGROUP_API_VERSION, "kind": "PodGroup", "metadata": obj_meta, "spec": spec}
+
+
+def pod_assignment(podgroup: dict, subgroup: str | None) -> dict:
+    """The annotation and label KAI sets on a pod of ``podgroup`` (and ``subgroup``):
+    ``{"annotations": {...}, "labels": {...}}``."""
+    result: dict = {"annotations": {POD_GROUP_ANNOTATION: meta_str(podgroup, "name")}, "labels": {}}
+    if subgroup:
+        result["labels"][SUBGROUP_LABEL] = subgroup
+    return result
+
+
+def skip_reason(pod: dict) -> str | None:
+    """Why KAI leaves the pod alone: a bare pod that already names its own PodGroup; else ``None``."""
+    meta = pod.get("metadata") or {}
+    if POD_GROUP_ANNOTATION in annotations(pod) and not meta.get("ownerReferences"):
+        return f"the pod has the {POD_GROUP_ANNOTATION} annotation and no owner: its PodGroup is user-managed"
+    return None
