@@ -86,6 +86,14 @@ class Runner:
             now += ROUND_SECONDS
         return "passed", ""
 
+    def result(self, scenario: Scenario) -> dict:
+        """``{"name", "file", "status", "reason"}`` of one scenario; a plugin or config error fails it."""
+        try:
+            status, reason = self.run(scenario)
+        except (PluginError, ConfigError) as exc:
+            status, reason = "failed", str(exc)
+        return {"name": scenario.name, "file": scenario.file, "status": status, "reason": reason}
+
 
 def _without_fit_messages(expected: dict) -> dict:
     out = dict(expected)
@@ -123,12 +131,7 @@ def run_paths(paths: list[str]) -> list[dict]:
 
             results.extend(run_case_file(str(path)))
             continue
-        for sc in load_scenarios(str(path)):
-            try:
-                status, reason = runner.run(sc)
-            except (PluginError, ConfigError) as exc:
-                status, reason = "failed", str(exc)
-            results.append({"name": sc.name, "file": str(path), "status": status, "reason": reason})
+        results.extend(runner.result(sc) for sc in load_scenarios(str(path)))
     return results
 
 

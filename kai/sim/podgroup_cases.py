@@ -217,8 +217,11 @@ def run_case(case: dict, file: str) -> dict:
     return result
 
 
+def load_cases(path) -> list[dict]:
+    """The cases of a podgrouper case file."""
+    return yaml.safe_load(Path(path).read_text()) or []
+
+
 def run_case_file(path) -> list[dict]:
     """Run every case of a podgrouper case file."""
-    path = Path(path)
-    cases = yaml.safe_load(path.read_text()) or []
-    return [run_case(case, str(path)) for case in cases]
+    return [run_case(case, str(path)) for case in load_cases(path)]

@@ -86,21 +86,21 @@ def deserved_phase(kw, members, amount):
 
 
 @pytest.mark.skipif(division_native is None, reason="compiled kai._native.division is not built")
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=400)
 @given(forests())
 def test_native_equals_pure(kw):
     assert division_native.divide_tree(**kw) == division_py.divide_tree(**kw)
 
 
 @pytest.mark.skipif(division_native is None, reason="compiled kai._native.division is not built")
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=400)
 @given(forests())
 def test_native_equals_pure_with_reasons(kw):
     assert division_native.divide_tree_explained(**kw) == division_py.divide_tree_explained(**kw)
     assert division_native.REASONS == division_py.REASONS
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(forests())
 def test_reasons_agree_with_the_shares(kw):
     fs, reasons = division_py.divide_tree_explained(**kw)
@@ -115,7 +115,7 @@ def test_reasons_agree_with_the_shares(kw):
 
 
 @pytest.mark.skipif(division_native is None, reason="compiled kai._native.division is not built")
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(forests())
 def test_native_equals_pure_on_one_level(kw):
     args = {name: kw[name] for name in FIELDS}
@@ -124,7 +124,7 @@ def test_native_equals_pure_on_one_level(kw):
     )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(forests(integral=True))
 def test_no_queue_above_its_limit(kw):
     fs = division_py.divide_tree(**kw)
@@ -135,7 +135,7 @@ def test_no_queue_above_its_limit(kw):
             assert share <= kw["request"][i]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(forests())
 def test_children_never_exceed_their_parents_share(kw):
     fs, sets = sibling_sets(kw)
@@ -149,7 +149,7 @@ def test_children_never_exceed_their_parents_share(kw):
             assert math.fsum(fs[i] for i in members) <= amount * (1 + 1e-9) + 1e-9
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(forests())
 def test_deserved_always_honoured(kw):
     fs, sets = sibling_sets(kw)
@@ -158,7 +158,7 @@ def test_deserved_always_honoured(kw):
         assert all(fs[i] >= grant for i, grant in zip(members, grants))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(forests(integral=True))
 def test_nothing_left_while_a_weighted_queue_still_asks(kw):
     # Without the usage term (k_value 0); with it, a bucket whose queues all have high usage gets

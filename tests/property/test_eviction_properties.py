@@ -3,7 +3,7 @@ task evicted, consolidation only moves pods."""
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from kai import testing as kt
@@ -53,7 +53,6 @@ def _run(data):
                   actions=(action,)), action
 
 
-@settings(max_examples=120, deadline=None)
 @given(busy_clusters())
 def test_no_node_is_over_committed_after_evictions(data):
     session, _ = _run(data)
@@ -68,7 +67,6 @@ def test_no_node_is_over_committed_after_evictions(data):
         assert len(now) <= node.node.max_pods
 
 
-@settings(max_examples=120, deadline=None)
 @given(busy_clusters())
 def test_only_preemptible_tasks_are_evicted_and_consolidation_only_moves(data):
     session, action = _run(data)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from kai import testing as kt
@@ -88,7 +88,6 @@ def grant(qs, r, amount):
     return min(deserved, requestable)
 
 
-@settings(max_examples=80, deadline=None)
 @given(trees())
 def test_no_queue_above_its_limit(data):
     _, shares, _ = shares_of(data)
@@ -98,7 +97,6 @@ def test_no_queue_above_its_limit(data):
                 assert qs.fair_share[r] <= qs.limit[r] + TOL, (qs.name, RESOURCES[r])
 
 
-@settings(max_examples=80, deadline=None)
 @given(trees())
 def test_siblings_never_share_more_than_their_parent(data):
     session, shares, totals = shares_of(data)
@@ -111,7 +109,6 @@ def test_siblings_never_share_more_than_their_parent(data):
                 assert math.fsum(qs.fair_share[r] for qs in siblings) <= amount * (1 + 1e-12) + TOL
 
 
-@settings(max_examples=80, deadline=None)
 @given(trees())
 def test_deserved_quota_is_honoured_when_requested(data):
     session, shares, totals = shares_of(data)
@@ -121,7 +118,6 @@ def test_deserved_quota_is_honoured_when_requested(data):
                 assert qs.fair_share[r] >= grant(qs, r, amount) - TOL, (qs.name, RESOURCES[r])
 
 
-@settings(max_examples=40, deadline=None)
 @given(trees())
 def test_requests_add_up_the_tree(data):
     session, shares, _ = shares_of(data)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from kai import testing as kt
@@ -56,7 +56,6 @@ def state(session):
             [{g: repr(v) for g, v in n.gpu_groups.items()} for n in session.nodes])
 
 
-@settings(max_examples=80, deadline=None)
 @given(clusters())
 def test_allocate_never_over_commits_a_device(data):
     nodes, jobs = data
@@ -72,7 +71,6 @@ def test_allocate_never_over_commits_a_device(data):
         assert session.arrays.idle_pods[node.index] >= 0
 
 
-@settings(max_examples=80, deadline=None)
 @given(clusters(), st.randoms(use_true_random=False))
 def test_a_discarded_statement_leaves_every_device_as_it_was(data, rnd):
     nodes, jobs = data

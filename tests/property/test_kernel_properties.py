@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from kai import testing as kt
@@ -53,7 +53,6 @@ def _run(data):
     return kt.run(snap, plugins=DEFAULT_CONFIG.plugins), pending_before
 
 
-@settings(max_examples=80, deadline=None)
 @given(clusters())
 def test_no_node_is_over_committed(data):
     session, _ = _run(data)
@@ -70,7 +69,6 @@ def test_no_node_is_over_committed(data):
         assert len(now) <= node.node.max_pods
 
 
-@settings(max_examples=80, deadline=None)
 @given(clusters())
 def test_gangs_are_all_or_nothing(data):
     session, pending_before = _run(data)
@@ -86,7 +84,6 @@ def test_gangs_are_all_or_nothing(data):
             assert job.count(name, ACTIVE_ALLOCATED) >= ps.min_available, (job.name, name)
 
 
-@settings(max_examples=80, deadline=None)
 @given(clusters())
 def test_queue_limits_are_held(data):
     session, _ = _run(data)

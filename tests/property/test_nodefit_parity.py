@@ -38,7 +38,7 @@ def fit_inputs(draw):
 
 
 @needs_native
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(fit_inputs())
 def test_fit_nodes_native_equals_pure(inputs):
     arrays, candidates, request = inputs
@@ -59,7 +59,7 @@ def score_inputs(draw):
 
 
 @needs_native
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(score_inputs())
 def test_placement_scores_native_equals_pure(inputs):
     free, totals, spread, max_score = inputs

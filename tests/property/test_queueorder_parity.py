@@ -31,14 +31,14 @@ def sides(draw):
 
 
 @pytest.mark.skipif(queueorder_native is None, reason="compiled kai._native.queueorder is not built")
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=1500)
 @given(sides(), sides(), st.lists(st.sampled_from([0.0, 4.0, 16.0]), min_size=3, max_size=3))
 def test_native_equals_pure(left, right, totals):
     args = (*left, *right, totals)
     assert queueorder_native.compare(*args) == queueorder_py.compare(*args)
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=500)
 @given(sides(), sides(), st.lists(st.sampled_from([0.0, 4.0, 16.0]), min_size=3, max_size=3))
 def test_antisymmetric(left, right, totals):
     assert queueorder_py.compare(*left, *right, totals) == -queueorder_py.compare(*right, *left, totals)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from kai import testing as kt
@@ -64,7 +64,6 @@ def _domain(node, level):
     return (labels[ZONE],) if level == ZONE else (labels[ZONE], labels[RACK])
 
 
-@settings(max_examples=100, deadline=None)
 @given(clusters())
 def test_required_levels_hold_for_jobs_subgroups_and_pod_sets(data):
     session = _run(data)
@@ -83,7 +82,6 @@ def test_required_levels_hold_for_jobs_subgroups_and_pod_sets(data):
             assert len(domains) <= 1, (job.name, c, domains)
 
 
-@settings(max_examples=100, deadline=None)
 @given(clusters())
 def test_pod_sets_reach_their_minimum_together_and_no_node_is_over_committed(data):
     session = _run(data)

@@ -50,7 +50,7 @@ def histories(draw):
     return records, params, t
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(histories())
 def test_history_matches_the_second_by_second_sum(data):
     records, params, end = data
