@@ -2,7 +2,6 @@
 
 from pathlib import Path
 
-import pytest
 
 from kai.sim.podgroup_cases import run_case_file
 
@@ -12,14 +11,6 @@ FILES = sorted(CASES.glob("*.yaml"))
 
 def test_case_files_are_present():
     assert len(FILES) >= 19
-
-
-@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
-def test_case_file_passes(path):
-    results = run_case_file(path)
-    assert results
-    assert [r for r in results if r["status"] != "passed"] == []
-    assert {r["file"] for r in results} == {str(path)}
 
 
 def test_failures_are_reported_with_the_first_mismatch(tmp_path):
