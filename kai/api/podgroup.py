@@ -7,6 +7,9 @@ A podgrouper returns a :class:`PodGroupMetadata`; the grouping hub turns it into
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import attrs
 
 # Labels and annotations KAI reads or writes while grouping pods.
@@ -65,7 +68,7 @@ class TopologyConstraint:
     required_level: str = ""
     preferred_level: str = ""
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, str]:
         """The ``topologyConstraint`` map of a PodGroup (empty fields omitted)."""
         fields = {
             "topology": self.topology,
@@ -85,7 +88,7 @@ class OwnerReference:
     uid: str = ""
 
     @classmethod
-    def of(cls, obj: dict) -> OwnerReference:
+    def of(cls, obj: Mapping[str, Any]) -> OwnerReference:
         """The reference to a Kubernetes object given as a map."""
         meta = obj.get("metadata") or {}
         return cls(
@@ -95,7 +98,7 @@ class OwnerReference:
             uid=str(meta.get("uid") or ""),
         )
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, str]:
         return {"apiVersion": self.api_version, "kind": self.kind, "name": self.name, "uid": self.uid}
 
 
