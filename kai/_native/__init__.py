@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import importlib
 import os
+from types import ModuleType
 
 #: Names of the modules that were loaded as compiled extensions (for ``kai-scheduler plugins`` and tests).
 NATIVE_LOADED: set[str] = set()
 
 
-def load(name: str):
+def load(name: str) -> ModuleType:
     """Import ``kai._native.NAME`` (compiled) or its twin ``kai._native.NAME_py``."""
     if os.environ.get("KAI_NO_EXTENSIONS") != "1":
         try:

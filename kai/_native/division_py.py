@@ -153,7 +153,9 @@ def divide_tree_explained(
 class _Queues:
     """Inputs converted to floats/ints, plus the fair shares being built."""
 
-    def __init__(self, deserved, max_allowed, over_quota_weight, priority, request, usage, rank, k_value):
+    def __init__(self, deserved: Sequence[float], max_allowed: Sequence[float], over_quota_weight: Sequence[float],
+                 priority: Sequence[int], request: Sequence[float], usage: Sequence[float], rank: Sequence[int],
+                 k_value: float) -> None:
         self.n = n = len(deserved)
         named = {
             "max_allowed": max_allowed,

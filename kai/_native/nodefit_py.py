@@ -4,11 +4,17 @@ All arrays are indexed by node position in the session; ``candidates`` lists the
 look at. Quantities are the scheduler's units (CPU millicores, memory bytes, GPUs, pod slots).
 """
 
+from __future__ import annotations
+
+from collections.abc import MutableSequence, Sequence
+
 EPS = 1e-9
 
 
-def fit_nodes(idle_cpu, idle_mem, idle_gpu, idle_pods, rel_cpu, rel_mem, rel_gpu, rel_pods,
-              candidates, cpu, mem, gpu, pods, out):
+def fit_nodes(idle_cpu: Sequence[float], idle_mem: Sequence[float], idle_gpu: Sequence[float],
+              idle_pods: Sequence[float], rel_cpu: Sequence[float], rel_mem: Sequence[float],
+              rel_gpu: Sequence[float], rel_pods: Sequence[float], candidates: Sequence[int],
+              cpu: float, mem: float, gpu: float, pods: float, out: MutableSequence[int]) -> int:
     """Write for each candidate k: 0 if the request does not fit the node's idle + releasing resources
     (releasing may be negative once pipelined tasks took more than was releasing), else 2 if it fits
     the idle resources too, else 1, into ``out[k]``. Return how many fit at all."""
@@ -28,7 +34,8 @@ def fit_nodes(idle_cpu, idle_mem, idle_gpu, idle_pods, rel_cpu, rel_mem, rel_gpu
     return fitting
 
 
-def placement_scores(non_allocated, totals, spread, max_score, out):
+def placement_scores(non_allocated: Sequence[float], totals: Sequence[float], spread: bool, max_score: float,
+                     out: MutableSequence[float]) -> None:
     """Score nodes by one resource for bin-packing or spreading; results into ``out``.
 
     ``non_allocated[k]`` is the node's idle + releasing amount, ``totals[k]`` its total (a node with

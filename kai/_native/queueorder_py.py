@@ -26,13 +26,18 @@ cluster total and a zero one as ``allocated * 1000``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 UNLIMITED = -1.0
 LEFT, TIE, RIGHT = -1, 0, 1
 ZERO_SHARE_MULTIPLIER = 1000.0
 
 
-def compare(l_fair, l_allocated, l_request, l_victims, l_deserved, l_limit, l_priority,
-            r_fair, r_allocated, r_request, r_victims, r_deserved, r_limit, r_priority, totals) -> int:
+def compare(l_fair: Sequence[float], l_allocated: Sequence[float], l_request: Sequence[float],
+            l_victims: Sequence[float] | None, l_deserved: Sequence[float], l_limit: Sequence[float], l_priority: float,
+            r_fair: Sequence[float], r_allocated: Sequence[float], r_request: Sequence[float],
+            r_victims: Sequence[float] | None, r_deserved: Sequence[float], r_limit: Sequence[float], r_priority: float,
+            totals: Sequence[float]) -> int:
     """-1 when the left queue goes first, 1 when the right one does, 0 on a tie (see the module docstring)."""
     n = len(totals)
     l_with = [l_allocated[r] + l_request[r] for r in range(n)]
@@ -92,13 +97,13 @@ def _allocatable(deserved: float, fair: float, limit: float) -> float:
     return value if limit == UNLIMITED else min(limit, value)
 
 
-def _minus(amounts, victims):
+def _minus(amounts: Sequence[float], victims: Sequence[float] | None) -> Sequence[float]:
     if victims is None:
         return amounts
     return [a - v for a, v in zip(amounts, victims)]
 
 
-def _dominant(allocated, allocatable, totals) -> float:
+def _dominant(allocated: Sequence[float], allocatable: Sequence[float], totals: Sequence[float]) -> float:
     share = 0.0
     for r in range(len(totals)):
         alloc = totals[r] if allocatable[r] == UNLIMITED else allocatable[r]

@@ -7,6 +7,8 @@ consumed by one Session, which changes task statuses and placements as it decide
 
 from __future__ import annotations
 
+from collections.abc import Container
+
 import attrs
 
 from kai.api.resources import ResourceRequest, Resources
@@ -136,7 +138,7 @@ class Task:
     #: The pod's ``status.nominatedNodeName`` (plugin ``nominatednode`` prefers that node).
     nominated_node: str = ""
 
-    def __attrs_post_init__(self):
+    def __attrs_post_init__(self) -> None:
         if not self.uid:
             self.uid = f"{self.namespace}/{self.name}"
 
@@ -159,7 +161,8 @@ class Topology:
 
     def domains(self, labels: dict[str, str]) -> tuple[str, ...] | None:
         """The node's domain id at every level, widest first; None when the node is outside the topology."""
-        ids, path = [], ""
+        ids: list[str] = []
+        path = ""
         for level in self.levels:
             value = labels.get(level)
             if value is None:
@@ -232,7 +235,7 @@ class Job:
     last_start: float | None = None
     stale_since: float | None = None
 
-    def __attrs_post_init__(self):
+    def __attrs_post_init__(self) -> None:
         if not self.uid:
             self.uid = f"{self.namespace}/{self.name}"
         if not self.pod_sets:
@@ -241,10 +244,10 @@ class Job:
     def add_task(self, task: Task) -> None:
         self.tasks[task.name] = task
 
-    def tasks_of(self, pod_set: str):
+    def tasks_of(self, pod_set: str) -> list[Task]:
         return [t for t in self.tasks.values() if t.pod_set == pod_set]
 
-    def count(self, pod_set: str, statuses) -> int:
+    def count(self, pod_set: str, statuses: Container[TaskStatus]) -> int:
         return sum(1 for t in self.tasks.values() if t.pod_set == pod_set and t.status in statuses)
 
     def has_pending(self) -> bool:

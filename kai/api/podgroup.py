@@ -7,6 +7,9 @@ A podgrouper returns a :class:`PodGroupMetadata`; the grouping hub turns it into
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import attrs
 
 from kai.api.names import (  # noqa: F401 - the names podgroupers use, re-exported
@@ -66,7 +69,7 @@ class TopologyConstraint:
     required_level: str = ""
     preferred_level: str = ""
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, str]:
         """The ``topologyConstraint`` map of a PodGroup (empty fields omitted)."""
         fields = {
             "topology": self.topology,
@@ -86,7 +89,7 @@ class OwnerReference:
     uid: str = ""
 
     @classmethod
-    def of(cls, obj: dict) -> OwnerReference:
+    def of(cls, obj: Mapping[str, Any]) -> OwnerReference:
         """The reference to a Kubernetes object given as a map."""
         meta = obj.get("metadata") or {}
         return cls(
@@ -96,7 +99,7 @@ class OwnerReference:
             uid=str(meta.get("uid") or ""),
         )
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, str]:
         return {"apiVersion": self.api_version, "kind": self.kind, "name": self.name, "uid": self.uid}
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 
 import attrs
 
@@ -57,7 +58,7 @@ class GpuRequestError(ValueError):
         self.field = field
 
 
-def parse_gpu_sharing(annotations, gpu_limit: float = 0.0) -> tuple[float, int, int]:
+def parse_gpu_sharing(annotations: Mapping[str, str], gpu_limit: float = 0.0) -> tuple[float, int, int]:
     """``(fraction, devices, memory MiB)`` of a pod's GPU-sharing annotations; ``(0.0, 1, 0)`` without any.
 
     ``gpu_limit`` is the pod's ``nvidia.com/gpu`` limit (a shared request may not have one). Raises
@@ -91,7 +92,7 @@ def parse_gpu_sharing(annotations, gpu_limit: float = 0.0) -> tuple[float, int, 
     return fraction, devices, memory
 
 
-def _positive_int(raw, field: str) -> int:
+def _positive_int(raw: object, field: str) -> int:
     try:
         value = int(str(raw).strip())
     except ValueError:

@@ -140,7 +140,7 @@ def parse_config(data: Any, where: str = "config") -> SchedulerConfig:
     preemptees = data.get("maxConsolidationPreemptees", DEFAULT_CONFIG.max_consolidation_preemptees)
     if isinstance(preemptees, bool) or not isinstance(preemptees, int) or preemptees < -1:
         raise ConfigError(f"{where}: field 'maxConsolidationPreemptees' must be a whole number, -1 for no limit")
-    flags = {}
+    flags: dict[str, bool] = {}
     for key, field in (("allowConsolidatingReclaim", "allow_consolidating_reclaim"),
                        ("useSchedulingSignatures", "use_scheduling_signatures")):
         value = data.get(key, getattr(DEFAULT_CONFIG, field))
@@ -151,11 +151,13 @@ def parse_config(data: Any, where: str = "config") -> SchedulerConfig:
     usage_db = None
     if data.get("usageDBConfig") is not None:
         usage_db = parse_usage_db(data["usageDBConfig"], where)
-    settings = dict(staleness_grace_period=float(grace), max_consolidation_preemptees=preemptees, usage_db=usage_db,
-                    queue_depth_per_action=depths, **flags)
-    if "tiers" not in data:
-        return SchedulerConfig(actions, DEFAULT_CONFIG.plugins, **settings)
-    tiers = data["tiers"]
+    plugins = DEFAULT_CONFIG.plugins if "tiers" not in data else _parse_tiers(data["tiers"], where)
+    return SchedulerConfig(actions, plugins, staleness_grace_period=float(grace),
+                           max_consolidation_preemptees=preemptees, usage_db=usage_db, queue_depth_per_action=depths,
+                           **flags)
+
+
+def _parse_tiers(tiers: Any, where: str) -> tuple[PluginSpec, ...]:
     if not isinstance(tiers, list):
         raise ConfigError(f"{where}: field 'tiers' must be a list")
     plugins: list[PluginSpec] = []
@@ -163,7 +165,7 @@ def parse_config(data: Any, where: str = "config") -> SchedulerConfig:
         if not isinstance(tier, dict) or "plugins" not in tier:
             raise ConfigError(f"{where}: tiers[{t}] must be a mapping with field 'plugins'")
         plugins.extend(parse_plugin_list(tier["plugins"], f"{where}: tiers[{t}].plugins"))
-    return SchedulerConfig(actions, tuple(plugins), **settings)
+    return tuple(plugins)
 
 
 def read_yaml(path: str | Path, error: type[ConfigError] = ConfigError) -> Any:

@@ -14,7 +14,7 @@ _UNITS = {"ns": 1e-9, "us": 1e-6, "\u00b5s": 1e-6, "\u03bcs": 1e-6, "ms": 1e-3, 
 _PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h)")
 
 
-def parse_duration(value, what: str = "duration") -> float:
+def parse_duration(value: object, what: str = "duration") -> float:
     """Seconds in ``value``: a Go duration string (``"10m"``, ``"1h30m"``, ``"0"``) or a number of seconds.
 
     Raises ``ValueError`` naming ``what`` for anything else.

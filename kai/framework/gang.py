@@ -3,16 +3,28 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Container
+from typing import TYPE_CHECKING
 
 from kai.api import ACTIVE_ALLOCATED, ALLOCATED, Job, PodSet, SubGroup, Task, TaskStatus
 
+if TYPE_CHECKING:
+    from _typeshed import SupportsAllComparisons
 
-def ordered_pod_sets(session, job: Job):
-    key = functools.cmp_to_key(lambda a, b: session.compare_pod_sets(job, a, b))
+    from kai.framework.session import Session
+
+    #: Child subgroups and pod sets of the root and every subgroup, by group name.
+    GroupChildren = dict[str, tuple[list[SubGroup], list[PodSet]]]
+
+
+def ordered_pod_sets(session: Session, job: Job) -> list[PodSet]:
+    key: Callable[[PodSet], SupportsAllComparisons] = functools.cmp_to_key(
+        lambda a, b: session.compare_pod_sets(job, a, b))
     return sorted(job.pod_sets.values(), key=key)
 
 
-def tasks_to_allocate(session, job: Job, candidates=(TaskStatus.PENDING,), also=()) -> list[Task]:
+def tasks_to_allocate(session: Session, job: Job, candidates: Container[TaskStatus] = (TaskStatus.PENDING,),
+                      also: Container[str] = ()) -> list[Task]:
     """The tasks of the next allocation step, in pod-set order then task order.
 
     Pod sets below their gang size get the tasks they miss; otherwise one more task is taken
@@ -45,7 +57,7 @@ def tasks_to_allocate(session, job: Job, candidates=(TaskStatus.PENDING,), also=
     return result
 
 
-def evictable(session, task: Task) -> bool:
+def evictable(session: Session, task: Task) -> bool:
     """Whether ``task`` can be a victim: it holds or reserves resources, and is not a victim re-placed in
     this session (its pod is already being evicted)."""
     if task.status is TaskStatus.PIPELINED:
@@ -53,7 +65,7 @@ def evictable(session, task: Task) -> bool:
     return task.status in ALLOCATED
 
 
-def tasks_to_evict(session, job: Job) -> tuple[list[Task], bool]:
+def tasks_to_evict(session: Session, job: Job) -> tuple[list[Task], bool]:
     """KAI's next eviction step of a victim job and whether tasks are left after it.
 
     Pod sets are taken in reverse pod-set order: only the first one when some pod set is above its
@@ -83,11 +95,11 @@ def root_group(job: Job) -> SubGroup:
     return SubGroup(ROOT_GROUP, None, job.topology)
 
 
-def group_children(session, job: Job) -> dict[str, tuple[list[SubGroup], list[PodSet]]]:
+def group_children(session: Session, job: Job) -> GroupChildren:
     """Child subgroups (by name) and pod sets (in pod-set order) of the root and every subgroup, by group name."""
     if not job.subgroups:
         return {ROOT_GROUP: ([], ordered_pod_sets(session, job))}
-    children: dict[str, tuple[list[SubGroup], list[PodSet]]] = {ROOT_GROUP: ([], [])}
+    children: GroupChildren = {ROOT_GROUP: ([], [])}
     children.update((name, ([], [])) for name in job.subgroups)
     for sg in sorted(job.subgroups.values(), key=lambda g: g.name.encode()):
         children[sg.parent or ROOT_GROUP][0].append(sg)
@@ -96,7 +108,7 @@ def group_children(session, job: Job) -> dict[str, tuple[list[SubGroup], list[Po
     return children
 
 
-def pod_sets_under(children, group: str) -> list[str]:
+def pod_sets_under(children: GroupChildren, group: str) -> list[str]:
     """Names of every pod set below ``group`` (depth first)."""
     groups, pod_sets = children[group]
     names = [ps.name for ps in pod_sets]

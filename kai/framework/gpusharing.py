@@ -19,8 +19,14 @@ from __future__ import annotations
 
 import math
 import uuid
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, cast
 
-from kai.api import DEFAULT_GPU_MEMORY_MIB, TaskStatus
+from kai.api import DEFAULT_GPU_MEMORY_MIB, ResourceRequest, Task, TaskStatus
+
+if TYPE_CHECKING:
+    from kai.framework.nodes import NodeInfo
+    from kai.framework.session import Session
 
 #: The candidate entry for "a device nobody shares yet" in ``kai_gpu_scores``.
 WHOLE_GPU = None
@@ -31,7 +37,7 @@ class GpuGroup:
 
     __slots__ = ("used", "allocated", "releasing", "marked", "slot")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.used = 0
         self.allocated = 0
         self.releasing = 0
@@ -44,19 +50,19 @@ class GpuGroup:
         return f"GpuGroup(used={self.used}, allocated={self.allocated}, releasing={self.releasing})"
 
 
-def node_gpu_memory(node) -> int:
+def node_gpu_memory(node: NodeInfo) -> int:
     """Memory of each GPU of ``node`` (a NodeInfo) in MiB; KAI's default when the node does not say."""
     return node.node.gpu_memory_mib or DEFAULT_GPU_MEMORY_MIB
 
 
-def task_gpu_memory(node, request) -> int:
+def task_gpu_memory(node: NodeInfo, request: ResourceRequest) -> int:
     """MiB one device of ``node`` gives to the shared request (a fraction is truncated, as KAI does)."""
     if request.gpu_memory_mib:
         return request.gpu_memory_mib
     return int(request.gpu_fraction * node_gpu_memory(node))
 
 
-def valid_portion(node, request) -> bool:
+def valid_portion(node: NodeInfo, request: ResourceRequest) -> bool:
     """A shared request asks for at most one device of this node."""
     if request.gpu_memory_mib:
         return math.ceil(request.gpu_memory_mib / node_gpu_memory(node) * 100 - 1e-9) / 100 <= 1.0
@@ -66,7 +72,7 @@ def valid_portion(node, request) -> bool:
 # --- accounting ---------------------------------------------------------------------------------------
 
 
-def add_shared(node, request, groups, status: TaskStatus) -> None:
+def add_shared(node: NodeInfo, request: ResourceRequest, groups: Iterable[str], status: TaskStatus) -> None:
     """Account a shared-GPU request in ``status`` on the devices ``groups`` of ``node``."""
     a, i = node.arrays, node.index
     mib = task_gpu_memory(node, request)
@@ -100,7 +106,7 @@ def add_shared(node, request, groups, status: TaskStatus) -> None:
                 g.marked = False
 
 
-def remove_shared(node, request, groups, status: TaskStatus) -> None:
+def remove_shared(node: NodeInfo, request: ResourceRequest, groups: Iterable[str], status: TaskStatus) -> None:
     """Undo :func:`add_shared`."""
     a, i = node.arrays, node.index
     mib = task_gpu_memory(node, request)
@@ -137,23 +143,23 @@ def remove_shared(node, request, groups, status: TaskStatus) -> None:
 # --- fit and choice -------------------------------------------------------------------------------------
 
 
-def group_fits(node, g: GpuGroup, mib: int) -> bool:
+def group_fits(node: NodeInfo, g: GpuGroup, mib: int) -> bool:
     """The task fits on this occupied device once its releasing tasks are gone (and not all of it is releasing)."""
     return g.used != 0 and node_gpu_memory(node) - g.allocated + g.releasing - mib >= 0 and g.allocated != g.releasing
 
 
-def group_fits_idle(node, g: GpuGroup, mib: int) -> bool:
+def group_fits_idle(node: NodeInfo, g: GpuGroup, mib: int) -> bool:
     """The task fits this device's memory that is free now (a device held only by pipelined tasks is not free)."""
     return g.allocated > 0 and node_gpu_memory(node) - g.allocated - mib >= 0
 
 
-def fitting_groups(node, request) -> list[str]:
+def fitting_groups(node: NodeInfo, request: ResourceRequest) -> list[str]:
     """Ids of the node's occupied devices the shared request fits on, in the order they were opened."""
     mib = task_gpu_memory(node, request)
     return [gid for gid, g in node.gpu_groups.items() if group_fits(node, g, mib)]
 
 
-def device_count_fits(node, request, releasing_too: bool) -> bool:
+def device_count_fits(node: NodeInfo, request: ResourceRequest, releasing_too: bool) -> bool:
     """KAI's node-level check: free whole devices plus fitting shared devices cover the request's devices."""
     a, i = node.arrays, node.index
     whole = a.idle_gpu[i] + (a.rel_gpu[i] if releasing_too else 0.0)
@@ -163,14 +169,14 @@ def device_count_fits(node, request, releasing_too: bool) -> bool:
     return len(fitting_groups(node, request)) >= need
 
 
-def ordered_devices(session, task, node) -> list:
+def ordered_devices(session: Session, task: Task, node: NodeInfo) -> list[str | None]:
     """Devices of ``node`` the task could share, best first: existing group ids and WHOLE_GPU per free device.
 
     The order is the sum of the ``kai_gpu_scores`` vectors (higher first); ties keep the existing groups
     first, in the order they were opened.
     """
     a, i = node.arrays, node.index
-    candidates: list = fitting_groups(node, task.request)
+    candidates = cast("list[str | None]", fitting_groups(node, task.request))
     whole = int(a.idle_gpu[i] + 1e-9) + int(a.rel_gpu[i] + 1e-9)
     if whole > 0:
         candidates.append(WHOLE_GPU)
@@ -183,19 +189,20 @@ def ordered_devices(session, task, node) -> list:
                     total[k] += s
         order = sorted(range(len(candidates)), key=lambda k: -total[k])
         candidates = [candidates[k] for k in order]
-    out = []
+    out: list[str | None] = []
     for c in candidates:
         out.extend([WHOLE_GPU] * whole if c is WHOLE_GPU else [c])
     return out
 
 
-def new_groups_needed(session, task, node) -> int:
+def new_groups_needed(session: Session, task: Task, node: NodeInfo) -> int:
     """How many new devices (reservation pods) the preferred choice of devices opens."""
     chosen = ordered_devices(session, task, node)[: task.request.gpu_devices]
     return sum(1 for c in chosen if c is WHOLE_GPU)
 
 
-def choose_devices(session, task, node, fits_idle: bool, pipeline_only: bool) -> tuple[tuple[str, ...], bool] | None:
+def choose_devices(session: Session, task: Task, node: NodeInfo, fits_idle: bool,
+                   pipeline_only: bool) -> tuple[tuple[str, ...], bool] | None:
     """``(group ids, pipelined)`` for the shared task on ``node``, or None when too few devices fit.
 
     New devices get fresh ids. The placement must be pipelined when the caller says so, when the task
@@ -207,7 +214,7 @@ def choose_devices(session, task, node, fits_idle: bool, pipeline_only: bool) ->
         return None
     mib = task_gpu_memory(node, task.request)
     pipelined = pipeline_only or not fits_idle
-    groups = []
+    groups: list[str] = []
     for c in chosen:
         if c is WHOLE_GPU:
             groups.append(str(uuid.uuid4()))
@@ -217,22 +224,22 @@ def choose_devices(session, task, node, fits_idle: bool, pipeline_only: bool) ->
     return tuple(groups), pipelined
 
 
-def _portion(node, mib: int) -> float:
+def _portion(node: NodeInfo, mib: int) -> float:
     return math.ceil(mib / node_gpu_memory(node) * 100 - 1e-9) / 100
 
 
-def shared_free_gpus(node) -> float:
+def shared_free_gpus(node: NodeInfo) -> float:
     """GPU portions still free on the node's shared devices (KAI rounds each up to 0.01 of a device)."""
     return sum(1.0 - _portion(node, g.allocated) for g in node.gpu_groups.values() if g.allocated > 0)
 
 
-def shared_releasing_gpus(node) -> float:
+def shared_releasing_gpus(node: NodeInfo) -> float:
     """GPU portions being released on shared devices that are not releasing as a whole."""
     return sum(_portion(node, g.releasing) for g in node.gpu_groups.values()
                if g.releasing > 0 and g.releasing != g.used)
 
 
-def used_portion(node, gid: str) -> float:
+def used_portion(node: NodeInfo, gid: str) -> float:
     """Share of the device's memory its tasks use (0 for an unknown group)."""
     g = node.gpu_groups.get(gid)
     return g.used / node_gpu_memory(node) if g is not None else 0.0

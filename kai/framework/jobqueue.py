@@ -8,16 +8,29 @@ The queue order is asked afresh on every pop, since allocations change the queue
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from kai.api import Job
+from kai.api import Job, Queue
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsAllComparisons
+
+    from kai.framework.session import Session
+
+    #: A job with its sort key (``Session.job_key``).
+    Entry = tuple[SupportsAllComparisons, Job]
+    #: The next job under a queue: (child queue, job, path of queues down to the job's leaf).
+    Best = tuple[Queue, Job, list[Queue]]
 
 
-def _first(entry):
+def _first(entry: Entry) -> SupportsAllComparisons:
     return entry[0]
 
 
 class JobQueue:
-    def __init__(self, session, jobs, reverse: bool = False, presorted: bool = False, depth: int | None = None):
+    def __init__(self, session: Session, jobs: Iterable[Job], reverse: bool = False, presorted: bool = False,
+                 depth: int | None = None) -> None:
         """``reverse`` gives victim order: the last job of the least deserving queue first.
 
         In victim order each queue is represented to the queue order by its victims: the jobs already
@@ -28,7 +41,7 @@ class JobQueue:
         self.session = session
         self.reverse = reverse
         self.depth = depth
-        self.leaves: dict[str, list] = {}
+        self.leaves: dict[str, list[Entry]] = {}
         self.popped: dict[str, list[Job]] = {}
         by_leaf: dict[str, list[Job]] = {}
         for job in jobs:
@@ -37,7 +50,7 @@ class JobQueue:
             entries = [(self._key(j), j) for j in members]
             self.leaves[leaf] = (entries if presorted else sorted(entries, key=_first))[:depth]
 
-    def _key(self, job: Job):
+    def _key(self, job: Job) -> SupportsAllComparisons:
         return self.session.job_key(job)
 
     def _insert(self, job: Job) -> None:
@@ -59,11 +72,12 @@ class JobQueue:
     def __bool__(self) -> bool:
         return any(self.leaves.values())
 
-    def _best(self, parent: str | None):
+    def _best(self, parent: str | None) -> Best | None:
         """The child queue of ``parent`` that goes next, with its job and the path to its leaf, or None."""
-        best = None
+        best: Best | None = None
         for q in self.session.children.get(parent, ()):
             entries = self.leaves.get(q.name)
+            found: tuple[Job, list[Queue]]
             if entries:
                 found = (entries[-1][1] if self.reverse else entries[0][1], [q])
             else:

@@ -76,7 +76,7 @@ class NodeInfo:
     def labels(self) -> dict[str, str]:
         return self.node.labels
 
-    def _vector(self, cpu, mem, gpu, scalars) -> Resources:
+    def _vector(self, cpu: array[float], mem: array[float], gpu: array[float], scalars: dict[str, float]) -> Resources:
         i = self.index
         return Resources(cpu[i], mem[i], gpu[i], dict(scalars))
 

@@ -9,13 +9,24 @@ which order.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Mapping, Sequence
 from importlib.metadata import EntryPoint, entry_points
+from typing import TYPE_CHECKING, Any, cast
 
 import pluggy
+from pluggy import HookImpl
 
 from kai import PROJECT, _native, hookspecs
 from kai.framework import actions as builtin_actions
 from kai.framework.config import SchedulerConfig
+
+if TYPE_CHECKING:
+    from kai.api import Job, PodSet, Queue, Reject, SubGroup, Task
+    from kai.framework.nodes import NodeInfo
+    from kai.framework.session import Session
+
+    #: An action: runs on a session (``kai_actions`` offers them by name).
+    Action = Callable[[Session], None]
 
 PLUGIN_GROUP = "kai.plugins"
 PODGROUPER_GROUP = "kai.podgroupers"
@@ -51,7 +62,7 @@ def discover(group: str = PLUGIN_GROUP) -> dict[str, EntryPoint]:
     return found
 
 
-def build_plugin(name: str, arguments: dict, available: dict[str, EntryPoint]):
+def build_plugin(name: str, arguments: Mapping[str, Any], available: dict[str, EntryPoint]) -> object:
     """Load and build one plugin; an unknown name is an error that lists the installed ones."""
     ep = available.get(name)
     if ep is None:
@@ -66,7 +77,7 @@ def build_plugin(name: str, arguments: dict, available: dict[str, EntryPoint]):
         raise PluginError(f"plugin {name!r}: invalid arguments {arguments!r}: {exc}") from exc
 
 
-def _adapt(impl, spec_args: tuple[str, ...]):
+def _adapt(impl: HookImpl, spec_args: tuple[str, ...]) -> Callable[..., object]:
     """A callable taking the spec's positional arguments, for an impl that may accept only some."""
     names = tuple(impl.argnames)
     fn = impl.function
@@ -78,6 +89,23 @@ def _adapt(impl, spec_args: tuple[str, ...]):
 
 class CallLists:
     """The implementations of each hot hook, in configuration order, as plain callables."""
+
+    kai_job_order: list[Callable[[Session, Job, Job], int | None]]
+    kai_task_order: list[Callable[[Session, Task, Task], int | None]]
+    kai_podset_order: list[Callable[[Session, Job, PodSet, PodSet], int | None]]
+    kai_queue_order: list[Callable[[Session, Queue, Queue, Job | None, Job | None, Sequence[Job], Sequence[Job]],
+                                   int | None]]
+    kai_pre_predicate: list[Callable[[Session, Task, Job], Reject | None]]
+    kai_predicate: list[Callable[[Session, Task, Job, NodeInfo], Reject | None]]
+    kai_job_over_capacity: list[Callable[[Session, Job, list[Task]], Reject | None]]
+    kai_task_over_capacity: list[Callable[[Session, Task, Job, NodeInfo | None], Reject | None]]
+    kai_node_scores: list[Callable[[Session, Task, list[NodeInfo]], Sequence[float] | None]]
+    kai_gpu_scores: list[Callable[[Session, Task, NodeInfo, list[str | None]], Sequence[float] | None]]
+    kai_on_allocate: list[Callable[[Session, Task, NodeInfo | None], None]]
+    kai_on_deallocate: list[Callable[[Session, Task, NodeInfo | None], None]]
+    kai_pre_job_allocation: list[Callable[[Session, Job], None]]
+    kai_subset_nodes: list[Callable[[Session, Job, SubGroup | PodSet, list[str], list[Task], list[NodeInfo]],
+                                    list[list[NodeInfo]] | None]]
 
     def __init__(self, pm: pluggy.PluginManager):
         for name in HOT_HOOKS:
@@ -113,17 +141,18 @@ class Plugins:
                 f"unknown action(s) {', '.join(missing)}; available actions: {', '.join(sorted(self.actions))}"
             )
 
-    def _collect_actions(self) -> dict:
-        actions: dict = {}
+    def _collect_actions(self) -> dict[str, Action]:
+        actions: dict[str, Action] = {}
         for impl in self.pm.hook.kai_actions.get_hookimpls():
-            offered = impl.function() or {}
+            offered = cast("dict[str, Action]", impl.function() or {})
             for name, fn in offered.items():
                 if name in actions:
                     raise PluginError(f"action {name!r} is offered twice (by {impl.plugin_name} and another plugin)")
                 actions[name] = fn
         return actions
 
-    def plugin(self, name: str):
+    def plugin(self, name: str) -> Any:
+        """The plugin object configured as ``name`` (None when it is not configured)."""
         return self.pm.get_plugin(name)
 
     def call_lists(self) -> CallLists:

@@ -12,9 +12,11 @@ import logging
 import uuid
 from array import array
 from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 from kai import _native
-from kai.api import ACTIVE_USED, EPSILON, Job, Queue, Task, TaskStatus, is_mig_resource
+from kai.api import ACTIVE_USED, EPSILON, Job, PodSet, Queue, Reject, SubGroup, Task, TaskStatus, is_mig_resource
 from kai.framework import fiterrors, gpusharing
 from kai.framework.fiterrors import PLAIN_FIT_ERROR_REASON
 from kai.framework.nodes import NodeArrays, NodeInfo
@@ -23,10 +25,16 @@ from kai.framework.snapshot import Snapshot
 from kai.framework.statement import Decision, Statement
 
 log = logging.getLogger("kai.session")
-nodefit = _native.load("nodefit")
+if TYPE_CHECKING:  # the compiled module has the functions of its pure-Python twin
+    from kai._native import nodefit_py as nodefit
+
+    #: What the fallback orders compare: (creation time, name) or the name alone, names as bytes.
+    _Key = TypeVar("_Key", tuple[float, bytes], bytes)
+else:
+    nodefit = _native.load("nodefit")
 
 
-def _fallback(a_key, b_key) -> int:
+def _fallback(a_key: _Key, b_key: _Key) -> int:
     return (a_key > b_key) - (a_key < b_key)
 
 
@@ -37,7 +45,7 @@ def _name_key(name: str) -> bytes:
 class Session:
     """State and services of one scheduling cycle."""
 
-    def __init__(self, snapshot: Snapshot, plugins: Plugins):
+    def __init__(self, snapshot: Snapshot, plugins: Plugins) -> None:
         self.snapshot = snapshot
         self.plugins = plugins
         self.now = snapshot.now
@@ -48,7 +56,8 @@ class Session:
             self.children.setdefault(q.parent, []).append(q)
         self.arrays = NodeArrays(snapshot.nodes)
         self.nodes = [NodeInfo(n, i, self.arrays) for i, n in enumerate(snapshot.nodes)]
-        self.node_by_name = {n.name: n for n in self.nodes}
+        #: Nodes by name; looking up the node of an unplaced task (None) finds none.
+        self.node_by_name: dict[str | None, NodeInfo] = {n.name: n for n in self.nodes}
         self.all_candidates = array("i", range(len(self.nodes)))
         self.calls = plugins.call_lists()
         self.hook = plugins.pm.hook
@@ -78,7 +87,7 @@ class Session:
         self.hook.kai_session_open(session=self)
         return self
 
-    def run_actions(self, actions=None) -> None:
+    def run_actions(self, actions: Iterable[str] | None = None) -> None:
         for name in self.plugins.config.actions if actions is None else actions:
             log.debug("action %s starts", name)
             self.plugins.actions[name](self)
@@ -110,7 +119,8 @@ class Session:
 
     # --- task placement (used by statements) --------------------------------------------------------
 
-    def move_task(self, task: Task, status: TaskStatus, node: str | None, gpu_groups=None) -> None:
+    def move_task(self, task: Task, status: TaskStatus, node: str | None,
+                  gpu_groups: tuple[str, ...] | None = None) -> None:
         """Set a task's status and node (and its shared GPU groups, when given), keeping node amounts and
         plugin state current."""
         old = self.node_by_name.get(task.node) if task.status in ACTIVE_USED else None
@@ -147,7 +157,7 @@ class Session:
                 return r
         return _fallback((a.creation, _name_key(a.name)), (b.creation, _name_key(b.name)))
 
-    def compare_pod_sets(self, job: Job, a, b) -> int:
+    def compare_pod_sets(self, job: Job, a: PodSet, b: PodSet) -> int:
         for fn in self.calls.kai_podset_order:
             r = fn(self, job, a, b)
             if r:
@@ -155,7 +165,7 @@ class Session:
         return _fallback(_name_key(a.name), _name_key(b.name))
 
     def compare_queues(self, a: Queue, b: Queue, a_job: Job | None, b_job: Job | None,
-                       a_victims=(), b_victims=()) -> int:
+                       a_victims: Sequence[Job] = (), b_victims: Sequence[Job] = ()) -> int:
         for fn in self.calls.kai_queue_order:
             r = fn(self, a, b, a_job, b_job, a_victims, b_victims)
             if r:
@@ -164,21 +174,21 @@ class Session:
 
     # --- filters ------------------------------------------------------------------------------------
 
-    def job_over_capacity(self, job: Job, tasks: list[Task]):
+    def job_over_capacity(self, job: Job, tasks: list[Task]) -> Reject | None:
         for fn in self.calls.kai_job_over_capacity:
             r = fn(self, job, tasks)
             if r is not None:
                 return r
         return None
 
-    def task_over_capacity(self, task: Task, job: Job, node: NodeInfo):
+    def task_over_capacity(self, task: Task, job: Job, node: NodeInfo | None) -> Reject | None:
         for fn in self.calls.kai_task_over_capacity:
             r = fn(self, task, job, node)
             if r is not None:
                 return r
         return None
 
-    def pre_predicate(self, task: Task, job: Job):
+    def pre_predicate(self, task: Task, job: Job) -> Reject | str | None:
         if task.invalid:
             return task.invalid
         for fn in self.calls.kai_pre_predicate:
@@ -193,11 +203,12 @@ class Session:
         for fn in self.calls.kai_pre_job_allocation:
             fn(self, job)
 
-    def subset_nodes(self, job: Job, group, pod_sets, tasks: list[Task], nodes: list[NodeInfo]) -> list[list[NodeInfo]]:
+    def subset_nodes(self, job: Job, group: SubGroup | PodSet, pod_sets: list[str], tasks: list[Task],
+                     nodes: list[NodeInfo]) -> list[list[NodeInfo]]:
         """The node sets to try ``group``'s tasks on, in order: each plugin splits every set of the ones before."""
         sets = [nodes]
         for fn in self.calls.kai_subset_nodes:
-            split = []
+            split: list[list[NodeInfo]] = []
             for node_set in sets:
                 r = fn(self, job, group, pod_sets, tasks, node_set)
                 split.extend([node_set] if r is None else r)
@@ -206,7 +217,7 @@ class Session:
 
     # --- node selection -----------------------------------------------------------------------------
 
-    def fit_mask(self, task: Task, candidates) -> array:
+    def fit_mask(self, task: Task, candidates: array[int]) -> array[int]:
         """Per candidate node position: 0 when ``task`` does not fit idle + releasing resources, else 2 when it
         fits the idle resources too, else 1."""
         res = task.request.node_resources()
@@ -254,11 +265,13 @@ class Session:
                 return 0
         return fit
 
-    def choose_gpu_groups(self, task: Task, node: NodeInfo, fits_idle: bool, pipeline_only: bool):
+    def choose_gpu_groups(self, task: Task, node: NodeInfo, fits_idle: bool,
+                          pipeline_only: bool) -> tuple[tuple[str, ...], bool] | None:
         """``(group ids, pipelined)`` for a shared-GPU task on ``node`` (see :func:`gpusharing.choose_devices`)."""
         return gpusharing.choose_devices(self, task, node, fits_idle, pipeline_only)
 
-    def feasible_nodes(self, task: Task, job: Job, candidates=None, reasons: Counter | None = None):
+    def feasible_nodes(self, task: Task, job: Job, candidates: array[int] | None = None,
+                       reasons: Counter[str] | None = None) -> list[tuple[NodeInfo, bool]]:
         """Nodes where ``task`` fits (idle + releasing) and no predicate vetoes: ``[(node, fits_idle)]``.
 
         When none is left and ``reasons`` is given, it counts why each node was left out.
@@ -266,8 +279,9 @@ class Session:
         cand = self.all_candidates if candidates is None else candidates
         out = self.fit_mask(task, cand)
         predicates = self.calls.kai_predicate
-        result, misfits = [], []
-        vetoes: Counter = Counter()
+        result: list[tuple[NodeInfo, bool]] = []
+        misfits: list[NodeInfo] = []
+        vetoes: Counter[str] = Counter()
         for k, fit in enumerate(out):
             node = self.nodes[cand[k]]
             if not fit:
@@ -288,7 +302,8 @@ class Session:
                 reasons.update(self.insufficient(node, task))
         return result
 
-    def ordered_nodes(self, task: Task, job: Job, candidates=None, reasons: Counter | None = None):
+    def ordered_nodes(self, task: Task, job: Job, candidates: array[int] | None = None,
+                      reasons: Counter[str] | None = None) -> list[tuple[NodeInfo, bool]]:
         """Feasible nodes of ``task`` from best to worst: summed plugin scores, ties by node name."""
         feasible = self.feasible_nodes(task, job, candidates, reasons)
         if len(feasible) <= 1 or not self.calls.kai_node_scores:
@@ -344,7 +359,7 @@ class Session:
         self.job_fit_errors.setdefault(job.uid, []).extend(messages)
         self.job_fit_details.setdefault(job.uid, []).append((reason, ", ".join(messages) if detail is None else detail))
 
-    def set_task_fit_error(self, task: Task, reasons: Counter) -> str:
+    def set_task_fit_error(self, task: Task, reasons: Counter[str]) -> str:
         """Record KAI's per-pod message for a task that found no node, and return it."""
         msg = self.task_fit_errors[task.uid] = fiterrors.task_fit_message(reasons)
         return msg

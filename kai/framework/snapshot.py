@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterable
 
 import attrs
 
 from kai.api import ACTIVE_USED, UNLIMITED, Job, Node, Queue, Topology
+from kai.framework.usage import Usage
 
 
 @attrs.define(frozen=True)
@@ -47,7 +49,7 @@ class Snapshot:
     rejected_jobs: dict[str, Job] = attrs.field(factory=dict)
     #: Historical usage per queue name, (CPU, memory, GPU) fractions of capacity (time-based fair share);
     #: set by the driver from its usage source, empty without one.
-    usage: dict[str, tuple[float, float, float]] = attrs.field(factory=dict)
+    usage: Usage = attrs.field(factory=dict)
 
 
 def _bad_quota(q: Queue) -> str | None:
@@ -85,7 +87,9 @@ def _valid_queues(queues: list[Queue], problems: list[Problem], invalid: dict[st
     # Walk each queue up to a root: a missing or bad ancestor, or a cycle, makes the queue invalid.
     valid: dict[str, Queue] = {}
     for q in by_name.values():
-        seen, cur, why = [], q, None
+        seen: list[str] = []
+        cur: Queue | None = q
+        why = None
         while cur is not None:
             if cur.name in seen:
                 why = f"queue hierarchy has a cycle: {' -> '.join(seen + [cur.name])}"
@@ -109,7 +113,7 @@ def _valid_queues(queues: list[Queue], problems: list[Problem], invalid: dict[st
     return valid
 
 
-def _valid_topologies(topologies, problems: list[Problem]) -> dict[str, Topology]:
+def _valid_topologies(topologies: Iterable[Topology], problems: list[Problem]) -> dict[str, Topology]:
     valid: dict[str, Topology] = {}
     for t in topologies:
         if t.name in valid:
@@ -143,7 +147,8 @@ def _subgroup_problem(job: Job) -> str | None:
     return None
 
 
-def build_snapshot(nodes, queues, jobs, now: float | None = None, topologies=()) -> Snapshot:
+def build_snapshot(nodes: Iterable[Node], queues: Iterable[Queue], jobs: Iterable[Job], now: float | None = None,
+                   topologies: Iterable[Topology] = ()) -> Snapshot:
     """Validate the facts and assemble a snapshot (see the module docstring for what is left out)."""
     problems: list[Problem] = []
     valid_topologies = _valid_topologies(topologies, problems)

@@ -17,10 +17,17 @@ names them); its decision carries them for the binder.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from typing import TYPE_CHECKING, cast
+
 import attrs
 
 from kai.api import Task, TaskStatus
 from kai.framework import gpusharing
+
+if TYPE_CHECKING:
+    from kai.framework.nodes import NodeInfo
+    from kai.framework.session import Session
 
 
 @attrs.define(slots=True)
@@ -50,20 +57,21 @@ class Decision:
 
 
 class Statement:
-    def __init__(self, session):
+    def __init__(self, session: Session) -> None:
         self.session = session
         self.ops: list[Operation] = []
         #: Task uid -> the eviction operation of this statement that made it Releasing.
         self._evictions: dict[str, Operation] = {}
 
     def _do(self, kind: str, task: Task, node: str | None, status: TaskStatus, message: str = "",
-            groups=None) -> Operation:
+            groups: tuple[str, ...] | None = None) -> Operation:
         op = Operation(kind, task, node, task.status, task.node, message, task.gpu_groups)
         self.ops.append(op)
         self.session.move_task(task, status, node, groups)
         return op
 
-    def _groups(self, task: Task, node: str, groups, pipeline: bool):
+    def _groups(self, task: Task, node: str, groups: tuple[str, ...] | None,
+                pipeline: bool) -> tuple[str, ...] | None:
         """The device groups of a shared-GPU task placed on ``node``: the given ones, or chosen there."""
         if groups is not None or not task.request.is_shared_gpu:
             return groups
@@ -87,11 +95,11 @@ class Statement:
             account = gpusharing.add_shared if sign > 0 else gpusharing.remove_shared
             account(node, task.request, groups, TaskStatus.RELEASING)
 
-    def allocate(self, task: Task, node: str, gpu_groups=None) -> None:
+    def allocate(self, task: Task, node: str, gpu_groups: tuple[str, ...] | None = None) -> None:
         """Place ``task`` on the idle resources of ``node`` (on ``gpu_groups``, or devices chosen there)."""
         self._do("allocate", task, node, TaskStatus.ALLOCATED, groups=self._groups(task, node, gpu_groups, False))
 
-    def pipeline(self, task: Task, node: str, gpu_groups=None) -> None:
+    def pipeline(self, task: Task, node: str, gpu_groups: tuple[str, ...] | None = None) -> None:
         """Reserve the releasing resources of ``node`` for ``task`` (on ``gpu_groups``, or devices chosen
         there); un-evict or move a task evicted here."""
         eviction = self._evictions.get(task.uid) if self.evicted_here(task) else None
@@ -105,14 +113,14 @@ class Statement:
         if old is not None:
             self._hold_releasing(task, old, old_groups, 1.0)
 
-    def _other_devices(self, task: Task, groups) -> bool:
+    def _other_devices(self, task: Task, groups: Collection[str] | None) -> bool:
         """Whether ``groups`` moves a shared task to devices of its node other than its own that are in use."""
         if not groups:
             return False
         in_use = self.session.node_by_name[task.node].gpu_groups
         return any(g in in_use and g not in task.gpu_groups for g in groups)
 
-    def place(self, task: Task, node, fits_idle: bool, pipeline_only: bool) -> str | None:
+    def place(self, task: Task, node: NodeInfo, fits_idle: bool, pipeline_only: bool) -> str | None:
         """Allocate ``task`` on ``node`` (a NodeInfo) when it fits idle resources, else pipeline it; return which.
 
         A shared-GPU task gets its devices here and is pipelined when a chosen device is not free now;
@@ -165,7 +173,8 @@ class Statement:
                 groups = op.task.gpu_groups
                 self.session.move_task(op.task, op.prev_status, op.prev_node, op.prev_groups)
                 self.ops.remove(op)
-                self.pipeline(op.task, op.node, groups if op.task.request.is_shared_gpu else None)
+                # An allocation always names its node.
+                self.pipeline(op.task, cast(str, op.node), groups if op.task.request.is_shared_gpu else None)
 
     def commit(self) -> list[Decision]:
         """Hand the operations to the session as decisions; allocated tasks become Binding."""
@@ -187,6 +196,6 @@ class Statement:
                 decisions[evict_at.pop(op.task.uid)] = None
         self.ops = []
         self._evictions = {}
-        decisions = [d for d in decisions if d is not None]
-        self.session.record(decisions)
-        return decisions
+        committed = [d for d in decisions if d is not None]
+        self.session.record(committed)
+        return committed

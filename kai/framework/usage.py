@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 
@@ -23,7 +23,13 @@ from kai.api import ALLOCATED, MIG_PREFIX, mig_gpu_slices
 from kai.framework.durations import parse_duration
 from kai.framework.errors import ConfigError
 
+if TYPE_CHECKING:
+    from kai.framework.nodes import NodeInfo
+    from kai.framework.session import Session
+
 CPU, MEMORY, GPU = range(3)
+#: Every queue's historical usage: queue name -> (CPU, memory, GPU) fractions of the cluster's capacity.
+Usage = dict[str, tuple[float, float, float]]
 WEEK = 7 * 24 * 3600.0
 CLIENT_TYPES = ("prometheus", "in-process", "fake-with-history")
 WINDOW_TYPES = ("sliding", "tumbling")
@@ -53,7 +59,7 @@ class UsageParams:
         """Where the window that ``now`` falls in begins."""
         if self.window_type == "sliding":
             return now - self.window
-        start = self.tumbling_start
+        start = cast(float, self.tumbling_start)  # set for every tumbling window
         if start >= now:
             return now
         return start + math.floor((now - start) / self.window) * self.window
@@ -88,7 +94,7 @@ def parse_usage_db(data: Any, where: str) -> UsageDBConfig:
     return UsageDBConfig(client, str(url), str(env), _params(data.get("usageParams") or {}, f"{where}.usageParams"))
 
 
-def _known(data: dict, fields: tuple[str, ...], where: str) -> None:
+def _known(data: dict[str, Any], fields: tuple[str, ...], where: str) -> None:
     for key in data:
         if key not in fields:
             raise ConfigError(f"{where}: field {key!r} is not known; known fields: {', '.join(fields)}")
@@ -99,7 +105,7 @@ def _params(data: Any, where: str) -> UsageParams:
         raise ConfigError(f"{where}: must be a mapping")
     _known(data, PARAM_FIELDS, where)
 
-    def duration(key: str, default):
+    def duration(key: str, default: float) -> float:
         if data.get(key) is None:
             return default
         try:
@@ -107,7 +113,7 @@ def _params(data: Any, where: str) -> UsageParams:
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
 
-    half_life = duration("halfLifePeriod", None)
+    half_life = duration("halfLifePeriod", 0.0)
     window_type = data.get("windowType") or "sliding"
     if window_type not in WINDOW_TYPES:
         hint = " (cron windows are not supported)" if window_type == "cron" else ""
@@ -158,19 +164,19 @@ def _timestamp(value: Any, where: str) -> float:
 # --- what a session used ------------------------------------------------------------------------
 
 
-def min_node_gpu_memory(session) -> float:
+def min_node_gpu_memory(session: Session) -> float:
     """The smallest GPU memory (MiB) over nodes that report more than the default 100 MiB, else 100."""
     values = [n.node.gpu_memory_mib for n in session.nodes if n.node.gpu_memory_mib > 100]
     return float(min(values)) if values else 100.0
 
 
-def memory_base(node, default: float) -> float:
+def memory_base(node: NodeInfo | None, default: float) -> float:
     """GPU memory (MiB) that a GPU-memory request on ``node`` is measured against: the node's devices,
     or ``default`` when the node is unknown or reports none."""
     return float(node.node.gpu_memory_mib) if node is not None and node.node.gpu_memory_mib else default
 
 
-def cluster_capacity(session) -> list[float]:
+def cluster_capacity(session: Session) -> list[float]:
     """(CPU, memory, GPU) of ready, schedulable nodes, MIG slices counted as GPUs."""
     totals = [0.0, 0.0, 0.0]
     for n in session.nodes:
@@ -184,7 +190,7 @@ def cluster_capacity(session) -> list[float]:
     return totals
 
 
-def queue_allocations(session) -> dict[str, list[float]]:
+def queue_allocations(session: Session) -> dict[str, list[float]]:
     """(CPU, memory, GPU quota) each queue and its ancestors hold in allocated tasks, as the session left them."""
     out: dict[str, list[float]] = {}
     gpu_memory = min_node_gpu_memory(session)

@@ -4,7 +4,8 @@ which pods it leaves alone."""
 from __future__ import annotations
 
 from kai.api.podgroup import PODGROUP_API_VERSION, POD_GROUP_ANNOTATION, SUBGROUP_LABEL, PodGroupMetadata
-from kai.grouping.unstructured import annotations, meta_str
+from kai.grouping.unstructured import annotations as annotations_of  # "annotations": the __future__ feature
+from kai.grouping.unstructured import meta_str
 
 
 def podgroup_object(metadata: PodGroupMetadata) -> dict:
@@ -49,6 +50,6 @@ def pod_assignment(podgroup: dict, subgroup: str | None) -> dict:
 def skip_reason(pod: dict) -> str | None:
     """Why KAI leaves the pod alone: a bare pod that already names its own PodGroup; else ``None``."""
     meta = pod.get("metadata") or {}
-    if POD_GROUP_ANNOTATION in annotations(pod) and not meta.get("ownerReferences"):
+    if POD_GROUP_ANNOTATION in annotations_of(pod) and not meta.get("ownerReferences"):
         return f"the pod has the {POD_GROUP_ANNOTATION} annotation and no owner: its PodGroup is user-managed"
     return None

@@ -13,7 +13,8 @@ from kai.api.podgroup import (
     TOPOLOGY_ANNOTATION,
     TopologyConstraint,
 )
-from kai.grouping.unstructured import FieldError, annotations, nested_str
+from kai.grouping.unstructured import FieldError, nested_str
+from kai.grouping.unstructured import annotations as annotations_of  # "annotations": the __future__ feature
 
 
 def template_annotation(template, key: str) -> str | None:
@@ -27,7 +28,7 @@ def template_annotation(template, key: str) -> str | None:
 
 def worker_annotation(pod, template, key: str) -> str:
     """The pod's non-empty annotation ``key``, else the template's (possibly empty), else ``""``."""
-    value = annotations(pod).get(key)
+    value = annotations_of(pod).get(key)
     if value:
         return value
     value = template_annotation(template, key)
@@ -36,9 +37,9 @@ def worker_annotation(pod, template, key: str) -> str:
 
 def segment_topology(pod, template, workload) -> TopologyConstraint | None:
     """The constraint of every segment, or ``None`` without a topology name or without any level."""
-    topology = annotations(pod).get(TOPOLOGY_ANNOTATION) or template_annotation(template, TOPOLOGY_ANNOTATION)
+    topology = annotations_of(pod).get(TOPOLOGY_ANNOTATION) or template_annotation(template, TOPOLOGY_ANNOTATION)
     if not topology and workload is not None:
-        topology = annotations(workload).get(TOPOLOGY_ANNOTATION, "")
+        topology = annotations_of(workload).get(TOPOLOGY_ANNOTATION, "")
     if not topology:
         return None
     required = worker_annotation(pod, template, SEGMENT_REQUIRED_ANNOTATION)

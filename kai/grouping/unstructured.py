@@ -5,8 +5,7 @@ intermediate value that is not a map, or a leaf of the wrong type (``null`` incl
 :class:`FieldError`. Each returns ``(value, found)``.
 """
 
-from __future__ import annotations
-
+# Without ``from __future__ import annotations``: its name would be taken by :func:`annotations` below.
 import re
 
 from kai.api.podgroup import GroupingError

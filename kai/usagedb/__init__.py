@@ -23,7 +23,7 @@ import os
 from typing import Protocol
 
 from kai.framework import ConfigError
-from kai.framework.usage import UsageDBConfig
+from kai.framework.usage import Usage, UsageDBConfig
 from kai.usagedb.inprocess import InProcessUsage
 from kai.usagedb.prometheus import PrometheusClient, UsageLister
 
@@ -31,7 +31,7 @@ from kai.usagedb.prometheus import PrometheusClient, UsageLister
 class UsageSource(Protocol):
     def start(self) -> None: ...
 
-    def usage(self, now: float) -> dict[str, tuple[float, float, float]]: ...
+    def usage(self, now: float) -> Usage: ...
 
     def record(self, session) -> None: ...
 

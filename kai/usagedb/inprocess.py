@@ -8,8 +8,9 @@ the result does not depend on how often cycles run.
 from __future__ import annotations
 
 import math
+from typing import cast
 
-from kai.framework.usage import UsageParams, cluster_capacity, queue_allocations
+from kai.framework.usage import Usage, UsageParams, cluster_capacity, queue_allocations
 
 
 class InProcessUsage:
@@ -61,7 +62,7 @@ class InProcessUsage:
         for k in [k for k in self.buckets if k < horizon]:
             del self.buckets[k]
 
-    def usage(self, now: float) -> dict[str, tuple[float, float, float]]:
+    def usage(self, now: float) -> Usage:
         start = self.params.window_start(now)
         first = math.ceil(start / self.width)  # the first bucket wholly inside the window
         half_life = self.params.half_life
@@ -81,7 +82,8 @@ class InProcessUsage:
             t, cap, allocations = self.last
             for _, a, b in self._pieces(max(t, start), now):
                 _accumulate(capacity, held, (b - a) * self.params.decay(now - (a + b) / 2), cap, allocations)
-        return {q: tuple(max(0.0, v) / c if c > 0 else 0.0 for v, c in zip(acc, capacity)) for q, acc in held.items()}
+        return cast(Usage, {q: tuple(max(0.0, v) / c if c > 0 else 0.0 for v, c in zip(acc, capacity))
+                            for q, acc in held.items()})
 
     # --- buckets and running sums ----------------------------------------------------------------------
 

@@ -22,9 +22,10 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from typing import cast
 
 from kai.framework.durations import format_duration
-from kai.framework.usage import UsageParams
+from kai.framework.usage import Usage, UsageParams
 
 log = logging.getLogger("kai.usage")
 
@@ -63,7 +64,7 @@ class PrometheusClient:
         span = max(span, self.resolution)
         return f"sum_over_time(({metric})[{format_duration(span)}:{format_duration(self.resolution)}])"
 
-    def fetch(self, now: float | None = None) -> dict[str, tuple[float, float, float]]:
+    def fetch(self, now: float | None = None) -> Usage:
         """Every queue's (CPU, memory, GPU) usage; raises :class:`UsageError`."""
         now = time.time() if now is None else now
         out: dict[str, list[float]] = {}
@@ -76,7 +77,7 @@ class PrometheusClient:
             for queue, value in self._query(self.query_text(allocation, now), now):
                 if queue:
                     out.setdefault(queue, [0.0, 0.0, 0.0])[r] = value / capacity if capacity > 0 else 0.0
-        return {q: tuple(v) for q, v in out.items()}
+        return cast(Usage, {q: tuple(v) for q, v in out.items()})
 
     def _query(self, query: str, now: float) -> list[tuple[str, float]]:
         """(queue label, value) of each sample of an instant query's vector."""
@@ -125,7 +126,7 @@ class UsageLister:
     def __init__(self, client, params: UsageParams, clock=time.time, query_timer=None):
         self.client, self.params, self.clock = client, params, clock
         self.query_timer = query_timer or contextlib.nullcontext
-        self.data: dict[str, tuple[float, float, float]] = {}
+        self.data: Usage = {}
         self.fetched_at: float | None = None
         self.stale_logged_at = float("-inf")
         self._stop = threading.Event()
@@ -168,7 +169,7 @@ class UsageLister:
     def record(self, session) -> None:
         """Nothing to record: Prometheus learns usage from the queue controller's metrics."""
 
-    def usage(self, now: float) -> dict[str, tuple[float, float, float]]:
+    def usage(self, now: float) -> Usage:
         with self._lock:
             data, fetched = self.data, self.fetched_at
         if fetched is None and self._thread is None:  # not started (one-off runs): fetch now

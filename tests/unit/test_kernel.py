@@ -351,6 +351,10 @@ def test_config_order_is_call_order():
     assert log == ["z", "x", "y"]
 
 
+def test_call_lists_declare_a_type_for_every_hot_hook():
+    assert tuple(plugins_module.CallLists.__annotations__) == plugins_module.HOT_HOOKS
+
+
 def test_unknown_plugin_lists_the_installed_ones():
     with pytest.raises(PluginError) as err:
         kt.plugin_manager(["predicates", "nope"])

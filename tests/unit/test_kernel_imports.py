@@ -38,8 +38,8 @@ def imports(body: list[ast.stmt], known: set[str]) -> list[str]:
             for a in node.names:
                 sub = f"{node.module}.{a.name}"
                 out.append(sub if sub in known else node.module)
-        elif isinstance(node, ast.If) and not is_type_checking(node):
-            out.extend(imports(node.body + node.orelse, known))
+        elif isinstance(node, ast.If):
+            out.extend(imports(node.orelse if is_type_checking(node) else node.body + node.orelse, known))
         elif isinstance(node, ast.Try):
             out.extend(imports(node.body + node.orelse + node.finalbody, known))
     return [m for m in out if m == "kai" or m.startswith("kai.")]

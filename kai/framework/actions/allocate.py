@@ -12,21 +12,34 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from kai.api import ACTIVE_ALLOCATED, ALIVE, ALLOCATED, Job, Task, TaskStatus
 from kai.framework.gang import group_children, pod_sets_under, root_group, should_pipeline, tasks_to_allocate
 from kai.framework.jobqueue import JobQueue
 
+if TYPE_CHECKING:
+    from kai.api import PodSet, SubGroup
+    from kai.framework.nodes import NodeInfo
+    from kai.framework.session import Session
+    from kai.framework.statement import Statement
 
-def allocate(session) -> None:
-    jobs = []
-    for job in session.jobs.values():
-        if not job.has_pending():
+    #: A group of the subgroup tree: the root or a subgroup, or a pod set (a leaf).
+    Group = SubGroup | PodSet
+    #: Places one group's tasks on a node set: ``(group, tasks, nodes) -> placed``.
+    PlaceOn = Callable[[Group, list[Task], list[NodeInfo]], bool]
+
+
+def allocate(session: Session) -> None:
+    jobs: list[Job] = []
+    for candidate in session.jobs.values():
+        if not candidate.has_pending():
             continue
-        if not job.is_ready():
-            session.add_job_fit_error(job, not_ready_message(job))
+        if not candidate.is_ready():
+            session.add_job_fit_error(candidate, not_ready_message(candidate))
             continue
-        jobs.append(job)
+        jobs.append(candidate)
     queue = JobQueue(session, jobs, depth=session.plugins.config.queue_depth("allocate"))
     while (job := queue.pop()) is not None:
         stmt = session.statement()
@@ -44,8 +57,8 @@ def allocate(session) -> None:
             queue.push(job)
 
 
-def allocate_job(session, stmt, job: Job, pipeline_only: bool, tasks: list[Task] | None = None,
-                 candidates=None) -> bool:
+def allocate_job(session: Session, stmt: Statement, job: Job, pipeline_only: bool, tasks: list[Task] | None = None,
+                 candidates: array[int] | None = None) -> bool:
     """Place the job's next allocation step (or ``tasks``) in ``stmt``; False when it does not fit.
 
     ``candidates`` (node positions) limits the nodes looked at. A real allocation (not
@@ -72,7 +85,8 @@ class TreePlacement:
     order; a set where its part of the step does not fit completely is rolled back before the next.
     """
 
-    def __init__(self, session, stmt, job: Job, pipeline_only: bool, nodes):
+    def __init__(self, session: Session, stmt: Statement, job: Job, pipeline_only: bool,
+                 nodes: list[NodeInfo]) -> None:
         self.session, self.stmt, self.job, self.pipeline_only = session, stmt, job, pipeline_only
         self.nodes = nodes
         self.children = group_children(session, job)
@@ -81,7 +95,8 @@ class TreePlacement:
         root = root_group(self.job)
         return self._try(root, pod_sets_under(self.children, root.name), tasks, self.nodes, self._group_on)
 
-    def _try(self, group, pod_sets, tasks: list[Task], nodes, place_on) -> bool:
+    def _try(self, group: Group, pod_sets: list[str], tasks: list[Task], nodes: list[NodeInfo],
+             place_on: PlaceOn) -> bool:
         if not tasks:
             return True
         for node_set in self.session.subset_nodes(self.job, group, pod_sets, tasks, nodes):
@@ -91,7 +106,7 @@ class TreePlacement:
             self.stmt.rollback(checkpoint)
         return False
 
-    def _group_on(self, group, tasks: list[Task], nodes) -> bool:
+    def _group_on(self, group: Group, tasks: list[Task], nodes: list[NodeInfo]) -> bool:
         subgroups, pod_sets = self.children[group.name]
         for sg in subgroups:
             names = pod_sets_under(self.children, sg.name)
@@ -103,7 +118,7 @@ class TreePlacement:
                 return False
         return True
 
-    def _tasks_on(self, pod_set, tasks: list[Task], nodes) -> bool:
+    def _tasks_on(self, pod_set: Group, tasks: list[Task], nodes: list[NodeInfo]) -> bool:
         candidates = None if nodes is self.session.nodes else array("i", (n.index for n in nodes))
         for task in tasks:
             why = allocate_task(self.session, self.stmt, self.job, task, self.pipeline_only, candidates)
@@ -114,7 +129,8 @@ class TreePlacement:
         return True
 
 
-def allocate_task(session, stmt, job: Job, task: Task, pipeline_only: bool, candidates=None) -> str | None:
+def allocate_task(session: Session, stmt: Statement, job: Job, task: Task, pipeline_only: bool,
+                  candidates: array[int] | None = None) -> str | None:
     """Place one task on its best node (of ``candidates``, node positions; default all); return None on
     success, else the reason it found none."""
     veto = session.pre_predicate(task, job)
@@ -122,7 +138,7 @@ def allocate_task(session, stmt, job: Job, task: Task, pipeline_only: bool, cand
         if not pipeline_only:
             session.task_fit_errors[task.uid] = str(veto)
         return str(veto)
-    reasons: Counter | None = None if pipeline_only else Counter()
+    reasons: Counter[str] | None = None if pipeline_only else Counter()
     for node, fits_idle in session.ordered_nodes(task, job, candidates, reasons=reasons):
         if stmt.place(task, node, fits_idle, pipeline_only) is not None:
             return None

@@ -9,25 +9,31 @@ moves pods, it never evicts a job for good.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kai.api import Job, Task
 from kai.framework.actions import eviction
 from kai.framework.gang import tasks_to_allocate
 from kai.framework.actions.solver import JobSolver, Scenario
+from kai.framework.jobqueue import JobQueue
+
+if TYPE_CHECKING:
+    from kai.framework.session import Session
 
 NO_LIMIT = -1
 
 
-def messages(session, tasks: list[Task], preemptor: Job) -> list[str]:
+def messages(session: Session, tasks: list[Task], preemptor: Job) -> list[str]:
     return [f"Pod {t.namespace}/{t.name} was preempted and rescheduled due to bin packing "
             f"(resource consolidation) procedure" for t in tasks]
 
 
-def all_moved(session, scenario: Scenario) -> bool:
+def all_moved(session: Session, scenario: Scenario) -> bool:
     return not scenario.victims
 
 
-def victims(session, preemptor: Job, limit: int):
-    chosen = []
+def victims(session: Session, preemptor: Job, limit: int) -> JobQueue:
+    chosen: list[Job] = []
     for j in session.jobs.values():
         if not j.preemptible or j is preemptor:
             continue
@@ -38,14 +44,14 @@ def victims(session, preemptor: Job, limit: int):
     return eviction.victim_queue(session, chosen)
 
 
-def enough_gpus(session, job: Job) -> bool:
+def enough_gpus(session: Session, job: Job) -> bool:
     """The ready nodes' idle and releasing GPUs could hold the job's next step (KAI's pre-check)."""
     wanted = sum(t.request.quota_gpus() for t in tasks_to_allocate(session, job))
     have = sum(n.idle_gpu_sum() + n.releasing_gpu_sum() for n in session.nodes if n.node.ready)
     return have + 1e-9 >= wanted
 
 
-def consolidation(session) -> None:
+def consolidation(session: Session) -> None:
     limit = session.plugins.config.max_consolidation_preemptees
     if limit == 0:
         return

@@ -10,29 +10,33 @@ fewer pending tasks, and no smaller request at the first differing position of t
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from collections.abc import Hashable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from kai.api import ACTIVE_ALLOCATED, ALIVE, Job, Task, TaskStatus
 from kai.framework.gang import evictable
 from kai.framework.jobqueue import JobQueue
 from kai.framework.actions.solver import JobSolver
 
+if TYPE_CHECKING:
+    from kai.framework.session import Session
 
-def has_running_tasks(session, job: Job) -> bool:
+
+def has_running_tasks(session: Session, job: Job) -> bool:
     return any(evictable(session, t) for t in job.tasks.values())
 
 
-def victim_queue(session, jobs: Iterable[Job]) -> JobQueue:
+def victim_queue(session: Session, jobs: Iterable[Job]) -> JobQueue:
     """Victim order over ``jobs``: the least deserving queue's last job first."""
     return JobQueue(session, list(jobs), reverse=True)
 
 
-def alive_on_known_node(session, job: Job) -> bool:
+def alive_on_known_node(session: Session, job: Job) -> bool:
     """KAI's victim-queue rule: the job has an alive task, not on a node unknown to the session."""
     return any(t.status in ALIVE and (not t.node or t.node in session.node_by_name) for t in job.tasks.values())
 
 
-def vetoed_victim(session, action: str, preemptor: Job, victim: Job) -> bool:
+def vetoed_victim(session: Session, action: str, preemptor: Job, victim: Job) -> bool:
     return session.hook.kai_victim_filter(session=session, action=action, preemptor=preemptor, victim=victim) \
         is not None
 
@@ -45,11 +49,11 @@ def _pending(job: Job) -> list[Task]:
     return [t for t in job.tasks.values() if t.status is TaskStatus.PENDING]
 
 
-def _leq(a, b) -> bool:
+def _leq(a: Sequence[float], b: Sequence[float]) -> bool:
     return all(x <= y for x, y in zip(a, b))
 
 
-def signature(job: Job):
+def signature(job: Job) -> Hashable:
     """The job's scheduling constraints (KAI's scheduling-constraints signature, as a hashable value)."""
     pod_sets = []
     for name, ps in job.pod_sets.items():
@@ -63,8 +67,8 @@ def signature(job: Job):
 class SmallestFailed:
     """Per scheduling signature, the smallest job that failed so far."""
 
-    def __init__(self):
-        self.jobs: dict = {}
+    def __init__(self) -> None:
+        self.jobs: dict[Hashable, Job] = {}
 
     def worth_trying(self, job: Job) -> bool:
         failed = self.jobs.get(signature(job))
@@ -94,7 +98,7 @@ class SmallestFailed:
         self.jobs[key] = job
 
 
-def run(session, action: str, candidates: list[Job], solver: JobSolver, may_try: Callable[[Job], bool],
+def run(session: Session, action: str, candidates: list[Job], solver: JobSolver, may_try: Callable[[Job], bool],
         per_queue: bool) -> None:
     """Solve for each candidate in queue order and commit what is solved."""
     use_signatures = session.plugins.config.use_scheduling_signatures
@@ -114,6 +118,6 @@ def run(session, action: str, candidates: list[Job], solver: JobSolver, may_try:
             stmt.commit()
 
 
-def pending_ready_jobs(session, preemptible_only: bool = False) -> list[Job]:
+def pending_ready_jobs(session: Session, preemptible_only: bool = False) -> list[Job]:
     return [j for j in session.jobs.values()
             if j.has_pending() and j.is_ready() and (j.preemptible or not preemptible_only)]

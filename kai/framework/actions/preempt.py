@@ -8,17 +8,23 @@ deserved quota through the queue capacity check of the simulated placement.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kai.api import Job, Task
 from kai.framework.actions import eviction
 from kai.framework.actions.solver import JobSolver, validator_hook
+from kai.framework.jobqueue import JobQueue
+
+if TYPE_CHECKING:
+    from kai.framework.session import Session
 
 
-def messages(session, tasks: list[Task], preemptor: Job) -> list[str]:
+def messages(session: Session, tasks: list[Task], preemptor: Job) -> list[str]:
     return [f"Pod {t.namespace}/{t.name} was preempted by higher priority workload "
             f"{preemptor.namespace}/{preemptor.name}" for t in tasks]
 
 
-def victims(session, preemptor: Job):
+def victims(session: Session, preemptor: Job) -> JobQueue:
     return eviction.victim_queue(session, (
         j for j in session.jobs.values()
         if j.preemptible and j.priority < preemptor.priority and j.queue == preemptor.queue and j is not preemptor
@@ -26,6 +32,6 @@ def victims(session, preemptor: Job):
         and not eviction.vetoed_victim(session, "preempt", preemptor, j)))
 
 
-def preempt(session) -> None:
+def preempt(session: Session) -> None:
     solver = JobSolver(session, lambda job: victims(session, job), validator_hook("preempt"), messages)
     eviction.run(session, "preempt", eviction.pending_ready_jobs(session), solver, lambda job: True, per_queue=True)

@@ -19,7 +19,8 @@ from __future__ import annotations
 import bisect
 import heapq
 from array import array
-from typing import Callable
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, cast
 
 import attrs
 
@@ -28,6 +29,9 @@ from kai.framework.actions.allocate import allocate_job
 from kai.framework.gang import evictable, tasks_to_allocate, tasks_to_evict
 from kai.framework.jobqueue import JobQueue
 from kai.framework.statement import Statement
+
+if TYPE_CHECKING:
+    from kai.framework.session import Session
 
 
 @attrs.define(eq=False)
@@ -49,26 +53,26 @@ class Scenario:
 
 
 #: A validator: ``(session, scenario) -> True`` when the scenario is acceptable.
-Validator = Callable[[object, Scenario], bool]
+Validator = Callable[["Session", Scenario], bool]
 #: Eviction messages of victim tasks evicted together: ``(session, victim tasks, preemptor) -> [str]``.
-Messenger = Callable[[object, list[Task], Job], list[str]]
+Messenger = Callable[["Session", list[Task], Job], list[str]]
 
 
 def validator_hook(action: str) -> Validator:
     """The validator of ``action`` that asks the plugins (``kai_scenario_validator``)."""
 
-    def validate(session, scenario: Scenario) -> bool:
+    def validate(session: Session, scenario: Scenario) -> bool:
         return session.hook.kai_scenario_validator(session=session, action=action, scenario=scenario) is None
 
     return validate
 
 
-def job_view(job: Job, tasks) -> Job:
+def job_view(job: Job, tasks: Iterable[Task]) -> Job:
     """A stand-in for ``job`` holding only ``tasks`` (a victim group, or what is left of a victim job)."""
     return attrs.evolve(job, tasks={t.name: t for t in tasks})
 
 
-def feasible_node_names(session, job: Job) -> set[str]:
+def feasible_node_names(session: Session, job: Job) -> set[str]:
     """KAI's nodes worth looking at for ``job``: all nodes when a task needs no GPU, else the nodes
     with idle or releasing GPUs (whole, MIG slices or free portions of shared devices)."""
     if any(t.request.quota_gpus() <= 0 for t in job.tasks.values()):
@@ -86,7 +90,7 @@ class IdleGpus:
     """KAI's cheap pre-check of a scenario: the step's GPU requests (largest first) must fit greedily into
     the nodes with the most idle + releasing GPUs, counting the GPUs the scenario's victims free."""
 
-    def __init__(self, session, pending: list[Task]):
+    def __init__(self, session: Session, pending: list[Task]) -> None:
         self.required = sorted((_gpus(t) for t in pending), reverse=True)
         self.capacity = {n.name: n.idle_gpu_sum() + n.releasing_gpu_sum() for n in session.nodes}
         self.size = len(self.required)
@@ -118,7 +122,7 @@ class IdleGpus:
             self.in_top.discard(name)
         del top[self.size:]
 
-    def passes(self, victims) -> bool:
+    def passes(self, victims: Iterable[Task]) -> bool:
         """Count the GPUs ``victims`` free and check the step against the best nodes. Each victim is given
         once (one counted twice would only let a scenario through to the simulation)."""
         for t in victims:
@@ -155,13 +159,13 @@ class NodeAffinities:
     """KAI's other cheap pre-check: every task of the step with a node selector or a required node
     affinity must match some node among the feasible nodes and the nodes of the scenario's victims."""
 
-    def __init__(self, session, pending: list[Task], nodes: set[str]):
+    def __init__(self, session: Session, pending: list[Task], nodes: set[str]) -> None:
         self.session = session
         self.nodes = set(nodes)
         self.unmatched = [t for t in pending if (t.node_selector or t.node_affinity)
                           and not any(_matches(t, session.node_by_name[n].labels) for n in self.nodes)]
 
-    def passes(self, victims) -> bool:
+    def passes(self, victims: Iterable[Task]) -> bool:
         if not self.unmatched:
             return True
         for t in victims:
@@ -182,7 +186,7 @@ class VictimStream:
     the replay for the rest of the solve.
     """
 
-    def __init__(self, session, queue: JobQueue):
+    def __init__(self, session: Session, queue: JobQueue) -> None:
         self.session = session
         self.initial = queue
         self.live = queue.copy()
@@ -190,7 +194,7 @@ class VictimStream:
         self.popped: list[tuple[Job, tuple[str, ...]]] = []
         self.replayable = True
 
-    def groups(self, recorded_uids: set[str]):
+    def groups(self, recorded_uids: set[str]) -> Iterator[Job]:
         if not self.replayable:
             yield from self._pop_all(self.initial.copy(), recorded_uids)
             return
@@ -206,13 +210,13 @@ class VictimStream:
                     yield view
                 continue
             self.replayable = False
-            group = self._take(self.live, view, tasks, more, recorded_uids)
-            if group is not None:
-                yield group
+            taken = self._take(self.live, view, tasks, more, recorded_uids)
+            if taken is not None:
+                yield taken
             yield from self._pop_all(self.live, recorded_uids)
             return
 
-    def _pop_all(self, queue: JobQueue, recorded_uids: set[str]):
+    def _pop_all(self, queue: JobQueue, recorded_uids: set[str]) -> Iterator[Job]:
         while (view := queue.pop()) is not None:
             group = self._take(queue, view, *tasks_to_evict(self.session, view), recorded_uids)
             if group is not None:
@@ -235,7 +239,7 @@ class VictimStream:
         return view if len(tasks) == len(view.tasks) else job_view(view, tasks)
 
 
-class _Potential(list):
+class _Potential(list[Job]):
     """The victim groups added to a partial step's scenarios, in the order added."""
 
     def tasks(self) -> list[Task]:
@@ -243,7 +247,7 @@ class _Potential(list):
 
     def of_jobs_on(self, node: str) -> list[Job]:
         """Every group of the jobs that have a potential victim task on ``node``, in the order added."""
-        uids = set()
+        uids: set[str] = set()
         for g in self:
             for t in g.tasks.values():
                 if t.node == node:
@@ -252,7 +256,7 @@ class _Potential(list):
         return [g for g in self if g.uid in uids]
 
 
-def _to_place(session, job: Job):
+def _to_place(session: Session, job: Job) -> Iterator[Task]:
     """The tasks of ``job`` a simulation may place: pending ones and those evicted in this session."""
     return (t for t in job.tasks.values() if t.status is TaskStatus.PENDING or t.uid in session.evicted)
 
@@ -261,14 +265,14 @@ class _Room:
     """The most of each resource any candidate node has left (idle + releasing): a task asking more
     fits nowhere, and placements only use up room, so its job need not be tried."""
 
-    def __init__(self, session, positions):
+    def __init__(self, session: Session, positions: array[int]) -> None:
         self.arrays, self.positions = session.arrays, positions
-        self.most = None
+        self.most: list[float] | None = None
 
     def changed(self) -> None:
         self.most = None
 
-    def may_fit(self, tasks) -> bool:
+    def may_fit(self, tasks: Iterable[Task]) -> bool:
         """Whether some task of ``tasks`` could fit a candidate node (False when there is none)."""
         if self.most is None:
             a = self.arrays
@@ -297,8 +301,8 @@ class JobSolver:
     ``validate`` judges a simulated scenario; ``messages`` gives the eviction messages of victims.
     """
 
-    def __init__(self, session, victim_queue: Callable[[Job], JobQueue], validate: Validator | None,
-                 messages: Messenger):
+    def __init__(self, session: Session, victim_queue: Callable[[Job], JobQueue], validate: Validator | None,
+                 messages: Messenger) -> None:
         self.session = session
         self.victim_queue = victim_queue
         self.validate = validate
@@ -347,7 +351,8 @@ class JobSolver:
 
     # --- one partial step: scenarios of growing size ----------------------------------------------
 
-    def _solve_partial(self, job: Job, pending: list[Task], recorded: list[Job], base_nodes: set[str]):
+    def _solve_partial(self, job: Job, pending: list[Task], recorded: list[Job],
+                       base_nodes: set[str]) -> _Solution | None:
         nodes = set(base_nodes)
         recorded_tasks = [t for g in recorded for t in g.tasks.values()]
         nodes.update(t.node for t in recorded_tasks if t.node)
@@ -388,7 +393,7 @@ class JobSolver:
             cp = stmt.checkpoint()
             groups = potential.of_jobs_on(node_name)
             tasks = [t for g in groups for t in g.tasks.values() if evictable(session, t)]
-            here = nodes | {t.node for t in tasks}
+            here = nodes | cast("set[str]", {t.node for t in tasks})  # victims are placed: they have a node
             self._evict(stmt, job, tasks)
             solution = self._simulate(stmt, job, pending, recorded + groups, recorded_tasks + tasks, candidates, here)
             if solution is not None:

@@ -8,7 +8,12 @@ its placed tasks are evicted. A job that is no longer stale loses its stamp.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kai.api import ACTIVE_ALLOCATED, ACTIVE_USED, Job, Task, TaskStatus
+
+if TYPE_CHECKING:
+    from kai.framework.session import Session
 
 
 def is_stale(job: Job) -> bool:
@@ -30,7 +35,7 @@ def eviction_message(job: Job, task: Task) -> str:
             f"{ps.name}, evicting remaining pod: {who}")
 
 
-def stalegangeviction(session) -> None:
+def stalegangeviction(session: Session) -> None:
     grace = session.plugins.config.staleness_grace_period
     for job in session.jobs.values():
         if not is_stale(job):
