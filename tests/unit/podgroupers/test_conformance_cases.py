@@ -1,7 +1,8 @@
-"""Every podgrouper conformance case (KAI's own podgrouper tests) passes through the hub."""
+"""The podgrouper case runner: the case files are there and a failure names the first mismatch.
+
+Each case runs as its own conformance item (tests/conformance/conftest.py)."""
 
 from pathlib import Path
-
 
 from kai.sim.podgroup_cases import run_case_file
 
