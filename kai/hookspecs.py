@@ -5,7 +5,8 @@ Every hook name starts with ``kai_``. Returning ``None`` means "no opinion". Vet
 
 Scheduling hooks are implemented by objects built from the ``kai.plugins`` entry-point group;
 PodGrouper hooks by objects built from ``kai.podgroupers``. Each hook is documented in
-``docs/plugins.md``; a test fails when one is missing there or has no test of its own.
+``docs/plugins.md``; a test fails when one is missing there or has no test of its own. A plugin
+implementing a hook not specified here fails to load (``optionalhook=True`` excepted).
 
 The hot hooks (ordering, predicates, capacity, node subsets, scores, allocation events) are resolved
 once per session into plain call lists (:class:`kai.framework.plugins.CallLists`) that the kernel
@@ -16,6 +17,7 @@ walks itself, in the order of the plugins in the scheduler configuration; their 
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +34,27 @@ if TYPE_CHECKING:
     from kai.grouping.hub import PodGrouperHub
 
 hookspec = pluggy.HookspecMarker(PROJECT)
+
+
+def unknown_hook(pm: pluggy.PluginManager) -> tuple[str, str] | None:
+    """A plugin of ``pm`` implementing a hook no specification declares: ``(plugin name, what is wrong)``, or None.
+
+    pluggy's ``check_pending`` finds it; implementations marked ``optionalhook=True`` are allowed. What is
+    wrong reads ``unknown hook 'kai_node_score' (did you mean 'kai_node_scores'?)``.
+    """
+    try:
+        pm.check_pending()
+    except pluggy.PluginValidationError as exc:
+        plugin = exc.plugin
+        known = [name for name in vars(pm.hook) if not name.startswith("_") and getattr(pm.hook, name).has_spec()]
+        for caller in pm.get_hookcallers(plugin) or ():
+            if caller.has_spec() or all(i.optionalhook for i in caller.get_hookimpls() if i.plugin is plugin):
+                continue
+            close = difflib.get_close_matches(caller.name, known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            return pm.get_name(plugin) or "?", f"unknown hook {caller.name!r}{hint}"
+        raise
+    return None
 
 
 # --- session life cycle ---------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 Every scheduling plugin -- shipped or third-party -- is an entry point in the group
 ``kai.plugins`` naming a builder ``build(arguments: dict) -> object``; the object carries
-``@kai.hookimpl`` methods. The configuration says which plugins run, with which arguments, in
+``@kai.hookimpl`` methods, each named after a hook of :mod:`kai.hookspecs` (a plugin implementing
+any other hook fails to load). The configuration says which plugins run, with which arguments, in
 which order.
 """
 
@@ -31,7 +32,7 @@ class PluginError(Exception):
     """A plugin cannot be found, loaded or built, or two distributions claim one name."""
 
 
-def _dist_name(ep: EntryPoint) -> str:
+def _dist_name(ep: EntryPoint | None) -> str:
     dist = getattr(ep, "dist", None)
     return f"{dist.name} {dist.version}" if dist is not None else "?"
 
@@ -106,6 +107,10 @@ class Plugins:
             self.pm.register(obj, name=name)
             self.names.append(name)
         self.names.reverse()
+        unknown = hookspecs.unknown_hook(self.pm)
+        if unknown is not None:
+            name, what = unknown
+            raise PluginError(f"plugin {name!r} ({_dist_name(available.get(name))}) implements {what}")
         self.pm.register(builtin_actions, name="kai.actions")
         self.actions = self._collect_actions()
         missing = [a for a in config.actions if a not in self.actions]
