@@ -27,7 +27,7 @@ from typing import Any
 import attrs
 
 from kai.binder import reservation
-from kai.binder.binder import DEFAULT_WORKERS
+from kai.binder.binder import DEFAULT_PLUGINS as DEFAULT_BINDER_PLUGINS, DEFAULT_WORKERS
 from kai.kube.leader import LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD, LeaderElector
 from kai.kube.server import DEFAULT_ADDRESS, ObservabilityServer
 from kai.framework import DEFAULT_CONFIG, ConfigError, PluginError, SchedulerConfig, load_config
@@ -66,19 +66,16 @@ def _scheduler(ctx: Context):
 
 
 def _binder(ctx: Context):
-    from kai.binder.binder import Binder
-    from kai.binder.gpusharing import GpuSharing
-    from kai.binder.reservation import Reservations
+    from kai.binder.binder import Binder, build_plugins
     from kai.metrics import BinderMetrics
 
     a, kube = ctx.args, ctx.client()
-    reservations = Reservations(kube, namespace=a.resource_reservation_namespace, app=a.resource_reservation_app_label,
-                                image=a.resource_reservation_pod_image,
-                                service_account=a.resource_reservation_service_account,
-                                runtime_class=a.runtime_class_name, timeout=a.resource_reservation_allocation_timeout,
-                                fake_gpu_nodes=a.fake_gpu_nodes)
-    return Binder(kube, plugins=[GpuSharing(kube, reservations, cdi=a.cdi_enabled)], workers=a.bind_workers,
-                  metrics=BinderMetrics(ctx.registry))
+    gpusharing = {"namespace": a.resource_reservation_namespace, "appLabel": a.resource_reservation_app_label,
+                  "image": a.resource_reservation_pod_image, "serviceAccount": a.resource_reservation_service_account,
+                  "runtimeClass": a.runtime_class_name, "allocationTimeout": a.resource_reservation_allocation_timeout,
+                  "fakeGpuNodes": a.fake_gpu_nodes, "cdi": a.cdi_enabled}
+    plugins = build_plugins(a.binder_plugins, {"gpusharing": gpusharing}, kube)
+    return Binder(kube, plugins=plugins, workers=a.bind_workers, metrics=BinderMetrics(ctx.registry))
 
 
 def _podgroup_controller(ctx: Context):
@@ -172,7 +169,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="prefix of every metric name (default: %(default)s)")
     p.add_argument("--bind-workers", type=int, default=DEFAULT_WORKERS,
                    help="binder: BindRequests handled concurrently (default: %(default)s)")
-    gs = p.add_argument_group("binder: GPU sharing (reservation pods)")
+    p.add_argument("--binder-plugins", type=_names, default=list(DEFAULT_BINDER_PLUGINS), metavar="NAME,...",
+                   help="binder: the binder plugins (entry points of kai.binder_plugins) run around each Binding, "
+                        f"in order; '' for none (default: {','.join(DEFAULT_BINDER_PLUGINS)})")
+    gs = p.add_argument_group("binder: GPU sharing (reservation pods; the arguments of binder plugin gpusharing)")
     gs.add_argument("--resource-reservation-namespace", default=reservation.NAMESPACE, metavar="NAMESPACE",
                     help="namespace of the GPU reservation pods (default: %(default)s)")
     gs.add_argument("--resource-reservation-service-account", default=reservation.APP, metavar="NAME",
@@ -237,6 +237,10 @@ def parse_duration(value: str) -> float:
     if match is None:
         raise argparse.ArgumentTypeError(f"{value!r} is not a duration (like 15s, 500ms, 2m)")
     return float(match.group(1)) * {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}[match.group(2)]
+
+
+def _names(value: str) -> list[str]:
+    return [name.strip() for name in value.split(",") if name.strip()]
 
 
 def _key_values(value: str) -> dict[str, str]:

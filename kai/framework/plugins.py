@@ -4,7 +4,8 @@ Every scheduling plugin -- shipped or third-party -- is an entry point in the gr
 ``kai.plugins`` naming a builder ``build(arguments: dict) -> object``; the object carries
 ``@kai.hookimpl`` methods, each named after a hook of :mod:`kai.hookspecs` (a plugin implementing
 any other hook fails to load). The configuration says which plugins run, with which arguments, in
-which order.
+which order. :func:`discover` and :func:`build_plugin` also serve the other entry-point groups
+(podgroupers, binder plugins).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from kai.framework.config import SchedulerConfig
 
 PLUGIN_GROUP = "kai.plugins"
 PODGROUPER_GROUP = "kai.podgroupers"
+BINDER_PLUGIN_GROUP = "kai.binder_plugins"
 
 #: Hooks called in the scheduling loops; resolved once per session into plain lists.
 HOT_HOOKS = (
@@ -51,19 +53,19 @@ def discover(group: str = PLUGIN_GROUP) -> dict[str, EntryPoint]:
     return found
 
 
-def build_plugin(name: str, arguments: dict, available: dict[str, EntryPoint]):
-    """Load and build one plugin; an unknown name is an error that lists the installed ones."""
+def build_plugin(name: str, arguments: dict, available: dict[str, EntryPoint], kind: str = "plugin"):
+    """Load and build one ``kind`` of plugin; an unknown name is an error that lists the installed ones."""
     ep = available.get(name)
     if ep is None:
-        raise PluginError(f"unknown plugin {name!r}; installed plugins: {', '.join(sorted(available)) or 'none'}")
+        raise PluginError(f"unknown {kind} {name!r}; installed {kind}s: {', '.join(sorted(available)) or 'none'}")
     try:
         builder = ep.load()
     except Exception as exc:  # a broken third-party distribution must not look like our bug
-        raise PluginError(f"plugin {name!r} ({_dist_name(ep)}): cannot load {ep.value}: {exc}") from exc
+        raise PluginError(f"{kind} {name!r} ({_dist_name(ep)}): cannot load {ep.value}: {exc}") from exc
     try:
         return builder(dict(arguments))
     except Exception as exc:
-        raise PluginError(f"plugin {name!r}: invalid arguments {arguments!r}: {exc}") from exc
+        raise PluginError(f"{kind} {name!r}: invalid arguments {arguments!r}: {exc}") from exc
 
 
 def _adapt(impl, spec_args: tuple[str, ...]):
@@ -137,14 +139,15 @@ class Plugins:
 
 
 def list_main(argv: list[str]) -> int:
-    """``kai-scheduler plugins``: installed plugins and podgroupers with their distributions."""
+    """``kai-scheduler plugins``: installed plugins, podgroupers and binder plugins with their distributions."""
     from kai import _native
 
     if argv and argv[0] in ("-h", "--help"):
-        print("usage: kai-scheduler plugins\n\nList installed scheduling plugins and podgroupers.")
+        print("usage: kai-scheduler plugins\n\nList installed scheduling plugins, podgroupers and binder plugins.")
         return 0
     try:
-        groups = {"scheduling plugins": discover(PLUGIN_GROUP), "podgroupers": discover(PODGROUPER_GROUP)}
+        groups = {"scheduling plugins": discover(PLUGIN_GROUP), "podgroupers": discover(PODGROUPER_GROUP),
+                  "binder plugins": discover(BINDER_PLUGIN_GROUP)}
     except PluginError as exc:
         print(f"kai-scheduler plugins: {exc}", file=sys.stderr)
         return 2

@@ -1,9 +1,11 @@
-"""Plugins and podgroupers installed from a distribution: their hooks are checked against the specs."""
+"""Plugins of every entry-point group installed from a distribution: hooks checked against the specs,
+binder plugins discovered and listed like the others."""
 
 from __future__ import annotations
 
 import sys
 import zipfile
+from importlib.metadata import version
 
 import pytest
 
@@ -11,8 +13,9 @@ from kai import hookimpl
 from kai import testing as kt
 from kai import testing_podgroupers as ktp
 from kai.api.podgroup import GroupingError
+from kai.binder.binder import build_plugins
 from kai.framework import PluginError, PluginSpec, Plugins, SchedulerConfig
-from kai.framework.plugins import discover
+from kai.framework.plugins import BINDER_PLUGIN_GROUP, discover, list_main
 from kai.grouping import hub as hub_module
 from support.wheel import wheel
 
@@ -38,12 +41,26 @@ class Grouper:
         return hub.default_metadata(top_owner, pod)
 
 
+class Recorder:
+    name = "recorder"
+
+    def __init__(self, arguments):
+        self.arguments, self.kube = arguments, None
+
+    def setup(self, kube):
+        self.kube = kube
+
+
 def build_scores(arguments):
     return Scores()
 
 
 def build_grouper(arguments):
     return Grouper()
+
+
+def build_recorder(arguments):
+    return Recorder(arguments)
 '''
 
 
@@ -106,3 +123,30 @@ def test_an_unknown_hook_is_an_error_without_a_distribution_too_unless_it_is_opt
 def test_a_podgrouper_given_built_with_an_unknown_hook_is_an_error():
     with pytest.raises(GroupingError, match=r"podgrouper 'mine' \(\?\) implements unknown hook 'kai_job_ordr'"):
         ktp.hub(plugins={"mine": Misspelt()})
+
+
+def test_binder_plugins_are_found_through_their_entry_point_group(install):
+    install("kai-recorder-binder", f"[kai.binder_plugins]\nrecorder = {MODULE}:build_recorder\n")
+    found = discover(BINDER_PLUGIN_GROUP)
+    assert found["gpusharing"].value == "kai.binder.gpusharing:build"
+    assert found["recorder"].dist.name == "kai-recorder-binder"
+    kube = object()
+    (plugin,) = build_plugins(["recorder"], {"recorder": {"level": 3}}, kube)
+    assert (plugin.arguments, plugin.kube) == ({"level": 3}, kube)
+
+
+def test_a_binder_plugin_name_claimed_by_two_distributions_is_an_error(install):
+    install("kai-other-gpusharing", f"[kai.binder_plugins]\ngpusharing = {MODULE}:build_recorder\n")
+    with pytest.raises(PluginError, match=r"plugin name 'gpusharing' in group kai.binder_plugins is claimed by two "
+                                          r"distributions: .*kai-other-gpusharing 1.2"):
+        discover(BINDER_PLUGIN_GROUP)
+
+
+def test_kai_scheduler_plugins_lists_binder_plugins(install, capsys):
+    install("kai-recorder-binder", f"[kai.binder_plugins]\nrecorder = {MODULE}:build_recorder\n")
+    assert list_main([]) == 0
+    out = capsys.readouterr().out
+    listing = out[out.index("binder plugins (2):"):].splitlines()
+    ours = ["gpusharing", "kai-scheduler", version("kai-scheduler"), "kai.binder.gpusharing:build"]
+    assert listing[1].split() == ours
+    assert listing[2].split() == ["recorder", "kai-recorder-binder", "1.2", f"{MODULE}:build_recorder"]
