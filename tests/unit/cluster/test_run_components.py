@@ -65,7 +65,7 @@ def test_every_kai_component_is_available():
 
 def test_the_binder_runs_the_gpusharing_plugin_with_the_gpu_sharing_flags():
     binder = build("binder", "--resource-reservation-namespace", "rr", "--resource-reservation-allocation-timeout",
-                   "90", "--runtime-class-name", "nvidia", "--cdi-enabled", "--fake-gpu-nodes")
+                   "1m30s", "--runtime-class-name", "nvidia", "--cdi-enabled", "--fake-gpu-nodes")
     (plugin,) = binder.plugins
     assert isinstance(plugin, GpuSharing) and plugin.cdi
     assert plugin.kube is binder.kube and plugin.reservations.kube is binder.kube
