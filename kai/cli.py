@@ -19,7 +19,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "run": ("kai.run:main", "run the scheduler's components against a Kubernetes API server"),
     "dev-cluster": ("kai.dev.cli:main",
                     "a local control plane (etcd, kube-apiserver, kwok): build|up|down|env|status"),
-    "plugins": ("kai.framework.plugins:list_main", "list installed plugins and podgroupers with their distributions"),
+    "plugins": ("kai.framework.plugins:list_main",
+                "list installed plugins, podgroupers and binder plugins with their distributions"),
     "podgroup": ("kai.sim.podgroup:main", "print the PodGroup the podgroupers would create for pods in a YAML file"),
 }
 

@@ -5,27 +5,63 @@ Every hook name starts with ``kai_``. Returning ``None`` means "no opinion". Vet
 
 Scheduling hooks are implemented by objects built from the ``kai.plugins`` entry-point group;
 PodGrouper hooks by objects built from ``kai.podgroupers``. Each hook is documented in
-``docs/plugins.md``; a test fails when one is missing there or has no test of its own.
+``docs/plugins.md``; a test fails when one is missing there or has no test of its own. A plugin
+implementing a hook not specified here fails to load (``optionalhook=True`` excepted).
 
-The hot hooks (ordering, predicates, node scores, allocation events) are resolved once per session
-into plain call lists (:class:`kai.framework.plugins.CallLists`); their call order is the order of
-the plugins in the scheduler configuration.
+The hot hooks (ordering, predicates, capacity, node subsets, scores, allocation events) are resolved
+once per session into plain call lists (:class:`kai.framework.plugins.CallLists`) that the kernel
+walks itself, in the order of the plugins in the scheduler configuration; their specs carry no
+``firstresult``. ``firstresult`` marks only the hooks the kernel calls through pluggy
+(``session.hook``) and whose first non-``None`` answer decides.
 """
 
 from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
 from kai import PROJECT
 
+if TYPE_CHECKING:
+    from kai.api import Job, PodSet, Queue, Reject, Resources, SubGroup, Task
+    from kai.api.podgroup import PodGroupMetadata
+    from kai.framework.actions.solver import Scenario
+    from kai.framework.nodes import NodeInfo
+    from kai.framework.session import Session
+    from kai.grouping.hub import PodGrouperHub
+
 hookspec = pluggy.HookspecMarker(PROJECT)
+
+
+def unknown_hook(pm: pluggy.PluginManager) -> tuple[str, str] | None:
+    """A plugin of ``pm`` implementing a hook no specification declares: ``(plugin name, what is wrong)``, or None.
+
+    pluggy's ``check_pending`` finds it; implementations marked ``optionalhook=True`` are allowed. What is
+    wrong reads ``unknown hook 'kai_node_score' (did you mean 'kai_node_scores'?)``.
+    """
+    try:
+        pm.check_pending()
+    except pluggy.PluginValidationError as exc:
+        plugin = exc.plugin
+        known = [name for name in vars(pm.hook) if not name.startswith("_") and getattr(pm.hook, name).has_spec()]
+        for caller in pm.get_hookcallers(plugin) or ():
+            if caller.has_spec() or all(i.optionalhook for i in caller.get_hookimpls() if i.plugin is plugin):
+                continue
+            close = difflib.get_close_matches(caller.name, known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            return pm.get_name(plugin) or "?", f"unknown hook {caller.name!r}{hint}"
+        raise
+    return None
 
 
 # --- session life cycle ---------------------------------------------------------------------------
 
 
 @hookspec
-def kai_actions():
+def kai_actions() -> Mapping[str, Callable[[Session], None]] | None:
     """Return a mapping ``{action name: callable(session) -> None}`` of the actions this plugin offers.
 
     Called once when the plugin manager is built. The kernel offers ``allocate`` itself; the
@@ -35,7 +71,7 @@ def kai_actions():
 
 
 @hookspec
-def kai_session_open(session):
+def kai_session_open(session: Session) -> None:
     """Called when a scheduling session opens, in configuration order, before any action runs.
 
     Plugins compute their per-session state here (fair shares, indexes) and may keep a reference
@@ -44,15 +80,17 @@ def kai_session_open(session):
 
 
 @hookspec
-def kai_session_close(session):
+def kai_session_close(session: Session) -> None:
     """Called when the session closes, after every action ran and decisions were collected."""
 
 
-# --- ordering (firstresult comparators: return <0, >0, or None for "equal / no opinion") ---------
+# --- ordering (comparators: return <0, >0, or 0/None for "equal / no opinion") -------------------
+# The kernel asks the plugins in configuration order and the first non-zero answer decides; a 0
+# passes the decision on, which pluggy's firstresult would not do.
 
 
-@hookspec(firstresult=True)
-def kai_job_order(session, left, right):
+@hookspec
+def kai_job_order(session: Session, left: Job, right: Job) -> int | None:
     """Compare two jobs of one leaf queue: negative when ``left`` goes first, positive when ``right``.
 
     The first plugin (in configuration order) returning a non-zero number decides; ``None`` or ``0``
@@ -60,51 +98,54 @@ def kai_job_order(session, left, right):
     """
 
 
-@hookspec(firstresult=True)
-def kai_task_order(session, left, right):
+@hookspec
+def kai_task_order(session: Session, left: Task, right: Task) -> int | None:
     """Compare two tasks of one job (same conventions as :func:`kai_job_order`).
 
     Fallback: creation time, then name.
     """
 
 
-@hookspec(firstresult=True)
-def kai_podset_order(session, job, left, right):
+@hookspec
+def kai_podset_order(session: Session, job: Job, left: PodSet, right: PodSet) -> int | None:
     """Compare two pod sets of ``job`` for allocation (same conventions). Fallback: name."""
 
 
-@hookspec(firstresult=True)
-def kai_queue_order(session, left, right, left_job, right_job, left_victims, right_victims):
+@hookspec
+def kai_queue_order(session: Session, left: Queue, right: Queue, left_job: Job | None, right_job: Job | None,
+                    left_victims: Sequence[Job], right_victims: Sequence[Job]) -> int | None:
     """Compare two sibling queues, each represented by its best job (same conventions).
 
     ``left_victims``/``right_victims`` are the jobs already chosen as victims in that queue when the
-    order is used for victim selection (else empty). Fallback: creation time, then name.
+    order is used for victim selection (``left_job``/``right_job`` are then ``None``), else empty.
+    Fallback: creation time, then name.
     """
 
 
-# --- filtering (firstresult vetoes: return a Reject to veto, None to accept) ------------------------
+# --- filtering (vetoes: return a Reject to veto, None to accept) -----------------------------------
+# The kernel asks the plugins in configuration order and the first Reject wins.
 
 
-@hookspec(firstresult=True)
-def kai_pre_predicate(session, task, job):
+@hookspec
+def kai_pre_predicate(session: Session, task: Task, job: Job) -> Reject | None:
     """Veto a task before any node is looked at (``Reject``), or ``None``."""
 
 
-@hookspec(firstresult=True)
-def kai_predicate(session, task, job, node):
+@hookspec
+def kai_predicate(session: Session, task: Task, job: Job, node: NodeInfo) -> Reject | None:
     """Veto placing ``task`` on ``node`` (``Reject`` with the reason), or ``None`` to accept.
 
     Called only for nodes where the task's resources fit (idle + releasing); the first veto wins.
     """
 
 
-@hookspec(firstresult=True)
-def kai_job_over_capacity(session, job, tasks):
+@hookspec
+def kai_job_over_capacity(session: Session, job: Job, tasks: list[Task]) -> Reject | None:
     """Veto allocating ``tasks`` of ``job`` because of queue capacity (limits, quota), or ``None``."""
 
 
-@hookspec(firstresult=True)
-def kai_task_over_capacity(session, task, job, node):
+@hookspec
+def kai_task_over_capacity(session: Session, task: Task, job: Job, node: NodeInfo | None) -> Reject | None:
     """Veto placing ``task`` on ``node`` because its queue would go over a limit or quota, or ``None``.
 
     Asked by the ``predicates`` plugin for each candidate node of a GPU-memory request (its GPU quota
@@ -114,10 +155,11 @@ def kai_task_over_capacity(session, task, job, node):
 
 
 # --- eviction actions (reclaim, preempt, consolidation and the job solver) -------------------------
+# Called through pluggy (``session.hook``): firstresult, the first non-None answer decides.
 
 
 @hookspec(firstresult=True)
-def kai_can_reclaim(session, job):
+def kai_can_reclaim(session: Session, job: Job) -> Reject | None:
     """Veto ``job`` as a reclaimer (``Reject``), or ``None`` to let the reclaim action solve for it.
 
     Asked once per candidate job of the ``reclaim`` action, before any victim is looked at.
@@ -125,7 +167,7 @@ def kai_can_reclaim(session, job):
 
 
 @hookspec(firstresult=True)
-def kai_victim_filter(session, action, preemptor, victim):
+def kai_victim_filter(session: Session, action: str, preemptor: Job, victim: Job) -> Reject | None:
     """Veto the job ``victim`` as a victim of ``preemptor`` (``Reject``), or ``None`` to accept it.
 
     ``action`` is ``"reclaim"`` or ``"preempt"``. Asked while the action builds the victim queue of
@@ -135,7 +177,7 @@ def kai_victim_filter(session, action, preemptor, victim):
 
 
 @hookspec(firstresult=True)
-def kai_scenario_validator(session, action, scenario):
+def kai_scenario_validator(session: Session, action: str, scenario: Scenario) -> Reject | None:
     """Veto a solved scenario of ``action`` (``"reclaim"`` or ``"preempt"``) with a ``Reject``, or ``None``.
 
     ``scenario`` is a :class:`kai.framework.Scenario`: the preemptor, the tasks being placed,
@@ -145,7 +187,7 @@ def kai_scenario_validator(session, action, scenario):
 
 
 @hookspec(firstresult=True)
-def kai_queue_resources(session, queue):
+def kai_queue_resources(session: Session, queue: Queue) -> tuple[Resources, Resources, Resources] | None:
     """Return ``(allocated, deserved, fair_share)`` of ``queue`` as :class:`kai.api.Resources`, or ``None``.
 
     Used for the queue lines of reclaim eviction messages. Units: CPU millicores, memory bytes,
@@ -154,7 +196,7 @@ def kai_queue_resources(session, queue):
 
 
 @hookspec
-def kai_job_solution_start(session, job):
+def kai_job_solution_start(session: Session, job: Job) -> None:
     """Called before the job solver looks for victims for ``job`` (reclaim, preempt, consolidation).
 
     Plugins may snapshot the state their scenario validator compares against.
@@ -165,14 +207,15 @@ def kai_job_solution_start(session, job):
 
 
 @hookspec
-def kai_pre_job_allocation(session, job):
+def kai_pre_job_allocation(session: Session, job: Job) -> None:
     """Called at the start of every allocation attempt of ``job`` -- by allocate and by the pipeline-only
     attempts of the eviction actions -- before its tasks are chosen. Plugins reset per-attempt state here.
     """
 
 
 @hookspec
-def kai_subset_nodes(session, job, group, pod_sets, tasks, nodes):
+def kai_subset_nodes(session: Session, job: Job, group: SubGroup | PodSet, pod_sets: list[str], tasks: list[Task],
+                     nodes: list[NodeInfo]) -> list[list[NodeInfo]] | None:
     """Split ``nodes`` into the node sets the ``tasks`` of ``group`` may be placed on, in the order to try them.
 
     ``group`` is the job's root (a :class:`kai.api.SubGroup` named ``""`` carrying ``job.topology``), one of
@@ -188,7 +231,7 @@ def kai_subset_nodes(session, job, group, pod_sets, tasks, nodes):
 
 
 @hookspec
-def kai_node_scores(session, task, nodes):
+def kai_node_scores(session: Session, task: Task, nodes: list[NodeInfo]) -> Sequence[float] | None:
     """Score every candidate node of ``task`` at once.
 
     ``nodes`` is the list of nodes where the task fits. Return a sequence of floats of the same
@@ -198,7 +241,7 @@ def kai_node_scores(session, task, nodes):
 
 
 @hookspec
-def kai_gpu_scores(session, task, node, groups):
+def kai_gpu_scores(session: Session, task: Task, node: NodeInfo, groups: list[str | None]) -> Sequence[float] | None:
     """Score the devices of ``node`` a shared-GPU ``task`` could land on.
 
     ``groups`` lists the ids of the node's shared devices the task fits on, in the order they were
@@ -213,24 +256,25 @@ def kai_gpu_scores(session, task, node, groups):
 
 
 @hookspec
-def kai_on_allocate(session, task, node):
+def kai_on_allocate(session: Session, task: Task, node: NodeInfo) -> None:
     """Called after ``task`` was (virtually) placed on ``node`` -- allocated or pipelined -- and
     after an eviction of ``task`` was undone. Plugins keep their session state (queue usage) current.
     """
 
 
 @hookspec
-def kai_on_deallocate(session, task, node):
+def kai_on_deallocate(session: Session, task: Task, node: NodeInfo) -> None:
     """Called after ``task`` was (virtually) evicted from ``node``, or its placement undone."""
 
 
 # --- pod grouping ---------------------------------------------------------------------------------
 # Implemented by objects built from the ``kai.podgroupers`` entry-point group. The grouping hub
-# (:class:`kai.grouping.hub.PodGrouperHub`) calls only the podgrouper it chose for a pod.
+# (:class:`kai.grouping.hub.PodGrouperHub`) calls only the podgrouper it chose for a pod, directly,
+# never through pluggy.
 
 
 @hookspec
-def kai_podgrouper_kinds():
+def kai_podgrouper_kinds() -> Iterable[tuple[str, str, str]] | None:
     """Return the top-owner kinds this podgrouper groups, as ``(group, version, kind)`` tuples.
 
     Called once when the hub is built. The core group is ``""``. A version of ``"*"`` matches any
@@ -240,8 +284,9 @@ def kai_podgrouper_kinds():
     """
 
 
-@hookspec(firstresult=True)
-def kai_podgroup_metadata(hub, top_owner, pod, owners):
+@hookspec
+def kai_podgroup_metadata(hub: PodGrouperHub, top_owner: dict[str, Any] | None, pod: dict[str, Any],
+                          owners: list[dict[str, Any]]) -> PodGroupMetadata:
     """Return the :class:`kai.api.podgroup.PodGroupMetadata` of ``pod``'s PodGroup.
 
     ``top_owner`` is the pod's top owner (a Kubernetes object map; the pod itself for a pod without
@@ -251,3 +296,4 @@ def kai_podgroup_metadata(hub, top_owner, pod, owners):
     (``hub.get``, ``hub.list_pods``) and hand-over to another kind's podgrouper (``hub.dispatch``).
     Raise :class:`kai.api.podgroup.GroupingError` with KAI's message when the pod cannot be grouped.
     """
+    raise NotImplementedError  # a specification: never called, but its return type admits no None

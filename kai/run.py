@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import re
 import signal
 import sys
 import threading
@@ -27,10 +26,11 @@ from typing import Any
 import attrs
 
 from kai.binder import reservation
-from kai.binder.binder import DEFAULT_WORKERS
+from kai.binder.binder import DEFAULT_PLUGINS as DEFAULT_BINDER_PLUGINS, DEFAULT_WORKERS
 from kai.kube.leader import LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD, LeaderElector
 from kai.kube.server import DEFAULT_ADDRESS, ObservabilityServer
 from kai.framework import DEFAULT_CONFIG, ConfigError, PluginError, SchedulerConfig, load_config
+from kai.framework.durations import duration_flag
 from kai.logs import FORMATS, configure, fields
 from kai.metrics import DEFAULT_NAMESPACE, Registry
 
@@ -66,19 +66,16 @@ def _scheduler(ctx: Context):
 
 
 def _binder(ctx: Context):
-    from kai.binder.binder import Binder
-    from kai.binder.gpusharing import GpuSharing
-    from kai.binder.reservation import Reservations
+    from kai.binder.binder import Binder, build_plugins
     from kai.metrics import BinderMetrics
 
     a, kube = ctx.args, ctx.client()
-    reservations = Reservations(kube, namespace=a.resource_reservation_namespace, app=a.resource_reservation_app_label,
-                                image=a.resource_reservation_pod_image,
-                                service_account=a.resource_reservation_service_account,
-                                runtime_class=a.runtime_class_name, timeout=a.resource_reservation_allocation_timeout,
-                                fake_gpu_nodes=a.fake_gpu_nodes)
-    return Binder(kube, plugins=[GpuSharing(kube, reservations, cdi=a.cdi_enabled)], workers=a.bind_workers,
-                  metrics=BinderMetrics(ctx.registry))
+    gpusharing = {"namespace": a.resource_reservation_namespace, "appLabel": a.resource_reservation_app_label,
+                  "image": a.resource_reservation_pod_image, "serviceAccount": a.resource_reservation_service_account,
+                  "runtimeClass": a.runtime_class_name, "allocationTimeout": a.resource_reservation_allocation_timeout,
+                  "fakeGpuNodes": a.fake_gpu_nodes, "cdi": a.cdi_enabled}
+    plugins = build_plugins(a.binder_plugins, {"gpusharing": gpusharing}, kube)
+    return Binder(kube, plugins=plugins, workers=a.bind_workers, metrics=BinderMetrics(ctx.registry))
 
 
 def _podgroup_controller(ctx: Context):
@@ -150,7 +147,8 @@ def parse_components(value: str) -> list[str]:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kai-scheduler run", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="DURATION: a Go duration (1s, 1m30s, 500ms, 1h) or a bare number of seconds.")
     p.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, else in-cluster)")
     p.add_argument("--config", help="scheduler configuration YAML (actions and plugin tiers; default: built-in)")
     p.add_argument("--components", default=",".join(COMPONENTS),
@@ -159,8 +157,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="pods with this spec.schedulerName are scheduled (default: %(default)s)")
     p.add_argument("--namespace", default="kai-scheduler",
                    help="namespace of the scheduler's own objects (leases) (default: %(default)s)")
-    p.add_argument("--schedule-period", type=float, default=1.0, metavar="SECONDS",
-                   help="time between scheduling cycles (default: %(default)s)")
+    p.add_argument("--schedule-period", type=duration_flag, default=1.0, metavar="DURATION",
+                   help="time between scheduling cycles (default: 1s)")
     p.add_argument("--qps", type=float, default=500.0, help="API requests per second per component, 0: no limit "
                    "(default: %(default)s)")
     p.add_argument("--burst", type=int, default=1000, help="API request burst per component (default: %(default)s)")
@@ -172,7 +170,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="prefix of every metric name (default: %(default)s)")
     p.add_argument("--bind-workers", type=int, default=DEFAULT_WORKERS,
                    help="binder: BindRequests handled concurrently (default: %(default)s)")
-    gs = p.add_argument_group("binder: GPU sharing (reservation pods)")
+    p.add_argument("--binder-plugins", type=_names, default=list(DEFAULT_BINDER_PLUGINS), metavar="NAME,...",
+                   help="binder: the binder plugins (entry points of kai.binder_plugins) run around each Binding, "
+                        f"in order; '' for none (default: {','.join(DEFAULT_BINDER_PLUGINS)})")
+    gs = p.add_argument_group("binder: GPU sharing (reservation pods; the arguments of binder plugin gpusharing)")
     gs.add_argument("--resource-reservation-namespace", default=reservation.NAMESPACE, metavar="NAMESPACE",
                     help="namespace of the GPU reservation pods (default: %(default)s)")
     gs.add_argument("--resource-reservation-service-account", default=reservation.APP, metavar="NAME",
@@ -181,8 +182,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="their image, which reports the pod's GPU (default: %(default)s)")
     gs.add_argument("--resource-reservation-app-label", default=reservation.APP, metavar="VALUE",
                     help="their 'app' label (default: %(default)s)")
-    gs.add_argument("--resource-reservation-allocation-timeout", type=float, default=reservation.DEFAULT_TIMEOUT,
-                    metavar="SECONDS", help="wait this long for a reservation pod's GPU (default: %(default)s)")
+    gs.add_argument("--resource-reservation-allocation-timeout", type=duration_flag, metavar="DURATION",
+                    default=reservation.DEFAULT_TIMEOUT,
+                    help="wait this long for a reservation pod's GPU (default: 40s)")
     gs.add_argument("--runtime-class-name", default="", metavar="NAME", help="their runtime class (default: none)")
     gs.add_argument("--cdi-enabled", action="store_true",
                     help="the device plugin uses CDI: devices are given as k8s.device-plugin.nvidia.com/gpu=<id>")
@@ -198,11 +200,11 @@ def _parser() -> argparse.ArgumentParser:
     le.add_argument("--leader-elect-lease-name", default="", metavar="NAME",
                     help="the Lease in --namespace (default: the scheduler name, then the components other than "
                          "the scheduler, joined by '-')")
-    le.add_argument("--leader-elect-lease-duration", type=parse_duration, default=LEASE_DURATION, metavar="DURATION",
+    le.add_argument("--leader-elect-lease-duration", type=duration_flag, default=LEASE_DURATION, metavar="DURATION",
                     help="a lease not renewed for this long may be taken over (default: 15s)")
-    le.add_argument("--leader-elect-renew-deadline", type=parse_duration, default=RENEW_DEADLINE, metavar="DURATION",
+    le.add_argument("--leader-elect-renew-deadline", type=duration_flag, default=RENEW_DEADLINE, metavar="DURATION",
                     help="the leader gives up if it cannot renew for this long (default: 10s)")
-    le.add_argument("--leader-elect-retry-period", type=parse_duration, default=RETRY_PERIOD, metavar="DURATION",
+    le.add_argument("--leader-elect-retry-period", type=duration_flag, default=RETRY_PERIOD, metavar="DURATION",
                     help="how often to renew, and how often a standby checks the lease (default: 5s)")
     g = p.add_argument_group("podgrouper")
     g.add_argument("--queue-label-key", default="kai.scheduler/queue",
@@ -231,12 +233,8 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def parse_duration(value: str) -> float:
-    """Seconds of ``15s``, ``500ms``, ``2m``, ``1h`` or a plain number of seconds."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*", value)
-    if match is None:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a duration (like 15s, 500ms, 2m)")
-    return float(match.group(1)) * {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}[match.group(2)]
+def _names(value: str) -> list[str]:
+    return [name.strip() for name in value.split(",") if name.strip()]
 
 
 def _key_values(value: str) -> dict[str, str]:

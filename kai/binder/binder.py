@@ -36,10 +36,12 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib.metadata import EntryPoint
 from typing import Any, Protocol
 
+from kai.framework.plugins import BINDER_PLUGIN_GROUP, PluginError, build_plugin, discover
 from kai.kube.access import Access
 from kai.kube.client import STRATEGIC_MERGE_PATCH, ApiError, Kube, object_path
 from kai.kube.events import NORMAL, WARNING, record_event
@@ -60,6 +62,8 @@ DEFAULT_WORKERS = 10
 DEFAULT_BASE_DELAY = 1.0
 DEFAULT_MAX_DELAY = 60.0
 DEFAULT_SWEEP_PERIOD = 60.0
+#: The binder plugins run unless ``--binder-plugins`` says otherwise.
+DEFAULT_PLUGINS = ("gpusharing",)
 
 #: Every API call below (the chart's RBAC is generated from this; see kai.kube.access).
 API_ACCESS = (
@@ -164,9 +168,15 @@ class BindContext:
 
 
 class BindPlugin(Protocol):
-    """A step around the Binding call (GPU sharing, volumes, DRA claims). Raise BindError to fail."""
+    """A step around the Binding call (GPU sharing, volumes, DRA claims). Raise BindError to fail.
+
+    Built like every plugin by the builder its entry point (group ``kai.binder_plugins``) names,
+    ``build(arguments: dict) -> plugin``; :func:`build_plugins` then hands it the binder's client.
+    """
 
     name: str
+
+    def setup(self, kube: Kube) -> None: ...
 
     def pre_bind(self, ctx: BindContext) -> None: ...
 
@@ -176,6 +186,22 @@ class BindPlugin(Protocol):
 
     # optional: ``sync(nodes)`` tidies what the plugin keeps on ``nodes`` (None: all) after pods went away;
     # called for the node of each deleted BindRequest and on every sweep
+
+
+def build_plugins(names: Sequence[str], arguments: Mapping[str, Mapping[str, Any]], kube: Kube,
+                  available: Mapping[str, EntryPoint] | None = None) -> list[BindPlugin]:
+    """The binder plugins ``names``, in that order, each built with ``arguments[name]`` (default ``{}``)
+    and then given ``kube`` through ``setup``. An unknown or repeated name is a :class:`PluginError`."""
+    available = discover(BINDER_PLUGIN_GROUP) if available is None else available
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise PluginError(f"binder plugin(s) {', '.join(twice)} configured twice")
+    plugins = []
+    for name in names:
+        plugin = build_plugin(name, dict(arguments.get(name) or {}), dict(available), kind="binder plugin")
+        plugin.setup(kube)
+        plugins.append(plugin)
+    return plugins
 
 
 def backoff_delay(failed_attempts: int, base: float, maximum: float) -> float:

@@ -9,11 +9,12 @@ is created and the binder fills in the values when it binds it:
   containers too) gets ``NVIDIA_VISIBLE_DEVICES``, ``RUNAI_NUM_OF_GPUS`` and ``GPU_PORTION`` from
   the keys of ConfigMap ``<prefix>-<index>`` (``<prefix>-i<index>`` for an init container), that
   ConfigMap as volume ``<prefix>-<index>-vol``, and ``envFrom`` ConfigMap ``<prefix>-<index>-evar``.
-* binder (:class:`GpuSharing`): before the Binding, the devices of the BindRequest's GPU groups
-  (:mod:`kai.binder.reservation`), then both ConfigMaps upserted with the pod as owner:
-  ``NVIDIA_VISIBLE_DEVICES`` (comma-separated devices; in the ``-evar`` ConfigMap when the container
-  does not read it from the other one), ``GPU_PORTION`` and ``RUNAI_NUM_OF_GPUS`` (the BindRequest's
-  ``receivedGPU.portion``). A failed bind deletes both ConfigMaps and releases the pod's groups.
+* binder (:class:`GpuSharing`, the binder plugin ``gpusharing`` built by :func:`build`): before the
+  Binding, the devices of the BindRequest's GPU groups (:mod:`kai.binder.reservation`), then both
+  ConfigMaps upserted with the pod as owner: ``NVIDIA_VISIBLE_DEVICES`` (comma-separated devices; in
+  the ``-evar`` ConfigMap when the container does not read it from the other one), ``GPU_PORTION``
+  and ``RUNAI_NUM_OF_GPUS`` (the BindRequest's ``receivedGPU.portion``). A failed bind deletes both
+  ConfigMaps and releases the pod's groups.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 from kai.binder.binder import BindContext, BindError, InvalidBindRequest
 from kai.kube.client import ApiError, Kube, object_path
 from kai.binder.reservation import Reservations
+from kai.framework.durations import parse_duration
 from kai.logs import fields
 
 log = logging.getLogger(__name__)
@@ -153,15 +155,45 @@ def configmap_data(pod: dict[str, Any], devices: list[str], portion: str,
     return capabilities, evar
 
 
+#: Arguments of ``gpusharing`` passed on to :class:`Reservations`, with the keyword each one sets.
+RESERVATION_ARGUMENTS = {"namespace": "namespace", "appLabel": "app", "image": "image",
+                         "serviceAccount": "service_account", "runtimeClass": "runtime_class",
+                         "fakeGpuNodes": "fake_gpu_nodes"}
+
+
+def build(arguments: dict[str, Any]) -> GpuSharing:
+    """The ``gpusharing`` binder plugin (entry point of ``kai.binder_plugins``).
+
+    Arguments, all optional: the reservation pods' ``namespace``, ``appLabel``, ``image``, ``serviceAccount``
+    and ``runtimeClass``, ``fakeGpuNodes``, ``allocationTimeout`` (a Go duration or seconds) and ``cdi``.
+    ``kai-scheduler run`` sets them from its GPU-sharing flags.
+    """
+    unknown = sorted(set(arguments) - set(RESERVATION_ARGUMENTS) - {"allocationTimeout", "cdi"})
+    if unknown:
+        raise ValueError(f"unknown argument(s) {', '.join(unknown)}")
+    options: dict[str, Any] = {key: arguments[arg] for arg, key in RESERVATION_ARGUMENTS.items() if arg in arguments}
+    if "allocationTimeout" in arguments:
+        options["timeout"] = parse_duration(arguments["allocationTimeout"], "allocationTimeout")
+    return GpuSharing(cdi=bool(arguments.get("cdi", False)), **options)
+
+
 class GpuSharing:
-    """The binder plugin: reserve the devices of a ``Fraction`` BindRequest's groups and fill the pod's ConfigMaps."""
+    """The binder plugin: reserve the devices of a ``Fraction`` BindRequest's groups and fill the pod's ConfigMaps.
+
+    ``reservation_options`` are keyword arguments of :class:`Reservations`; :meth:`setup` gives the client.
+    """
 
     name = "gpusharing"
+    kube: Kube
+    reservations: Reservations
 
-    def __init__(self, kube: Kube, reservations: Reservations, cdi: bool = False) -> None:
-        self.kube = kube
-        self.reservations = reservations
+    def __init__(self, cdi: bool = False, **reservation_options: Any) -> None:
         self.cdi = cdi
+        self.reservation_options = reservation_options
+
+    def setup(self, kube: Kube) -> None:
+        self.kube = kube
+        self.reservations = Reservations(kube, **self.reservation_options)
 
     def pre_bind(self, ctx: BindContext) -> None:
         request = ctx.request

@@ -1,17 +1,20 @@
 """Durations written the way KAI's configuration writes them (Go's ``time.Duration``): ``90s``, ``1h30m``, ``10m``.
 
-:func:`parse_duration` reads such a string (or a plain number of seconds) into seconds;
+:func:`parse_duration` reads such a string (or a plain number of seconds) into seconds -- every
+configuration field and, through :func:`duration_flag`, every command-line flag that is a duration;
 :func:`format_duration` writes seconds back in Go's canonical form (``168h0m0s``, ``1m0s``, ``500ms``),
 which is also the form KAI puts into its Prometheus queries.
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import re
 
 _UNITS = {"ns": 1e-9, "us": 1e-6, "\u00b5s": 1e-6, "\u03bcs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h)")
+_SECONDS = re.compile(r"\d+(\.\d+)?")
 
 
 def parse_duration(value: object, what: str = "duration") -> float:
@@ -40,6 +43,21 @@ def parse_duration(value: object, what: str = "duration") -> float:
     if not body or pos != len(body):
         raise ValueError(f"{what}: {value!r} is not a duration (like 30s, 10m, 1h30m)")
     return sign * seconds
+
+
+def duration_flag(text: str) -> float:
+    """Seconds of a duration flag (argparse ``type=``): a Go duration (``1s``, ``1m30s``) or a bare number of seconds.
+
+    A negative or unreadable value is an ``argparse.ArgumentTypeError``, which argparse reports naming the flag.
+    """
+    error = argparse.ArgumentTypeError(f"{text!r} is not a duration (like 1s, 1m30s, 500ms) or a number of seconds")
+    try:
+        seconds = float(text) if _SECONDS.fullmatch(text.strip()) else parse_duration(text)
+    except ValueError:
+        raise error from None
+    if seconds < 0:
+        raise error
+    return seconds
 
 
 def format_duration(seconds: float) -> str:

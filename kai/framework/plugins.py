@@ -2,8 +2,10 @@
 
 Every scheduling plugin -- shipped or third-party -- is an entry point in the group
 ``kai.plugins`` naming a builder ``build(arguments: dict) -> object``; the object carries
-``@kai.hookimpl`` methods. The configuration says which plugins run, with which arguments, in
-which order.
+``@kai.hookimpl`` methods, each named after a hook of :mod:`kai.hookspecs` (a plugin implementing
+any other hook fails to load). The configuration says which plugins run, with which arguments, in
+which order. :func:`discover` and :func:`build_plugin` also serve the other entry-point groups
+(podgroupers, binder plugins).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
 
 PLUGIN_GROUP = "kai.plugins"
 PODGROUPER_GROUP = "kai.podgroupers"
+BINDER_PLUGIN_GROUP = "kai.binder_plugins"
 
 #: Hooks called in the scheduling loops; resolved once per session into plain lists.
 HOT_HOOKS = (
@@ -43,7 +46,7 @@ class PluginError(Exception):
     """A plugin cannot be found, loaded or built, or two distributions claim one name."""
 
 
-def _dist_name(ep: EntryPoint) -> str:
+def _dist_name(ep: EntryPoint | None) -> str:
     dist = getattr(ep, "dist", None)
     return f"{dist.name} {dist.version}" if dist is not None else "?"
 
@@ -62,19 +65,20 @@ def discover(group: str = PLUGIN_GROUP) -> dict[str, EntryPoint]:
     return found
 
 
-def build_plugin(name: str, arguments: Mapping[str, Any], available: dict[str, EntryPoint]) -> object:
-    """Load and build one plugin; an unknown name is an error that lists the installed ones."""
+def build_plugin(name: str, arguments: Mapping[str, Any], available: dict[str, EntryPoint],
+                 kind: str = "plugin") -> object:
+    """Load and build one ``kind`` of plugin; an unknown name is an error that lists the installed ones."""
     ep = available.get(name)
     if ep is None:
-        raise PluginError(f"unknown plugin {name!r}; installed plugins: {', '.join(sorted(available)) or 'none'}")
+        raise PluginError(f"unknown {kind} {name!r}; installed {kind}s: {', '.join(sorted(available)) or 'none'}")
     try:
         builder = ep.load()
     except Exception as exc:  # a broken third-party distribution must not look like our bug
-        raise PluginError(f"plugin {name!r} ({_dist_name(ep)}): cannot load {ep.value}: {exc}") from exc
+        raise PluginError(f"{kind} {name!r} ({_dist_name(ep)}): cannot load {ep.value}: {exc}") from exc
     try:
         return builder(dict(arguments))
     except Exception as exc:
-        raise PluginError(f"plugin {name!r}: invalid arguments {arguments!r}: {exc}") from exc
+        raise PluginError(f"{kind} {name!r}: invalid arguments {arguments!r}: {exc}") from exc
 
 
 def _adapt(impl: HookImpl, spec_args: tuple[str, ...]) -> Callable[..., object]:
@@ -133,6 +137,10 @@ class Plugins:
             self.pm.register(obj, name=name)
             self.names.append(name)
         self.names.reverse()
+        unknown = hookspecs.unknown_hook(self.pm)
+        if unknown is not None:
+            name, what = unknown
+            raise PluginError(f"plugin {name!r} ({_dist_name(available.get(name))}) implements {what}")
         self.pm.register(builtin_actions, name="kai.actions")
         self.actions = self._collect_actions()
         missing = [a for a in config.actions if a not in self.actions]
@@ -160,12 +168,13 @@ class Plugins:
 
 
 def list_main(argv: list[str]) -> int:
-    """``kai-scheduler plugins``: installed plugins and podgroupers with their distributions."""
+    """``kai-scheduler plugins``: installed plugins, podgroupers and binder plugins with their distributions."""
     if argv and argv[0] in ("-h", "--help"):
-        print("usage: kai-scheduler plugins\n\nList installed scheduling plugins and podgroupers.")
+        print("usage: kai-scheduler plugins\n\nList installed scheduling plugins, podgroupers and binder plugins.")
         return 0
     try:
-        groups = {"scheduling plugins": discover(PLUGIN_GROUP), "podgroupers": discover(PODGROUPER_GROUP)}
+        groups = {"scheduling plugins": discover(PLUGIN_GROUP), "podgroupers": discover(PODGROUPER_GROUP),
+                  "binder plugins": discover(BINDER_PLUGIN_GROUP)}
     except PluginError as exc:
         print(f"kai-scheduler plugins: {exc}", file=sys.stderr)
         return 2

@@ -74,7 +74,7 @@ class GroupingConfig:
 
 @attrs.define(frozen=True)
 class PodgrouperEntry:
-    """An installed podgrouper: its entry-point name, builder and distribution."""
+    """An installed podgrouper: its entry-point name, builder and distribution (name and version)."""
 
     name: str
     builder: object
@@ -93,7 +93,7 @@ def installed_podgroupers() -> dict[str, PodgrouperEntry]:
 def _installed_podgroupers() -> tuple[tuple[str, PodgrouperEntry], ...]:
     found: dict[str, tuple[object, str]] = {}
     for ep in entry_points(group=ENTRY_POINT_GROUP):
-        dist = ep.dist.name if ep.dist is not None else "?"
+        dist = f"{ep.dist.name} {ep.dist.version}" if ep.dist is not None else "?"
         previous = found.get(ep.name)
         if previous is not None and previous[1] != dist:
             raise GroupingError(f"podgrouper {ep.name!r} is provided by both {previous[1]} and {dist}")
@@ -112,9 +112,11 @@ def build_hub(
     ``plugins`` adds already built podgrouper objects by name (tests, embedding).
     """
     args = args or {}
-    built = {name: entry.builder(dict(args.get(name) or {})) for name, entry in installed_podgroupers().items()}
+    installed = installed_podgroupers()
+    built = {name: entry.builder(dict(args.get(name) or {})) for name, entry in installed.items()}
     built.update(plugins or {})
-    return PodGrouperHub(built, reader, config or GroupingConfig())
+    distributions = {name: entry.distribution for name, entry in installed.items() if name not in (plugins or {})}
+    return PodGrouperHub(built, reader, config or GroupingConfig(), distributions)
 
 
 def _kind_key(kind) -> tuple[str, str, str]:
@@ -123,15 +125,23 @@ def _kind_key(kind) -> tuple[str, str, str]:
 
 
 class PodGrouperHub:
-    """Chooses the podgrouper of a pod's top owner and offers the default grouping rules to podgroupers."""
+    """Chooses the podgrouper of a pod's top owner and offers the default grouping rules to podgroupers.
 
-    def __init__(self, plugins: Mapping[str, object], reader: ObjectReader, config: GroupingConfig):
+    ``distributions`` names the distribution of each podgrouper (``name version``) for error messages.
+    """
+
+    def __init__(self, plugins: Mapping[str, object], reader: ObjectReader, config: GroupingConfig,
+                 distributions: Mapping[str, str] | None = None):
         self.reader = reader
         self.config = config
         self._pm = pluggy.PluginManager(PROJECT)
         self._pm.add_hookspecs(kai.hookspecs)
         for name, plugin in plugins.items():
             self._pm.register(plugin, name=name)
+        unknown = kai.hookspecs.unknown_hook(self._pm)
+        if unknown is not None:
+            name, what = unknown
+            raise GroupingError(f"podgrouper {name!r} ({(distributions or {}).get(name, '?')}) implements {what}")
         self._calls: dict[str, object] = {}
         for impl in self._pm.hook.kai_podgroup_metadata.get_hookimpls():
             self._calls[self._pm.get_name(impl.plugin)] = impl.function

@@ -29,7 +29,6 @@ from kai.binder.gpusharing import (
 from kai.binder.reservation import (
     DEVICE_ANNOTATION,
     NAMESPACE,
-    Reservations,
     free_device,
     group_label,
     has_workload,
@@ -146,8 +145,15 @@ def setup(gpus: int = 2, **kw) -> tuple[FakeKube, Binder, Clock]:
     kube = FakeKube(run_it)
     kube.add("/api/v1/nodes/n1", {"metadata": {"name": "n1"}, "status": {"allocatable": {"nvidia.com/gpu": str(gpus)}}})
     clock = Clock()
-    reservations = Reservations(kube, fake_gpu_nodes=True, clock=clock, sleep=clock.sleep, **kw)
-    return kube, Binder(kube, plugins=[GpuSharing(kube, reservations)], store=Store(kube)), clock
+    plugin = sharing(kube, fake_gpu_nodes=True, clock=clock, sleep=clock.sleep, **kw)
+    return kube, Binder(kube, plugins=[plugin], store=Store(kube)), clock
+
+
+def sharing(kube: FakeKube, cdi: bool = False, **reservation_options) -> GpuSharing:
+    """The GPU-sharing plugin as the binder builds it: its reservation options, then the client."""
+    plugin = GpuSharing(cdi=cdi, **reservation_options)
+    plugin.setup(kube)
+    return plugin
 
 
 class Store:
@@ -309,7 +315,7 @@ def test_multi_device_pod_gets_one_label_per_group_and_all_devices():
 def test_the_device_the_reservation_image_reports_wins_and_cdi_names_it():
     kube, _, clock = setup()
     kube.on_reservation = lambda p: p["metadata"]["annotations"].update({DEVICE_ANNOTATION: "GPU-1234"})
-    binder = Binder(kube, plugins=[GpuSharing(kube, Reservations(kube, clock=clock, sleep=clock.sleep), cdi=True)],
+    binder = Binder(kube, plugins=[sharing(kube, cdi=True, clock=clock, sleep=clock.sleep)],
                     store=Store(kube))
     shared_pod(kube, "a")
     binder.reconcile(bind_request(kube, "a", ["g1"]))
@@ -319,7 +325,7 @@ def test_the_device_the_reservation_image_reports_wins_and_cdi_names_it():
 def test_no_device_reported_in_time_deletes_the_new_reservation_pod_and_fails_for_a_retry():
     kube, _, clock = setup()
     kube.on_reservation = None  # never Running, never annotated
-    binder = Binder(kube, plugins=[GpuSharing(kube, Reservations(kube, timeout=40, clock=clock, sleep=clock.sleep))],
+    binder = Binder(kube, plugins=[sharing(kube, timeout=40, clock=clock, sleep=clock.sleep)],
                     store=Store(kube))
     shared_pod(kube, "a")
     assert binder.reconcile(bind_request(kube, "a", ["g1"])) == 1.0  # retried after 1s

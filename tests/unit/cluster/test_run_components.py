@@ -1,11 +1,14 @@
-"""``kai-scheduler run`` flags reach the podgrouper and admission components; bad combinations are errors."""
+"""``kai-scheduler run`` flags reach the podgrouper, binder and admission components; bad combinations are errors."""
 
 from __future__ import annotations
 
 import pytest
 
+from kai.binder import reservation
+from kai.binder.binder import build_plugins
+from kai.binder.gpusharing import GpuSharing
 from kai.run import COMPONENTS, Context, _parser, parse_components
-from kai.framework import DEFAULT_CONFIG
+from kai.framework import DEFAULT_CONFIG, PluginError
 from kai.metrics import Registry
 
 
@@ -58,3 +61,34 @@ def test_admission_flags():
 def test_every_kai_component_is_available():
     assert parse_components("scheduler,binder,podgrouper,queue-controller,admission") == [
         "scheduler", "binder", "podgrouper", "queue-controller", "admission"]
+
+
+def test_the_binder_runs_the_gpusharing_plugin_with_the_gpu_sharing_flags():
+    binder = build("binder", "--resource-reservation-namespace", "rr", "--resource-reservation-allocation-timeout",
+                   "1m30s", "--runtime-class-name", "nvidia", "--cdi-enabled", "--fake-gpu-nodes")
+    (plugin,) = binder.plugins
+    assert isinstance(plugin, GpuSharing) and plugin.cdi
+    assert plugin.kube is binder.kube and plugin.reservations.kube is binder.kube
+    r = plugin.reservations
+    assert (r.namespace, r.timeout, r.runtime_class, r.fake_gpu_nodes) == ("rr", 90.0, "nvidia", True)
+    assert (r.image, r.app) == (reservation.IMAGE, reservation.APP)
+
+
+def test_binder_plugins_are_configurable():
+    assert _parser().parse_args([]).binder_plugins == ["gpusharing"]
+    assert _parser().parse_args(["--binder-plugins", " gpusharing , "]).binder_plugins == ["gpusharing"]
+    assert build("binder", "--binder-plugins", "").plugins == []
+
+
+def test_an_unknown_or_repeated_binder_plugin_is_an_error():
+    with pytest.raises(PluginError, match="unknown binder plugin 'volumes'; installed binder plugins: gpusharing"):
+        build("binder", "--binder-plugins", "gpusharing,volumes")
+    with pytest.raises(PluginError, match="binder plugin.s. gpusharing configured twice"):
+        build("binder", "--binder-plugins", "gpusharing,gpusharing")
+
+
+def test_bad_gpusharing_arguments_are_an_error_naming_them():
+    with pytest.raises(PluginError, match=r"binder plugin 'gpusharing': invalid arguments .*: unknown argument.s. nm"):
+        build_plugins(["gpusharing"], {"gpusharing": {"nmespace": "x"}}, NoKube())
+    with pytest.raises(PluginError, match="allocationTimeout: 'soon' is not a duration"):
+        build_plugins(["gpusharing"], {"gpusharing": {"allocationTimeout": "soon"}}, NoKube())

@@ -7,19 +7,35 @@ import threading
 
 import pytest
 
-from kai.run import _parser, _readiness, lease_name, parse_duration, run_as_leader
+from kai.framework.durations import duration_flag
+from kai.run import _parser, _readiness, lease_name, run_as_leader
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("15s", 15), ("500ms", 0.5), ("2m", 120), ("1h", 3600), ("4", 4),
-                                               ("2.5s", 2.5)])
-def test_parse_duration(text, seconds):
-    assert parse_duration(text) == seconds
+                                               ("2.5s", 2.5), ("1m30s", 90), ("1h0m0.5s", 3600.5), ("0", 0)])
+def test_duration_flag(text, seconds):
+    assert duration_flag(text) == seconds
 
 
-@pytest.mark.parametrize("text", ["", "s", "10d", "-1s", "1 5s"])
-def test_parse_duration_rejects(text):
+@pytest.mark.parametrize("text", ["", "s", "10d", "-1s", "1 5s", "1e3", "nan"])
+def test_duration_flag_rejects(text):
     with pytest.raises(argparse.ArgumentTypeError, match="not a duration"):
-        parse_duration(text)
+        duration_flag(text)
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("1s", 1.0), ("1m30s", 90.0), ("2", 2.0)])
+def test_schedule_period_is_a_go_duration(text, seconds):
+    assert _parser().parse_args(["--schedule-period", text]).schedule_period == seconds
+
+
+@pytest.mark.parametrize("flag", ["--schedule-period", "--leader-elect-lease-duration", "--leader-elect-renew-deadline",
+                                  "--leader-elect-retry-period", "--resource-reservation-allocation-timeout"])
+def test_every_duration_flag_takes_go_durations_and_names_itself_when_wrong(flag, capsys):
+    assert getattr(_parser().parse_args([flag, "1m30s"]), flag.lstrip("-").replace("-", "_")) == 90.0
+    with pytest.raises(SystemExit) as exit_:
+        _parser().parse_args([flag, "5 minutes"])
+    assert exit_.value.code == 2
+    assert f"argument {flag}: '5 minutes' is not a duration" in capsys.readouterr().err
 
 
 def test_lease_names_differ_per_component_set():

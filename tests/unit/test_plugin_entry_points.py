@@ -1,0 +1,152 @@
+"""Plugins of every entry-point group installed from a distribution: hooks checked against the specs,
+binder plugins discovered and listed like the others."""
+
+from __future__ import annotations
+
+import sys
+import zipfile
+from importlib.metadata import version
+
+import pytest
+
+from kai import hookimpl
+from kai import testing as kt
+from kai import testing_podgroupers as ktp
+from kai.api.podgroup import GroupingError
+from kai.binder.binder import build_plugins
+from kai.framework import PluginError, PluginSpec, Plugins, SchedulerConfig
+from kai.framework.plugins import BINDER_PLUGIN_GROUP, discover, list_main
+from kai.grouping import hub as hub_module
+from support.wheel import wheel
+
+MODULE = "kai_typo_test_plugins"
+
+SOURCE = '''
+from kai import hookimpl
+
+
+class Scores:
+    @hookimpl
+    def kai_node_score(self, task, nodes):
+        return [1.0 for _ in nodes]
+
+
+class Grouper:
+    @hookimpl
+    def kai_podgrouper_kinds(self):
+        return [("example.com", "v1", "Sweep")]
+
+    @hookimpl
+    def kai_podgroup_metdata(self, hub, top_owner, pod, owners):
+        return hub.default_metadata(top_owner, pod)
+
+
+class Recorder:
+    name = "recorder"
+
+    def __init__(self, arguments):
+        self.arguments, self.kube = arguments, None
+
+    def setup(self, kube):
+        self.kube = kube
+
+
+def build_scores(arguments):
+    return Scores()
+
+
+def build_grouper(arguments):
+    return Grouper()
+
+
+def build_recorder(arguments):
+    return Recorder(arguments)
+'''
+
+
+@pytest.fixture
+def install(tmp_path, monkeypatch):
+    """Puts a distribution's files on ``sys.path``, as pip would into site-packages; gone after the test."""
+
+    def install(dist: str, entry_points: str) -> None:
+        site = tmp_path / dist
+        with zipfile.ZipFile(wheel(tmp_path, dist, {f"{MODULE}.py": SOURCE}, entry_points, version="1.2")) as whl:
+            whl.extractall(site)
+        monkeypatch.syspath_prepend(str(site))
+        monkeypatch.delitem(sys.modules, MODULE, raising=False)
+
+    hub_module._installed_podgroupers.cache_clear()
+    yield install
+    hub_module._installed_podgroupers.cache_clear()
+
+
+def test_a_plugin_implementing_an_unknown_hook_fails_to_load_naming_its_distribution(install):
+    install("kai-typo-plugins", f"[kai.plugins]\nscores = {MODULE}:build_scores\n")
+    config = SchedulerConfig(("allocate",), (PluginSpec("predicates"), PluginSpec("scores")))
+    with pytest.raises(PluginError) as err:
+        Plugins(config, discover())
+    assert str(err.value) == ("plugin 'scores' (kai-typo-plugins 1.2) implements unknown hook 'kai_node_score' "
+                              "(did you mean 'kai_node_scores'?)")
+
+
+def test_a_podgrouper_implementing_an_unknown_hook_fails_to_load_naming_its_distribution(install):
+    install("kai-typo-podgroupers", f"[kai.podgroupers]\nsweep = {MODULE}:build_grouper\n")
+    with pytest.raises(GroupingError) as err:
+        ktp.hub()
+    assert str(err.value) == ("podgrouper 'sweep' (kai-typo-podgroupers 1.2) implements unknown hook "
+                              "'kai_podgroup_metdata' (did you mean 'kai_podgroup_metadata'?)")
+
+
+class Misspelt:
+    @hookimpl
+    def kai_job_ordr(self, left, right):
+        return None
+
+
+class OptionalExtra:
+    @hookimpl(optionalhook=True)
+    def kai_job_ordr(self, left, right):
+        return None
+
+    @hookimpl
+    def kai_job_order(self, left, right):
+        return None
+
+
+def test_an_unknown_hook_is_an_error_without_a_distribution_too_unless_it_is_optional():
+    with pytest.raises(PluginError, match=r"plugin 'mine' \(\?\) implements unknown hook 'kai_job_ordr' "
+                                          r"\(did you mean 'kai_job_order'\?\)"):
+        kt.plugin_manager(["predicates", "mine"], extra_plugins={"mine": lambda a: Misspelt()})
+    assert kt.plugin_manager(["mine"], extra_plugins={"mine": lambda a: OptionalExtra()}).names == ["mine"]
+
+
+def test_a_podgrouper_given_built_with_an_unknown_hook_is_an_error():
+    with pytest.raises(GroupingError, match=r"podgrouper 'mine' \(\?\) implements unknown hook 'kai_job_ordr'"):
+        ktp.hub(plugins={"mine": Misspelt()})
+
+
+def test_binder_plugins_are_found_through_their_entry_point_group(install):
+    install("kai-recorder-binder", f"[kai.binder_plugins]\nrecorder = {MODULE}:build_recorder\n")
+    found = discover(BINDER_PLUGIN_GROUP)
+    assert found["gpusharing"].value == "kai.binder.gpusharing:build"
+    assert found["recorder"].dist.name == "kai-recorder-binder"
+    kube = object()
+    (plugin,) = build_plugins(["recorder"], {"recorder": {"level": 3}}, kube)
+    assert (plugin.arguments, plugin.kube) == ({"level": 3}, kube)
+
+
+def test_a_binder_plugin_name_claimed_by_two_distributions_is_an_error(install):
+    install("kai-other-gpusharing", f"[kai.binder_plugins]\ngpusharing = {MODULE}:build_recorder\n")
+    with pytest.raises(PluginError, match=r"plugin name 'gpusharing' in group kai.binder_plugins is claimed by two "
+                                          r"distributions: .*kai-other-gpusharing 1.2"):
+        discover(BINDER_PLUGIN_GROUP)
+
+
+def test_kai_scheduler_plugins_lists_binder_plugins(install, capsys):
+    install("kai-recorder-binder", f"[kai.binder_plugins]\nrecorder = {MODULE}:build_recorder\n")
+    assert list_main([]) == 0
+    out = capsys.readouterr().out
+    listing = out[out.index("binder plugins (2):"):].splitlines()
+    ours = ["gpusharing", "kai-scheduler", version("kai-scheduler"), "kai.binder.gpusharing:build"]
+    assert listing[1].split() == ours
+    assert listing[2].split() == ["recorder", "kai-recorder-binder", "1.2", f"{MODULE}:build_recorder"]
