@@ -28,8 +28,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from kai.dev import manifests as m
-from kai.kube.client import Kube
 from kai.dev.controlplane import ControlPlane
+from kai.kube.client import Kube
 from kai.kube.views import timestamp
 from kai.kube.watch import Informer
 

@@ -26,11 +26,12 @@ from typing import Any
 import attrs
 
 from kai.binder import reservation
-from kai.binder.binder import DEFAULT_PLUGINS as DEFAULT_BINDER_PLUGINS, DEFAULT_WORKERS
-from kai.kube.leader import LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD, LeaderElector
-from kai.kube.server import DEFAULT_ADDRESS, ObservabilityServer
+from kai.binder.binder import DEFAULT_PLUGINS as DEFAULT_BINDER_PLUGINS
+from kai.binder.binder import DEFAULT_WORKERS
 from kai.framework import DEFAULT_CONFIG, ConfigError, PluginError, SchedulerConfig, load_config
 from kai.framework.durations import duration_flag
+from kai.kube.leader import LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD, LeaderElector
+from kai.kube.server import DEFAULT_ADDRESS, ObservabilityServer
 from kai.logs import FORMATS, configure, fields
 from kai.metrics import DEFAULT_NAMESPACE, Registry
 
@@ -57,9 +58,8 @@ class Context:
 
 
 def _scheduler(ctx: Context):
-    from kai.scheduler.loop import Scheduler
-
     from kai.metrics import SchedulerMetrics
+    from kai.scheduler.loop import Scheduler
 
     return Scheduler(ctx.client(), ctx.config, period=ctx.args.schedule_period, scheduler_name=ctx.args.scheduler_name,
                      metrics=SchedulerMetrics(ctx.registry))

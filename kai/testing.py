@@ -18,12 +18,23 @@ A snapshot is consumed by the session that runs on it; build a fresh one for eac
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from kai.api import (
-    UNLIMITED, Job, Node, PodSet, Queue, QuotaSpec, ResourceRequest, Resources, Taint, Task, TaskStatus, Topology,
+    UNLIMITED,
+    Job,
+    Node,
+    PodSet,
+    Queue,
+    QuotaSpec,
+    ResourceRequest,
+    Resources,
+    Taint,
+    Task,
+    TaskStatus,
+    Topology,
 )
-from kai.framework import PluginSpec, Plugins, SchedulerConfig, Session, Snapshot, build_snapshot, run_session
+from kai.framework import Plugins, PluginSpec, SchedulerConfig, Session, Snapshot, build_snapshot, run_session
 from kai.framework.config import DEFAULT_CONFIG
 from kai.framework.plugins import discover
 

@@ -11,7 +11,7 @@ podgroupers plus any ``plugins`` you pass::
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from kai.api.podgroup import PodGroupMetadata
 from kai.grouping.hub import GroupingConfig, PodGrouperHub, build_hub

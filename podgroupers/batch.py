@@ -4,7 +4,8 @@ Job run) and ``run.ai/v1`` RunaiJob (pods sharing a name stem share a PodGroup).
 from __future__ import annotations
 
 from kai import hookimpl
-from kai.api.podgroup import PODGROUP_API_VERSION, GroupingError, NotFoundError
+from kai.api.names import PODGROUP_API_VERSION
+from kai.api.podgroup import GroupingError, NotFoundError
 from kai.grouping.unstructured import FieldError, meta_str, nested_int
 
 

@@ -4,17 +4,14 @@ the PodGang named by the pod's ``grove.io/podgang`` label, with hierarchical sub
 from __future__ import annotations
 
 from kai import hookimpl
-from kai.api.podgroup import (
+from kai.api.names import (
     PREEMPTIBILITY_LABEL,
     PRIORITY_CLASS_LABEL,
     TOPOLOGY_ANNOTATION,
     TOPOLOGY_PREFERRED_ANNOTATION,
     TOPOLOGY_REQUIRED_ANNOTATION,
-    GroupingError,
-    SubGroupMetadata,
-    TopologyConstraint,
-    parse_preemptibility,
 )
+from kai.api.podgroup import GroupingError, SubGroupMetadata, TopologyConstraint, parse_preemptibility
 from kai.grouping.unstructured import (
     annotations,
     labels,

@@ -4,15 +4,8 @@ pods), or one PodGroup per pod when gang scheduling is off or the revision preda
 from __future__ import annotations
 
 from kai import hookimpl
-from kai.api.podgroup import (
-    INFERENCE_PRIORITY,
-    POD_GROUP_ANNOTATION,
-    PODGROUP_API_VERSION,
-    GroupingError,
-    NotFoundError,
-    OwnerReference,
-    PodGroupMetadata,
-)
+from kai.api.names import POD_GROUP_ANNOTATION, PODGROUP_API_VERSION
+from kai.api.podgroup import INFERENCE_PRIORITY, GroupingError, NotFoundError, OwnerReference, PodGroupMetadata
 from kai.grouping.unstructured import annotations, atoi, labels, meta_str
 
 REVISION_LABEL = "serving.knative.dev/revision"

@@ -9,7 +9,8 @@ sub-groups and, with a segment size, fixed-size worker segments ``worker-0``, ``
 from __future__ import annotations
 
 from kai import hookimpl
-from kai.api.podgroup import BUILD_PRIORITY, SEGMENT_SIZE_ANNOTATION, GroupingError, SubGroupMetadata
+from kai.api.names import SEGMENT_SIZE_ANNOTATION
+from kai.api.podgroup import BUILD_PRIORITY, GroupingError, SubGroupMetadata
 from kai.grouping.segments import segment_topology, trunc_div
 from kai.grouping.unstructured import (
     FieldError,

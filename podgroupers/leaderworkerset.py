@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 from kai import hookimpl
-from kai.api.podgroup import SEGMENT_SIZE_ANNOTATION, GroupingError, SubGroupMetadata
+from kai.api.names import SEGMENT_SIZE_ANNOTATION
+from kai.api.podgroup import GroupingError, SubGroupMetadata
 from kai.grouping.segments import segment_topology, trunc_div
 from kai.grouping.unstructured import (
     annotations,

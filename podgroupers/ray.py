@@ -7,15 +7,13 @@ The gang is the head plus the minimum of every worker group of the RayCluster; s
 from __future__ import annotations
 
 from kai import hookimpl
-from kai.api.podgroup import (
+from kai.api.names import (
     PODGROUP_API_VERSION,
     TOPOLOGY_ANNOTATION,
     TOPOLOGY_PREFERRED_ANNOTATION,
     TOPOLOGY_REQUIRED_ANNOTATION,
-    GroupingError,
-    SubGroupMetadata,
-    TopologyConstraint,
 )
+from kai.api.podgroup import GroupingError, SubGroupMetadata, TopologyConstraint
 from kai.grouping.unstructured import (
     FieldError,
     labels,

@@ -23,8 +23,15 @@ from kai.api.model import (
 )
 from kai.api.names import GPU, GPU_FRACTION, GPU_FRACTION_NUM_DEVICES, GPU_MEMORY, GPU_MEMORY_LABEL, MIG_PREFIX
 from kai.api.resources import (
-    DEFAULT_GPU_MEMORY_MIB, EPSILON, GpuRequestError, ResourceRequest, Resources, gpu_memory_from_label,
-    is_mig_resource, mig_gpu_slices, parse_gpu_sharing,
+    DEFAULT_GPU_MEMORY_MIB,
+    EPSILON,
+    GpuRequestError,
+    ResourceRequest,
+    Resources,
+    gpu_memory_from_label,
+    is_mig_resource,
+    mig_gpu_slices,
+    parse_gpu_sharing,
 )
 from kai.api.status import ACTIVE_ALLOCATED, ACTIVE_USED, ALIVE, ALLOCATED, TaskStatus
 

@@ -12,25 +12,6 @@ from typing import Any
 
 import attrs
 
-from kai.api.names import (  # noqa: F401 - the names podgroupers use, re-exported
-    NODE_POOL_LABEL,
-    POD_GROUP_ANNOTATION,
-    PODGROUP_API_VERSION,
-    PREEMPTIBILITY_LABEL,
-    PRIORITY_CLASS_LABEL,
-    PROJECT_LABEL,
-    QUEUE_LABEL,
-    SEGMENT_PREFERRED_ANNOTATION,
-    SEGMENT_REQUIRED_ANNOTATION,
-    SEGMENT_SIZE_ANNOTATION,
-    SUBGROUP_LABEL,
-    TOP_OWNER_METADATA_ANNOTATION,
-    TOPOLOGY_ANNOTATION,
-    TOPOLOGY_PREFERRED_ANNOTATION,
-    TOPOLOGY_REQUIRED_ANNOTATION,
-    USER_LABEL,
-)
-
 # Priority classes KAI installs, used as per-workload fallbacks.
 TRAIN_PRIORITY = "train"
 BUILD_PRIORITY = "build"

@@ -111,10 +111,10 @@ class Resources:
     gpu: float = 0.0
     scalars: dict[str, float] = attrs.field(factory=dict)
 
-    def copy(self) -> "Resources":
+    def copy(self) -> Resources:
         return Resources(self.cpu, self.memory, self.gpu, dict(self.scalars))
 
-    def add(self, other: "Resources") -> "Resources":
+    def add(self, other: Resources) -> Resources:
         self.cpu += other.cpu
         self.memory += other.memory
         self.gpu += other.gpu

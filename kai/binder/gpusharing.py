@@ -26,9 +26,9 @@ import string
 from typing import Any
 
 from kai.binder.binder import BindContext, BindError, InvalidBindRequest
-from kai.kube.client import ApiError, Kube, object_path
 from kai.binder.reservation import Reservations
 from kai.framework.durations import parse_duration
+from kai.kube.client import ApiError, Kube, object_path
 from kai.logs import fields
 
 log = logging.getLogger(__name__)

@@ -31,14 +31,14 @@ from typing import Any
 
 from kai.api import names
 from kai.api.podgroup import GroupingError
+from kai.grouping.hub import GroupingConfig, PodGrouperHub, build_hub
+from kai.grouping.podgroups import pod_assignment, skip_reason
 from kai.kube.access import Access
 from kai.kube.client import ApiError, Kube, object_path
 from kai.kube.controller import Controller
 from kai.kube.events import WARNING, record_event
 from kai.kube.objects import KubeObjects
 from kai.kube.watch import Informer, object_key
-from kai.grouping.hub import GroupingConfig, PodGrouperHub, build_hub
-from kai.grouping.podgroups import pod_assignment, skip_reason
 from kai.logs import fields
 
 log = logging.getLogger(__name__)

@@ -25,15 +25,21 @@ from typing import Any
 
 from kai.api import names
 from kai.api.names import (
-    GPU, GPU_FRACTION, GPU_FRACTION_NUM_DEVICES, GPU_MEMORY, GPU_MEMORY_LABEL, GPU_MEMORY_RESOURCE,
-    POD_GROUP_ANNOTATION, RECEIVED_RESOURCE_TYPE,
+    GPU,
+    GPU_FRACTION,
+    GPU_FRACTION_NUM_DEVICES,
+    GPU_MEMORY,
+    GPU_MEMORY_LABEL,
+    GPU_MEMORY_RESOURCE,
+    POD_GROUP_ANNOTATION,
+    RECEIVED_RESOURCE_TYPE,
 )
 from kai.api.resources import GpuRequestError, gpu_memory_from_label, parse_gpu_sharing
 from kai.kube import views
 from kai.kube.access import Access
 from kai.kube.client import ApiError, Kube, object_path
-from kai.kube.quantity import QuantityError, format_resources, parse, resource_list_patch, sum_resources
 from kai.kube.controller import Controller
+from kai.kube.quantity import QuantityError, format_resources, parse, resource_list_patch, sum_resources
 from kai.kube.watch import Informer, object_key
 from kai.logs import fields
 

@@ -24,8 +24,8 @@ from typing import Any
 from kai.api import names
 from kai.kube.access import Access
 from kai.kube.client import ApiError, Kube, object_path
-from kai.kube.quantity import QuantityError, format_resources, parse, resource_list_patch, sum_resources
 from kai.kube.controller import Controller
+from kai.kube.quantity import QuantityError, format_resources, parse, resource_list_patch, sum_resources
 from kai.kube.watch import Informer, object_key
 from kai.logs import fields
 from kai.metrics import QueueMetrics

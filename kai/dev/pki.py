@@ -8,7 +8,6 @@ from pathlib import Path
 from kai.dev.gobuild import ControlPlaneError, MissingToolError
 from kai.kube.certs import CertificateError, OpenSSL, OpenSSLMissing
 
-
 #: Names the apiserver's serving certificate is valid for.
 APISERVER_HOSTS = ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
                    "kubernetes.default.svc.cluster.local", "127.0.0.1", "10.0.0.1"]

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from kai import _native
+from kai.framework.actions.solver import Scenario
 from kai.framework.config import DEFAULT_CONFIG, PluginSpec, SchedulerConfig, load_config, parse_config
 from kai.framework.durations import format_duration, parse_duration
 from kai.framework.errors import ConfigError
@@ -18,7 +19,6 @@ from kai.framework.nodes import NodeInfo
 from kai.framework.plugins import PluginError, Plugins
 from kai.framework.session import Session
 from kai.framework.snapshot import Problem, Snapshot, build_snapshot
-from kai.framework.actions.solver import Scenario
 from kai.framework.statement import Decision, Statement
 from kai.framework.usage import cluster_capacity, memory_base, min_node_gpu_memory
 

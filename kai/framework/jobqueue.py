@@ -62,7 +62,7 @@ class JobQueue:
     def push(self, job: Job) -> None:
         self._insert(job)
 
-    def copy(self) -> "JobQueue":
+    def copy(self) -> JobQueue:
         """An independent queue with the same jobs (and victims popped so far)."""
         other = JobQueue(self.session, (), self.reverse, depth=self.depth)
         other.leaves = {name: list(entries) for name, entries in self.leaves.items()}

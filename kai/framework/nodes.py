@@ -12,7 +12,13 @@ from array import array
 
 from kai.api import EPSILON, Node, Resources, Task, TaskStatus, is_mig_resource, mig_gpu_slices
 from kai.framework.gpusharing import (
-    GpuGroup, add_shared, fitting_groups, remove_shared, shared_free_gpus, shared_releasing_gpus, used_portion,
+    GpuGroup,
+    add_shared,
+    fitting_groups,
+    remove_shared,
+    shared_free_gpus,
+    shared_releasing_gpus,
+    used_portion,
 )
 
 _FIELDS = ("cpu", "mem", "gpu", "pods")

@@ -83,7 +83,7 @@ class Session:
 
     # --- life cycle -------------------------------------------------------------------------------
 
-    def open(self) -> "Session":
+    def open(self) -> Session:
         self.hook.kai_session_open(session=self)
         return self
 

@@ -20,16 +20,15 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Iterable, Mapping
 from importlib.metadata import entry_points
-from typing import Iterable, Mapping
 
 import attrs
 import pluggy
 
 import kai.hookspecs
 from kai import PROJECT
-from kai.api.podgroup import (
-    DEFAULT_QUEUE,
+from kai.api.names import (
     NODE_POOL_LABEL,
     PREEMPTIBILITY_LABEL,
     PRIORITY_CLASS_LABEL,
@@ -39,8 +38,11 @@ from kai.api.podgroup import (
     TOPOLOGY_ANNOTATION,
     TOPOLOGY_PREFERRED_ANNOTATION,
     TOPOLOGY_REQUIRED_ANNOTATION,
-    TRAIN_PRIORITY,
     USER_LABEL,
+)
+from kai.api.podgroup import (
+    DEFAULT_QUEUE,
+    TRAIN_PRIORITY,
     GroupingError,
     NotFoundError,
     OwnerReference,

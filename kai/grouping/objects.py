@@ -8,7 +8,8 @@ change what it gets.
 from __future__ import annotations
 
 import copy
-from typing import Iterable, Mapping, Protocol
+from collections.abc import Iterable, Mapping
+from typing import Protocol
 
 from kai.api.podgroup import NotFoundError
 from kai.grouping.unstructured import labels, meta_str, split_api_version

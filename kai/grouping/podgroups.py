@@ -3,7 +3,8 @@ which pods it leaves alone."""
 
 from __future__ import annotations
 
-from kai.api.podgroup import PODGROUP_API_VERSION, POD_GROUP_ANNOTATION, SUBGROUP_LABEL, PodGroupMetadata
+from kai.api.names import POD_GROUP_ANNOTATION, PODGROUP_API_VERSION, SUBGROUP_LABEL
+from kai.api.podgroup import PodGroupMetadata
 from kai.grouping.unstructured import annotations as annotations_of  # "annotations": the __future__ feature
 from kai.grouping.unstructured import meta_str
 

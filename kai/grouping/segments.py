@@ -7,12 +7,8 @@ template's, else the workload object's; the levels from the pod's
 
 from __future__ import annotations
 
-from kai.api.podgroup import (
-    SEGMENT_PREFERRED_ANNOTATION,
-    SEGMENT_REQUIRED_ANNOTATION,
-    TOPOLOGY_ANNOTATION,
-    TopologyConstraint,
-)
+from kai.api.names import SEGMENT_PREFERRED_ANNOTATION, SEGMENT_REQUIRED_ANNOTATION, TOPOLOGY_ANNOTATION
+from kai.api.podgroup import TopologyConstraint
 from kai.grouping.unstructured import FieldError, nested_str
 from kai.grouping.unstructured import annotations as annotations_of  # "annotations": the __future__ feature
 

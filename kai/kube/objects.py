@@ -16,12 +16,12 @@ import copy
 import threading
 import time
 from collections import OrderedDict
-from typing import Mapping
+from collections.abc import Mapping
 
 from kai.api.podgroup import ForbiddenError, NotFoundError
-from kai.kube.client import ApiError, Kube, object_path
 from kai.grouping.objects import not_found
 from kai.grouping.unstructured import split_api_version
+from kai.kube.client import ApiError, Kube, object_path
 
 #: Kinds read fresh on every lookup.
 UNCACHED_KINDS = frozenset({"PodGroup"})

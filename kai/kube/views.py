@@ -42,8 +42,8 @@ from kai.api.names import (
 )
 from kai.api.podgroup import NON_PREEMPTIBLE, PREEMPTIBLE
 from kai.api.resources import gpu_memory_from_label, parse_gpu_sharing
-from kai.kube.quantity import QuantityError, parse
 from kai.framework import parse_duration
+from kai.kube.quantity import QuantityError, parse
 
 #: Job priority when the PodGroup's class is unknown and no class is the global default (KAI's).
 DEFAULT_PRIORITY = 50

@@ -26,15 +26,14 @@ import time
 
 import attrs
 
-from kai.api import names
+from kai.api import ACTIVE_USED, Job, Node, Resources, TaskStatus, names
+from kai.framework import Problem, Snapshot, build_snapshot
 from kai.kube import views
-from kai.api import ACTIVE_USED, Job, Node, Resources, TaskStatus
-from kai.scheduler import convert
 from kai.kube.client import Kube, object_path
 from kai.kube.views import BindRequestView, PodGroupView, PodView
 from kai.kube.watch import Informer
-from kai.framework import Problem, Snapshot, build_snapshot
 from kai.logs import fields
+from kai.scheduler import convert
 
 log = logging.getLogger(__name__)
 

@@ -28,15 +28,14 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from datetime import datetime, timezone
 
-from kai.api import names
-from kai.api import ACTIVE_ALLOCATED, Job, Task, TaskStatus
-from kai.scheduler.cache import ClusterCache, Cycle
-from kai.kube.client import STRATEGIC_MERGE_PATCH, ApiError, Kube, object_path
-from kai.kube.views import BindRequestView, PodGroupView, PodView
-from kai.kube.events import NORMAL, WARNING, record_event
+from kai.api import ACTIVE_ALLOCATED, Job, Task, TaskStatus, names
 from kai.framework import Session
 from kai.framework.actions.allocate import not_ready_message
+from kai.kube.client import STRATEGIC_MERGE_PATCH, ApiError, Kube, object_path
+from kai.kube.events import NORMAL, WARNING, record_event
+from kai.kube.views import BindRequestView, PodGroupView, PodView
 from kai.logs import fields
+from kai.scheduler.cache import ClusterCache, Cycle
 
 log = logging.getLogger(__name__)
 

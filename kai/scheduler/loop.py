@@ -18,13 +18,13 @@ import time
 from collections import Counter
 
 from kai.api import names
+from kai.framework import DEFAULT_CONFIG, Plugins, SchedulerConfig, Session
 from kai.kube.access import Access
 from kai.kube.client import Kube
+from kai.logs import fields
 from kai.scheduler.cache import ClusterCache
 from kai.scheduler.commit import Committer
-from kai.framework import DEFAULT_CONFIG, Plugins, SchedulerConfig, Session
 from kai.usagedb import make_usage_source
-from kai.logs import fields
 
 log = logging.getLogger(__name__)
 

@@ -14,11 +14,34 @@ from typing import Any
 import attrs
 
 from kai.api import (
-    MIG_PREFIX, UNLIMITED, GpuRequestError, Job, Node, PodSet, Queue, QuotaSpec, ResourceRequest, Resources,
-    SubGroup, Taint, Task, TaskStatus, Toleration, Topology, TopologyConstraint, mig_gpu_slices, parse_gpu_sharing,
+    MIG_PREFIX,
+    UNLIMITED,
+    GpuRequestError,
+    Job,
+    Node,
+    PodSet,
+    Queue,
+    QuotaSpec,
+    ResourceRequest,
+    Resources,
+    SubGroup,
+    Taint,
+    Task,
+    TaskStatus,
+    Toleration,
+    Topology,
+    TopologyConstraint,
+    mig_gpu_slices,
+    parse_gpu_sharing,
 )
 from kai.framework import (
-    DEFAULT_CONFIG, ConfigError, SchedulerConfig, Snapshot, build_snapshot, parse_config, parse_duration,
+    DEFAULT_CONFIG,
+    ConfigError,
+    SchedulerConfig,
+    Snapshot,
+    build_snapshot,
+    parse_config,
+    parse_duration,
 )
 
 #: KAI's priority classes and their values.

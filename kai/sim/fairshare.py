@@ -13,9 +13,9 @@ import argparse
 import attrs
 
 from kai.framework import FAIR_SHARE_REASONS, ConfigError, Plugins, Session
-from kai.usagedb import make_usage_source
 from kai.sim.scenario import NOW
 from kai.sim.simulate import Run, print_reports
+from kai.usagedb import make_usage_source
 
 PROG = "kai-scheduler fairshare"
 #: (name, index in the division's (CPU, memory, GPU) vectors, unit label, divisor from the base unit).

@@ -16,10 +16,11 @@ import sys
 
 import yaml
 
-from kai.api.podgroup import NODE_POOL_LABEL, QUEUE_LABEL, GroupingError
+from kai.api.names import NODE_POOL_LABEL, QUEUE_LABEL
+from kai.api.podgroup import GroupingError
 from kai.grouping.hub import GroupingConfig, build_hub, podgrouper_args
-from kai.grouping.podgroups import skip_reason
 from kai.grouping.objects import MemoryObjects
+from kai.grouping.podgroups import skip_reason
 
 KAI_PRIORITY_CLASSES = {"train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
 

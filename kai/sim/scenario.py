@@ -12,8 +12,22 @@ from typing import Any
 import attrs
 
 from kai.api import (
-    UNLIMITED, Job, LabelRequirement, LabelSelector, Node, PodAffinityTerm, PodSet, Queue, QuotaSpec,
-    ResourceRequest, Resources, SubGroup, Task, TaskStatus, Topology, TopologyConstraint,
+    UNLIMITED,
+    Job,
+    LabelRequirement,
+    LabelSelector,
+    Node,
+    PodAffinityTerm,
+    PodSet,
+    Queue,
+    QuotaSpec,
+    ResourceRequest,
+    Resources,
+    SubGroup,
+    Task,
+    TaskStatus,
+    Topology,
+    TopologyConstraint,
 )
 from kai.framework import ConfigError, PluginSpec, SchedulerConfig, build_snapshot
 from kai.framework.config import DEFAULT_CONFIG, KAI_DEFAULT_PLUGINS, parse_plugin_list, read_yaml

@@ -19,10 +19,10 @@ import attrs
 from kai.api import TaskStatus
 from kai.framework import ConfigError, PluginError, Plugins, SchedulerConfig, Session, Snapshot, run_session
 from kai.framework.config import read_yaml
-from kai.usagedb import make_usage_source
 from kai.sim.cluster_file import parse_cluster
 from kai.sim.rounds import ROUND_SECONDS, feed_back, feed_back_jobs
 from kai.sim.scenario import NOW, load_scenarios
+from kai.usagedb import make_usage_source
 
 PROG = "kai-scheduler simulate"
 KINDS = {"bind": "bound", "pipeline": "pipelined"}

@@ -15,7 +15,13 @@ from kai import hookimpl
 from kai.framework import ROOT_GROUP
 
 from .search import (
-    Search, domains_with_active_tasks, has_active_tasks, misfit_detail, no_match, preferred_scores, relevant_levels,
+    Search,
+    domains_with_active_tasks,
+    has_active_tasks,
+    misfit_detail,
+    no_match,
+    preferred_scores,
+    relevant_levels,
 )
 from .tree import TopologyTree
 

@@ -13,7 +13,14 @@ from kai.api import ACTIVE_ALLOCATED, MIG_PREFIX, Resources, TopologyConstraint
 from kai.framework import ROOT_GROUP
 
 from .tree import (
-    ROOT_LEVEL, UNSET, Domain, TopologyTree, count_allocatable_pods, level_domains, ratio_to_free, sort_for_packing,
+    ROOT_LEVEL,
+    UNSET,
+    Domain,
+    TopologyTree,
+    count_allocatable_pods,
+    level_domains,
+    ratio_to_free,
+    sort_for_packing,
     sum_free,
 )
 

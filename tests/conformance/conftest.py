@@ -8,9 +8,9 @@ needs something not built.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Callable
 
 import pytest
 

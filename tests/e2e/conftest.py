@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kai.kube.client import ApiError, Kube
 from kai.dev.controlplane import ControlPlane, ControlPlaneError
+from kai.kube.client import ApiError, Kube
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 WORKLOAD_CRDS = Path(__file__).resolve().parent / "crds"

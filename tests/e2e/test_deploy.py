@@ -8,8 +8,8 @@ import uuid
 
 import pytest
 
-from kai.rbac import components
 from kai.kube.client import Kube, object_path
+from kai.rbac import components
 
 pytestmark = pytest.mark.e2e
 

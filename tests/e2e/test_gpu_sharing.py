@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kai.dev import manifests as m
 from kai.admission.webhook import MUTATE_PATH, AdmissionServer
-from kai.kube.client import ApiError, Kube
 from kai.binder.gpusharing import configmap_names
 from kai.binder.reservation import DEVICE_ANNOTATION, NAMESPACE
+from kai.dev import manifests as m
+from kai.kube.client import ApiError, Kube
 
 pytestmark = pytest.mark.e2e
 

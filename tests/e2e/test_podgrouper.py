@@ -12,8 +12,8 @@ import uuid
 
 import pytest
 
-from kai.kube.client import ApiError, Kube, object_path
 from kai.controllers.podgrouper import PodGrouper
+from kai.kube.client import ApiError, Kube, object_path
 
 pytestmark = pytest.mark.e2e
 

@@ -13,8 +13,8 @@ import base64
 import hashlib
 import textwrap
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 
 def wheel(folder: Path, dist: str, modules: Mapping[str, str], entry_points: str, version: str = "0.0.1") -> str:

@@ -11,7 +11,14 @@ import pytest
 from kai import hookimpl
 from kai import testing as kt
 from kai.api import (
-    LabelRequirement, LabelSelector, PodAffinityTerm, QuotaSpec, Reject, Taint, TaskStatus, Toleration,
+    LabelRequirement,
+    LabelSelector,
+    PodAffinityTerm,
+    QuotaSpec,
+    Reject,
+    Taint,
+    TaskStatus,
+    Toleration,
 )
 from kai.framework import PluginError, Session
 from kai.framework import plugins as plugins_module

@@ -12,12 +12,12 @@ import re
 import shutil
 import subprocess
 import sys
-import tomllib
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
+import tomllib
 
 import kai
 

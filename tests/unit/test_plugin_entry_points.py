@@ -14,7 +14,7 @@ from kai import testing as kt
 from kai import testing_podgroupers as ktp
 from kai.api.podgroup import GroupingError
 from kai.binder.binder import build_plugins
-from kai.framework import PluginError, PluginSpec, Plugins, SchedulerConfig
+from kai.framework import PluginError, Plugins, PluginSpec, SchedulerConfig
 from kai.framework.plugins import BINDER_PLUGIN_GROUP, discover, list_main
 from kai.grouping import hub as hub_module
 from support.wheel import wheel

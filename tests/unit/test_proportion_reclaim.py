@@ -5,7 +5,7 @@ import math
 import pytest
 
 from kai import testing as kt
-from kai.api import QuotaSpec, Queue
+from kai.api import Queue, QuotaSpec
 from kai.plugins.proportion import build
 from kai.plugins.proportion.reclaim import _fits_strategy, _leveled, _saturation
 from kai.plugins.proportion.shares import QueueShare

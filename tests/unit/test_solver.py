@@ -5,8 +5,8 @@ from kai import testing as kt
 from kai.api import TaskStatus
 from kai.framework import Session
 from kai.framework.actions.eviction import victim_queue
-from kai.framework.gang import tasks_to_evict
 from kai.framework.actions.solver import IdleGpus, NodeAffinities, VictimStream
+from kai.framework.gang import tasks_to_evict
 
 PLUGINS = ["predicates", "proportion", "priority", "elastic", "taskorder"]
 

@@ -1,9 +1,9 @@
 """The installed plugin, found by its entry-point name, through the real kernel (``kai.testing``)."""
 
 import pytest
+from kai_prefer_label import build
 
 from kai import testing as kt
-from kai_prefer_label import build
 
 
 def snapshot():

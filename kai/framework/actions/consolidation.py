@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 from kai.api import Job, Task
 from kai.framework.actions import eviction
-from kai.framework.gang import tasks_to_allocate
 from kai.framework.actions.solver import JobSolver, Scenario
+from kai.framework.gang import tasks_to_allocate
 from kai.framework.jobqueue import JobQueue
 
 if TYPE_CHECKING:

@@ -10,13 +10,13 @@ fewer pending tasks, and no smaller request at the first differing position of t
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
-from typing import TYPE_CHECKING, Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from kai.api import ACTIVE_ALLOCATED, ALIVE, Job, Task, TaskStatus
+from kai.framework.actions.solver import JobSolver
 from kai.framework.gang import evictable
 from kai.framework.jobqueue import JobQueue
-from kai.framework.actions.solver import JobSolver
 
 if TYPE_CHECKING:
     from kai.framework.session import Session

@@ -19,8 +19,8 @@ from __future__ import annotations
 import bisect
 import heapq
 from array import array
-from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Callable, cast
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, cast
 
 import attrs
 
@@ -375,7 +375,7 @@ class JobSolver:
 
     # --- one scenario: node by node -------------------------------------------------------------
 
-    def _try(self, job: Job, pending: list[Task], recorded: list[Job], potential: "_Potential",
+    def _try(self, job: Job, pending: list[Task], recorded: list[Job], potential: _Potential,
              nodes: set[str]) -> _Solution | None:
         """Simulate the scenario node by node; the first valid solution (statement not committed), or None."""
         session = self.session

@@ -10,10 +10,9 @@ import copy
 
 import pytest
 
-from kai.binder.binder import BindError, Binder, BindRequest, backoff_delay
+from kai.binder.binder import Binder, BindError, BindRequest, backoff_delay
 from kai.kube.client import ApiError
 from kai.metrics import BinderMetrics, Registry
-
 from support.kube import RequestKube, merge_patch
 
 BR_PATH = "/apis/scheduling.run.ai/v1alpha2/namespaces/ns/bindrequests/"

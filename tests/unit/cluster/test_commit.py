@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from kai import testing as kt
 from kai.api import TaskStatus
-from kai.scheduler.cache import ClusterCache
 from kai.kube.client import ApiError
+from kai.scheduler.cache import ClusterCache
 from kai.scheduler.commit import Committer
-
 from support.kube import RequestKube
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kai.kube import views
 from kai.api import TaskStatus
+from kai.kube import views
 from kai.scheduler import convert
 from kai.scheduler.commit import bind_request
 

@@ -16,7 +16,6 @@ import pytest
 
 from kai.admission.webhook import mutation_review
 from kai.binder.binder import Binder
-from kai.kube.client import ApiError
 from kai.binder.gpusharing import (
     CONFIGMAP_ANNOTATION,
     GpuSharing,
@@ -35,7 +34,7 @@ from kai.binder.reservation import (
     pod_groups,
     reservation_pod,
 )
-
+from kai.kube.client import ApiError
 from support.kube import merge_patch
 
 BR = "/apis/scheduling.run.ai/v1alpha2/namespaces/ns/bindrequests/"
@@ -431,8 +430,8 @@ def test_sync_deletes_reservation_pods_once_their_group_has_no_pending_or_runnin
 
 
 def test_the_scheduler_counts_a_reservation_pods_cpu_but_not_its_gpu_or_pod_slot():
-    from kai.scheduler.cache import _add_usage
     from kai.kube.views import pod_view
+    from kai.scheduler.cache import _add_usage
 
     holder = reservation_pod("n1", "g1") | {"status": {"phase": "Running"}}
     holder["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"

@@ -6,9 +6,9 @@ from decimal import Decimal
 
 import pytest
 
-from kai.kube import views
 from kai.api.resources import GpuRequestError
 from kai.controllers.podgroupstatus import PodGroupController, pod_resources, slim_pod, slim_podgroup
+from kai.kube import views
 
 
 def raw_pod(name, phase="Running", node="n1", requests=({"cpu": "500m", "memory": "1Gi"},), scheduled=True,

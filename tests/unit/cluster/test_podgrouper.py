@@ -12,11 +12,10 @@ import time
 import pytest
 
 from kai.api.podgroup import NotFoundError
-from kai.kube.client import ApiError
-from kai.kube.objects import KubeObjects
 from kai.controllers.podgrouper import PodGrouper, desired_update, pod_patch
 from kai.grouping.hub import GroupingConfig
-
+from kai.kube.client import ApiError
+from kai.kube.objects import KubeObjects
 from support.kube import merge_patch
 
 PG_PATH = "/apis/scheduling.run.ai/v2alpha2/namespaces/ns/podgroups"

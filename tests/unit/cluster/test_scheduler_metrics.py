@@ -5,9 +5,9 @@ from __future__ import annotations
 import attrs
 
 from kai import testing as kt
-from kai.scheduler.loop import fair_shares
 from kai.framework import Session
 from kai.metrics import Registry, SchedulerMetrics
+from kai.scheduler.loop import fair_shares
 
 
 def open_session(plugins):
@@ -68,9 +68,9 @@ def test_decisions_of_an_action_are_counted_per_podgroup():
 
 
 def test_the_loop_records_its_allocations_as_usage_and_reads_them_back_next_cycle():
+    from kai.framework import parse_config
     from kai.scheduler.cache import Cycle
     from kai.scheduler.loop import Scheduler
-    from kai.framework import parse_config
 
     config = parse_config({"actions": "allocate", "usageDBConfig": {"clientType": "in-process"},
                            "tiers": [{"plugins": [{"name": "predicates"}, {"name": "proportion"}]}]})

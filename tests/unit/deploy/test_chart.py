@@ -7,18 +7,18 @@ chart uses); tests/e2e/test_deploy.py applies the rendered manifests to a real A
 from __future__ import annotations
 
 import re
-import tomllib
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
+import tomllib
 
-from kai.kube.access import service_account
-from kai.rbac import chart_template, components
 from kai.binder.reservation import NAMESPACE as RESERVATION_NAMESPACE
+from kai.kube.access import service_account
 from kai.kube.server import ObservabilityServer
 from kai.metrics import Registry
+from kai.rbac import chart_template, components
 from support.chart import TemplateError, render, render_chart
 
 ROOT = Path(__file__).resolve().parents[3]
