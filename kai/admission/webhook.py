@@ -35,10 +35,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from kai.api.resources import GPU, parse_gpu_sharing
-from kai.binder.gpusharing import mutation_patch
 from kai.kube.certs import Certificate, serving_certificate
 from kai.kube.quantity import parse
 from kai.kube.server import parse_address
+from kai.kube.sharedgpu import mutation_patch
 from kai.logs import fields
 
 log = logging.getLogger(__name__)

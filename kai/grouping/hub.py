@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterable, Mapping
-from importlib.metadata import entry_points
+from collections.abc import Callable, Iterable, Mapping
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any, cast
 
 import attrs
 import pluggy
@@ -54,7 +55,8 @@ from kai.grouping.objects import ObjectReader
 from kai.grouping.owners import resolve_owners
 from kai.grouping.podgroups import podgroup_object
 from kai.grouping.topowner import top_owner_metadata
-from kai.grouping.unstructured import annotations, gvk, labels, meta_str
+from kai.grouping.unstructured import annotations as annotations_of
+from kai.grouping.unstructured import gvk, labels, meta_str
 
 ENTRY_POINT_GROUP = "kai.podgroupers"
 ANY = "*"
@@ -79,7 +81,7 @@ class PodgrouperEntry:
     """An installed podgrouper: its entry-point name, builder and distribution (name and version)."""
 
     name: str
-    builder: object
+    builder: Callable[[dict[str, Any]], object]
     distribution: str
 
 
@@ -93,7 +95,7 @@ def installed_podgroupers() -> dict[str, PodgrouperEntry]:
 
 @functools.cache
 def _installed_podgroupers() -> tuple[tuple[str, PodgrouperEntry], ...]:
-    found: dict[str, tuple[object, str]] = {}
+    found: dict[str, tuple[EntryPoint, str]] = {}
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         dist = f"{ep.dist.name} {ep.dist.version}" if ep.dist is not None else "?"
         previous = found.get(ep.name)
@@ -144,16 +146,17 @@ class PodGrouperHub:
         if unknown is not None:
             name, what = unknown
             raise GroupingError(f"podgrouper {name!r} ({(distributions or {}).get(name, '?')}) implements {what}")
-        self._calls: dict[str, object] = {}
+        self._calls: dict[str, Callable[..., object]] = {}
         for impl in self._pm.hook.kai_podgroup_metadata.get_hookimpls():
-            self._calls[self._pm.get_name(impl.plugin)] = impl.function
+            self._calls[impl.plugin_name] = impl.function
         missing = sorted(set(plugins) - set(self._calls))
         if missing:
             raise GroupingError(f"podgrouper(s) {', '.join(missing)} implement no kai_podgroup_metadata hook")
         self._table: dict[tuple[str, str, str], str] = {}
         for impl in self._pm.hook.kai_podgrouper_kinds.get_hookimpls():
-            name = self._pm.get_name(impl.plugin)
-            for kind in impl.function() or ():
+            name = impl.plugin_name
+            kinds = cast("Iterable[tuple[str, str, str]]", impl.function() or ())
+            for kind in kinds:
                 key = _kind_key(kind)
                 other = self._table.setdefault(key, name)
                 if other != name:
@@ -254,7 +257,7 @@ class PodGrouperHub:
         """
         owners = list(owners) or [top_owner]
         priority, defaults = self._priority_with_defaults(owners, pod, fallback_priority)
-        owner_annotations = annotations(top_owner)
+        owner_annotations = annotations_of(top_owner)
         return PodGroupMetadata(
             name=f"pg-{meta_str(top_owner, 'name')}-{meta_str(top_owner, 'uid')}",
             namespace=meta_str(pod, "namespace"),
@@ -283,11 +286,11 @@ class PodGrouperHub:
     def annotations(self, top_owner: dict, pod: dict) -> dict[str, str]:
         """The pod's ``user`` annotation, the top-owner metadata, then the top owner's annotations."""
         result = {}
-        pod_annotations = annotations(pod)
+        pod_annotations = annotations_of(pod)
         if USER_LABEL in pod_annotations:
             result[USER_LABEL] = pod_annotations[USER_LABEL]
         result[TOP_OWNER_METADATA_ANNOTATION] = top_owner_metadata(top_owner)
-        result.update(annotations(top_owner))
+        result.update(annotations_of(top_owner))
         return result
 
     def queue(self, top_owner: dict, pod: dict) -> str:

@@ -16,15 +16,7 @@ import pytest
 
 from kai.admission.webhook import mutation_review
 from kai.binder.binder import Binder
-from kai.binder.gpusharing import (
-    CONFIGMAP_ANNOTATION,
-    GpuSharing,
-    configmap_data,
-    configmap_names,
-    configmap_prefix,
-    mutate,
-    mutation_patch,
-)
+from kai.binder.gpusharing import GpuSharing, configmap_names
 from kai.binder.reservation import (
     DEVICE_ANNOTATION,
     NAMESPACE,
@@ -35,6 +27,7 @@ from kai.binder.reservation import (
     reservation_pod,
 )
 from kai.kube.client import ApiError
+from kai.kube.sharedgpu import CONFIGMAP_ANNOTATION, configmap_data, configmap_prefix, mutate, mutation_patch
 from support.kube import merge_patch
 
 BR = "/apis/scheduling.run.ai/v1alpha2/namespaces/ns/bindrequests/"
