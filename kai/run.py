@@ -66,7 +66,8 @@ def _scheduler(ctx: Context):
 
 
 def _binder(ctx: Context):
-    from kai.binder.binder import Binder, build_plugins
+    from kai.binder.binder import Binder
+    from kai.binder.plugins import build_plugins
     from kai.metrics import BinderMetrics
 
     a, kube = ctx.args, ctx.client()

@@ -36,26 +36,23 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from importlib.metadata import EntryPoint
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Any
 
-from kai.framework.plugins import BINDER_PLUGIN_GROUP, PluginError, build_plugin, discover
+from kai.api import names
+from kai.api.names import POD_BOUND_CONDITION, RECEIVED_RESOURCE_TYPE
+from kai.binder.plugins import BindContext, BindError, BindPlugin, BindRequest, InvalidBindRequest
 from kai.kube.access import Access
 from kai.kube.client import STRATEGIC_MERGE_PATCH, ApiError, Kube, object_path
+from kai.kube.controller import Controller
 from kai.kube.events import NORMAL, WARNING, record_event
 from kai.kube.watch import Informer, object_key
-from kai.kube.workqueue import WorkQueue, serve
 from kai.logs import fields
 from kai.metrics import BinderMetrics
 
 log = logging.getLogger(__name__)
 
-GROUP, VERSION, PLURAL = "scheduling.run.ai", "v1alpha2", "bindrequests"
-RECEIVED_RESOURCE_TYPE = "received-resource-type"
-POD_BOUND_CONDITION = "PodBound"
-COMPONENT = "kai-binder"
+GROUP, _, PLURAL = names.BINDREQUESTS
 
 #: KAI's binder defaults: ``--max-concurrent-reconciles``, rate limiter base/max delay.
 DEFAULT_WORKERS = 10
@@ -79,129 +76,8 @@ API_ACCESS = (
 
 
 
-class BindError(Exception):
-    """One bind attempt failed; the message becomes the BindRequest's ``status.reason``."""
-
-
-class InvalidBindRequest(BindError):
-    """The BindRequest can never be carried out as written (missing fields)."""
-
-
 class _Stale(Exception):
     """The BindRequest was stale and has been deleted: nothing more to do or to record."""
-
-
-@dataclass(frozen=True)
-class BindRequest:
-    """The fields of a BindRequest the binder acts on."""
-
-    namespace: str
-    name: str
-    pod_name: str
-    selected_node: str
-    received_resource_type: str
-    selected_gpu_groups: tuple[str, ...]
-    backoff_limit: int | None
-    phase: str
-    failed_attempts: int
-    deleting: bool
-    owner_pod_uid: str | None
-    raw: dict[str, Any] = field(repr=False, compare=False)
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    @property
-    def out_of_attempts(self) -> bool:
-        """Failed for good: the scheduler's rule for deleting a failed BindRequest."""
-        if self.phase != "Failed":
-            return False
-        return self.backoff_limit is None or self.failed_attempts >= self.backoff_limit
-
-    @classmethod
-    def from_object(cls, obj: dict[str, Any]) -> BindRequest:
-        meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
-        owner = next((o.get("uid") for o in meta.get("ownerReferences") or [] if o.get("kind") == "Pod"), None)
-        limit = spec.get("backoffLimit")
-        return cls(
-            namespace=meta.get("namespace", ""), name=meta.get("name", ""),
-            pod_name=spec.get("podName") or "", selected_node=spec.get("selectedNode") or "",
-            received_resource_type=spec.get("receivedResourceType") or "",
-            selected_gpu_groups=tuple(spec.get("selectedGPUGroups") or ()),
-            backoff_limit=int(limit) if limit is not None else None,
-            phase=status.get("phase") or "", failed_attempts=int(status.get("failedAttempts") or 0),
-            deleting=bool(meta.get("deletionTimestamp")), owner_pod_uid=owner, raw=obj,
-        )
-
-
-@dataclass
-class BindContext:
-    """What bind plugins see; ``state`` carries data from ``pre_bind`` to ``post_bind``/``rollback``.
-
-    ``pod`` is read from the API server on first use (``read_pod``), so binds whose plugins never
-    look at it cost no read.
-    """
-
-    request: BindRequest
-    node: dict[str, Any]
-    kube: Kube
-    read_pod: Callable[[], dict[str, Any]] = field(repr=False)
-    state: dict[str, Any] = field(default_factory=dict)
-    loaded_pod: dict[str, Any] | None = field(default=None, repr=False)
-    already_bound: bool = False
-
-    @property
-    def pod(self) -> dict[str, Any]:
-        if self.loaded_pod is None:
-            self.loaded_pod = self.read_pod()
-        return self.loaded_pod
-
-    def pod_ref(self) -> dict[str, Any] | None:
-        """The pod as events and conditions need it: the one read, else the BindRequest's owner reference."""
-        if self.loaded_pod is not None:
-            return self.loaded_pod
-        if not self.request.owner_pod_uid:
-            return None
-        return {"apiVersion": "v1", "kind": "Pod", "metadata": {
-            "name": self.request.pod_name, "namespace": self.request.namespace, "uid": self.request.owner_pod_uid}}
-
-
-class BindPlugin(Protocol):
-    """A step around the Binding call (GPU sharing, volumes, DRA claims). Raise BindError to fail.
-
-    Built like every plugin by the builder its entry point (group ``kai.binder_plugins``) names,
-    ``build(arguments: dict) -> plugin``; :func:`build_plugins` then hands it the binder's client.
-    """
-
-    name: str
-
-    def setup(self, kube: Kube) -> None: ...
-
-    def pre_bind(self, ctx: BindContext) -> None: ...
-
-    def post_bind(self, ctx: BindContext) -> None: ...
-
-    def rollback(self, ctx: BindContext) -> None: ...
-
-    # optional: ``sync(nodes)`` tidies what the plugin keeps on ``nodes`` (None: all) after pods went away;
-    # called for the node of each deleted BindRequest and on every sweep
-
-
-def build_plugins(names: Sequence[str], arguments: Mapping[str, Mapping[str, Any]], kube: Kube,
-                  available: Mapping[str, EntryPoint] | None = None) -> list[BindPlugin]:
-    """The binder plugins ``names``, in that order, each built with ``arguments[name]`` (default ``{}``)
-    and then given ``kube`` through ``setup``. An unknown or repeated name is a :class:`PluginError`."""
-    available = discover(BINDER_PLUGIN_GROUP) if available is None else available
-    twice = sorted({name for name in names if names.count(name) > 1})
-    if twice:
-        raise PluginError(f"binder plugin(s) {', '.join(twice)} configured twice")
-    plugins = []
-    for name in names:
-        plugin = build_plugin(name, dict(arguments.get(name) or {}), dict(available), kind="binder plugin")
-        plugin.setup(kube)
-        plugins.append(plugin)
-    return plugins
 
 
 def backoff_delay(failed_attempts: int, base: float, maximum: float) -> float:
@@ -209,31 +85,27 @@ def backoff_delay(failed_attempts: int, base: float, maximum: float) -> float:
     return min(maximum, base * 2.0**failed_attempts)
 
 
-class Binder:
-    """The binder control loop; ``run(stop)`` blocks until ``stop`` is set."""
+class Binder(Controller):
+    """The binder control loop; ``run(stop)`` blocks until ``stop`` is set.
+
+    Its stores: ``bindrequests`` by ``namespace/name``, and ``nodes`` by name (a node not held yet is
+    read from the API).
+    """
 
     name = "binder"
+    key_field = "bind_request"
 
     def __init__(self, kube: Kube, *, plugins: Sequence[BindPlugin] = (), workers: int = DEFAULT_WORKERS,
                  base_delay: float = DEFAULT_BASE_DELAY, max_delay: float = DEFAULT_MAX_DELAY,
                  sweep_period: float = DEFAULT_SWEEP_PERIOD, metrics: BinderMetrics | None = None,
-                 store: Any = None, clock=time.monotonic) -> None:
-        if workers < 1:
-            raise ValueError(f"binder workers must be at least 1, got {workers}")
-        self.kube = kube
+                 clock=time.monotonic) -> None:
+        super().__init__(kube, workers=workers, error_delay=max_delay, clock=clock)
         self.plugins = list(plugins)
-        self.workers = workers
         self.base_delay, self.max_delay = base_delay, max_delay
         self.sweep_period = sweep_period
         self.metrics = metrics
-        self.queue = WorkQueue(clock=clock)
-        self._clock = clock
+        self._next_sweep = clock() + sweep_period
         self._lock = threading.Lock()
-        self._informer: Informer | None = None
-        #: BindRequests by ``namespace/name``: the informer, or a dict when driven by hand (tests)
-        self._store: Any = store if store is not None else {}
-        #: Nodes by name (an informer while running); a node it does not hold yet is read from the API
-        self._nodes: Any = {}
         self._not_before: dict[str, float] = {}
         self._dirty_nodes: set[str] = set()
 
@@ -250,45 +122,22 @@ class Binder:
         else:
             self.queue.add(key)
 
-    @property
-    def synced(self) -> bool:
-        return self._informer is not None and self._informer.synced.is_set()
+    def informers(self) -> dict[str, Informer]:
+        return {"bindrequests": Informer(self.kube, object_path(*names.BINDREQUESTS), on_event=self.on_event,
+                                         name="bindrequests"),
+                "nodes": Informer(self.kube, object_path(*names.NODES), transform=slim_node, name="nodes")}
 
-    def ready(self) -> tuple[bool, str]:
-        """Readiness: the BindRequests have been listed once."""
-        return (True, "synced") if self.synced else (False, "waiting for the first list of bindrequests")
-
-    def run(self, stop: threading.Event) -> None:
-        """Watch BindRequests and bind with ``workers`` threads until ``stop`` is set."""
-        self._informer = self._store = Informer(self.kube, object_path(GROUP, VERSION, PLURAL),
-                                                on_event=self.on_event, name="bindrequests")
-        self._informer.start()
-        self._nodes = Informer(self.kube, "/api/v1/nodes", transform=slim_node, name="nodes").start()
-        workers = [threading.Thread(target=self._work, name=f"binder-{i}", daemon=True) for i in range(self.workers)]
-        for thread in workers:
-            thread.start()
-        log.info("binder started", **fields(workers=self.workers))
-        next_sweep = self._clock() + self.sweep_period
-        try:
-            while not stop.wait(0.5):
-                if self.synced and self._clock() >= next_sweep:
-                    self.sweep()
-                    self.sync_plugins(None)
-                    next_sweep = self._clock() + self.sweep_period
-                with self._lock:
-                    nodes, self._dirty_nodes = self._dirty_nodes, set()
-                if nodes:
-                    self.sync_plugins(nodes)
-        finally:
-            self.queue.shut_down()
-            self._informer.stop()
-            self._nodes.stop()
-            for thread in workers:
-                thread.join(10)
-            log.info("binder stopped")
-
-    def _work(self) -> None:
-        serve(self.queue, self.reconcile, self.max_delay, log, "binder failed on a BindRequest", "bind_request")
+    def tick(self) -> None:
+        """Every ``sweep_period``: delete stale BindRequests and let the plugins tidy up everywhere; and
+        let them tidy up now on the nodes where a BindRequest was deleted."""
+        if self.synced and self._clock() >= self._next_sweep:
+            self.sweep()
+            self.sync_plugins(None)
+            self._next_sweep = self._clock() + self.sweep_period
+        with self._lock:
+            nodes, self._dirty_nodes = self._dirty_nodes, set()
+        if nodes:
+            self.sync_plugins(nodes)
 
     def sweep(self) -> int:
         """Delete BindRequests whose pod is gone, replaced or bound to another node; returns how many."""
@@ -338,14 +187,15 @@ class Binder:
                                                                 nodes=",".join(sorted(nodes or ())) or "all"))
 
     def _store_objects(self) -> list[dict[str, Any]]:
-        store = self._store
-        return store.list() if hasattr(store, "list") else list(store.values())
+        store = self.stores.get("bindrequests")
+        return store.list() if store is not None else []
 
     def get(self, key: str) -> dict[str, Any] | None:
-        return self._store.get(key)
+        store = self.stores.get("bindrequests")
+        return store.get(key) if store is not None else None
 
     # -- one key -------------------------------------------------------------------------------
-    def reconcile(self, key: str) -> float | None:
+    def handle(self, key: str) -> float | None:
         """Act on one BindRequest; returns the delay before it must be looked at again, if any."""
         obj = self.get(key)
         if obj is None:
@@ -452,7 +302,8 @@ class Binder:
         return pod
 
     def _read_node(self, name: str) -> dict[str, Any]:
-        node = self._nodes.get(name)
+        nodes = self.stores.get("nodes")
+        node = nodes.get(name) if nodes is not None else None
         if node is not None:
             return node
         try:
@@ -470,8 +321,8 @@ class Binder:
         pod = ctx.pod_ref()
         if pod is not None and event:
             message = f"Pod bound successfully to node {request.selected_node}"
-            self._pod_condition(request, "True", "Bound", message)
-            record_event(self.kube, pod, NORMAL, "Bound", message, COMPONENT)
+            self._pod_condition(request, "True", names.REASON_BOUND, message)
+            record_event(self.kube, pod, NORMAL, names.REASON_BOUND, message, names.SOURCE_BINDER)
 
     def _failed(self, request: BindRequest, ctx: BindContext, reason: str, ids: dict) -> float | None:
         status: dict[str, Any] = {"phase": "Failed", "reason": reason}
@@ -489,15 +340,15 @@ class Binder:
         if pod is not None:
             message = (f"Failed to bind pod {request.namespace}/{request.pod_name} to node "
                        f"{request.selected_node}: {reason}")
-            self._pod_condition(request, "False", "BindingError", message)
-            record_event(self.kube, pod, WARNING, "BindingError", message, COMPONENT)
+            self._pod_condition(request, "False", names.REASON_BINDING_ERROR, message)
+            record_event(self.kube, pod, WARNING, names.REASON_BINDING_ERROR, message, names.SOURCE_BINDER)
         return retry
 
     def delete_stale(self, request: BindRequest, why: str) -> None:
         log.info(f"deleting stale BindRequest: {why}", **fields(**_ids(request)))
         uid = (request.raw.get("metadata") or {}).get("uid")
         try:  # the UID precondition spares a new BindRequest of the same name made meanwhile
-            self.kube.delete(object_path(GROUP, VERSION, PLURAL, request.namespace, request.name),
+            self.kube.delete(object_path(*names.BINDREQUESTS, request.namespace, request.name),
                              {"preconditions": {"uid": uid}} if uid else None)
         except ApiError as exc:
             if exc.status == 409:
@@ -511,7 +362,7 @@ class Binder:
 
     def _set_status(self, request: BindRequest, status: dict[str, Any]) -> None:
         try:
-            self.kube.patch(object_path(GROUP, VERSION, PLURAL, request.namespace, request.name), {"status": status},
+            self.kube.patch(object_path(*names.BINDREQUESTS, request.namespace, request.name), {"status": status},
                             subresource="status")
         except ApiError as exc:
             log.error("could not record BindRequest status", **fields(

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kai.binder.binder import BindContext, BindError, InvalidBindRequest
+from kai.binder.plugins import BindContext, BindError, InvalidBindRequest
 from kai.binder.reservation import Reservations
 from kai.framework.durations import parse_duration
 from kai.kube.client import ApiError, Kube, object_path

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from kai.api.names import GPU_GROUP_LABEL, RESERVATION_APP
-from kai.binder.binder import BindError
+from kai.binder.plugins import BindError
 from kai.kube.client import ApiError, Kube, object_path
 from kai.kube.quantity import parse
 from kai.logs import fields

@@ -13,7 +13,7 @@ from kai import hookimpl
 from kai import testing as kt
 from kai import testing_podgroupers as ktp
 from kai.api.podgroup import GroupingError
-from kai.binder.binder import build_plugins
+from kai.binder.plugins import build_plugins
 from kai.framework import PluginError, Plugins, PluginSpec, SchedulerConfig
 from kai.framework.plugins import BINDER_PLUGIN_GROUP, discover, list_main
 from kai.grouping import hub as hub_module

@@ -10,7 +10,8 @@ import copy
 
 import pytest
 
-from kai.binder.binder import Binder, BindError, BindRequest, backoff_delay
+from kai.binder.binder import Binder, backoff_delay
+from kai.binder.plugins import BindError, BindRequest
 from kai.kube.client import ApiError
 from kai.metrics import BinderMetrics, Registry
 from support.kube import RequestKube, merge_patch
@@ -137,9 +138,15 @@ def kube():
     return kube
 
 
+def stored(binder: Binder, kube) -> Binder:
+    """``binder`` reading BindRequests from the fake API, as its informer would."""
+    binder.stores = {"bindrequests": Store(kube), "nodes": {}}
+    return binder
+
+
 def make_binder(kube, **kw):
     registry = Registry()
-    binder = Binder(kube, store=Store(kube), metrics=BinderMetrics(registry), **kw)
+    binder = stored(Binder(kube, metrics=BinderMetrics(registry), **kw), kube)
     return binder, registry
 
 
@@ -151,7 +158,7 @@ def test_binds_pod_records_success_condition_and_event(kube):
     kube.add_pod("p")
     kube.add_request("br", "p", "n1")
     binder, registry = make_binder(kube)
-    assert binder.reconcile("ns/br") is None
+    assert binder.handle("ns/br") is None
     pod = kube.pod("p")
     assert pod["spec"]["nodeName"] == "n1"
     assert pod["metadata"]["annotations"]["received-resource-type"] == "Regular"
@@ -163,16 +170,16 @@ def test_binds_pod_records_success_condition_and_event(kube):
     assert registry.value("kai_binder_bind_attempts_total", {"result": "succeeded"}) == 1
     # a succeeded request is never acted on again
     calls = len(kube.calls)
-    assert binder.reconcile("ns/br") is None and len(kube.calls) == calls
+    assert binder.handle("ns/br") is None and len(kube.calls) == calls
 
 
 def test_a_whole_gpu_bind_reads_nothing_and_writes_binding_status_condition_and_event(kube):
     kube.add_pod("p")
     kube.add_request("br", "p", "n1")
     binder, _ = make_binder(kube)
-    binder._nodes = {"n1": kube.get("/api/v1/nodes/n1")}  # what the node informer holds
+    binder.stores["nodes"] = {"n1": kube.get("/api/v1/nodes/n1")}  # what the node informer holds
     kube.calls.clear()
-    binder.reconcile("ns/br")
+    binder.handle("ns/br")
     assert [(m, p.rsplit("/", 1)[1]) for m, p in kube.calls] == [
         ("POST", "binding"), ("PATCH", "status"), ("PATCH", "status"), ("POST", "events")]
     assert kube.pod("p")["metadata"]["annotations"]["received-resource-type"] == "Regular"
@@ -184,8 +191,8 @@ def test_a_request_without_owner_uid_reads_the_pod_for_the_binding_precondition(
     kube.add_request("br", "p", "n1")["metadata"]["ownerReferences"] = []
     kube.add_request("br2", "q", "n1")["metadata"]["ownerReferences"] = []
     binder, registry = make_binder(kube)
-    binder.reconcile("ns/br")
-    binder.reconcile("ns/br2")
+    binder.handle("ns/br")
+    binder.handle("ns/br2")
     assert kube.bound == [("p", "n1")]
     assert status(kube)["phase"] == status(kube, "br2")["phase"] == "Succeeded"
     assert [e["involvedObject"]["uid"] for e in kube.events] == ["uid-7"]
@@ -196,7 +203,7 @@ def test_missing_node_fails_without_retry_and_leaves_pod_pending(kube):
     kube.add_pod("p")
     kube.add_request("br", "p", "ghost")
     binder, registry = make_binder(kube)
-    assert binder.reconcile("ns/br") is None
+    assert binder.handle("ns/br") is None
     assert status(kube) == {"phase": "Failed", "reason": "node ghost not found"}
     assert "nodeName" not in kube.pod("p")["spec"]
     condition = kube.pod("p")["status"]["conditions"][0]
@@ -206,7 +213,7 @@ def test_missing_node_fails_without_retry_and_leaves_pod_pending(kube):
     assert registry.value("kai_binder_bind_attempts_total", {"result": "failed"}) == 1
     # out of attempts (no backoffLimit): the binder leaves it to the scheduler to delete
     assert BindRequest.from_object(kube.objects[BR_PATH + "br"]).out_of_attempts
-    assert binder.reconcile("ns/br") is None and "nodeName" not in kube.pod("p")["spec"]
+    assert binder.handle("ns/br") is None and "nodeName" not in kube.pod("p")["spec"]
 
 
 def test_retries_with_exponential_backoff_up_to_backoff_limit(kube):
@@ -215,19 +222,19 @@ def test_retries_with_exponential_backoff_up_to_backoff_limit(kube):
     kube.add_request("br", "p", "n1", backoff_limit=3)
     kube.fail_binding = [ApiError("POST", "x", 500, "Internal Server Error")] * 3
     binder, _ = make_binder(kube, clock=clock)
-    assert binder.reconcile("ns/br") == 1.0
+    assert binder.handle("ns/br") == 1.0
     assert status(kube)["failedAttempts"] == 1 and status(kube)["phase"] == "Failed"
-    assert binder.reconcile("ns/br") == 1.0  # woken early (its own status event): waits, no attempt
+    assert binder.handle("ns/br") == 1.0  # woken early (its own status event): waits, no attempt
     assert len(kube.fail_binding) == 2
     clock.now += 1.0
-    assert binder.reconcile("ns/br") == 2.0
+    assert binder.handle("ns/br") == 2.0
     assert status(kube)["failedAttempts"] == 2
     clock.now += 2.0
-    assert binder.reconcile("ns/br") is None  # third failure: backoffLimit 3 reached
+    assert binder.handle("ns/br") is None  # third failure: backoffLimit 3 reached
     assert status(kube)["failedAttempts"] == 3 and "500" in status(kube)["reason"]
     assert BindRequest.from_object(kube.objects[BR_PATH + "br"]).out_of_attempts  # the scheduler's rule
     clock.now += 100
-    assert binder.reconcile("ns/br") is None
+    assert binder.handle("ns/br") is None
     assert len(kube.fail_binding) == 0 and "nodeName" not in kube.pod("p")["spec"]
 
 
@@ -237,9 +244,9 @@ def test_a_retry_that_succeeds_marks_succeeded(kube):
     kube.add_request("br", "p", "n1", backoff_limit=3)
     kube.fail_binding = [ApiError("POST", "x", 0, "connection reset")]
     binder, _ = make_binder(kube, clock=clock)
-    assert binder.reconcile("ns/br") == 1.0
+    assert binder.handle("ns/br") == 1.0
     clock.now += 1.0
-    assert binder.reconcile("ns/br") is None
+    assert binder.handle("ns/br") is None
     assert status(kube)["phase"] == "Succeeded" and kube.pod("p")["spec"]["nodeName"] == "n1"
 
 
@@ -250,9 +257,9 @@ def test_lost_reply_then_409_on_the_selected_node_is_success_not_a_second_bind(k
     kube.fail_binding = [ApiError("POST", "x", 0, "read timed out")]
     kube.bind_anyway_on_failure = True
     binder, registry = make_binder(kube, clock=clock)
-    assert binder.reconcile("ns/br") == 1.0
+    assert binder.handle("ns/br") == 1.0
     clock.now += 1.0
-    assert binder.reconcile("ns/br") is None
+    assert binder.handle("ns/br") is None
     assert status(kube)["phase"] == "Succeeded"
     assert kube.bound == [("p", "n1")]  # the retry's Binding was refused: bound once
     assert registry.value("kai_binder_bind_attempts_total", {"result": "already_bound"}) == 1
@@ -264,7 +271,7 @@ def test_409_from_a_concurrent_bind_is_resolved_by_reading_the_pod(kube, raced_t
     kube.add_request("br", "p", "n1")
     kube.race_bind_to = raced_to  # someone else binds the pod just before our POST
     binder, registry = make_binder(kube)
-    binder.reconcile("ns/br")
+    binder.handle("ns/br")
     assert kube.pod("p")["spec"]["nodeName"] == raced_to and kube.bound == []  # never moved by a second bind
     if raced_to == "n1":
         assert status(kube)["phase"] == "Succeeded"
@@ -286,7 +293,7 @@ def test_stale_requests_are_deleted(kube, setup, why):
     setup(kube)
     kube.add_request("br", "p", "n1")
     binder, registry = make_binder(kube)
-    assert binder.reconcile("ns/br") is None
+    assert binder.handle("ns/br") is None
     assert BR_PATH + "br" not in kube.objects, why
     assert kube.bound == []
     assert registry.value("kai_binder_stale_bind_requests_deleted_total") == 1
@@ -305,7 +312,7 @@ def test_pod_already_on_selected_node_counts_as_success(kube):
     kube.add_pod("p", node="n1")
     kube.add_request("br", "p", "n1")
     binder, _ = make_binder(kube)
-    binder.reconcile("ns/br")
+    binder.handle("ns/br")
     assert status(kube)["phase"] == "Succeeded"
     assert kube.bound == [] and not kube.events
 
@@ -325,7 +332,7 @@ def test_invalid_request_fails_with_a_clear_reason(kube):
     obj = kube.add_request("br", "p", "n1")
     del obj["spec"]["selectedNode"]
     binder, _ = make_binder(kube)
-    binder.reconcile("ns/br")
+    binder.handle("ns/br")
     assert status(kube) == {"phase": "Failed", "reason": "spec.podName and spec.selectedNode are required"}
 
 
@@ -351,7 +358,7 @@ def test_plugins_wrap_the_bind_and_roll_back_in_reverse(kube):
     kube.add_request("br", "p", "n1")
     calls = []
     binder, _ = make_binder(kube, plugins=[RecordingPlugin("a", calls), RecordingPlugin("b", calls)])
-    binder.reconcile("ns/br")
+    binder.handle("ns/br")
     assert calls == [("pre", "a"), ("pre", "b"), ("post", "a", "reserved"), ("post", "b", "reserved")]
 
     kube.add_pod("q")
@@ -359,7 +366,7 @@ def test_plugins_wrap_the_bind_and_roll_back_in_reverse(kube):
     calls.clear()
     binder.plugins = [RecordingPlugin("a", calls), RecordingPlugin("b", calls, fail_pre=True),
                       RecordingPlugin("c", calls)]
-    binder.reconcile("ns/br2")
+    binder.handle("ns/br2")
     assert calls == [("pre", "a"), ("pre", "b"), ("rollback", "a")]
     assert status(kube, "br2")["reason"] == "b: no GPU to reserve"
     assert "nodeName" not in kube.pod("q")["spec"]
@@ -388,7 +395,7 @@ def test_pod_deleted_during_the_bind_rolls_back_and_records_nothing(kube):
         return original(method, path, *a, **k)
 
     kube.request = request
-    assert binder.reconcile("ns/br") is None
+    assert binder.handle("ns/br") is None
     assert BR_PATH + "br" not in kube.objects  # stale: deleted, no status written to it
     assert calls == [("pre", "gpu"), ("rollback", "gpu")]
     assert not kube.events

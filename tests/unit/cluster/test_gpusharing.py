@@ -138,7 +138,7 @@ def setup(gpus: int = 2, **kw) -> tuple[FakeKube, Binder, Clock]:
     kube.add("/api/v1/nodes/n1", {"metadata": {"name": "n1"}, "status": {"allocatable": {"nvidia.com/gpu": str(gpus)}}})
     clock = Clock()
     plugin = sharing(kube, fake_gpu_nodes=True, clock=clock, sleep=clock.sleep, **kw)
-    return kube, Binder(kube, plugins=[plugin], store=Store(kube)), clock
+    return kube, stored(Binder(kube, plugins=[plugin]), kube), clock
 
 
 def sharing(kube: FakeKube, cdi: bool = False, **reservation_options) -> GpuSharing:
@@ -154,6 +154,12 @@ class Store:
 
     def get(self, key, default=None):
         return copy.deepcopy(self.kube.objects.get(BR + key.split("/", 1)[1], default))
+
+
+def stored(binder: Binder, kube: FakeKube) -> Binder:
+    """``binder`` reading BindRequests from the fake API, as its informer would."""
+    binder.stores = {"bindrequests": Store(kube), "nodes": {}}
+    return binder
 
 
 def bind_request(kube: FakeKube, pod: str, groups: list[str], portion: str = "0.50", backoff_limit: int = 3) -> str:
@@ -278,9 +284,9 @@ def test_two_halves_share_one_reservation_pod_and_device_a_third_pod_gets_the_ne
     kube, binder, _ = setup()
     for name in ("a", "b", "c"):
         shared_pod(kube, name, "0.6" if name == "c" else "0.5")
-    binder.reconcile(bind_request(kube, "a", ["g1"]))
-    binder.reconcile(bind_request(kube, "b", ["g1"]))
-    binder.reconcile(bind_request(kube, "c", ["g2"], portion="0.60"))
+    binder.handle(bind_request(kube, "a", ["g1"]))
+    binder.handle(bind_request(kube, "b", ["g1"]))
+    binder.handle(bind_request(kube, "c", ["g2"], portion="0.60"))
     holders = reservation_pods(kube)
     assert sorted(h["metadata"]["labels"]["runai-gpu-group"] for h in holders.values()) == ["g1", "g2"]
     assert {h["metadata"]["labels"]["runai-gpu-group"]: h["metadata"]["annotations"][DEVICE_ANNOTATION]
@@ -298,7 +304,7 @@ def test_two_halves_share_one_reservation_pod_and_device_a_third_pod_gets_the_ne
 def test_multi_device_pod_gets_one_label_per_group_and_all_devices():
     kube, binder, _ = setup(gpus=4)
     shared_pod(kube, "m", "0.5", **{"gpu-fraction-num-devices": "2"})
-    binder.reconcile(bind_request(kube, "m", ["g1", "g2"]))
+    binder.handle(bind_request(kube, "m", ["g1", "g2"]))
     pod = kube.objects["/api/v1/namespaces/ns/pods/m"]
     assert pod["metadata"]["labels"] == {"runai-gpu-group/g1": "g1", "runai-gpu-group/g2": "g2"}
     assert configmap(kube, "m")["data"]["NVIDIA_VISIBLE_DEVICES"] == "0,1"
@@ -307,20 +313,18 @@ def test_multi_device_pod_gets_one_label_per_group_and_all_devices():
 def test_the_device_the_reservation_image_reports_wins_and_cdi_names_it():
     kube, _, clock = setup()
     kube.on_reservation = lambda p: p["metadata"]["annotations"].update({DEVICE_ANNOTATION: "GPU-1234"})
-    binder = Binder(kube, plugins=[sharing(kube, cdi=True, clock=clock, sleep=clock.sleep)],
-                    store=Store(kube))
+    binder = stored(Binder(kube, plugins=[sharing(kube, cdi=True, clock=clock, sleep=clock.sleep)]), kube)
     shared_pod(kube, "a")
-    binder.reconcile(bind_request(kube, "a", ["g1"]))
+    binder.handle(bind_request(kube, "a", ["g1"]))
     assert configmap(kube, "a")["data"]["NVIDIA_VISIBLE_DEVICES"] == "k8s.device-plugin.nvidia.com/gpu=GPU-1234"
 
 
 def test_no_device_reported_in_time_deletes_the_new_reservation_pod_and_fails_for_a_retry():
     kube, _, clock = setup()
     kube.on_reservation = None  # never Running, never annotated
-    binder = Binder(kube, plugins=[sharing(kube, timeout=40, clock=clock, sleep=clock.sleep)],
-                    store=Store(kube))
+    binder = stored(Binder(kube, plugins=[sharing(kube, timeout=40, clock=clock, sleep=clock.sleep)]), kube)
     shared_pod(kube, "a")
-    assert binder.reconcile(bind_request(kube, "a", ["g1"])) == 1.0  # retried after 1s
+    assert binder.handle(bind_request(kube, "a", ["g1"])) == 1.0  # retried after 1s
     status = kube.objects[BR + "a"]["status"]
     assert status["phase"] == "Failed" and status["failedAttempts"] == 1
     assert "reported no device" in status["reason"] and "40s" in status["reason"]
@@ -335,7 +339,7 @@ def test_a_failed_binding_rolls_back_labels_configmaps_and_the_unused_reservatio
     kube, binder, _ = setup()
     shared_pod(kube, "a")
     kube.fail_binding = True
-    binder.reconcile(bind_request(kube, "a", ["g1"]))
+    binder.handle(bind_request(kube, "a", ["g1"]))
     pod = kube.objects["/api/v1/namespaces/ns/pods/a"]
     assert kube.objects[BR + "a"]["status"]["phase"] == "Failed"
     assert not pod["metadata"].get("labels") and reservation_pods(kube) == {}
@@ -343,7 +347,7 @@ def test_a_failed_binding_rolls_back_labels_configmaps_and_the_unused_reservatio
     # the retry binds it, once
     kube.fail_binding = False
     binder._not_before.clear()
-    binder.reconcile("ns/a")
+    binder.handle("ns/a")
     assert kube.objects[BR + "a"]["status"]["phase"] == "Succeeded" and len(reservation_pods(kube)) == 1
 
 
@@ -351,10 +355,10 @@ def test_a_failed_binding_keeps_a_reservation_pod_other_pods_use():
     kube, binder, _ = setup()
     shared_pod(kube, "a")
     shared_pod(kube, "b")
-    binder.reconcile(bind_request(kube, "a", ["g1"]))
+    binder.handle(bind_request(kube, "a", ["g1"]))
     kube.objects["/api/v1/namespaces/ns/pods/a"]["status"]["phase"] = "Running"
     kube.fail_binding = True
-    binder.reconcile(bind_request(kube, "b", ["g1"]))
+    binder.handle(bind_request(kube, "b", ["g1"]))
     assert len(reservation_pods(kube)) == 1 and kube.objects[BR + "b"]["status"]["phase"] == "Failed"
 
 
@@ -362,7 +366,7 @@ def test_a_pod_the_webhook_did_not_prepare_fails_with_a_clear_reason():
     kube, binder, _ = setup()
     pod = shared_pod(kube, "a")
     del pod["metadata"]["annotations"][CONFIGMAP_ANNOTATION]
-    binder.reconcile(bind_request(kube, "a", ["g1"]))
+    binder.handle(bind_request(kube, "a", ["g1"]))
     reason = kube.objects[BR + "a"]["status"]["reason"]
     assert "ns/a" in reason and CONFIGMAP_ANNOTATION in reason and "admission webhook" in reason
     assert reservation_pods(kube) == {} and "nodeName" not in pod["spec"]
@@ -371,7 +375,7 @@ def test_a_pod_the_webhook_did_not_prepare_fails_with_a_clear_reason():
 def test_a_fraction_request_without_groups_is_invalid():
     kube, binder, _ = setup()
     shared_pod(kube, "a")
-    binder.reconcile(bind_request(kube, "a", []))
+    binder.handle(bind_request(kube, "a", []))
     assert "selectedGPUGroups" in kube.objects[BR + "a"]["status"]["reason"]
 
 
@@ -380,7 +384,7 @@ def test_a_group_held_on_another_node_fails_the_bind():
     kube.add(f"/api/v1/namespaces/{NAMESPACE}/pods/gpu-reservation-n2-abcde",
              reservation_pod("n2", "g1") | {"status": {"phase": "Running"}})
     shared_pod(kube, "a")
-    binder.reconcile(bind_request(kube, "a", ["g1"]))
+    binder.handle(bind_request(kube, "a", ["g1"]))
     assert "held on node n2" in kube.objects[BR + "a"]["status"]["reason"]
 
 
@@ -388,8 +392,8 @@ def test_all_devices_held_fails_the_bind():
     kube, binder, _ = setup(gpus=1)
     shared_pod(kube, "a")
     shared_pod(kube, "b")
-    binder.reconcile(bind_request(kube, "a", ["g1"]))
-    binder.reconcile(bind_request(kube, "b", ["g2"]))
+    binder.handle(bind_request(kube, "a", ["g1"]))
+    binder.handle(bind_request(kube, "b", ["g2"]))
     assert "no GPU device left" in kube.objects[BR + "b"]["status"]["reason"]
     assert len(reservation_pods(kube)) == 1  # the second one was deleted again
 
@@ -399,7 +403,7 @@ def test_whole_gpu_requests_are_not_touched():
     kube.add("/api/v1/namespaces/ns/pods/w", {"metadata": {"name": "w", "namespace": "ns"}, "spec": {}})
     kube.add(BR + "w", {"metadata": {"name": "w", "namespace": "ns"},
                         "spec": {"podName": "w", "selectedNode": "n1", "receivedResourceType": "Regular"}})
-    binder.reconcile("ns/w")
+    binder.handle("ns/w")
     assert kube.objects[BR + "w"]["status"]["phase"] == "Succeeded" and reservation_pods(kube) == {}
 
 
@@ -407,8 +411,8 @@ def test_sync_deletes_reservation_pods_once_their_group_has_no_pending_or_runnin
     kube, binder, _ = setup()
     shared_pod(kube, "a")
     shared_pod(kube, "b")
-    binder.reconcile(bind_request(kube, "a", ["g1"]))
-    binder.reconcile(bind_request(kube, "b", ["g2"]))
+    binder.handle(bind_request(kube, "a", ["g1"]))
+    binder.handle(bind_request(kube, "b", ["g2"]))
     kube.objects["/api/v1/namespaces/ns/pods/a"]["status"]["phase"] = "Running"
     kube.objects["/api/v1/namespaces/ns/pods/b"]["status"]["phase"] = "Succeeded"
     binder.sync_plugins({"other-node"})
@@ -448,5 +452,5 @@ def test_a_pod_deleted_during_the_attempt_still_frees_its_new_reservation_pod():
 
     post = kube.post
     kube.post = lambda path, body: vanish(path, body) if path.endswith("/binding") else post(path, body)
-    binder.reconcile(bind_request(kube, "a", ["g1"]))
+    binder.handle(bind_request(kube, "a", ["g1"]))
     assert deleted and reservation_pods(kube) == {}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from kai.binder import reservation
-from kai.binder.binder import build_plugins
 from kai.binder.gpusharing import GpuSharing
+from kai.binder.plugins import build_plugins
 from kai.framework import DEFAULT_CONFIG, PluginError
 from kai.metrics import Registry
 from kai.run import COMPONENTS, Context, _parser, parse_components
