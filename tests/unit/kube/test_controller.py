@@ -1,0 +1,96 @@
+"""The Controller base: informers started and stopped, keys handled by workers, readiness, sync waits."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from kai.kube.controller import Controller
+
+
+class FakeInformer:
+    def __init__(self, synced: bool = True) -> None:
+        self.synced = threading.Event()
+        if synced:
+            self.synced.set()
+        self.started = self.stopped = False
+
+    def start(self) -> FakeInformer:
+        self.started = True
+        return self
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+class Recorder(Controller):
+    name = "recorder"
+    tick_period = 0.01
+
+    def __init__(self, informers: dict[str, FakeInformer], fail: set[str] = frozenset(), **kw) -> None:
+        super().__init__(kube=None, **kw)
+        self._fakes = informers
+        self.fail = set(fail)
+        self.handled: list[str] = []
+        self.ticks = 0
+
+    def informers(self):
+        return self._fakes
+
+    def handle(self, key):
+        self.handled.append(key)
+        if key in self.fail:
+            self.fail.discard(key)
+            raise RuntimeError(f"cannot handle {key}")
+        return None
+
+    def tick(self) -> None:
+        self.ticks += 1
+
+
+def run_until(controller: Controller, done, timeout: float = 5.0) -> threading.Thread:
+    stop = threading.Event()
+    thread = threading.Thread(target=controller.run, args=(stop,))
+    thread.start()
+    deadline = time.monotonic() + timeout
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    stop.set()
+    thread.join(10)
+    assert not thread.is_alive()
+    return thread
+
+
+def test_not_ready_before_it_runs_and_workers_must_be_positive():
+    assert Recorder({}).ready() == (False, "not started")
+    with pytest.raises(ValueError, match="recorder workers must be at least 1"):
+        Recorder({}, workers=0)
+
+
+def test_keys_are_handled_a_failing_key_is_retried_and_everything_stops():
+    informers = {"things": FakeInformer()}
+    controller = Recorder(informers, fail={"b"}, workers=2, error_delay=0.05)
+    for key in "abc":
+        controller.queue.add(key)
+    run_until(controller, lambda: controller.handled.count("b") == 2 and controller.ticks > 0)
+    assert sorted(controller.handled) == ["a", "b", "b", "c"]
+    assert informers["things"].started and informers["things"].stopped
+    assert controller.ready() == (True, "synced")
+
+
+def test_wait_for_sync_postpones_keys_until_every_informer_listed():
+    late = FakeInformer(synced=False)
+    controller = Recorder({"early": FakeInformer(), "late": late})
+    controller.wait_for_sync = True
+    controller.queue.add("a")
+    threading.Timer(0.3, late.synced.set).start()
+    run_until(controller, lambda: controller.handled == ["a"])
+    assert controller.handled == ["a"]
+
+
+def test_readiness_names_the_informers_not_listed_yet():
+    controller = Recorder({})
+    controller.stores = {"pods": FakeInformer(synced=False), "nodes": FakeInformer()}
+    assert controller.ready() == (False, "waiting for the first list of pods")
