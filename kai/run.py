@@ -25,6 +25,7 @@ from typing import Any
 
 import attrs
 
+from kai.api import names
 from kai.binder import reservation
 from kai.binder.binder import DEFAULT_PLUGINS as DEFAULT_BINDER_PLUGINS
 from kai.binder.binder import DEFAULT_WORKERS
@@ -154,7 +155,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--config", help="scheduler configuration YAML (actions and plugin tiers; default: built-in)")
     p.add_argument("--components", default=",".join(COMPONENTS),
                    help=f"comma-separated components to run (default: %(default)s; KAI's: {', '.join(KAI_COMPONENTS)})")
-    p.add_argument("--scheduler-name", default="kai-scheduler",
+    p.add_argument("--scheduler-name", default=names.SCHEDULER_NAME,
                    help="pods with this spec.schedulerName are scheduled (default: %(default)s)")
     p.add_argument("--namespace", default="kai-scheduler",
                    help="namespace of the scheduler's own objects (leases) (default: %(default)s)")

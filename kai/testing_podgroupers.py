@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from kai.api.names import SCHEDULER_NAME
 from kai.api.podgroup import PodGroupMetadata
 from kai.grouping.hub import GroupingConfig, PodGrouperHub, build_hub
 from kai.grouping.objects import MemoryObjects
@@ -70,7 +71,7 @@ def pod(
         labels=labels,
         annotations=annotations,
         owner=owner,
-        spec={"schedulerName": "kai-scheduler", **(spec or {})},
+        spec={"schedulerName": SCHEDULER_NAME, **(spec or {})},
     )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from kai import hookimpl
 from kai.api import Reject, is_mig_resource
+from kai.api.names import MIG_STRATEGY_LABEL
 
 NAME = "predicates"
 UNSCHEDULABLE = Reject(NAME, "node(s) were unschedulable")
@@ -24,7 +25,6 @@ MIG_ON_NON_MIG = Reject(NAME, "MIG job cannot be scheduled on non-MIG node")
 MIG_SINGLE = Reject(NAME, "only whole gpu jobs can run on a node with MigStrategy='single'")
 MIG_MIXED = Reject(NAME, "non MIG jobs cant run on a node with MigStrategy='mixed'")
 MIG_ENABLED_LABEL = "node-role.kubernetes.io/mig-enabled"
-MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
 
 
 def mig_strategy(node) -> str | None:

@@ -4,15 +4,14 @@ A task whose label does not parse as an integer is ordered after the ones that d
 """
 
 from kai import hookimpl
-
-LABEL = "kai.scheduler/task-priority"
+from kai.api.names import TASK_PRIORITY_LABEL
 
 
 def task_priority(task):
     """The task's priority: its own ``priority`` field, else the label; None when absent or unparsable."""
     if task.priority is not None:
         return task.priority
-    value = task.labels.get(LABEL)
+    value = task.labels.get(TASK_PRIORITY_LABEL)
     try:
         return int(value) if value is not None else None
     except ValueError:

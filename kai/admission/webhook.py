@@ -34,6 +34,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from kai.api.names import SCHEDULER_NAME
 from kai.api.resources import GPU, parse_gpu_sharing
 from kai.kube.certs import Certificate, serving_certificate
 from kai.kube.quantity import parse
@@ -48,7 +49,6 @@ MUTATE_PATH = "/mutate--v1-pod"
 HEALTH_PATH = "/healthz"
 #: KAI's admission server listens on ``--webhook-addr`` ``:9443``.
 DEFAULT_ADDRESS = ":9443"
-SCHEDULER_NAME = "kai-scheduler"
 #: An AdmissionReview of one pod is far below this; larger bodies are refused unread.
 MAX_BODY = 8 * 1024 * 1024
 #: The webhook makes no API calls: the API server calls it (see kai.kube.access).

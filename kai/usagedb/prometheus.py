@@ -24,6 +24,7 @@ import urllib.parse
 import urllib.request
 from typing import cast
 
+from kai.api.names import GPU
 from kai.framework.durations import format_duration
 from kai.framework.usage import Usage, UsageParams
 
@@ -35,7 +36,7 @@ METRICS = (
      "cpuCapacityMetric", 'sum(kube_node_status_capacity{resource="cpu"})'),
     ("memory", "memoryAllocationMetric", "kai_queue_allocated_memory_bytes",
      "memoryCapacityMetric", 'sum(kube_node_status_capacity{resource="memory"})'),
-    ("nvidia.com/gpu", "gpuAllocationMetric", "kai_queue_allocated_gpus",
+    (GPU, "gpuAllocationMetric", "kai_queue_allocated_gpus",
      "gpuCapacityMetric", 'sum(kube_node_status_capacity{resource="nvidia_com_gpu"})'),
 )
 QUEUE_LABEL = "queue_name"
