@@ -99,7 +99,7 @@ def test_each_component_gets_least_privilege_rbac_covering_its_declared_access(d
     role = by_kind(docs, "Role")["kai-binder-leader-election"]
     assert role["metadata"]["namespace"] == "gpu-system"
     assert role["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-                              "verbs": ["create", "get", "update"]}]
+                              "verbs": ["create", "get", "list", "update", "watch"]}]
 
 
 def test_deployments_run_each_component_under_its_account_with_probes(docs):
