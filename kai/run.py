@@ -5,12 +5,14 @@ Components are objects with a ``name`` and ``run(stop)``, which blocks until the
 :class:`Context`; ``--components`` picks some of them (default: every one available). A name that
 is part of KAI but not available in this build is an error naming what is. Each component runs
 on its own thread; SIGTERM or SIGINT sets ``stop``, and the process exits once every component has
-returned. A component that fails stops the others and the process exits 1.
+returned, or :data:`STOP_TIMEOUT` seconds after ``stop`` with exit code 1, naming the components
+still running. A component that fails stops the others and the process exits 1.
 
 The process serves ``/metrics``, ``/healthz`` and ``/readyz`` on ``--metrics-address``. With
 ``--leader-elect`` it first campaigns for a Lease in ``--namespace`` and runs the components only
 while it holds it; losing the lease ends the process with exit code 1 (KAI's behaviour), so that
-Kubernetes restarts it as a standby.
+Kubernetes restarts it as a standby. On SIGTERM the leader releases the lease as soon as its
+components have returned, and a standby watching the lease takes over at once.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import logging
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -39,6 +42,8 @@ log = logging.getLogger(__name__)
 
 #: KAI's components, in start order. Those missing from :data:`COMPONENTS` are not available yet.
 KAI_COMPONENTS = ("scheduler", "binder", "podgrouper", "podgroup-controller", "queue-controller", "admission")
+#: How long the components may take to return once stopped (each bounds its own wait to a few seconds).
+STOP_TIMEOUT = 10.0
 
 
 @attrs.define
@@ -335,8 +340,9 @@ def _stop_on_signals(stop: threading.Event) -> None:
     signal.signal(signal.SIGINT, handle)
 
 
-def run_components(components: list, stop: threading.Event | None = None) -> int:
-    """Runs each component on a thread until ``stop`` (or SIGTERM/SIGINT); 1 if one of them failed."""
+def run_components(components: list, stop: threading.Event | None = None, stop_timeout: float = STOP_TIMEOUT) -> int:
+    """Runs each component on a thread until ``stop`` (or SIGTERM/SIGINT); 1 if one of them failed or
+    did not return within ``stop_timeout`` seconds of the stop (its daemon thread is left to the exit)."""
     stop = stop or threading.Event()
     failed: list[str] = []
     if threading.current_thread() is threading.main_thread():
@@ -351,11 +357,17 @@ def run_components(components: list, stop: threading.Event | None = None) -> int
         finally:
             stop.set()  # a component returning on its own ends the process too
 
-    threads = [threading.Thread(target=run, args=(c,), name=c.name) for c in components]
+    threads = [threading.Thread(target=run, args=(c,), name=c.name, daemon=True) for c in components]
     log.info("starting", **fields(components=",".join(c.name for c in components)))
     for t in threads:
         t.start()
-    while any(t.is_alive() for t in threads):
-        for t in threads:
-            t.join(0.2)
+    stopped_at = None
+    while running := [t for t in threads if t.is_alive()]:
+        running[0].join(0.1)
+        if stop.is_set():
+            stopped_at = stopped_at or time.monotonic()
+            if time.monotonic() - stopped_at > stop_timeout:
+                log.error("components did not stop in time; exiting without them",
+                          **fields(components=",".join(t.name for t in running), timeout_seconds=stop_timeout))
+                return 1
     return 1 if failed else 0
