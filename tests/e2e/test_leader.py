@@ -147,6 +147,9 @@ def test_sigterm_hands_the_lease_to_the_standby_within_seconds(kube, setup, kai_
         wait_until(lambda pods=pods: bound(kube, ns, pods), what="the job bound by one of them")
         leader = standby
     assert leader.terminate() == 0 and holder(kube, scheduler_name) == ""
+    pods = [f"term-{r}-{i}" for r in range(1, 4) for i in range(2)]
+    brs = kube.get(object_path("scheduling.run.ai", "v1alpha2", "bindrequests", ns)).get("items", [])
+    assert sorted(br["spec"]["podName"] for br in brs if br["spec"]["podName"] in pods) == sorted(pods)  # one each
     assert binder.terminate() == 0
     print("hand-off after SIGTERM: " + ", ".join(f"{t:.2f}s" for t in handoffs) + " (lease 15s, retry period 5s)")
     # Well below the 5 s retry period: the standby saw the release through its watch instead of waiting
