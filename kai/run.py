@@ -8,7 +8,8 @@ on its own thread; SIGTERM or SIGINT sets ``stop``, and the process exits once e
 returned, or :data:`STOP_TIMEOUT` seconds after ``stop`` with exit code 1, naming the components
 still running. A component that fails stops the others and the process exits 1.
 
-The process serves ``/metrics``, ``/healthz`` and ``/readyz`` on ``--metrics-address``. With
+The process serves ``/metrics``, ``/healthz`` and ``/readyz`` on ``--metrics-address`` (every
+interface by default), the probes on ``--health-probe-address`` instead when that is given. With
 ``--leader-elect`` it first campaigns for a Lease in ``--namespace`` and runs the components only
 while it holds it; losing the lease ends the process with exit code 1 (KAI's behaviour), so that
 Kubernetes restarts it as a standby. On SIGTERM the leader releases the lease as soon as its
@@ -34,7 +35,7 @@ from kai.binder.binder import DEFAULT_WORKERS
 from kai.framework import DEFAULT_CONFIG, ConfigError, PluginError, SchedulerConfig, load_config
 from kai.framework.durations import duration_flag
 from kai.kube.leader import LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD, LeaderElector
-from kai.kube.server import DEFAULT_ADDRESS, ObservabilityServer
+from kai.kube.server import DEFAULT_ADDRESS, METRICS, PROBES, ObservabilityServer
 from kai.logs import FORMATS, configure, fields
 from kai.metrics import DEFAULT_NAMESPACE, Registry
 
@@ -171,7 +172,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--log-format", choices=FORMATS, default="text", help="log line format (default: %(default)s)")
     p.add_argument("--log-level", default="INFO", help="log level (default: %(default)s)")
     p.add_argument("--metrics-address", default=DEFAULT_ADDRESS, metavar="HOST:PORT",
-                   help="serve /metrics, /healthz and /readyz here; port 0 picks a free one (default: %(default)s)")
+                   help="serve /metrics, /healthz and /readyz here; ':PORT' is every interface, 127.0.0.1:PORT "
+                        "this host only; port 0 picks a free one (default: %(default)s)")
+    p.add_argument("--health-probe-address", default="", metavar="HOST:PORT",
+                   help="serve /healthz and /readyz here instead, e.g. for the kubelet while /metrics listens "
+                        "on 127.0.0.1 only (default: with the metrics)")
     p.add_argument("--metrics-namespace", default=DEFAULT_NAMESPACE,
                    help="prefix of every metric name (default: %(default)s)")
     p.add_argument("--bind-workers", type=int, default=DEFAULT_WORKERS,
@@ -289,22 +294,37 @@ def main(argv: list[str]) -> int:
                 kube, args.leader_elect_lease_name or lease_name(args.scheduler_name, names), args.namespace,
                 lease_duration=args.leader_elect_lease_duration, renew_deadline=args.leader_elect_renew_deadline,
                 retry_period=args.leader_elect_retry_period)
-        server = ObservabilityServer(args.metrics_address, registry)
+        servers = observability_servers(args, registry)
     except (PluginError, ValueError, OSError) as exc:
         print(f"kai-scheduler run: {exc}", file=sys.stderr)
         return 2
+    probes = next(s for s in servers if PROBES in s.routes)
     for component in components:
-        server.add_ready_check(component.name, _readiness(component, elector))
+        probes.add_ready_check(component.name, _readiness(component, elector))
     if elector is not None:
-        server.add_ready_check("leader-election", lambda: (not elector.lost, elector.state))
-    server.start()
-    log.info("serving metrics and probes", **fields(address=f"{server.address[0]}:{server.port}"))
+        probes.add_ready_check("leader-election", lambda: (not elector.lost, elector.state))
+    for server in servers:
+        server.start()
+        log.info(f"serving {' and '.join(server.routes)}", **fields(address=f"{server.address[0]}:{server.port}"))
     try:
         if elector is None:
             return run_components(components, stop)
         return run_as_leader(elector, components, stop)
     finally:
-        server.stop()
+        for server in servers:
+            server.stop()
+
+
+def observability_servers(args: argparse.Namespace, registry) -> list[ObservabilityServer]:
+    """The servers of ``--metrics-address`` and ``--health-probe-address`` (bound, not started)."""
+    if not args.health_probe_address:
+        return [ObservabilityServer(args.metrics_address, registry)]
+    metrics = ObservabilityServer(args.metrics_address, registry, routes=(METRICS,))
+    try:
+        return [metrics, ObservabilityServer(args.health_probe_address, registry, routes=(PROBES,))]
+    except OSError:
+        metrics.stop()
+        raise
 
 
 def _readiness(component, elector):

@@ -3,6 +3,8 @@
 Readiness is a list of named checks, each answering ``(ok, detail)``; ``/readyz`` returns 200 when
 all pass and 503 with the failing ones otherwise, so a probe's log says what is not ready.
 
+One server answers all three by default; ``routes`` splits them over two listeners, so that
+``/metrics`` can listen on ``127.0.0.1`` only while the kubelet still reaches the probes.
 :class:`HTTPServer` is the threading server of this one and of the admission webhook: a stop can
 let the requests in progress finish, and a broken connection is a log line, not a traceback.
 """
@@ -22,8 +24,9 @@ from kai.metrics import Registry
 
 log = logging.getLogger(__name__)
 
-#: KAI's scheduler serves metrics on ``--listen-address`` ``:8080``.
+#: KAI's scheduler serves metrics on ``--listen-address`` ``:8080`` (every interface).
 DEFAULT_ADDRESS = ":8080"
+METRICS, PROBES = "metrics", "probes"
 
 Check = Callable[[], "tuple[bool, str]"]
 
@@ -81,11 +84,13 @@ class HTTPServer(ThreadingHTTPServer):
 
 
 class ObservabilityServer:
-    """Serves the registry and the probes from a daemon thread."""
+    """Serves the registry and the probes from a daemon thread; ``routes`` picks which of them."""
 
-    def __init__(self, address: str, registry: Registry, ready_checks: dict[str, Check] | None = None) -> None:
+    def __init__(self, address: str, registry: Registry, ready_checks: dict[str, Check] | None = None,
+                 routes: tuple[str, ...] = (METRICS, PROBES)) -> None:
         self.registry = registry
         self.ready_checks: dict[str, Check] = dict(ready_checks or {})
+        self.routes = routes
         self._httpd = HTTPServer(parse_address(address), _handler(self))
         self._thread: threading.Thread | None = None
 
@@ -126,11 +131,12 @@ def _handler(server: ObservabilityServer):
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
             route = self.path.split("?", 1)[0]
-            if route == "/metrics":
+            metrics, probes = METRICS in server.routes, PROBES in server.routes
+            if route == "/metrics" and metrics:
                 self._reply(200, generate_latest(server.registry.collectors), CONTENT_TYPE_LATEST)
-            elif route in ("/healthz", "/livez"):
+            elif route in ("/healthz", "/livez") and probes:
                 self._reply(200, b"ok\n")
-            elif route == "/readyz":
+            elif route == "/readyz" and probes:
                 ok, lines = server.readiness()
                 body = "\n".join(lines + ["ready" if ok else "not ready"]) + "\n"
                 self._reply(200 if ok else 503, body.encode())

@@ -282,3 +282,24 @@ def test_binder_gets_the_reservation_namespace_and_the_reservation_pods_account(
     assert binding["roleRef"]["name"] == reservation.APP
     off = render_chart(CHART, values={"components": {"binder": {"enabled": False}}})
     assert reservation.NAMESPACE not in by_kind(off, "Namespace")
+
+
+def _container(docs, component):
+    return by_kind(docs, "Deployment")[f"kai-{component}"]["spec"]["template"]["spec"]["containers"][0]
+
+
+def test_metrics_listen_where_the_values_say_and_the_probes_follow():
+    from kai.run import _parser
+
+    default = _container(render_chart(CHART), "scheduler")
+    args = _parser().parse_args(default["args"])
+    assert args.metrics_address == ":8080" and args.health_probe_address == ""  # every interface, as documented
+    assert default["livenessProbe"]["httpGet"]["port"] == default["readinessProbe"]["httpGet"]["port"] == "metrics"
+    assert [p["name"] for p in default["ports"]] == ["metrics"]
+
+    restricted = _container(render_chart(CHART, values={"metricsBindAddress": "127.0.0.1", "healthProbePort": 8081}),
+                            "scheduler")
+    args = _parser().parse_args(restricted["args"])
+    assert args.metrics_address == "127.0.0.1:8080" and args.health_probe_address == ":8081"
+    assert {"name": "health", "containerPort": 8081} in restricted["ports"]
+    assert restricted["livenessProbe"]["httpGet"]["port"] == restricted["readinessProbe"]["httpGet"]["port"] == "health"
