@@ -11,6 +11,7 @@ import socket
 import ssl
 import threading
 import time
+import warnings
 
 import pytest
 
@@ -111,6 +112,30 @@ def test_a_certificate_is_required_one_way_or_another():
         AdmissionServer(":0")
     with pytest.raises(ValueError, match="both"):
         AdmissionServer(":0", cert_file="tls.crt")
+
+
+def _handshake(port: int, version: ssl.TLSVersion) -> str:
+    """The TLS version agreed by a client offering only ``version`` (its own policy relaxed to allow it)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    context.set_ciphers("DEFAULT:@SECLEVEL=0")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # TLSv1_1 is deprecated: that is the point
+        context.minimum_version = context.maximum_version = version
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        with context.wrap_socket(raw) as tls:
+            return tls.version()
+
+
+def test_the_server_speaks_tls_1_2_and_1_3_and_refuses_older_versions(server):
+    assert _handshake(server.port, ssl.TLSVersion.TLSv1_2) == "TLSv1.2"
+    assert _handshake(server.port, ssl.TLSVersion.TLSv1_3) == "TLSv1.3"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        old = [ssl.TLSVersion.TLSv1, ssl.TLSVersion.TLSv1_1]
+    for version in old:
+        with pytest.raises(ssl.SSLError, match="PROTOCOL_VERSION"):  # the server's protocol_version alert
+            _handshake(server.port, version)
 
 
 def _accepts(port: int) -> bool:
