@@ -5,12 +5,15 @@ Components are objects with a ``name`` and ``run(stop)``, which blocks until the
 :class:`Context`; ``--components`` picks some of them (default: every one available). A name that
 is part of KAI but not available in this build is an error naming what is. Each component runs
 on its own thread; SIGTERM or SIGINT sets ``stop``, and the process exits once every component has
-returned. A component that fails stops the others and the process exits 1.
+returned, or :data:`STOP_TIMEOUT` seconds after ``stop`` with exit code 1, naming the components
+still running. A component that fails stops the others and the process exits 1.
 
-The process serves ``/metrics``, ``/healthz`` and ``/readyz`` on ``--metrics-address``. With
+The process serves ``/metrics``, ``/healthz`` and ``/readyz`` on ``--metrics-address`` (every
+interface by default), the probes on ``--health-probe-address`` instead when that is given. With
 ``--leader-elect`` it first campaigns for a Lease in ``--namespace`` and runs the components only
 while it holds it; losing the lease ends the process with exit code 1 (KAI's behaviour), so that
-Kubernetes restarts it as a standby.
+Kubernetes restarts it as a standby. On SIGTERM the leader releases the lease as soon as its
+components have returned, and a standby watching the lease takes over at once.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import logging
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -32,7 +36,7 @@ from kai.binder.binder import DEFAULT_WORKERS
 from kai.framework import DEFAULT_CONFIG, ConfigError, PluginError, SchedulerConfig, load_config
 from kai.framework.durations import duration_flag
 from kai.kube.leader import LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD, LeaderElector
-from kai.kube.server import DEFAULT_ADDRESS, ObservabilityServer
+from kai.kube.server import DEFAULT_ADDRESS, METRICS, PROBES, ObservabilityServer
 from kai.logs import FORMATS, configure, fields
 from kai.metrics import DEFAULT_NAMESPACE, Registry
 
@@ -40,6 +44,8 @@ log = logging.getLogger(__name__)
 
 #: KAI's components, in start order. Those missing from :data:`COMPONENTS` are not available yet.
 KAI_COMPONENTS = ("scheduler", "binder", "podgrouper", "podgroup-controller", "queue-controller", "admission")
+#: How long the components may take to return once stopped (each bounds its own wait to a few seconds).
+STOP_TIMEOUT = 10.0
 
 
 @attrs.define
@@ -167,7 +173,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--log-format", choices=FORMATS, default="text", help="log line format (default: %(default)s)")
     p.add_argument("--log-level", default="INFO", help="log level (default: %(default)s)")
     p.add_argument("--metrics-address", default=DEFAULT_ADDRESS, metavar="HOST:PORT",
-                   help="serve /metrics, /healthz and /readyz here; port 0 picks a free one (default: %(default)s)")
+                   help="serve /metrics, /healthz and /readyz here; ':PORT' is every interface, 127.0.0.1:PORT "
+                        "this host only; port 0 picks a free one (default: %(default)s)")
+    p.add_argument("--health-probe-address", default="", metavar="HOST:PORT",
+                   help="serve /healthz and /readyz here instead, e.g. for the kubelet while /metrics listens "
+                        "on 127.0.0.1 only (default: with the metrics)")
     p.add_argument("--metrics-namespace", default=DEFAULT_NAMESPACE,
                    help="prefix of every metric name (default: %(default)s)")
     p.add_argument("--bind-workers", type=int, default=DEFAULT_WORKERS,
@@ -285,22 +295,37 @@ def main(argv: list[str]) -> int:
                 kube, args.leader_elect_lease_name or lease_name(args.scheduler_name, names), args.namespace,
                 lease_duration=args.leader_elect_lease_duration, renew_deadline=args.leader_elect_renew_deadline,
                 retry_period=args.leader_elect_retry_period)
-        server = ObservabilityServer(args.metrics_address, registry)
+        servers = observability_servers(args, registry)
     except (PluginError, ValueError, OSError) as exc:
         print(f"kai-scheduler run: {exc}", file=sys.stderr)
         return 2
+    probes = next(s for s in servers if PROBES in s.routes)
     for component in components:
-        server.add_ready_check(component.name, _readiness(component, elector))
+        probes.add_ready_check(component.name, _readiness(component, elector))
     if elector is not None:
-        server.add_ready_check("leader-election", lambda: (not elector.lost, elector.state))
-    server.start()
-    log.info("serving metrics and probes", **fields(address=f"{server.address[0]}:{server.port}"))
+        probes.add_ready_check("leader-election", lambda: (not elector.lost, elector.state))
+    for server in servers:
+        server.start()
+        log.info(f"serving {' and '.join(server.routes)}", **fields(address=f"{server.address[0]}:{server.port}"))
     try:
         if elector is None:
             return run_components(components, stop)
         return run_as_leader(elector, components, stop)
     finally:
-        server.stop()
+        for server in servers:
+            server.stop()
+
+
+def observability_servers(args: argparse.Namespace, registry) -> list[ObservabilityServer]:
+    """The servers of ``--metrics-address`` and ``--health-probe-address`` (bound, not started)."""
+    if not args.health_probe_address:
+        return [ObservabilityServer(args.metrics_address, registry)]
+    metrics = ObservabilityServer(args.metrics_address, registry, routes=(METRICS,))
+    try:
+        return [metrics, ObservabilityServer(args.health_probe_address, registry, routes=(PROBES,))]
+    except OSError:
+        metrics.stop()
+        raise
 
 
 def _readiness(component, elector):
@@ -336,8 +361,9 @@ def _stop_on_signals(stop: threading.Event) -> None:
     signal.signal(signal.SIGINT, handle)
 
 
-def run_components(components: list, stop: threading.Event | None = None) -> int:
-    """Runs each component on a thread until ``stop`` (or SIGTERM/SIGINT); 1 if one of them failed."""
+def run_components(components: list, stop: threading.Event | None = None, stop_timeout: float = STOP_TIMEOUT) -> int:
+    """Runs each component on a thread until ``stop`` (or SIGTERM/SIGINT); 1 if one of them failed or
+    did not return within ``stop_timeout`` seconds of the stop (its daemon thread is left to the exit)."""
     stop = stop or threading.Event()
     failed: list[str] = []
     if threading.current_thread() is threading.main_thread():
@@ -352,11 +378,17 @@ def run_components(components: list, stop: threading.Event | None = None) -> int
         finally:
             stop.set()  # a component returning on its own ends the process too
 
-    threads = [threading.Thread(target=run, args=(c,), name=c.name) for c in components]
+    threads = [threading.Thread(target=run, args=(c,), name=c.name, daemon=True) for c in components]
     log.info("starting", **fields(components=",".join(c.name for c in components)))
     for t in threads:
         t.start()
-    while any(t.is_alive() for t in threads):
-        for t in threads:
-            t.join(0.2)
+    stopped_at = None
+    while running := [t for t in threads if t.is_alive()]:
+        running[0].join(0.1)
+        if stop.is_set():
+            stopped_at = stopped_at or time.monotonic()
+            if time.monotonic() - stopped_at > stop_timeout:
+                log.error("components did not stop in time; exiting without them",
+                          **fields(components=",".join(t.name for t in running), timeout_seconds=stop_timeout))
+                return 1
     return 1 if failed else 0

@@ -20,7 +20,10 @@ registered may still get labels and annotations from the other components.
 The server speaks HTTPS (``AdmissionReview`` ``admission.k8s.io/v1`` on ``POST /validate--v1-pod``,
 KAI's path; ``GET /healthz`` for probes). Its certificate comes from files, or is made at start for
 the given host names by a fresh private CA, whose PEM (:attr:`AdmissionServer.ca_bundle`) goes into
-the webhook configuration's ``caBundle``.
+the webhook configuration's ``caBundle``. It accepts TLS 1.2 and 1.3 only.
+
+On stop it accepts no new connection and answers the reviews in progress, for at most
+:data:`STOP_TIMEOUT` seconds.
 """
 
 from __future__ import annotations
@@ -31,14 +34,14 @@ import logging
 import ssl
 import tempfile
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 from kai.api.names import SCHEDULER_NAME
 from kai.api.resources import GPU, parse_gpu_sharing
 from kai.kube.certs import Certificate, serving_certificate
 from kai.kube.quantity import parse
-from kai.kube.server import parse_address
+from kai.kube.server import HTTPServer, parse_address
 from kai.kube.sharedgpu import mutation_patch
 from kai.logs import fields
 
@@ -51,6 +54,8 @@ HEALTH_PATH = "/healthz"
 DEFAULT_ADDRESS = ":9443"
 #: An AdmissionReview of one pod is far below this; larger bodies are refused unread.
 MAX_BODY = 8 * 1024 * 1024
+#: How long a stopping webhook waits for the reviews in progress, seconds.
+STOP_TIMEOUT = 2.0
 #: The webhook makes no API calls: the API server calls it (see kai.kube.access).
 API_ACCESS: tuple = ()
 
@@ -139,7 +144,7 @@ class AdmissionServer:
         self.hosts = list(hosts or ())
         self.cert_dir = cert_dir
         self.certificate: Certificate | None = None
-        self._httpd: ThreadingHTTPServer | None = None
+        self._httpd: HTTPServer | None = None
         self._thread: threading.Thread | None = None
 
     @property
@@ -167,8 +172,7 @@ class AdmissionServer:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.load_cert_chain(cert_file, key_file)
-        httpd = ThreadingHTTPServer(self.address, _handler(self.scheduler_name))
-        httpd.daemon_threads = True
+        httpd = HTTPServer(self.address, _handler(self.scheduler_name))
         # the handshake happens on the request's thread, under its timeout, not in the accept loop
         httpd.socket = context.wrap_socket(httpd.socket, server_side=True, do_handshake_on_connect=False)
         self._httpd = httpd
@@ -178,10 +182,11 @@ class AdmissionServer:
                                                        ca_bundle=self.ca_bundle))
         return self
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = STOP_TIMEOUT) -> None:
+        """Accepts nothing new and answers the reviews in progress, waiting at most ``timeout`` seconds."""
         if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
+            if not self._httpd.drain(timeout):
+                log.warning("admission webhook stopped with reviews unanswered", **fields(timeout_seconds=timeout))
             self._httpd = None
 
     def run(self, stop: threading.Event) -> None:

@@ -1,5 +1,5 @@
 """The local control plane's PKI: a CA, the API server's serving certificate, an admin client
-certificate and the service-account signing keys, made with ``openssl``."""
+certificate and the service-account signing keys, made with ``openssl``; every file mode 0600."""
 
 from __future__ import annotations
 
@@ -23,9 +23,8 @@ def make_pki(pki: Path) -> None:
         openssl.sign("admin", "/O=system:masters/CN=kai-dev-admin", "client", 3650)
         openssl.run("genrsa", "-out", "sa.key", "2048")
         openssl.run("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub")
+        openssl.restrict("sa.key", "sa.pub")
     except OpenSSLMissing as exc:
         raise MissingToolError(str(exc)) from None
     except CertificateError as exc:
         raise ControlPlaneError(str(exc)) from None
-    for key in pki.glob("*.key"):
-        key.chmod(0o600)

@@ -21,8 +21,9 @@ class Access:
     verbs: tuple[str, ...]
 
 
-#: What a process needs for ``--leader-elect``, in its own namespace only (see kai.kube.leader).
-LEADER_ELECTION_ACCESS = (Access("coordination.k8s.io", "leases", ("get", "create", "update")),)
+#: What a process needs for ``--leader-elect``, in its own namespace only (see kai.kube.leader): a standby
+#: lists and watches its Lease (field selector ``metadata.name``) to take over as soon as it is released.
+LEADER_ELECTION_ACCESS = (Access("coordination.k8s.io", "leases", ("get", "list", "watch", "create", "update")),)
 
 
 def service_account(component: str) -> str:

@@ -4,13 +4,15 @@
     cert.cert_file, cert.key_file    # what the HTTPS server loads
     cert.ca_bundle()                 # base64 PEM of the CA, for a webhook's clientConfig.caBundle
 
-Host names become DNS subject alternative names, IP addresses IP ones.
+Host names become DNS subject alternative names, IP addresses IP ones. Every file is written with
+mode 0600, in a folder made with mode 0700 (OpenSSL creates private keys 0600 itself).
 """
 
 from __future__ import annotations
 
 import base64
 import ipaddress
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -76,8 +78,18 @@ class OpenSSL:
         if self.command is None:
             raise OpenSSLMissing("the 'openssl' command is needed to make certificates; install OpenSSL")
         self.folder = Path(folder)
-        self.folder.mkdir(parents=True, exist_ok=True)
-        (self.folder / "openssl.cnf").write_text(CONFIG.format(names=subject_alt_names(hosts)))
+        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        config = self.folder / "openssl.cnf"
+        config.unlink(missing_ok=True)
+        with os.fdopen(os.open(config, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as file:
+            file.write(CONFIG.format(names=subject_alt_names(hosts)))
+
+    def restrict(self, *names: str) -> None:
+        """Mode 0600 for the files ``names`` of the folder (those that exist)."""
+        for name in names:
+            path = self.folder / name
+            if path.exists():
+                path.chmod(0o600)
 
     def run(self, *args: str) -> None:
         proc = subprocess.run([self.command, *args], cwd=self.folder, capture_output=True, text=True,
@@ -89,6 +101,7 @@ class OpenSSL:
         """A self-signed CA (``ca.crt``, ``ca.key``)."""
         self.run("req", "-x509", "-new", "-nodes", "-newkey", "rsa:2048", "-keyout", "ca.key", "-out", "ca.crt",
                  "-subj", subject, "-days", str(days), "-config", "openssl.cnf", "-extensions", "ca")
+        self.restrict("ca.key", "ca.crt")
 
     def sign(self, name: str, subject: str, extension: str, days: int) -> None:
         """A key and a certificate signed by the CA, with the ``server`` or ``client`` extensions."""
@@ -97,7 +110,7 @@ class OpenSSL:
         self.run("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
                  "-out", f"{name}.crt", "-days", str(days), "-extfile", "openssl.cnf", "-extensions", extension)
         (self.folder / f"{name}.csr").unlink()
-        (self.folder / f"{name}.key").chmod(0o600)
+        self.restrict(f"{name}.key", f"{name}.crt", "ca.srl")
 
 
 def serving_certificate(folder: Path, hosts: list[str], days: int = 3650) -> Certificate:

@@ -3,9 +3,14 @@
 A subclass names itself (``name``), says which informers it watches (:meth:`Controller.informers`,
 built when it starts) and handles one key (:meth:`Controller.handle`, returning the delay before the
 key is handled again, or None). ``run(stop)`` starts the informers and the workers, calls
-:meth:`Controller.tick` every ``tick_period`` seconds until ``stop`` is set, then shuts the queue,
-stops the informers and joins the workers. A key handled before every informer has listed once is
-postponed when ``wait_for_sync`` is set: a sum over a partial list must not be written as truth.
+:meth:`Controller.tick` every ``tick_period`` seconds until ``stop`` is set, then stops: the queue
+is shut (no worker takes another key), the informers stop, and the workers finish the key they are
+handling, for at most ``stop_timeout`` seconds together. A worker still busy after that is left
+behind (a daemon thread; the process is about to exit): handling is level-triggered and its writes
+are guarded by the API server (resourceVersion, UID preconditions, a pod bound once), so the next
+leader handles that key again from the cluster's state. A key handled before every informer has
+listed once is postponed when ``wait_for_sync`` is set: a sum over a partial list must not be
+written as truth.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ class Controller:
     key_field = "key"
     tick_period = 0.5
     wait_for_sync = False
+    #: How long a stopping controller waits for its workers' keys in hand, seconds.
+    stop_timeout = 3.0
 
     def __init__(self, kube: Kube, *, workers: int = 1, error_delay: float = 5.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -82,11 +89,20 @@ class Controller:
             while not stop.wait(self.tick_period):
                 self.tick()
         finally:
-            self.queue.shut_down()
-            for informer in self.stores.values():
-                informer.stop()
-            for thread in threads:
-                thread.join(10)
+            self._stop(threads)
+
+    def _stop(self, workers: list[threading.Thread]) -> None:
+        self.queue.shut_down()
+        deadline = time.monotonic() + self.stop_timeout
+        for informer in self.stores.values():
+            informer.stop(timeout=max(0.0, deadline - time.monotonic()))
+        for thread in workers:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        busy = [t.name for t in workers if t.is_alive()]
+        if busy:
+            self.log.warning(f"{self.name} stopped with keys still being handled; the next leader handles them again",
+                             **fields(workers=",".join(busy), timeout_seconds=self.stop_timeout))
+        else:
             self.log.info(f"{self.name} stopped")
 
     def _work(self) -> None:

@@ -1,15 +1,19 @@
 """Leader election with a ``coordination.k8s.io/v1`` Lease, as client-go's leaderelection does it.
 
-Of the replicas sharing a lease name only the holder runs the control loops; the others stand by,
-checking the lease every ``retry_period``. The holder renews every ``retry_period``; if it cannot
-renew for ``renew_deadline`` it gives up (the process then exits, as KAI's scheduler does). A
-lease not renewed for ``lease_duration`` may be taken over. Expiry is judged on this process's own
-monotonic clock from the moment it last saw the lease change, never by comparing another
-machine's timestamps, so clock skew between nodes cannot cause two leaders. Writes use the
-lease's resourceVersion, so of two replicas racing for an expired lease exactly one wins.
+Of the replicas sharing a lease name only the holder runs the control loops; the others stand by.
+The holder renews every ``retry_period``; if it cannot renew for ``renew_deadline`` it gives up
+(the process then exits, as KAI's scheduler does). A lease not renewed for ``lease_duration`` may
+be taken over. Expiry is judged on this process's own monotonic clock from the moment it last saw
+the lease change, never by comparing another machine's timestamps, so clock skew between nodes
+cannot cause two leaders. Writes use the lease's resourceVersion, so of two replicas racing for an
+expired lease exactly one wins.
 
-On graceful stop the holder releases the lease (empty holder, 1 s duration) so a standby takes
-over at its next check instead of waiting for expiry.
+A standby watches its Lease (a watch on the one object, field selector ``metadata.name``) besides
+reading it every ``retry_period``: it tries at once when the lease is released or deleted, and
+again the moment the lease it last saw renewed expires. On graceful stop the holder releases the
+lease (empty holder, 1 s duration), so a standby takes over within a round trip or two instead of
+waiting for expiry or for its next periodic check. Without the watch (an error, no RBAC for it)
+the periodic check still works.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from kai.kube.client import ApiError, Kube, object_path
+from kai.kube.watch import Informer
 from kai.logs import fields
 
 log = logging.getLogger(__name__)
@@ -33,6 +38,8 @@ log = logging.getLogger(__name__)
 LEASE_DURATION = 15.0
 RENEW_DEADLINE = 10.0
 RETRY_PERIOD = 5.0
+#: How often waits look at the stop event and at what the watch saw.
+POLL = 0.05
 
 
 def default_identity() -> str:
@@ -49,7 +56,8 @@ class LeaderElector:
 
     def __init__(self, kube: Kube, name: str, namespace: str, identity: str | None = None, *,
                  lease_duration: float = LEASE_DURATION, renew_deadline: float = RENEW_DEADLINE,
-                 retry_period: float = RETRY_PERIOD, clock=time.monotonic, wall=time.time) -> None:
+                 retry_period: float = RETRY_PERIOD, watch: bool = True, clock=time.monotonic,
+                 wall=time.time) -> None:
         if not lease_duration > renew_deadline > retry_period > 0:
             raise ValueError(f"leader election needs lease duration ({lease_duration}s) > renew deadline "
                              f"({renew_deadline}s) > retry period ({retry_period}s) > 0")
@@ -63,6 +71,10 @@ class LeaderElector:
         self._observed: dict[str, Any] | None = None  # the lease as last read or written
         self._observed_spec: tuple | None = None
         self._observed_at = 0.0
+        self._lock = threading.Lock()  # the watch's thread observes too
+        #: Set by the watch when the lease is released or deleted: try at once.
+        self._freed = threading.Event()
+        self.watch = watch
         self.leading = False
         self.lost = False
 
@@ -132,24 +144,33 @@ class LeaderElector:
     def _observe(self, lease: dict[str, Any]) -> None:
         spec = lease.get("spec") or {}
         key = (spec.get("holderIdentity"), spec.get("renewTime"), spec.get("leaseDurationSeconds"))
-        if key != self._observed_spec:
-            self._observed_spec, self._observed_at = key, self._clock()
-        self._observed = lease
+        with self._lock:
+            if key != self._observed_spec:
+                self._observed_spec, self._observed_at = key, self._clock()
+            self._observed = lease
 
     def _expired(self, spec: dict[str, Any]) -> bool:
-        duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
-        return self._clock() > self._observed_at + duration
+        return self._clock() >= self._expiry(spec)
+
+    def _expiry(self, spec: dict[str, Any]) -> float:
+        """When the lease as last seen expires, on this process's clock."""
+        return self._observed_at + float(spec.get("leaseDurationSeconds") or self.lease_duration)
+
+    def _on_watch(self, kind: str, lease: dict[str, Any]) -> None:
+        """A change the watch saw: observed like a read; a release or a deletion wakes the standby."""
+        if kind == "DELETED":
+            self._freed.set()
+            return
+        self._observe(lease)
+        if not (lease.get("spec") or {}).get("holderIdentity"):
+            self._freed.set()
 
     # -- the campaign -------------------------------------------------------------------------
     def run(self, stop: threading.Event, lead: Callable[[threading.Event], None]) -> bool:
         """Stand by until leading, then call ``lead(leading_over)`` which must return once
         ``leading_over`` is set (on ``stop`` or on losing the lease). Returns False if the lease was lost."""
         log.info("standing by for leader lease", **self._ids())
-        while not stop.is_set():
-            if self.try_acquire_or_renew():
-                break
-            stop.wait(self.retry_period)
-        else:
+        if not self._stand_by(stop):
             return True
         self.leading = True
         log.info("became leader", **self._ids())
@@ -165,6 +186,38 @@ class LeaderElector:
             if not self.lost:
                 self.release()
         return not self.lost
+
+    def _stand_by(self, stop: threading.Event) -> bool:
+        """Tries every retry period, when the watch sees the lease freed, and when it expires;
+        True once this process holds the lease, False on ``stop``."""
+        watch = None
+        if self.watch:
+            watch = Informer(self.kube, object_path("coordination.k8s.io", "v1", "leases", self.namespace),
+                             field_selector=f"metadata.name={self.name}", on_event=self._on_watch,
+                             name=f"lease {self.namespace}/{self.name}").start()
+        try:
+            while not stop.is_set():
+                self._freed.clear()  # before reading: a release seen from now on wakes the wait below
+                attempted = self._clock()
+                if self.try_acquire_or_renew():
+                    return True
+                self._wait_for_chance(stop, attempted)
+            return False
+        finally:
+            if watch is not None:
+                watch.stop(timeout=1.0)
+
+    def _wait_for_chance(self, stop: threading.Event, attempted: float) -> None:
+        """Until the next retry period, the lease freed, or the lease seen expiring after ``attempted``."""
+        due = attempted + self.retry_period
+        while not (stop.is_set() or self._freed.is_set()):
+            with self._lock:
+                spec = (self._observed or {}).get("spec") or {}
+                expiry = self._expiry(spec) if spec.get("holderIdentity") else due
+            now = self._clock()
+            if now >= due or attempted < expiry <= now:
+                return
+            self._freed.wait(POLL)
 
     def _renew_loop(self, stop: threading.Event, over: threading.Event) -> None:
         last_renew = next_try = time.monotonic()

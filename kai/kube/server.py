@@ -2,20 +2,31 @@
 
 Readiness is a list of named checks, each answering ``(ok, detail)``; ``/readyz`` returns 200 when
 all pass and 503 with the failing ones otherwise, so a probe's log says what is not ready.
+
+One server answers all three by default; ``routes`` splits them over two listeners, so that
+``/metrics`` can listen on ``127.0.0.1`` only while the kubelet still reaches the probes.
+:class:`HTTPServer` is the threading server of this one and of the admission webhook: a stop can
+let the requests in progress finish, and a broken connection is a log line, not a traceback.
 """
 
 from __future__ import annotations
 
+import logging
+import sys
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from kai.logs import fields
 from kai.metrics import Registry
 
-#: KAI's scheduler serves metrics on ``--listen-address`` ``:8080``.
+log = logging.getLogger(__name__)
+
+#: KAI's scheduler serves metrics on ``--listen-address`` ``:8080`` (every interface).
 DEFAULT_ADDRESS = ":8080"
+METRICS, PROBES = "metrics", "probes"
 
 Check = Callable[[], "tuple[bool, str]"]
 
@@ -28,15 +39,59 @@ def parse_address(address: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
-class ObservabilityServer:
-    """Serves the registry and the probes from a daemon thread."""
+class HTTPServer(ThreadingHTTPServer):
+    """A request per daemon thread; counts the requests in progress so that a stop can wait for them."""
 
-    def __init__(self, address: str, registry: Registry, ready_checks: dict[str, Check] | None = None) -> None:
+    daemon_threads = True
+    block_on_close = False  # server_close() does not join the request threads: drain() waits, bounded
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(address, handler)
+        self._busy = 0
+        self._idle = threading.Condition()
+
+    def process_request(self, request, client_address) -> None:
+        with self._idle:  # counted on the accepting thread: a stop right after the accept still waits
+            self._busy += 1
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._done()
+            raise
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._done()
+
+    def _done(self) -> None:
+        with self._idle:
+            self._busy -= 1
+            self._idle.notify_all()
+
+    def drain(self, timeout: float) -> bool:
+        """Closes the listening socket (a new connection is refused) and waits up to ``timeout`` seconds
+        for the requests in progress; True if none is left. Call it while :meth:`serve_forever` runs."""
+        self.shutdown()
+        self.server_close()
+        with self._idle:
+            return self._idle.wait_for(lambda: self._busy == 0, timeout)
+
+    def handle_error(self, request, client_address) -> None:
+        """A client that fails its TLS handshake or drops the connection: one log line."""
+        log.info("request failed", **fields(client=client_address[0], error=str(sys.exc_info()[1])))
+
+
+class ObservabilityServer:
+    """Serves the registry and the probes from a daemon thread; ``routes`` picks which of them."""
+
+    def __init__(self, address: str, registry: Registry, ready_checks: dict[str, Check] | None = None,
+                 routes: tuple[str, ...] = (METRICS, PROBES)) -> None:
         self.registry = registry
         self.ready_checks: dict[str, Check] = dict(ready_checks or {})
-        host, port = parse_address(address)
-        self._httpd = ThreadingHTTPServer((host, port), _handler(self))
-        self._httpd.daemon_threads = True
+        self.routes = routes
+        self._httpd = HTTPServer(parse_address(address), _handler(self))
         self._thread: threading.Thread | None = None
 
     @property
@@ -76,11 +131,12 @@ def _handler(server: ObservabilityServer):
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
             route = self.path.split("?", 1)[0]
-            if route == "/metrics":
+            metrics, probes = METRICS in server.routes, PROBES in server.routes
+            if route == "/metrics" and metrics:
                 self._reply(200, generate_latest(server.registry.collectors), CONTENT_TYPE_LATEST)
-            elif route in ("/healthz", "/livez"):
+            elif route in ("/healthz", "/livez") and probes:
                 self._reply(200, b"ok\n")
-            elif route == "/readyz":
+            elif route == "/readyz" and probes:
                 ok, lines = server.readiness()
                 body = "\n".join(lines + ["ready" if ok else "not ready"]) + "\n"
                 self._reply(200 if ok else 503, body.encode())

@@ -17,6 +17,14 @@
 
 Explanations are written when they change, not every cycle. A failed write is logged naming the
 object and is retried in a later cycle; nothing here raises into the scheduling loop.
+
+On stop (:meth:`Committer.close`) the explanations not yet started are dropped -- the next leader
+writes them again -- and the decisions already submitted are finished, for at most a few seconds,
+so a gang's BindRequests go out together. Those not started by then are dropped: the next leader
+sees the gang's pods that have a BindRequest as Binding and places the rest (or, if they no longer
+fit, evicts the stale gang). A write still running then may land after another leader has
+started; it cannot decide twice: a BindRequest is named after its pod (a second one is a 409) and
+an eviction carries the pod's UID.
 """
 
 from __future__ import annotations
@@ -112,10 +120,19 @@ class Committer:
             pending = set(self._pending)
         return not wait(pending, timeout).not_done
 
-    def close(self) -> None:
-        """Finishes the writes under way and drops the queued ones (the next scheduler redoes them)."""
-        for pool in (self.decisions, self.status):
-            pool.shutdown(wait=True, cancel_futures=True)
+    def close(self, timeout: float = 3.0) -> bool:
+        """Stops writing (see the module docstring): finishes the decisions submitted, within ``timeout``
+        seconds, and drops the explanations queued. False if some decisions were dropped or still run."""
+        self.status.shutdown(wait=False, cancel_futures=True)
+        self.decisions.shutdown(wait=False)  # what is queued still runs, nothing new is taken
+        finished = self.flush(timeout)
+        if not finished:
+            with self._lock:
+                left = len(self._pending)
+            self.decisions.shutdown(wait=False, cancel_futures=True)
+            log.warning("stopped with writes unfinished; the next leader redoes what is missing",
+                        **fields(writes=left, timeout_seconds=timeout))
+        return finished
 
     # --- plumbing -----------------------------------------------------------------------------------
 
@@ -146,7 +163,10 @@ class Committer:
             except Exception:  # noqa: BLE001 - a bug in one write must not stop the others
                 log.exception("%s failed", what, **fields(object=obj))
 
-        future = (self.decisions if decision else self.status).submit(run)
+        try:
+            future = (self.decisions if decision else self.status).submit(run)
+        except RuntimeError:  # closed: an event following a decision written while stopping is dropped
+            return False
         with self._lock:
             self._pending.add(future)
         future.add_done_callback(self._finished)

@@ -8,6 +8,10 @@ A cycle starts ``period`` seconds after the previous one (KAI's ``--schedule-per
 after the previous cycle ended than that cycle took (at most a period), so that under a stream of
 changes a large cluster's scheduler does not take all the CPU. A failing cycle is logged and the
 loop goes on.
+
+On stop the loop ends within :data:`STOP_POLL` seconds when idle, or after the cycle under way;
+the committer then finishes the decisions that cycle submitted, for at most ``stop_timeout``
+seconds (:meth:`~kai.scheduler.commit.Committer.close`), and the watches stop.
 """
 
 from __future__ import annotations
@@ -31,6 +35,10 @@ log = logging.getLogger(__name__)
 #: KAI's ``--schedule-period`` default, seconds.
 DEFAULT_PERIOD = 1.0
 DEFAULT_DEBOUNCE = 0.1
+#: How often waits between cycles (and for the first lists) look at the stop event, seconds.
+STOP_POLL = 0.1
+#: How long a stopping scheduler waits for the decisions it submitted, seconds.
+STOP_TIMEOUT = 3.0
 
 #: Every API call of the scheduler (its cache watches the cluster, its committer writes decisions).
 API_ACCESS = (
@@ -54,7 +62,7 @@ class Scheduler:
 
     def __init__(self, kube: Kube, config: SchedulerConfig = DEFAULT_CONFIG, *, period: float = DEFAULT_PERIOD,
                  debounce: float = DEFAULT_DEBOUNCE, scheduler_name: str = names.SCHEDULER_NAME, workers: int = 16,
-                 metrics=None, sync_timeout: float = 120.0) -> None:
+                 metrics=None, sync_timeout: float = 120.0, stop_timeout: float = STOP_TIMEOUT) -> None:
         self.plugins = Plugins(config)
         self.cache = ClusterCache(kube, scheduler_name)
         self.committer = Committer(kube, self.cache, workers=workers, metrics=metrics)
@@ -62,6 +70,7 @@ class Scheduler:
         self.debounce = debounce
         self.metrics = metrics
         self.sync_timeout = sync_timeout
+        self.stop_timeout = stop_timeout
         self.cycles = 0
         #: Historical queue usage for time-based fair share (None unless ``usageDBConfig`` is set).
         self.usage = make_usage_source(config.usage_db, query_timer=metrics.usage_query if metrics else None)
@@ -89,19 +98,22 @@ class Scheduler:
                     log.exception("scheduling cycle failed")
                 self._wait_next(stop, started)
         finally:
+            self.committer.close(self.stop_timeout)
             if self.usage is not None:
                 self.usage.close()
             self.cache.stop()
-            self.committer.close()
             log.info("scheduler stopped", **fields(cycles=self.cycles))
 
     def _wait_synced(self, stop: threading.Event) -> bool:
         deadline = time.monotonic() + self.sync_timeout
+        warn_at = time.monotonic() + 5.0
         while not stop.is_set():
-            missing = self.cache.wait_synced(min(5.0, max(0.0, deadline - time.monotonic())))
+            missing = self.cache.wait_synced(min(STOP_POLL, max(0.0, deadline - time.monotonic())))
             if not missing:
                 return True
-            log.warning("waiting for the first list", **fields(resources=",".join(missing)))
+            if time.monotonic() >= warn_at:
+                warn_at += 5.0
+                log.warning("waiting for the first list", **fields(resources=",".join(missing)))
             if time.monotonic() > deadline:
                 # A missing CRD must not keep the scheduler from running: go on with empty stores.
                 log.error("resources not listed; scheduling without them", **fields(resources=",".join(missing)))
@@ -118,7 +130,7 @@ class Scheduler:
             remaining = due - time.monotonic()
             if remaining <= 0:
                 return
-            if self.cache.changed.wait(remaining):
+            if self.cache.changed.wait(min(remaining, STOP_POLL)):
                 now = time.monotonic()  # gather the burst of events a change usually brings
                 stop.wait(min(due, max(now + self.debounce, earliest)) - now)
                 return

@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 import ssl
+import threading
+import time
+import warnings
 
 import pytest
 
@@ -108,3 +112,75 @@ def test_a_certificate_is_required_one_way_or_another():
         AdmissionServer(":0")
     with pytest.raises(ValueError, match="both"):
         AdmissionServer(":0", cert_file="tls.crt")
+
+
+def _handshake(port: int, version: ssl.TLSVersion) -> str:
+    """The TLS version agreed by a client offering only ``version`` (its own policy relaxed to allow it)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    context.set_ciphers("DEFAULT:@SECLEVEL=0")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # TLSv1_1 is deprecated: that is the point
+        context.minimum_version = context.maximum_version = version
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        with context.wrap_socket(raw) as tls:
+            return tls.version()
+
+
+def test_the_server_speaks_tls_1_2_and_1_3_and_refuses_older_versions(server):
+    assert _handshake(server.port, ssl.TLSVersion.TLSv1_2) == "TLSv1.2"
+    assert _handshake(server.port, ssl.TLSVersion.TLSv1_3) == "TLSv1.3"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        old = [ssl.TLSVersion.TLSv1, ssl.TLSVersion.TLSv1_1]
+    for version in old:
+        with pytest.raises(ssl.SSLError, match="PROTOCOL_VERSION"):  # the server's protocol_version alert
+            _handshake(server.port, version)
+
+
+def _accepts(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    except OSError:
+        return False
+    return True
+
+
+def test_stop_answers_the_review_in_progress_and_accepts_nothing_new(tmp_path):
+    server = AdmissionServer("127.0.0.1:0", hosts=["127.0.0.1"], cert_dir=str(tmp_path)).start()
+    port = server.port
+    body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                       "request": request(pod({"gpu-fraction": "0.5"}))}).encode()
+    context = ssl.create_default_context(cafile=str(server.certificate.ca_file))
+    conn = socket.create_connection(("127.0.0.1", port), timeout=10)
+    tls = context.wrap_socket(conn, server_hostname="127.0.0.1")
+    tls.sendall(f"POST {VALIDATE_PATH} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n".encode() + body[:10])
+    time.sleep(0.2)  # the server has the request and waits for the rest of its body
+    stopping = threading.Thread(target=server.stop, kwargs={"timeout": 10})
+    stopping.start()
+    deadline = time.monotonic() + 5
+    while _accepts(port) and time.monotonic() < deadline:  # the accept loop ends within its poll interval
+        time.sleep(0.05)
+    assert not _accepts(port)
+    assert stopping.is_alive()  # waiting for the review in progress
+    tls.sendall(body[10:])
+    reply = b""
+    while chunk := tls.recv(65536):  # HTTP/1.0: the server closes the connection after its answer
+        reply += chunk
+    tls.close()
+    stopping.join(10)
+    assert not stopping.is_alive()
+    assert reply.startswith(b"HTTP/1.0 200") and b'"allowed": true' in reply
+
+
+def test_stop_does_not_wait_past_its_timeout_for_a_stalled_client(tmp_path):
+    server = AdmissionServer("127.0.0.1:0", hosts=["127.0.0.1"], cert_dir=str(tmp_path)).start()
+    context = ssl.create_default_context(cafile=str(server.certificate.ca_file))
+    with context.wrap_socket(socket.create_connection(("127.0.0.1", server.port), timeout=10),
+                             server_hostname="127.0.0.1") as tls:
+        tls.sendall(f"POST {VALIDATE_PATH} HTTP/1.1\r\nContent-Length: 100\r\n\r\n{{".encode())  # and no more
+        time.sleep(0.2)
+        begin = time.monotonic()
+        server.stop(timeout=0.3)
+        assert time.monotonic() - begin < 5  # not the 10 s the server gives a stalled request

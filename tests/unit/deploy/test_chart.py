@@ -99,7 +99,7 @@ def test_each_component_gets_least_privilege_rbac_covering_its_declared_access(d
     role = by_kind(docs, "Role")["kai-binder-leader-election"]
     assert role["metadata"]["namespace"] == "gpu-system"
     assert role["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-                              "verbs": ["create", "get", "update"]}]
+                              "verbs": ["create", "get", "list", "update", "watch"]}]
 
 
 def test_deployments_run_each_component_under_its_account_with_probes(docs):
@@ -282,3 +282,51 @@ def test_binder_gets_the_reservation_namespace_and_the_reservation_pods_account(
     assert binding["roleRef"]["name"] == reservation.APP
     off = render_chart(CHART, values={"components": {"binder": {"enabled": False}}})
     assert reservation.NAMESPACE not in by_kind(off, "Namespace")
+
+
+def _container(docs, component):
+    return by_kind(docs, "Deployment")[f"kai-{component}"]["spec"]["template"]["spec"]["containers"][0]
+
+
+def test_metrics_listen_where_the_values_say_and_the_probes_follow():
+    from kai.run import _parser
+
+    default = _container(render_chart(CHART), "scheduler")
+    args = _parser().parse_args(default["args"])
+    assert args.metrics_address == ":8080" and args.health_probe_address == ""  # every interface, as documented
+    assert default["livenessProbe"]["httpGet"]["port"] == default["readinessProbe"]["httpGet"]["port"] == "metrics"
+    assert [p["name"] for p in default["ports"]] == ["metrics"]
+
+    restricted = _container(render_chart(CHART, values={"metricsBindAddress": "127.0.0.1", "healthProbePort": 8081}),
+                            "scheduler")
+    args = _parser().parse_args(restricted["args"])
+    assert args.metrics_address == "127.0.0.1:8080" and args.health_probe_address == ":8081"
+    assert {"name": "health", "containerPort": 8081} in restricted["ports"]
+    assert restricted["livenessProbe"]["httpGet"]["port"] == restricted["readinessProbe"]["httpGet"]["port"] == "health"
+
+
+#: Components that read Secrets through the API. None does: the webhook's certificate is a mounted volume.
+SECRET_READERS: set[str] = set()
+#: Verbs that let a subject grant itself more than its role (RBAC escalation).
+ESCALATING_VERBS = {"escalate", "bind", "impersonate"}
+
+
+def test_no_role_grants_wildcards_escalation_or_secrets():
+    docs = render_chart(CHART, values={"leaderElection": {"enabled": True},
+                                       "components": {"admission": {"enabled": True, "tls": {"caBundle": "Q0E="}}}})
+    roles = [d for d in docs if d["kind"] in ("Role", "ClusterRole")]
+    assert {r["metadata"]["name"] for r in roles} >= {"kai-scheduler", "kai-binder", "kai-scheduler-leader-election",
+                                                      "kai-resource-reservation"}
+    for role in roles:
+        name = role["metadata"]["name"]
+        for rule in role["rules"]:
+            assert "nonResourceURLs" not in rule, name
+            for field in ("apiGroups", "resources", "verbs", "resourceNames"):
+                assert not any("*" in value for value in rule.get(field, ())), (name, field, rule)
+            assert not ESCALATING_VERBS & set(rule["verbs"]), (name, rule)
+            if "" in rule["apiGroups"] and "secrets" in rule["resources"]:
+                assert name.removeprefix("kai-") in SECRET_READERS, f"{name} may read Secrets: {rule}"
+    names = {(r["kind"], r["metadata"]["name"]) for r in roles}
+    for binding in (d for d in docs if d["kind"] in ("RoleBinding", "ClusterRoleBinding")):
+        ref = binding["roleRef"]
+        assert (ref["kind"], ref["name"]) in names, f"{binding['metadata']['name']} binds a role of the cluster: {ref}"

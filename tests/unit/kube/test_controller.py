@@ -8,6 +8,7 @@ import time
 import pytest
 
 from kai.kube.controller import Controller
+from kai.logs import record_fields
 
 
 class FakeInformer:
@@ -21,7 +22,7 @@ class FakeInformer:
         self.started = True
         return self
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 5.0) -> None:
         self.stopped = True
 
 
@@ -94,3 +95,53 @@ def test_readiness_names_the_informers_not_listed_yet():
     controller = Recorder({})
     controller.stores = {"pods": FakeInformer(synced=False), "nodes": FakeInformer()}
     assert controller.ready() == (False, "waiting for the first list of pods")
+
+
+class Slow(Recorder):
+    """Handles a key in ``seconds`` (or until released)."""
+
+    def __init__(self, seconds: float, **kw) -> None:
+        super().__init__({"things": FakeInformer()}, **kw)
+        self.seconds = seconds
+        self.started = threading.Event()
+        self.finished: list[str] = []
+        self.release = threading.Event()
+
+    def handle(self, key):
+        self.handled.append(key)
+        self.started.set()
+        self.release.wait(self.seconds)
+        self.finished.append(key)
+        return None
+
+
+def _run_and_stop_while_handling(controller: Slow) -> float:
+    stop = threading.Event()
+    thread = threading.Thread(target=controller.run, args=(stop,))
+    thread.start()
+    assert controller.started.wait(5)
+    stopped = time.monotonic()
+    stop.set()
+    thread.join(30)
+    assert not thread.is_alive()
+    return time.monotonic() - stopped
+
+
+def test_stop_takes_no_new_key_and_waits_for_the_one_in_hand():
+    controller = Slow(0.3)
+    for key in "abc":
+        controller.queue.add(key)
+    _run_and_stop_while_handling(controller)
+    assert controller.handled == ["a"] and controller.finished == ["a"]  # finished, and b, c left for the next leader
+
+
+def test_stop_leaves_a_worker_stuck_past_the_stop_timeout_behind(caplog):
+    controller = Slow(60)
+    controller.stop_timeout = 0.3
+    controller.queue.add("a")
+    took = _run_and_stop_while_handling(controller)
+    assert took < 10  # not the 60 s the key takes
+    assert controller.finished == []
+    (record,) = [r for r in caplog.records if "stopped with keys still being handled" in r.getMessage()]
+    assert record_fields(record)["workers"] == "recorder-0"
+    controller.release.set()

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import socket
 import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
 
 import pytest
 
 from kai.framework.durations import duration_flag
-from kai.run import _parser, _readiness, lease_name, run_as_leader
+from kai.kube.server import parse_address
+from kai.metrics import Registry
+from kai.run import _parser, _readiness, lease_name, observability_servers, run_as_leader
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("15s", 15), ("500ms", 0.5), ("2m", 120), ("1h", 3600), ("4", 4),
@@ -100,3 +106,52 @@ def test_lost_lease_exits_1_and_components_ran_only_while_leading():
     assert run_as_leader(Elector(keep=False), [component], threading.Event()) == 1
     assert component.ran
     assert run_as_leader(Elector(keep=True), [Component()], threading.Event()) == 0
+
+
+def _get(server, path: str) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}{path}", timeout=5) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_metrics_listen_on_every_interface_by_default_as_documented():
+    args = _parser().parse_args([])
+    assert args.metrics_address == ":8080" and args.health_probe_address == ""
+    assert parse_address(args.metrics_address) == ("0.0.0.0", 8080)
+    deploy = (Path(__file__).resolve().parents[3] / "docs" / "deploy.md").read_text()
+    assert "`--metrics-address` (`:8080`, every interface" in deploy
+
+
+def test_metrics_can_listen_on_loopback_only_with_the_probes_on_their_own_address():
+    args = _parser().parse_args(["--metrics-address=127.0.0.1:0", "--health-probe-address=127.0.0.1:0"])
+    metrics, probes = servers = observability_servers(args, Registry())
+    try:
+        for server in servers:
+            server.start()
+        assert metrics.address == ("127.0.0.1", metrics.port) and metrics.port != probes.port
+        assert [_get(metrics, p) for p in ("/metrics", "/healthz", "/readyz")] == [200, 404, 404]
+        assert [_get(probes, p) for p in ("/metrics", "/healthz", "/readyz")] == [404, 200, 200]
+    finally:
+        for server in servers:
+            server.stop()
+
+
+def test_one_server_answers_metrics_and_probes_without_a_probe_address():
+    (server,) = observability_servers(_parser().parse_args(["--metrics-address=127.0.0.1:0"]), Registry())
+    try:
+        server.start()
+        assert [_get(server, p) for p in ("/metrics", "/healthz", "/readyz")] == [200, 200, 200]
+    finally:
+        server.stop()
+
+
+def test_a_probe_address_that_cannot_be_bound_is_an_error():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        args = _parser().parse_args(["--metrics-address=127.0.0.1:0", f"--health-probe-address=127.0.0.1:{port}"])
+        with pytest.raises(OSError):
+            observability_servers(args, Registry())

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 
 import pytest
 
 from kai import run
+from kai.logs import record_fields
 
 
 def test_components_default_to_every_available_one():
@@ -62,3 +64,27 @@ def test_stop_ends_every_component_with_exit_0():
     threading.Timer(0.2, stop.set).start()
     assert run.run_components(loops, stop) == 0
     assert all(loop.stopped for loop in loops)
+
+
+class Stuck:
+    name = "podgrouper"
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def run(self, stop: threading.Event) -> None:
+        stop.wait()
+        self.release.wait(60)  # a bug: it does not return when stopped
+
+
+def test_a_component_that_does_not_return_after_stop_is_left_behind_with_exit_1(caplog):
+    stop = threading.Event()
+    stuck, healthy = Stuck(), Loop("scheduler")
+    threading.Timer(0.1, stop.set).start()
+    begin = time.monotonic()
+    assert run.run_components([healthy, stuck], stop, stop_timeout=0.3) == 1
+    assert time.monotonic() - begin < 30  # not the 60 s it hangs
+    assert healthy.stopped
+    (record,) = [r for r in caplog.records if r.getMessage() == "components did not stop in time; exiting without them"]
+    assert record_fields(record)["components"] == "podgrouper"
+    stuck.release.set()
