@@ -38,15 +38,20 @@ def eviction_message(job: Job, task: Task) -> str:
 def stalegangeviction(session: Session) -> None:
     grace = session.plugins.config.staleness_grace_period
     for job in session.jobs.values():
-        if not is_stale(job):
-            job.stale_since = None
-            continue
-        if job.stale_since is None:
-            job.stale_since = session.now
-        if grace < 0 or session.now - job.stale_since < grace:
-            continue
-        stmt = session.statement()
-        for task in job.tasks.values():
-            if task.status in ACTIVE_ALLOCATED:
-                stmt.evict(task, eviction_message(job, task))
-        stmt.commit()
+        with session.contained("stalegangeviction", job):
+            _evict_if_stale(session, job, grace)
+
+
+def _evict_if_stale(session: Session, job: Job, grace: float) -> None:
+    if not is_stale(job):
+        job.stale_since = None
+        return
+    if job.stale_since is None:
+        job.stale_since = session.now
+    if grace < 0 or session.now - job.stale_since < grace:
+        return
+    stmt = session.statement()
+    for task in job.tasks.values():
+        if task.status in ACTIVE_ALLOCATED:
+            stmt.evict(task, eviction_message(job, task))
+    stmt.commit()
