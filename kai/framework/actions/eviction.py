@@ -6,7 +6,8 @@ job; a solution is committed at once (victims evicted, the job pipelined). When 
 signatures are on (``use_scheduling_signatures``), a job is skipped if a job with the same
 scheduling constraints already failed in the action and this one is not strictly easier: not
 fewer pending tasks, and no smaller request at the first differing position of the sorted requests.
-A job whose solve raises is rolled back, recorded as an internal error and skipped.
+A job whose solve raises is rolled back, recorded as an internal error and skipped. Tasks bound to a
+node that is gone are never victims (:func:`kai.framework.gang.evictable`).
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 A job is stale when it has a task that holds resources, no task that succeeded, and a pod set with
 fewer such tasks than its gang size. A stale job is stamped with the time it became stale; once it
 has been stale for the configured grace period (``staleness_grace_period``, negative: never) all
-its placed tasks are evicted. A job that is no longer stale loses its stamp.
+its placed tasks are evicted -- except those bound to a node that is gone, which hold nothing and whose
+pods are not evicted by the scheduler. A job that is no longer stale loses its stamp.
 """
 
 from __future__ import annotations
@@ -52,6 +53,6 @@ def _evict_if_stale(session: Session, job: Job, grace: float) -> None:
         return
     stmt = session.statement()
     for task in job.tasks.values():
-        if task.status in ACTIVE_ALLOCATED:
+        if task.status in ACTIVE_ALLOCATED and task.node in session.node_by_name:
             stmt.evict(task, eviction_message(job, task))
     stmt.commit()
