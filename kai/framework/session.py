@@ -7,7 +7,8 @@ orderings, node selection for a task, statements. Live, simulated and test runs 
 Faults are contained (:mod:`kai.framework.faults`): an exception in one job's step is rolled back and
 recorded in :attr:`Session.errors`, one outside any step ends its action only, and one in a plugin's
 ``kai_session_close`` is recorded while the other plugins still close; a plugin failing to open the
-session raises :class:`~kai.framework.faults.SessionOpenError`.
+session raises :class:`~kai.framework.faults.SessionOpenError`. A node whose bound pods ask more than it
+has (its allocatable shrank) is reported as a problem and takes no new pod until it has room.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from kai.framework.faults import INTERNAL_ERROR_REASON, Contained, SchedulingErr
 from kai.framework.fiterrors import PLAIN_FIT_ERROR_REASON
 from kai.framework.nodes import NodeArrays, NodeInfo
 from kai.framework.plugins import Plugins
-from kai.framework.snapshot import Snapshot
+from kai.framework.snapshot import Problem, Snapshot
 from kai.framework.statement import Decision, Statement
 
 log = logging.getLogger("kai.session")
@@ -88,8 +89,32 @@ class Session:
                         # A placed shared task that names no device has one of its own.
                         task.gpu_groups = tuple(str(uuid.uuid4()) for _ in range(task.request.gpu_devices))
                     self.node_by_name[task.node].add_task(task)
+        #: Positions of the nodes short of an extended resource (MIG profile ...) when the session opened.
+        self.short_scalars: set[int] = set()
+        self._report_overcommitted()
         self.job_key = functools.cmp_to_key(self.compare_jobs)
         self.task_key = functools.cmp_to_key(self.compare_tasks)
+
+    def _report_overcommitted(self) -> None:
+        """A problem for every node whose placed pods ask more than it has; the fit checks keep new pods off
+        it (every amount must be covered) until it has room."""
+        a = self.arrays
+        for n in self.nodes:
+            i = n.index
+            short = [f"{name} {total - idle:g} of {total:g}" for name, idle, total in (
+                ("CPU (millicores)", a.idle_cpu[i], a.alloc_cpu[i]), ("memory (bytes)", a.idle_mem[i], a.alloc_mem[i]),
+                ("GPUs", a.idle_gpu[i], a.alloc_gpu[i]), ("pods", a.idle_pods[i], float(n.node.max_pods)))
+                if idle < -EPSILON]
+            scalars = [k for k, v in a.idle_scalars[i].items() if v < -EPSILON]
+            if scalars:
+                self.short_scalars.add(i)
+                short.extend(f"{k} {n.allocatable.scalars.get(k, 0.0) - a.idle_scalars[i][k]:g} of "
+                             f"{n.allocatable.scalars.get(k, 0.0):g}" for k in scalars)
+            if short:
+                self.snapshot.problems.append(Problem(
+                    "node", n.name, "NodeOverCommitted",
+                    f"the pods placed on the node ask more than it has ({', '.join(short)}); "
+                    "no new pod is placed on it until it has room"))
 
     # --- life cycle -------------------------------------------------------------------------------
 
@@ -286,6 +311,10 @@ class Session:
         out = array("b", bytes(len(candidates)))
         nodefit.fit_nodes(a.idle_cpu, a.idle_mem, a.idle_gpu, a.idle_pods, a.rel_cpu, a.rel_mem, a.rel_gpu,
                           a.rel_pods, candidates, res.cpu, res.memory, res.gpu, 1.0, out)
+        if self.short_scalars:
+            for k, fit in enumerate(out):
+                if fit and candidates[k] in self.short_scalars:
+                    out[k] = self._scalar_room(candidates[k], fit)
         if res.scalars:
             for k, fit in enumerate(out):
                 if fit:
@@ -299,6 +328,14 @@ class Session:
                 if fit:
                     out[k] = self._shared_fit(task, self.nodes[candidates[k]], fit)
         return out
+
+    def _scalar_room(self, i: int, fit: int) -> int:
+        """Narrow the fit on node ``i``, short of an extended resource at the start: 0 while it is short even
+        counting releasing amounts, at most 1 while its idle amounts are short."""
+        idle, rel = self.arrays.idle_scalars[i], self.arrays.rel_scalars[i]
+        if any(v + rel.get(k, 0.0) < -EPSILON for k, v in idle.items()):
+            return 0
+        return 1 if fit == 2 and any(v < -EPSILON for v in idle.values()) else fit
 
     def _shared_fit(self, task: Task, node: NodeInfo, fit: int) -> int:
         """Narrow the CPU/memory/pod fit of a shared-GPU task by its devices and its reservation pod slots."""
