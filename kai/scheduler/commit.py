@@ -107,10 +107,17 @@ class Committer:
         self._pending: set[Future] = set()
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Waits for every write submitted so far; False if some are still running after ``timeout``."""
-        with self._lock:
-            pending = set(self._pending)
-        return not wait(pending, timeout).not_done
+        """Waits for every write submitted so far, and for those they submit in turn (the event after a
+        BindRequest); False if some are still running after ``timeout``."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._lock:
+                pending = {f for f in self._pending if not f.done()}
+            if not pending:
+                return True
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if wait(pending, left).not_done:
+                return False
 
     def close(self) -> None:
         """Finishes the writes under way and drops the queued ones (the next scheduler redoes them)."""
