@@ -28,7 +28,7 @@ from kai.framework.faults import INTERNAL_ERROR_REASON, Contained, SchedulingErr
 from kai.framework.fiterrors import PLAIN_FIT_ERROR_REASON
 from kai.framework.nodes import NodeArrays, NodeInfo
 from kai.framework.plugins import Plugins
-from kai.framework.snapshot import Problem, Snapshot
+from kai.framework.snapshot import NODE_OVERCOMMITTED, Problem, Snapshot
 from kai.framework.statement import Decision, Statement
 
 log = logging.getLogger("kai.session")
@@ -112,7 +112,7 @@ class Session:
                              f"{n.allocatable.scalars.get(k, 0.0):g}" for k in scalars)
             if short:
                 self.snapshot.problems.append(Problem(
-                    "node", n.name, "NodeOverCommitted",
+                    "node", n.name, NODE_OVERCOMMITTED,
                     f"the pods placed on the node ask more than it has ({', '.join(short)}); "
                     "no new pod is placed on it until it has room"))
 
