@@ -91,6 +91,11 @@ class SchedulerMetrics:
         self._podgroups = r.gauge("snapshot_podgroups", "PodGroups in the last snapshot")
         self._pending_podgroups = r.gauge("snapshot_pending_podgroups",
                                           "PodGroups with pods waiting to be scheduled in the last snapshot")
+        self._cycle_failures = r.counter("scheduler_cycle_failures",
+                                         "Scheduling cycles that failed as a whole (retried after a backoff)")
+        self._contained = r.counter("scheduler_contained_errors",
+                                    "Errors contained to one job, one action or one plugin's session close",
+                                    ("action",))
 
     # durations of the cycle and its parts (context managers)
     def cycle(self):
@@ -130,6 +135,13 @@ class SchedulerMetrics:
 
     def scenarios_filtered(self, action: str, count: int = 1) -> None:
         self._filtered.labels(action).inc(count)
+
+    def cycle_failed(self) -> None:
+        self._cycle_failures.inc()
+
+    def contained_error(self, action: str) -> None:
+        """An error the session contained; ``action`` is the action, or ``session close``."""
+        self._contained.labels(action).inc()
 
     def preemption_attempt(self) -> None:
         self._preemptions.inc()

@@ -58,11 +58,12 @@ def tasks_to_allocate(session: Session, job: Job, candidates: Container[TaskStat
 
 
 def evictable(session: Session, task: Task) -> bool:
-    """Whether ``task`` can be a victim: it holds or reserves resources, and is not a victim re-placed in
-    this session (its pod is already being evicted)."""
+    """Whether ``task`` can be a victim: it holds or reserves resources on a node of the session (a pod
+    bound to a node that is gone holds nothing to free), and is not a victim re-placed in this session
+    (its pod is already being evicted)."""
     if task.status is TaskStatus.PIPELINED:
-        return task.uid not in session.evicted
-    return task.status in ALLOCATED
+        return task.uid not in session.evicted and task.node in session.node_by_name
+    return task.status in ALLOCATED and task.node in session.node_by_name
 
 
 def tasks_to_evict(session: Session, job: Job) -> tuple[list[Task], bool]:

@@ -166,6 +166,13 @@ class Plugins:
     def call_lists(self) -> CallLists:
         return CallLists(self.pm)
 
+    def implementations(self, hook: str) -> list[tuple[str, Callable[..., object]]]:
+        """``(plugin name, callable taking the spec's arguments)`` of every implementation of ``hook``, in
+        configuration order: for calling the plugins one at a time (session open and close)."""
+        caller = getattr(self.pm.hook, hook)
+        spec_args = tuple(caller.spec.argnames)
+        return [(i.plugin_name, _adapt(i, spec_args)) for i in reversed(caller.get_hookimpls())]
+
 
 def list_main(argv: list[str]) -> int:
     """``kai-scheduler plugins``: installed plugins, podgroupers and binder plugins with their distributions."""

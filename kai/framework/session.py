@@ -3,6 +3,12 @@
 The session holds the per-cycle state (node amounts, task placements, fit errors, decisions),
 calls the plugins through per-session call lists, and offers actions the primitives they share:
 orderings, node selection for a task, statements. Live, simulated and test runs all use it.
+
+Faults are contained (:mod:`kai.framework.faults`): an exception in one job's step is rolled back and
+recorded in :attr:`Session.errors`, one outside any step ends its action only, and one in a plugin's
+``kai_session_close`` is recorded while the other plugins still close; a plugin failing to open the
+session raises :class:`~kai.framework.faults.SessionOpenError`. A node whose bound pods ask more than it
+has (its allocatable shrank) is reported as a problem and takes no new pod until it has room.
 """
 
 from __future__ import annotations
@@ -18,10 +24,11 @@ from typing import TYPE_CHECKING, TypeVar
 from kai import _native
 from kai.api import ACTIVE_USED, EPSILON, Job, PodSet, Queue, Reject, SubGroup, Task, TaskStatus, is_mig_resource
 from kai.framework import fiterrors, gpusharing
+from kai.framework.faults import INTERNAL_ERROR_REASON, Contained, SchedulingError, SessionOpenError, describe
 from kai.framework.fiterrors import PLAIN_FIT_ERROR_REASON
 from kai.framework.nodes import NodeArrays, NodeInfo
 from kai.framework.plugins import Plugins
-from kai.framework.snapshot import Snapshot
+from kai.framework.snapshot import NODE_OVERCOMMITTED, Problem, Snapshot
 from kai.framework.statement import Decision, Statement
 
 log = logging.getLogger("kai.session")
@@ -71,6 +78,10 @@ class Session:
         #: Uids of the tasks evicted in this session (virtually Releasing): the eviction actions' simulations
         #: may place them again, and the queue order counts them in their job's next step.
         self.evicted: set[str] = set()
+        #: Exceptions contained in this session (a job's step, an action, a plugin's close), in order.
+        self.errors: list[SchedulingError] = []
+        #: Statements with operations not committed or discarded yet, oldest first.
+        self.open_statements: list[Statement] = []
         for job in self.jobs.values():
             for task in job.tasks.values():
                 if task.status in ACTIVE_USED and task.node in self.node_by_name:
@@ -78,22 +89,97 @@ class Session:
                         # A placed shared task that names no device has one of its own.
                         task.gpu_groups = tuple(str(uuid.uuid4()) for _ in range(task.request.gpu_devices))
                     self.node_by_name[task.node].add_task(task)
+        #: Positions of the nodes short of an extended resource (MIG profile ...) when the session opened.
+        self.short_scalars: set[int] = set()
+        self._report_overcommitted()
         self.job_key = functools.cmp_to_key(self.compare_jobs)
         self.task_key = functools.cmp_to_key(self.compare_tasks)
+
+    def _report_overcommitted(self) -> None:
+        """A problem for every node whose placed pods ask more than it has; the fit checks keep new pods off
+        it (every amount must be covered) until it has room."""
+        a = self.arrays
+        for n in self.nodes:
+            i = n.index
+            short = [f"{name} {total - idle:g} of {total:g}" for name, idle, total in (
+                ("CPU (millicores)", a.idle_cpu[i], a.alloc_cpu[i]), ("memory (bytes)", a.idle_mem[i], a.alloc_mem[i]),
+                ("GPUs", a.idle_gpu[i], a.alloc_gpu[i]), ("pods", a.idle_pods[i], float(n.node.max_pods)))
+                if idle < -EPSILON]
+            scalars = [k for k, v in a.idle_scalars[i].items() if v < -EPSILON]
+            if scalars:
+                self.short_scalars.add(i)
+                short.extend(f"{k} {n.allocatable.scalars.get(k, 0.0) - a.idle_scalars[i][k]:g} of "
+                             f"{n.allocatable.scalars.get(k, 0.0):g}" for k in scalars)
+            if short:
+                self.snapshot.problems.append(Problem(
+                    "node", n.name, NODE_OVERCOMMITTED,
+                    f"the pods placed on the node ask more than it has ({', '.join(short)}); "
+                    "no new pod is placed on it until it has room"))
 
     # --- life cycle -------------------------------------------------------------------------------
 
     def open(self) -> Session:
-        self.hook.kai_session_open(session=self)
+        """Open every plugin's session state, in configuration order. A plugin that raises makes the cycle
+        unsafe to schedule: the plugins opened so far are closed again and :class:`SessionOpenError` names it."""
+        opened: list[str] = []
+        for name, fn in self.plugins.implementations("kai_session_open"):
+            try:
+                fn(self)
+            except Exception as exc:
+                self._close_plugins(opened)
+                raise SessionOpenError(f"plugin {name!r} failed to open the session ({describe(exc)}); "
+                                       "the cycle is skipped") from exc
+            opened.append(name)
         return self
 
     def run_actions(self, actions: Iterable[str] | None = None) -> None:
+        """Run the configured actions (or ``actions``) in order; an exception outside a job's step ends
+        its action only (recorded in :attr:`errors`)."""
         for name in self.plugins.config.actions if actions is None else actions:
             log.debug("action %s starts", name)
-            self.plugins.actions[name](self)
+            with Contained(self, name, None):
+                self.plugins.actions[name](self)
 
     def close(self) -> None:
-        self.hook.kai_session_close(session=self)
+        """Close every plugin's session state; one that raises is recorded in :attr:`errors`, the others
+        still close, and the decisions stand."""
+        self._close_plugins(None)
+
+    def _close_plugins(self, only: list[str] | None) -> None:
+        for name, fn in self.plugins.implementations("kai_session_close"):
+            if only is not None and name not in only:
+                continue
+            try:
+                fn(self)
+            except Exception as exc:  # noqa: BLE001 - the decisions are made; closing frees plugin state
+                self.errors.append(SchedulingError.of(exc, "session close", plugin=name))
+                log.error("plugin %s failed to close the session: %s", name, describe(exc), exc_info=exc)
+
+    # --- faults -------------------------------------------------------------------------------------
+
+    def contained(self, action: str, job: Job) -> Contained:
+        """The context of one job's step in ``action``: ``with session.contained(action, job): ...`` rolls
+        the step back and records the error when it raises (:mod:`kai.framework.faults`)."""
+        return Contained(self, action, job)
+
+    def contain(self, exc: Exception, action: str, job: Job | None, mark: int = 0) -> None:
+        """Handle an exception of ``action`` (in ``job``'s step, when given): discard the statements opened
+        since ``mark`` (newest first), log and record it, and give the job an internal-error fit error."""
+        undo_errors: list[Exception] = []
+        for stmt in reversed(self.open_statements[mark:]):
+            undo_errors.extend(stmt.abandon())
+        error = SchedulingError.of(exc, action, job)
+        self.errors.append(error)
+        if job is None:
+            log.error("action %s failed and was ended; the next action goes on: %s", action, error.message,
+                      exc_info=exc)
+        else:
+            log.error("internal error in action %s while scheduling podgroup %s of queue %s; the podgroup is "
+                      "skipped in this action: %s", action, job.uid, job.queue, error.message, exc_info=exc)
+            self.add_job_fit_error(job, error.fit_error(), reason=INTERNAL_ERROR_REASON)
+        for undo in undo_errors:
+            log.error("action %s: a plugin raised while the allocation events of a failed step were undone: %s",
+                      action, describe(undo), exc_info=undo)
 
     def statement(self) -> Statement:
         return Statement(self)
@@ -225,6 +311,10 @@ class Session:
         out = array("b", bytes(len(candidates)))
         nodefit.fit_nodes(a.idle_cpu, a.idle_mem, a.idle_gpu, a.idle_pods, a.rel_cpu, a.rel_mem, a.rel_gpu,
                           a.rel_pods, candidates, res.cpu, res.memory, res.gpu, 1.0, out)
+        if self.short_scalars:
+            for k, fit in enumerate(out):
+                if fit and candidates[k] in self.short_scalars:
+                    out[k] = self._scalar_room(candidates[k], fit)
         if res.scalars:
             for k, fit in enumerate(out):
                 if fit:
@@ -238,6 +328,14 @@ class Session:
                 if fit:
                     out[k] = self._shared_fit(task, self.nodes[candidates[k]], fit)
         return out
+
+    def _scalar_room(self, i: int, fit: int) -> int:
+        """Narrow the fit on node ``i``, short of an extended resource at the start: 0 while it is short even
+        counting releasing amounts, at most 1 while its idle amounts are short."""
+        idle, rel = self.arrays.idle_scalars[i], self.arrays.rel_scalars[i]
+        if any(v + rel.get(k, 0.0) < -EPSILON for k, v in idle.items()):
+            return 0
+        return 1 if fit == 2 and any(v < -EPSILON for v in idle.values()) else fit
 
     def _shared_fit(self, task: Task, node: NodeInfo, fit: int) -> int:
         """Narrow the CPU/memory/pod fit of a shared-GPU task by its devices and its reservation pod slots."""

@@ -22,6 +22,11 @@ import attrs
 from kai.api import ACTIVE_USED, UNLIMITED, Job, Node, Queue, Topology
 from kai.framework.usage import Usage
 
+#: Problem reason of a task (or a placement) on a node that does not exist.
+NODE_NOT_FOUND = "NodeNotFound"
+#: Problem reason of a node whose placed pods ask more than it has (found when a session opens).
+NODE_OVERCOMMITTED = "NodeOverCommitted"
+
 
 @attrs.define(frozen=True)
 class Problem:
@@ -195,7 +200,7 @@ def build_snapshot(nodes: Iterable[Node], queues: Iterable[Queue], jobs: Iterabl
             if task.invalid is not None:
                 problems.append(Problem("task", task.uid, "InvalidPod", task.invalid))
             if task.status in ACTIVE_USED and task.node not in names:
-                problems.append(Problem("task", task.uid, "NodeNotFound",
+                problems.append(Problem("task", task.uid, NODE_NOT_FOUND,
                                         f"task is {task.status} on node {task.node!r}, which does not exist; "
                                         "it holds no node resources and is not placed again"))
         kept[job.uid] = job

@@ -4,7 +4,9 @@ Each operation (allocate, pipeline, evict) changes the session at once -- task s
 amounts, plugin state through the allocation events -- and records how to undo itself.
 ``rollback(checkpoint)`` undoes the operations after a checkpoint in reverse order, ``discard()``
 undoes all, so nothing of a rolled-back statement remains in the session. ``commit()`` turns the
-operations into the session's decisions: bind requests, pipeline records, evictions.
+operations into the session's decisions: bind requests, pipeline records, evictions. A statement
+with operations is listed in the session's ``open_statements`` until it commits or is discarded, so
+that a step that raises can be undone (``abandon()``) by the session's fault containment.
 
 A task evicted in a statement may be placed again in it (the eviction actions re-place victims):
 pipelined back onto its own node it is *un-evicted* (neither decision is committed); pipelined onto
@@ -24,6 +26,7 @@ import attrs
 
 from kai.api import Task, TaskStatus
 from kai.framework import gpusharing
+from kai.framework.faults import SessionCorrupted, describe
 
 if TYPE_CHECKING:
     from kai.framework.nodes import NodeInfo
@@ -62,13 +65,23 @@ class Statement:
         self.ops: list[Operation] = []
         #: Task uid -> the eviction operation of this statement that made it Releasing.
         self._evictions: dict[str, Operation] = {}
+        #: Listed in the session's open statements (from the first operation until commit or discard).
+        self._open = False
 
     def _do(self, kind: str, task: Task, node: str | None, status: TaskStatus, message: str = "",
             groups: tuple[str, ...] | None = None) -> Operation:
+        if not self._open:
+            self.session.open_statements.append(self)
+            self._open = True
         op = Operation(kind, task, node, task.status, task.node, message, task.gpu_groups)
         self.ops.append(op)
         self.session.move_task(task, status, node, groups)
         return op
+
+    def _close(self) -> None:
+        if self._open:
+            self.session.open_statements.remove(self)
+            self._open = False
 
     def _groups(self, task: Task, node: str, groups: tuple[str, ...] | None,
                 pipeline: bool) -> tuple[str, ...] | None:
@@ -165,6 +178,24 @@ class Statement:
 
     def discard(self) -> None:
         self.rollback(0)
+        self._close()
+
+    def abandon(self) -> list[Exception]:
+        """Discard after a failure: undo every operation even when a plugin raises in an allocation event
+        on the way, and return those exceptions. Raises :class:`SessionCorrupted` when an operation could
+        not be undone (the task is not back where it was)."""
+        errors: list[Exception] = []
+        while self.ops:
+            op = self.ops[-1]
+            try:
+                self.rollback(len(self.ops) - 1)
+            except Exception as exc:  # noqa: BLE001 - the state is checked below
+                if (op.task.status, op.task.node) != (op.prev_status, op.prev_node):
+                    raise SessionCorrupted(f"could not undo {op.kind} of task {op.task.uid}: {describe(exc)}") from exc
+                errors.append(exc)
+        self._evictions = {}
+        self._close()
+        return errors
 
     def convert_allocated_to_pipelined(self, job_uid: str) -> None:
         """Turn every task of the job allocated in this statement into a pipelined one (no partial gang is bound)."""
@@ -196,6 +227,7 @@ class Statement:
                 decisions[evict_at.pop(op.task.uid)] = None
         self.ops = []
         self._evictions = {}
+        self._close()
         committed = [d for d in decisions if d is not None]
         self.session.record(committed)
         return committed

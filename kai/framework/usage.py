@@ -177,16 +177,18 @@ def memory_base(node: NodeInfo | None, default: float) -> float:
 
 
 def cluster_capacity(session: Session) -> list[float]:
-    """(CPU, memory, GPU) of ready, schedulable nodes, MIG slices counted as GPUs."""
+    """(CPU, memory, GPU) of ready, schedulable nodes, MIG slices counted as GPUs. A node's amount below zero
+    (pods of other schedulers hold more than it has) counts as zero."""
     totals = [0.0, 0.0, 0.0]
     for n in session.nodes:
         node = n.node
         if not node.ready or node.unschedulable:
             continue
         a = node.allocatable
-        totals[CPU] += a.cpu
-        totals[MEMORY] += a.memory
-        totals[GPU] += a.gpu + sum(mig_gpu_slices(k) * v for k, v in a.scalars.items() if k.startswith(MIG_PREFIX))
+        totals[CPU] += max(a.cpu, 0.0)
+        totals[MEMORY] += max(a.memory, 0.0)
+        totals[GPU] += max(a.gpu, 0.0) + sum(mig_gpu_slices(k) * v for k, v in a.scalars.items()
+                                             if k.startswith(MIG_PREFIX) and v > 0)
     return totals
 
 

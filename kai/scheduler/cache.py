@@ -10,7 +10,11 @@ kernel's input from the stores, as KAI's cache does:
 * pods that hold a node but belong to no PodGroup of this scheduler (other schedulers' pods, pods
   without a group) take their requests off the node's allocatable;
 * the cache's own writes are read back at once (:meth:`assume_bound`, :meth:`assume_evicted`)
-  until the watch confirms them, so the next cycle never binds a pod twice.
+  until the watch confirms them, so the next cycle never binds a pod twice;
+* a placement on a node that does not exist counts nowhere: a BindRequest selecting one is stale
+  (deleted), an assumed binding on one is ignored, and the pod is scheduled again -- each reported
+  as a ``NodeNotFound`` problem naming the pod (a pod the kubelet already runs there is reported by
+  :func:`~kai.framework.build_snapshot`).
 
 Everything the kernel should not see is reported in :class:`Cycle` (``stale_bind_requests`` to
 delete, ``problems`` naming the objects) instead of raising.
@@ -28,6 +32,7 @@ import attrs
 
 from kai.api import ACTIVE_USED, Job, Node, Resources, TaskStatus, names
 from kai.framework import Problem, Snapshot, build_snapshot
+from kai.framework.snapshot import NODE_NOT_FOUND
 from kai.kube import views
 from kai.kube.client import Kube, object_path
 from kai.kube.views import BindRequestView, PodGroupView, PodView
@@ -176,7 +181,8 @@ class ClusterCache:
                 problems.append(Problem("node", view.name, "InvalidNode", view.invalid))
         node_views = {k: v for k, v in node_views.items() if not v.invalid}
 
-        binds, stale = self._live_bind_requests(pods, node_views)
+        binds, stale = self._live_bind_requests(pods, node_views, problems)
+        bound_to_nowhere = {p.name for p in problems if p.reason == NODE_NOT_FOUND}
         bound, evicted = self._assumptions(pods, binds)
 
         classes = {name: value for name, value, _ in inf["priorityclasses"].list()}
@@ -195,7 +201,13 @@ class ClusterCache:
             status, node = convert.pod_state(pod, bind)
             groups = bind.gpu_groups if bind is not None else ()
             if pod.key in bound and status is TaskStatus.PENDING:
-                status, node, groups = TaskStatus.BINDING, bound[pod.key].node, bound[pod.key].gpu_groups
+                assumed = bound[pod.key]
+                if assumed.node in node_views:
+                    status, node, groups = TaskStatus.BINDING, assumed.node, assumed.gpu_groups
+                elif pod.key not in bound_to_nowhere:
+                    problems.append(Problem("task", pod.key, NODE_NOT_FOUND,
+                                            f"pod was being bound to node {assumed.node!r}, which no longer exists; "
+                                            "it is scheduled again"))
             if pod.key in evicted and status in ACTIVE_USED:
                 status = TaskStatus.RELEASING
             job = jobs.get(f"{pod.namespace}/{pod.pod_group}") if pod.scheduler == self.scheduler_name else None
@@ -218,15 +230,22 @@ class ClusterCache:
         snap.problems[:0] = problems
         return Cycle(snap, kept_pods, podgroups, stale)
 
-    def _live_bind_requests(self, pods: dict[str, PodView], nodes: dict):
-        """BindRequests by pod key that make their pod Binding, and the stale ones to delete."""
+    def _live_bind_requests(self, pods: dict[str, PodView], nodes: dict, problems: list[Problem]):
+        """BindRequests by pod key that make their pod Binding, and the stale ones to delete; one that
+        would bind its pod to a node that does not exist is a problem too."""
         live: dict[str, BindRequestView] = {}
         stale: list[BindRequestView] = []
         for br in self.informers["bindrequests"].list():
             pod_key = f"{br.namespace}/{br.pod_name}"
             pod = pods.get(pod_key)
-            if br.failed or pod is None or (br.pod_uid and br.pod_uid != pod.uid) or br.node not in nodes:
+            if br.failed or pod is None or (br.pod_uid and br.pod_uid != pod.uid):
                 stale.append(br)
+            elif br.node not in nodes:
+                stale.append(br)
+                if not pod.node_name:
+                    problems.append(Problem("task", pod_key, NODE_NOT_FOUND,
+                                            f"BindRequest {br.key} selects node {br.node!r}, which does not exist; "
+                                            "it is deleted and the pod is scheduled again"))
             else:
                 live[pod_key] = br
         return live, stale

@@ -13,10 +13,17 @@
   ``PodScheduled=False`` (unless ``markUnschedulable: false``) and the PodGroup scheduling condition
   ``UnschedulableOnNodePool`` (not while some of its pods run); jobs the snapshot rejected (unknown
   queue ...) likewise, with the problem as reason.
+* every job whose scheduling raised in the session (contained there): event
+  ``InternalSchedulingError`` (Warning) on the PodGroup, and the reason ``InternalSchedulingError``
+  in its scheduling condition;
+* problems of the cluster's objects are logged once; a pod on (or being bound to) a node that does
+  not exist gets event ``NodeNotFound``, a node with a problem (over-committed, unreadable) an event
+  with the problem's reason;
 * last-start and stale timestamps as PodGroup annotations; stale BindRequests deleted.
 
 Explanations are written when they change, not every cycle. A failed write is logged naming the
-object and is retried in a later cycle; nothing here raises into the scheduling loop.
+object and is retried in a later cycle; an exception while handling one decision or one job is
+logged and the others go on; nothing here raises into the scheduling loop.
 
 On stop (:meth:`Committer.close`) the explanations not yet started are dropped -- the next leader
 writes them again -- and the decisions already submitted are finished, for at most a few seconds,
@@ -32,13 +39,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from datetime import datetime, timezone
 
 from kai.api import ACTIVE_ALLOCATED, Job, Task, TaskStatus, names
-from kai.framework import Session
+from kai.framework import Problem, Session
 from kai.framework.actions.allocate import not_ready_message
+from kai.framework.faults import INTERNAL_ERROR_REASON
+from kai.framework.snapshot import NODE_NOT_FOUND
 from kai.kube.client import STRATEGIC_MERGE_PATCH, ApiError, Kube, object_path
 from kai.kube.events import NORMAL, WARNING, record_event
 from kai.kube.views import BindRequestView, PodGroupView, PodView
@@ -91,6 +100,10 @@ def _pod_ref(pod: PodView) -> dict:
                                                             "uid": pod.uid}}
 
 
+def _node_ref(name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}
+
+
 def _podgroup_ref(pg: PodGroupView) -> dict:
     return {"apiVersion": names.PODGROUP_API_VERSION, "kind": "PodGroup",
             "metadata": {"name": pg.name, "namespace": pg.namespace, "uid": pg.uid}}
@@ -115,10 +128,17 @@ class Committer:
         self._pending: set[Future] = set()
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Waits for every write submitted so far; False if some are still running after ``timeout``."""
-        with self._lock:
-            pending = set(self._pending)
-        return not wait(pending, timeout).not_done
+        """Waits for every write submitted so far, and for those they submit in turn (the event after a
+        BindRequest); False if some are still running after ``timeout``."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._lock:
+                pending = {f for f in self._pending if not f.done()}
+            if not pending:
+                return True
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if wait(pending, left).not_done:
+                return False
 
     def close(self, timeout: float = 3.0) -> bool:
         """Stops writing (see the module docstring): finishes the decisions submitted, within ``timeout``
@@ -179,7 +199,8 @@ class Committer:
     def _event(self, ref: dict, event_type: str, reason: str, message: str, once: bool = True) -> bool:
         """An event about ``ref``, unless (``once``) the last one of this reason said the same."""
         meta = ref["metadata"]
-        obj = f"{ref['kind']} {meta['namespace']}/{meta['name']}"
+        obj = f"{ref['kind']} {meta['namespace']}/{meta['name']}" if meta.get("namespace") else \
+            f"{ref['kind']} {meta['name']}"
         return self._submit(f"event {reason}", obj,
                             lambda: record_event(self.kube, ref, event_type, reason, message, names.SOURCE_SCHEDULER),
                             dedupe=((obj, f"event {reason}"), message) if once else None)
@@ -190,30 +211,47 @@ class Committer:
         for br in cycle.stale_bind_requests:
             self._delete_bind_request(br)
         for decision in session.decisions:
-            pod = cycle.pods.get(decision.task.uid)
-            if pod is None:
-                log.error("decision for an unknown pod", **fields(pod=decision.task.uid, decision=decision.kind))
-            elif decision.kind == "bind":
-                self._bind(pod, decision.task, decision.node, decision.gpu_groups, session)
-            elif decision.kind == "evict":
-                self._evict(pod, decision.task, decision.message, cycle)
-            elif decision.kind == "pipeline":
-                log.info("pipelined", **fields(pod=pod.key, node=decision.node))
-                self._event(_pod_ref(pod), NORMAL, names.REASON_PIPELINED,
-                            f"Pod {pod.namespace}/{pod.name} was pipelined to node {decision.node}")
+            try:
+                self._decision(session, cycle, decision)
+            except Exception:  # noqa: BLE001 - one bad decision must not keep the others from the cluster
+                log.exception("decision failed", **fields(pod=decision.task.uid, decision=decision.kind))
         self._log_problems(cycle)
         self._forget_gone(cycle)
         rejected = {p.name: p for p in cycle.snapshot.problems if p.kind == "job"}
+        internal: dict[str, list[str]] = {}
+        for error in session.errors:
+            if error.job is not None:
+                internal.setdefault(error.job, []).append(error.fit_error())
         for job in session.jobs.values():
             pg = cycle.podgroups.get(job.uid)
-            if pg is not None:
+            if pg is None:
+                continue
+            try:
+                for message in internal.get(job.uid, ()):
+                    self._event(_podgroup_ref(pg), WARNING, INTERNAL_ERROR_REASON,
+                                f"{message} (the scheduler's log has the details)")
                 self._annotate(job, pg)
-                self._explain(session, job, pg, cycle)
+                self._explain(session, job, pg, cycle, internal.get(job.uid, ()))
+            except Exception:  # noqa: BLE001 - one job's explanation must not keep the others'
+                log.exception("explaining a podgroup failed", **fields(podgroup=job.uid))
         for job in cycle.snapshot.rejected_jobs.values():
             pg = cycle.podgroups.get(job.uid)
             problem = rejected.get(job.name)
             if pg is not None and problem is not None:
                 self._explain_rejected(job, pg, problem.reason, problem.message, cycle)
+
+    def _decision(self, session: Session, cycle: Cycle, decision) -> None:
+        pod = cycle.pods.get(decision.task.uid)
+        if pod is None:
+            log.error("decision for an unknown pod", **fields(pod=decision.task.uid, decision=decision.kind))
+        elif decision.kind == "bind":
+            self._bind(pod, decision.task, decision.node, decision.gpu_groups, session)
+        elif decision.kind == "evict":
+            self._evict(pod, decision.task, decision.message, cycle)
+        elif decision.kind == "pipeline":
+            log.info("pipelined", **fields(pod=pod.key, node=decision.node))
+            self._event(_pod_ref(pod), NORMAL, names.REASON_PIPELINED,
+                        f"Pod {pod.namespace}/{pod.name} was pipelined to node {decision.node}")
 
     # --- decisions ----------------------------------------------------------------------------------
 
@@ -292,15 +330,24 @@ class Committer:
     # --- explanations -------------------------------------------------------------------------------
 
     def _log_problems(self, cycle: Cycle) -> None:
+        """Log each problem when it appears; report a node's problems and a pod's missing node as events."""
         current = {str(p) for p in cycle.snapshot.problems}
         for problem in cycle.snapshot.problems:
             if str(problem) not in self._logged_problems:
                 log.warning(problem.message, **fields(kind=problem.kind, object=problem.name, reason=problem.reason))
+            self._problem_event(problem, cycle)
         self._logged_problems = current
+
+    def _problem_event(self, problem: Problem, cycle: Cycle) -> None:
+        if problem.kind == "node":
+            self._event(_node_ref(problem.name), WARNING, problem.reason, f"Node {problem.name}: {problem.message}")
+        elif problem.reason == NODE_NOT_FOUND and (pod := cycle.pods.get(problem.name)) is not None:
+            self._event(_pod_ref(pod), WARNING, problem.reason, problem.message)
 
     def _forget_gone(self, cycle: Cycle) -> None:
         """Drops what was written about objects that no longer exist (the record would only grow)."""
-        present = {f"Pod {k}" for k in cycle.pods} | {f"PodGroup {k}" for k in cycle.podgroups}
+        present = {f"Pod {k}" for k in cycle.pods} | {f"PodGroup {k}" for k in cycle.podgroups} | {
+            f"Node {p.name}" for p in cycle.snapshot.problems if p.kind == "node"}
         with self._lock:
             if len(self._written) > len(present):
                 self._written = {k: v for k, v in self._written.items() if k[0] in present}
@@ -317,7 +364,9 @@ class Committer:
             self._submit("annotate PodGroup", pg.key, lambda: self.kube.patch(path, body),
                          dedupe=((f"PodGroup {pg.key}", "annotations"), repr(sorted(patch.items()))))
 
-    def _explain(self, session: Session, job: Job, pg: PodGroupView, cycle: Cycle) -> None:
+    def _explain(self, session: Session, job: Job, pg: PodGroupView, cycle: Cycle,
+                 internal: Collection[str] = ()) -> None:
+        """Explain a job with pods still waiting; ``internal`` are its fit errors from internal errors."""
         waiting = [t for t in job.tasks.values() if t.status in (TaskStatus.PENDING, TaskStatus.GATED)]
         if not waiting:
             return
@@ -331,7 +380,8 @@ class Committer:
                 continue
             message = session.task_fit_errors.get(task.uid) or (job_message if errors else DEFAULT_POD_MESSAGE)
             self._pod_unschedulable(cycle.pods[task.uid], message, pg.mark_unschedulable)
-        reasons = [{"reason": names.REASON_POD_SCHEDULING_ERRORS, "message": m} for m in dict.fromkeys(errors)]
+        reasons = [{"reason": INTERNAL_ERROR_REASON if m in internal else names.REASON_POD_SCHEDULING_ERRORS,
+                    "message": m} for m in dict.fromkeys(errors)]
         self._podgroup_unschedulable(job, pg, job_message, reasons)
 
     def _explain_rejected(self, job: Job, pg: PodGroupView, reason: str, message: str, cycle: Cycle) -> None:

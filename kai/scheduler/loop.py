@@ -6,8 +6,10 @@ no scheduling logic here -- and hands the outcome to the :class:`~kai.scheduler.
 A cycle starts ``period`` seconds after the previous one (KAI's ``--schedule-period``, 1 s), or
 ``debounce`` seconds after a change arrives from a watch, whichever comes first; but never sooner
 after the previous cycle ended than that cycle took (at most a period), so that under a stream of
-changes a large cluster's scheduler does not take all the CPU. A failing cycle is logged and the
-loop goes on.
+changes a large cluster's scheduler does not take all the CPU. Faults of one job or one action are
+contained in the session (:mod:`kai.framework.faults`); a cycle that fails as a whole is logged,
+counted, and retried after a backoff that doubles with each failure in a row (a period first, at most
+:data:`MAX_BACKOFF`), changes or not -- never a tight loop of failing cycles.
 
 On stop the loop ends within :data:`STOP_POLL` seconds when idle, or after the cycle under way;
 the committer then finishes the decisions that cycle submitted, for at most ``stop_timeout``
@@ -39,6 +41,8 @@ DEFAULT_DEBOUNCE = 0.1
 STOP_POLL = 0.1
 #: How long a stopping scheduler waits for the decisions it submitted, seconds.
 STOP_TIMEOUT = 3.0
+#: The longest wait, in seconds, before retrying after failed cycles (unless the period is longer).
+MAX_BACKOFF = 30.0
 
 #: Every API call of the scheduler (its cache watches the cluster, its committer writes decisions).
 API_ACCESS = (
@@ -72,6 +76,8 @@ class Scheduler:
         self.sync_timeout = sync_timeout
         self.stop_timeout = stop_timeout
         self.cycles = 0
+        #: Cycles failed in a row (0 after a cycle that succeeded).
+        self.failures = 0
         #: Historical queue usage for time-based fair share (None unless ``usageDBConfig`` is set).
         self.usage = make_usage_source(config.usage_db, query_timer=metrics.usage_query if metrics else None)
 
@@ -94,8 +100,10 @@ class Scheduler:
                 self.cache.changed.clear()
                 try:
                     self.run_once()
-                except Exception:  # noqa: BLE001 - one bad cycle must not stop scheduling
-                    log.exception("scheduling cycle failed")
+                except Exception as exc:  # noqa: BLE001 - one bad cycle must not stop scheduling
+                    stop.wait(self._cycle_failed(exc))
+                    continue
+                self.failures = 0
                 self._wait_next(stop, started)
         finally:
             self.committer.close(self.stop_timeout)
@@ -103,6 +111,16 @@ class Scheduler:
                 self.usage.close()
             self.cache.stop()
             log.info("scheduler stopped", **fields(cycles=self.cycles))
+
+    def _cycle_failed(self, exc: Exception) -> float:
+        """Log and count a failed cycle; the seconds to wait before the next attempt."""
+        self.failures += 1
+        delay = backoff(self.failures, self.period)
+        if self.metrics is not None:
+            self.metrics.cycle_failed()
+        log.error("scheduling cycle failed", exc_info=exc,
+                  **fields(failures_in_a_row=self.failures, retry_in_seconds=delay))
+        return delay
 
     def _wait_synced(self, stop: threading.Event) -> bool:
         deadline = time.monotonic() + self.sync_timeout
@@ -160,6 +178,8 @@ class Scheduler:
                 with self.metrics.close_session():
                     session.close()
             self._record_snapshot(session)
+            for error in session.errors:
+                self.metrics.contained_error(error.action)
         if self.usage is not None:
             self.usage.record(session)
         self.committer.commit(session, cycle)
@@ -179,6 +199,12 @@ class Scheduler:
             by_status.update(t.status.value for t in job.tasks.values())
             pending += job.has_pending()
         self.metrics.snapshot(by_status, len(session.jobs), pending)
+
+
+def backoff(failures: int, period: float) -> float:
+    """Seconds to wait after ``failures`` failed cycles in a row: a period, doubling with each failure, at
+    most :data:`MAX_BACKOFF` (or the period, when that is longer)."""
+    return min(period * 2.0 ** min(failures - 1, 32), max(MAX_BACKOFF, period))
 
 
 def fair_shares(session: Session) -> dict[str, tuple[float, float, float]]:

@@ -5,7 +5,8 @@ pod set below its gang size, or one more task of an elastic job -- is placed dow
 subgroup tree, each group on the node sets the plugins give for it (topology domains), in a
 statement; a step that cannot be placed completely is rolled back. A step that ends with a pod
 set below its gang size except for pipelined tasks is pipelined as a whole, so that no partial
-gang is bound. A job that still has pending tasks after a committed step competes again.
+gang is bound. A job that still has pending tasks after a committed step competes again. A step that
+raises is rolled back and the job skipped (:meth:`Session.contained <kai.framework.session.Session.contained>`).
 """
 
 from __future__ import annotations
@@ -42,19 +43,26 @@ def allocate(session: Session) -> None:
         jobs.append(candidate)
     queue = JobQueue(session, jobs, depth=session.plugins.config.queue_depth("allocate"))
     while (job := queue.pop()) is not None:
-        stmt = session.statement()
-        had_allocated = any(t.status in ALLOCATED for t in job.tasks.values())
-        if not allocate_job(session, stmt, job, pipeline_only=False):
-            stmt.discard()
-            continue
-        pipelined = should_pipeline(job)
-        if pipelined:
-            stmt.convert_allocated_to_pipelined(job.uid)
-        stmt.commit()
-        if not pipelined and not had_allocated:
-            job.last_start = session.now
-        if job.has_pending():
-            queue.push(job)
+        with session.contained("allocate", job):
+            if allocate_step(session, job) and job.has_pending():
+                queue.push(job)
+
+
+def allocate_step(session: Session, job: Job) -> bool:
+    """Place the job's next allocation step in a statement of its own and commit it; False (nothing
+    changed) when it does not fit completely."""
+    stmt = session.statement()
+    had_allocated = any(t.status in ALLOCATED for t in job.tasks.values())
+    if not allocate_job(session, stmt, job, pipeline_only=False):
+        stmt.discard()
+        return False
+    pipelined = should_pipeline(job)
+    if pipelined:
+        stmt.convert_allocated_to_pipelined(job.uid)
+    stmt.commit()
+    if not pipelined and not had_allocated:
+        job.last_start = session.now
+    return True
 
 
 def allocate_job(session: Session, stmt: Statement, job: Job, pipeline_only: bool, tasks: list[Task] | None = None,

@@ -45,9 +45,10 @@ def victims(session: Session, preemptor: Job, limit: int) -> JobQueue:
 
 
 def enough_gpus(session: Session, job: Job) -> bool:
-    """The ready nodes' idle and releasing GPUs could hold the job's next step (KAI's pre-check)."""
+    """The ready nodes' idle and releasing GPUs could hold the job's next step (KAI's pre-check); an
+    over-committed node counts as none."""
     wanted = sum(t.request.quota_gpus() for t in tasks_to_allocate(session, job))
-    have = sum(n.idle_gpu_sum() + n.releasing_gpu_sum() for n in session.nodes if n.node.ready)
+    have = sum(max(n.idle_gpu_sum() + n.releasing_gpu_sum(), 0.0) for n in session.nodes if n.node.ready)
     return have + 1e-9 >= wanted
 
 

@@ -6,6 +6,8 @@ job; a solution is committed at once (victims evicted, the job pipelined). When 
 signatures are on (``use_scheduling_signatures``), a job is skipped if a job with the same
 scheduling constraints already failed in the action and this one is not strictly easier: not
 fewer pending tasks, and no smaller request at the first differing position of the sorted requests.
+A job whose solve raises is rolled back, recorded as an internal error and skipped. Tasks bound to a
+node that is gone are never victims (:func:`kai.framework.gang.evictable`).
 """
 
 from __future__ import annotations
@@ -100,22 +102,24 @@ class SmallestFailed:
 
 def run(session: Session, action: str, candidates: list[Job], solver: JobSolver, may_try: Callable[[Job], bool],
         per_queue: bool) -> None:
-    """Solve for each candidate in queue order and commit what is solved."""
+    """Solve for each candidate in queue order and commit what is solved; a job whose solve raises is rolled
+    back and skipped, the others go on."""
     use_signatures = session.plugins.config.use_scheduling_signatures
     failed: dict[str | None, SmallestFailed] = {}
     queue = JobQueue(session, candidates, depth=session.plugins.config.queue_depth(action))
     while (job := queue.pop()) is not None:
-        if not may_try(job):
-            continue
-        smallest = failed.setdefault(job.queue if per_queue else None, SmallestFailed())
-        if use_signatures and not smallest.worth_trying(job):
-            continue
-        session.hook.kai_job_solution_start(session=session, job=job)
-        stmt = solver.solve(job)
-        if stmt is None:
-            smallest.failed(job)
-        else:
-            stmt.commit()
+        with session.contained(action, job):
+            if not may_try(job):
+                continue
+            smallest = failed.setdefault(job.queue if per_queue else None, SmallestFailed())
+            if use_signatures and not smallest.worth_trying(job):
+                continue
+            session.hook.kai_job_solution_start(session=session, job=job)
+            stmt = solver.solve(job)
+            if stmt is None:
+                smallest.failed(job)
+            else:
+                stmt.commit()
 
 
 def pending_ready_jobs(session: Session, preemptible_only: bool = False) -> list[Job]:

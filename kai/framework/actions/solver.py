@@ -389,7 +389,9 @@ class JobSolver:
                 stmt.discard()
             return solution
         latest = session.jobs[potential[-1].uid]
-        for node_name in dict.fromkeys(t.node for t in latest.tasks.values() if t.node):
+        # a task on a node that is gone is no victim: nothing to simulate there
+        for node_name in dict.fromkeys(t.node for t in latest.tasks.values()
+                                       if t.node and t.node in session.node_by_name):
             cp = stmt.checkpoint()
             groups = potential.of_jobs_on(node_name)
             tasks = [t for g in groups for t in g.tasks.values() if evictable(session, t)]

@@ -3,7 +3,8 @@
 A job is stale when it has a task that holds resources, no task that succeeded, and a pod set with
 fewer such tasks than its gang size. A stale job is stamped with the time it became stale; once it
 has been stale for the configured grace period (``staleness_grace_period``, negative: never) all
-its placed tasks are evicted. A job that is no longer stale loses its stamp.
+its placed tasks are evicted -- except those bound to a node that is gone, which hold nothing and whose
+pods are not evicted by the scheduler. A job that is no longer stale loses its stamp.
 """
 
 from __future__ import annotations
@@ -38,15 +39,20 @@ def eviction_message(job: Job, task: Task) -> str:
 def stalegangeviction(session: Session) -> None:
     grace = session.plugins.config.staleness_grace_period
     for job in session.jobs.values():
-        if not is_stale(job):
-            job.stale_since = None
-            continue
-        if job.stale_since is None:
-            job.stale_since = session.now
-        if grace < 0 or session.now - job.stale_since < grace:
-            continue
-        stmt = session.statement()
-        for task in job.tasks.values():
-            if task.status in ACTIVE_ALLOCATED:
-                stmt.evict(task, eviction_message(job, task))
-        stmt.commit()
+        with session.contained("stalegangeviction", job):
+            _evict_if_stale(session, job, grace)
+
+
+def _evict_if_stale(session: Session, job: Job, grace: float) -> None:
+    if not is_stale(job):
+        job.stale_since = None
+        return
+    if job.stale_since is None:
+        job.stale_since = session.now
+    if grace < 0 or session.now - job.stale_since < grace:
+        return
+    stmt = session.statement()
+    for task in job.tasks.values():
+        if task.status in ACTIVE_ALLOCATED and task.node in session.node_by_name:
+            stmt.evict(task, eviction_message(job, task))
+    stmt.commit()
