@@ -75,13 +75,17 @@ def kai_session_open(session: Session) -> None:
     """Called when a scheduling session opens, in configuration order, before any action runs.
 
     Plugins compute their per-session state here (fair shares, indexes) and may keep a reference
-    to ``session``.
+    to ``session``. A plugin that raises here fails the cycle: the plugins opened so far are closed
+    again and no action runs, since a plugin without its per-cycle state would decide wrongly.
     """
 
 
 @hookspec
 def kai_session_close(session: Session) -> None:
-    """Called when the session closes, after every action ran and decisions were collected."""
+    """Called when the session closes, after every action ran and decisions were collected.
+
+    A plugin that raises here is logged and recorded; the others still close and the decisions stand.
+    """
 
 
 # --- ordering (comparators: return <0, >0, or 0/None for "equal / no opinion") -------------------
