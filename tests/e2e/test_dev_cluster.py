@@ -115,6 +115,8 @@ def test_crds_have_kai_names_and_scopes(api_client, crds):
         "PodGroup": ("scheduling.run.ai", ["v2alpha2"], "Namespaced", ["pg"]),
         "BindRequest": ("scheduling.run.ai", ["v1alpha2"], "Namespaced", None),
         "Topology": ("kai.scheduler", ["v1alpha1"], "Cluster", None),
+        "SchedulingShard": ("kai.scheduler", ["v1"], "Cluster", None),
+        "Config": ("kai.scheduler", ["v1"], "Cluster", None),
     }
 
 

@@ -18,6 +18,7 @@ where it is printed is an error too (Helm would print nothing; here it is almost
 from __future__ import annotations
 
 import copy
+import functools
 import re
 import shlex
 from collections.abc import Mapping
@@ -46,7 +47,7 @@ def render_chart(chart: Path, values: Mapping[str, Any] | None = None, namespace
     }
     docs: list[dict] = []
     for path in sorted((chart / "crds").glob("*.yaml")):
-        docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
+        docs += copy.deepcopy(_crd_docs(path, path.stat().st_mtime_ns))
     for path in sorted((chart / "templates").glob("*.yaml")):
         text = render(path.read_text(), root, path.name)
         try:
@@ -54,6 +55,13 @@ def render_chart(chart: Path, values: Mapping[str, Any] | None = None, namespace
         except yaml.YAMLError as exc:
             raise TemplateError(f"{path.name}: rendered output is not YAML: {exc}\n{text}") from exc
     return docs
+
+
+@functools.lru_cache(maxsize=16)
+def _crd_docs(path: Path, mtime: int) -> list[dict]:
+    """The documents of one CRD file, parsed once per version of the file (KAI's Config CRD is large)."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return [d for d in yaml.load_all(path.read_text(), Loader=loader) if d]
 
 
 def render(template: str, root: Mapping[str, Any], name: str = "template") -> str:

@@ -60,7 +60,7 @@ def test_every_manifest_is_a_known_kind_with_a_name_and_the_right_scope(docs):
 def test_crds_queues_and_priority_classes_are_kai_s(docs):
     assert set(by_kind(docs, "CustomResourceDefinition")) == {
         "queues.scheduling.run.ai", "podgroups.scheduling.run.ai", "bindrequests.scheduling.run.ai",
-        "topologies.kai.scheduler"}
+        "topologies.kai.scheduler", "schedulingshards.kai.scheduler", "configs.kai.scheduler"}
     assert by_kind(docs, "Queue")["default-queue"]["spec"]["parentQueue"] == "default-parent-queue"
     assert {n: d["value"] for n, d in by_kind(docs, "PriorityClass").items()} == {
         "train": 50, "build-preemptible": 75, "build": 100, "inference": 125}

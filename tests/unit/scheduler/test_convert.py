@@ -128,6 +128,30 @@ def test_subgroups_become_pod_sets_and_inner_groups():
     assert job.pod_sets["w1"].parent == "workers" and job.pod_sets["w1"].min_available == 2
 
 
+def test_kai_v017_podgroup_with_the_new_fields_converts():
+    # KAI v0.17's two-level example (docs/developer/designs/min-subgroups) with its other new fields;
+    # minSubGroup, preemptionDelay and stalenessGracePeriod are read but not honoured yet.
+    view = views.podgroup_view({
+        "metadata": {"name": "training-job", "namespace": "ns", "uid": "u"},
+        "spec": {"queue": "q", "minSubGroup": 2, "preemptionDelay": "5m", "stalenessGracePeriod": "30s",
+                 "subGroups": [
+                     {"name": "decode", "minSubGroup": 2},
+                     {"name": "decode-leaders", "parent": "decode", "minMember": 1},
+                     {"name": "decode-workers", "parent": "decode", "minMember": 4},
+                     {"name": "prefill", "minSubGroup": 2},
+                     {"name": "prefill-leaders", "parent": "prefill", "minMember": 1},
+                     {"name": "prefill-workers", "parent": "prefill", "minMember": 4}]},
+    })
+    job = convert.to_job(view, 50)
+    assert set(job.subgroups) == {"decode", "prefill"}
+    assert {n: (s.parent, s.min_available) for n, s in job.pod_sets.items()} == {
+        "decode-leaders": ("decode", 1), "decode-workers": ("decode", 4),
+        "prefill-leaders": ("prefill", 1), "prefill-workers": ("prefill", 4)}
+    elastic = convert.to_job(views.podgroup_view({"metadata": {"name": "e", "namespace": "ns"},
+                                                  "spec": {"queue": "q", "minMember": 0}}), 50)  # allowed since v0.17
+    assert set(elastic.pod_sets) == {"default"} and elastic.queue == "q"
+
+
 def test_queue_units_and_min_runtimes():
     q = views.queue_view({
         "metadata": {"name": "team"},
