@@ -84,3 +84,9 @@ REASON_PODGROUPER_WARNING = "PodGrouperWarning"
 SOURCE_SCHEDULER = SCHEDULER_NAME
 SOURCE_BINDER = "kai-binder"
 SOURCE_PODGROUPER = "pod-grouper"
+
+# --- podgrouper annotations of KAI v0.17 -------------------------------------------------------
+#: On a Job or JobSet (or a replicated job's template): the gang minimum instead of the default.
+BATCH_MIN_MEMBER_ANNOTATION = "kai.scheduler/batch-min-member"
+#: ``"true"`` on a pod or any of its owners: the podgrouper leaves the pod alone.
+SKIP_PODGROUPER_ANNOTATION = "kai.scheduler/skip-podgrouper"

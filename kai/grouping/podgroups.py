@@ -11,11 +11,8 @@ from kai.grouping.unstructured import meta_str
 
 def podgroup_object(metadata: PodGroupMetadata) -> dict:
     """The ``scheduling.run.ai/v2alpha2`` PodGroup KAI creates for ``metadata``."""
-    spec: dict = {
-        "minMember": metadata.min_available,
-        "queue": metadata.queue,
-        "priorityClassName": metadata.priority_class,
-    }
+    spec: dict = _minimum(metadata.min_subgroup, metadata.min_available)
+    spec.update(queue=metadata.queue, priorityClassName=metadata.priority_class)
     if metadata.preemptibility:
         spec["preemptibility"] = metadata.preemptibility
     topology = metadata.topology.to_dict()
@@ -24,7 +21,7 @@ def podgroup_object(metadata: PodGroupMetadata) -> dict:
     if metadata.subgroups:
         spec["subGroups"] = []
         for subgroup in metadata.subgroups:
-            entry: dict = {"name": subgroup.name, "minMember": subgroup.min_available}
+            entry: dict = {"name": subgroup.name, **_minimum(subgroup.min_subgroup, subgroup.min_available)}
             if subgroup.parent is not None:
                 entry["parent"] = subgroup.parent
             if subgroup.topology is not None:
@@ -37,6 +34,11 @@ def podgroup_object(metadata: PodGroupMetadata) -> dict:
         obj_meta["annotations"] = dict(metadata.annotations)
     obj_meta["ownerReferences"] = [metadata.owner.to_dict()]
     return {"apiVersion": PODGROUP_API_VERSION, "kind": "PodGroup", "metadata": obj_meta, "spec": spec}
+
+
+def _minimum(min_subgroup: int | None, min_available: int) -> dict:
+    """``minSubGroup`` when set, else ``minMember`` (KAI's CRD takes one of the two)."""
+    return {"minSubGroup": min_subgroup} if min_subgroup is not None else {"minMember": min_available}
 
 
 def pod_assignment(podgroup: dict, subgroup: str | None) -> dict:
