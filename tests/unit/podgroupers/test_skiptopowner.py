@@ -42,9 +42,11 @@ def test_trainjob_is_grouped_by_its_jobset():
         },
     )
     job = obj("batch/v1", "Job", "pytorch-distributed-node-0", uid="j1", owner=jobset)
-    p = pod("pytorch-distributed-node-0-0-abc", owner=job, labels={"jobset.sigs.k8s.io/replicatedjob-name": "node"})
+    job_labels = {"jobset.sigs.k8s.io/replicatedjob-name": "node", "jobset.sigs.k8s.io/job-index": "0"}
+    p = pod("pytorch-distributed-node-0-0-abc", owner=job, labels=job_labels)
     metadata = group(p, trainjob, jobset, job)
-    assert (metadata.name, metadata.min_available, metadata.queue) == ("pg-pytorch-distributed-js1-node", 2, "train-q")
+    assert (metadata.name, metadata.min_subgroup, metadata.queue) == ("pg-pytorch-distributed-js1", 1, "train-q")
+    assert [(s.name, s.min_available, s.pods) for s in metadata.subgroups][1] == ("node-replica-0", 2, [p["metadata"]["name"]])
 
 
 def test_runai_workload_any_version():
