@@ -143,7 +143,7 @@ def test_jobset_one_gang_with_a_subgroup_per_replica_through_its_jobs(kube, podg
                         {"name": "workers", "replicas": 2, "template": {"spec": {"parallelism": 2, "completions": 2}}},
                     ]})
     job_spec = {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "m", "image": "busybox"}]}}}
-    job = create(kube, ns, "batch/v1", "Job", "jobs", "train-workers-0", job_spec,
+    job = create(kube, ns, "batch/v1", "Job", "jobs", "train-workers-1", job_spec,
                  ownerReferences=[ref(jobset)])
     make_pod(kube, ns, "train-workers-1-0", job, {"jobset.sigs.k8s.io/replicatedjob-name": "workers",
                                                   "jobset.sigs.k8s.io/job-index": "1"})
