@@ -46,7 +46,8 @@ def test_trainjob_is_grouped_by_its_jobset():
     p = pod("pytorch-distributed-node-0-0-abc", owner=job, labels=job_labels)
     metadata = group(p, trainjob, jobset, job)
     assert (metadata.name, metadata.min_subgroup, metadata.queue) == ("pg-pytorch-distributed-js1", 1, "train-q")
-    assert [(s.name, s.min_available, s.pods) for s in metadata.subgroups][1] == ("node-replica-0", 2, [p["metadata"]["name"]])
+    leaf = metadata.subgroups[1]
+    assert (leaf.name, leaf.min_available, leaf.pods) == ("node-replica-0", 2, [p["metadata"]["name"]])
 
 
 def test_runai_workload_any_version():
