@@ -71,7 +71,7 @@ def _parent(config, parent_of, topology):
         constraint = pack_constraint(config, topology, "topologyConstraint", "packConstraint")
     except GroupingError as err:
         raise GroupingError(f"failed to parse topology from topologyConstraintGroupConfig {name}. Err: {err}") from err
-    return SubGroupMetadata(name, 0, topology=constraint)
+    return SubGroupMetadata(name, 0, topology=constraint, min_subgroup=len(children))
 
 
 def _required_str(obj, key):

@@ -126,10 +126,10 @@ def test_grove_podgang_becomes_the_podgroup():
     metadata = group(p, pcs, clique, podgang)
     assert (metadata.name, metadata.min_available, metadata.priority_class) == ("pg-disagg-0-pg1", 3, "inference")
     assert (metadata.topology.topology, metadata.topology.required_level) == ("cluster", "zone")
-    assert [(s.name, s.min_available, s.parent) for s in metadata.subgroups] == [
-        ("serving", 0, None),
-        ("prefill", 2, "serving"),
-        ("decode", 1, "serving"),
+    assert [(s.name, s.min_available, s.min_subgroup, s.parent) for s in metadata.subgroups] == [
+        ("serving", 0, 2, None),
+        ("prefill", 2, None, "serving"),
+        ("decode", 1, None, "serving"),
     ]
     assert subgroup_of(metadata, p) == "prefill"
 
