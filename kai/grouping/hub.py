@@ -35,6 +35,7 @@ from kai.api.names import (
     PRIORITY_CLASS_LABEL,
     PROJECT_LABEL,
     QUEUE_LABEL,
+    SKIP_PODGROUPER_ANNOTATION,
     TOP_OWNER_METADATA_ANNOTATION,
     TOPOLOGY_ANNOTATION,
     TOPOLOGY_PREFERRED_ANNOTATION,
@@ -53,7 +54,7 @@ from kai.api.podgroup import (
 )
 from kai.grouping.objects import ObjectReader
 from kai.grouping.owners import resolve_owners
-from kai.grouping.podgroups import podgroup_object
+from kai.grouping.podgroups import GroupingSkipped, podgroup_object
 from kai.grouping.topowner import top_owner_metadata
 from kai.grouping.unstructured import annotations as annotations_of
 from kai.grouping.unstructured import gvk, labels, meta_str
@@ -219,8 +220,18 @@ class PodGrouperHub:
     # --- the whole flow ---------------------------------------------------------------------------
 
     def group(self, pod: dict) -> PodGroupMetadata:
-        """Resolve the pod's owners and return its PodGroup metadata."""
+        """Resolve the pod's owners and return its PodGroup metadata.
+
+        Raises :class:`~kai.grouping.podgroups.GroupingSkipped` when an owner carries
+        ``kai.scheduler/skip-podgrouper: "true"``.
+        """
         top_owner, owners = resolve_owners(self.reader, pod)
+        for owner in owners:
+            if annotations_of(owner).get(SKIP_PODGROUPER_ANNOTATION) == "true":
+                raise GroupingSkipped(
+                    f"{owner.get('kind', '')} {meta_str(owner, 'namespace')}/{meta_str(owner, 'name')} has "
+                    f'{SKIP_PODGROUPER_ANNOTATION}: "true"'
+                )
         return self.metadata(top_owner, pod, owners)
 
     def podgroup(self, pod: dict) -> tuple[dict, str | None]:
@@ -310,6 +321,18 @@ class PodGrouperHub:
     def priority_class(self, top_owner: dict, pod: dict, fallback: str) -> str:
         """The priority class judged on the top owner alone, else ``fallback``."""
         return self._priority_with_defaults([top_owner], pod, fallback)[0]
+
+    def kind_defaults(self, obj: dict) -> tuple[str, str]:
+        """The defaults ConfigMap entry of the object's kind: its priority class (``""`` unless that class
+        exists) and its preemptibility as written; ``("", "")`` without an entry.
+
+        Raises :class:`GroupingError` when the ConfigMap cannot be read.
+        """
+        entry = _defaults_for(self._workload_defaults(), obj)
+        if not entry:
+            return "", ""
+        priority = entry.get("priorityName", "")
+        return (priority if self._priority_class_exists(priority) else ""), entry.get("preemptibility", "")
 
     def _priority_class_exists(self, name: str) -> bool:
         if not name:

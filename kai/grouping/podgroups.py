@@ -3,10 +3,14 @@ which pods it leaves alone."""
 
 from __future__ import annotations
 
-from kai.api.names import POD_GROUP_ANNOTATION, PODGROUP_API_VERSION, SUBGROUP_LABEL
-from kai.api.podgroup import PodGroupMetadata
+from kai.api.names import POD_GROUP_ANNOTATION, PODGROUP_API_VERSION, SKIP_PODGROUPER_ANNOTATION, SUBGROUP_LABEL
+from kai.api.podgroup import GroupingError, PodGroupMetadata
 from kai.grouping.unstructured import annotations as annotations_of  # "annotations": the __future__ feature
 from kai.grouping.unstructured import meta_str
+
+
+class GroupingSkipped(GroupingError):
+    """KAI leaves the pod alone (an owner asks not to be grouped): no PodGroup, no event, no retry."""
 
 
 def podgroup_object(metadata: PodGroupMetadata) -> dict:
@@ -50,9 +54,24 @@ def pod_assignment(podgroup: dict, subgroup: str | None) -> dict:
     return result
 
 
+def kept_topology(current_spec: dict, spec: dict) -> dict:
+    """``spec`` with the existing PodGroup's ``topologyConstraint`` when the podgrouper names no topology
+    (KAI v0.17 keeps a constraint set by someone else)."""
+    if (spec.get("topologyConstraint") or {}).get("topology"):
+        return spec
+    kept = {key: value for key, value in spec.items() if key != "topologyConstraint"}
+    if current_spec.get("topologyConstraint"):
+        kept["topologyConstraint"] = current_spec["topologyConstraint"]
+    return kept
+
+
 def skip_reason(pod: dict) -> str | None:
-    """Why KAI leaves the pod alone: a bare pod that already names its own PodGroup; else ``None``."""
+    """Why KAI leaves the pod alone: it carries ``kai.scheduler/skip-podgrouper: "true"``, or it is a bare pod
+    that already names its own PodGroup; else ``None``. (An owner's annotation: see :class:`GroupingSkipped`.)"""
     meta = pod.get("metadata") or {}
-    if POD_GROUP_ANNOTATION in annotations_of(pod) and not meta.get("ownerReferences"):
+    pod_annotations = annotations_of(pod)
+    if pod_annotations.get(SKIP_PODGROUPER_ANNOTATION) == "true":
+        return f'the pod has {SKIP_PODGROUPER_ANNOTATION}: "true"'
+    if POD_GROUP_ANNOTATION in pod_annotations and not meta.get("ownerReferences"):
         return f"the pod has the {POD_GROUP_ANNOTATION} annotation and no owner: its PodGroup is user-managed"
     return None
