@@ -256,6 +256,17 @@ class PodGrouperHub:
         """Pods of a namespace carrying every label of ``selector``."""
         return self.reader.list_pods(namespace, selector)
 
+    def list_objects(self, api_version: str, kind: str, namespace: str, selector: Mapping[str, str]) -> list[dict]:
+        """Objects of a kind (in ``namespace``, or anywhere for ``""``) carrying every label of ``selector``;
+        empty when the reader cannot list other kinds than pods or the kind is not served."""
+        lister = getattr(self.reader, "list", None)
+        if lister is None:
+            return []
+        try:
+            return list(lister(api_version, kind, namespace, selector))
+        except NotFoundError:
+            return []
+
     # --- the default grouping rules ---------------------------------------------------------------
 
     def default_metadata(
@@ -430,13 +441,16 @@ def _defaults_for(defaults: Mapping[str, dict] | None, owner: dict) -> dict | No
     return defaults.get(key) or defaults.get(kind)
 
 
-def podgrouper_args(search_legacy_pg: bool = True, knative_gang_schedule: bool = True) -> dict[str, dict]:
-    """Arguments of the shipped podgroupers from the podgrouper flags ``--search-legacy-pg`` and
-    ``--knative-gang-schedule``."""
+def podgrouper_args(
+    search_legacy_pg: bool = True, knative_gang_schedule: bool = True, generic_karta_fallback: bool = True
+) -> dict[str, dict]:
+    """Arguments of the shipped podgroupers from the podgrouper flags ``--search-legacy-pg``,
+    ``--knative-gang-schedule`` and ``--generic-karta-fallback``."""
     return {
         "job": {"searchForLegacyPodGroups": search_legacy_pg},
         "runaijob": {"searchForLegacyPodGroups": search_legacy_pg},
         "knative": {"gangSchedule": knative_gang_schedule},
+        "default": {"kartaFallback": generic_karta_fallback},
     }
 
 
