@@ -90,3 +90,7 @@ SOURCE_PODGROUPER = "pod-grouper"
 BATCH_MIN_MEMBER_ANNOTATION = "kai.scheduler/batch-min-member"
 #: ``"true"`` on a pod or any of its owners: the podgrouper leaves the pod alone.
 SKIP_PODGROUPER_ANNOTATION = "kai.scheduler/skip-podgrouper"
+#: On a pod or an owner: a Go duration the PodGroup takes as ``spec.preemptionDelay`` (not negative).
+PREEMPTION_DELAY_ANNOTATION = "kai.scheduler/preemption-delay"
+#: On a pod or an owner: a Go duration the PodGroup takes as ``spec.stalenessGracePeriod``.
+STALENESS_GRACE_PERIOD_ANNOTATION = "kai.scheduler/staleness-grace-period"

@@ -106,7 +106,7 @@ class PodGroupMetadata:
     """Everything a podgrouper decides about the PodGroup of a pod.
 
     ``min_subgroup`` (how many direct sub-groups must be schedulable) replaces ``min_available`` in
-    the PodGroup when set.
+    the PodGroup when set. ``preemption_delay`` and ``staleness_grace_period`` are seconds.
     """
 
     name: str
@@ -121,6 +121,8 @@ class PodGroupMetadata:
     topology: TopologyConstraint = attrs.field(factory=TopologyConstraint)
     subgroups: list[SubGroupMetadata] = attrs.field(factory=list)
     min_subgroup: int | None = None
+    preemption_delay: float | None = None
+    staleness_grace_period: float | None = None
 
     def subgroup_for_pod(self, namespace: str, name: str) -> SubGroupMetadata | None:
         """The first sub-group listing the pod, if the pod is in this PodGroup's namespace."""

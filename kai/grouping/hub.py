@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, cast
@@ -32,10 +33,12 @@ from kai import PROJECT
 from kai.api.names import (
     NODE_POOL_LABEL,
     PREEMPTIBILITY_LABEL,
+    PREEMPTION_DELAY_ANNOTATION,
     PRIORITY_CLASS_LABEL,
     PROJECT_LABEL,
     QUEUE_LABEL,
     SKIP_PODGROUPER_ANNOTATION,
+    STALENESS_GRACE_PERIOD_ANNOTATION,
     TOP_OWNER_METADATA_ANNOTATION,
     TOPOLOGY_ANNOTATION,
     TOPOLOGY_PREFERRED_ANNOTATION,
@@ -52,12 +55,15 @@ from kai.api.podgroup import (
     TopologyConstraint,
     parse_preemptibility,
 )
+from kai.framework import parse_duration
 from kai.grouping.objects import ObjectReader
 from kai.grouping.owners import resolve_owners
 from kai.grouping.podgroups import GroupingSkipped, podgroup_object
 from kai.grouping.topowner import top_owner_metadata
 from kai.grouping.unstructured import annotations as annotations_of
 from kai.grouping.unstructured import gvk, labels, meta_str
+
+log = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "kai.podgroupers"
 ANY = "*"
@@ -288,6 +294,8 @@ class PodGrouperHub:
             queue=self.queue(top_owner, pod),
             priority_class=priority,
             preemptibility=self._preemptibility(owners, pod, defaults),
+            preemption_delay=first_duration([*owners, pod], PREEMPTION_DELAY_ANNOTATION, negative=False),
+            staleness_grace_period=first_duration([*owners, pod], STALENESS_GRACE_PERIOD_ANNOTATION),
             labels=self.labels(top_owner, pod),
             annotations=self.annotations(top_owner, pod),
             topology=TopologyConstraint(
@@ -425,6 +433,25 @@ class PodGrouperHub:
                 raise GroupingError("failed to unmarshal default priorities configmap data")
             result[_group_kind(entry.get("group", ""), entry.get("typeName", ""))] = entry
         return result
+
+
+def first_duration(objects: Iterable[dict], key: str, negative: bool = True) -> float | None:
+    """Seconds of the first valid Go-duration annotation ``key`` of ``objects``; invalid values are logged
+    and skipped (negative ones too unless ``negative``)."""
+    for obj in objects:
+        text = annotations_of(obj).get(key)
+        if text is None:
+            continue
+        try:
+            seconds = parse_duration(text, key)
+        except ValueError as err:
+            log.warning("invalid %s annotation on %s: %s", key, meta_str(obj, "name"), err)
+            continue
+        if seconds < 0 and not negative:
+            log.warning("invalid %s annotation on %s: %s must be non-negative", key, meta_str(obj, "name"), text)
+            continue
+        return seconds
+    return None
 
 
 def _group_kind(group: str, kind: str) -> str:

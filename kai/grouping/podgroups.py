@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from kai.api.names import POD_GROUP_ANNOTATION, PODGROUP_API_VERSION, SKIP_PODGROUPER_ANNOTATION, SUBGROUP_LABEL
 from kai.api.podgroup import GroupingError, PodGroupMetadata
+from kai.framework import format_duration
 from kai.grouping.unstructured import annotations as annotations_of  # "annotations": the __future__ feature
 from kai.grouping.unstructured import meta_str
 
@@ -19,6 +20,10 @@ def podgroup_object(metadata: PodGroupMetadata) -> dict:
     spec.update(queue=metadata.queue, priorityClassName=metadata.priority_class)
     if metadata.preemptibility:
         spec["preemptibility"] = metadata.preemptibility
+    if metadata.preemption_delay is not None:
+        spec["preemptionDelay"] = format_duration(metadata.preemption_delay)
+    if metadata.staleness_grace_period is not None:
+        spec["stalenessGracePeriod"] = format_duration(metadata.staleness_grace_period)
     topology = metadata.topology.to_dict()
     if topology:
         spec["topologyConstraint"] = topology

@@ -134,6 +134,15 @@ def test_grove_podgang_becomes_the_podgroup():
     assert subgroup_of(metadata, p) == "prefill"
 
 
+def test_grove_top_owner_preemption_delay_wins():
+    pcs, clique, podgang, p = grove_objects()
+    pcs["metadata"]["annotations"] = {"kai.scheduler/preemption-delay": "2m"}
+    podgang["metadata"]["annotations"]["kai.scheduler/preemption-delay"] = "10s"
+    assert group(p, pcs, clique, podgang).preemption_delay == 10.0  # the PodGang's own annotation comes first
+    del podgang["metadata"]["annotations"]["kai.scheduler/preemption-delay"]
+    assert group(p, pcs, clique, podgang).preemption_delay == 120.0
+
+
 def test_grove_pod_without_podgang_label_is_an_error():
     pcs, clique, podgang, _ = grove_objects()
     with pytest.raises(GroupingError, match="label for podgang name"):
