@@ -1,12 +1,20 @@
-"""Podgroupers for job-like kinds: ``batch/v1`` Job (one PodGroup per pod), CronJob (one PodGroup per
+"""Podgroupers for job-like kinds: ``batch/v1`` Job (one PodGroup per Job), CronJob (one PodGroup per
 Job run) and ``run.ai/v1`` RunaiJob (pods sharing a name stem share a PodGroup)."""
 
 from __future__ import annotations
 
 from kai import hookimpl
-from kai.api.names import PODGROUP_API_VERSION
+from kai.api.names import BATCH_MIN_MEMBER_ANNOTATION, PODGROUP_API_VERSION
 from kai.api.podgroup import GroupingError, NotFoundError
-from kai.grouping.unstructured import FieldError, meta_str, nested_int
+from kai.grouping.unstructured import FieldError, annotations, meta_str, nested_int, parse_int32
+
+
+def _exists(hub, namespace: str, name: str) -> bool:
+    try:
+        hub.get(PODGROUP_API_VERSION, "PodGroup", namespace, name)
+    except NotFoundError:
+        return False
+    return True
 
 
 def legacy_podgroup_name(hub, top_owner, pod):
@@ -20,17 +28,26 @@ def legacy_podgroup_name(hub, top_owner, pod):
         found = False
     base = meta_str(pod, "name") if found and parallelism > 1 else meta_str(top_owner, "name")
     name = f"pg-{base}-{meta_str(top_owner, 'uid')}"
+    return name if _exists(hub, meta_str(pod, "namespace"), name) else None
+
+
+def batch_min_member(top_owner) -> int:
+    """The Job's ``kai.scheduler/batch-min-member`` annotation, else 1."""
+    override = annotations(top_owner).get(BATCH_MIN_MEMBER_ANNOTATION)
+    if override is None:
+        return 1
     try:
-        hub.get(PODGROUP_API_VERSION, "PodGroup", meta_str(pod, "namespace"), name)
-    except NotFoundError:
-        return None
-    return name
+        return parse_int32(override)
+    except ValueError as err:
+        raise GroupingError(f"invalid min-member annotation value: {err}") from err
 
 
 class JobGrouper:
-    """Each pod of a Job is its own gang: PodGroup ``pg-<pod>-<job uid>``.
+    """One gang per Job: PodGroup ``pg-<job>-<job uid>``, minMember 1 or the Job's
+    ``kai.scheduler/batch-min-member`` annotation.
 
-    With ``searchForLegacyPodGroups`` (default on) an existing PodGroup of an older release is reused.
+    With ``searchForLegacyPodGroups`` (default on) a pod whose per-pod PodGroup ``pg-<pod>-<job uid>``
+    of an older release exists stays in it (minMember 1), so an upgrade moves no running pod.
     """
 
     def __init__(self, search_legacy: bool):
@@ -43,8 +60,12 @@ class JobGrouper:
     @hookimpl
     def kai_podgroup_metadata(self, hub, top_owner, pod, owners):
         metadata = hub.default_metadata(top_owner, pod)
-        legacy = legacy_podgroup_name(hub, top_owner, pod) if self.search_legacy else None
-        metadata.name = legacy or f"pg-{meta_str(pod, 'name')}-{meta_str(top_owner, 'uid')}"
+        uid = meta_str(top_owner, "uid")
+        legacy = f"pg-{meta_str(pod, 'name')}-{uid}"
+        if self.search_legacy and legacy != metadata.name and _exists(hub, meta_str(pod, "namespace"), legacy):
+            metadata.name = legacy
+            return metadata
+        metadata.min_available = batch_min_member(top_owner)
         return metadata
 
 

@@ -1,13 +1,15 @@
 """KAI's default grouping: one PodGroup per top owner with a minimum of one pod.
 
-``default`` is the fallback for every kind no other podgrouper claims; the other entry points of
-this module claim the kinds KAI's table maps to the default rules explicitly.
+``default`` is the fallback for every kind no other podgrouper claims: a kind described by a Karta
+(:mod:`kai.grouping.karta`) is grouped as its Karta says, any other by the default rules. The other
+entry points of this module claim the kinds KAI's table maps to the default rules explicitly.
 """
 
 from __future__ import annotations
 
 from kai import hookimpl
 from kai.grouping.hub import FALLBACK_KIND
+from kai.grouping.karta import karta_for, karta_metadata
 
 
 class DefaultGrouper:
@@ -25,9 +27,24 @@ class DefaultGrouper:
         return hub.default_metadata(top_owner, pod, owners)
 
 
+class FallbackGrouper(DefaultGrouper):
+    """The fallback: the kind's Karta when ``karta`` is on and one exists, else the default rules."""
+
+    def __init__(self, karta: bool):
+        super().__init__([FALLBACK_KIND])
+        self.karta = karta
+
+    @hookimpl
+    def kai_podgroup_metadata(self, hub, top_owner, pod, owners):
+        metadata = hub.default_metadata(top_owner, pod, owners)
+        karta = karta_for(hub, top_owner) if self.karta else None
+        return karta_metadata(karta, metadata, top_owner, pod) if karta is not None else metadata
+
+
 def build(args):
-    """The fallback podgrouper for every kind without a podgrouper of its own."""
-    return DefaultGrouper([FALLBACK_KIND])
+    """The fallback podgrouper for every kind without a podgrouper of its own; ``args["kartaFallback"]``
+    (default true) turns the Karta fallback on (KAI's ``--generic-karta-fallback``)."""
+    return FallbackGrouper(bool(args.get("kartaFallback", True)))
 
 
 def build_seldondeployment(args):

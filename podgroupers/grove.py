@@ -6,12 +6,14 @@ from __future__ import annotations
 from kai import hookimpl
 from kai.api.names import (
     PREEMPTIBILITY_LABEL,
+    PREEMPTION_DELAY_ANNOTATION,
     PRIORITY_CLASS_LABEL,
     TOPOLOGY_ANNOTATION,
     TOPOLOGY_PREFERRED_ANNOTATION,
     TOPOLOGY_REQUIRED_ANNOTATION,
 )
 from kai.api.podgroup import GroupingError, SubGroupMetadata, TopologyConstraint, parse_preemptibility
+from kai.grouping.hub import first_duration
 from kai.grouping.unstructured import (
     annotations,
     labels,
@@ -71,7 +73,7 @@ def _parent(config, parent_of, topology):
         constraint = pack_constraint(config, topology, "topologyConstraint", "packConstraint")
     except GroupingError as err:
         raise GroupingError(f"failed to parse topology from topologyConstraintGroupConfig {name}. Err: {err}") from err
-    return SubGroupMetadata(name, 0, topology=constraint)
+    return SubGroupMetadata(name, 0, topology=constraint, min_subgroup=len(children))
 
 
 def _required_str(obj, key):
@@ -203,6 +205,10 @@ class GroveGrouper:
     def _apply_merged_metadata(metadata, where):
         if PRIORITY_CLASS_LABEL in metadata.labels:
             metadata.priority_class = metadata.labels[PRIORITY_CLASS_LABEL]
+        merged = {"metadata": {"name": metadata.name, "annotations": metadata.annotations}}
+        delay = first_duration([merged], PREEMPTION_DELAY_ANNOTATION, negative=False)
+        if delay is not None:
+            metadata.preemption_delay = delay
         if PREEMPTIBILITY_LABEL in metadata.labels:
             try:
                 metadata.preemptibility = parse_preemptibility(metadata.labels[PREEMPTIBILITY_LABEL])

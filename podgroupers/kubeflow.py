@@ -11,7 +11,7 @@ from __future__ import annotations
 from kai import hookimpl
 from kai.api.names import SEGMENT_SIZE_ANNOTATION
 from kai.api.podgroup import BUILD_PRIORITY, GroupingError, SubGroupMetadata
-from kai.grouping.segments import segment_topology, trunc_div
+from kai.grouping.segments import segment_topology
 from kai.grouping.unstructured import (
     FieldError,
     annotations,
@@ -115,6 +115,8 @@ class MpiGrouper(DistributedGrouper):
 PYTORCH_SPECS = "pytorchReplicaSpecs"
 REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
 REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
+#: The most segments a worker group may be cut into.
+MAX_SEGMENTS = 10000
 
 
 def _optional_int(obj, *path):
@@ -181,11 +183,20 @@ class PyTorchGrouper(DistributedGrouper):
             return [SubGroupMetadata("worker", worker_min, pods=pods)]
         count, partial = divmod(workers, size)
         count += 1 if partial else 0
+        if count > MAX_SEGMENTS:
+            raise GroupingError(
+                f"number of subgroups created for the segmentation {count} is greater than max allowed "
+                f"segmentation {MAX_SEGMENTS}"
+            )
+        if count <= 0:
+            return [SubGroupMetadata("worker", worker_min, pods=pods)]
         index = self._segment_index(pod, size)
         topology = segment_topology(pod, template, top_owner)
-        subgroups = [SubGroupMetadata("worker", worker_min)]
+        # A parent sub-group takes minSubGroup; segments past the job's minimum are elastic (minimum 0).
+        mandatory = (worker_min + size - 1) // size
+        subgroups = [SubGroupMetadata("worker", 0, min_subgroup=count)]
         for i in range(count):
-            segment_min = partial if partial and i == count - 1 else size
+            segment_min = 0 if i >= mandatory else partial if partial and i == count - 1 else size
             subgroups.append(
                 SubGroupMetadata(
                     f"worker-{i}",
@@ -231,9 +242,12 @@ class PyTorchGrouper(DistributedGrouper):
                 f"replica index label not found on pod {meta_str(pod, 'namespace')}/{meta_str(pod, 'name')}"
             )
         try:
-            return trunc_div(atoi(text), size)
+            index = atoi(text)
         except ValueError as err:
             raise GroupingError(f"invalid replica index {text}, err: {err}") from err
+        if index < 0:
+            raise GroupingError(f"replica index {text} is not valid. It must be bigger than 0")
+        return index // size
 
 
 class DefaultRulesGrouper:

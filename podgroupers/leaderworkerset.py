@@ -24,10 +24,26 @@ LEADER_CREATED = "LeaderCreated"
 LEADER_READY = "LeaderReady"
 LEADER_WORKER = "LeaderWorker"
 LEADER_EXCLUDED = "LeaderExcluded"
+#: The most segments a group may be cut into.
+MAX_SEGMENTS = 10000
 
 
 def _is_leader(pod) -> bool:
     return labels(pod).get(WORKER_INDEX_LABEL) == "0"
+
+
+def _check_worker_index(pod) -> None:
+    text = labels(pod).get(WORKER_INDEX_LABEL)
+    if text is None:
+        return
+    try:
+        index = atoi(text)
+    except ValueError as err:
+        raise GroupingError(
+            f"failed to get worker index from pod {meta_str(pod, 'namespace')}/{meta_str(pod, 'name')}: {err}"
+        ) from err
+    if index < 0:
+        raise GroupingError(f"workerIndex {text} is not valid. It must be bigger than 0")
 
 
 class LwsGrouper:
@@ -48,6 +64,7 @@ class LwsGrouper:
         except GroupingError as err:
             raise GroupingError(f"failed to get startupPolicy from {where}: {err}") from err
         policy = policy if found else LEADER_CREATED
+        _check_worker_index(pod)
         if policy == LEADER_READY:
             metadata.min_available = self._leader_ready_min(pod, size)
         elif policy == LEADER_CREATED:
@@ -94,6 +111,11 @@ class LwsGrouper:
                 return [leader]
             return [leader, SubGroupMetadata("workers", replicas - 1, pods=[] if _is_leader(pod) else [name])]
         segment_size, kind = policy
+        count = _segment_of(replicas - 1, replicas, segment_size) + 1
+        if count > MAX_SEGMENTS:
+            raise GroupingError(
+                f"number of subgroups segments {count} is greater than max allowed segmentation {MAX_SEGMENTS}"
+            )
         try:
             template, found = nested_map(top_owner, "spec", "leaderWorkerTemplate", "workerTemplate")
         except GroupingError as err:
@@ -168,6 +190,7 @@ def _segments(kind, size, topology, replicas, pod):
             first.min_available += 1
         leader = SubGroupMetadata("leader", 1, parent=first.name)
         workers = SubGroupMetadata("workers", first.min_available - 1, parent=first.name)
+        first.min_available, first.min_subgroup = 0, 2  # a parent sub-group takes minSubGroup
         if _is_leader(pod):
             leader.pods.append(name)
             placed = True

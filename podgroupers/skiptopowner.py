@@ -1,11 +1,15 @@
 """Podgroupers that skip the top owner: Argo Workflow, Kubeflow Trainer TrainJob, Dynamo
 DynamoGraphDeployment and Run:ai workloads wrap another workload (a Pod, a JobSet, a Grove
 PodCliqueSet...). The owner below the top one is grouped by its own kind's podgrouper, after
-inheriting the skipped owner's labels and annotations it lacks."""
+inheriting the skipped owner's labels and annotations it lacks, and the priority class and
+preemptibility the defaults ConfigMap gives the skipped owner's kind (as labels it lacks)."""
 
 from __future__ import annotations
 
+import copy
+
 from kai import hookimpl
+from kai.api.names import PREEMPTIBILITY_LABEL, PRIORITY_CLASS_LABEL
 from kai.api.podgroup import GroupingError
 from kai.grouping.unstructured import meta_str
 
@@ -29,6 +33,19 @@ def _inherit(target: dict, source: dict, key: str) -> None:
         return
     for name, value in source_values.items():
         values.setdefault(name, value)
+
+
+def _kind_default_labels(hub, skipped: dict, targets) -> None:
+    try:
+        priority, preemptibility = hub.kind_defaults(skipped)
+    except GroupingError:
+        return
+    for target in targets:
+        target_labels = target.setdefault("metadata", {}).setdefault("labels", {})
+        if priority:
+            target_labels.setdefault(PRIORITY_CLASS_LABEL, priority)
+        if preemptibility:
+            target_labels.setdefault(PREEMPTIBILITY_LABEL, preemptibility)
 
 
 class SkipTopOwnerGrouper:
@@ -58,10 +75,12 @@ class SkipTopOwnerGrouper:
         except GroupingError as err:
             raise GroupingError(f"failed to get last owner: {err}") from err
         owner["apiVersion"], owner["kind"] = owner.get("apiVersion") or api_version, owner.get("kind") or kind
+        below_owners = [copy.deepcopy(o) for o in owners[:-1]]
         if top_owner is not None:
+            _kind_default_labels(hub, top_owner, [owner, *below_owners[-1:]])
             _inherit(owner, top_owner, "labels")
             _inherit(owner, top_owner, "annotations")
-        return hub.dispatch(owner, pod, owners[:-1], table=self.table)
+        return hub.dispatch(owner, pod, below_owners, table=self.table)
 
 
 def build(args):
@@ -82,7 +101,7 @@ def build_trainjob(args):
 
 
 def build_dynamographdeployment(args):
-    return SkipTopOwnerGrouper([("nvidia.com", "v1alpha1", "DynamoGraphDeployment")])
+    return SkipTopOwnerGrouper([("nvidia.com", "*", "DynamoGraphDeployment")])
 
 
 def build_runai_workloads(args):

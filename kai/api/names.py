@@ -84,3 +84,13 @@ REASON_PODGROUPER_WARNING = "PodGrouperWarning"
 SOURCE_SCHEDULER = SCHEDULER_NAME
 SOURCE_BINDER = "kai-binder"
 SOURCE_PODGROUPER = "pod-grouper"
+
+# --- podgrouper annotations of KAI v0.17 -------------------------------------------------------
+#: On a Job or JobSet (or a replicated job's template): the gang minimum instead of the default.
+BATCH_MIN_MEMBER_ANNOTATION = "kai.scheduler/batch-min-member"
+#: ``"true"`` on a pod or any of its owners: the podgrouper leaves the pod alone.
+SKIP_PODGROUPER_ANNOTATION = "kai.scheduler/skip-podgrouper"
+#: On a pod or an owner: a Go duration the PodGroup takes as ``spec.preemptionDelay`` (not negative).
+PREEMPTION_DELAY_ANNOTATION = "kai.scheduler/preemption-delay"
+#: On a pod or an owner: a Go duration the PodGroup takes as ``spec.stalenessGracePeriod``.
+STALENESS_GRACE_PERIOD_ANNOTATION = "kai.scheduler/staleness-grace-period"

@@ -88,7 +88,9 @@ class OwnerReference:
 class SubGroupMetadata:
     """One sub-group of a PodGroup: its own gang minimum, an optional parent and topology.
 
-    ``pods`` names the pods known to belong to it (usually only the pod being grouped).
+    ``pods`` names the pods known to belong to it (usually only the pod being grouped). A parent
+    sub-group sets ``min_subgroup`` (how many of its direct children must be schedulable) instead
+    of ``min_available``; the PodGroup then carries ``minSubGroup`` and no ``minMember``.
     """
 
     name: str
@@ -96,11 +98,16 @@ class SubGroupMetadata:
     parent: str | None = None
     pods: list[str] = attrs.field(factory=list)
     topology: TopologyConstraint | None = None
+    min_subgroup: int | None = None
 
 
 @attrs.define
 class PodGroupMetadata:
-    """Everything a podgrouper decides about the PodGroup of a pod."""
+    """Everything a podgrouper decides about the PodGroup of a pod.
+
+    ``min_subgroup`` (how many direct sub-groups must be schedulable) replaces ``min_available`` in
+    the PodGroup when set. ``preemption_delay`` and ``staleness_grace_period`` are seconds.
+    """
 
     name: str
     namespace: str
@@ -113,6 +120,9 @@ class PodGroupMetadata:
     annotations: dict[str, str] = attrs.field(factory=dict)
     topology: TopologyConstraint = attrs.field(factory=TopologyConstraint)
     subgroups: list[SubGroupMetadata] = attrs.field(factory=list)
+    min_subgroup: int | None = None
+    preemption_delay: float | None = None
+    staleness_grace_period: float | None = None
 
     def subgroup_for_pod(self, namespace: str, name: str) -> SubGroupMetadata | None:
         """The first sub-group listing the pod, if the pod is in this PodGroup's namespace."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, cast
@@ -32,9 +33,12 @@ from kai import PROJECT
 from kai.api.names import (
     NODE_POOL_LABEL,
     PREEMPTIBILITY_LABEL,
+    PREEMPTION_DELAY_ANNOTATION,
     PRIORITY_CLASS_LABEL,
     PROJECT_LABEL,
     QUEUE_LABEL,
+    SKIP_PODGROUPER_ANNOTATION,
+    STALENESS_GRACE_PERIOD_ANNOTATION,
     TOP_OWNER_METADATA_ANNOTATION,
     TOPOLOGY_ANNOTATION,
     TOPOLOGY_PREFERRED_ANNOTATION,
@@ -51,12 +55,15 @@ from kai.api.podgroup import (
     TopologyConstraint,
     parse_preemptibility,
 )
+from kai.framework import parse_duration
 from kai.grouping.objects import ObjectReader
 from kai.grouping.owners import resolve_owners
-from kai.grouping.podgroups import podgroup_object
+from kai.grouping.podgroups import GroupingSkipped, podgroup_object
 from kai.grouping.topowner import top_owner_metadata
 from kai.grouping.unstructured import annotations as annotations_of
 from kai.grouping.unstructured import gvk, labels, meta_str
+
+log = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "kai.podgroupers"
 ANY = "*"
@@ -219,8 +226,18 @@ class PodGrouperHub:
     # --- the whole flow ---------------------------------------------------------------------------
 
     def group(self, pod: dict) -> PodGroupMetadata:
-        """Resolve the pod's owners and return its PodGroup metadata."""
+        """Resolve the pod's owners and return its PodGroup metadata.
+
+        Raises :class:`~kai.grouping.podgroups.GroupingSkipped` when an owner carries
+        ``kai.scheduler/skip-podgrouper: "true"``.
+        """
         top_owner, owners = resolve_owners(self.reader, pod)
+        for owner in owners:
+            if annotations_of(owner).get(SKIP_PODGROUPER_ANNOTATION) == "true":
+                raise GroupingSkipped(
+                    f"{owner.get('kind', '')} {meta_str(owner, 'namespace')}/{meta_str(owner, 'name')} has "
+                    f'{SKIP_PODGROUPER_ANNOTATION}: "true"'
+                )
         return self.metadata(top_owner, pod, owners)
 
     def podgroup(self, pod: dict) -> tuple[dict, str | None]:
@@ -245,6 +262,17 @@ class PodGrouperHub:
         """Pods of a namespace carrying every label of ``selector``."""
         return self.reader.list_pods(namespace, selector)
 
+    def list_objects(self, api_version: str, kind: str, namespace: str, selector: Mapping[str, str]) -> list[dict]:
+        """Objects of a kind (in ``namespace``, or anywhere for ``""``) carrying every label of ``selector``;
+        empty when the reader cannot list other kinds than pods or the kind is not served."""
+        lister = getattr(self.reader, "list", None)
+        if lister is None:
+            return []
+        try:
+            return list(lister(api_version, kind, namespace, selector))
+        except NotFoundError:
+            return []
+
     # --- the default grouping rules ---------------------------------------------------------------
 
     def default_metadata(
@@ -266,6 +294,8 @@ class PodGrouperHub:
             queue=self.queue(top_owner, pod),
             priority_class=priority,
             preemptibility=self._preemptibility(owners, pod, defaults),
+            preemption_delay=first_duration([*owners, pod], PREEMPTION_DELAY_ANNOTATION, negative=False),
+            staleness_grace_period=first_duration([*owners, pod], STALENESS_GRACE_PERIOD_ANNOTATION),
             labels=self.labels(top_owner, pod),
             annotations=self.annotations(top_owner, pod),
             topology=TopologyConstraint(
@@ -310,6 +340,18 @@ class PodGrouperHub:
     def priority_class(self, top_owner: dict, pod: dict, fallback: str) -> str:
         """The priority class judged on the top owner alone, else ``fallback``."""
         return self._priority_with_defaults([top_owner], pod, fallback)[0]
+
+    def kind_defaults(self, obj: dict) -> tuple[str, str]:
+        """The defaults ConfigMap entry of the object's kind: its priority class (``""`` unless that class
+        exists) and its preemptibility as written; ``("", "")`` without an entry.
+
+        Raises :class:`GroupingError` when the ConfigMap cannot be read.
+        """
+        entry = _defaults_for(self._workload_defaults(), obj)
+        if not entry:
+            return "", ""
+        priority = entry.get("priorityName", "")
+        return (priority if self._priority_class_exists(priority) else ""), entry.get("preemptibility", "")
 
     def _priority_class_exists(self, name: str) -> bool:
         if not name:
@@ -393,6 +435,25 @@ class PodGrouperHub:
         return result
 
 
+def first_duration(objects: Iterable[dict], key: str, negative: bool = True) -> float | None:
+    """Seconds of the first valid Go-duration annotation ``key`` of ``objects``; invalid values are logged
+    and skipped (negative ones too unless ``negative``)."""
+    for obj in objects:
+        text = annotations_of(obj).get(key)
+        if text is None:
+            continue
+        try:
+            seconds = parse_duration(text, key)
+        except ValueError as err:
+            log.warning("invalid %s annotation on %s: %s", key, meta_str(obj, "name"), err)
+            continue
+        if seconds < 0 and not negative:
+            log.warning("invalid %s annotation on %s: %s must be non-negative", key, meta_str(obj, "name"), text)
+            continue
+        return seconds
+    return None
+
+
 def _group_kind(group: str, kind: str) -> str:
     return f"{kind}.{group}" if group else kind
 
@@ -407,13 +468,16 @@ def _defaults_for(defaults: Mapping[str, dict] | None, owner: dict) -> dict | No
     return defaults.get(key) or defaults.get(kind)
 
 
-def podgrouper_args(search_legacy_pg: bool = True, knative_gang_schedule: bool = True) -> dict[str, dict]:
-    """Arguments of the shipped podgroupers from the podgrouper flags ``--search-legacy-pg`` and
-    ``--knative-gang-schedule``."""
+def podgrouper_args(
+    search_legacy_pg: bool = True, knative_gang_schedule: bool = True, generic_karta_fallback: bool = True
+) -> dict[str, dict]:
+    """Arguments of the shipped podgroupers from the podgrouper flags ``--search-legacy-pg``,
+    ``--knative-gang-schedule`` and ``--generic-karta-fallback``."""
     return {
         "job": {"searchForLegacyPodGroups": search_legacy_pg},
         "runaijob": {"searchForLegacyPodGroups": search_legacy_pg},
         "knative": {"gangSchedule": knative_gang_schedule},
+        "default": {"kartaFallback": generic_karta_fallback},
     }
 
 

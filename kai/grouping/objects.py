@@ -1,8 +1,9 @@
 """Looking up Kubernetes objects while grouping pods: the reader contract and an in-memory reader.
 
 A reader answers ``get`` by (API group, kind, namespace, name) -- the version is not significant,
-as with the API server -- and lists pods by label equality. Lookups return copies: a grouper may
-change what it gets.
+as with the API server -- and lists pods by label equality. A reader may also ``list`` the objects of
+any kind by label equality (the Karta fallback needs it; without it no Karta is found). Lookups
+return copies: a grouper may change what it gets.
 """
 
 from __future__ import annotations
@@ -89,11 +90,16 @@ class MemoryObjects:
         return copy.deepcopy(obj)
 
     def list_pods(self, namespace: str, selector: Mapping[str, str]) -> list[dict]:
+        return self.list("v1", "Pod", namespace, selector)
+
+    def list(self, api_version: str, kind: str, namespace: str, selector: Mapping[str, str]) -> list[dict]:
+        """Objects of the kind in ``namespace`` (any namespace for ``""``) carrying every label of ``selector``."""
+        wanted_group, _ = split_api_version(api_version)
         found = []
-        for (group, kind, ns, _), obj in self._objects.items():
-            if group or kind != "Pod" or ns != (namespace or ""):
+        for (group, obj_kind, ns, _), obj in self._objects.items():
+            if group != wanted_group or obj_kind != kind or (namespace and ns != namespace):
                 continue
-            pod_labels = labels(obj)
-            if all(pod_labels.get(k) == v for k, v in selector.items()):
+            obj_labels = labels(obj)
+            if all(obj_labels.get(k) == v for k, v in selector.items()):
                 found.append(copy.deepcopy(obj))
         return found

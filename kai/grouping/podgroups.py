@@ -3,28 +3,34 @@ which pods it leaves alone."""
 
 from __future__ import annotations
 
-from kai.api.names import POD_GROUP_ANNOTATION, PODGROUP_API_VERSION, SUBGROUP_LABEL
-from kai.api.podgroup import PodGroupMetadata
+from kai.api.names import POD_GROUP_ANNOTATION, PODGROUP_API_VERSION, SKIP_PODGROUPER_ANNOTATION, SUBGROUP_LABEL
+from kai.api.podgroup import GroupingError, PodGroupMetadata
+from kai.framework import format_duration
 from kai.grouping.unstructured import annotations as annotations_of  # "annotations": the __future__ feature
 from kai.grouping.unstructured import meta_str
 
 
+class GroupingSkipped(GroupingError):
+    """KAI leaves the pod alone (an owner asks not to be grouped): no PodGroup, no event, no retry."""
+
+
 def podgroup_object(metadata: PodGroupMetadata) -> dict:
     """The ``scheduling.run.ai/v2alpha2`` PodGroup KAI creates for ``metadata``."""
-    spec: dict = {
-        "minMember": metadata.min_available,
-        "queue": metadata.queue,
-        "priorityClassName": metadata.priority_class,
-    }
+    spec: dict = _minimum(metadata.min_subgroup, metadata.min_available)
+    spec.update(queue=metadata.queue, priorityClassName=metadata.priority_class)
     if metadata.preemptibility:
         spec["preemptibility"] = metadata.preemptibility
+    if metadata.preemption_delay is not None:
+        spec["preemptionDelay"] = format_duration(metadata.preemption_delay)
+    if metadata.staleness_grace_period is not None:
+        spec["stalenessGracePeriod"] = format_duration(metadata.staleness_grace_period)
     topology = metadata.topology.to_dict()
     if topology:
         spec["topologyConstraint"] = topology
     if metadata.subgroups:
         spec["subGroups"] = []
         for subgroup in metadata.subgroups:
-            entry: dict = {"name": subgroup.name, "minMember": subgroup.min_available}
+            entry: dict = {"name": subgroup.name, **_minimum(subgroup.min_subgroup, subgroup.min_available)}
             if subgroup.parent is not None:
                 entry["parent"] = subgroup.parent
             if subgroup.topology is not None:
@@ -39,6 +45,11 @@ def podgroup_object(metadata: PodGroupMetadata) -> dict:
     return {"apiVersion": PODGROUP_API_VERSION, "kind": "PodGroup", "metadata": obj_meta, "spec": spec}
 
 
+def _minimum(min_subgroup: int | None, min_available: int) -> dict:
+    """``minSubGroup`` when set, else ``minMember`` (KAI's CRD takes one of the two)."""
+    return {"minSubGroup": min_subgroup} if min_subgroup is not None else {"minMember": min_available}
+
+
 def pod_assignment(podgroup: dict, subgroup: str | None) -> dict:
     """The annotation and label KAI sets on a pod of ``podgroup`` (and ``subgroup``):
     ``{"annotations": {...}, "labels": {...}}``."""
@@ -48,9 +59,24 @@ def pod_assignment(podgroup: dict, subgroup: str | None) -> dict:
     return result
 
 
+def kept_topology(current_spec: dict, spec: dict) -> dict:
+    """``spec`` with the existing PodGroup's ``topologyConstraint`` when the podgrouper names no topology
+    (KAI v0.17 keeps a constraint set by someone else)."""
+    if (spec.get("topologyConstraint") or {}).get("topology"):
+        return spec
+    kept = {key: value for key, value in spec.items() if key != "topologyConstraint"}
+    if current_spec.get("topologyConstraint"):
+        kept["topologyConstraint"] = current_spec["topologyConstraint"]
+    return kept
+
+
 def skip_reason(pod: dict) -> str | None:
-    """Why KAI leaves the pod alone: a bare pod that already names its own PodGroup; else ``None``."""
+    """Why KAI leaves the pod alone: it carries ``kai.scheduler/skip-podgrouper: "true"``, or it is a bare pod
+    that already names its own PodGroup; else ``None``. (An owner's annotation: see :class:`GroupingSkipped`.)"""
     meta = pod.get("metadata") or {}
-    if POD_GROUP_ANNOTATION in annotations_of(pod) and not meta.get("ownerReferences"):
+    pod_annotations = annotations_of(pod)
+    if pod_annotations.get(SKIP_PODGROUPER_ANNOTATION) == "true":
+        return f'the pod has {SKIP_PODGROUPER_ANNOTATION}: "true"'
+    if POD_GROUP_ANNOTATION in pod_annotations and not meta.get("ownerReferences"):
         return f"the pod has the {POD_GROUP_ANNOTATION} annotation and no owner: its PodGroup is user-managed"
     return None

@@ -129,6 +129,16 @@ def atoi(text: str) -> int:
     return int(text)
 
 
+def parse_int32(text: str) -> int:
+    """Parse a decimal 32-bit integer as Go's ``strconv.ParseInt(text, 10, 32)``; ``ValueError`` with Go's text."""
+    if not isinstance(text, str) or not _ATOI.fullmatch(text):
+        raise ValueError(f'strconv.ParseInt: parsing "{text}": invalid syntax')
+    value = int(text)
+    if not -(2**31) <= value < 2**31:
+        raise ValueError(f'strconv.ParseInt: parsing "{text}": value out of range')
+    return value
+
+
 def _string_map(obj, key: str) -> dict[str, str]:
     meta = obj.get("metadata") if isinstance(obj, dict) else None
     values = meta.get(key) if isinstance(meta, dict) else None

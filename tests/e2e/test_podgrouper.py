@@ -136,21 +136,24 @@ def test_raycluster_head_and_worker_group(kube, podgrouper, ns):
     wait_for("the worker assigned", lambda: assigned(kube, ns, "ray-gpu-0") == (name, "gpu"))
 
 
-def test_jobset_one_gang_per_replicated_job_through_its_jobs(kube, podgrouper, ns):
+def test_jobset_one_gang_with_a_subgroup_per_replica_through_its_jobs(kube, podgrouper, ns):
     jobset = create(kube, ns, "jobset.x-k8s.io/v1alpha2", "JobSet", "jobsets", "train",
                     {"replicatedJobs": [
                         {"name": "leader", "replicas": 1, "template": {"spec": {"parallelism": 1, "completions": 1}}},
                         {"name": "workers", "replicas": 2, "template": {"spec": {"parallelism": 2, "completions": 2}}},
                     ]})
     job_spec = {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "m", "image": "busybox"}]}}}
-    job = create(kube, ns, "batch/v1", "Job", "jobs", "train-workers-0", job_spec,
+    job = create(kube, ns, "batch/v1", "Job", "jobs", "train-workers-1", job_spec,
                  ownerReferences=[ref(jobset)])
-    make_pod(kube, ns, "train-workers-0-0", job, {"jobset.sigs.k8s.io/replicatedjob-name": "workers"})
-    name = f"pg-train-{jobset['metadata']['uid']}-workers"
+    make_pod(kube, ns, "train-workers-1-0", job, {"jobset.sigs.k8s.io/replicatedjob-name": "workers",
+                                                  "jobset.sigs.k8s.io/job-index": "1"})
+    name = f"pg-train-{jobset['metadata']['uid']}"
     pg = wait_for("the JobSet's PodGroup", lambda: podgroup(kube, ns, name))
-    assert pg["spec"]["minMember"] == 4
+    leaves = [(s["name"], s.get("parent"), s.get("minMember")) for s in pg["spec"]["subGroups"] if s.get("parent")]
+    assert leaves == [("leader-replica-0", "leader", 1), ("workers-replica-0", "workers", 2),
+                      ("workers-replica-1", "workers", 2)]
     assert pg["metadata"]["ownerReferences"][0]["kind"] == "JobSet"
-    wait_for("the pod assigned", lambda: assigned(kube, ns, "train-workers-0-0") == (name, None))
+    wait_for("the pod assigned", lambda: assigned(kube, ns, "train-workers-1-0") == (name, "workers-replica-1"))
 
 
 def test_leaderworkerset_group_with_leader_and_workers(kube, podgrouper, ns):

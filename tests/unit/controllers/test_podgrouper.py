@@ -113,16 +113,16 @@ def test_a_pod_gets_its_podgroup_and_annotation_and_a_second_pass_writes_nothing
     pod(kube, owner=owner)
     g = grouper(kube)
     assert g.handle("ns/train-0") is None
-    pg = kube.objects[f"{PG_PATH}/pg-train-0-job-uid"]
+    pg = kube.objects[f"{PG_PATH}/pg-train-job-uid"]
     assert pg["spec"]["queue"] == "team-a" and pg["spec"]["minMember"] == 1
     assert pg["metadata"]["ownerReferences"] == [
         {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "job-uid"}]
     assert kube.objects["/api/v1/namespaces/ns/pods/train-0"]["metadata"]["annotations"] == {
-        "pod-group-name": "pg-train-0-job-uid"}
+        "pod-group-name": "pg-train-job-uid"}
     assert [w[0] for w in kube.writes] == ["POST", "PATCH"]
 
     g.stores["pods"]["ns/train-0"] = kube.objects["/api/v1/namespaces/ns/pods/train-0"]
-    g.stores["podgroups"]["ns/pg-train-0-job-uid"] = pg
+    g.stores["podgroups"]["ns/pg-train-job-uid"] = pg
     kube.writes.clear()
     assert g.handle("ns/train-0") is None
     assert kube.writes == []
@@ -194,7 +194,7 @@ def test_a_missing_owner_gives_one_event_naming_it_and_retries_with_backoff(kube
     job(kube, name="ghost", uid="g-uid")  # the owner appears: grouped, backoff forgotten
     g.reader.forget("batch/v1", "Job", "ns", "ghost")
     assert g.handle("ns/train-0") is None
-    assert f"{PG_PATH}/pg-train-0-g-uid" in kube.objects
+    assert f"{PG_PATH}/pg-ghost-g-uid" in kube.objects
     assert g._failures == {}
 
 
@@ -227,11 +227,11 @@ def test_a_deleted_podgroup_is_made_again_even_just_after_it_was_written(kube):
     g = grouper(kube)
     g.handle("ns/train-0")
     g.stores["pods"]["ns/train-0"] = kube.objects["/api/v1/namespaces/ns/pods/train-0"]
-    deleted = kube.objects.pop(f"{PG_PATH}/pg-train-0-job-uid")
+    deleted = kube.objects.pop(f"{PG_PATH}/pg-train-job-uid")
     g.on_podgroup("DELETED", deleted)
     assert g.queue.get(timeout=0) == "ns/train-0"
     assert g.handle("ns/train-0") is None
-    assert f"{PG_PATH}/pg-train-0-job-uid" in kube.objects
+    assert f"{PG_PATH}/pg-train-job-uid" in kube.objects
 
 
 def test_a_deleted_podgroup_requeues_the_pods_naming_it(kube):

@@ -13,34 +13,47 @@ def pi_job(**spec):
     )
 
 
-def test_each_job_pod_is_its_own_podgroup():
-    job = pi_job(parallelism=3, completions=6)
-    metadata = group(pod("pi-abcde", owner=job), job)
-    assert (metadata.name, metadata.min_available, metadata.queue) == ("pg-pi-abcde-j1", 1, "research")
-    assert metadata.owner.kind == "Job"
-
-
-def test_legacy_podgroup_is_reused():
-    job = pi_job()
-    legacy = {
+def legacy_podgroup(name):
+    return {
         "apiVersion": "scheduling.run.ai/v2alpha2",
         "kind": "PodGroup",
-        "metadata": {"name": "pg-pi-j1", "namespace": "default"},
+        "metadata": {"name": name, "namespace": "default"},
         "spec": {"minMember": 1},
     }
-    p = pod("pi-abcde", owner=job)
-    assert group(p, job, legacy).name == "pg-pi-j1"
-    assert group(p, job, legacy, args={"job": {"searchForLegacyPodGroups": False}}).name == "pg-pi-abcde-j1"
 
 
-def test_legacy_name_of_parallel_job_uses_the_pod_name():
+def test_the_pods_of_a_job_share_one_podgroup():
+    job = pi_job(parallelism=3, completions=6)
+    first, second = (group(pod(name, owner=job), job) for name in ("pi-abcde", "pi-fghij"))
+    assert (first.name, first.min_available, first.queue) == ("pg-pi-j1", 1, "research")
+    assert second.name == first.name
+    assert first.owner.kind == "Job"
+
+
+def test_batch_min_member_annotation_sets_the_gang_size():
+    job = pi_job(parallelism=4)
+    job["metadata"]["annotations"] = {"kai.scheduler/batch-min-member": "4"}
+    assert group(pod("pi-abcde", owner=job), job).min_available == 4
+
+
+@pytest.mark.parametrize("value", ["abc", "1.5", "", "99999999999"])
+def test_invalid_batch_min_member_is_an_error(value):
+    job = pi_job()
+    job["metadata"]["annotations"] = {"kai.scheduler/batch-min-member": value}
+    with pytest.raises(GroupingError, match="invalid min-member annotation value: strconv.ParseInt"):
+        group(pod("pi-abcde", owner=job), job)
+
+
+def test_a_pod_keeps_its_per_pod_podgroup_of_an_older_release():
     job = pi_job(parallelism=2)
-    legacy = {
-        "apiVersion": "scheduling.run.ai/v2alpha2",
-        "kind": "PodGroup",
-        "metadata": {"name": "pg-pi-abcde-j1", "namespace": "default"},
-    }
-    assert group(pod("pi-abcde", owner=job), job, legacy).name == "pg-pi-abcde-j1"
+    job["metadata"]["annotations"] = {"kai.scheduler/batch-min-member": "2"}
+    legacy = legacy_podgroup("pg-pi-abcde-j1")
+    old = group(pod("pi-abcde", owner=job), job, legacy)
+    assert (old.name, old.min_available) == ("pg-pi-abcde-j1", 1)
+    new = group(pod("pi-fghij", owner=job), job, legacy)
+    assert (new.name, new.min_available) == ("pg-pi-j1", 2)
+    off = group(pod("pi-abcde", owner=job), job, legacy, args={"job": {"searchForLegacyPodGroups": False}})
+    assert off.name == "pg-pi-j1"
 
 
 def test_cronjob_groups_by_the_job_it_started():

@@ -3,6 +3,7 @@
 import json
 
 from kai.grouping.hub import GroupingConfig
+from kai.grouping.podgroups import podgroup_object
 from kai.testing_podgroupers import group, obj, pod
 
 
@@ -100,3 +101,19 @@ def test_kinds_kai_maps_to_the_default_rules():
         owner = obj(api_version, kind, "w", uid="w1")
         metadata = group(pod("w-0", owner=owner), owner)
         assert (metadata.name, metadata.min_available, metadata.priority_class) == ("pg-w-w1", 1, "train"), kind
+
+
+def test_preemption_delay_and_staleness_grace_period_come_from_owners_then_the_pod():
+    # KAI v0.17: annotations kai.scheduler/preemption-delay and kai.scheduler/staleness-grace-period.
+    deploy = obj("apps/v1", "StatefulSet", "db", uid="s1",
+                 annotations={"kai.scheduler/preemption-delay": "bad", "kai.scheduler/staleness-grace-period": "-10s"})
+    p = pod("db-0", owner=deploy, annotations={"kai.scheduler/preemption-delay": "1m30s",
+                                                "kai.scheduler/staleness-grace-period": "5m"})
+    metadata = group(p, deploy)
+    assert (metadata.preemption_delay, metadata.staleness_grace_period) == (90.0, -10.0)
+    spec = podgroup_object(metadata)["spec"]
+    assert (spec["preemptionDelay"], spec["stalenessGracePeriod"]) == ("1m30s", "-10s")
+    negative = pod("db-1", owner=obj("apps/v1", "StatefulSet", "db", uid="s1"),
+                   annotations={"kai.scheduler/preemption-delay": "-1s"})
+    metadata = group(negative, obj("apps/v1", "StatefulSet", "db", uid="s1"))
+    assert metadata.preemption_delay is None and "preemptionDelay" not in podgroup_object(metadata)["spec"]

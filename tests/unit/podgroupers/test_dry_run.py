@@ -44,7 +44,7 @@ def test_json_output_lists_podgroups_and_errors(tmp_path, capsys):
     assert first["pod"] == "pi-xk2p" and first["subgroup"] is None
     podgroup = first["podgroup"]
     assert podgroup["apiVersion"] == "scheduling.run.ai/v2alpha2" and podgroup["kind"] == "PodGroup"
-    assert podgroup["metadata"]["name"] == "pg-pi-xk2p-job-uid"
+    assert podgroup["metadata"]["name"] == "pg-pi-job-uid"
     assert podgroup["metadata"]["ownerReferences"][0]["kind"] == "Job"
     assert podgroup["spec"] == {"minMember": 1, "queue": "team-a", "priorityClassName": "inference"}
     assert second == {

@@ -3,10 +3,10 @@
 import pytest
 
 from kai import hookimpl
-from kai.api.podgroup import GroupingError, PodGroupMetadata, SubGroupMetadata, TopologyConstraint
+from kai.api.podgroup import GroupingError, OwnerReference, PodGroupMetadata, SubGroupMetadata, TopologyConstraint
 from kai.grouping.hub import GroupingConfig
 from kai.grouping.owners import resolve_owners
-from kai.grouping.podgroups import pod_assignment, podgroup_object, skip_reason
+from kai.grouping.podgroups import GroupingSkipped, kept_topology, pod_assignment, podgroup_object, skip_reason
 from kai.testing_podgroupers import group, hub, obj, pod
 
 
@@ -172,3 +172,48 @@ def test_bare_pod_naming_its_own_podgroup_is_skipped():
     assert skip_reason(pod("p", annotations={"pod-group-name": "mine"}))
     job = obj("batch/v1", "Job", "j")
     assert skip_reason(pod("p", owner=job, annotations={"pod-group-name": "mine"})) is None
+
+
+SKIP = "kai.scheduler/skip-podgrouper"
+
+
+def test_a_pod_asking_to_be_skipped_is_left_alone():
+    assert skip_reason(pod("p", annotations={SKIP: "true"})) == f'the pod has {SKIP}: "true"'
+    assert skip_reason(pod("p", annotations={SKIP: "false"})) is None
+    assert skip_reason(pod("p", annotations={SKIP: "True"})) is None  # KAI compares with "true" exactly
+
+
+@pytest.mark.parametrize("skipped", ["Deployment", "ReplicaSet"])
+def test_a_pod_whose_owner_asks_to_be_skipped_is_not_grouped(skipped):
+    deploy, rs, p = deployment_chain()
+    {"Deployment": deploy, "ReplicaSet": rs}[skipped]["metadata"]["annotations"] = {SKIP: "true"}
+    with pytest.raises(GroupingSkipped, match=f'{skipped} default/web.* has {SKIP}: "true"'):
+        hub(p, deploy, rs).podgroup(p)
+
+
+def test_an_owner_skip_annotation_other_than_true_groups_the_pod():
+    deploy, rs, p = deployment_chain()
+    deploy["metadata"]["annotations"] = {SKIP: "yes"}
+    assert group(p, deploy, rs).queue == "serving"
+
+
+def test_an_existing_topology_constraint_is_kept_when_the_podgrouper_names_none():
+    external = {"topology": "cluster", "requiredTopologyLevel": "rack"}
+    current = {"minMember": 1, "topologyConstraint": external}
+    assert kept_topology(current, {"minMember": 2}) == {"minMember": 2, "topologyConstraint": external}
+    # levels without a topology name are replaced as well, as KAI does
+    assert kept_topology(current, {"topologyConstraint": {"requiredTopologyLevel": "zone"}}) == {
+        "topologyConstraint": external}
+    own = {"topology": "other", "preferredTopologyLevel": "host"}
+    assert kept_topology(current, {"topologyConstraint": own}) == {"topologyConstraint": own}
+    assert kept_topology({}, {"minMember": 2, "topologyConstraint": {"requiredTopologyLevel": "zone"}}) == {
+        "minMember": 2}
+
+
+def test_min_subgroup_replaces_min_member_in_the_podgroup():
+    metadata = PodGroupMetadata("pg", "ns", OwnerReference("v1", "Pod", "p", "u"), min_available=0, min_subgroup=2,
+                                subgroups=[SubGroupMetadata("a", 0, min_subgroup=1),
+                                           SubGroupMetadata("a-0", 3, parent="a")])
+    spec = podgroup_object(metadata)["spec"]
+    assert (spec["minSubGroup"], "minMember" in spec) == (2, False)
+    assert spec["subGroups"] == [{"name": "a", "minSubGroup": 1}, {"name": "a-0", "minMember": 3, "parent": "a"}]

@@ -3,6 +3,7 @@
 import pytest
 
 from kai.api.podgroup import GroupingError
+from kai.grouping.podgroups import podgroup_object
 from kai.testing_podgroupers import group, obj, pod
 
 REVISION = "serving.knative.dev/revision"
@@ -56,7 +57,7 @@ def test_pod_without_revision_label_is_an_error():
         group(pod("x", owner=objects[-1]), *objects)
 
 
-def jobset(startup=None):
+def jobset(startup=None, annotations=None):
     # The "simple" JobSet example: a leader job and a group of parallel workers.
     spec = {
         "replicatedJobs": [
@@ -66,31 +67,95 @@ def jobset(startup=None):
     }
     if startup:
         spec["startupPolicy"] = {"startupPolicyOrder": startup}
-    return obj("jobset.x-k8s.io/v1alpha2", "JobSet", "simple", uid="js1", spec=spec)
+    return obj("jobset.x-k8s.io/v1alpha2", "JobSet", "simple", uid="js1", annotations=annotations, spec=spec)
 
 
-def jobset_pod(js, replicated_job):
-    job = obj("batch/v1", "Job", f"simple-{replicated_job}-0", uid=f"j-{replicated_job}", owner=js)
-    return pod(
-        f"simple-{replicated_job}-0-0-x", owner=job, labels={"jobset.sigs.k8s.io/replicatedjob-name": replicated_job}
-    ), job
+def jobset_pod(js, replicated_job, index="0"):
+    job = obj("batch/v1", "Job", f"simple-{replicated_job}-{index}", uid=f"j-{replicated_job}-{index}", owner=js)
+    job_labels = {"jobset.sigs.k8s.io/replicatedjob-name": replicated_job, "jobset.sigs.k8s.io/job-index": index}
+    return pod(f"simple-{replicated_job}-{index}-0-x", owner=job, labels=job_labels), job
 
 
-def test_jobset_one_gang_per_replicated_job_in_order():
+def tree(metadata):
+    return [(s.name, s.parent, s.min_subgroup, s.min_available, s.pods) for s in metadata.subgroups]
+
+
+def test_jobset_is_one_podgroup_with_a_parent_per_replicated_job_and_a_leaf_per_replica():
     js = jobset()
-    p, job = jobset_pod(js, "workers")
+    p, job = jobset_pod(js, "workers", "1")
     metadata = group(p, js, job)
-    assert (metadata.name, metadata.min_available) == ("pg-simple-js1-workers", 8)
+    assert (metadata.name, metadata.min_subgroup) == ("pg-simple-js1", 2)
+    assert tree(metadata) == [
+        ("leader", None, 1, 0, []),
+        ("leader-replica-0", "leader", None, 1, []),
+        ("workers", None, 2, 0, []),
+        ("workers-replica-0", "workers", None, 4, []),
+        ("workers-replica-1", "workers", None, 4, ["simple-workers-1-0-x"]),
+    ]
+    spec = podgroup_object(metadata)["spec"]
+    assert spec["minSubGroup"] == 2 and "minMember" not in spec
+    assert spec["subGroups"][2] == {"name": "workers", "minSubGroup": 2}
+    assert spec["subGroups"][4] == {"name": "workers-replica-1", "minMember": 4, "parent": "workers"}
 
 
-def test_jobset_any_order_is_one_gang():
-    js = jobset("AnyOrder")
+@pytest.mark.parametrize(
+    ("startup", "annotation", "expected"),
+    [("InOrder", None, 1), ("AnyOrder", None, 2), ("InOrder", "2", 2), (None, "1", 1), (None, "9", 2)],
+)
+def test_jobset_root_min_subgroup(startup, annotation, expected):
+    js = jobset(startup, {"kai.scheduler/batch-min-member": annotation} if annotation else None)
     p, job = jobset_pod(js, "leader")
-    metadata = group(p, js, job)
-    assert (metadata.name, metadata.min_available) == ("pg-simple-js1", 9)
+    assert group(p, js, job).min_subgroup == expected
+
+
+def test_jobset_template_annotation_sets_the_replica_gang():
+    js = jobset()
+    js["spec"]["replicatedJobs"][1]["template"]["metadata"] = {"annotations": {"kai.scheduler/batch-min-member": "3"}}
+    p, job = jobset_pod(js, "workers")
+    assert [s.min_available for s in group(p, js, job).subgroups if s.parent == "workers"] == [3, 3]
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "message"),
+    [
+        ("jobset", "x", 'invalid kai.scheduler/batch-min-member annotation on JobSet: strconv.ParseInt: parsing "x"'),
+        ("jobset", "0", "invalid kai.scheduler/batch-min-member annotation on JobSet: value 0 must be >= 1"),
+        ("template", "-2", "annotation on replicatedJob template: value -2 must be >= 1"),
+    ],
+)
+def test_jobset_invalid_min_member_annotations_are_errors(where, value, message):
+    js = jobset(annotations={"kai.scheduler/batch-min-member": value} if where == "jobset" else None)
+    if where == "template":
+        js["spec"]["replicatedJobs"][0]["template"]["metadata"] = {
+            "annotations": {"kai.scheduler/batch-min-member": value}
+        }
+    p, job = jobset_pod(js, "leader")
+    with pytest.raises(GroupingError, match=message):
+        group(p, js, job)
+
+
+def test_jobset_grouped_flat_by_an_older_release_keeps_the_flat_shape():
+    js = jobset("InOrder", {"kai.scheduler/batch-min-member": "2"})
+    legacy = {
+        "apiVersion": "scheduling.run.ai/v2alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": "pg-simple-js1-leader", "namespace": "default"},
+        "spec": {"minMember": 1},
+    }
+    p, job = jobset_pod(js, "workers")
+    metadata = group(p, js, job, legacy)
+    assert (metadata.name, metadata.min_available, metadata.min_subgroup, metadata.subgroups) == (
+        "pg-simple-js1-workers", 2, None, [])
 
 
 def test_jobset_pod_without_replicated_job_label_is_an_error():
     js = jobset()
     with pytest.raises(GroupingError, match='missing required label "jobset.sigs.k8s.io/replicatedjob-name"'):
         group(pod("p", owner=js), js)
+
+
+def test_jobset_pod_of_an_unknown_replica_is_an_error():
+    js = jobset()
+    p, job = jobset_pod(js, "workers", "5")
+    with pytest.raises(GroupingError, match='leaf subgroup "workers-replica-5" not found for pod default/'):
+        group(p, js, job)

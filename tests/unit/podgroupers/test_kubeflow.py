@@ -74,15 +74,35 @@ def test_pytorch_worker_segments_with_topology():
     }
     job = pytorchjob({"pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(5, annotations)}})
     metadata = group(worker(job, 4), job)
-    assert [(s.name, s.min_available, s.parent) for s in metadata.subgroups] == [
-        ("master", 1, None),
-        ("worker", 5, None),
-        ("worker-0", 2, "worker"),
-        ("worker-1", 2, "worker"),
-        ("worker-2", 1, "worker"),
+    assert [(s.name, s.min_available, s.min_subgroup, s.parent) for s in metadata.subgroups] == [
+        ("master", 1, None, None),
+        ("worker", 0, 3, None),
+        ("worker-0", 2, None, "worker"),
+        ("worker-1", 2, None, "worker"),
+        ("worker-2", 1, None, "worker"),
     ]
     assert subgroup_of(metadata, worker(job, 4)) == "worker-2"
     assert metadata.subgroups[2].topology.required_level == "rack"
+
+
+def test_pytorch_segments_past_the_elastic_minimum_are_not_mandatory():
+    # KAI's Segments_ElasticMinReplicas: 1 master + 8 workers, minReplicas 5, segments of 2.
+    segments = {"kai.scheduler/segment-size": "2"}
+    job = pytorchjob({"elasticPolicy": {"minReplicas": 5},
+                      "pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(8, segments)}})
+    metadata = group(worker(job, 0), job)
+    assert metadata.min_available == 5
+    assert [(s.name, s.min_available, s.min_subgroup) for s in metadata.subgroups[1:]] == [
+        ("worker", 0, 4), ("worker-0", 2, None), ("worker-1", 2, None), ("worker-2", 0, None), ("worker-3", 0, None),
+    ]
+
+
+def test_pytorch_without_workers_keeps_worker_a_leaf():
+    job = pytorchjob({"runPolicy": {"schedulingPolicy": {"minAvailable": 1}},
+                      "pytorchReplicaSpecs": {"Master": replica(1),
+                                              "Worker": replica(0, {"kai.scheduler/segment-size": "2"})}})
+    master = pod("pytorch-simple-master-0", namespace="kubeflow", owner=job, labels={TYPE: "master", INDEX: "0"})
+    assert [(s.name, s.min_subgroup) for s in group(master, job).subgroups] == [("master", None), ("worker", None)]
 
 
 def test_pytorch_segment_errors():
@@ -98,6 +118,12 @@ def test_pytorch_segment_errors():
     )
     with pytest.raises(GroupingError, match="replica index label not found"):
         group(p, job)
+    p = worker(job, -1, annotations={"kai.scheduler/segment-size": "2"})
+    with pytest.raises(GroupingError, match="replica index -1 is not valid. It must be bigger than 0"):
+        group(p, job)
+    job = pytorchjob({"pytorchReplicaSpecs": {"Worker": replica(10001, {"kai.scheduler/segment-size": "1"})}})
+    with pytest.raises(GroupingError, match="segmentation 10001 is greater than max allowed segmentation 10000"):
+        group(worker(job, 0), job)
 
 
 def test_tfjob_sums_all_replica_types():

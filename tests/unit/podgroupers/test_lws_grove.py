@@ -47,11 +47,11 @@ def test_segments_leader_worker_policy():
     owner = lws(size=5, sub_group_policy={"subGroupSize": 2})
     worker, sts = lws_pod(owner, 0, 4)
     metadata = group(worker, owner, sts)
-    assert [(s.name, s.min_available, s.parent) for s in metadata.subgroups] == [
-        ("segment-0", 3, None),
-        ("segment-1", 2, None),
-        ("leader", 1, "segment-0"),
-        ("workers", 2, "segment-0"),
+    assert [(s.name, s.min_available, s.min_subgroup, s.parent) for s in metadata.subgroups] == [
+        ("segment-0", 0, 2, None),
+        ("segment-1", 2, None, None),
+        ("leader", 1, None, "segment-0"),
+        ("workers", 2, None, "segment-0"),
     ]
     assert subgroup_of(metadata, worker) == "segment-1"
 
@@ -72,6 +72,13 @@ def test_lws_errors():
         leader, sts = lws_pod(owner, 0, 0)
         with pytest.raises(GroupingError, match=message):
             group(leader, owner, sts)
+    worker, sts = lws_pod(lws(), 0, -1)
+    with pytest.raises(GroupingError, match="workerIndex -1 is not valid. It must be bigger than 0"):
+        group(worker, lws(), sts)
+    owner = lws(size=20003, sub_group_policy={"subGroupSize": 2})
+    leader, sts = lws_pod(owner, 0, 0)
+    with pytest.raises(GroupingError, match="subgroups segments 10001 is greater than max allowed segmentation"):
+        group(leader, owner, sts)
 
 
 def grove_objects(top_labels=None):
@@ -119,12 +126,21 @@ def test_grove_podgang_becomes_the_podgroup():
     metadata = group(p, pcs, clique, podgang)
     assert (metadata.name, metadata.min_available, metadata.priority_class) == ("pg-disagg-0-pg1", 3, "inference")
     assert (metadata.topology.topology, metadata.topology.required_level) == ("cluster", "zone")
-    assert [(s.name, s.min_available, s.parent) for s in metadata.subgroups] == [
-        ("serving", 0, None),
-        ("prefill", 2, "serving"),
-        ("decode", 1, "serving"),
+    assert [(s.name, s.min_available, s.min_subgroup, s.parent) for s in metadata.subgroups] == [
+        ("serving", 0, 2, None),
+        ("prefill", 2, None, "serving"),
+        ("decode", 1, None, "serving"),
     ]
     assert subgroup_of(metadata, p) == "prefill"
+
+
+def test_grove_top_owner_preemption_delay_wins():
+    pcs, clique, podgang, p = grove_objects()
+    pcs["metadata"]["annotations"] = {"kai.scheduler/preemption-delay": "2m"}
+    podgang["metadata"]["annotations"]["kai.scheduler/preemption-delay"] = "10s"
+    assert group(p, pcs, clique, podgang).preemption_delay == 10.0  # the PodGang's own annotation comes first
+    del podgang["metadata"]["annotations"]["kai.scheduler/preemption-delay"]
+    assert group(p, pcs, clique, podgang).preemption_delay == 120.0
 
 
 def test_grove_pod_without_podgang_label_is_an_error():
