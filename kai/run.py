@@ -114,7 +114,8 @@ def _podgrouper(ctx: Context):
                             defaults_configmap=defaults if all(defaults) else None)
     try:
         return PodGrouper(ctx.client(), config=config, scheduler_name=a.scheduler_name,
-                          args=podgrouper_args(a.search_legacy_pg == "true", a.knative_gang_schedule == "true"),
+                          args=podgrouper_args(a.search_legacy_pg == "true", a.knative_gang_schedule == "true",
+                                               a.generic_karta_fallback == "true"),
                           pod_label_selector=a.pod_label_selector, workers=a.podgrouper_workers)
     except GroupingError as exc:  # two podgroupers claiming one kind, a podgrouper without its hook
         raise ValueError(f"podgrouper: {exc}") from exc
@@ -230,6 +231,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="reuse PodGroups named by older releases for Jobs (default: %(default)s)")
     g.add_argument("--knative-gang-schedule", choices=("true", "false"), default="true",
                    help="one PodGroup per Knative revision (default: %(default)s)")
+    g.add_argument("--generic-karta-fallback", choices=("true", "false"), default="true",
+                   help="group kinds no podgrouper knows by their Karta, if one exists (default: %(default)s)")
     g.add_argument("--pod-label-selector", default="", metavar="SELECTOR",
                    help="group only pods matching this label selector (default: all)")
     g.add_argument("--podgrouper-workers", type=int, default=10, metavar="N",

@@ -32,7 +32,7 @@ from typing import Any
 from kai.api import names
 from kai.api.podgroup import GroupingError
 from kai.grouping.hub import GroupingConfig, PodGrouperHub, build_hub
-from kai.grouping.podgroups import pod_assignment, skip_reason
+from kai.grouping.podgroups import GroupingSkipped, kept_topology, pod_assignment, skip_reason
 from kai.kube.access import Access
 from kai.kube.client import ApiError, Kube, object_path
 from kai.kube.controller import Controller
@@ -87,13 +87,14 @@ API_ACCESS = (
     Access("", "events", ("create",)),
     Access(names.PODGROUPS[0], names.PODGROUPS[2], ("get", "list", "watch", "create", "update")),
     *(Access(group, resource, ("get",)) for group, resources in OWNER_RESOURCES.items() for resource in resources),
+    Access("run.ai", "kartas", ("list",)),  # the no-code grouping rules of unknown kinds
 )
 
 
 def desired_update(current: dict, desired: dict, config: GroupingConfig) -> dict | None:
     """The existing PodGroup ``current`` brought to ``desired`` as KAI's podgrouper does; None when nothing changes."""
-    spec = dict(desired.get("spec") or {})
     current_spec = current.get("spec") or {}
+    spec = kept_topology(current_spec, dict(desired.get("spec") or {}))
     for key in KEPT_SPEC_FIELDS:
         if key in current_spec:
             spec[key] = current_spec[key]
@@ -243,6 +244,9 @@ class PodGrouper(Controller):
             return None
         try:
             outcome = self.group(pod)
+        except GroupingSkipped as exc:  # an owner asks to be left alone: not an error
+            log.debug("pod not grouped", **fields(pod=key, reason=str(exc)))
+            return None
         except GroupingError as exc:
             if (pod.get("metadata") or {}).get("deletionTimestamp"):
                 log.debug("pod being deleted cannot be grouped", **fields(pod=key, error=str(exc)))

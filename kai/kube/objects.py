@@ -96,6 +96,21 @@ class KubeObjects:
         reply = self.kube.get(object_path("", "v1", "pods", namespace), query)
         return list(reply.get("items") or ())
 
+    def list(self, api_version: str, kind: str, namespace: str, selector: Mapping[str, str]) -> list[dict]:
+        """Objects of a kind (in ``namespace``, or in every namespace for ``""``) with every label of
+        ``selector``; raises NotFoundError when no API serves the kind."""
+        plural, namespaced = self.resource(api_version, kind)
+        group, version = split_api_version(api_version)
+        query = {"labelSelector": ",".join(f"{k}={v}" for k, v in sorted(selector.items()))} if selector else {}
+        try:
+            reply = self.kube.get(object_path(group, version, plural, (namespace or None) if namespaced else None),
+                                  query)
+        except ApiError as exc:
+            if exc.status in (403, 404):
+                raise NotFoundError(f"cannot list {plural}.{group}: {exc}") from None
+            raise
+        return list(reply.get("items") or ())
+
     def forget(self, api_version: str, kind: str, namespace: str, name: str) -> None:
         """Drop one cached object (it is known to have changed)."""
         with self._lock:

@@ -287,3 +287,39 @@ def test_concurrent_lookups_of_one_owner_make_one_read(kube):
         thread.join()
     assert kube.reads.count("/apis/batch/v1/namespaces/ns/jobs/train") == 1
     assert kube.reads.count("/apis/batch/v1") == 1
+
+
+def test_a_topology_set_by_someone_else_is_kept_unless_the_podgrouper_names_one():
+    current = {"metadata": {}, "spec": {"minMember": 1, "topologyConstraint": {"topology": "dc"}}}
+    plain = {"metadata": {}, "spec": {"minMember": 1}}
+    assert desired_update(current, plain, GroupingConfig()) is None
+    named = {"metadata": {}, "spec": {"minMember": 1, "topologyConstraint": {"topology": "rack"}}}
+    assert desired_update(current, named, GroupingConfig())["spec"]["topologyConstraint"] == {"topology": "rack"}
+
+
+def test_an_owner_asking_to_be_skipped_leaves_the_pod_alone_without_an_event(kube):
+    owner = job(kube)
+    owner["metadata"]["annotations"] = {"kai.scheduler/skip-podgrouper": "true"}
+    pod(kube, owner=owner)
+    g = grouper(kube)
+    assert g.handle("ns/train-0") is None
+    assert kube.writes == [] and kube.events == []
+
+
+def test_reader_lists_a_kind_by_labels_across_namespaces(kube):
+    listed = []
+
+    def get(path, query=None):
+        if path == "/apis/run.ai/v1alpha1":
+            return {"resources": [{"kind": "Karta", "name": "kartas", "namespaced": False}]}
+        if path.startswith("/apis/run.ai/"):
+            listed.append((path, query))
+            return {"items": [{"metadata": {"name": "k"}}]}
+        raise ApiError("GET", path, 404, "Not Found")
+
+    kube.get = get
+    found = KubeObjects(kube).list("run.ai/v1alpha1", "Karta", "", {"run.ai/karta-kind": "Thing"})
+    assert found == [{"metadata": {"name": "k"}}]
+    assert listed == [("/apis/run.ai/v1alpha1/kartas", {"labelSelector": "run.ai/karta-kind=Thing"})]
+    with pytest.raises(NotFoundError):
+        KubeObjects(kube).list("nothing.io/v1", "Nope", "", {})
