@@ -23,7 +23,10 @@ scheduler deletes a Failed BindRequest once ``failedAttempts >= backoffLimit`` (
 limit), so the limit counts attempts: the binder retries, after ``base_delay * 2**failedAttempts``
 seconds (capped), only while the count is still below it. A BindRequest out of attempts stays
 Failed until the scheduler deletes it; the pod, still pending, is then scheduled again. The pod
-gets condition ``PodBound`` and an event ``Bound`` / ``BindingError``.
+gets condition ``PodBound`` and an event ``Bound`` / ``BindingError``. Both writes name the object's
+UID (a JSON patch testing the BindRequest's, the pod's in the patch), so an outcome never lands on a
+new object of the same name -- the scheduler replaces a BindRequest whose node vanished, maybe while
+this one was being carried out.
 
 Succeeded BindRequests stay while their pod exists (the scheduler reads GPU groups from them); a
 periodic sweep deletes those whose pod is gone, which the garbage collector would also do through
@@ -43,7 +46,7 @@ from kai.api import names
 from kai.api.names import POD_BOUND_CONDITION, RECEIVED_RESOURCE_TYPE
 from kai.binder.plugins import BindContext, BindError, BindPlugin, BindRequest, InvalidBindRequest
 from kai.kube.access import Access
-from kai.kube.client import STRATEGIC_MERGE_PATCH, ApiError, Kube, object_path
+from kai.kube.client import JSON_PATCH, STRATEGIC_MERGE_PATCH, ApiError, Kube, object_path
 from kai.kube.controller import Controller
 from kai.kube.events import NORMAL, WARNING, record_event
 from kai.kube.watch import Informer, object_key
@@ -361,19 +364,32 @@ class Binder(Controller):
             self.metrics.stale_deleted()
 
     def _set_status(self, request: BindRequest, status: dict[str, Any]) -> None:
+        """Writes the outcome to this very BindRequest: a JSON patch whose first operation tests its UID, so
+        that it never lands on a new BindRequest of the same name the scheduler made meanwhile."""
+        merged = {k: v for k, v in {**(request.raw.get("status") or {}), **status}.items() if v is not None}
+        patch: list[dict[str, Any]] = [{"op": "add", "path": "/status", "value": merged}]
+        uid = (request.raw.get("metadata") or {}).get("uid")
+        if uid:
+            patch.insert(0, {"op": "test", "path": "/metadata/uid", "value": uid})
+        path = object_path(*names.BINDREQUESTS, request.namespace, request.name, subresource="status")
         try:
-            self.kube.patch(object_path(*names.BINDREQUESTS, request.namespace, request.name), {"status": status},
-                            subresource="status")
+            self.kube.request("PATCH", path, body=patch, content_type=JSON_PATCH)
         except ApiError as exc:
-            log.error("could not record BindRequest status", **fields(
-                bind_request=f"{request.namespace}/{request.name}", status=status.get("phase"), error=str(exc)))
+            ids = fields(bind_request=f"{request.namespace}/{request.name}", status=status.get("phase"), error=str(exc))
+            if exc.status == 404 or (exc.status == 422 and uid):
+                log.info("BindRequest deleted or replaced meanwhile; its status is not recorded", **ids)
+            else:
+                log.error("could not record BindRequest status", **ids)
 
     def _pod_condition(self, request: BindRequest, status: str, reason: str, message: str) -> None:
         condition = {"type": POD_BOUND_CONDITION, "status": status, "reason": reason, "message": message,
                      "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        body: dict[str, Any] = {"status": {"conditions": [condition]}}
+        if request.owner_pod_uid:  # the UID is immutable: a new pod of the same name refuses the patch (422)
+            body["metadata"] = {"uid": request.owner_pod_uid}
         try:
             self.kube.request("PATCH", object_path("", "v1", "pods", request.namespace, request.pod_name, "status"),
-                              body={"status": {"conditions": [condition]}}, content_type=STRATEGIC_MERGE_PATCH)
+                              body=body, content_type=STRATEGIC_MERGE_PATCH)
         except ApiError as exc:
             log.warning("could not set pod condition", **fields(pod=f"{request.namespace}/{request.pod_name}",
                                                                  condition=POD_BOUND_CONDITION, error=str(exc)))

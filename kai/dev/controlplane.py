@@ -3,7 +3,8 @@
 :class:`ControlPlane` starts the three processes on free loopback ports with a fresh PKI
 (:mod:`kai.dev.pki`) and binaries built by :mod:`kai.dev.gobuild`, writes an admin kubeconfig and
 records the PIDs in a state directory, so another process (``kai-scheduler dev-cluster down``) can
-stop exactly what was started.
+stop exactly what was started. :meth:`ControlPlane.restart` stops one of them and starts it again
+with the same command line (same port, PKI and etcd data), as a crash and restart would.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import ssl
 import subprocess
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,6 +116,8 @@ class ControlPlane:
         self.server = ""
         self.processes: dict[str, ProcessRecord] = {}
         self._children: dict[str, subprocess.Popen] = {}
+        #: How each process was started, for :meth:`restart`: command line, extra environment, readiness check.
+        self._launches: dict[str, tuple[list[str], dict[str, str] | None, Callable[[], bool]]] = {}
 
     @property
     def kubeconfig(self) -> Path:
@@ -179,7 +183,7 @@ class ControlPlane:
         self._write_kubeconfig()
 
         etcd_url, peer_url = f"http://127.0.0.1:{etcd_port}", f"http://127.0.0.1:{peer_port}"
-        self._spawn(
+        self._launch(
             "etcd",
             [
                 str(binaries.etcd),
@@ -196,11 +200,11 @@ class ControlPlane:
                 "--logger=zap",
                 "--log-level=warn",
             ],
+            lambda: b'"health":"true"' in self._get(f"{etcd_url}/health"),
         )
-        self._wait("etcd", lambda: b'"health":"true"' in self._get(f"{etcd_url}/health"))
 
         pki = self.pki
-        self._spawn(
+        self._launch(
             "kube-apiserver",
             [
                 str(binaries.kube_apiserver),
@@ -226,19 +230,18 @@ class ControlPlane:
                 "--max-requests-inflight=0",
                 "--max-mutating-requests-inflight=0",
                 "--profiling=false",
+                # Close the watches on SIGTERM: without it the server waits 60 s for them, and stop() kills it.
+                "--shutdown-watch-termination-grace-period=2s",
                 "--v=1",
             ],
-        )
-        self._wait("kube-apiserver", lambda: self._get(f"{self.server}/readyz") == b"ok")
-        self._wait(
-            "kube-apiserver",
-            lambda: all(self._get(f"{self.server}/api/v1/namespaces/{ns}") for ns in ("default", "kube-node-lease")),
+            lambda: self._get(f"{self.server}/readyz") == b"ok"
+            and all(self._get(f"{self.server}/api/v1/namespaces/{ns}") for ns in ("default", "kube-node-lease")),
         )
 
         kwok_dir = self.state_dir / "kwok"
         kwok_dir.mkdir(exist_ok=True)
         (kwok_dir / "kwok.yaml").write_text(json.dumps(KWOK_CONFIGURATION))
-        self._spawn(
+        self._launch(
             "kwok",
             [
                 str(binaries.kwok),
@@ -249,9 +252,31 @@ class ControlPlane:
                 "--node-lease-duration-seconds=200",
                 "--cidr=10.244.0.1/16",
             ],
+            lambda: self._get(f"http://127.0.0.1:{kwok_port}/healthz") == b"ok",
             extra_env={"KWOK_WORKDIR": str(kwok_dir)},
         )
-        self._wait("kwok", lambda: self._get(f"http://127.0.0.1:{kwok_port}/healthz") == b"ok")
+
+    def restart(self, name: str) -> None:
+        """Stops the process ``name`` (SIGTERM, then SIGKILL) and starts it again with the same command
+        line and environment -- same port, PKI and etcd data -- returning once it is ready again.
+
+        Only the ControlPlane object that started the processes knows their command lines.
+        """
+        if name not in self._launches:
+            raise ControlPlaneError(f"cannot restart {name!r}: not started by this object "
+                                    f"(started: {', '.join(self._launches) or 'none'})")
+        rec = self.processes.get(name)
+        if rec is not None:
+            self._terminate(rec, self._children.pop(name, None))
+        argv, extra_env, ready = self._launches[name]
+        self._launch(name, argv, ready, extra_env)
+
+    def _launch(self, name: str, argv: list[str], ready: Callable[[], bool],
+                extra_env: dict[str, str] | None = None) -> None:
+        """Starts ``name`` and waits until ``ready()``; remembers how, for :meth:`restart`."""
+        self._launches[name] = (argv, extra_env, ready)
+        self._spawn(name, argv, extra_env)
+        self._wait(name, ready)
 
     def _write_kubeconfig(self) -> None:
         self.kubeconfig.write_text(
@@ -286,7 +311,7 @@ class ControlPlane:
         # etcd and kwok take ETCD_* / KWOK_* environment variables as flags: never pass the caller's.
         env = {k: v for k, v in os.environ.items() if not k.startswith(("ETCD_", "KWOK_"))}
         env.update(extra_env or {})
-        with open(self.logs / f"{name}.log", "wb") as log:
+        with open(self.logs / f"{name}.log", "ab") as log:  # a restarted process appends to its log
             proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
@@ -340,11 +365,12 @@ class ControlPlane:
 
     def stop(self, keep_logs: bool = False) -> None:
         """Stops the recorded processes (only if they are still the ones started) and removes the state."""
-        for name in self.STOP_ORDER:
+        for name in [*self.STOP_ORDER, *(n for n in self.processes if n not in self.STOP_ORDER)]:
             rec = self.processes.get(name)
             if rec is not None:
                 self._terminate(rec, self._children.pop(name, None))
         self.processes.clear()
+        self._launches.clear()
         self._clear_state(keep_logs)
 
     def _clear_state(self, keep_logs: bool) -> None:

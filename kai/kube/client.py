@@ -25,6 +25,7 @@ import urllib3
 
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 
 
 class ApiError(RuntimeError):

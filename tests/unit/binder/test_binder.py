@@ -14,7 +14,7 @@ from kai.binder.binder import Binder, backoff_delay
 from kai.binder.plugins import BindError, BindRequest
 from kai.kube.client import ApiError
 from kai.metrics import BinderMetrics, Registry
-from support.kube import RequestKube, merge_patch
+from support.kube import RequestKube, json_patch, merge_patch
 
 BR_PATH = "/apis/scheduling.run.ai/v1alpha2/namespaces/ns/bindrequests/"
 
@@ -91,6 +91,12 @@ class FakeKube(RequestKube):
             target = self.objects.get(target_path)
             if target is None:
                 raise ApiError(method, path, 404, "Not Found")
+            if isinstance(body, list):
+                json_patch(target, body, path)
+                return target
+            uid = (body.get("metadata") or {}).get("uid")
+            if uid and uid != target["metadata"].get("uid"):
+                raise ApiError(method, path, 422, "Invalid", {"message": "metadata.uid: field is immutable"})
             if "conditions" in (body.get("status") or {}):
                 conditions = target.setdefault("status", {}).setdefault("conditions", [])
                 for cond in body["status"]["conditions"]:
@@ -399,3 +405,45 @@ def test_pod_deleted_during_the_bind_rolls_back_and_records_nothing(kube):
     assert BR_PATH + "br" not in kube.objects  # stale: deleted, no status written to it
     assert calls == [("pre", "gpu"), ("rollback", "gpu")]
     assert not kube.events
+
+
+def after_binding(kube, then):
+    """Makes ``then()`` happen right after the fake API carries out a Binding."""
+    original = kube.request
+
+    def request(method, path, *a, **k):
+        out = original(method, path, *a, **k)
+        if method == "POST" and path.endswith("/binding"):
+            then()
+        return out
+
+    kube.request = request
+    return original
+
+
+def test_the_outcome_never_lands_on_a_new_request_of_the_same_name(kube):
+    kube.add_node("n2")
+    kube.add_pod("p")
+    kube.add_request("br", "p", "n1")["metadata"]["uid"] = "br-old"
+    binder, _ = make_binder(kube)
+    # the scheduler deletes the request (its node seemed gone) and makes a new one for n2 while the bind runs
+    original = after_binding(kube, lambda: kube.add_request("br", "p", "n2")["metadata"].update(uid="br-new"))
+    binder.handle("ns/br")
+    assert kube.pod("p")["spec"]["nodeName"] == "n1"
+    assert status(kube) == {}  # not "Succeeded" for n2, where the pod is not
+    assert kube.pod("p")["status"]["conditions"][0]["reason"] == "Bound"  # the pod was bound: that is recorded
+
+    kube.request = original
+    binder.handle("ns/br")  # the new request: its pod is bound to another node, so it is stale
+    assert BR_PATH + "br" not in kube.objects
+    assert kube.bound == [("p", "n1")]
+
+
+def test_the_pod_condition_never_lands_on_a_new_pod_of_the_same_name(kube):
+    kube.add_pod("p")
+    kube.add_request("br", "p", "n1")
+    binder, _ = make_binder(kube)
+    after_binding(kube, lambda: kube.add_pod("p", uid="uid-2"))  # deleted and made again right after the bind
+    binder.handle("ns/br")
+    assert status(kube)["phase"] == "Succeeded"
+    assert "conditions" not in kube.pod("p")["status"]

@@ -28,7 +28,7 @@ from kai.binder.reservation import (
 )
 from kai.kube.client import ApiError
 from kai.kube.sharedgpu import CONFIGMAP_ANNOTATION, configmap_data, configmap_prefix, mutate, mutation_patch
-from support.kube import merge_patch
+from support.kube import json_patch, merge_patch
 
 BR = "/apis/scheduling.run.ai/v1alpha2/namespaces/ns/bindrequests/"
 
@@ -94,6 +94,12 @@ class FakeKube:
         return copy.deepcopy(target)
 
     def request(self, method, path, query=None, body=None, content_type=None):
+        if method == "PATCH" and isinstance(body, list):  # BindRequest status
+            target = self.objects.get(path[: -len("/status")])
+            if target is None:
+                raise ApiError("PATCH", path, 404, "Not Found")
+            json_patch(target, body, path)
+            return copy.deepcopy(target)
         if method == "PATCH":  # pod conditions
             return self.patch(path[: -len("/status")] if path.endswith("/status") else path, {})
         raise AssertionError(f"unexpected {method} {path}")
