@@ -308,6 +308,8 @@ class Queue:
     #: Minimum runtimes from queue annotations, in seconds (None = inherit / plugin default).
     preempt_min_runtime: float | None = None
     reclaim_min_runtime: float | None = None
+    #: ``spec.displayName`` ("" when unset): a label of the scheduler's queue metrics.
+    display_name: str = ""
 
 
 @attrs.define(slots=True, frozen=True)

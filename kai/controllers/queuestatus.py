@@ -175,7 +175,8 @@ class QueueController(Controller):
                 return False
             log.debug("queue status updated", **fields(queue=name, allocated=wanted["allocated"]))
         if self.metrics is not None:
-            self.metrics.set_queue(name, (queue.get("metadata") or {}).get("labels") or {}, metric_values(queue))
+            self.metrics.set_queue(name, (queue.get("metadata") or {}).get("labels") or {}, metric_values(queue),
+                                   str((queue.get("spec") or {}).get("displayName") or ""))
         return True
 
     def informers(self) -> dict[str, Informer]:

@@ -375,6 +375,7 @@ def queue_view(raw: dict) -> Queue:
         creation=timestamp(meta.get("creationTimestamp")) or 0.0,
         preempt_min_runtime=go_duration(spec.get("preemptMinRuntime")),
         reclaim_min_runtime=go_duration(spec.get("reclaimMinRuntime")),
+        display_name=str(spec.get("displayName") or ""),
     )
 
 

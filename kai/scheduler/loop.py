@@ -30,6 +30,7 @@ from kai.kube.client import Kube
 from kai.logs import fields
 from kai.scheduler.cache import ClusterCache
 from kai.scheduler.commit import Committer
+from kai.scheduler.probe import SessionProbe
 from kai.usagedb import make_usage_source
 
 log = logging.getLogger(__name__)
@@ -73,6 +74,8 @@ class Scheduler:
         self.period = period
         self.debounce = debounce
         self.metrics = metrics
+        #: Plugin session timings and the jobs each eviction action tries (with metrics only).
+        self.probe = SessionProbe(self.plugins, metrics) if metrics is not None else None
         self.sync_timeout = sync_timeout
         self.stop_timeout = stop_timeout
         self.cycles = 0
@@ -166,15 +169,21 @@ class Scheduler:
             session.run_actions()
             session.close()
         else:
-            with self.metrics.cycle():
-                with self.metrics.open_session():
+            with self.metrics.cycle(since=started):  # KAI's cycle and session open include the snapshot
+                with self.metrics.open_session(since=started):
                     session.open()
                 for action in self.plugins.config.actions:
                     before = len(session.decisions)
+                    self.probe.tried.clear()
                     with self.metrics.action(action):
                         session.run_actions([action])
-                    record_decisions(self.metrics, session, action, session.decisions[before:])
-                self.metrics.fair_shares(fair_shares(session))
+                    record_decisions(self.metrics, session, action, session.decisions[before:], self.probe.tried,
+                                     self.committer.node_pool)
+                shares = fair_shares(session)
+                display_names = {q.name: q.display_name for q in session.queues.values()}
+                self.metrics.fair_shares(shares, display_names)
+                self.metrics.queue_usages({q: session.snapshot.usage.get(q, (0.0, 0.0, 0.0)) for q in shares},
+                                          display_names)
                 with self.metrics.close_session():
                     session.close()
             self._record_snapshot(session)
@@ -219,10 +228,15 @@ def fair_shares(session: Session) -> dict[str, tuple[float, float, float]]:
     return shares
 
 
-def record_decisions(metrics, session: Session, action: str, decisions) -> None:
-    """Count what one action decided: PodGroups placed (bind or pipeline; for ``preempt`` also a
-    preemption attempt) and pods evicted per PodGroup."""
+def record_decisions(metrics, session: Session, action: str, decisions, tried=(), node_pool: str = "") -> None:
+    """Count what one action did: the jobs it tried through the job solver (``tried``, job uids), the
+    PodGroups it placed (bind or pipeline; of an action that tried jobs, only those: the victims it moved
+    are not scheduled by it; for ``preempt`` each is also a preemption attempt) and the pods it evicted per
+    PodGroup (in ``node_pool``)."""
     placed = {d.task.job for d in decisions if d.kind in ("bind", "pipeline")}
+    if tried:
+        metrics.podgroup_acted_on(action, len(tried))
+        placed &= set(tried)
     for _ in placed:
         metrics.podgroup_scheduled(action)
         if action == "preempt":
@@ -231,4 +245,4 @@ def record_decisions(metrics, session: Session, action: str, decisions) -> None:
         if d.kind == "evict":
             job = session.jobs.get(d.task.job)
             if job is not None:
-                metrics.pods_evicted(job.name, job.namespace, job.uid, "", action)
+                metrics.pods_evicted(job.name, job.namespace, job.uid, node_pool, action)

@@ -176,6 +176,7 @@ def test_queue_status_sums_podgroups_and_child_queues(kube, queue_controller, ns
     m.apply(kube, m.queue(parent))
     leaf = m.queue(child, parent=parent)
     leaf["metadata"]["labels"] = {"team": "vision"}
+    leaf["spec"]["displayName"] = "Vision"
     m.apply(kube, leaf)
     groups = {"pg-a": {"cpu": "1500m", "nvidia.com/gpu": "2"}, "pg-b": {"cpu": "500m", "memory": "1Gi"}}
     for name, allocated in groups.items():
@@ -193,15 +194,17 @@ def test_queue_status_sums_podgroups_and_child_queues(kube, queue_controller, ns
     want = {"cpu": "500m", "memory": "1073741824"}
     wait_until(lambda: queue_status(kube, parent).get("allocated") == want, what="sums after a PodGroup is deleted")
 
-    def metric(name, queue):
+    def metric(name, queue):  # KAI's labels: queue_name and queue_metadata_name are the Queue's name
         text = queue_controller.get("/metrics")[1]
-        found = re.search(rf'^{name}\{{queue_name="{queue}",team="(\w*)"\}} (\S+)$', text, re.M)
-        return found and (found.group(1), float(found.group(2)))
+        found = re.search(rf'^{name}\{{queue_display_name="([^"]*)",queue_metadata_name="{queue}",'
+                          rf'queue_name="{queue}",team="(\w*)"\}} (\S+)$', text, re.M)
+        return found and (found.group(1), found.group(2), float(found.group(3)))
 
-    wait_until(lambda: metric("kai_queue_allocated_cpu_cores", child) == ("vision", 0.5), what="queue metric")
-    assert metric("kai_queue_allocated_memory_bytes", parent) == ("", 2.0**30)
-    assert metric("kai_queue_allocated_gpus", parent) == ("", 0.0)
-    assert metric("kai_queue_info", child) == ("vision", 1.0)
+    wait_until(lambda: metric("kai_queue_allocated_cpu_cores", child) == ("Vision", "vision", 0.5),
+               what="queue metric")
+    assert metric("kai_queue_allocated_memory_bytes", parent) == ("", "", 2.0**30)
+    assert metric("kai_queue_allocated_gpus", parent) == ("", "", 0.0)
+    assert metric("kai_queue_info", child) == ("Vision", "vision", 1.0)
 
 
 @pytest.fixture(scope="module")
@@ -229,7 +232,8 @@ def test_running_pods_reach_podgroup_and_queue_status_and_metrics(kube, podgroup
         "allocated") == want and s, what="PodGroup allocated")
     assert status["allocatedNonPreemptible"] == want and status["requested"] == want
     wait_until(lambda: queue_status(kube, queue).get("allocatedNonPreemptible") == want, what="queue status")
-    wait_until(lambda: re.search(rf'^kai_queue_allocated_gpus\{{queue_name="{queue}",team=""\}} 2\.0$',
+    wait_until(lambda: re.search(rf'^kai_queue_allocated_gpus\{{queue_display_name="",queue_metadata_name="{queue}",'
+                                 rf'queue_name="{queue}",team=""\}} 2\.0$',
                                  queue_controller.get("/metrics")[1], re.M), what="queue GPU metric")
 
     kube.delete(f"/api/v1/namespaces/{ns}/pods/serve-1")

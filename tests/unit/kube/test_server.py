@@ -25,7 +25,7 @@ def test_scheduler_metrics_use_prometheus_names_and_seconds():
     metrics.podgroup_scheduled("allocate")
     metrics.preemption_attempt()
     metrics.task_scheduled(0.012)
-    metrics.fair_share("team-a", cpu_millicores=2500, memory_bytes=2e9, gpus=3.5)
+    metrics.fair_share("team-a", cpu_millicores=2500, memory_bytes=2e9, gpus=3.5, display_name="Team A")
     metrics.snapshot({"Pending": 3, "Running": 2}, podgroups=4, pending_podgroups=1)
 
     e2e = registry.value("kai_e2e_scheduling_latency_seconds")
@@ -35,8 +35,10 @@ def test_scheduler_metrics_use_prometheus_names_and_seconds():
     assert registry.value("kai_preemption_attempts_total") == 1
     assert registry.value("kai_task_scheduling_latency_seconds_bucket", {"le": "0.02"}) == 1
     assert registry.value("kai_task_scheduling_latency_seconds_bucket", {"le": "0.01"}) == 0
-    assert registry.value("kai_queue_fair_share_cpu_cores", {"queue_name": "team-a"}) == 2.5
-    assert registry.value("kai_queue_fair_share_gpu", {"queue_name": "team-a"}) == 3.5
+    # KAI's queue labels: queue_name is the display name when there is one
+    team_a = {"queue_name": "Team A", "queue_metadata_name": "team-a", "queue_display_name": "Team A"}
+    assert registry.value("kai_queue_fair_share_cpu_cores", team_a) == 2.5
+    assert registry.value("kai_queue_fair_share_gpu", team_a) == 3.5
     assert registry.value("kai_snapshot_pods", {"status": "Pending"}) == 3
     metrics.snapshot({"Running": 5}, podgroups=4, pending_podgroups=0)
     assert registry.value("kai_snapshot_pods", {"status": "Pending"}) is None  # a vanished status is dropped
@@ -59,17 +61,34 @@ def test_metrics_namespace_is_configurable():
 def test_queue_metrics_extra_labels_defaults_and_removal():
     registry = Registry()
     metrics = QueueMetrics(registry, label_map={"team": "team_label"}, label_defaults={"team": "none"})
-    metrics.set_queue("q1", {"team": "ml"}, {"queue_allocated_gpus": 2.5, "queue_quota_cpu_cores": -1})
+    metrics.set_queue("q1", {"team": "ml"}, {"queue_allocated_gpus": 2.5, "queue_quota_cpu_cores": -1}, "Vision")
+
+    def q1(team):  # the queue controller's queue_name is the Queue's name, display name or not (KAI)
+        return {"queue_name": "q1", "queue_metadata_name": "q1", "queue_display_name": "Vision", "team_label": team}
+
     metrics.set_queue("q2", {}, {})
-    assert registry.value("kai_queue_allocated_gpus", {"queue_name": "q1", "team_label": "ml"}) == 2.5
-    assert registry.value("kai_queue_quota_cpu_cores", {"queue_name": "q1", "team_label": "ml"}) == -1
-    assert registry.value("kai_queue_info", {"queue_name": "q2", "team_label": "none"}) == 1
+    assert registry.value("kai_queue_allocated_gpus", q1("ml")) == 2.5
+    assert registry.value("kai_queue_quota_cpu_cores", q1("ml")) == -1
+    assert registry.value("kai_queue_info", {"queue_name": "q2", "queue_metadata_name": "q2",
+                                             "queue_display_name": "", "team_label": "none"}) == 1
     # a label change replaces the series instead of leaving the old one behind
-    metrics.set_queue("q1", {"team": "infra"}, {"queue_allocated_gpus": 1})
-    assert registry.value("kai_queue_allocated_gpus", {"queue_name": "q1", "team_label": "ml"}) is None
-    assert registry.value("kai_queue_allocated_gpus", {"queue_name": "q1", "team_label": "infra"}) == 1
+    metrics.set_queue("q1", {"team": "infra"}, {"queue_allocated_gpus": 1}, "Vision")
+    assert registry.value("kai_queue_allocated_gpus", q1("ml")) is None
+    assert registry.value("kai_queue_allocated_gpus", q1("infra")) == 1
     metrics.remove_queue("q1")
-    assert registry.value("kai_queue_info", {"queue_name": "q1", "team_label": "infra"}) is None
+    assert registry.value("kai_queue_info", q1("infra")) is None
+
+
+@pytest.mark.parametrize(("label_map", "problem"), [
+    ({"team": "team-label"}, "'team-label' is not a metric label name"),
+    ({"team": "__team"}, "'__team' is not a metric label name"),
+    ({"team": "queue_display_name"}, "label 'queue_display_name' is used twice"),
+    ({"team": "owner", "group": "owner"}, "label 'owner' is used twice"),
+])
+def test_queue_metrics_refuse_a_bad_extra_label_naming_the_flag(label_map, problem):
+    with pytest.raises(ValueError, match="--queue-label-to-metric-label") as error:
+        QueueMetrics(Registry(), label_map=label_map)
+    assert problem in str(error.value)
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""What the scheduler loop publishes about the division: each queue's fair share."""
+"""What the scheduler loop publishes: each queue's fair share and usage, the cycle's timings and what
+each action did."""
 
 from __future__ import annotations
 
@@ -30,9 +31,13 @@ def test_fair_shares_come_from_the_division_and_reach_the_metrics():
     registry = Registry()
     metrics = SchedulerMetrics(registry)
     metrics.fair_shares({"gone": (1000, 1e9, 1), **shares})
-    metrics.fair_shares(shares)
-    assert registry.value("kai_queue_fair_share_gpu", {"queue_name": "a"}) == 6
-    assert registry.value("kai_queue_fair_share_gpu", {"queue_name": "gone"}) is None
+    metrics.fair_shares(shares, {"a": "Team A"})
+    assert registry.value("kai_queue_fair_share_gpu", {"queue_name": "Team A", "queue_metadata_name": "a",
+                                                       "queue_display_name": "Team A"}) == 6
+    assert registry.value("kai_queue_fair_share_gpu", {"queue_name": "b", "queue_metadata_name": "b",
+                                                       "queue_display_name": ""}) == 1
+    assert registry.value("kai_queue_fair_share_gpu", {"queue_name": "gone", "queue_metadata_name": "gone",
+                                                       "queue_display_name": ""}) is None
 
 
 def test_without_a_dividing_plugin_there_are_no_fair_shares():
@@ -65,6 +70,12 @@ def test_decisions_of_an_action_are_counted_per_podgroup():
     assert registry.value("kai_pod_group_evicted_pods_total", labels) == 3
     assert registry.value("kai_preemption_attempts_total") == 1
     assert registry.value("kai_podgroups_scheduled_by_action_total", {"action": "preempt"}) == 1
+    # an action that tried jobs through the solver scheduled only those: the victims it moved do not count
+    small = by_job["small"][0].task.job
+    moved = [attrs.evolve(d, kind="pipeline") for d in by_job["big"]]
+    record_decisions(metrics, session, "consolidation", moved + by_job["small"], [small], "pool-a")
+    assert registry.value("kai_podgroups_scheduled_by_action_total", {"action": "consolidation"}) == 1
+    assert registry.value("kai_podgroups_acted_on_by_action_total", {"action": "consolidation"}) == 1
 
 
 def test_the_loop_records_its_allocations_as_usage_and_reads_them_back_next_cycle():
@@ -89,3 +100,63 @@ def test_the_loop_records_its_allocations_as_usage_and_reads_them_back_next_cycl
     assert seen[0].usage == {}  # nothing recorded before the first cycle
     scheduler.run_once()
     assert seen[1].usage["a"][2] > 0 and seen[1].usage.get("b", (0, 0, 0))[2] == 0
+
+
+def _scheduler(snapshot, actions, plugins):
+    """A scheduler with metrics whose cache gives ``snapshot`` and whose committer writes nothing."""
+    from kai.framework import parse_config
+    from kai.scheduler.cache import Cycle
+    from kai.scheduler.loop import Scheduler
+
+    config = parse_config({"actions": ", ".join(actions), "tiers": [{"plugins": [{"name": p} for p in plugins]}]})
+    registry = Registry()
+    scheduler = Scheduler(None, config, metrics=SchedulerMetrics(registry))
+    scheduler.cache.snapshot = lambda: Cycle(snapshot, {}, {}, [])
+    scheduler.committer.commit = lambda session, cycle: None
+    return scheduler, registry
+
+
+def test_a_cycle_records_kai_s_scheduler_metrics():
+    snapshot = kt.cluster(
+        nodes=[kt.node("n1", gpus=2)],
+        queues=[kt.queue("q1", deserved_gpus=1), attrs.evolve(kt.queue("q2", deserved_gpus=1), display_name="Two")],
+        jobs=[kt.job("big", queue="q1", gpus=2, priority=50, status="Running", node="n1"),
+              kt.job("small", queue="q2", gpus=1, priority=50)])
+    plugins = ["predicates", "proportion", "priority", "elastic", "taskorder", "nodeplacement"]
+    scheduler, registry = _scheduler(snapshot, ["allocate", "reclaim", "preempt"], plugins)
+    session = scheduler.run_once()
+    assert kt.placements(session, "evict") == {"big-0": "n1"}
+
+    e2e = registry.value("kai_e2e_scheduling_latency_seconds")
+    assert 0 < registry.value("kai_open_session_latency_seconds") <= e2e
+    for action in ("allocate", "reclaim", "preempt"):
+        assert 0 < registry.value("kai_action_scheduling_latency_seconds", {"action": action}) <= e2e
+    # every plugin's session hooks are timed on their own (proportion opens and closes, predicates opens)
+    timed = {(s.labels["plugin"], s.labels["OnSession"]) for m in registry.collectors.collect()
+             if m.name == "kai_plugin_scheduling_latency_seconds" for s in m.samples}
+    assert timed == {("proportion", "OnSessionOpen"), ("proportion", "OnSessionClose"), ("predicates", "OnSessionOpen")}
+    assert registry.value("kai_plugin_scheduling_latency_seconds",
+                          {"plugin": "proportion", "OnSession": "OnSessionOpen"}) <= e2e
+    # reclaim tried the pending job and placed it; allocate and preempt placed nothing
+    assert registry.value("kai_podgroups_acted_on_by_action_total", {"action": "reclaim"}) == 1
+    assert registry.value("kai_podgroups_scheduled_by_action_total", {"action": "reclaim"}) == 1
+    assert registry.value("kai_podgroups_scheduled_by_action_total", {"action": "allocate"}) is None
+    assert registry.value("kai_preemption_attempts_total") == 0
+    big = session.jobs["default/big"]
+    assert registry.value("kai_pod_group_evicted_pods_total", {
+        "podgroup": "big", "namespace": big.namespace, "uid": big.uid, "nodepool": "default", "action": "reclaim"}) == 1
+    two = {"queue_name": "Two", "queue_metadata_name": "q2", "queue_display_name": "Two"}
+    assert registry.value("kai_queue_fair_share_gpu", two) == 1
+    assert registry.value("kai_queue_gpu_usage", two) == 0  # no usage database: KAI reports zero usage
+
+
+def test_a_scheduler_without_metrics_wraps_no_plugin():
+    from kai.framework import parse_config
+    from kai.scheduler.loop import Scheduler
+    from kai.scheduler.probe import NAME
+
+    config = parse_config({"actions": "allocate", "tiers": [{"plugins": [{"name": "proportion"}]}]})
+    scheduler = Scheduler(None, config)
+    assert scheduler.probe is None and scheduler.plugins.pm.get_plugin(NAME) is None
+    impl = scheduler.plugins.pm.hook.kai_session_open.get_hookimpls()[0]
+    assert impl.function.__qualname__.endswith("kai_session_open")
