@@ -167,9 +167,9 @@ class SchedulerMetrics:
     def action(self, action: str):
         return _timer(self._action.labels(action).set)
 
-    def plugin(self, plugin: str, on_session: str):
+    def plugin_seconds(self, plugin: str, on_session: str, seconds: float) -> None:
         """``on_session`` is :data:`ON_SESSION_OPEN` or :data:`ON_SESSION_CLOSE`."""
-        return _timer(self._plugin.labels(plugin, on_session).set)
+        self._plugin.labels(plugin, on_session).set(seconds)
 
     def bind_request(self):
         return _timer(self._bind_latency.observe)

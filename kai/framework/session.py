@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 import uuid
 from array import array
 from collections import Counter
@@ -80,6 +81,8 @@ class Session:
         self.evicted: set[str] = set()
         #: Exceptions contained in this session (a job's step, an action, a plugin's close), in order.
         self.errors: list[SchedulingError] = []
+        #: Seconds each plugin's ``kai_session_open`` / ``kai_session_close`` took, by (plugin, hook name).
+        self.plugin_seconds: dict[tuple[str, str], float] = {}
         #: Statements with operations not committed or discarded yet, oldest first.
         self.open_statements: list[Statement] = []
         for job in self.jobs.values():
@@ -123,12 +126,14 @@ class Session:
         unsafe to schedule: the plugins opened so far are closed again and :class:`SessionOpenError` names it."""
         opened: list[str] = []
         for name, fn in self.plugins.implementations("kai_session_open"):
+            started = time.perf_counter()
             try:
                 fn(self)
             except Exception as exc:
                 self._close_plugins(opened)
                 raise SessionOpenError(f"plugin {name!r} failed to open the session ({describe(exc)}); "
                                        "the cycle is skipped") from exc
+            self.plugin_seconds[name, "kai_session_open"] = time.perf_counter() - started
             opened.append(name)
         return self
 
@@ -149,11 +154,13 @@ class Session:
         for name, fn in self.plugins.implementations("kai_session_close"):
             if only is not None and name not in only:
                 continue
+            started = time.perf_counter()
             try:
                 fn(self)
             except Exception as exc:  # noqa: BLE001 - the decisions are made; closing frees plugin state
                 self.errors.append(SchedulingError.of(exc, "session close", plugin=name))
                 log.error("plugin %s failed to close the session: %s", name, describe(exc), exc_info=exc)
+            self.plugin_seconds[name, "kai_session_close"] = time.perf_counter() - started
 
     # --- faults -------------------------------------------------------------------------------------
 

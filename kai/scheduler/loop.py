@@ -28,6 +28,7 @@ from kai.framework import DEFAULT_CONFIG, Plugins, SchedulerConfig, Session
 from kai.kube.access import Access
 from kai.kube.client import Kube
 from kai.logs import fields
+from kai.metrics import ON_SESSION_CLOSE, ON_SESSION_OPEN
 from kai.scheduler.cache import ClusterCache
 from kai.scheduler.commit import Committer
 from kai.scheduler.probe import SessionProbe
@@ -35,6 +36,8 @@ from kai.usagedb import make_usage_source
 
 log = logging.getLogger(__name__)
 
+#: KAI's ``OnSession`` label of each session hook.
+ON_SESSION = {"kai_session_open": ON_SESSION_OPEN, "kai_session_close": ON_SESSION_CLOSE}
 #: KAI's ``--schedule-period`` default, seconds.
 DEFAULT_PERIOD = 1.0
 DEFAULT_DEBOUNCE = 0.1
@@ -75,7 +78,7 @@ class Scheduler:
         self.debounce = debounce
         self.metrics = metrics
         #: Plugin session timings and the jobs each eviction action tries (with metrics only).
-        self.probe = SessionProbe(self.plugins, metrics) if metrics is not None else None
+        self.probe = SessionProbe(self.plugins) if metrics is not None else None
         self.sync_timeout = sync_timeout
         self.stop_timeout = stop_timeout
         self.cycles = 0
@@ -186,6 +189,8 @@ class Scheduler:
                                           display_names)
                 with self.metrics.close_session():
                     session.close()
+                for (plugin, hook), seconds in session.plugin_seconds.items():
+                    self.metrics.plugin_seconds(plugin, ON_SESSION[hook], seconds)
             self._record_snapshot(session)
             for error in session.errors:
                 self.metrics.contained_error(error.action)
