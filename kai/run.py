@@ -122,11 +122,18 @@ def _podgrouper(ctx: Context):
 
 
 def _admission(ctx: Context):
-    from kai.admission.webhook import AdmissionServer
+    from kai.admission.pods import DEFAULT_RUNTIME_CLASS
+    from kai.admission.webhook import AdmissionServer, queue_reader
 
     a = ctx.args
+    # fake GPU nodes (kwok) have no container runtime to name: no runtime class unless one is given
+    runtime_class = next((name for name in (a.gpu_fraction_runtime_class_name, a.gpu_pod_runtime_class_name)
+                          if name is not None), "" if a.fake_gpu_nodes else DEFAULT_RUNTIME_CLASS)
     return AdmissionServer(a.webhook_addr, scheduler_name=a.scheduler_name, cert_file=a.webhook_cert_file,
-                           key_file=a.webhook_key_file, hosts=a.webhook_host or ["localhost", "127.0.0.1"])
+                           key_file=a.webhook_key_file, hosts=a.webhook_host or ["localhost", "127.0.0.1"],
+                           gpu_sharing=a.gpu_sharing_enabled, block_visible_devices=a.block_nvidia_visible_devices,
+                           runtime_class=runtime_class,
+                           read_queue=queue_reader(ctx.client()) if a.enable_quota_validation else None)
 
 
 COMPONENTS: dict[str, Callable[[Context], Any]] = {
@@ -239,13 +246,36 @@ def _parser() -> argparse.ArgumentParser:
                    help="pods grouped concurrently (KAI's --max-concurrent-reconciles) (default: %(default)s)")
     g = p.add_argument_group("admission")
     g.add_argument("--webhook-addr", default=":9443", metavar="HOST:PORT",
-                   help="HTTPS address of the validating webhook (default: %(default)s)")
+                   help="HTTPS address of the admission webhooks (default: %(default)s)")
     g.add_argument("--webhook-cert-file", metavar="PATH", help="PEM serving certificate of the webhook")
     g.add_argument("--webhook-key-file", metavar="PATH", help="PEM private key of --webhook-cert-file")
     g.add_argument("--webhook-host", action="append", default=[], metavar="NAME",
                    help="without certificate files: a DNS name or IP address for the certificate made at start "
                         "(repeatable; default: localhost and 127.0.0.1)")
+    g.add_argument("--gpu-sharing-enabled", type=_bool, nargs="?", const=True, default=True, metavar="BOOL",
+                   help="admit pods asking for a fraction of a GPU; false refuses them, as KAI does by default "
+                        "(default: true)")
+    g.add_argument("--block-nvidia-visible-devices", type=_bool, nargs="?", const=True, default=False,
+                   metavar="BOOL", help="refuse pods that set NVIDIA_VISIBLE_DEVICES (but to void or none) and set it "
+                                        "to void in containers without a GPU (default: false)")
+    g.add_argument("--gpu-fraction-runtime-class-name", metavar="NAME",
+                   help="runtime class set on GPU-fraction pods that name none, '' for none (default: nvidia; "
+                        "none with --fake-gpu-nodes)")
+    g.add_argument("--gpu-pod-runtime-class-name", metavar="NAME",
+                   help="deprecated spelling of --gpu-fraction-runtime-class-name, which wins when both are given")
+    g.add_argument("--enable-quota-validation", type=_bool, nargs="?", const=True, default=False, metavar="BOOL",
+                   help="warn when a queue's quotas exceed its parent's (reads queues; default: false)")
     return p
+
+
+def _bool(value: str) -> bool:
+    """A Go-style boolean flag value."""
+    lowered = value.strip().lower()
+    if lowered in ("true", "t", "1"):
+        return True
+    if lowered in ("false", "f", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"{value!r}: expected true or false")
 
 
 def _names(value: str) -> list[str]:

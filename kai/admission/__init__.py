@@ -1,1 +1,1 @@
-"""The admission component: webhooks for pods."""
+"""The admission component: KAI's webhooks for pods, Queues, PodGroups and Topologies."""

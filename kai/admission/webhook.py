@@ -1,26 +1,17 @@
-"""The admission webhooks for pods (component ``admission``): bad GPU-sharing requests are refused
-when the pod is created, with a message naming the field, instead of staying pending; and (mutating,
-``POST /mutate--v1-pod``) a new shared-GPU pod gets the ConfigMap references through which the binder
-tells it its device (:mod:`kai.binder.gpusharing`).
+"""The ``admission`` component: KAI's admission webhooks on one HTTPS server.
 
-The check is the scheduler's own, :func:`kai.api.resources.parse_gpu_sharing`, given the pod's
-annotations and its ``nvidia.com/gpu`` limit (the first container or init container that sets one,
-as KAI's validator does). Refused:
+* ``POST /validate--v1-pod`` and ``POST /mutate--v1-pod``: pods (:mod:`kai.admission.pods`);
+* ``POST /validate-scheduling-run-ai-v2-queue``: Queues (:mod:`kai.admission.queues`);
+* ``POST /validate-scheduling-run-ai-v2alpha2-podgroup``: PodGroups (:mod:`kai.admission.podgroups`);
+* ``POST /validate-kai-scheduler-v1alpha1-topology``: Topologies (:mod:`kai.admission.topologies`);
+* ``GET /healthz``: probes.
 
-* ``gpu-fraction`` that is not a number or is outside (0, 1];
-* ``gpu-fraction`` together with ``gpu-memory``;
-* ``gpu-fraction`` or ``gpu-memory`` together with an ``nvidia.com/gpu`` limit;
-* ``gpu-fraction-num-devices`` without ``gpu-fraction`` or ``gpu-memory``, or not a positive integer;
-* ``gpu-memory`` that is not a positive whole number of MiB.
+The paths are KAI's. Each answers an ``AdmissionReview`` ``admission.k8s.io/v1``. Only the Queue webhook
+with quota validation calls the API (it reads the parent and sibling queues).
 
-Only pods with ``spec.schedulerName`` equal to the scheduler's name are judged; others are admitted.
-An UPDATE is refused only when it makes the pod invalid: a pod created before the webhook was
-registered may still get labels and annotations from the other components.
-
-The server speaks HTTPS (``AdmissionReview`` ``admission.k8s.io/v1`` on ``POST /validate--v1-pod``,
-KAI's path; ``GET /healthz`` for probes). Its certificate comes from files, or is made at start for
-the given host names by a fresh private CA, whose PEM (:attr:`AdmissionServer.ca_bundle`) goes into
-the webhook configuration's ``caBundle``. It accepts TLS 1.2 and 1.3 only.
+The server speaks HTTPS. Its certificate comes from files, or is made at start for the given host names by
+a fresh private CA, whose PEM (:attr:`AdmissionServer.ca_bundle`) goes into the webhook configurations'
+``caBundle``. It accepts TLS 1.2 and 1.3 only.
 
 On stop it accepts no new connection and answers the reviews in progress, for at most
 :data:`STOP_TIMEOUT` seconds.
@@ -28,27 +19,32 @@ On stop it accepts no new connection and answers the reviews in progress, for at
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import ssl
 import tempfile
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
-from kai.api.names import SCHEDULER_NAME
-from kai.api.resources import GPU, parse_gpu_sharing
+from kai.admission import podgroups, queues, topologies
+from kai.admission.pods import PodPolicy, mutation_review, review
+from kai.admission.queues import QueueLookupError, QueueReader
+from kai.api.names import QUEUES, SCHEDULER_NAME
+from kai.kube.access import Access
 from kai.kube.certs import Certificate, serving_certificate
-from kai.kube.quantity import parse
+from kai.kube.client import ApiError, object_path
 from kai.kube.server import HTTPServer, parse_address
-from kai.kube.sharedgpu import mutation_patch
 from kai.logs import fields
 
 log = logging.getLogger(__name__)
 
 VALIDATE_PATH = "/validate--v1-pod"
 MUTATE_PATH = "/mutate--v1-pod"
+QUEUE_PATH = "/validate-scheduling-run-ai-v2-queue"
+PODGROUP_PATH = "/validate-scheduling-run-ai-v2alpha2-podgroup"
+TOPOLOGY_PATH = "/validate-kai-scheduler-v1alpha1-topology"
 HEALTH_PATH = "/healthz"
 #: KAI's admission server listens on ``--webhook-addr`` ``:9443``.
 DEFAULT_ADDRESS = ":9443"
@@ -56,90 +52,54 @@ DEFAULT_ADDRESS = ":9443"
 MAX_BODY = 8 * 1024 * 1024
 #: How long a stopping webhook waits for the reviews in progress, seconds.
 STOP_TIMEOUT = 2.0
-#: The webhook makes no API calls: the API server calls it (see kai.kube.access).
-API_ACCESS: tuple = ()
+#: The Queue webhook with quota validation reads queues; nothing else calls the API (see kai.kube.access).
+API_ACCESS = (Access(QUEUES[0], QUEUES[2], ("get",)),)
+
+__all__ = ["AdmissionServer", "mutation_review", "queue_reader", "review"]
 
 
-def gpu_limit(spec: dict) -> float:
-    """The ``nvidia.com/gpu`` limit of the first container (then init container) that sets one; 0 without."""
-    for container in [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]:
-        limits = (container.get("resources") or {}).get("limits") or {}
-        if GPU in limits:
-            return float(parse(limits[GPU]))
-    return 0.0
+def queue_reader(kube) -> QueueReader:
+    """Reads a Queue by name through ``kube``, for the Queue webhook's quota validation."""
 
+    def read(name: str) -> dict:
+        try:
+            return kube.get(object_path(*QUEUES, name=name))
+        except ApiError as exc:
+            if exc.status == 404:
+                raise QueueLookupError(f'{QUEUES[2]}.{QUEUES[0]} "{name}" not found') from exc
+            raise QueueLookupError(str(exc)) from exc
 
-def pod_problem(pod: dict | None, scheduler_name: str = SCHEDULER_NAME) -> str | None:
-    """Why the pod's GPU-sharing request is malformed, or None (also for other schedulers' pods)."""
-    if not isinstance(pod, dict):
-        return None
-    spec = pod.get("spec") or {}
-    if spec.get("schedulerName") != scheduler_name:
-        return None
-    try:
-        parse_gpu_sharing((pod.get("metadata") or {}).get("annotations") or {}, gpu_limit(spec))
-    except ValueError as exc:  # GpuRequestError names the annotation; QuantityError the limit
-        return str(exc)
-    return None
-
-
-def review(request: dict, scheduler_name: str = SCHEDULER_NAME) -> dict:
-    """The ``response`` of an AdmissionReview for its ``request``."""
-    response: dict = {"uid": request.get("uid", ""), "allowed": True}
-    if request.get("kind", {}).get("kind", "Pod") != "Pod" or request.get("operation") not in ("CREATE", "UPDATE"):
-        return response
-    problem = pod_problem(request.get("object"), scheduler_name)
-    if problem is not None and request.get("operation") == "UPDATE":
-        if pod_problem(request.get("oldObject"), scheduler_name) == problem:
-            problem = None  # the update does not change what is wrong
-    if problem is None:
-        return response
-    name = request.get("name") or ((request.get("object") or {}).get("metadata") or {}).get("generateName", "")
-    pod = f"{request.get('namespace', '')}/{name}"
-    log.info("refused pod", **fields(pod=pod, operation=request.get("operation"), reason=problem))
-    return {**response, "allowed": False,
-            "status": {"code": 403, "reason": "Forbidden", "message": f"invalid GPU request of pod {pod}: {problem}"}}
-
-
-def mutation_review(request: dict, scheduler_name: str = SCHEDULER_NAME) -> dict:
-    """The ``response`` of a mutating AdmissionReview: a new shared-GPU pod is prepared for the binder
-    (:mod:`kai.binder.gpusharing`); a pod naming a missing fraction container is refused."""
-    response: dict = {"uid": request.get("uid", ""), "allowed": True}
-    pod = request.get("object")
-    if (request.get("kind", {}).get("kind", "Pod") != "Pod" or request.get("operation") != "CREATE"
-            or not isinstance(pod, dict) or (pod.get("spec") or {}).get("schedulerName") != scheduler_name):
-        return response
-    meta = pod.get("metadata") or {}
-    name = f"{request.get('namespace', '')}/{request.get('name') or meta.get('name') or meta.get('generateName', '')}"
-    try:
-        patch = mutation_patch(pod)
-    except ValueError as exc:
-        log.info("refused pod", **fields(pod=name, operation="CREATE", reason=str(exc)))
-        return {**response, "allowed": False,
-                "status": {"code": 403, "reason": "Forbidden", "message": f"invalid GPU request of pod {name}: {exc}"}}
-    if patch:
-        response.update(patchType="JSONPatch", patch=base64.b64encode(json.dumps(patch).encode()).decode())
-    return response
+    return read
 
 
 class AdmissionServer:
     """The ``admission`` component; ``start()`` binds and serves, ``run(stop)`` serves until ``stop`` is set.
 
     Give ``cert_file`` and ``key_file``, or ``hosts`` (DNS names, IP addresses) for a certificate made
-    at start in ``cert_dir`` (default: a temporary folder).
+    at start in ``cert_dir`` (default: a temporary folder). ``gpu_sharing``, ``block_visible_devices`` and
+    ``runtime_class`` are the pod webhooks' options (:class:`~kai.admission.pods.PodPolicy`); ``read_queue``
+    (:func:`queue_reader`) turns the Queue webhook's quota validation on.
     """
 
     name = "admission"
 
     def __init__(self, address: str = DEFAULT_ADDRESS, *, scheduler_name: str = SCHEDULER_NAME,
                  cert_file: str | None = None, key_file: str | None = None, hosts: list[str] | None = None,
-                 cert_dir: str | None = None) -> None:
+                 cert_dir: str | None = None, gpu_sharing: bool = True, block_visible_devices: bool = False,
+                 runtime_class: str = "", read_queue: QueueReader | None = None) -> None:
         if bool(cert_file) != bool(key_file):
             raise ValueError("give both a certificate file and its key file, or neither")
         if not cert_file and not hosts:
             raise ValueError("the admission webhook needs certificate files or host names for its own certificate")
         self.address = parse_address(address)
-        self.scheduler_name = scheduler_name
+        policy = PodPolicy(scheduler_name, gpu_sharing, block_visible_devices, runtime_class)
+        self.routes: dict[str, Callable[[dict], dict]] = {
+            VALIDATE_PATH: lambda request: review(request, policy),
+            MUTATE_PATH: lambda request: mutation_review(request, policy),
+            QUEUE_PATH: lambda request: queues.review(request, read_queue),
+            PODGROUP_PATH: podgroups.review,
+            TOPOLOGY_PATH: topologies.review,
+        }
         self.cert_file, self.key_file = cert_file, key_file
         self.hosts = list(hosts or ())
         self.cert_dir = cert_dir
@@ -172,14 +132,14 @@ class AdmissionServer:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.load_cert_chain(cert_file, key_file)
-        httpd = HTTPServer(self.address, _handler(self.scheduler_name))
+        httpd = HTTPServer(self.address, _handler(self.routes))
         # the handshake happens on the request's thread, under its timeout, not in the accept loop
         httpd.socket = context.wrap_socket(httpd.socket, server_side=True, do_handshake_on_connect=False)
         self._httpd = httpd
         self._thread = threading.Thread(target=httpd.serve_forever, name="admission", daemon=True)
         self._thread.start()
-        log.info("admission webhook serving", **fields(address=f"{self.address[0]}:{self.port}", path=VALIDATE_PATH,
-                                                       ca_bundle=self.ca_bundle))
+        log.info("admission webhook serving", **fields(address=f"{self.address[0]}:{self.port}",
+                                                       paths=",".join(self.routes), ca_bundle=self.ca_bundle))
         return self
 
     def stop(self, timeout: float = STOP_TIMEOUT) -> None:
@@ -198,7 +158,7 @@ class AdmissionServer:
             log.info("admission webhook stopped")
 
 
-def _handler(scheduler_name: str) -> type[BaseHTTPRequestHandler]:
+def _handler(routes: dict[str, Callable[[dict], dict]]) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         timeout = 10  # a client that stalls mid-request is dropped
 
@@ -210,7 +170,8 @@ def _handler(scheduler_name: str) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:  # noqa: N802
             path = self.path.split("?")[0]
-            if path not in (VALIDATE_PATH, MUTATE_PATH):
+            answer = routes.get(path)
+            if answer is None:
                 self._send(404, b"not found", "text/plain")
                 return
             length = int(self.headers.get("Content-Length") or 0)
@@ -225,8 +186,14 @@ def _handler(scheduler_name: str) -> type[BaseHTTPRequestHandler]:
             except (ValueError, KeyError, TypeError) as exc:
                 self._send(400, f"not an AdmissionReview: {exc}".encode(), "text/plain")
                 return
+            try:
+                response = answer(request)
+            except Exception:  # noqa: BLE001 - a fault in one review is an error answer, not a dead server
+                log.exception("admission review failed", **fields(path=path, uid=request.get("uid")))
+                self._send(500, b"the review failed; see the webhook's log", "text/plain")
+                return
             reply = {"apiVersion": body.get("apiVersion", "admission.k8s.io/v1"), "kind": "AdmissionReview",
-                     "response": (review if path == VALIDATE_PATH else mutation_review)(request, scheduler_name)}
+                     "response": response}
             self._send(200, json.dumps(reply).encode(), "application/json")
 
         def _send(self, status: int, payload: bytes, content_type: str) -> None:

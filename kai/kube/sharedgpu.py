@@ -96,12 +96,23 @@ def mutate(pod: dict[str, Any], rand: random.Random | None = None) -> dict[str, 
 def mutation_patch(pod: dict[str, Any], rand: random.Random | None = None) -> list[dict[str, Any]]:
     """:func:`mutate` as RFC 6902 operations for an AdmissionReview response ([] when nothing changes)."""
     out = mutate(pod, rand)
-    if out is None:
-        return []
-    kind, _ = fraction_container(pod)
-    paths = (("/metadata/annotations", out["metadata"]["annotations"]), (f"/spec/{kind}", out["spec"][kind]),
-             ("/spec/volumes", out["spec"]["volumes"]))
-    return [{"op": "add", "path": path, "value": value} for path, value in paths]
+    return [] if out is None else json_patch(pod, out)
+
+
+#: The parts of a pod that admission may change, in the order of the patch operations.
+PATCHED_FIELDS = (("metadata", "annotations"), ("spec", "initContainers"), ("spec", "containers"),
+                  ("spec", "volumes"), ("spec", "runtimeClassName"))
+
+
+def json_patch(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:
+    """RFC 6902 ``add`` operations (which also replace) turning ``before`` into ``after``, for the
+    :data:`PATCHED_FIELDS` that differ."""
+    ops = []
+    for section, field in PATCHED_FIELDS:
+        value = (after.get(section) or {}).get(field)
+        if value != (before.get(section) or {}).get(field):
+            ops.append({"op": "add", "path": f"/{section}/{field}", "value": value})
+    return ops
 
 
 def configmap_data(pod: dict[str, Any], devices: list[str], portion: str,

@@ -1,10 +1,12 @@
-"""The admission webhook's decisions, and its HTTPS server with a certificate made at start.
+"""The admission webhook's GPU-sharing decisions, its HTTPS server with a certificate made at start, its
+paths, and the ``kai-scheduler run`` flags that configure it.
 
 Registration with the real API server is exercised by tests/e2e/test_admission.py.
 """
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import socket
@@ -15,7 +17,18 @@ import warnings
 
 import pytest
 
-from kai.admission.webhook import VALIDATE_PATH, AdmissionServer, review
+from kai.admission.webhook import (
+    MUTATE_PATH,
+    PODGROUP_PATH,
+    QUEUE_PATH,
+    TOPOLOGY_PATH,
+    VALIDATE_PATH,
+    AdmissionServer,
+    review,
+)
+from kai.framework import DEFAULT_CONFIG
+from kai.metrics import Registry
+from kai.run import Context, _parser
 
 
 def pod(annotations=None, gpus=None, scheduler="kai-scheduler", init_gpus=None):
@@ -101,6 +114,36 @@ def test_the_server_answers_admission_reviews_over_verified_tls(server):
     assert reply["response"]["allowed"] is False and "gpu-fraction" in reply["response"]["status"]["message"]
 
 
+@pytest.mark.parametrize(("path", "obj", "message"), [
+    (QUEUE_PATH, {"kind": {"kind": "Queue"}, "name": "q", "object": {"metadata": {"name": "q"}, "spec": {}}},
+     "resources must be specified"),
+    (PODGROUP_PATH, {"kind": {"kind": "PodGroup"}, "namespace": "ns", "name": "pg",
+                     "object": {"spec": {"minMember": 1, "minSubGroup": 1}}}, "minMember and minSubGroup"),
+    (TOPOLOGY_PATH, {"kind": {"kind": "Topology"}, "name": "t",
+                     "object": {"spec": {"levels": [{"nodeLabel": "a", "alias": "a"}]}}}, "invalid topology aliases"),
+])
+def test_each_kai_path_answers_its_resource_s_reviews(server, path, obj, message):
+    body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": "u-2", "operation": "CREATE", **obj}}
+    status, reply = post(server, json.dumps(body).encode(), path=path)
+    assert status == 200
+    response = json.loads(reply)["response"]
+    assert response["uid"] == "u-2" and response["allowed"] is False and message in response["status"]["message"]
+
+
+def test_a_review_that_fails_is_an_error_answer_and_the_server_goes_on(server, monkeypatch, caplog):
+    def broken(request):
+        raise KeyError("surprise")
+
+    monkeypatch.setitem(server.routes, TOPOLOGY_PATH, broken)
+    body = json.dumps({"request": {"uid": "u-3", "kind": {"kind": "Topology"}}}).encode()
+    with caplog.at_level("ERROR", logger="kai.admission.webhook"):
+        assert post(server, body, path=TOPOLOGY_PATH)[0] == 500
+    assert "admission review failed" in caplog.text
+    monkeypatch.undo()
+    assert post(server, body, path=TOPOLOGY_PATH)[0] == 200
+
+
 def test_the_server_refuses_what_is_not_an_admission_review(server):
     assert post(server, b"{not json")[0] == 400
     assert post(server, b'{"request": 3}')[0] == 400
@@ -184,3 +227,74 @@ def test_stop_does_not_wait_past_its_timeout_for_a_stalled_client(tmp_path):
         begin = time.monotonic()
         server.stop(timeout=0.3)
         assert time.monotonic() - begin < 5  # not the 10 s the server gives a stalled request
+
+
+
+# -- kai-scheduler run's admission flags ------------------------------------------------------------------------
+
+
+class QueuesOnly:
+    """The client through which the Queue webhook's quota validation reads a parent queue."""
+
+    api_client, timeout = None, 30.0
+
+    def __init__(self, *queues):
+        self.queues = {q["metadata"]["name"]: q for q in queues}
+
+    def get(self, path):
+        return self.queues[path.rsplit("/", 1)[1]]
+
+
+class LocalContext(Context):
+    def client(self):
+        return self.kube
+
+
+def admission(*argv, kube=None):
+    from kai.run import COMPONENTS
+
+    return COMPONENTS["admission"](LocalContext(_parser().parse_args(["--webhook-host", "localhost", *argv]),
+                                                DEFAULT_CONFIG, kube or QueuesOnly(), Registry()))
+
+
+FRACTIONAL = request(pod({"gpu-fraction": "0.5"}))
+
+
+def runtime_class(server):
+    ops = json.loads(base64.b64decode(server.routes[MUTATE_PATH](FRACTIONAL)["patch"]))
+    return next((op["value"] for op in ops if op["path"] == "/spec/runtimeClassName"), None)
+
+
+def test_run_sets_kai_s_runtime_class_on_fractional_pods_unless_told_otherwise():
+    assert runtime_class(admission()) == "nvidia"
+    assert runtime_class(admission("--gpu-fraction-runtime-class-name", "kata")) == "kata"
+    assert runtime_class(admission("--gpu-fraction-runtime-class-name=")) is None
+    assert runtime_class(admission("--fake-gpu-nodes")) is None  # kwok: no runtime to name
+    assert runtime_class(admission("--fake-gpu-nodes", "--gpu-fraction-runtime-class-name", "kata")) == "kata"
+    assert runtime_class(admission("--gpu-pod-runtime-class-name", "legacy")) == "legacy"
+    assert runtime_class(admission("--gpu-pod-runtime-class-name", "legacy",
+                                   "--gpu-fraction-runtime-class-name", "new")) == "new"
+
+
+def test_run_switches_gpu_sharing_and_device_access_as_kai_s_flags_do():
+    assert admission().routes[VALIDATE_PATH](FRACTIONAL)["allowed"] is True
+    refused = admission("--gpu-sharing-enabled=false").routes[VALIDATE_PATH](FRACTIONAL)
+    assert "while GPU sharing is disabled" in refused["status"]["message"]
+    overriding = pod()
+    overriding["spec"]["containers"][0]["env"] = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
+    assert admission().routes[VALIDATE_PATH](request(overriding))["allowed"] is True
+    for flag in ("--block-nvidia-visible-devices", "--block-nvidia-visible-devices=true"):
+        assert admission(flag).routes[VALIDATE_PATH](request(overriding))["allowed"] is False
+    with pytest.raises(SystemExit):
+        _parser().parse_args(["--gpu-sharing-enabled=maybe"])
+
+
+def test_run_turns_quota_validation_on_with_its_flag():
+    parent = {"metadata": {"name": "parent"}, "spec": {"resources": {"gpu": {"quota": 1}}}}
+    child = {"uid": "u", "kind": {"kind": "Queue"}, "operation": "CREATE",
+             "object": {"metadata": {"name": "child"},
+                        "spec": {"parentQueue": "parent", "resources": {"gpu": {"quota": 2}}}}}
+    assert "warnings" not in admission().routes[QUEUE_PATH](child)
+    warned = admission("--enable-quota-validation", kube=QueuesOnly(parent)).routes[QUEUE_PATH](child)
+    assert warned["allowed"] and warned["warnings"] == [
+        "child queue GPU quota (2.00) exceeds parent queue parent GPU quota (1.00)"]

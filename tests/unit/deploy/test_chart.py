@@ -248,7 +248,8 @@ def test_admission_is_opt_in_with_its_tls_secret_webhook_port_and_configuration(
     assert {"name": "webhook", "containerPort": 9443} in container["ports"]
     service = by_kind(docs, "Service")["kai-admission"]
     assert {"name": "webhook", "port": 443, "targetPort": "webhook"} in service["spec"]["ports"]
-    (hook,) = by_kind(docs, "ValidatingWebhookConfiguration")["kai-admission"]["webhooks"]
+    hook = by_kind(docs, "ValidatingWebhookConfiguration")["kai-admission"]["webhooks"][0]
+    assert hook["name"] == "pod-validation.kai.scheduler" and hook["failurePolicy"] == "Fail"
     assert hook["clientConfig"] == {"service": {"name": "kai-admission", "namespace": "gpu-system",
                                                 "path": VALIDATE_PATH, "port": 443}, "caBundle": "Q0E="}
     assert hook["namespaceSelector"]["matchExpressions"][0]["values"] == ["kube-system", "gpu-system"]
@@ -264,6 +265,53 @@ def test_admission_is_opt_in_with_its_tls_secret_webhook_port_and_configuration(
     args = {name: d["spec"]["template"]["spec"]["containers"][0]["args"]
             for name, d in by_kind(elected, "Deployment").items()}
     assert "--leader-elect" in args["kai-binder"] and "--leader-elect" not in args["kai-admission"]
+
+
+ADMISSION = {"components": {"admission": {"enabled": True, "tls": {"caBundle": "Q0E="}}}}
+
+
+def test_kai_s_resources_get_validating_webhooks_on_their_crds_coordinates_and_the_admission_paths():
+    from kai.admission.webhook import AdmissionServer
+
+    docs = render_chart(CHART, namespace="gpu-system", values=ADMISSION)
+    crds = {(crd["spec"]["group"], version["name"], crd["spec"]["names"]["plural"]):
+            (crd["spec"]["scope"], crd["spec"]["names"]["kind"].lower())
+            for crd in by_kind(docs, "CustomResourceDefinition").values() for version in crd["spec"]["versions"]}
+    hooks = {h["name"]: h for h in by_kind(docs, "ValidatingWebhookConfiguration")["kai-admission"]["webhooks"]}
+    served = AdmissionServer(":0", hosts=["localhost"]).routes
+    assert set(hooks) == {"pod-validation.kai.scheduler", "queue-validation.kai.scheduler",
+                          "podgroup-validation.kai.scheduler", "topology-validation.kai.scheduler"}
+    for name in ("queue", "podgroup", "topology"):
+        hook = hooks[f"{name}-validation.kai.scheduler"]
+        (rule,) = hook["rules"]
+        (group,), (version,), (plural,) = rule["apiGroups"], rule["apiVersions"], rule["resources"]
+        scope, kind = crds[group, version, plural]  # a version of the chart's CRD
+        assert scope == rule["scope"], name
+        path = hook["clientConfig"]["service"]["path"]  # KAI's (controller-runtime's) path of the kind
+        assert path in served and path == f"/validate-{group.replace('.', '-')}-{version}-{kind}"
+        assert hook["clientConfig"]["caBundle"] == "Q0E=" and rule["operations"] == ["CREATE", "UPDATE"]
+        assert hook["failurePolicy"] == "Ignore" and "namespaceSelector" not in hook
+    strict = render_chart(CHART, values={"components": {"admission": {
+        **ADMISSION["components"]["admission"],
+        "webhooks": {"queues": {"failurePolicy": "Fail"}, "topologies": {"enabled": False}}}}})
+    hooks = {h["name"]: h for h in by_kind(strict, "ValidatingWebhookConfiguration")["kai-admission"]["webhooks"]}
+    assert hooks["queue-validation.kai.scheduler"]["failurePolicy"] == "Fail"
+    assert hooks["podgroup-validation.kai.scheduler"]["failurePolicy"] == "Ignore"
+    assert "topology-validation.kai.scheduler" not in hooks
+
+
+def test_admission_values_become_flags_of_kai_scheduler_run():
+    from kai.run import _parser
+
+    args = _parser().parse_args(_container(render_chart(CHART, values=ADMISSION), "admission")["args"])
+    assert (args.gpu_sharing_enabled, args.block_nvidia_visible_devices, args.gpu_fraction_runtime_class_name,
+            args.enable_quota_validation) == (True, False, "nvidia", False)
+    values = {"components": {"admission": {**ADMISSION["components"]["admission"], "gpuSharing": False,
+                                           "blockNvidiaVisibleDevices": True, "gpuFractionRuntimeClassName": "",
+                                           "queueQuotaValidation": True}}}
+    args = _parser().parse_args(_container(render_chart(CHART, values=values), "admission")["args"])
+    assert (args.gpu_sharing_enabled, args.block_nvidia_visible_devices, args.gpu_fraction_runtime_class_name,
+            args.enable_quota_validation) == (False, True, "", True)
 
 
 def test_binder_gets_the_reservation_namespace_and_the_reservation_pods_account():
