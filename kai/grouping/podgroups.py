@@ -29,8 +29,13 @@ def podgroup_object(metadata: PodGroupMetadata) -> dict:
         spec["topologyConstraint"] = topology
     if metadata.subgroups:
         spec["subGroups"] = []
+        parents = {subgroup.parent for subgroup in metadata.subgroups if subgroup.parent is not None}
         for subgroup in metadata.subgroups:
-            entry: dict = {"name": subgroup.name, **_minimum(subgroup.min_subgroup, subgroup.min_available)}
+            entry: dict = {"name": subgroup.name}
+            if subgroup.name not in parents:
+                entry.update(_minimum(subgroup.min_subgroup, subgroup.min_available))
+            elif subgroup.min_subgroup is not None:  # KAI v0.17 refuses minMember on a subgroup with children
+                entry["minSubGroup"] = subgroup.min_subgroup
             if subgroup.parent is not None:
                 entry["parent"] = subgroup.parent
             if subgroup.topology is not None:
