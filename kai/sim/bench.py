@@ -17,6 +17,7 @@ from pathlib import Path
 
 from kai import _native
 from kai.framework import ConfigError, PluginError, Session
+from kai.framework.yamlfile import one_line
 from kai.sim.conformance import Runner, _files
 from kai.sim.scenario import NOW, Scenario, load_scenarios
 
@@ -75,7 +76,7 @@ def main(argv: list[str]) -> int:
                 if not args.json:
                     print(_line(results[-1]), flush=True)
     except (ConfigError, PluginError) as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
+        print(f"{PROG}: {one_line(str(exc))}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(results, indent=1))
