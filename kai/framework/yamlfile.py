@@ -18,14 +18,15 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from yaml.composer import Composer, ComposerError
 from yaml.constructor import ConstructorError, SafeConstructor
-from yaml.events import AliasEvent
+from yaml.events import AliasEvent, Event, NodeEvent
+from yaml.nodes import Node, ScalarNode
 from yaml.reader import ReaderError
 from yaml.resolver import Resolver
 
@@ -46,7 +47,7 @@ _LINE_BREAKS = str.maketrans({c: repr(c)[1:-1] for c in "\n\r\x0b\x0c\x1c\x1d\x1
 _JSON_TAGS = ("null", "bool", "int", "float", "str", "seq", "map")
 
 if getattr(yaml, "__with_libyaml__", False):
-    from yaml.cyaml import CParser as _Parser
+    from yaml._yaml import CParser as _Parser
 else:  # pragma: no cover - PyYAML without libyaml
     from yaml.parser import Parser
     from yaml.reader import Reader
@@ -77,7 +78,7 @@ class _Constructor(SafeConstructor):
         if tag is None or tag in {f"tag:yaml.org,2002:{t}" for t in _JSON_TAGS}
     }
 
-    def construct_object(self, node, deep=False):
+    def construct_object(self, node: Node, deep: bool = False) -> Any:
         try:
             return super().construct_object(node, deep)
         except (ValueError, KeyError, OverflowError):  # e.g. ``!!int x``, ``!!bool maybe``
@@ -89,50 +90,54 @@ class _Constructor(SafeConstructor):
 class _Composer(Composer):
     """PyYAML's composer counting values (aliases count what they repeat) and nesting depth."""
 
+    if TYPE_CHECKING:  # the parser that comes with it in the loader
+        def peek_event(self) -> NodeEvent: ...
+        def check_event(self, *choices: type[Event]) -> bool: ...
+
     def __init__(self) -> None:
         Composer.__init__(self)
         self.values = 0
         self.depth = 0
-        self.sizes: dict[str, int] = {}
+        self.sizes: dict[str | None, int] = {}  # anchor -> values of its node
 
-    def compose_document(self):
+    def compose_document(self) -> Node | None:
         node = super().compose_document()
         self.sizes = {}
         return node
 
-    def compose_node(self, parent, index):
+    def compose_node(self, parent: Node | None, index: int) -> Node | None:
         event = self.peek_event()
+        mark: Any = event.start_mark
         if self.check_event(AliasEvent):
             if event.anchor in self.anchors and event.anchor not in self.sizes:
-                raise ComposerError(None, None, f"alias *{event.anchor} is used inside the node it names",
-                                    event.start_mark)
-            self._count(self.sizes.get(event.anchor, 0), event.start_mark)
+                raise ComposerError(None, None, f"alias *{event.anchor} is used inside the node it names", mark)
+            self._count(self.sizes.get(event.anchor, 0), mark)
             return super().compose_node(parent, index)
         start = self.values
-        self._count(1, event.start_mark)
+        self._count(1, mark)
         self.depth += 1
         if self.depth > MAX_DEPTH:
-            raise ComposerError(None, None, f"nested deeper than {MAX_DEPTH} levels", event.start_mark)
+            raise ComposerError(None, None, f"nested deeper than {MAX_DEPTH} levels", mark)
         node = super().compose_node(parent, index)
         self.depth -= 1
         if event.anchor is not None:
             self.sizes[event.anchor] = self.values - start
         return node
 
-    def compose_scalar_node(self, anchor):
+    def compose_scalar_node(self, anchor: Any) -> ScalarNode:
         node = super().compose_scalar_node(anchor)
         if _SURROGATE.search(node.value):
             raise ComposerError(None, None, "a string escapes a lone surrogate, which is not Unicode", node.start_mark)
         return node
 
-    def _count(self, values: int, mark) -> None:
+    def _count(self, values: int, mark: Any) -> None:
         self.values += values
         if self.values > MAX_VALUES:
             raise ComposerError(None, None, f"more than {MAX_VALUES:,} values (aliases count each time they are "
                                 "used)", mark)
 
 
-class _Loader(_Composer, _Parser, _Constructor, _Resolver):  # type: ignore[misc]
+class _Loader(_Composer, _Parser, _Constructor, _Resolver):
     def __init__(self, stream: str):
         _Parser.__init__(self, stream)
         _Composer.__init__(self)
@@ -155,20 +160,22 @@ def _text(path: str | Path, error: type[ConfigError]) -> str:
 
 
 def _parse(path: str | Path, error: type[ConfigError], documents: bool) -> list[Any]:
-    loader = _Loader(_text(path, error))
+    text = _text(path, error)
     found: list[Any] = []
     try:
-        if not documents:
-            return [loader.get_single_data()]
-        while loader.check_data():
-            found.append(loader.get_data())
-        return found
+        loader = _Loader(text)  # the pure-Python reader checks the characters here
+        try:
+            if not documents:
+                return [loader.get_single_data()]
+            while loader.check_node():
+                found.append(loader.construct_document(loader.get_node()))
+            return found
+        finally:
+            loader.dispose()
     except (yaml.YAMLError, RecursionError) as exc:  # RecursionError: merge keys (``<<: *a``) chained too deep
         problem = _yaml_problem(exc) if isinstance(exc, yaml.YAMLError) else "merge keys nested too deeply"
         document = f"document {len(found) + 1}: " if documents else ""
         raise error(f"{path}: {document}not valid YAML: {problem}") from None
-    finally:
-        loader.dispose()
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:
@@ -288,9 +295,10 @@ class Fields:
             _check_range(value, minimum, maximum, lambda m: self.fail(key, m))
         return value
 
-    def mapping(self, key: str) -> dict:
+    def mapping(self, key: str) -> dict[Any, Any]:
         """The field's mapping, empty when not set."""
-        return self.get(key, dict, {})
+        value: dict[Any, Any] = self.get(key, dict, {})
+        return value
 
     def sequence(self, key: str, default: Any = _REQUIRED) -> Any:
         return self.get(key, list, default)
@@ -310,14 +318,14 @@ class Fields:
 
     def names(self, key: str) -> list[str]:
         """A list of strings (empty when not set)."""
-        values = self.sequence(key, [])
+        values: list[str] = self.sequence(key, [])
         for i, value in enumerate(values):
             if not isinstance(value, str):
                 raise self.fail(key, f"must list strings; item {i} is {describe(value)}")
         return values
 
 
-def check_number(value: Any, minimum: float, maximum: float, fail) -> float:
+def check_number(value: Any, minimum: float, maximum: float, fail: Callable[[str], ConfigError]) -> float:
     """``value`` as a float when it is a finite number in [minimum, maximum]; else raises ``fail(message)``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise fail(f"must be a number, not {describe(value)}")
@@ -327,7 +335,7 @@ def check_number(value: Any, minimum: float, maximum: float, fail) -> float:
     return float(value)
 
 
-def _check_range(value: float, minimum: float, maximum: float, fail) -> None:
+def _check_range(value: float, minimum: float, maximum: float, fail: Callable[[str], ConfigError]) -> None:
     if value < minimum:
         raise fail(f"must be at least {_bound(minimum)}, not {describe(value)}")
     if value > maximum:

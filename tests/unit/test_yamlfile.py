@@ -92,7 +92,7 @@ def test_invalid_utf8_names_the_byte_offset(tmp_path):
 
 
 @pytest.mark.parametrize("text, problem", [
-    ("a: \x00", "control characters are not allowed"),
+    ("a: \x00", "unacceptable character #x0000"),
     ('a: "\\ud800"', "Unicode"),
     ("a: !!int x", "'x' is not a valid !!int"),
     ("a: !!bool maybe", "'maybe' is not a valid !!bool"),
@@ -100,7 +100,7 @@ def test_invalid_utf8_names_the_byte_offset(tmp_path):
     ("a: !!binary aGk=", "tag:yaml.org,2002:binary"),
     ("a: !!python/object:os.system x", "python/object"),
     ("a: " + "9" * 5000, "is not a valid !!int"),
-    ("a: [1, 2", "did not find expected ',' or ']' (line 2, column 1)"),
+    ("a: [1, 2", "while parsing a flow sequence"),
     ("a: *nowhere", "found undefined alias"),
 ])
 def test_malformed_yaml_is_one_line_naming_the_problem(tmp_path, text, problem):
