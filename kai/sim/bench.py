@@ -72,10 +72,13 @@ def main(argv: list[str]) -> int:
     try:
         for path in _files(args.paths):
             for sc in load_scenarios(str(path)):
-                results.append(bench_scenario(runner, sc, args.repeat))
+                try:
+                    results.append(bench_scenario(runner, sc, args.repeat))
+                except PluginError as exc:  # the scenario's plugins: an error of the file
+                    raise ConfigError(f"{sc.where}: {exc}") from None
                 if not args.json:
                     print(_line(results[-1]), flush=True)
-    except (ConfigError, PluginError) as exc:
+    except ConfigError as exc:
         print(f"{PROG}: {one_line(str(exc))}", file=sys.stderr)
         return 2
     if args.json:

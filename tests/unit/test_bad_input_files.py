@@ -100,6 +100,11 @@ def test_every_scenario_command_refuses_a_bad_scenario_file(capsys, tmp_path, co
     assert message in refused(capsys, tmp_path, command[:1], content, command[1:])
 
 
+def test_bench_names_the_scenario_whose_plugins_cannot_be_built(capsys, tmp_path):
+    text = scenario().replace("config: {plugins: default}", "config: {plugins: [nosuch]}")
+    assert "scenario 's': unknown plugin 'nosuch'" in refused(capsys, tmp_path, ["bench"], text)
+
+
 def test_conformance_refuses_a_bad_podgrouper_case_file(capsys, tmp_path):
     text = "- {name: c, grouper: job, pod: {metadata: {name: p}}, objects: [], top_owner: 3, expected: {}}\n"
     assert "case 'c': field 'top_owner' must name objects by their index" in refused(
