@@ -12,6 +12,7 @@ from typing import Any
 import attrs
 
 from kai.api import (
+    ACTIVE_USED,
     MIG_PREFIX,
     UNLIMITED,
     Job,
@@ -354,9 +355,12 @@ class Scenario:
         sub_group = f.text("sub_group", None) or "default"
         if sub_group not in job.pod_sets:
             raise f.fail("sub_group", f"names unknown pod set {describe(sub_group)}")
+        node = f.text("node", None)
+        if node is None and STATUSES[state] in ACTIVE_USED:
+            raise f.fail("node", f"is missing: a {state} task occupies a node")
         return Task(
             name=name, job=job.uid, namespace=NAMESPACE, request=request, status=STATUSES[state],
-            node=f.text("node", None),
+            node=node,
             pod_set=sub_group, priority=f.whole("priority", None, -MAX_PRIORITY, MAX_PRIORITY), labels=labels,
             node_affinity=affinity, pod_affinity=pod_aff, pod_anti_affinity=pod_anti,
             gpu_groups=_scalars(f, "gpu_groups"), legacy_mig=f.flag("legacy_mig", False),

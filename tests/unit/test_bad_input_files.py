@@ -89,6 +89,8 @@ def test_simulate_refuses_a_bad_cluster_file(capsys, tmp_path, text, message):
     (scenario(gpus="'1e400'"), "scenario 's': nodes['n0']: field 'gpus' must be a whole number, not '1e400'"),
     (scenario(gpus="-1"), "nodes['n0']: field 'gpus' must be at least 0, not -1"),
     (scenario(node="[n0]"), "scenario 's': job 'j': task 'j-0': field 'node' must be a string, not a list"),
+    (scenario().replace("state: Pending", "state: Running"),
+     "task 'j-0': field 'node' is missing: a Running task occupies a node"),
     (scenario(expected="{max_binds: -1}"), "scenario 's': expected: field 'max_binds' must be at least 0"),
     (scenario(expected="{jobs: {j: {status: Nowhere}}}"), "expected.jobs['j']: field 'status' must be one of"),
     (scenario(mode="simulation", rounds="1000000000"), "simulation: field 'rounds_until_match' must be at most 1000"),
