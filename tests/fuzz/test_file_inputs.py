@@ -59,7 +59,7 @@ def _load(path: Path):
 
 
 def _seeds() -> list[tuple[str, str, object]]:
-    """(command, seed name, parsed document) of every seed; multi-document seeds are lists of documents."""
+    """(command, seed name, parsed document) of every seed; a multi-document seed is ``{"documents": [...]}``."""
     seeds: list[tuple[str, str, object]] = []
     for path in sorted((ROOT / "examples").glob("*.yaml")):
         for command in ("simulate", "fairshare"):
@@ -191,7 +191,7 @@ def _text(data, doc) -> bytes:
     if op == "control":
         return raw[:at] + data.draw(st.sampled_from([b"\x00", b"\x1b", b"\t", b"\x85", b"\r"])) + raw[at:]
     if op == "bomb":
-        return ("bomb: " + ALIAS_BOMB + "\n").encode() + raw if isinstance(doc, dict) else b"- " + ALIAS_BOMB.encode()
+        return (("bomb: " if isinstance(doc, dict) else "- ") + ALIAS_BOMB + "\n").encode() + raw
     if op == "recursive":
         return b"- &r [x, *r]\n" + raw
     if op == "nesting":
