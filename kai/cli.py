@@ -2,7 +2,9 @@
 
 Each entry of :data:`SUBCOMMANDS` names ``module:function``; the function takes the remaining
 arguments (a list of strings) and returns the exit code. Modules are imported only when their
-subcommand runs, so ``kai-scheduler simulate`` never loads the Kubernetes client.
+subcommand runs, so ``kai-scheduler simulate`` never loads the Kubernetes client. A malformed input
+file (:class:`~kai.framework.ConfigError`) that a subcommand does not report itself ends in exit
+code 2 and one line on stderr; any other exception is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -51,11 +53,17 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     module_name, func_name = entry[0].split(":")
     func = getattr(importlib.import_module(module_name), func_name)
+    from kai.framework.errors import ConfigError
+    from kai.framework.yamlfile import one_line
+
     try:
         return func(args[1:])
     except BrokenPipeError:  # output piped into a command that stopped reading (head, less)
         sys.stderr.close()
         return 0
+    except ConfigError as exc:
+        print(f"kai-scheduler {args[0]}: {one_line(str(exc))}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -35,6 +35,7 @@ from kai.binder.binder import DEFAULT_PLUGINS as DEFAULT_BINDER_PLUGINS
 from kai.binder.binder import DEFAULT_WORKERS
 from kai.framework import DEFAULT_CONFIG, ConfigError, PluginError, SchedulerConfig, load_config
 from kai.framework.durations import duration_flag
+from kai.framework.yamlfile import one_line
 from kai.kube.leader import LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD, LeaderElector
 from kai.kube.server import DEFAULT_ADDRESS, METRICS, PROBES, ObservabilityServer
 from kai.logs import FORMATS, configure, fields
@@ -309,7 +310,7 @@ def main(argv: list[str]) -> int:
             raise ValueError(f"--schedule-period must be positive, not {args.schedule_period:g}")
         config = load_config(args.config) if args.config else DEFAULT_CONFIG
     except (ValueError, ConfigError) as exc:
-        print(f"kai-scheduler run: {exc}", file=sys.stderr)
+        print(f"kai-scheduler run: {one_line(str(exc))}", file=sys.stderr)
         return 2
     from kai.kube.client import Kube
 

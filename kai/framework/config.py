@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import yaml
 
 from kai.framework.errors import ConfigError
 from kai.framework.usage import UsageDBConfig, parse_usage_db
+from kai.framework.yamlfile import Fields, describe, read_yaml
 
 
 @attrs.define(frozen=True)
@@ -82,7 +82,8 @@ def parse_actions(value: Any, where: str) -> tuple[str, ...]:
     elif isinstance(value, list) and all(isinstance(a, str) for a in value):
         names = [a.strip() for a in value]
     else:
-        raise ConfigError(f"{where}: field 'actions' must be a comma-separated string or a list of names")
+        raise ConfigError(f"{where}: field 'actions' must be a comma-separated string or a list of names, "
+                          f"not {describe(value)}")
     names = [n for n in names if n]
     if not names:
         raise ConfigError(f"{where}: field 'actions' names no action")
@@ -91,7 +92,7 @@ def parse_actions(value: Any, where: str) -> tuple[str, ...]:
 
 def parse_plugin_list(items: Any, where: str) -> tuple[PluginSpec, ...]:
     if not isinstance(items, list):
-        raise ConfigError(f"{where}: must be a list of plugins")
+        raise ConfigError(f"{where}: must be a list of plugins, not {describe(items)}")
     specs = []
     for i, item in enumerate(items):
         if isinstance(item, str):
@@ -100,13 +101,16 @@ def parse_plugin_list(items: Any, where: str) -> tuple[PluginSpec, ...]:
             raise ConfigError(f"{where}[{i}]: field 'name' is missing or not a string")
         args = item.get("arguments") or {}
         if not isinstance(args, dict):
-            raise ConfigError(f"{where}[{i}] ({item['name']}): field 'arguments' must be a mapping")
+            raise ConfigError(f"{where}[{i}] ({describe(item['name'])}): field 'arguments' must be a mapping, "
+                              f"not {describe(args)}")
         specs.append(PluginSpec(item["name"], dict(args)))
     return tuple(specs)
 
 
 #: The actions that take jobs from the queues in order (KAI's ``queueDepthPerAction`` keys).
 QUEUE_DEPTH_ACTIONS = ("allocate", "consolidation", "reclaim", "preempt")
+#: Largest whole-number setting (jobs per queue, victims): more than any cluster holds.
+MAX_SETTING = 2**31 - 1
 
 
 def parse_queue_depths(data: Any, where: str) -> tuple[tuple[str, int], ...]:
@@ -114,14 +118,16 @@ def parse_queue_depths(data: Any, where: str) -> tuple[tuple[str, int], ...]:
     if data is None:
         return ()
     if not isinstance(data, dict):
-        raise ConfigError(f"{where}: field 'queueDepthPerAction' must map action names to numbers of jobs")
+        raise ConfigError(f"{where}: field 'queueDepthPerAction' must map action names to numbers of jobs, "
+                          f"not {describe(data)}")
     depths = []
     for action, depth in data.items():
         if action not in QUEUE_DEPTH_ACTIONS:
-            raise ConfigError(f"{where}: queueDepthPerAction names action {action!r}; it applies to "
+            raise ConfigError(f"{where}: queueDepthPerAction names action {describe(action)}; it applies to "
                               f"{', '.join(QUEUE_DEPTH_ACTIONS)}")
-        if isinstance(depth, bool) or not isinstance(depth, int) or depth < -1:
-            raise ConfigError(f"{where}: queueDepthPerAction.{action} must be a whole number of jobs, -1 for no limit")
+        if isinstance(depth, bool) or not isinstance(depth, int) or not -1 <= depth <= MAX_SETTING:
+            raise ConfigError(f"{where}: queueDepthPerAction.{action} must be a whole number of jobs, -1 for no "
+                              f"limit, not {describe(depth)}")
         if depth != -1:
             depths.append((action, depth))
     return tuple(depths)
@@ -132,21 +138,15 @@ def parse_config(data: Any, where: str = "config") -> SchedulerConfig:
     if data is None:
         return DEFAULT_CONFIG
     if not isinstance(data, dict):
-        raise ConfigError(f"{where}: must be a mapping with 'actions' and 'tiers'")
+        raise ConfigError(f"{where}: must be a mapping with 'actions' and 'tiers', not {describe(data)}")
+    fields = Fields(data, where)
     actions = parse_actions(data["actions"], where) if "actions" in data else DEFAULT_ACTIONS
-    grace = data.get("stalenessGracePeriodSeconds", DEFAULT_CONFIG.staleness_grace_period)
-    if isinstance(grace, bool) or not isinstance(grace, (int, float)):
-        raise ConfigError(f"{where}: field 'stalenessGracePeriodSeconds' must be a number of seconds")
-    preemptees = data.get("maxConsolidationPreemptees", DEFAULT_CONFIG.max_consolidation_preemptees)
-    if isinstance(preemptees, bool) or not isinstance(preemptees, int) or preemptees < -1:
-        raise ConfigError(f"{where}: field 'maxConsolidationPreemptees' must be a whole number, -1 for no limit")
-    flags: dict[str, bool] = {}
-    for key, field in (("allowConsolidatingReclaim", "allow_consolidating_reclaim"),
-                       ("useSchedulingSignatures", "use_scheduling_signatures")):
-        value = data.get(key, getattr(DEFAULT_CONFIG, field))
-        if not isinstance(value, bool):
-            raise ConfigError(f"{where}: field '{key}' must be true or false")
-        flags[field] = value
+    grace = fields.number("stalenessGracePeriodSeconds", DEFAULT_CONFIG.staleness_grace_period)
+    preemptees = fields.whole("maxConsolidationPreemptees", DEFAULT_CONFIG.max_consolidation_preemptees,
+                              minimum=-1, maximum=MAX_SETTING)
+    flags = {field: fields.flag(key, getattr(DEFAULT_CONFIG, field))
+             for key, field in (("allowConsolidatingReclaim", "allow_consolidating_reclaim"),
+                                ("useSchedulingSignatures", "use_scheduling_signatures"))}
     depths = parse_queue_depths(data.get("queueDepthPerAction"), where)
     usage_db = None
     if data.get("usageDBConfig") is not None:
@@ -159,7 +159,7 @@ def parse_config(data: Any, where: str = "config") -> SchedulerConfig:
 
 def _parse_tiers(tiers: Any, where: str) -> tuple[PluginSpec, ...]:
     if not isinstance(tiers, list):
-        raise ConfigError(f"{where}: field 'tiers' must be a list")
+        raise ConfigError(f"{where}: field 'tiers' must be a list, not {describe(tiers)}")
     plugins: list[PluginSpec] = []
     for t, tier in enumerate(tiers):
         if not isinstance(tier, dict) or "plugins" not in tier:
@@ -168,16 +168,7 @@ def _parse_tiers(tiers: Any, where: str) -> tuple[PluginSpec, ...]:
     return tuple(plugins)
 
 
-def read_yaml(path: str | Path, error: type[ConfigError] = ConfigError) -> Any:
-    """Parse a YAML file; an unreadable or invalid file raises ``error`` naming the file."""
-    try:
-        return yaml.safe_load(Path(path).read_text())
-    except OSError as exc:
-        raise error(f"{path}: cannot read: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise error(f"{path}: not valid YAML: {exc}") from None
-
-
 def load_config(path: str | Path) -> SchedulerConfig:
-    """Read a configuration file (YAML)."""
-    return parse_config(read_yaml(path), str(path))
+    """Read a configuration file (YAML; empty: the defaults)."""
+    return parse_config(read_yaml(path, top=(dict, type(None)), what="a mapping with 'actions' and 'tiers'"),
+                        str(path))

@@ -22,6 +22,7 @@ import attrs
 from kai.api import ALLOCATED, MIG_PREFIX, mig_gpu_slices
 from kai.framework.durations import parse_duration
 from kai.framework.errors import ConfigError
+from kai.framework.yamlfile import Fields, describe
 
 if TYPE_CHECKING:
     from kai.framework.nodes import NodeInfo
@@ -31,6 +32,8 @@ CPU, MEMORY, GPU = range(3)
 #: Every queue's historical usage: queue name -> (CPU, memory, GPU) fractions of the cluster's capacity.
 Usage = dict[str, tuple[float, float, float]]
 WEEK = 7 * 24 * 3600.0
+#: Longest duration of the usage parameters (about 30 years).
+MAX_DURATION = 1e9
 CLIENT_TYPES = ("prometheus", "in-process", "fake-with-history")
 WINDOW_TYPES = ("sliding", "tumbling")
 PARAM_FIELDS = ("halfLifePeriod", "windowSize", "windowType", "tumblingWindowStartTime", "cronString",
@@ -87,8 +90,10 @@ def parse_usage_db(data: Any, where: str) -> UsageDBConfig:
     _known(data, ("clientType", "connectionString", "connectionStringEnvVar", "usageParams"), where)
     client = data.get("clientType")
     if client not in CLIENT_TYPES:
-        raise ConfigError(f"{where}: field 'clientType' must be one of {', '.join(CLIENT_TYPES)}, not {client!r}")
-    url, env = data.get("connectionString") or "", data.get("connectionStringEnvVar") or ""
+        raise ConfigError(f"{where}: field 'clientType' must be one of {', '.join(CLIENT_TYPES)}, "
+                          f"not {describe(client)}")
+    fields = Fields(data, where)
+    url, env = fields.text("connectionString", ""), fields.text("connectionStringEnvVar", "")
     if client == "prometheus" and bool(url) == bool(env):
         raise ConfigError(f"{where}: set exactly one of 'connectionString' and 'connectionStringEnvVar'")
     return UsageDBConfig(client, str(url), str(env), _params(data.get("usageParams") or {}, f"{where}.usageParams"))
@@ -97,7 +102,7 @@ def parse_usage_db(data: Any, where: str) -> UsageDBConfig:
 def _known(data: dict[str, Any], fields: tuple[str, ...], where: str) -> None:
     for key in data:
         if key not in fields:
-            raise ConfigError(f"{where}: field {key!r} is not known; known fields: {', '.join(fields)}")
+            raise ConfigError(f"{where}: field {describe(key)} is not known; known fields: {', '.join(fields)}")
 
 
 def _params(data: Any, where: str) -> UsageParams:
@@ -108,17 +113,14 @@ def _params(data: Any, where: str) -> UsageParams:
     def duration(key: str, default: float) -> float:
         if data.get(key) is None:
             return default
-        try:
-            return parse_duration(data[key], f"{where}: field '{key}'")
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
+        return _seconds(data[key], f"{where}: field '{key}'")
 
     half_life = duration("halfLifePeriod", 0.0)
     window_type = data.get("windowType") or "sliding"
     if window_type not in WINDOW_TYPES:
         hint = " (cron windows are not supported)" if window_type == "cron" else ""
         raise ConfigError(f"{where}: field 'windowType' must be one of {', '.join(WINDOW_TYPES)}, "
-                          f"not {window_type!r}{hint}")
+                          f"not {describe(window_type)}{hint}")
     window = duration("windowSize", WEEK)
     if window <= 0:
         raise ConfigError(f"{where}: field 'windowSize' must be positive")
@@ -131,11 +133,8 @@ def _params(data: Any, where: str) -> UsageParams:
         raise ConfigError(f"{where}: field 'extraParams' must be a mapping of strings")
     extra = {str(k): str(v) for k, v in extra.items()}
     resolution, timeout = 60.0, 10.0
-    try:
-        resolution = parse_duration(extra.get("queryResolution", "1m"), f"{where}: extraParams.queryResolution")
-        timeout = parse_duration(extra.get("usageQueryTimeout", "10s"), f"{where}: extraParams.usageQueryTimeout")
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+    resolution = _seconds(extra.get("queryResolution", "1m"), f"{where}: extraParams.queryResolution")
+    timeout = _seconds(extra.get("usageQueryTimeout", "10s"), f"{where}: extraParams.usageQueryTimeout")
     if resolution <= 0 or timeout <= 0:
         raise ConfigError(f"{where}: extraParams queryResolution and usageQueryTimeout must be positive")
     return UsageParams(
@@ -146,6 +145,17 @@ def _params(data: Any, where: str) -> UsageParams:
     )
 
 
+def _seconds(value: Any, where: str) -> float:
+    """A duration of the usage parameters: from 0 to :data:`MAX_DURATION` seconds."""
+    try:
+        seconds = parse_duration(value, where)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if not 0 <= seconds <= MAX_DURATION:
+        raise ConfigError(f"{where} must be from 0 to {MAX_DURATION:g} seconds, not {describe(value)}")
+    return seconds
+
+
 def _timestamp(value: Any, where: str) -> float:
     if isinstance(value, datetime.datetime):
         moment = value
@@ -153,7 +163,8 @@ def _timestamp(value: Any, where: str) -> float:
         try:
             moment = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
-            raise ConfigError(f"{where}: {value!r} is not an RFC 3339 time (like 2025-01-06T00:00:00Z)") from None
+            raise ConfigError(f"{where}: {describe(value)} is not an RFC 3339 time "
+                              "(like 2025-01-06T00:00:00Z)") from None
     else:
         raise ConfigError(f"{where}: required for tumbling windows, an RFC 3339 time (like 2025-01-06T00:00:00Z)")
     if moment.tzinfo is None:

@@ -2,7 +2,7 @@
 
 Each owner is read through the :class:`~kai.grouping.objects.ObjectReader` and must carry the uid
 the reference names; an owner the reader may not see ends the walk there, and an owner with more
-than one owner is an error.
+than one owner, or references that lead back to an object already walked (a cycle), is an error.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ def resolve_owners(reader: ObjectReader, pod: dict) -> tuple[dict, list[dict]]:
     refs = (pod.get("metadata") or {}).get("ownerReferences") or []
     owners: list[dict] = []
     top = _pod_reference(pod)
+    walked = {_identity(top)}
     ref = refs[0] if refs else None
     while ref is not None:
         if not isinstance(ref, dict):
@@ -36,6 +37,12 @@ def resolve_owners(reader: ObjectReader, pod: dict) -> tuple[dict, list[dict]]:
                 f"failed to find {ref.get('kind', '')}: <{namespace}/{ref.get('name', '')}>, "
                 f"uid: <{ref.get('uid', '')}>: {err}"
             ) from err
+        if _identity(owner) in walked:
+            raise GroupingError(
+                f"the owner references of pod {namespace}/{meta_str(pod, 'name')} form a cycle: "
+                f"{owner['kind']} <{meta_str(owner, 'name')}> is reached twice"
+            )
+        walked.add(_identity(owner))
         owners.append(owner)
         top = owner
         next_refs = (owner.get("metadata") or {}).get("ownerReferences") or []
@@ -63,6 +70,11 @@ def _read_owner(reader: ObjectReader, ref: dict, namespace: str) -> dict:
     owner["apiVersion"] = owner.get("apiVersion") or ref.get("apiVersion", "")
     owner["kind"] = owner.get("kind") or ref.get("kind", "")
     return owner
+
+
+def _identity(obj: dict) -> tuple[str, str, str]:
+    """What names an object within the pod's namespace: apiVersion, kind, name."""
+    return str(obj.get("apiVersion") or ""), str(obj.get("kind") or ""), meta_str(obj, "name")
 
 
 def _pod_reference(pod: dict) -> dict:

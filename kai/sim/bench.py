@@ -17,6 +17,7 @@ from pathlib import Path
 
 from kai import _native
 from kai.framework import ConfigError, PluginError, Session
+from kai.framework.yamlfile import one_line
 from kai.sim.conformance import Runner, _files
 from kai.sim.scenario import NOW, Scenario, load_scenarios
 
@@ -71,11 +72,14 @@ def main(argv: list[str]) -> int:
     try:
         for path in _files(args.paths):
             for sc in load_scenarios(str(path)):
-                results.append(bench_scenario(runner, sc, args.repeat))
+                try:
+                    results.append(bench_scenario(runner, sc, args.repeat))
+                except PluginError as exc:  # the scenario's plugins: an error of the file
+                    raise ConfigError(f"{sc.where}: {exc}") from None
                 if not args.json:
                     print(_line(results[-1]), flush=True)
-    except (ConfigError, PluginError) as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
+    except ConfigError as exc:
+        print(f"{PROG}: {one_line(str(exc))}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(results, indent=1))

@@ -7,7 +7,7 @@ the entry and the field, and unknown fields are errors (a typo must not be silen
 
 from __future__ import annotations
 
-import difflib
+import math
 import re
 from typing import Any
 
@@ -43,6 +43,7 @@ from kai.framework import (
     parse_config,
     parse_duration,
 )
+from kai.framework.yamlfile import MAX_NUMBER, Fields, check_number, describe
 
 #: KAI's priority classes and their values.
 PRIORITY_CLASSES = {"train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
@@ -67,6 +68,14 @@ POD_SET_FIELDS = ("name", "parent", "gpus", "cpu", "memory", "topology") + POD_S
 SUBGROUP_FIELDS = ("name", "parent", "topology")
 CONSTRAINT_FIELDS = ("topology", "required_level", "preferred_level")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+#: Most nodes and pods a file may describe, and the largest counts of one entry (docs/simulate.md, "Bad input").
+MAX_NODES = 10_000
+MAX_PODS = 100_000
+MAX_GPUS = 1024
+MAX_CYCLES = 1000
+MAX_PODS_PER_NODE = 10_000
+MAX_GPU_MEMORY_MIB = 2**31 - 1
+MAX_PRIORITY = 2**31 - 1
 
 _QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?\d+)?$")
 _FACTORS = {
@@ -76,16 +85,30 @@ _FACTORS = {
 
 
 def parse_quantity(value: Any, where: str, field: str) -> float:
-    """A Kubernetes quantity (a number or a string such as ``500m`` or ``16Gi``) in base units."""
+    """A Kubernetes quantity (a number or a string such as ``500m`` or ``16Gi``) in base units, at most
+    :data:`~kai.framework.yamlfile.MAX_NUMBER` in size."""
+
+    def fail(message: str) -> ConfigError:
+        return ConfigError(f"{where}: field '{field}' {message}")
+
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
+        return check_number(value, -MAX_NUMBER, MAX_NUMBER, fail)
     m = _QUANTITY.match(value.strip()) if isinstance(value, str) else None
     if m is None:
-        raise ConfigError(f"{where}: field '{field}': {value!r} is not a Kubernetes quantity (like 500m, 4, 16Gi)")
+        raise ConfigError(f"{where}: field '{field}': {describe(value)} is not a Kubernetes quantity "
+                          "(like 500m, 4, 16Gi)")
     number, suffix = float(m.group(1)), m.group(2)
     if suffix and suffix[0] in "eE" and suffix not in _FACTORS:
-        return number * 10.0 ** int(suffix[1:])
-    return number * _FACTORS[suffix]
+        exponent = int(suffix[1:]) if len(suffix) < 8 else (-999 if suffix[1] == "-" else 999)
+        try:
+            number *= 10.0 ** exponent
+        except OverflowError:
+            number = math.inf
+    else:
+        number *= _FACTORS[suffix]
+    if not abs(number) <= MAX_NUMBER:  # also catches inf and nan
+        raise fail(f"must be at most {MAX_NUMBER:g} in size, not {describe(value)}")
+    return number
 
 
 @attrs.define
@@ -105,57 +128,21 @@ class ClusterFile:
         return build_snapshot(self.nodes, self.queues, self.jobs, now, self.topologies)
 
 
-class _Entry:
-    """Typed access to the fields of one mapping, with errors that name where it is."""
+class _Entry(Fields):
+    """Typed access to one entry of a cluster file; unknown fields are errors."""
 
-    def __init__(self, data: Any, where: str, known: tuple[str, ...]):
-        if not isinstance(data, dict):
-            raise ConfigError(f"{where}: must be a mapping")
-        self.data, self.where = data, where
-        for key in data:
-            if key not in known:
-                close = difflib.get_close_matches(str(key), known, n=1)
-                hint = f"; did you mean '{close[0]}'?" if close else f"; known fields: {', '.join(known)}"
-                raise ConfigError(f"{where}: field '{key}' is not known{hint}")
+    def count(self, key: str, default: int, minimum: int = 0, maximum: int = MAX_PODS) -> int:
+        return self.whole(key, default, minimum, maximum)
 
-    def has(self, key: str) -> bool:
-        return self.data.get(key) is not None
-
-    def get(self, key: str, types, default=attrs.NOTHING, what: str = ""):
-        value = self.data.get(key)
-        if value is None:
-            if default is attrs.NOTHING:
-                raise ConfigError(f"{self.where}: field '{key}' is missing")
-            return default
-        types = types if isinstance(types, tuple) else (types,)
-        if isinstance(value, bool) != (bool in types) or not isinstance(value, types):
-            raise ConfigError(f"{self.where}: field '{key}' must be {what or _type_name(types)}, not {value!r}")
-        return value
-
-    def count(self, key: str, default: int, minimum: int = 0) -> int:
-        value = self.get(key, int, default, "a whole number")
-        if value < minimum:
-            raise ConfigError(f"{self.where}: field '{key}' must be at least {minimum}, not {value}")
-        return value
-
-    def quantity(self, key: str, default=attrs.NOTHING) -> float:
+    def quantity(self, key: str, default: Any = attrs.NOTHING) -> float:
         if not self.has(key):
             if default is attrs.NOTHING:
-                raise ConfigError(f"{self.where}: field '{key}' is missing")
+                raise self.fail(key, "is missing")
             return default
         value = parse_quantity(self.data[key], self.where, key)
         if value < 0:
-            raise ConfigError(f"{self.where}: field '{key}' must not be negative, not {self.data[key]!r}")
+            raise self.fail(key, f"must not be negative, not {describe(self.data[key])}")
         return value
-
-    def strings(self, key: str) -> dict[str, str]:
-        return {str(k): str(v) for k, v in self.get(key, dict, {}).items()}
-
-
-def _type_name(types: tuple) -> str:
-    names = {int: "a number", float: "a number", str: "a string", bool: "true or false", list: "a list",
-             dict: "a mapping"}
-    return " or ".join(dict.fromkeys(names.get(t, t.__name__) for t in types))
 
 
 def _named(items: Any, file: str, section: str) -> list[tuple[str, Any]]:
@@ -163,14 +150,14 @@ def _named(items: Any, file: str, section: str) -> list[tuple[str, Any]]:
     if items is None:
         return []
     if not isinstance(items, list):
-        raise ConfigError(f"{file}: field '{section}' must be a list")
+        raise ConfigError(f"{file}: field '{section}' must be a list, not {describe(items)}")
     out = []
     for i, item in enumerate(items):
         where = f"{file}: {section}[{i}]"
         name = item.get("name") if isinstance(item, dict) else None
         if isinstance(item, dict) and not isinstance(name, str):
             raise ConfigError(f"{where}: field 'name' is missing or not a string")
-        out.append((f"{where} {name!r}" if name else where, item))
+        out.append((f"{where} {describe(name)}" if name else where, item))
     return out
 
 
@@ -178,28 +165,33 @@ def _nodes(file: str, items: Any) -> list[Node]:
     nodes: list[Node] = []
     for where, item in _named(items, file, "nodes"):
         e = _Entry(item, where, NODE_FIELDS)
-        name, gpus = e.get("name", str), e.count("gpus", 0)
+        name, gpus = e.get("name", str), e.count("gpus", 0, maximum=MAX_GPUS)
         # GPU memory per device: a quantity string, or a bare number of MiB (KAI's unit for it).
-        gpu_mib = int(e.quantity("gpu_memory", 0.0) / (2**20 if isinstance(e.data.get("gpu_memory"), str) else 1))
-        strategy = e.get("mig_strategy", str, None)
-        if strategy is not None and strategy not in MIG_STRATEGIES:
-            raise ConfigError(f"{where}: field 'mig_strategy' must be single or mixed, not {strategy!r}")
+        gpu_mib = e.quantity("gpu_memory", 0.0) / (2**20 if isinstance(e.data.get("gpu_memory"), str) else 1)
+        if gpu_mib > MAX_GPU_MEMORY_MIB:
+            raise e.fail("gpu_memory", f"must be at most {MAX_GPU_MEMORY_MIB} MiB, "
+                         f"not {describe(e.data['gpu_memory'])}")
+        gpu_mib = int(gpu_mib)
+        strategy = e.text("mig_strategy", None, MIG_STRATEGIES)
         mig = _mig_counts(e, "mig")
         # A mixed-strategy node offers its GPUs only as MIG devices.
         allocatable = Resources(e.quantity("cpu") * 1000, e.quantity("memory"),
                                 0.0 if strategy == "mixed" else float(gpus), {k: float(v) for k, v in mig.items()})
         taints = tuple(_taint(t, f"{where}: taints[{k}]") for k, t in enumerate(e.get("taints", list, [])))
-        count = e.count("count", 1, minimum=1) if e.has("count") else None
+        count = e.count("count", 1, minimum=1, maximum=MAX_NODES) if e.has("count") else None
+        if len(nodes) + (count or 1) > MAX_NODES:
+            raise ConfigError(f"{where}: the file describes more than {MAX_NODES:,} nodes, the most it may")
         names = [name] if count is None else [f"{name}-{k}" for k in range(count)]
+        labels_given = e.labels("labels")
+        max_pods = e.count("max_pods", 110, minimum=1, maximum=MAX_PODS_PER_NODE)
         for n in names:
             labels = {"kubernetes.io/hostname": n, "nvidia.com/gpu.count": str(gpus)}
             if gpu_mib:
                 labels["nvidia.com/gpu.memory"] = str(gpu_mib)
             if strategy:
                 labels.update({"node-role.kubernetes.io/mig-enabled": "true", "nvidia.com/mig.strategy": strategy})
-            labels.update(e.strings("labels"))
-            nodes.append(Node(n, allocatable.copy(), labels, taints, max_pods=e.count("max_pods", 110, minimum=1),
-                              gpu_memory_mib=gpu_mib))
+            labels.update(labels_given)
+            nodes.append(Node(n, allocatable.copy(), labels, taints, max_pods=max_pods, gpu_memory_mib=gpu_mib))
     return nodes
 
 
@@ -207,22 +199,20 @@ def _taint(value: Any, where: str) -> Taint:
     if isinstance(value, str):
         m = re.fullmatch(r"([^=:]+)(?:=([^:]*))?:(\w+)", value)
         if m is None:
-            raise ConfigError(f"{where}: {value!r} is not a taint; write key=value:Effect")
+            raise ConfigError(f"{where}: {describe(value)} is not a taint; write key=value:Effect")
         key, val, effect = m.group(1), m.group(2) or "", m.group(3)
     else:
         e = _Entry(value, where, ("key", "value", "effect"))
         key, effect = e.get("key", str), e.get("effect", str, "NoSchedule")
         val = str(e.get("value", (str, int, float), ""))
     if effect not in TAINT_EFFECTS:
-        raise ConfigError(f"{where}: field 'effect' must be one of {', '.join(TAINT_EFFECTS)}, not {effect!r}")
+        raise ConfigError(f"{where}: field 'effect' must be one of {', '.join(TAINT_EFFECTS)}, not {describe(effect)}")
     return Taint(key, val, effect)
 
 
 def _toleration(value: Any, where: str) -> Toleration:
     e = _Entry(value, where, ("key", "operator", "value", "effect"))
-    op = e.get("operator", str, "Equal")
-    if op not in ("Equal", "Exists"):
-        raise ConfigError(f"{where}: field 'operator' must be Equal or Exists, not {op!r}")
+    op = e.text("operator", "Equal", ("Equal", "Exists"))
     return Toleration(e.get("key", str, ""), op, str(e.get("value", (str, int, float), "")), e.get("effect", str, ""))
 
 
@@ -232,7 +222,8 @@ def _queues(file: str, items: Any) -> list[Queue]:
         e = _Entry(item, where, QUEUE_FIELDS)
         defaults = Queue("defaults")
         quotas = {res: _quota(e, res, getattr(defaults, res)) for res in ("gpu", "cpu", "memory")}
-        queues.append(Queue(e.get("name", str), e.get("parent", str, None), e.get("priority", int, 100),
+        queues.append(Queue(e.get("name", str), e.get("parent", str, None),
+                            e.whole("priority", 100, -MAX_PRIORITY, MAX_PRIORITY),
                             creation=float(i), preempt_min_runtime=_runtime(e, "preempt_min_runtime"),
                             reclaim_min_runtime=_runtime(e, "reclaim_min_runtime"), **quotas))
     return queues
@@ -246,8 +237,8 @@ def _runtime(e: _Entry, key: str) -> float | None:
         value = parse_duration(e.data[key], f"{e.where}: field '{key}'")
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    if value < 0:
-        raise ConfigError(f"{e.where}: field '{key}' must not be negative, not {e.data[key]!r}")
+    if not 0 <= value <= MAX_NUMBER:
+        raise e.fail(key, f"must be a duration from 0 to {MAX_NUMBER:g} seconds, not {describe(e.data[key])}")
     return value
 
 
@@ -262,18 +253,16 @@ def _quota(e: _Entry, resource: str, default: QuotaSpec) -> QuotaSpec:
             return fallback
         raw = q.data[key]
         if resource == "gpu":
-            value = float(q.get(key, (int, float)))
+            value = q.number(key)
         else:
             value = parse_quantity(raw, q.where, key)
         if value == UNLIMITED:
             return UNLIMITED
         if value < 0:
-            raise ConfigError(f"{q.where}: field '{key}' must be a quantity or -1 (unlimited), not {raw!r}")
+            raise q.fail(key, f"must be a quantity or -1 (unlimited), not {describe(raw)}")
         return value * scale
 
-    weight = float(q.get("over_quota_weight", (int, float), default.over_quota_weight))
-    if weight < 0:
-        raise ConfigError(f"{q.where}: field 'over_quota_weight' must not be negative, not {weight:g}")
+    weight = q.number("over_quota_weight", default.over_quota_weight, minimum=0)
     return QuotaSpec(amount("deserved", default.deserved), amount("limit", default.limit), weight)
 
 
@@ -282,14 +271,16 @@ def _priority(e: _Entry) -> int:
     if isinstance(value, str):
         if value not in PRIORITY_CLASSES:
             names = ", ".join(f"{k} ({v})" for k, v in PRIORITY_CLASSES.items())
-            raise ConfigError(f"{e.where}: field 'priority': unknown priority class {value!r}; KAI's are {names}")
+            raise ConfigError(f"{e.where}: field 'priority': unknown priority class {describe(value)}; "
+                              f"KAI's are {names}")
         return PRIORITY_CLASSES[value]
-    return value
+    return e.whole("priority", value, minimum=-MAX_PRIORITY, maximum=MAX_PRIORITY)
 
 
 def _jobs(file: str, items: Any, node_names: set[str], now: float) -> list[Job]:
     entries = _named(items, file, "workloads")
     jobs = []
+    pods = 0  # described by the workloads before this one
     for i, (where, item) in enumerate(entries):
         e = _Entry(item, where, WORKLOAD_FIELDS)
         name, priority = e.get("name", str), _priority(e)
@@ -307,25 +298,29 @@ def _jobs(file: str, items: Any, node_names: set[str], now: float) -> list[Job]:
                 ps_e = _Entry(ps, ps_where, POD_SET_FIELDS)
                 ps_name = ps_e.get("name", str)
                 if ps_name in job.pod_sets or ps_name in job.subgroups:
-                    raise ConfigError(f"{ps_where}: name {ps_name!r} is used twice in the workload")
+                    raise ConfigError(f"{ps_where}: name {describe(ps_name)} is used twice in the workload")
                 parent = ps_e.get("parent", str, None)
                 if parent is not None and parent not in job.subgroups:
-                    raise ConfigError(f"{ps_where}: field 'parent' names unknown subgroup {parent!r}")
-                _add_pod_set(job, ps_e, ps_name, parent, e, f"{name}-{ps_name}", node_names, now)
+                    raise ConfigError(f"{ps_where}: field 'parent' names unknown subgroup {describe(parent)}")
+                _add_pod_set(job, ps_e, ps_name, parent, e, f"{name}-{ps_name}", node_names, now,
+                             pods + len(job.tasks))
         else:
             if e.has("subgroups"):
                 raise ConfigError(f"{where}: field 'subgroups' needs 'pod_sets' (the pods of the subgroups)")
-            _add_pod_set(job, e, "default", None, None, name, node_names, now)
+            _add_pod_set(job, e, "default", None, None, name, node_names, now, pods)
         jobs.append(job)
+        pods += len(job.tasks)
     return jobs
 
 
 def _add_pod_set(job: Job, e: _Entry, ps_name: str, parent: str | None, workload: _Entry | None, prefix: str,
-                 node_names: set[str], now: float) -> None:
+                 node_names: set[str], now: float, pods: int) -> None:
     """Add one pod set of ``e`` (the workload itself, or one of its ``pod_sets``) and its pods to ``job``;
-    requests not given in a pod set default to the workload's."""
+    requests not given in a pod set default to the workload's. ``pods``: pods the file described before."""
     outer = workload or e
     replicas = e.count("replicas", 1, minimum=1)
+    if pods + replicas > MAX_PODS:
+        raise ConfigError(f"{e.where}: the file describes more than {MAX_PODS:,} pods, the most it may")
     min_available = e.count("min_available", replicas, minimum=1)
     if min_available > replicas:
         raise ConfigError(f"{e.where}: field 'min_available' ({min_available}) exceeds 'replicas' ({replicas})")
@@ -334,7 +329,7 @@ def _add_pod_set(job: Job, e: _Entry, ps_name: str, parent: str | None, workload
     def amount(key: str) -> float:
         return e.quantity(key, outer.quantity(key, 0.0) if workload else 0.0)
 
-    gpus = e.count("gpus", outer.count("gpus", 0) if workload else 0)
+    gpus = e.count("gpus", outer.count("gpus", 0, maximum=MAX_GPUS) if workload else 0, maximum=MAX_GPUS)
     request, invalid = _request(outer, gpus, amount("cpu") * 1000, amount("memory"))
     tolerations = tuple(_toleration(t, f"{outer.where}: tolerations[{k}]")
                         for k, t in enumerate(outer.get("tolerations", list, [])))
@@ -343,21 +338,22 @@ def _add_pod_set(job: Job, e: _Entry, ps_name: str, parent: str | None, workload
         node = placed[k] if k < len(placed) else None
         job.add_task(Task(f"{prefix}-{k}", job.uid, request, TaskStatus.RUNNING if node else TaskStatus.PENDING,
                           node, creation=job.creation, labels={"job-name": job.name}, pod_set=ps_name,
-                          node_selector=outer.strings("node_selector"), tolerations=tolerations, invalid=invalid))
+                          node_selector=outer.labels("node_selector"), tolerations=tolerations, invalid=invalid))
     if placed:
         job.last_start = now - 60.0
 
 
 def _mig_counts(e: _Entry, key: str) -> dict[str, int]:
     counts = {}
-    for profile, count in e.get(key, dict, {}).items():
+    for profile, count in e.mapping(key).items():
         try:
             mig_gpu_slices(str(profile))
         except ValueError:
-            raise ConfigError(f"{e.where}: field '{key}': {profile!r} is not a MIG profile like "
+            raise ConfigError(f"{e.where}: field '{key}': {describe(profile)} is not a MIG profile like "
                               f"{MIG_PREFIX}1g.10gb") from None
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise ConfigError(f"{e.where}: field '{key}': the count of {profile} must be a whole number, not {count!r}")
+        if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_GPUS:
+            raise ConfigError(f"{e.where}: field '{key}': the count of {profile} must be a whole number from 0 to "
+                              f"{MAX_GPUS}, not {describe(count)}")
         counts[str(profile)] = count
     return counts
 
@@ -367,7 +363,7 @@ def _request(e: _Entry, gpus: int, cpu: float, memory: float) -> tuple[ResourceR
     malformed (not a file error: the pods stay pending with the reason, as in a cluster)."""
     base = {"cpu": cpu, "memory": memory, "gpus": gpus, "mig": _mig_counts(e, "mig")}
     try:
-        fraction, devices, mib = parse_gpu_sharing(e.strings("annotations"), gpu_limit=gpus)
+        fraction, devices, mib = parse_gpu_sharing(e.labels("annotations"), gpu_limit=gpus)
     except GpuRequestError as exc:
         return ResourceRequest(**base), f"invalid GPU request: {exc}"
     return ResourceRequest(gpu_fraction=fraction, gpu_devices=devices, gpu_memory_mib=mib, **base), None
@@ -380,9 +376,10 @@ def _subgroups(e: _Entry) -> dict[str, SubGroup]:
         g = _Entry(item, where, SUBGROUP_FIELDS)
         name, parent = g.get("name", str), g.get("parent", str, None)
         if name in groups:
-            raise ConfigError(f"{where}: subgroup {name!r} is listed twice")
+            raise ConfigError(f"{where}: subgroup {describe(name)} is listed twice")
         if parent is not None and parent not in groups:
-            raise ConfigError(f"{where}: field 'parent' names {parent!r}, which is not a subgroup listed before it")
+            raise ConfigError(f"{where}: field 'parent' names {describe(parent)}, which is not a subgroup listed "
+                              "before it")
         groups[name] = SubGroup(name, parent, _constraint(g))
     return groups
 
@@ -402,10 +399,8 @@ def _topologies(file: str, items: Any) -> list[Topology]:
     topologies = []
     for where, item in _named(items, file, "topologies"):
         e = _Entry(item, where, TOPOLOGY_FIELDS)
-        levels = e.get("levels", list)
-        if not all(isinstance(level, str) for level in levels):
-            raise ConfigError(f"{where}: field 'levels' must list node-label keys, widest first")
-        topology = Topology(e.get("name", str), tuple(levels))
+        e.sequence("levels")
+        topology = Topology(e.get("name", str), tuple(e.names("levels")))
         why = topology.problem()
         if why:
             raise ConfigError(f"{where}: {why}")
@@ -415,12 +410,12 @@ def _topologies(file: str, items: Any) -> list[Topology]:
 
 def _running_on(e: _Entry, replicas: int, node_names: set[str]) -> list[str]:
     value = e.get("running_on", (str, list), [], "a node name or a list of node names (one per running pod)")
-    nodes = [value] if isinstance(value, str) else value
+    nodes = [value] if isinstance(value, str) else e.names("running_on")
     if len(nodes) > replicas:
         raise ConfigError(f"{e.where}: field 'running_on' lists {len(nodes)} pods but 'replicas' is {replicas}")
     for node in nodes:
         if node not in node_names:
-            raise ConfigError(f"{e.where}: field 'running_on' names unknown node {node!r}")
+            raise ConfigError(f"{e.where}: field 'running_on' names unknown node {describe(node)}")
     return nodes
 
 
@@ -432,5 +427,6 @@ def parse_cluster(data: Any, file: str, now: float) -> ClusterFile:
     return ClusterFile(
         name=top.get("name", str, file), file=file, nodes=nodes, queues=_queues(file, data.get("queues")),
         jobs=_jobs(file, data.get("workloads"), {n.name for n in nodes}, now), config=config,
-        cycles=top.count("cycles", 1, minimum=1), topologies=_topologies(file, data.get("topologies")),
+        cycles=top.count("cycles", 1, minimum=1, maximum=MAX_CYCLES),
+        topologies=_topologies(file, data.get("topologies")),
     )

@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 
 import attrs
-import yaml
 
 from kai.framework import ConfigError, PluginError, Plugins
 from kai.framework.plugins import discover
+from kai.framework.yamlfile import Fields, one_line, read_yaml
 from kai.sim.expect import check_expected
 from kai.sim.rounds import ROUND_SECONDS, feed_back, run_round
 from kai.sim.scenario import NOW, Scenario, ScenarioError, load_scenarios
@@ -62,8 +62,8 @@ class Runner:
             session = run_round(scenario, plugins, scenario.actions)
             why = check_expected(expected, session)
             return ("failed", why) if why else ("passed", "")
-        sim = scenario.data.get("simulation") or {}
-        until, after = int(sim.get("rounds_until_match", 2)), int(sim.get("rounds_after_match", 5))
+        sim = Fields(scenario.data.get("simulation") or {}, f"{scenario.where}: simulation")
+        until, after = sim.whole("rounds_until_match", 2), sim.whole("rounds_after_match", 5)
         now = NOW
         session = None
         for r in range(until):
@@ -112,26 +112,18 @@ def _files(paths: list[str]) -> list[Path]:
     return files
 
 
-def _is_podgrouper_file(path: Path) -> bool:
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError):
-        return False
-    entries = data if isinstance(data, list) else (data or {}).get("cases", []) if isinstance(data, dict) else []
-    return bool(entries) and isinstance(entries[0], dict) and "grouper" in entries[0]
-
-
 def run_paths(paths: list[str]) -> list[dict]:
-    """Results of every scenario and podgrouper case under ``paths``."""
+    """Results of every scenario and podgrouper case under ``paths``; a malformed file raises ConfigError."""
     runner = Runner()
     results: list[dict] = []
     for path in _files(paths):
-        if _is_podgrouper_file(path):
-            from kai.sim.podgroup_cases import run_case_file
+        data = read_yaml(path, ScenarioError, list, "a YAML list of scenarios or of podgrouper cases")
+        if data and isinstance(data[0], dict) and "grouper" in data[0]:
+            from kai.sim.podgroup_cases import load_cases, run_case
 
-            results.extend(run_case_file(str(path)))
+            results.extend(run_case(case, str(path)) for case in load_cases(str(path), data))
             continue
-        results.extend(runner.result(sc) for sc in load_scenarios(str(path)))
+        results.extend(runner.result(sc) for sc in load_scenarios(str(path), data))
     return results
 
 
@@ -147,8 +139,8 @@ def main(argv: list[str]) -> int:
             return 2
     try:
         results = run_paths(args.paths)
-    except ScenarioError as exc:
-        print(f"kai-scheduler conformance: {exc}", file=sys.stderr)
+    except ConfigError as exc:
+        print(f"kai-scheduler conformance: {one_line(str(exc))}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(results, indent=1))

@@ -40,7 +40,7 @@ def check_result(session: Session, what: str, name: str, tasks, job: Job, want: 
         "memory_bytes_required": sum(t.request.memory for t in tasks),
     }
     for field, got in sums.items():
-        if field in want and abs(float(want[field]) - got) > TOLERANCE * max(1.0, abs(got)):
+        if want.get(field) is not None and abs(float(want[field]) - got) > TOLERANCE * max(1.0, abs(got)):
             return f"{label}: {field} expected {want[field]}, got {round(got, 4)}"
     placed = status in ("Allocated", "Bound", "Binding", "Running")
     if placed and job.last_start is None:
@@ -58,6 +58,7 @@ def check_expected(expected: dict, session: Session, fit_session: Session | None
     """The first mismatch between ``expected`` and the session (``fit_session`` holds the fit errors)."""
     fit_session = fit_session or session
     for name, want in (expected.get("jobs") or {}).items():
+        want = want or {}
         job = _job(session, name)
         if job is None:
             return f"job {name}: expected in the session, not found"
@@ -70,6 +71,7 @@ def check_expected(expected: dict, session: Session, fit_session: Session | None
             if got.strip() != str(message).strip():
                 return f"job {name}: fit_error_message expected {message!r}, got {got!r}"
     for name, want in (expected.get("tasks") or {}).items():
+        want = want or {}
         found = [(j, t) for j in session.jobs.values() for t in j.tasks.values() if t.name == name]
         if not found:
             return f"task {name}: expected in the session, not found"
@@ -78,17 +80,18 @@ def check_expected(expected: dict, session: Session, fit_session: Session | None
         if why:
             return why
     for name, want in (expected.get("nodes") or {}).items():
+        want = want or {}
         node = session.node_by_name.get(name)
         if node is None:
             return f"node {name}: expected in the session, not found"
         got = {"idle_gpus": node.idle.gpu, "releasing_gpus": node.releasing.gpu}
         for field, value in got.items():
-            if field in want and abs(float(want[field]) - value) > TOLERANCE:
+            if want.get(field) is not None and abs(float(want[field]) - value) > TOLERANCE:
                 return f"node {name}: {field} expected {want[field]}, got {round(value, 4)}"
     decisions = session.decisions if decisions is None else decisions
     counts = {"max_binds": "bind", "max_evictions": "evict", "max_pipelines": "pipeline"}
     for field, kind in counts.items():
-        if field in expected:
+        if expected.get(field) is not None:
             n = sum(1 for d in decisions if d.kind == kind)
             if n > int(expected[field]):
                 return f"{field}: expected at most {expected[field]}, got {n}"

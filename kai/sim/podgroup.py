@@ -18,6 +18,8 @@ import yaml
 
 from kai.api.names import NODE_POOL_LABEL, QUEUE_LABEL
 from kai.api.podgroup import GroupingError
+from kai.framework.errors import ConfigError
+from kai.framework.yamlfile import one_line, read_yaml_documents
 from kai.grouping.hub import GroupingConfig, build_hub, podgrouper_args
 from kai.grouping.objects import MemoryObjects
 from kai.grouping.podgroups import skip_reason
@@ -25,7 +27,7 @@ from kai.grouping.podgroups import skip_reason
 KAI_PRIORITY_CLASSES = {"train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
 
 
-class MalformedFile(Exception):
+class MalformedFile(ConfigError):
     """The file cannot be read as Kubernetes objects."""
 
 
@@ -84,27 +86,15 @@ def _check_object(obj, where: str) -> dict:
 
 def load_objects(path: str) -> list[dict]:
     """The objects of a YAML file; raises :class:`MalformedFile` naming the file and the entry."""
-    try:
-        with open(path, encoding="utf-8") as stream:
-            text = stream.read()
-    except OSError as err:
-        raise MalformedFile(f"{path}: cannot read: {err.strerror or err}") from err
     objects: list[dict] = []
-    number = 0
-    try:
-        for number, doc in enumerate(yaml.safe_load_all(text), start=1):
-            if doc is None:
-                continue
-            where = f"{path}: document {number}"
-            if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
-                objects += [_check_object(item, f"{where}, item {i}") for i, item in enumerate(doc["items"], 1)]
-            else:
-                objects.append(_check_object(doc, where))
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        position = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        problem = getattr(err, "problem", None) or str(err)
-        raise MalformedFile(f"{path}: document {number + 1}: invalid YAML{position}: {problem}") from err
+    for number, doc in enumerate(read_yaml_documents(path, MalformedFile), start=1):
+        if doc is None:
+            continue
+        where = f"{path}: document {number}"
+        if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
+            objects += [_check_object(item, f"{where}, item {i}") for i, item in enumerate(doc["items"], 1)]
+        else:
+            objects.append(_check_object(doc, where))
     return objects
 
 
@@ -182,7 +172,7 @@ def main(argv: list[str]) -> int:
         config = _config(ns)
         objects = load_objects(ns.file)
     except MalformedFile as err:
-        print(f"kai-scheduler podgroup: {err}", file=sys.stderr)
+        print(f"kai-scheduler podgroup: {one_line(str(err))}", file=sys.stderr)
         return 2
     args = podgrouper_args(ns.search_legacy_pg == "true", ns.knative_gang_schedule == "true")
     results = group_pods(objects, config, args)

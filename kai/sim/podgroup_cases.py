@@ -8,11 +8,10 @@ metadata or error. :func:`run_case_file` returns one result per case.
 from __future__ import annotations
 
 import copy
-from pathlib import Path
-
-import yaml
+from typing import Any
 
 from kai.api.podgroup import GroupingError, PodGroupMetadata, SubGroupMetadata
+from kai.framework.yamlfile import Fields, describe, read_yaml
 from kai.grouping.hub import GroupingConfig, build_hub
 from kai.grouping.objects import MemoryObjects
 
@@ -217,9 +216,50 @@ def run_case(case: dict, file: str) -> dict:
     return result
 
 
-def load_cases(path) -> list[dict]:
-    """The cases of a podgrouper case file."""
-    return yaml.safe_load(Path(path).read_text()) or []
+def load_cases(path, data: Any = None) -> list[dict]:
+    """The cases of a podgrouper case file (``data``: its content when already read), their shape checked;
+    a malformed case raises :class:`~kai.framework.ConfigError` naming the file, the case and the field."""
+    if data is None:
+        data = read_yaml(path, top=(list, type(None)), what="a YAML list of podgrouper cases")
+    for i, case in enumerate(data or []):
+        _check_case(Fields(case, f"{path}: case {describe(Fields(case, f'{path}: entry {i}').text('name'))}"))
+    return data or []
+
+
+def _check_case(case: Fields) -> None:
+    case.text("grouper")
+    config = case.entry("grouper_config")
+    config.entry("default_configs_configmap")
+    for key in ("queue_label_key", "node_pool_label_key"):
+        config.text(key, None)
+    objects = case.sequence("objects", [])
+    for i, obj in enumerate(objects):
+        Fields(obj, f"{case.where}: objects[{i}]")
+    case.get("pod", dict)
+    meta = case.entry("pod").entry("metadata")
+    for key in ("name", "namespace"):
+        meta.text(key, None)
+    case.flag("pod_in_cluster", False)
+    indexes = {"top_owner": [case.data.get("top_owner")], "in_cluster": case.sequence("in_cluster", []),
+               "owners": [o for o in case.sequence("owners", []) if o != "pod"]}
+    for key, values in indexes.items():
+        for value in values:
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or not 0 <= value < len(objects)):
+                raise case.fail(key, f"must name objects by their index (0 to {len(objects) - 1}), not "
+                                f"{describe(value)}")
+    expected = case.entry("expected")
+    expected.get("error", (str, int, float, bool), None, "a message or true")
+    podgroup = expected.entry("podgroup")
+    podgroup.text("name_contains", None)
+    for key in ("owner", "labels_include", "annotations_include", "topology", "subgroups_each"):
+        podgroup.entry(key)
+    for k, want in enumerate(podgroup.sequence("subgroups", [])):
+        subgroup = Fields(want, f"{podgroup.where}: subgroups[{k}]")
+        if not podgroup.data.get("subgroups_ordered"):
+            subgroup.text("name")
+        subgroup.entry("topology")
+    podgroup.entry("subgroups_each").entry("topology")
 
 
 def run_case_file(path) -> list[dict]:

@@ -12,6 +12,8 @@ from typing import Any
 import attrs
 
 from kai.api import (
+    ACTIVE_USED,
+    MIG_PREFIX,
     UNLIMITED,
     Job,
     LabelRequirement,
@@ -28,9 +30,12 @@ from kai.api import (
     TaskStatus,
     Topology,
     TopologyConstraint,
+    mig_gpu_slices,
 )
 from kai.framework import ConfigError, PluginSpec, SchedulerConfig, build_snapshot
-from kai.framework.config import DEFAULT_CONFIG, KAI_DEFAULT_PLUGINS, parse_plugin_list, read_yaml
+from kai.framework.config import DEFAULT_CONFIG, KAI_DEFAULT_PLUGINS, MAX_SETTING, parse_plugin_list
+from kai.framework.yamlfile import Fields, describe, read_yaml
+from kai.sim.cluster_file import MAX_GPU_MEMORY_MIB, MAX_GPUS, MAX_PODS, MAX_PODS_PER_NODE, MAX_PRIORITY
 
 NOW = 1_800_000_000.0
 #: KAI's test harness creates its pod groups and pods without a namespace (its messages read ``</name>``).
@@ -41,6 +46,8 @@ DEFAULT_GPU_MEMORY_MIB = 100
 DEFAULT_TASK_CPU = 1000.0
 DEFAULT_TASK_MEMORY = 1_000_000_000.0
 STATUSES = {s.value: s for s in TaskStatus}
+#: Largest job age or staleness (minutes): about 1900 years.
+MAX_AGE_MINUTES = 1e9
 ACTIONS = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction")
 
 
@@ -48,27 +55,57 @@ class ScenarioError(ConfigError):
     """A scenario file is malformed."""
 
 
-def _get(d: dict, key: str, where: str, types, default=attrs.NOTHING):
-    if key not in d or d[key] is None:
-        if default is attrs.NOTHING:
-            raise ScenarioError(f"{where}: field '{key}' is missing")
-        return default
-    value = d[key]
-    if isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
-        raise ScenarioError(f"{where}: field '{key}' must be {_tname(types)}, not {value!r}")
-    if not isinstance(value, types):
-        raise ScenarioError(f"{where}: field '{key}' must be {_tname(types)}, not {value!r}")
-    return value
+#: Most rounds a simulation scenario may ask for (``rounds_until_match`` and ``rounds_after_match``).
+MAX_ROUNDS = 1000
+EXPECTED_SUMS = ("gpus_required", "gpus_accepted", "cpu_millis_required", "memory_bytes_required",
+                 "last_start_older_than_seconds")
 
 
-def _tname(types) -> str:
-    types = types if isinstance(types, tuple) else (types,)
-    names = {int: "a number", float: "a number", str: "a string", bool: "true or false", list: "a list",
-             dict: "a mapping"}
-    return " or ".join(dict.fromkeys(names.get(t, t.__name__) for t in types))
+def _fields(data: Any, where: str) -> Fields:
+    return Fields(data, where, error=ScenarioError)
 
 
-NUM = (int, float)
+def _entries(data: Any, where: str) -> list[tuple[str, Fields]]:
+    """(name, fields) of a mapping of names to mappings (``nodes``, ``expected.jobs``); null: none."""
+    if data is None:
+        return []
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{where}: must be a mapping of names, not {describe(data)}")
+    out = []
+    for name, value in data.items():
+        if not isinstance(name, str):
+            raise ScenarioError(f"{where}: {describe(name)} is not a name (a string)")
+        out.append((name, _fields(value if value is not None else {}, f"{where}[{describe(name)}]")))
+    return out
+
+
+def _items(f: Fields, key: str) -> list[tuple[int, Any]]:
+    """(index, item) of a list field (empty when not set)."""
+    return list(enumerate(f.sequence(key, [])))
+
+
+def _scalars(f: Fields, key: str) -> tuple[str, ...]:
+    """A list of scalars (names, group ids), as strings."""
+    values = f.sequence(key, [])
+    for i, value in enumerate(values):
+        if isinstance(value, (dict, list)) or value is None:
+            raise f.fail(key, f"must list names; item {i} is {describe(value)}")
+    return tuple(str(v) for v in values)
+
+
+def _counts(f: Fields, key: str) -> dict[str, int]:
+    """A mapping of MIG profiles to whole counts."""
+    counts = {}
+    for profile, count in f.mapping(key).items():
+        try:
+            mig_gpu_slices(str(profile))
+        except ValueError:
+            raise f.fail(key, f"names {describe(profile)}, not a MIG profile like {MIG_PREFIX}1g.10gb") from None
+        if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_GPUS:
+            raise f.fail(key, f"must map MIG profiles to counts from 0 to {MAX_GPUS}; {describe(profile)} maps to "
+                         f"{describe(count)}")
+        counts[str(profile)] = count
+    return counts
 
 
 @attrs.define
@@ -81,7 +118,7 @@ class Scenario:
 
     @property
     def where(self) -> str:
-        return f"{self.file}: scenario {self.name!r}"
+        return f"{self.file}: scenario {describe(self.name)}"
 
     @property
     def mode(self) -> str:
@@ -93,21 +130,21 @@ class Scenario:
 
     def config(self) -> SchedulerConfig:
         """The scheduler configuration of the scenario (``predicates: false`` drops that plugin)."""
-        cfg = self.data.get("config") or {}
-        plugins = cfg.get("plugins", "default")
+        cfg = _fields(self.data.get("config") or {}, f"{self.where}: config")
+        plugins = cfg.data.get("plugins", "default")
         if plugins == "default":
             specs = list(DEFAULT_CONFIG.plugins)
         else:
             specs = list(parse_plugin_list(plugins, f"{self.where}: config.plugins"))
-        if not cfg.get("predicates", True):
+        if not cfg.flag("predicates", True):
             specs = [s for s in specs if s.name != "predicates"]
-        grace = float(cfg.get("staleness_grace_period_seconds", DEFAULT_CONFIG.staleness_grace_period))
         return SchedulerConfig(
-            self.actions, tuple(PluginSpec(s.name, s.arguments) for s in specs), grace,
-            max_consolidation_preemptees=int(cfg.get("max_consolidation_preemptees",
-                                                     DEFAULT_CONFIG.max_consolidation_preemptees)),
-            allow_consolidating_reclaim=bool(cfg.get("allow_consolidating_reclaim",
-                                                     DEFAULT_CONFIG.allow_consolidating_reclaim)))
+            self.actions, tuple(PluginSpec(s.name, s.arguments) for s in specs),
+            cfg.number("staleness_grace_period_seconds", DEFAULT_CONFIG.staleness_grace_period),
+            max_consolidation_preemptees=cfg.whole("max_consolidation_preemptees",
+                                                   DEFAULT_CONFIG.max_consolidation_preemptees, -1, MAX_SETTING),
+            allow_consolidating_reclaim=cfg.flag("allow_consolidating_reclaim",
+                                                 DEFAULT_CONFIG.allow_consolidating_reclaim))
 
     def unbuilt_plugins(self, installed) -> list[str]:
         """Plugins the scenario configures that are not installed (KAI's defaults not shipped yet count
@@ -122,7 +159,7 @@ class Scenario:
         """Features the scenario's content uses, computed from the facts (not from its tags)."""
         found: set[str] = set()
         for node in (self.data.get("nodes") or {}).values():
-            if node.get("mig_strategy") or node.get("mig_instances"):
+            if node and (node.get("mig_strategy") or node.get("mig_instances")):
                 found.add("mig")
         if self.data.get("topologies"):
             found.add("topology")
@@ -143,36 +180,57 @@ class Scenario:
                     found.add("fractional_gpu")
         return found
 
-    # --- building ---------------------------------------------------------------------------------
+    # --- checking and building ----------------------------------------------------------------------
+
+    def check(self) -> None:
+        """Read every part of the scenario once, so that a malformed one fails when the file is loaded."""
+        self.config()
+        self.facts(NOW)
+        self._check_expected()
+        sim = _fields(self.data.get("simulation") or {}, f"{self.where}: simulation")
+        for key in ("rounds_until_match", "rounds_after_match"):
+            sim.whole(key, None, 0, MAX_ROUNDS)
+
+    def _check_expected(self) -> None:
+        where = f"{self.where}: expected"
+        expected = _fields(self.data.get("expected") or {}, where)
+        for section in ("jobs", "tasks"):
+            for _, want in _entries(expected.data.get(section), f"{where}.{section}"):
+                want.text("status", None, STATUSES)
+                want.text("node", None)
+                for key in EXPECTED_SUMS:
+                    want.number(key, None)
+                want.get("fit_error_message", (str, int, float), None, "a message")
+        for _, want in _entries(expected.data.get("nodes"), f"{where}.nodes"):
+            for key in ("idle_gpus", "releasing_gpus"):
+                want.number(key, None)
+        for key in ("max_binds", "max_evictions", "max_pipelines"):
+            expected.number(key, None, minimum=0)
 
     def build(self, now: float = NOW):
         """A fresh Snapshot of the current facts."""
-        d = self.data
-        nodes_data = _get(d, "nodes", self.where, dict, {})
-        nodes = [self._node(name, nd or {}) for name, nd in nodes_data.items()]
-        queues = [self._queue(i, q) for i, q in enumerate(_get(d, "queues", self.where, list, []))]
+        return build_snapshot(*self.facts(now))
+
+    def facts(self, now: float) -> tuple[list[Node], list[Queue], list[Job], float, list[Topology]]:
+        """The domain objects of the current facts: nodes, queues, jobs, ``now`` and topologies."""
+        top = _fields(self.data, self.where)
+        nodes = [self._node(name, nd) for name, nd in _entries(top.data.get("nodes"), f"{self.where}: nodes")]
+        queues = [self._queue(i, q) for i, q in _items(top, "queues")]
         gpu_memory = {n.name: n.gpu_memory_mib for n in nodes}
-        jobs = [self._job(j, now, gpu_memory) for j in _get(d, "jobs", self.where, list, [])]
-        topologies = [self._topology_def(i, t) for i, t in enumerate(_get(d, "topologies", self.where, list, []))]
-        return build_snapshot(nodes, queues, jobs, now, topologies)
+        jobs = [self._job(i, j, now, gpu_memory) for i, j in _items(top, "jobs")]
+        topologies = [self._topology_def(i, t) for i, t in _items(top, "topologies")]
+        return nodes, queues, jobs, now, topologies
 
-    def _topology_def(self, i: int, td: dict) -> Topology:
-        where = f"{self.where}: topologies[{i}]"
-        if not isinstance(td, dict):
-            raise ScenarioError(f"{where}: must be a mapping")
-        levels = _get(td, "levels", where, list)
-        if not all(isinstance(level, str) for level in levels):
-            raise ScenarioError(f"{where}: field 'levels' must list node-label keys")
-        return Topology(_get(td, "name", where, str), tuple(levels))
+    def _topology_def(self, i: int, td: Any) -> Topology:
+        f = _fields(td, f"{self.where}: topologies[{i}]")
+        f.sequence("levels")
+        return Topology(f.text("name"), tuple(f.names("levels")))
 
-    def _node(self, name: str, nd: dict) -> Node:
-        where = f"{self.where}: nodes.{name}"
-        if not isinstance(nd, dict):
-            raise ScenarioError(f"{where}: must be a mapping")
-        gpus = _get(nd, "gpus", where, int, 0)
-        strategy = nd.get("mig_strategy")
-        gpu_mem = int(_get(nd, "gpu_memory_mib", where, NUM, DEFAULT_GPU_MEMORY_MIB))
-        scalars = {p: float(c) for p, c in (_get(nd, "mig_instances", where, dict, {})).items() if c}
+    def _node(self, name: str, f: Fields) -> Node:
+        gpus = f.whole("gpus", 0, 0, MAX_GPUS)
+        strategy = f.text("mig_strategy", None)
+        gpu_mem = int(f.number("gpu_memory_mib", DEFAULT_GPU_MEMORY_MIB, 0, MAX_GPU_MEMORY_MIB))
+        scalars = {p: float(c) for p, c in _counts(f, "mig_instances").items() if c}
         labels = {
             "kai.scheduler/type": name,
             "nvidia.com/gpu.count": str(gpus),
@@ -180,137 +238,132 @@ class Scenario:
             "node-role.kubernetes.io/mig-enabled": "true" if strategy else "false",
             "nvidia.com/mig.strategy": strategy or "",
         }
-        labels.update({str(k): str(v) for k, v in (_get(nd, "labels", where, dict, {})).items()})
+        labels.update(f.labels("labels"))
         labels["nvidia.com/gpu.memory"] = str(gpu_mem)
         allocatable = Resources(
-            float(_get(nd, "cpu_millis", where, NUM, DEFAULT_NODE_CPU)),
-            float(_get(nd, "memory_bytes", where, NUM, DEFAULT_NODE_MEMORY)),
+            f.number("cpu_millis", DEFAULT_NODE_CPU, 0),
+            f.number("memory_bytes", DEFAULT_NODE_MEMORY, 0),
             0.0 if strategy == "mixed" else float(gpus),
             scalars,
         )
-        return Node(name, allocatable, labels, max_pods=int(_get(nd, "max_pods", where, int, 110)),
+        return Node(name, allocatable, labels, max_pods=f.whole("max_pods", 110, 0, MAX_PODS_PER_NODE),
                     gpu_memory_mib=gpu_mem)
 
-    def _queue(self, i: int, q: dict) -> Queue:
-        where = f"{self.where}: queues[{i}]"
-        if not isinstance(q, dict):
-            raise ScenarioError(f"{where}: must be a mapping")
-        name = _get(q, "name", where, str)
-        where = f"{self.where}: queue {name!r}"
+    def _queue(self, i: int, q: Any) -> Queue:
+        name = _fields(q, f"{self.where}: queues[{i}]").text("name")
+        f = _fields(q, f"{self.where}: queue {describe(name)}")
 
-        def f(key, default):
-            return float(_get(q, key, where, NUM, default))
+        def amount(key, default):
+            return f.number(key, default)
 
         def seconds(key):  # optional min runtimes (minruntime plugin)
-            value = _get(q, key, where, NUM, None)
-            return None if value is None else float(value)
+            return f.number(key, None, 0)
 
         return Queue(
             name=name,
-            parent=_get(q, "parent", where, str, None),
-            priority=int(_get(q, "priority", where, int, 100)),
-            gpu=QuotaSpec(f("deserved_gpus", 0.0), f("max_allowed_gpus", UNLIMITED), f("over_quota_weight", 0.0)),
-            cpu=QuotaSpec(f("deserved_cpu_millis", UNLIMITED), f("max_allowed_cpu_millis", UNLIMITED), 1.0),
-            memory=QuotaSpec(f("deserved_memory_bytes", UNLIMITED), f("max_allowed_memory_bytes", UNLIMITED), 1.0),
+            parent=f.text("parent", None),
+            priority=f.whole("priority", 100, -MAX_PRIORITY, MAX_PRIORITY),
+            gpu=QuotaSpec(amount("deserved_gpus", 0.0), amount("max_allowed_gpus", UNLIMITED),
+                          amount("over_quota_weight", 0.0)),
+            cpu=QuotaSpec(amount("deserved_cpu_millis", UNLIMITED), amount("max_allowed_cpu_millis", UNLIMITED), 1.0),
+            memory=QuotaSpec(amount("deserved_memory_bytes", UNLIMITED), amount("max_allowed_memory_bytes", UNLIMITED),
+                             1.0),
             creation=float(i),
             preempt_min_runtime=seconds("preempt_min_runtime_seconds"),
             reclaim_min_runtime=seconds("reclaim_min_runtime_seconds"),
         )
 
-    def _job(self, jd: dict, now: float, gpu_memory: dict[str, int]) -> Job:
-        if not isinstance(jd, dict):
-            raise ScenarioError(f"{self.where}: jobs: every entry must be a mapping")
-        name = _get(jd, "name", f"{self.where}: jobs", str)
-        where = f"{self.where}: job {name!r}"
-        tasks_data = _get(jd, "tasks", where, list)
+    def _job(self, i: int, jd: Any, now: float, gpu_memory: dict[str, int]) -> Job:
+        name = _fields(jd, f"{self.where}: jobs[{i}]").text("name")
+        f = _fields(jd, f"{self.where}: job {describe(name)}")
+        tasks_data = f.sequence("tasks")
         job = Job(
             name=name,
             namespace=NAMESPACE,
-            queue=_get(jd, "queue", where, str),
-            priority=int(_get(jd, "priority", where, int, 0)),
-            creation=now - 60.0 * float(_get(jd, "created_minutes_ago", where, NUM, 0)),
-            topology=_topology(jd.get("topology_constraint")),
+            queue=f.text("queue"),
+            priority=f.whole("priority", 0, -MAX_PRIORITY, MAX_PRIORITY),
+            creation=now - 60.0 * f.number("created_minutes_ago", 0, -MAX_AGE_MINUTES, MAX_AGE_MINUTES),
+            topology=_topology(f, "topology_constraint"),
         )
-        job.preemptible = bool(_get(jd, "preemptible", where, bool, job.priority < 100))
+        job.preemptible = f.flag("preemptible", job.priority < 100)
+        f.flag("deleting", False)
         job.pod_sets.clear()
-        self._pod_sets(job, jd, where, len(tasks_data))
-        base = self._request(jd, where)
-        for i, td in enumerate(tasks_data):
-            job.add_task(self._task(job, i, td, jd, base, where))
+        self._pod_sets(job, f, len(tasks_data))
+        base = self._request(f)
+        for k, td in enumerate(tasks_data):
+            job.add_task(self._task(job, k, td, base, f.where))
         if any(t.status in (TaskStatus.ALLOCATED, TaskStatus.BOUND, TaskStatus.BINDING, TaskStatus.RUNNING)
                for t in job.tasks.values()):
             job.last_start = now - 60.0
-        stale = jd.get("stale_for_seconds")
+        stale = f.number("stale_for_seconds", None, -MAX_AGE_MINUTES * 60.0, MAX_AGE_MINUTES * 60.0)
         if stale is not None:
-            job.stale_since = now - float(stale)
+            job.stale_since = now - stale
         return job
 
-    def _pod_sets(self, job: Job, jd: dict, where: str, n_tasks: int) -> None:
-        def add_sets(items, parent):
-            for ps in items or []:
-                name = _get(ps, "name", f"{where}: pod_sets", str)
-                job.pod_sets[name] = PodSet(name, int(_get(ps, "min_available", f"{where}: pod set {name!r}", int)),
-                                            parent, _topology(ps.get("topology_constraint")))
+    def _pod_sets(self, job: Job, f: Fields, n_tasks: int) -> None:
+        def add_sets(parent_fields: Fields, parent):
+            for k, ps in _items(parent_fields, "pod_sets"):
+                name = _fields(ps, f"{parent_fields.where}: pod_sets[{k}]").text("name")
+                p = _fields(ps, f"{f.where}: pod set {describe(name)}")
+                job.pod_sets[name] = PodSet(name, p.whole("min_available", minimum=0, maximum=MAX_PODS), parent,
+                                            _topology(p, "topology_constraint"))
 
-        def add_groups(items, parent):
-            for sg in items or []:
-                name = _get(sg, "name", f"{where}: subgroups", str)
-                job.subgroups[name] = SubGroup(name, parent, _topology(sg.get("topology_constraint")))
-                add_groups(sg.get("subgroups"), name)
-                add_sets(sg.get("pod_sets"), name)
+        def add_groups(parent_fields: Fields, parent):
+            for k, sg in _items(parent_fields, "subgroups"):
+                name = _fields(sg, f"{parent_fields.where}: subgroups[{k}]").text("name")
+                g = _fields(sg, f"{f.where}: subgroup {describe(name)}")
+                job.subgroups[name] = SubGroup(name, parent, _topology(g, "topology_constraint"))
+                add_groups(g, name)
+                add_sets(g, name)
 
-        add_groups(jd.get("subgroups"), None)
-        add_sets(jd.get("pod_sets"), None)
-        if not job.pod_sets or "min_available" in jd:
-            job.pod_sets["default"] = PodSet("default", int(_get(jd, "min_available", where, int, n_tasks)))
+        add_groups(f, None)
+        add_sets(f, None)
+        if not job.pod_sets or f.has("min_available"):
+            job.pod_sets["default"] = PodSet("default", f.whole("min_available", n_tasks, 0, MAX_PODS))
 
-    def _request(self, jd: dict, where: str) -> dict:
-        if jd.get("best_effort"):
+    def _request(self, f: Fields) -> dict:
+        g = f.number("gpus_per_task", 0, 0, MAX_GPUS)
+        cpu = f.number("cpu_millis_per_task", DEFAULT_TASK_CPU, 0)
+        memory = f.number("memory_bytes_per_task", DEFAULT_TASK_MEMORY, 0)
+        gpu_mem = int(f.number("gpu_memory_mib_per_task", 0, 0, MAX_GPU_MEMORY_MIB))
+        if f.flag("best_effort", False):
             return {"cpu": 0.0, "memory": 0.0, "gpus": 0, "fraction": 0.0, "gpu_mem": 0}
-        g = float(_get(jd, "gpus_per_task", where, NUM, 0))
-        return {
-            "cpu": float(_get(jd, "cpu_millis_per_task", where, NUM, DEFAULT_TASK_CPU)),
-            "memory": float(_get(jd, "memory_bytes_per_task", where, NUM, DEFAULT_TASK_MEMORY)),
-            "gpus": int(g) if g >= 1 else 0,
-            "fraction": g if 0 < g < 1 else 0.0,
-            "gpu_mem": int(_get(jd, "gpu_memory_mib_per_task", where, NUM, 0)),
-        }
+        return {"cpu": cpu, "memory": memory, "gpus": int(g) if g >= 1 else 0, "fraction": g if 0 < g < 1 else 0.0,
+                "gpu_mem": gpu_mem}
 
-    def _task(self, job: Job, i: int, td: dict, jd: dict, base: dict, where: str) -> Task:
-        if not isinstance(td, dict):
-            raise ScenarioError(f"{where}: tasks[{i}] must be a mapping")
-        name = td.get("name") or f"{job.name}-{i}"
-        where = f"{where}: task {name!r}"
-        state = _get(td, "state", where, str)
-        if state not in STATUSES:
-            raise ScenarioError(f"{where}: field 'state' must be one of {', '.join(STATUSES)}, not {state!r}")
+    def _task(self, job: Job, i: int, td: Any, base: dict, where: str) -> Task:
+        name = _fields(td, f"{where}: tasks[{i}]").text("name", None) or f"{job.name}-{i}"
+        f = _fields(td, f"{where}: task {describe(name)}")
+        state = f.text("state", choices=STATUSES)
         gpus = base["gpus"]
-        if "gpus" in td and not base["fraction"]:
-            gpus = int(_get(td, "gpus", where, NUM))
+        task_gpus = f.number("gpus", None, 0, MAX_GPUS)
+        if task_gpus is not None and not base["fraction"]:
+            gpus = int(task_gpus)
         request = ResourceRequest(
             cpu=base["cpu"], memory=base["memory"], gpus=gpus, gpu_fraction=base["fraction"],
-            gpu_memory_mib=0 if base["fraction"] else base["gpu_mem"],
-            mig={str(k): int(v) for k, v in (_get(td, "mig", where, dict, {})).items()},
+            gpu_memory_mib=0 if base["fraction"] else base["gpu_mem"], mig=_counts(f, "mig"),
         )
-        labels = {"job-name": name}
-        labels.update({str(k): str(v) for k, v in (_get(td, "pod_labels", where, dict, {})).items()})
-        selector = LabelSelector(tuple(sorted((_get(td, "pod_labels", where, dict, {})).items())))
+        pod_labels = f.labels("pod_labels")
+        labels = {"job-name": name, **pod_labels}
+        selector = LabelSelector(tuple(sorted(pod_labels.items())))
         affinity = ()
-        if td.get("node_affinity"):
-            values = tuple(str(v) for v in _get(td, "node_affinity", where, list))
+        values = _scalars(f, "node_affinity")
+        if values:
             affinity = ((LabelRequirement("kai.scheduler/type", "In", values),),)
-        pod_aff = tuple(PodAffinityTerm(selector, k) for k in [td.get("pod_affinity_topology_key")] if k)
-        pod_anti = tuple(PodAffinityTerm(selector, k) for k in [td.get("pod_anti_affinity_topology_key")] if k)
-        sub_group = td.get("sub_group") or "default"
+        pod_aff = tuple(PodAffinityTerm(selector, k) for k in [f.text("pod_affinity_topology_key", None)] if k)
+        pod_anti = tuple(PodAffinityTerm(selector, k) for k in [f.text("pod_anti_affinity_topology_key", None)] if k)
+        sub_group = f.text("sub_group", None) or "default"
         if sub_group not in job.pod_sets:
-            raise ScenarioError(f"{where}: field 'sub_group' names unknown pod set {sub_group!r}")
+            raise f.fail("sub_group", f"names unknown pod set {describe(sub_group)}")
+        node = f.text("node", None)
+        if node is None and STATUSES[state] in ACTIVE_USED:
+            raise f.fail("node", f"is missing: a {state} task occupies a node")
         return Task(
             name=name, job=job.uid, namespace=NAMESPACE, request=request, status=STATUSES[state],
-            node=td.get("node"),
-            pod_set=sub_group, priority=td.get("priority"), labels=labels, node_affinity=affinity,
-            pod_affinity=pod_aff, pod_anti_affinity=pod_anti,
-            gpu_groups=tuple(str(g) for g in td.get("gpu_groups") or ()),
-            legacy_mig=bool(td.get("legacy_mig")),
+            node=node,
+            pod_set=sub_group, priority=f.whole("priority", None, -MAX_PRIORITY, MAX_PRIORITY), labels=labels,
+            node_affinity=affinity, pod_affinity=pod_aff, pod_anti_affinity=pod_anti,
+            gpu_groups=_scalars(f, "gpu_groups"), legacy_mig=f.flag("legacy_mig", False),
         )
 
 
@@ -327,32 +380,31 @@ def _has_topology(jd: dict) -> bool:
     return walk(jd.get("subgroups")) or walk(jd.get("pod_sets"))
 
 
-def _topology(tc) -> TopologyConstraint | None:
-    if not tc or not tc.get("topology"):
+def _topology(f: Fields, key: str) -> TopologyConstraint | None:
+    """The constraint of field ``key`` (``{topology, required_level, preferred_level}``); none without a topology."""
+    if not f.has(key):
         return None
-    return TopologyConstraint(tc["topology"], tc.get("required_level"), tc.get("preferred_level"))
+    tc = f.entry(key)
+    topology = tc.text("topology", None)
+    if not topology:
+        return None
+    return TopologyConstraint(topology, tc.text("required_level", None), tc.text("preferred_level", None))
 
 
 def load_scenarios(path: str, data: Any = None) -> list[Scenario]:
-    """Parse one scenario file (a YAML list of scenarios); ``data`` is its content when already read."""
+    """Parse and check one scenario file (a YAML list of scenarios); ``data`` is its content when already read."""
     if data is None:
-        data = read_yaml(path, ScenarioError)
+        data = read_yaml(path, ScenarioError, list, "a YAML list of scenarios")
     if not isinstance(data, list):
-        raise ScenarioError(f"{path}: must be a YAML list of scenarios")
+        raise ScenarioError(f"{path}: must be a YAML list of scenarios, not {describe(data)}")
     scenarios = []
     for i, entry in enumerate(data):
-        if not isinstance(entry, dict):
-            raise ScenarioError(f"{path}: entry {i} must be a mapping")
-        name = entry.get("name")
-        if not isinstance(name, str):
-            raise ScenarioError(f"{path}: entry {i}: field 'name' is missing or not a string")
+        name = _fields(entry, f"{path}: entry {i}").text("name")
         sc = Scenario(name, path, entry)
-        actions = _get(entry, "actions", sc.where, list)
-        for a in actions:
-            if not isinstance(a, str):
-                raise ScenarioError(f"{sc.where}: field 'actions' must list action names")
-        mode = _get(entry, "mode", sc.where, str)
-        if mode not in ("single_session", "simulation"):
-            raise ScenarioError(f"{sc.where}: field 'mode' must be single_session or simulation, not {mode!r}")
+        f = _fields(entry, sc.where)
+        f.sequence("actions")
+        f.names("actions")
+        f.text("mode", choices=("single_session", "simulation"))
+        sc.check()
         scenarios.append(sc)
     return scenarios

@@ -18,7 +18,7 @@ import attrs
 
 from kai.api import TaskStatus
 from kai.framework import ConfigError, PluginError, Plugins, SchedulerConfig, Session, Snapshot, run_session
-from kai.framework.config import read_yaml
+from kai.framework.yamlfile import one_line, read_yaml
 from kai.sim.cluster_file import parse_cluster
 from kai.sim.rounds import ROUND_SECONDS, feed_back, feed_back_jobs
 from kai.sim.scenario import NOW, load_scenarios
@@ -41,7 +41,7 @@ class Run:
 
 def load_runs(path: str, cycles: int | None) -> list[Run]:
     """The simulations of a cluster file (one) or of a conformance scenario file (one per scenario)."""
-    data = read_yaml(path)
+    data = read_yaml(path, top=(dict, list), what="a cluster file (a mapping) or a list of scenarios")
     if isinstance(data, list):
         return [Run(sc.name, sc.config(), cycles or 1, sc.build, lambda s, sc=sc: feed_back(sc, s))
                 for sc in load_scenarios(path, data)]
@@ -151,10 +151,10 @@ def print_reports(prog: str, path: str, cycles: int | None, report: Callable[[Ru
     try:
         reports = [report(run) for run in load_runs(path, cycles)]
     except ConfigError as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
+        print(f"{prog}: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except PluginError as exc:
-        print(f"{prog}: {path}: {exc}", file=sys.stderr)
+        print(f"{prog}: {path}: {one_line(str(exc))}", file=sys.stderr)
         return 2
     if as_json:
         print(json.dumps({"file": path, "runs": reports}, indent=1))

@@ -61,6 +61,18 @@ def test_owner_with_two_owners_is_an_error():
         group(pod("p", owner=middle), middle, a, b)
 
 
+def test_owner_references_that_form_a_cycle_are_an_error():
+    looped = pod("p", uid="u1")
+    looped["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u1"}]
+    with pytest.raises(GroupingError, match="owner references of pod default/p form a cycle: Pod <p>"):
+        group(looped)
+    a = obj("apps/v1", "ReplicaSet", "a")
+    b = obj("apps/v1", "Deployment", "b", owner=a)
+    a["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "b", "uid": "uid-b"}]
+    with pytest.raises(GroupingError, match="form a cycle: ReplicaSet <a> is reached twice"):
+        group(pod("q", owner=a), a, b)
+
+
 def test_unknown_kind_falls_back_to_default_rules():
     custom = obj("example.com/v1", "Trainer", "t", uid="t1")
     metadata = group(pod("t-0", owner=custom), custom)
