@@ -116,11 +116,13 @@ def podgroup(namespace: str, name: str, queue: str = "default-queue", min_member
 
 def pod(namespace: str, name: str, group: str | None = None, gpus: int = 0, cpu: str = "100m",
         memory: str = "128Mi", annotations: dict | None = None, labels: dict | None = None,
-        node_selector: dict | None = None, scheduler_name: str = "kai-scheduler") -> dict:
+        node_selector: dict | None = None, scheduler_name: str = "kai-scheduler",
+        priority_class: str | None = None) -> dict:
     """A pod for the scheduler, GPUs as an ``nvidia.com/gpu`` limit.
 
     With ``group`` it names its PodGroup (annotation ``pod-group-name``); without, the podgrouper
-    gives it one (name its queue with the label ``kai.scheduler/queue``).
+    gives it one (name its queue with the label ``kai.scheduler/queue``), of the pod's
+    ``priority_class`` when it has one.
     """
     resources: dict = {"requests": {"cpu": cpu, "memory": memory}}
     if gpus:
@@ -129,11 +131,11 @@ def pod(namespace: str, name: str, group: str | None = None, gpus: int = 0, cpu:
                   "annotations": dict(annotations or {})}
     if group:
         meta["annotations"]["pod-group-name"] = group
-    return {
-        "apiVersion": "v1", "kind": "Pod", "metadata": meta,
-        "spec": {
-            "schedulerName": scheduler_name,
-            "nodeSelector": node_selector or {},
-            "containers": [{"name": "main", "image": "busybox", "resources": resources}],
-        },
+    spec: dict = {
+        "schedulerName": scheduler_name,
+        "nodeSelector": node_selector or {},
+        "containers": [{"name": "main", "image": "busybox", "resources": resources}],
     }
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
