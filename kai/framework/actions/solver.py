@@ -163,13 +163,14 @@ class NodeAffinities:
         self.session = session
         self.nodes = set(nodes)
         self.unmatched = [t for t in pending if (t.node_selector or t.node_affinity)
-                          and not any(_matches(t, session.node_by_name[n].labels) for n in self.nodes)]
+                          and not any(_matches(t, session.node_by_name[n].labels)
+                                      for n in self.nodes if n in session.node_by_name)]
 
     def passes(self, victims: Iterable[Task]) -> bool:
         if not self.unmatched:
             return True
         for t in victims:
-            if self.unmatched and t.node and t.node not in self.nodes:
+            if self.unmatched and t.node and t.node in self.session.node_by_name and t.node not in self.nodes:
                 self.nodes.add(t.node)
                 labels = self.session.node_by_name[t.node].labels
                 self.unmatched = [u for u in self.unmatched if not _matches(u, labels)]
@@ -414,7 +415,7 @@ class JobSolver:
                   candidates: list[Task], nodes: set[str]) -> _Solution | None:
         """Place the victims again and the job's ``pending`` tasks, pipeline-only, in queue order."""
         session = self.session
-        positions = array("i", sorted(session.node_by_name[n].index for n in nodes))
+        positions = array("i", sorted(session.node_by_name[n].index for n in nodes if n in session.node_by_name))
         # victims come in victim order (last job first): reversed, the queue's sort is one pass
         wanted = dict.fromkeys(t.job for t in reversed(victim_tasks))
         wanted[job.uid] = None
