@@ -13,7 +13,8 @@ environment:
   KAI_DEV_CLUSTER_DIR      state directory (default ~/.local/state/kai-scheduler/dev-cluster)
   KAI_CONTROL_PLANE_CACHE  built binaries and Go caches (default ~/.cache/kai-scheduler/control-plane)
 
-The first 'up' compiles etcd, kube-apiserver and kwok with Go (many minutes); later runs reuse them.
+The first 'up' compiles etcd, kube-apiserver, kube-controller-manager and kwok with Go (many minutes);
+later runs reuse them.
 Use it from a shell with:  eval "$(kai-scheduler dev-cluster up)"  or, later,
 eval "$(kai-scheduler dev-cluster env)".
 """
@@ -22,7 +23,8 @@ eval "$(kai-scheduler dev-cluster env)".
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kai-scheduler dev-cluster",
-        description="Run a local Kubernetes control plane (etcd, kube-apiserver, kwok) on 127.0.0.1.",
+        description="Run a local Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager, kwok) "
+        "on 127.0.0.1.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -1,6 +1,7 @@
-"""A local Kubernetes control plane: etcd, kube-apiserver and kwok as child processes.
+"""A local Kubernetes control plane: etcd, kube-apiserver, kube-controller-manager and kwok as child
+processes.
 
-:class:`ControlPlane` starts the three processes on free loopback ports with a fresh PKI
+:class:`ControlPlane` starts the four processes on free loopback ports with a fresh PKI
 (:mod:`kai.dev.pki`) and binaries built by :mod:`kai.dev.gobuild`, writes an admin kubeconfig and
 records the PIDs in a state directory, so another process (``kai-scheduler dev-cluster down``) can
 stop exactly what was started. :meth:`ControlPlane.restart` stops one of them and starts it again
@@ -35,6 +36,11 @@ KWOK_CONFIGURATION = {
     "options": {"podPlayStageParallelism": 32, "nodePlayStageParallelism": 16},
 }
 
+#: kwok renews each node's Lease every quarter of this (a long lease spares the API server on clusters
+#: of many nodes); the node-lifecycle controller taints a node unreachable, and evicts its pods, once
+#: its Lease is older than the grace period: 1.25 times the lease, as for a kubelet.
+NODE_LEASE_SECONDS = 200
+NODE_MONITOR_GRACE_SECONDS = NODE_LEASE_SECONDS * 5 // 4
 
 
 def state_root() -> Path:
@@ -97,17 +103,20 @@ def _proc_start_time(pid: int) -> str | None:
 
 
 class ControlPlane:
-    """etcd + kube-apiserver + kwok on loopback, with its state under ``state_dir``.
+    """etcd + kube-apiserver + kube-controller-manager + kwok on loopback, with its state under ``state_dir``.
 
-    ``start()`` builds the binaries if needed and returns once the apiserver is ready; ``stop()``
+    ``start()`` builds the binaries if needed and returns once every process is ready; ``stop()``
     stops what was started and removes the state. A ControlPlane is also a context manager.
     :meth:`attach` reopens one started by another process (from its state directory).
-    kwok runs with its built-in stages: every Node is managed (made Ready, heartbeats by Lease) and
-    pods bound to a node become Running; pods owned by a Job complete; deleted pods go away.
+    kube-controller-manager runs its default controllers, as on a real cluster: Jobs, Deployments and
+    StatefulSets get their pods, ResourceClaimTemplates their claims, the garbage collector follows
+    ownerReferences and pod GC removes the pods of deleted nodes. kwok runs with its built-in stages:
+    every Node is managed (made Ready, heartbeats by Lease) and pods bound to a node become Running;
+    pods owned by a Job complete; deleted pods go away.
     """
 
     STATE_FILE = "state.json"
-    STOP_ORDER = ("kwok", "kube-apiserver", "etcd")
+    STOP_ORDER = ("kube-controller-manager", "kwok", "kube-apiserver", "etcd")
 
     def __init__(self, state_dir: Path | None = None, cache_dir: Path | None = None, ready_timeout: float = 180.0):
         self.state_dir = (state_root() if state_dir is None else Path(state_dir)).absolute()
@@ -162,7 +171,8 @@ class ControlPlane:
         self.stop()
 
     def start(self) -> ControlPlane:
-        """Builds (once), starts etcd, kube-apiserver and kwok and waits until they are ready."""
+        """Builds (once), starts etcd, kube-apiserver, kube-controller-manager and kwok and waits until
+        they are ready."""
         previous = self.attach(self.state_dir)
         if previous is not None and any(previous.running().values()):
             raise ControlPlaneError(f"a control plane is already running from {self.state_dir}")
@@ -178,9 +188,9 @@ class ControlPlane:
 
     def _start(self, binaries: Binaries) -> None:
         make_pki(self.pki)
-        etcd_port, peer_port, api_port, kwok_port = free_ports(4)
+        etcd_port, peer_port, api_port, kwok_port, kcm_port = free_ports(5)
         self.server = f"https://127.0.0.1:{api_port}"
-        self._write_kubeconfig()
+        self._write_kubeconfig(self.kubeconfig, "kai-dev-admin", "admin")
 
         etcd_url, peer_url = f"http://127.0.0.1:{etcd_port}", f"http://127.0.0.1:{peer_port}"
         self._launch(
@@ -221,8 +231,9 @@ class ControlPlane:
                 "--service-cluster-ip-range=10.0.0.0/24",
                 "--authorization-mode=RBAC",
                 "--allow-privileged=true",
-                # Without kube-controller-manager nothing would remove the not-ready taint from new nodes,
-                # create the default ServiceAccount or clear the PVC/PV protection finalizers.
+                # A pod made right after its namespace would wait for the namespace's default ServiceAccount,
+                # a new node for the node-lifecycle controller to lift its not-ready taint, and volumes
+                # would carry protection finalizers: none of it helps on kwok.
                 "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition,StorageObjectInUseProtection",
                 # Loopback addresses are not valid endpoints of the 'kubernetes' Service.
                 "--endpoint-reconciler-type=none",
@@ -238,6 +249,40 @@ class ControlPlane:
             and all(self._get(f"{self.server}/api/v1/namespaces/{ns}") for ns in ("default", "kube-node-lease")),
         )
 
+        kcm_dir = self.state_dir / "controller-manager"
+        kcm_dir.mkdir(exist_ok=True)
+        kcm_kubeconfig = kcm_dir / "kubeconfig"
+        self._write_kubeconfig(kcm_kubeconfig, "system:kube-controller-manager", "controller-manager")
+        self._launch(
+            "kube-controller-manager",
+            [
+                str(binaries.kube_controller_manager),
+                f"--kubeconfig={kcm_kubeconfig}",
+                # Its HTTPS port (healthz, metrics) checks client certificates against the CA below and
+                # asks the API server about tokens and permissions; the API server has no front-proxy
+                # CA for it to look up.
+                f"--authentication-kubeconfig={kcm_kubeconfig}",
+                "--authentication-skip-lookup=true",
+                f"--authorization-kubeconfig={kcm_kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={kcm_port}",
+                f"--tls-cert-file={pki / 'controller-manager-serving.crt'}",
+                f"--tls-private-key-file={pki / 'controller-manager-serving.key'}",
+                f"--client-ca-file={pki / 'ca.crt'}",
+                f"--flex-volume-plugin-dir={kcm_dir / 'flexvolume'}",  # created at start: not under /usr
+                f"--root-ca-file={pki / 'ca.crt'}",
+                f"--service-account-private-key-file={pki / 'sa.key'}",
+                # Each controller acts as its own ServiceAccount, under the RBAC roles of a real cluster.
+                "--use-service-account-credentials=true",
+                "--controllers=*",
+                "--leader-elect=false",
+                f"--node-monitor-grace-period={NODE_MONITOR_GRACE_SECONDS}s",
+                "--profiling=false",
+                "--v=1",
+            ],
+            lambda: self._get(f"https://127.0.0.1:{kcm_port}/healthz") == b"ok",
+        )
+
         kwok_dir = self.state_dir / "kwok"
         kwok_dir.mkdir(exist_ok=True)
         (kwok_dir / "kwok.yaml").write_text(json.dumps(KWOK_CONFIGURATION))
@@ -249,7 +294,7 @@ class ControlPlane:
                 f"--kubeconfig={self.kubeconfig}",
                 "--manage-all-nodes=true",
                 f"--server-address=127.0.0.1:{kwok_port}",
-                "--node-lease-duration-seconds=200",
+                f"--node-lease-duration-seconds={NODE_LEASE_SECONDS}",
                 "--cidr=10.244.0.1/16",
             ],
             lambda: self._get(f"http://127.0.0.1:{kwok_port}/healthz") == b"ok",
@@ -278,8 +323,9 @@ class ControlPlane:
         self._spawn(name, argv, extra_env)
         self._wait(name, ready)
 
-    def _write_kubeconfig(self) -> None:
-        self.kubeconfig.write_text(
+    def _write_kubeconfig(self, path: Path, user: str, certificate: str) -> None:
+        """A kubeconfig for this server authenticating with the client certificate ``pki/CERTIFICATE.crt``."""
+        path.write_text(
             json.dumps(
                 {
                     "apiVersion": "v1",
@@ -292,14 +338,14 @@ class ControlPlane:
                     ],
                     "users": [
                         {
-                            "name": "kai-dev-admin",
+                            "name": user,
                             "user": {
-                                "client-certificate": str(self.pki / "admin.crt"),
-                                "client-key": str(self.pki / "admin.key"),
+                                "client-certificate": str(self.pki / f"{certificate}.crt"),
+                                "client-key": str(self.pki / f"{certificate}.key"),
                             },
                         }
                     ],
-                    "contexts": [{"name": "kai-dev", "context": {"cluster": "kai-dev", "user": "kai-dev-admin"}}],
+                    "contexts": [{"name": "kai-dev", "context": {"cluster": "kai-dev", "user": user}}],
                     "current-context": "kai-dev",
                 },
                 indent=2,
@@ -375,7 +421,8 @@ class ControlPlane:
 
     def _clear_state(self, keep_logs: bool) -> None:
         """Removes what this class writes to the state directory (never anything else in it)."""
-        entries = ["pki", "etcd-data", "kwok", "kubeconfig", self.STATE_FILE] + ([] if keep_logs else ["logs"])
+        entries = ["pki", "etcd-data", "kwok", "controller-manager", "kubeconfig", self.STATE_FILE]
+        entries += [] if keep_logs else ["logs"]
         for name in entries:
             path = self.state_dir / name
             if path.is_dir():

@@ -1,9 +1,11 @@
-"""Go builds of the local control plane's binaries (etcd, kube-apiserver, kwok), cached by version.
+"""Go builds of the local control plane's binaries (etcd, kube-apiserver, kube-controller-manager,
+kwok), cached by version.
 
 The binaries are compiled from the Go module proxy on first use and cached under
 :func:`cache_root` (``$KAI_CONTROL_PLANE_CACHE``, default ``~/.cache/kai-scheduler/control-plane``).
-kube-apiserver and etcd cannot be ``go install``-ed (their modules carry ``replace`` directives), so
-a small wrapper module is generated for each in the cache and built there; kwok installs as is.
+The Kubernetes commands and etcd cannot be ``go install``-ed (their modules carry ``replace``
+directives), so a small wrapper module is generated for each in the cache and built there; kwok
+installs as is. A binary missing from a version's cache is built on its own, next to the others.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from pathlib import Path
 
 # 1.34.4 is the newest 1.34 patch whose staging modules (v0.34.4) are all on the module proxy.
@@ -50,6 +52,26 @@ import (
 
 func main() {
 	os.Exit(cli.Run(app.NewAPIServerCommand()))
+}
+"""
+
+CONTROLLER_MANAGER_MAIN = """\
+// The kube-controller-manager command, as in k8s.io/kubernetes/cmd/kube-controller-manager/controller-manager.go.
+package main
+
+import (
+	"os"
+	_ "time/tzdata"
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"
+	_ "k8s.io/component-base/metrics/prometheus/clientgo"
+	_ "k8s.io/component-base/metrics/prometheus/version"
+	"k8s.io/kubernetes/cmd/kube-controller-manager/app"
+)
+
+func main() {
+	os.Exit(cli.Run(app.NewControllerManagerCommand()))
 }
 """
 
@@ -93,18 +115,19 @@ def version_key() -> str:
 
 @dataclass(frozen=True)
 class Binaries:
-    """Paths of the three control-plane executables."""
+    """Paths of the control-plane executables."""
 
     etcd: Path
     kube_apiserver: Path
+    kube_controller_manager: Path
     kwok: Path
 
     @classmethod
     def in_dir(cls, bin_dir: Path) -> Binaries:
-        return cls(bin_dir / "etcd", bin_dir / "kube-apiserver", bin_dir / "kwok")
+        return cls(bin_dir / "etcd", bin_dir / "kube-apiserver", bin_dir / "kube-controller-manager", bin_dir / "kwok")
 
     def missing(self) -> list[Path]:
-        return [p for p in (self.etcd, self.kube_apiserver, self.kwok) if not os.access(p, os.X_OK)]
+        return [p for p in astuple(self) if not os.access(p, os.X_OK)]
 
 
 def _log(message: str) -> None:
@@ -122,7 +145,7 @@ class _GoBuilder:
         go = shutil.which("go")
         if go is None:
             raise MissingToolError(
-                f"the Go toolchain (1.24 or newer) is needed to build etcd, kube-apiserver and kwok once; {install}"
+                f"the Go toolchain (1.24 or newer) is needed to build the control plane's binaries once; {install}"
             )
         found = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True).stdout.strip()
         digits = found.removeprefix("go").split(".")[:2]
@@ -168,18 +191,13 @@ class _GoBuilder:
         os.replace(built, target)
         _log(f"built {target}")
 
-    def build_kube_apiserver(self, target: Path) -> None:
+    def _build_kubernetes_command(self, name: str, main_go: str, target: Path) -> None:
+        """Builds a command of k8s.io/kubernetes at K8S_VERSION from a wrapper module ``src/NAME``."""
         staging = "v0." + K8S_VERSION.split(".", 1)[1]
         replaces = "".join(f"\tk8s.io/{m} => k8s.io/{m} {staging}\n" for m in K8S_STAGING_MODULES)
-        go_mod = (
-            f"module kaidevcluster/kube-apiserver\n\ngo 1.24.0\n\ngodebug default=go1.24\n\nreplace (\n{replaces})\n"
-        )
-        src = self._module(
-            "kube-apiserver",
-            go_mod,
-            APISERVER_MAIN,
-            [f"k8s.io/kubernetes@v{K8S_VERSION}", f"k8s.io/component-base@{staging}"],
-        )
+        go_mod = f"module kaidevcluster/{name}\n\ngo 1.24.0\n\ngodebug default=go1.24\n\nreplace (\n{replaces})\n"
+        requires = [f"k8s.io/kubernetes@v{K8S_VERSION}", f"k8s.io/component-base@{staging}"]
+        src = self._module(name, go_mod, main_go, requires)
         minor = K8S_VERSION.split(".")[1]
         ldflags = ["-s", "-w"]
         for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
@@ -190,9 +208,15 @@ class _GoBuilder:
                 f"-X {pkg}.gitTreeState=clean",
                 f"-X {pkg}.buildDate=1970-01-01T00:00:00Z",
             ]
-        out = self.bin_dir / ".kube-apiserver.tmp"
+        out = self.bin_dir / f".{name}.tmp"
         self._go("build", "-ldflags", " ".join(ldflags), "-o", str(out), ".", cwd=src)
         self._install(out, target)
+
+    def build_kube_apiserver(self, target: Path) -> None:
+        self._build_kubernetes_command("kube-apiserver", APISERVER_MAIN, target)
+
+    def build_kube_controller_manager(self, target: Path) -> None:
+        self._build_kubernetes_command("kube-controller-manager", CONTROLLER_MANAGER_MAIN, target)
 
     def build_etcd(self, target: Path) -> None:
         # etcd 3.5 still requires reflect2 v1.0.1, which predates Go 1.18; use Kubernetes' versions.
@@ -236,6 +260,7 @@ def ensure_binaries(root: Path | None = None) -> Binaries:
             (binaries.etcd, builder.build_etcd),
             (binaries.kwok, builder.build_kwok),
             (binaries.kube_apiserver, builder.build_kube_apiserver),
+            (binaries.kube_controller_manager, builder.build_kube_controller_manager),
         ):
             if not os.access(path, os.X_OK):
                 _log(f"building {path.name} (once per version; the first build takes many minutes)")

@@ -1,4 +1,5 @@
-"""End-to-end fixtures: one real control plane (etcd + kube-apiserver + kwok) per test session.
+"""End-to-end fixtures: one real control plane (etcd + kube-apiserver + kube-controller-manager + kwok)
+per test session.
 
 The first run builds the binaries (many minutes, cached afterwards); warm the cache beforehand
 with ``kai-scheduler dev-cluster build`` so that no test timeout covers the build.
@@ -29,7 +30,8 @@ CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "e2e: needs a real control plane (etcd, kube-apiserver, kwok)")
+    config.addinivalue_line("markers", "e2e: needs a real control plane (etcd, kube-apiserver, "
+                                       "kube-controller-manager, kwok)")
 
 
 @pytest.fixture(scope="session")
@@ -126,7 +128,7 @@ def chart_object_path():
 @pytest.fixture(scope="session")
 def kai_chart(kube: Kube, kai_crds: list[str]) -> list[dict]:
     """The chart's manifests applied: its CRDs are deploy/crds (``kai_crds``); Deployments and Services
-    are only validated with a server-side dry run (no controller manager runs them). Returns the docs."""
+    are only validated with a server-side dry run (the components run as processes instead). Returns the docs."""
     from support.chart import render_chart
 
     docs = render_chart(DEPLOY / "chart" / "kai-scheduler", namespace=RELEASE_NAMESPACE)

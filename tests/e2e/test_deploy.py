@@ -62,17 +62,16 @@ def test_podgrouper_groups_a_job_pod_under_its_service_account(kube, kai_run, co
         "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train"},
         "spec": {"template": {"spec": {"restartPolicy": "Never", "schedulerName": "kai-scheduler",
                                        "containers": [{"name": "main", "image": "busybox"}]}}}})
-    kube.post(f"/api/v1/namespaces/{ns}/pods", {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "train-0", "labels": {"batch.kubernetes.io/job-name": "train"},
-                     "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "train",
-                                          "uid": job["metadata"]["uid"], "controller": True}]},
-        "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "main", "image": "busybox"}]}})
+
+    def group_of_the_job_controllers_pod() -> str | None:
+        pods = kube.get(f"/api/v1/namespaces/{ns}/pods", {"labelSelector": "batch.kubernetes.io/job-name=train"})
+        return next((p["metadata"].get("annotations", {}).get("pod-group-name") for p in pods["items"]), None)
+
     deadline = time.monotonic() + 30
-    while not (group := kube.get(f"/api/v1/namespaces/{ns}/pods/train-0")["metadata"].get(
-            "annotations", {}).get("pod-group-name")):
+    while not (group := group_of_the_job_controllers_pod()):
         assert time.monotonic() < deadline, process.log()[-3000:]
         time.sleep(0.2)
+    assert group == f"pg-train-{job['metadata']['uid']}"
     podgroup = kube.get(object_path("scheduling.run.ai", "v2alpha2", "podgroups", ns, group))
     assert podgroup["metadata"]["ownerReferences"][0]["name"] == "train"
     assert process.terminate() == 0

@@ -95,6 +95,23 @@ def test_pod_on_kwok_node_becomes_running(api_client):
     core.delete_node(node_name)
 
 
+def test_controller_manager_acts_through_a_service_account_per_controller(api_client, control_plane):
+    core = client.CoreV1Api(api_client)
+    ns = unique("sa")
+    core.create_namespace({"metadata": {"name": ns}})
+    # the ServiceAccount and root-CA controllers fill every new namespace
+    wait_until(lambda: core.list_namespaced_service_account(ns, field_selector="metadata.name=default").items,
+               what="the namespace's default ServiceAccount")
+    root_ca = wait_until(lambda: core.list_namespaced_config_map(ns, field_selector="metadata.name=kube-root-ca.crt")
+                         .items, what="the namespace's kube-root-ca.crt")
+    assert root_ca[0].data["ca.crt"] == (control_plane.pki / "ca.crt").read_text()
+    # --use-service-account-credentials: each controller got its own identity in kube-system
+    wanted = {"job-controller", "generic-garbage-collector", "pod-garbage-collector", "resource-claim-controller"}
+    wait_until(lambda: wanted <= {a.metadata.name for a in core.list_namespaced_service_account("kube-system").items},
+               what=f"the ServiceAccounts {sorted(wanted)}")
+    core.delete_namespace(ns)
+
+
 def test_apiserver_reports_its_version(api_client):
     assert client.VersionApi(api_client).get_code().git_version == f"v{K8S_VERSION}"
 
@@ -258,7 +275,7 @@ def test_cli_up_env_status_down(tmp_path, monkeypatch, capsys, control_plane):
     plane = ControlPlane.attach()
     assert exports == f"export KUBECONFIG={plane.kubeconfig}\n"
     records = list(plane.processes.values())
-    assert sorted(r.name for r in records) == ["etcd", "kube-apiserver", "kwok"]
+    assert sorted(r.name for r in records) == ["etcd", "kube-apiserver", "kube-controller-manager", "kwok"]
     assert all(r.is_alive() for r in records)
 
     assert devcluster.main(["up"]) == 0  # idempotent: reports the running one
@@ -273,13 +290,14 @@ def test_cli_up_env_status_down(tmp_path, monkeypatch, capsys, control_plane):
     assert out.strip() == str(plane.kubeconfig)
 
     state_dir = str(tmp_path / "dev")
-    assert len(processes_mentioning(state_dir)) == 3
+    assert len(processes_mentioning(state_dir)) == 4
     assert devcluster.main(["down"]) == 0
     assert not any(r.is_alive() for r in records)
     assert processes_mentioning(state_dir) == []
     assert not (tmp_path / "dev").exists()
     assert devcluster.main(["status"]) == 1
-    assert control_plane.running() == {"etcd": True, "kube-apiserver": True, "kwok": True}
+    assert control_plane.running() == {"etcd": True, "kube-apiserver": True, "kube-controller-manager": True,
+                                       "kwok": True}
 
 
 def processes_mentioning(text: str) -> list[int]:
