@@ -149,10 +149,11 @@ def pod_patch(pod: dict, podgroup: dict, subgroup: str | None) -> dict | None:
 
 
 def _slim_pod(pod: dict) -> dict:
+    """The pod without its managed fields, and with its kind: the items of a list carry none, and a
+    PodGroup owned by the pod (a Deployment's pods) needs them in its owner reference."""
     meta = pod.get("metadata") or {}
-    if "managedFields" in meta:
-        pod = {**pod, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
-    return pod
+    return {**pod, "apiVersion": pod.get("apiVersion") or "v1", "kind": pod.get("kind") or "Pod",
+            "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
 
 
 class PodGrouper(Controller):

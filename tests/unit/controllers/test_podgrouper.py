@@ -323,3 +323,10 @@ def test_reader_lists_a_kind_by_labels_across_namespaces(kube):
     assert listed == [("/apis/run.ai/v1alpha1/kartas", {"labelSelector": "run.ai/karta-kind=Thing"})]
     with pytest.raises(NotFoundError):
         KubeObjects(kube).list("nothing.io/v1", "Nope", "", {})
+
+
+def test_pods_from_a_list_get_their_kind_back_for_owner_references():
+    from kai.controllers.podgrouper import _slim_pod
+
+    listed = {"metadata": {"name": "p", "managedFields": [{"manager": "x"}]}, "spec": {}}
+    assert _slim_pod(listed) == {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {}}
