@@ -335,11 +335,12 @@ def test_chaos_nothing_bound_twice_nothing_overcommitted_nothing_lost(
         state = State(kube, ns, run.live_nodes)
         history.append(bound_names(state))
         _, lost = inv.account_pods(run.created, state.by_uid, state.podgroups, state.events, set(run.live_nodes),
-                                   components.evicted_in_logs())
+                                   components.evicted_in_logs(), recorder.nodes_seen)
         changed = history[-2] ^ history[-1] if len(history) > 1 else frozenset()
         moving = [*([f"bound pods changed: {sorted(changed)[:5]}"] if changed else []), *lost[:3],
                   *inv.unfinished_bind_requests(state.bind_requests)[:3],
-                  *inv.partial_gangs(state.podgroups, state.pods, set(run.live_nodes))[:3]]
+                  *inv.partial_gangs(state.podgroups, state.pods, set(run.live_nodes),
+                                     recorder.removed_from_vanished_nodes(set(run.live_nodes)))[:3]]
         if len(history) >= 4 and len(set(history[-4:])) == 1 and not moving:
             settled = True
             break
@@ -374,7 +375,7 @@ def test_chaos_nothing_bound_twice_nothing_overcommitted_nothing_lost(
     scheduler_logs = components.logs("scheduler")
     evicted_logged = components.evicted_in_logs()
     counts, lost = inv.account_pods(run.created, state.by_uid, state.podgroups, state.events, set(nodes),
-                                    evicted_logged)
+                                    evicted_logged, recorder.nodes_seen)
     failed_cycles = [line for line in scheduler_logs if line.get("msg") == "scheduling cycle failed"]
     exited = [f"{role} exited with {p.proc.poll()}" for role, p in components.current.items()
               if p.proc.poll() is not None]
@@ -384,7 +385,8 @@ def test_chaos_nothing_bound_twice_nothing_overcommitted_nothing_lost(
         "no node over-committed": inv.overcommitted_nodes(state.nodes, state.pods_on_nodes),
         "shared GPUs within their devices": inv.shared_gpu_violations(state.pods_on_nodes, set(nodes)),
         "no pod lost": lost,
-        "no gang partly bound": inv.partial_gangs(state.podgroups, state.pods, set(nodes)),
+        "no gang partly bound": inv.partial_gangs(state.podgroups, state.pods, set(nodes),
+                                                  recorder.removed_from_vanished_nodes(set(nodes))),
         "no BindRequest left unfinished": inv.unfinished_bind_requests(state.bind_requests),
         "new work scheduled after the faults": [] if probe_ok else [
             f"probe pods not Running after {PROBE_SECONDS:.0f}s: " + ", ".join(

@@ -99,9 +99,10 @@ def make_plan(seed: int, queues: list[str], nodes: int, target_pods: int = 200, 
     return Plan(seed, jobs, faults)
 
 
-def _pod_facts(pod: dict) -> tuple[str, str, str]:
+def _pod_facts(pod: dict) -> tuple[str, str, str, str]:
     meta = pod.get("metadata") or {}
-    return meta.get("uid", ""), meta.get("name", ""), (pod.get("spec") or {}).get("nodeName") or ""
+    group = (meta.get("annotations") or {}).get(names.POD_GROUP_ANNOTATION, "")
+    return meta.get("uid", ""), meta.get("name", ""), (pod.get("spec") or {}).get("nodeName") or "", group
 
 
 def _bind_request_facts(br: dict) -> tuple[str, str, str]:
@@ -118,6 +119,7 @@ class Recorder:
         self.nodes_seen: dict[str, set[str]] = defaultdict(set)
         self.succeeded_on: dict[str, set[str]] = defaultdict(set)
         self.names: dict[str, str] = {}
+        self.groups: dict[str, str] = {}
         self.deleted: dict[str, float] = {}
         self._lock = threading.Lock()
         self.informers = [
@@ -138,14 +140,23 @@ class Recorder:
         for informer in self.informers:
             informer.stop()
 
-    def _pod(self, kind: str, facts: tuple[str, str, str]) -> None:
-        uid, name, node = facts
+    def _pod(self, kind: str, facts: tuple[str, str, str, str]) -> None:
+        uid, name, node, group = facts
         with self._lock:
             self.names[uid] = name
+            if group:
+                self.groups[uid] = group
             if node:
                 self.nodes_seen[uid].add(node)
             if kind == "DELETED":
                 self.deleted[uid] = time.monotonic()
+
+    def removed_from_vanished_nodes(self, live_nodes: set[str]) -> set[str]:
+        """The PodGroups of pods that were on a node since deleted and are gone now (pod garbage collection)."""
+        current = {uid for uid, _, _, _ in self.informers[0].list()}
+        with self._lock:
+            return {self.groups[uid] for uid, nodes in self.nodes_seen.items()
+                    if uid not in current and uid in self.groups and nodes - live_nodes}
 
     def binding(self) -> Counter:
         """Per node, the BindRequests the binder has not finished yet, as the watch shows them now."""
@@ -153,7 +164,7 @@ class Recorder:
 
     def bound(self) -> Counter:
         """Per node, the pods bound to it, as the watch shows them now."""
-        return Counter(node for _, _, node in self.informers[0].list() if node)
+        return Counter(node for _, _, node, _ in self.informers[0].list() if node)
 
     def _bind_request(self, kind: str, facts: tuple[str, str, str]) -> None:
         owner, node, phase = facts

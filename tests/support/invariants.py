@@ -174,13 +174,14 @@ def podgroup_of(pod: Mapping) -> str:
 
 def account_pods(created: Mapping[str, str], pods: Mapping[str, Mapping], podgroups: Mapping[str, Mapping],
                  events: Iterable[Mapping], live_nodes: set[str], evicted_elsewhere: set[str] = frozenset(),
-                 ) -> tuple[Counter, list[str]]:
+                 seen_on: Mapping[str, set[str]] | None = None) -> tuple[Counter, list[str]]:
     """Where every pod the run created (UID -> ``namespace/name``) ended up, and the pods lost.
 
     Counted: ``running`` (on a live node), ``pending`` (unbound, explained), ``on a vanished node`` (bound to
-    a node deleted since: nobody removes those without a pod garbage collector), ``evicted`` (gone, named by
-    an Evict event or, when a kill lost that event, in ``evicted_elsewhere``). Lost: bound to a live node but
-    not Running, pending without any explanation, gone without an eviction.
+    a node deleted since), ``removed with a vanished node`` (gone, last seen (``seen_on``: UID -> nodes) on a
+    deleted node: the pod garbage collector removes those), ``evicted`` (gone, named by an Evict event or,
+    when a kill lost that event, in ``evicted_elsewhere``). Lost: bound to a live node but not Running,
+    pending without any explanation, gone without an eviction.
     """
     events = list(events)
     about: dict[tuple[str, str], set[str]] = defaultdict(set)
@@ -195,6 +196,8 @@ def account_pods(created: Mapping[str, str], pods: Mapping[str, Mapping], podgro
         if pod is None:
             if key in evicted:
                 counts["evicted"] += 1
+            elif any(node not in live_nodes for node in (seen_on or {}).get(uid, ())):
+                counts["removed with a vanished node"] += 1
             else:
                 lost.append(f"pod {key} is gone and no eviction names it")
             continue
@@ -214,13 +217,15 @@ def account_pods(created: Mapping[str, str], pods: Mapping[str, Mapping], podgro
     return counts, lost
 
 
-def partial_gangs(podgroups: Mapping[str, Mapping], pods: Iterable[Mapping], live_nodes: set[str]) -> list[str]:
+def partial_gangs(podgroups: Mapping[str, Mapping], pods: Iterable[Mapping], live_nodes: set[str],
+                  removed: set[str] = frozenset()) -> list[str]:
     """PodGroups with some but fewer than ``minMember`` pods bound; those with a pod on a vanished node (not in
-    ``live_nodes``) are left out: that pod stays bound, and counts, until something deletes it."""
+    ``live_nodes``), or with a pod ``removed`` from one by the garbage collector, are left out: such a gang
+    was whole until its node went."""
     pods = list(pods)
     bound: Counter = Counter(podgroup_of(p) for p in pods if holds_node(p))
     out = []
-    for name in set(podgroups) - touching_vanished_nodes(pods, live_nodes):
+    for name in set(podgroups) - touching_vanished_nodes(pods, live_nodes) - set(removed):
         need = int((podgroups[name].get("spec") or {}).get("minMember") or 1)
         if 0 < bound[name] < need:
             out.append(f"PodGroup {name}: {bound[name]} of minMember {need} pods bound")

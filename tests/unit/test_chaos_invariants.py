@@ -117,6 +117,9 @@ def test_every_pod_is_running_pending_with_a_reason_on_a_vanished_node_or_evicte
     assert lost == ["pod ns/lost is gone and no eviction names it",
                     "pod ns/silent is pending without an event or condition saying why",
                     "pod ns/stuck is bound to n1 but Pending"]
+    removed = inv.account_pods(created, pods, podgroups, events, {"n1"}, seen_on={"u-lost": {"n9"}})
+    assert "pod ns/lost is gone and no eviction names it" not in removed[1]
+    assert removed[0]["removed with a vanished node"] == 1
     events.append(event("NotReady", "PodGroup", "quiet"))
     assert "pod ns/silent" not in " ".join(inv.account_pods(created, pods, podgroups, events, {"n1"})[1])
 
@@ -127,6 +130,8 @@ def test_a_gang_is_bound_whole_or_not_at_all():
             pod("p0", "n1", group="part"), pod("p1", group="part", phase="Pending"),
             pod("p2", "n1", group="part", phase="Failed")]
     assert inv.partial_gangs(groups, pods, {"n1"}) == ["PodGroup part: 1 of minMember 3 pods bound"]
+    # a gang whose pod the garbage collector removed from a vanished node is not judged either
+    assert inv.partial_gangs(groups, pods, {"n1"}, removed={"part"}) == []
     # a pod left on a vanished node stays bound: its gang is not judged
     groups["ghost"] = podgroup("ghost", 2)
     pods.append(pod("g0", "n9", group="ghost"))
