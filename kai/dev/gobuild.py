@@ -35,8 +35,11 @@ K8S_STAGING_MODULES = (
     "mount-utils pod-security-admission sample-apiserver sample-cli-plugin sample-controller"
 ).split()
 
-APISERVER_MAIN = """\
-// The kube-apiserver command, as in k8s.io/kubernetes/cmd/kube-apiserver/apiserver.go.
+
+def kubernetes_main(command: str, constructor: str) -> str:
+    """The ``main`` package of a Kubernetes command, as in k8s.io/kubernetes/cmd/<command>."""
+    return f"""\
+// The {command} command, as in k8s.io/kubernetes/cmd/{command}.
 package main
 
 import (
@@ -47,33 +50,17 @@ import (
 	_ "k8s.io/component-base/logs/json/register"
 	_ "k8s.io/component-base/metrics/prometheus/clientgo"
 	_ "k8s.io/component-base/metrics/prometheus/version"
-	"k8s.io/kubernetes/cmd/kube-apiserver/app"
+	"k8s.io/kubernetes/cmd/{command}/app"
 )
 
-func main() {
-	os.Exit(cli.Run(app.NewAPIServerCommand()))
-}
+func main() {{
+	os.Exit(cli.Run(app.{constructor}()))
+}}
 """
 
-CONTROLLER_MANAGER_MAIN = """\
-// The kube-controller-manager command, as in k8s.io/kubernetes/cmd/kube-controller-manager/controller-manager.go.
-package main
 
-import (
-	"os"
-	_ "time/tzdata"
-
-	"k8s.io/component-base/cli"
-	_ "k8s.io/component-base/logs/json/register"
-	_ "k8s.io/component-base/metrics/prometheus/clientgo"
-	_ "k8s.io/component-base/metrics/prometheus/version"
-	"k8s.io/kubernetes/cmd/kube-controller-manager/app"
-)
-
-func main() {
-	os.Exit(cli.Run(app.NewControllerManagerCommand()))
-}
-"""
+APISERVER_MAIN = kubernetes_main("kube-apiserver", "NewAPIServerCommand")
+CONTROLLER_MANAGER_MAIN = kubernetes_main("kube-controller-manager", "NewControllerManagerCommand")
 
 ETCD_MAIN = """\
 // The etcd command, as in go.etcd.io/etcd/server/v3/main.go.
