@@ -2,7 +2,8 @@
 
 A subclass names itself (``name``), says which informers it watches (:meth:`Controller.informers`,
 built when it starts) and handles one key (:meth:`Controller.handle`, returning the delay before the
-key is handled again, or None). ``run(stop)`` starts the informers and the workers, calls
+key is handled again, or None; an exception is logged and the key retried after 1, 2, 4 ... seconds,
+at most ``error_delay``). ``run(stop)`` starts the informers and the workers, calls
 :meth:`Controller.tick` every ``tick_period`` seconds until ``stop`` is set, then stops: the queue
 is shut (no worker takes another key), the informers stop, and the workers finish the key they are
 handling, for at most ``stop_timeout`` seconds together. A worker still busy after that is left
@@ -27,6 +28,9 @@ from kai.logs import fields
 
 #: How long a key waits for the informers' first list when ``wait_for_sync`` is set.
 SYNC_WAIT = 0.2
+#: The retry of a key whose handling raised, seconds; it doubles with each failure in a row, up to
+#: the controller's ``error_delay`` (an API server back from a restart is used within seconds).
+FIRST_ERROR_DELAY = 1.0
 
 
 class Controller:
@@ -45,6 +49,8 @@ class Controller:
         self.kube = kube
         self.workers = workers
         self.error_delay = error_delay
+        self._errors: dict[Hashable, int] = {}  # failures in a row, by key
+        self._errors_lock = threading.Lock()
         self.queue = WorkQueue(clock=clock)
         self._clock = clock
         #: The running informers by name; tests may put in-memory stores here.
@@ -112,4 +118,14 @@ class Controller:
     def _handle(self, key: Hashable) -> float | None:
         if self.wait_for_sync and not self.synced:
             return SYNC_WAIT
-        return self.handle(key)
+        try:
+            delay = self.handle(key)
+        except Exception:  # noqa: BLE001 - a bug or an outage on one object must not stop the worker
+            with self._errors_lock:
+                failures = self._errors.get(key, 0)
+                self._errors[key] = failures + 1
+            self.log.exception(f"{self.name} failed on an object", **fields(**{self.key_field: key}))
+            return min(self.error_delay, FIRST_ERROR_DELAY * 2.0**failures)
+        with self._errors_lock:
+            self._errors.pop(key, None)
+        return delay

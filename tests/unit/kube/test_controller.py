@@ -145,3 +145,13 @@ def test_stop_leaves_a_worker_stuck_past_the_stop_timeout_behind(caplog):
     (record,) = [r for r in caplog.records if "stopped with keys still being handled" in r.getMessage()]
     assert record_fields(record)["workers"] == "recorder-0"
     controller.release.set()
+
+
+def test_a_key_that_keeps_failing_is_retried_after_1_2_4_seconds_up_to_the_error_delay():
+    controller = Recorder({}, fail=set(), error_delay=5.0)
+    controller.handle = lambda key: 1 / 0  # every attempt raises
+    assert [controller._handle("k") for _ in range(5)] == [1.0, 2.0, 4.0, 5.0, 5.0]
+    controller.handle = lambda key: None  # a success starts the count again
+    assert controller._handle("k") is None
+    controller.handle = lambda key: 1 / 0
+    assert controller._handle("k") == 1.0
