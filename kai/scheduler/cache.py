@@ -196,6 +196,8 @@ class ClusterCache:
 
         used: dict[str, tuple[Resources, int]] = {}
         kept_pods: dict[str, PodView] = {}
+        reservations: list[tuple[str, PodView]] = []
+        shared_in_use: set[tuple[str, str]] = set()
         for pod in pods.values():
             bind = binds.get(pod.key)
             status, node = convert.pod_state(pod, bind)
@@ -219,9 +221,17 @@ class ClusterCache:
             if job is None:
                 if node and status in ACTIVE_USED:
                     _add_usage(used, node, pod)
+                    if _is_reservation(pod):
+                        reservations.append((node, pod))
                 continue
-            job.add_task(convert.to_task(pod, job.uid, status, node, groups))
+            task = convert.to_task(pod, job.uid, status, node, groups)
+            job.add_task(task)
             kept_pods[pod.key] = pod
+            if task.node and task.status in ACTIVE_USED:
+                shared_in_use.update((task.node, group) for group in task.gpu_groups)
+        for node, pod in reservations:  # a group no pod uses any more holds its GPU until its reservation goes
+            if not any((node, group) in shared_in_use for group in pod.gpu_groups):
+                _add_usage(used, node, pod, count_gpu=True)
 
         nodes = [convert.to_node(v, *used.get(name, (None, 0))) for name, v in node_views.items()]
         queues = [convert.to_queue(q) for q in inf["queues"].list()]
@@ -251,16 +261,23 @@ class ClusterCache:
         return live, stale
 
 
-def _add_usage(used: dict, node: str, pod: PodView) -> None:
-    """Adds a pod the scheduler does not schedule; a GPU reservation pod's GPU and pod slot belong to its group."""
+def _is_reservation(pod: PodView) -> bool:
+    return pod.labels.get(names.RESERVATION_APP[0]) == names.RESERVATION_APP[1]
+
+
+def _add_usage(used: dict, node: str, pod: PodView, count_gpu: bool = False) -> None:
+    """Adds a pod the scheduler does not schedule. A GPU reservation pod's GPU and pod slot belong to its
+    group; ``count_gpu`` adds just the GPU of a reservation whose group no pod uses any more."""
     res, count = used.get(node, (Resources(), 0))
-    reservation = pod.labels.get(names.RESERVATION_APP[0]) == names.RESERVATION_APP[1]
-    if pod.request is not None:
+    reservation = _is_reservation(pod)
+    if count_gpu:
+        res.gpu += pod.request.gpus if pod.request is not None else 0
+    elif pod.request is not None:
         taken = pod.request.node_resources()
         if reservation:
             taken.gpu = 0.0
         res.add(taken)
-    used[node] = (res, count + (0 if reservation else 1))
+    used[node] = (res, count + (0 if reservation or count_gpu else 1))
 
 
 def _hold_rejected(snap: Snapshot) -> None:

@@ -76,8 +76,10 @@ def overcommitted_nodes(nodes: Iterable[Mapping], pods: Iterable[Mapping]) -> li
         for resource in RESOURCES:
             have = parse(allocatable.get(resource, "0"))
             if used[resource] > have:
+                holders = ", ".join(f"{meta(p).get('namespace')}/{meta(p).get('name')}={pod_requests(p)[resource]}"
+                                    for p in by_node[name] if pod_requests(p).get(resource))
                 out.append(f"node {name}: {resource} requested {used[resource]} > allocatable {have} "
-                           f"by {len(by_node[name])} pods")
+                           f"by {len(by_node[name])} pods ({holders})")
     return out
 
 

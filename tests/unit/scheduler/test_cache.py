@@ -137,3 +137,21 @@ def test_a_pods_nominated_node_reaches_its_task():
     cache = cache_with(nodes=[node("n1"), node("n2")], pods=[nominated], podgroups=[podgroup()], queues=[queue()])
     (task,) = cache.snapshot().snapshot.jobs["ns/g"].tasks.values()
     assert task.nominated_node == "n2"
+
+
+def test_a_reservation_pod_s_gpu_is_its_group_s_and_held_while_no_pod_uses_the_group():
+    def reservation(name, node_name, group):
+        obj = pod(name, group="", gpus=1, node_name=node_name, phase="Running", scheduler="default-scheduler")
+        obj["metadata"].update(namespace="kai-resource-reservation",
+                               labels={"app": "kai-resource-reservation", "runai-gpu-group": group})
+        return obj
+
+    shared = pod("half", node_name="n1", phase="Running", gpus=0)
+    shared["metadata"]["labels"]["runai-gpu-group"] = "g1"
+    shared["metadata"]["annotations"]["gpu-fraction"] = "0.5"
+    cache = cache_with(nodes=[node("n1"), node("n2")], queues=[queue()], podgroups=[podgroup()],
+                       pods=[shared, reservation("r1", "n1", "g1"), reservation("r2", "n2", "g2")])
+    gpus = {n.name: n.allocatable.gpu for n in cache.snapshot().snapshot.nodes}
+    # g1 is used by a shared pod: its device is counted by the group; g2 is used by nobody (its pods are
+    # gone, the binder has not deleted the reservation yet): the reservation still holds a whole GPU
+    assert gpus == {"n1": 8.0, "n2": 7.0}
