@@ -47,8 +47,8 @@ def test_a_node_is_overcommitted_by_its_bound_unfinished_pods_only():
     assert inv.overcommitted_nodes([node("n1")], pods) == []
     pods.append(pod("c", "n1", cpu="100m", gpus=1, phase="Pending"))  # bound, not running yet: it counts
     found = inv.overcommitted_nodes([node("n1")], pods)
-    assert found == ["node n1: cpu requested 4.100 > allocatable 4 by 3 pods",
-                     "node n1: nvidia.com/gpu requested 3 > allocatable 2 by 3 pods"]
+    assert found == ["node n1: cpu requested 4.100 > allocatable 4 by 3 pods (ns/a=3, ns/b=1, ns/c=0.100)",
+                     "node n1: nvidia.com/gpu requested 3 > allocatable 2 by 3 pods (ns/a=1, ns/b=1, ns/c=1)"]
 
 
 def shared(name, node, fraction, group):
