@@ -79,6 +79,9 @@ REASON_POD_SCHEDULING_ERRORS = "PodSchedulingErrors"
 REASON_BOUND = "Bound"
 REASON_BINDING_ERROR = "BindingError"
 REASON_PODGROUPER_WARNING = "PodGrouperWarning"
+REASON_INTERNAL_ERROR = "InternalSchedulingError"
+REASON_NODE_NOT_FOUND = "NodeNotFound"
+REASON_NODE_OVERCOMMITTED = "NodeOverCommitted"
 
 # --- event sources (the component names KAI's events carry) --------------------------------------
 SOURCE_SCHEDULER = SCHEDULER_NAME

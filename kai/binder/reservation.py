@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from kai.api import names
 from kai.api.names import GPU_GROUP_LABEL, RESERVATION_APP
 from kai.binder.plugins import BindError
 from kai.kube.client import ApiError, Kube, object_path
@@ -37,12 +38,12 @@ log = logging.getLogger(__name__)
 
 NAMESPACE = "kai-resource-reservation"
 APP_LABEL, APP = RESERVATION_APP
-DEVICE_ANNOTATION = "run.ai/reserve_for_gpu_index"
+DEVICE_ANNOTATION = names.RESERVED_GPU_INDEX
 IMAGE = "registry/local/kai-scheduler/resource-reservation"
 FAKE_IMAGE = "ubuntu"
 DEFAULT_TIMEOUT = 40.0
 POD_PREFIX = "gpu-reservation"
-NUM_DEVICES_ANNOTATION = "gpu-fraction-num-devices"
+NUM_DEVICES_ANNOTATION = names.GPU_FRACTION_NUM_DEVICES
 
 
 def group_label(group: str, multi: bool) -> tuple[str, str]:

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from kai.api import names
+
 if TYPE_CHECKING:
     from types import TracebackType
 
@@ -24,7 +26,7 @@ if TYPE_CHECKING:
     from kai.framework.session import Session
 
 #: The fit-error reason (and event reason) of a job whose scheduling step raised.
-INTERNAL_ERROR_REASON = "InternalSchedulingError"
+INTERNAL_ERROR_REASON = names.REASON_INTERNAL_ERROR
 
 
 class SessionOpenError(Exception):

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from collections import Counter
 
+from kai.api import names
+
 #: KAI's reason of a job fit error that names no domain and no queue, and of a job with several errors.
-PLAIN_FIT_ERROR_REASON = "PodSchedulingErrors"
+PLAIN_FIT_ERROR_REASON = names.REASON_POD_SCHEDULING_ERRORS
 DEFAULT_FIT_ERROR_REASON = "Unable to schedule podgroup"
 
 

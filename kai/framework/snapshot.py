@@ -19,13 +19,13 @@ from collections.abc import Iterable
 
 import attrs
 
-from kai.api import ACTIVE_USED, UNLIMITED, Job, Node, Queue, Topology
+from kai.api import ACTIVE_USED, UNLIMITED, Job, Node, Queue, Topology, names
 from kai.framework.usage import Usage
 
 #: Problem reason of a task (or a placement) on a node that does not exist.
-NODE_NOT_FOUND = "NodeNotFound"
+NODE_NOT_FOUND = names.REASON_NODE_NOT_FOUND
 #: Problem reason of a node whose placed pods ask more than it has (found when a session opens).
-NODE_OVERCOMMITTED = "NodeOverCommitted"
+NODE_OVERCOMMITTED = names.REASON_NODE_OVERCOMMITTED
 
 
 @attrs.define(frozen=True)
