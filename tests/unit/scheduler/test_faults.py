@@ -18,18 +18,7 @@ from kai.scheduler.commit import Committer
 from kai.scheduler.loop import Scheduler, backoff
 from support.kube import RequestKube
 
-
-class RecordingKube(RequestKube):
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls: list[tuple[str, str, dict | None]] = []
-
-    def request(self, method, path, query=None, body=None, **_kw):
-        self.calls.append((method, path, body))
-        return {}
-
-    def of(self, method, suffix):
-        return [body for m, path, body in self.calls if m == method and path.endswith(suffix)]
+from .test_commit import RecordingKube
 
 
 def node(name, gpus=8):
