@@ -118,6 +118,29 @@ class Scheduler:
             self.cache.stop()
             log.info("scheduler stopped", **fields(cycles=self.cycles))
 
+    @staticmethod
+    def _observe(record, *args) -> None:
+        """Bookkeeping after the session (metrics, usage history): a failure is logged, and the cycle's
+        decisions are still committed."""
+        try:
+            record(*args)
+        except Exception:  # noqa: BLE001
+            log.exception("cycle bookkeeping failed; the decisions are committed", **fields(step=record.__name__))
+
+    def _record_shares(self, session: Session) -> None:
+        shares = fair_shares(session)
+        display_names = {q.name: q.display_name for q in session.queues.values()}
+        self.metrics.fair_shares(shares, display_names)
+        self.metrics.queue_usages({q: session.snapshot.usage.get(q, (0.0, 0.0, 0.0)) for q in shares},
+                                  display_names)
+
+    def _record_session(self, session: Session) -> None:
+        for (plugin, hook), seconds in session.plugin_seconds.items():
+            self.metrics.plugin_seconds(plugin, ON_SESSION[hook], seconds)
+        self._record_snapshot(session)
+        for error in session.errors:
+            self.metrics.contained_error(error.action)
+
     def _cycle_failed(self, exc: Exception) -> float:
         """Log and count a failed cycle; the seconds to wait before the next attempt."""
         self.failures += 1
@@ -180,22 +203,14 @@ class Scheduler:
                     self.probe.tried.clear()
                     with self.metrics.action(action):
                         session.run_actions([action])
-                    record_decisions(self.metrics, session, action, session.decisions[before:], self.probe.tried,
-                                     self.committer.node_pool)
-                shares = fair_shares(session)
-                display_names = {q.name: q.display_name for q in session.queues.values()}
-                self.metrics.fair_shares(shares, display_names)
-                self.metrics.queue_usages({q: session.snapshot.usage.get(q, (0.0, 0.0, 0.0)) for q in shares},
-                                          display_names)
+                    self._observe(record_decisions, self.metrics, session, action, session.decisions[before:],
+                                  self.probe.tried, self.committer.node_pool)
+                self._observe(self._record_shares, session)
                 with self.metrics.close_session():
                     session.close()
-                for (plugin, hook), seconds in session.plugin_seconds.items():
-                    self.metrics.plugin_seconds(plugin, ON_SESSION[hook], seconds)
-            self._record_snapshot(session)
-            for error in session.errors:
-                self.metrics.contained_error(error.action)
+            self._observe(self._record_session, session)
         if self.usage is not None:
-            self.usage.record(session)
+            self._observe(self.usage.record, session)
         self.committer.commit(session, cycle)
         self.cycles += 1
         if session.decisions or log.isEnabledFor(logging.DEBUG):

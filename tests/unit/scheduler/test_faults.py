@@ -253,3 +253,15 @@ def test_a_decision_that_cannot_be_written_leaves_the_others(monkeypatch):
     monkeypatch.setattr(committer, "_bind", bind_but_a)
     _commit(kube, cache, committer)
     assert [b["spec"]["podName"] for b in kube.of("POST", "/bindrequests")] == ["b0"]
+
+
+def test_failing_metrics_bookkeeping_still_commits_the_cycle_s_decisions(scheduler, monkeypatch):
+    kube = RecordingKube()
+    scheduler.cache = cache_with(kube, pods=[pod("a0", group="a")], podgroups=[podgroup("a")])
+    scheduler.committer = Committer(kube, scheduler.cache, workers=2)
+    monkeypatch.setattr(scheduler.metrics, "fair_shares", lambda *a: 1 / 0)
+    monkeypatch.setattr(scheduler.metrics, "contained_error", lambda *a: 1 / 0)
+    session = scheduler.run_once()
+    assert scheduler.committer.flush(10)
+    assert [d.kind for d in session.decisions] == ["bind"]
+    assert kube.of("POST", "/bindrequests")
