@@ -12,25 +12,29 @@ from pathlib import Path
 
 import yaml
 
+from kai.api import names
 from kai.kube.client import ApiError, Kube, object_path
 
 KWOK_NODE_LABEL = "type"
-_COLLECTIONS = {
-    "Node": ("", "v1", "nodes", False),
+#: Kind -> (group, version, plural, namespaced) of the kinds these manifests create.
+COLLECTIONS = {
+    "Node": (*names.NODES, False),
     "Namespace": ("", "v1", "namespaces", False),
-    "Pod": ("", "v1", "pods", True),
-    "PriorityClass": ("scheduling.k8s.io", "v1", "priorityclasses", False),
+    "Pod": (*names.PODS, True),
+    "PriorityClass": (*names.PRIORITYCLASSES, False),
     "CustomResourceDefinition": ("apiextensions.k8s.io", "v1", "customresourcedefinitions", False),
-    "Queue": ("scheduling.run.ai", "v2", "queues", False),
-    "PodGroup": ("scheduling.run.ai", "v2alpha2", "podgroups", True),
-    "BindRequest": ("scheduling.run.ai", "v1alpha2", "bindrequests", True),
-    "Topology": ("kai.scheduler", "v1alpha1", "topologies", False),
+    "Queue": (*names.QUEUES, False),
+    "PodGroup": (*names.PODGROUPS, True),
+    "BindRequest": (*names.BINDREQUESTS, True),
+    "Topology": (*names.TOPOLOGIES, False),
+    "SchedulingShard": (*names.SCHEDULINGSHARDS, False),
+    "Config": (*names.CONFIGS, False),
 }
 
 
 def collection(kind: str, namespace: str | None = None) -> str:
     """The REST path of ``kind``'s collection (in ``namespace`` for namespaced kinds)."""
-    group, version, plural, namespaced = _COLLECTIONS[kind]
+    group, version, plural, namespaced = COLLECTIONS[kind]
     return object_path(group, version, plural, namespace if namespaced else None)
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from kai.dev.manifests import COLLECTIONS
 from kai.kube.client import ApiError, Kube, object_path
 from kai.kube.views import podgroup_view
 from kai.scheduler.convert import to_job
@@ -22,14 +23,8 @@ from kai.scheduler.convert import to_job
 pytestmark = pytest.mark.e2e
 
 EXAMPLES = Path(__file__).with_name("kai-v017-examples")
-KINDS = {  # kind: (group, version, plural, namespaced)
-    "Namespace": ("", "v1", "namespaces", False),
-    "Queue": ("scheduling.run.ai", "v2", "queues", False),
-    "PodGroup": ("scheduling.run.ai", "v2alpha2", "podgroups", True),
-    "Topology": ("kai.scheduler", "v1alpha1", "topologies", False),
-    "SchedulingShard": ("kai.scheduler", "v1", "schedulingshards", False),
-    "Config": ("kai.scheduler", "v1", "configs", False),
-}
+KINDS = {kind: COLLECTIONS[kind]  # kind: (group, version, plural, namespaced)
+         for kind in ("Namespace", "Queue", "PodGroup", "Topology", "SchedulingShard", "Config")}
 WORKLOADS = {"Job", "Pod"}
 STRICT = {"fieldValidation": "Strict"}
 
