@@ -182,6 +182,9 @@ class Predicates:
         veto = (self.capacity[task.uid] if task.uid in self.capacity
                 else session.task_over_capacity(task, job, node))
         if veto is not None:
+            if veto.kind:  # KAI's form of a queue-capacity veto on one node
+                return Reject(veto.plugin, f"node does not have enough capacity. Reason: {veto.kind}, "
+                                           f"Details: {veto.reason}", veto.kind)
             return veto
         view = self.affinity.get(task.uid)
         return view.check(n.labels) if view is not None else None

@@ -314,10 +314,12 @@ class Queue:
 
 @attrs.define(slots=True, frozen=True)
 class Reject:
-    """A veto: which plugin said no, and why (a message for events and fit errors)."""
+    """A veto: which plugin said no, and why (a message for events and fit errors); ``kind`` is KAI's
+    unschedulable reason of a queue-capacity veto (``OverLimit``, ``NonPreemptibleOverQuota``), else empty."""
 
     plugin: str
     reason: str
+    kind: str = ""
 
     def __str__(self) -> str:
         return self.reason

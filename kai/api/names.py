@@ -84,6 +84,11 @@ REASON_PODGROUPER_WARNING = "PodGrouperWarning"
 REASON_INTERNAL_ERROR = "InternalSchedulingError"
 REASON_NODE_NOT_FOUND = "NodeNotFound"
 REASON_NODE_OVERCOMMITTED = "NodeOverCommitted"
+#: KAI's unschedulable reasons of a PodGroup's scheduling condition (``reasons[].reason``).
+UNSCHEDULABLE_OVER_LIMIT = "OverLimit"
+UNSCHEDULABLE_NON_PREEMPTIBLE_OVER_QUOTA = "NonPreemptibleOverQuota"
+UNSCHEDULABLE_PREEMPTION_DELAY = "PreemptionDelayNotElapsed"
+UNSCHEDULABLE_QUEUE_DOES_NOT_EXIST = "QueueDoesNotExist"
 
 # --- event sources (the component names KAI's events carry) --------------------------------------
 SOURCE_SCHEDULER = SCHEDULER_NAME

@@ -20,7 +20,7 @@ from kai.framework.plugins import PluginError, Plugins
 from kai.framework.session import Session
 from kai.framework.snapshot import Problem, Snapshot, build_snapshot
 from kai.framework.statement import Decision, Statement
-from kai.framework.usage import cluster_capacity, memory_base, min_node_gpu_memory
+from kai.framework.usage import cluster_capacity, max_node_gpu_memory, memory_base, min_node_gpu_memory
 
 if TYPE_CHECKING:  # a compiled module has the functions of its pure-Python twin
     from kai._native import division_py as _division
@@ -50,6 +50,7 @@ __all__ = [
     "DEFAULT_CONFIG", "FAIR_SHARE_REASONS", "ConfigError", "Decision", "NodeInfo", "PluginError", "PluginSpec",
     "Plugins", "Problem", "Scenario", "SchedulerConfig", "Session", "Snapshot", "Statement", "build_snapshot",
     "cluster_capacity", "divide_tree", "divide_tree_explained", "format_duration", "load_config", "memory_base",
-    "min_node_gpu_memory", "ordered_pod_sets", "parse_config", "parse_duration", "placement_scores",
+    "max_node_gpu_memory", "min_node_gpu_memory", "ordered_pod_sets", "parse_config", "parse_duration",
+    "placement_scores",
     "queue_order_compare", "run_session", "should_pipeline", "tasks_to_allocate",
 ]

@@ -21,10 +21,10 @@ def _counted(counts: Counter[str]) -> str:
 
 
 def task_fit_message(reasons: Counter[str]) -> str:
-    """KAI's message for a pod that found no node, from the count of each node's reasons."""
+    """KAI's message for a pod that found no node, from the count of each node's reasons (always counted)."""
     msg = "no nodes with enough resources were found"
     if reasons:
-        msg += ": " + _counted(reasons) + "."
+        msg += ": " + ". \n".join(sorted(f"{n} {text}" for text, n in reasons.items())) + "."
     return msg
 
 

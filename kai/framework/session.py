@@ -429,15 +429,6 @@ class Session:
         req = task.request
         res = req.node_resources()
         out = []
-        if req.is_shared_gpu:
-            mib = gpusharing.task_gpu_memory(node, req)
-            portion = mib / gpusharing.node_gpu_memory(node) if req.gpu_memory_mib else req.gpu_fraction
-            if not gpusharing.device_count_fits(node, req, True) or portion * req.gpu_devices > free.gpu + 1e-9:
-                out.append("node(s) didn't have enough resources: GPUs")
-            if req.gpu_memory_mib > gpusharing.node_gpu_memory(node):
-                out.append("node(s) didn't have enough resources: GPU memory")
-        elif res.gpu > free.gpu + 1e-9:
-            out.append("node(s) didn't have enough resources: GPUs")
         if res.cpu > free.cpu + 1e-9:
             out.append("node(s) didn't have enough resources: CPU cores")
         if res.memory > free.memory + 1e-9:
@@ -446,10 +437,23 @@ class Session:
             if v > free.scalars.get(k, 0.0) + 1e-9:
                 kind = "of mig profile" if is_mig_resource(k) else "resources"
                 out.append(f"node(s) didn't have enough {kind}: {k}")
+        gpu = []
+        if req.is_shared_gpu:
+            mib = gpusharing.task_gpu_memory(node, req)
+            portion = mib / gpusharing.node_gpu_memory(node) if req.gpu_memory_mib else req.gpu_fraction
+            if not gpusharing.device_count_fits(node, req, True) or portion * req.gpu_devices > free.gpu + 1e-9:
+                gpu.append("node(s) didn't have enough resources: GPUs")
+            if req.gpu_memory_mib > gpusharing.node_gpu_memory(node):
+                gpu.append("node(s) didn't have enough resources: GPU memory")
+            if req.gpu_memory_mib and not out and gpusharing.valid_portion(node, req):
+                gpu = []  # KAI sizes a GPU-memory request by CPU and memory alone: full devices give no reason
+        elif res.gpu > free.gpu + 1e-9:
+            gpu.append("node(s) didn't have enough resources: GPUs")
+        out[:0] = gpu
         slots = 1 + (gpusharing.new_groups_needed(self, task, node) if req.is_shared_gpu else 0)
         if node.idle_pods + node.arrays.rel_pods[node.index] < slots - 1e-9:
             out.append("node(s) pod number exceeded")
-        if not out and req.is_shared_gpu:
+        if not out and req.gpu_fraction:
             out.append("node(s) didn't have enough resources: GPUs")
         return out
 

@@ -176,9 +176,17 @@ def _timestamp(value: Any, where: str) -> float:
 
 
 def min_node_gpu_memory(session: Session) -> float:
-    """The smallest GPU memory (MiB) over nodes that report more than the default 100 MiB, else 100."""
+    """The smallest GPU memory (MiB) over nodes that report more than the default 100 MiB, else 100: what a
+    pending GPU-memory request is measured against in fair share."""
     values = [n.node.gpu_memory_mib for n in session.nodes if n.node.gpu_memory_mib > 100]
     return float(min(values)) if values else 100.0
+
+
+def max_node_gpu_memory(session: Session) -> float:
+    """The largest GPU memory (MiB) over nodes that report more than 100 MiB, else 100: what queue-capacity
+    checks measure a pending GPU-memory request against (its smallest possible share of a device)."""
+    values = [n.node.gpu_memory_mib for n in session.nodes if n.node.gpu_memory_mib > 100]
+    return float(max(values)) if values else 100.0
 
 
 def memory_base(node: NodeInfo | None, default: float) -> float:

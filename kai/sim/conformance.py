@@ -21,9 +21,7 @@ from kai.framework.yamlfile import Fields, one_line, read_yaml
 from kai.sim.expect import check_expected
 from kai.sim.rounds import ROUND_SECONDS, feed_back, run_round
 from kai.sim.scenario import NOW, Scenario, ScenarioError, load_scenarios
-
-#: Features of the scenario format the kernel does not implement yet.
-UNBUILT_FEATURES: tuple[str, ...] = ()
+from kai.sim.scenario_format import needs as scenario_needs
 
 
 class Runner:
@@ -47,7 +45,7 @@ class Runner:
         if not needs:
             offered = self.plugins(scenario).actions
             needs += [a for a in scenario.actions if a not in offered]
-        needs += sorted(f for f in scenario.content_features() if f in UNBUILT_FEATURES)
+        needs += scenario_needs(scenario.data)
         return f"needs: {', '.join(dict.fromkeys(needs))}" if needs else None
 
     def run(self, scenario: Scenario) -> tuple[str, str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from kai import hookimpl
 from kai.api import ALLOCATED, Resources
-from kai.framework import tasks_to_allocate
+from kai.framework import max_node_gpu_memory, tasks_to_allocate
 from kai.plugins.proportion import capacity, queue_order, reclaim
 from kai.plugins.proportion.shares import CPU, GPU, MEMORY, build_shares, memory_base, min_node_gpu_memory, quantify
 
@@ -24,6 +24,7 @@ class Proportion:
         self.shares = {}
         self.totals = [0.0, 0.0, 0.0]
         self.gpu_memory = 100.0
+        self.max_gpu_memory = 100.0
         self.requests: dict[str, list[float]] = {}
         self.solution: reclaim.ReclaimState | None = None
 
@@ -32,6 +33,7 @@ class Proportion:
         self.shares, self.totals = build_shares(session, self.k_value)
         self.requests = {}
         self.gpu_memory = min_node_gpu_memory(session)
+        self.max_gpu_memory = max_node_gpu_memory(session)
 
     @hookimpl
     def kai_session_close(self, session):
@@ -86,16 +88,19 @@ class Proportion:
 
     @hookimpl
     def kai_job_over_capacity(self, session, job, tasks):
+        # A GPU-memory request is measured on the largest devices: if even that share is over, it is over.
         request = [0.0, 0.0, 0.0]
         for task in tasks:
-            for r, v in enumerate(quantify(task.request, self.gpu_memory)):
+            for r, v in enumerate(quantify(task.request, self.max_gpu_memory)):
                 request[r] += v
         return capacity.check(self, session, job, request)
 
     @hookimpl
     def kai_task_over_capacity(self, session, task, job, node):
-        base = memory_base(node, self.gpu_memory)
-        return capacity.check(self, session, job, quantify(task.request, base))
+        request = quantify(task.request, memory_base(node, self.gpu_memory))
+        if node is not None and task.request.gpu_memory_mib:  # the share of this node's devices it would get
+            request[GPU] = task.request.accepted_gpus(memory_base(node, self.gpu_memory))
+        return capacity.check(self, session, job, request)
 
     def _charge(self, session, task, sign: float) -> None:
         job = session.jobs.get(task.job)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kai.api import UNLIMITED, Reject
+from kai.api import UNLIMITED, Reject, names
 from kai.plugins.proportion.shares import CPU, GPU, MEMORY
 
 _UNITS = {GPU: ("GPUs", "GPUs", 1.0), CPU: ("CPU cores", "cores", 1000.0), MEMORY: ("memory", "GB", 1e9)}
@@ -23,7 +23,7 @@ def check(plugin, session, job, request: list[float]) -> Reject | None:
                 return Reject("proportion", (
                     f"{qs.name} quota has reached the allowable limit of {title}. Limit is {_h(limit, div)} {unit}, "
                     f"currently {_h(qs.allocated[r], div)} {unit} allocated and workload requested "
-                    f"{_h(request[r], div)} {unit}"))
+                    f"{_h(request[r], div)} {unit}"), names.UNSCHEDULABLE_OVER_LIMIT)
     if job.preemptible:
         return None
     for qs in chain:
@@ -31,7 +31,8 @@ def check(plugin, session, job, request: list[float]) -> Reject | None:
             deserved = qs.deserved[r]
             if deserved != UNLIMITED and deserved < qs.allocated_np[r] + request[r] - 1e-9:
                 return Reject("proportion", "Non-preemptible workload is over quota. " + _np_details(qs, r, request)
-                              + " Use a preemptible workload to go over quota.")
+                              + " Use a preemptible workload to go over quota.",
+                              names.UNSCHEDULABLE_NON_PREEMPTIBLE_OVER_QUOTA)
     return None
 
 

@@ -1,9 +1,10 @@
 """KAI's own tests replayed through the kernel, one pytest item each.
 
-Every scheduling scenario of ``kai/*.yaml`` and every podgrouper case of ``podgrouper/*.yaml`` is an
-item named by its file and its name (``-k allocateGpuMemory`` selects a file's scenarios). An item
-fails with the runner's mismatch message and is skipped with the runner's reason when the scenario
-needs something not built.
+Every scheduling scenario of ``kai/*.yaml`` (KAI of March 2026) and ``kai-v017/*.yaml`` (the scenarios
+KAI v0.17 added or changed; a changed one replaces its ``kai/`` version) and every podgrouper case of
+``podgrouper/*.yaml`` is an item named by its file and its name (``-k allocateGpuMemory`` selects a
+file's scenarios). An item fails with the runner's mismatch message and is skipped with the runner's
+reason when the scenario needs something not built.
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ from kai.sim.podgroup_cases import load_cases, run_case
 from kai.sim.scenario import load_scenarios
 
 HERE = Path(__file__).parent
-SCENARIOS = HERE / "kai"
+SCENARIOS = (HERE / "kai", HERE / "kai-v017")
 PODGROUPER_CASES = HERE / "podgrouper"
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
-    if file_path.suffix == ".yaml" and file_path.parent in (SCENARIOS, PODGROUPER_CASES):
+    if file_path.suffix == ".yaml" and file_path.parent in (*SCENARIOS, PODGROUPER_CASES):
         return ConformanceFile.from_parent(parent, path=file_path)
     return None
 

@@ -10,8 +10,8 @@ from kai.framework.fiterrors import job_fit_detail, job_fit_message, task_fit_me
 def test_task_message_counts_and_sorts_the_reasons():
     reasons = Counter({"node(s) didn't have enough resources: GPUs": 3, "node(s) pod number exceeded": 1})
     assert task_fit_message(reasons) == ("no nodes with enough resources were found: "
-                                         "3 node(s) didn't have enough resources: GPUs. \n"
-                                         "node(s) pod number exceeded.")
+                                         "1 node(s) pod number exceeded. \n"
+                                         "3 node(s) didn't have enough resources: GPUs.")
     assert task_fit_message(Counter()) == "no nodes with enough resources were found"
 
 

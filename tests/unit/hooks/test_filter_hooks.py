@@ -32,8 +32,8 @@ def test_kai_predicate_veto_reason_is_in_the_task_fit_error():
                      extra_plugins={"closer": lambda a: CloseNode({"n1", "n2"})})
     assert session.decisions == []
     assert kt.fit_error(session, "j-0") == (
-        "no nodes with enough resources were found: 2 node is closed for maintenance. \n"
-        "node(s) didn't have enough resources: GPUs.")
+        "no nodes with enough resources were found: 1 node(s) didn't have enough resources: GPUs. \n"
+        "2 node is closed for maintenance.")
 
 
 def test_kai_predicate_first_veto_wins_and_later_plugins_are_not_asked():

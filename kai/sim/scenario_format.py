@@ -1,0 +1,107 @@
+"""The fields of the conformance scenario format, and what a scenario needs that the kernel lacks.
+
+A scenario is run only when every field it sets is one the loader reads. :func:`needs` walks the raw
+scenario and names, for each field or value that is part of the format but not built yet, its
+feature tag (``needs: numa``), and for each field outside the format the field itself, so that no
+scenario passes because a field it relies on was ignored.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: The fields of each part of a scenario (SCHEMA.md §1-§10 and its v0.17 additions).
+FIELDS: dict[str, frozenset[str]] = {k: frozenset(v.split()) for k, v in {
+    "scenario": "name source actions mode simulation config topologies nodes queues jobs expected features notes",
+    "simulation": "rounds_until_match rounds_after_match",
+    "config": "plugins predicates max_consolidation_preemptees allow_consolidating_reclaim "
+              "staleness_grace_period_seconds",
+    "topology": "name levels",
+    "node": "gpus cpu_millis memory_bytes gpu_memory_mib mig_strategy mig_instances labels max_pods "
+            "gpu_memory_synced numa",
+    "queue": "name parent implicit priority deserved_gpus max_allowed_gpus over_quota_weight deserved_cpu_millis "
+             "max_allowed_cpu_millis deserved_memory_bytes max_allowed_memory_bytes preempt_min_runtime_seconds "
+             "reclaim_min_runtime_seconds",
+    "job": "name queue priority preemptible created_minutes_ago min_available topology_constraint pod_sets subgroups "
+           "gpus_per_task gpu_memory_mib_per_task cpu_millis_per_task memory_bytes_per_task best_effort "
+           "stale_for_seconds deleting tasks preemption_delay_seconds staleness_grace_period_seconds qos_class "
+           "gpu_devices_per_task min_subgroup",
+    "subgroup": "name topology_constraint pod_sets subgroups min_subgroup",
+    "pod_set": "name min_available topology_constraint",
+    "topology_constraint": "topology required_level preferred_level",
+    "task": "name state node gpu_groups sub_group gpus mig legacy_mig node_affinity pod_labels "
+            "pod_affinity_topology_key pod_anti_affinity_topology_key priority numa_placement",
+    "expected": "jobs tasks nodes max_binds max_evictions max_pipelines",
+    "result": "status node gpus_required gpus_accepted cpu_millis_required memory_bytes_required "
+              "last_start_older_than_seconds fit_error_message numa_zones",
+    "node_result": "idle_gpus releasing_gpus numa_zones_available",
+}.items()}
+
+#: Fields (``part.field``) and task states of the format that the kernel does not build yet, with their
+#: feature tags. An entry leaves this table when its feature is built.
+UNBUILT: dict[str, str] = {
+    "node.gpu_memory_synced": "gpu_memory_synced",
+    "node.numa": "numa",
+    "job.qos_class": "numa",
+    "task.numa_placement": "numa",
+    "result.numa_zones": "numa",
+    "node_result.numa_zones_available": "numa",
+    "job.preemption_delay_seconds": "preemption_delay",
+    "job.staleness_grace_period_seconds": "job_staleness_grace_period",
+    "job.gpu_devices_per_task": "multi_device_gpu_sharing",
+    "job.min_subgroup": "min_subgroup",
+    "subgroup.min_subgroup": "min_subgroup",
+    "state.StuckInReleasing": "stuck_in_releasing",
+}
+
+#: Values of unbuilt fields that mean what leaving the field out means.
+_NEUTRAL: dict[str, Any] = {"node.gpu_memory_synced": True, "job.preemption_delay_seconds": 0,
+                            "job.gpu_devices_per_task": 1}
+
+
+def needs(data: Any) -> list[str]:
+    """What the raw scenario ``data`` needs that is not built, in order of first use (empty: nothing)."""
+    found: dict[str, None] = {}
+    _part(found, "scenario", data, "")
+    return list(found)
+
+
+def _part(found: dict, part: str, data: Any, where: str) -> None:
+    """Record the unbuilt and unknown fields of one mapping (malformed parts are the loader's to report)."""
+    if not isinstance(data, dict):
+        return
+    for key, value in data.items():
+        if value is None:
+            continue
+        if key not in FIELDS[part]:
+            found[f"field {where}{key} (not in the scenario format)"] = None
+        elif f"{part}.{key}" in UNBUILT and _NEUTRAL.get(f"{part}.{key}", ()) != value:
+            found[UNBUILT[f"{part}.{key}"]] = None
+    for key, child in _CHILDREN.get(part, {}).items():
+        value = data.get(key)
+        path = f"{where}{key}"
+        if child in _MAPS:
+            for name, item in (value.items() if isinstance(value, dict) else ()):
+                _part(found, child, item, f"{path}.{name}.")
+        elif isinstance(value, list):
+            for item in value:
+                _part(found, child, item, f"{path}[].")
+        else:
+            _part(found, child, value, f"{path}.")
+    if part == "task" and f"state.{data.get('state')}" in UNBUILT:
+        found[UNBUILT[f"state.{data['state']}"]] = None
+    if part == "result" and f"state.{data.get('status')}" in UNBUILT:
+        found[UNBUILT[f"state.{data['status']}"]] = None
+
+
+#: Which field of a part holds which sub-part (lists, or mappings of names for the parts in _MAPS).
+_CHILDREN: dict[str, dict[str, str]] = {
+    "scenario": {"simulation": "simulation", "config": "config", "topologies": "topology", "nodes": "node",
+                 "queues": "queue", "jobs": "job", "expected": "expected"},
+    "job": {"topology_constraint": "topology_constraint", "subgroups": "subgroup", "pod_sets": "pod_set",
+            "tasks": "task"},
+    "subgroup": {"topology_constraint": "topology_constraint", "subgroups": "subgroup", "pod_sets": "pod_set"},
+    "pod_set": {"topology_constraint": "topology_constraint"},
+    "expected": {"jobs": "result", "tasks": "result", "nodes": "node_result"},
+}
+_MAPS = {"node", "result", "node_result"}

@@ -1,0 +1,77 @@
+"""The conformance runner skips a scenario that sets a field it does not build, instead of ignoring it."""
+
+import copy
+
+import pytest
+
+from kai.sim.conformance import Runner
+from kai.sim.scenario import load_scenarios
+from kai.sim.scenario_format import FIELDS, UNBUILT, needs
+
+BASE = {
+    "name": "s", "actions": ["allocate"], "mode": "single_session", "config": {},
+    "nodes": {"n0": {"gpus": 2}},
+    "queues": [{"name": "q", "priority": 100, "deserved_gpus": 2, "max_allowed_gpus": -1, "over_quota_weight": 1}],
+    "jobs": [{"name": "j", "queue": "q", "priority": 0, "preemptible": True, "created_minutes_ago": 1,
+              "gpus_per_task": 1, "tasks": [{"state": "Pending"}]}],
+    "expected": {"jobs": {"j": {"status": "Binding", "gpus_required": 1}}},
+}
+
+
+def scenario(**changes):
+    data = copy.deepcopy(BASE)
+    for path, value in changes.items():
+        *parents, key = path.split("__")
+        target = data
+        for p in parents:
+            target = target[int(p)] if p.isdigit() else target[p]
+        target[key] = value
+    return data
+
+
+def run(data, tmp_path):
+    import yaml
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump([data]))
+    [sc] = load_scenarios(str(path))
+    return Runner().run(sc)
+
+
+def test_a_scenario_of_built_fields_runs(tmp_path):
+    assert needs(BASE) == []
+    assert run(BASE, tmp_path) == ("passed", "")
+
+
+@pytest.mark.parametrize("changes, feature", [
+    ({"nodes__n0__numa": {"policy": "single-numa-node", "zones": []}}, "numa"),
+    ({"jobs__0__qos_class": "Guaranteed"}, "numa"),
+    ({"jobs__0__tasks__0__state": "StuckInReleasing", "jobs__0__tasks__0__node": "n0"}, "stuck_in_releasing"),
+    ({"expected__jobs__j__status": "StuckInReleasing"}, "stuck_in_releasing"),
+    ({"expected__nodes": {"n0": {"numa_zones_available": {0: {"cpu_millis": 1}}}}}, "numa"),
+    ({"nodes__n0__gpu_memory_synced": False}, "gpu_memory_synced"),
+])
+def test_an_unbuilt_field_or_state_skips_the_scenario_naming_its_feature(tmp_path, changes, feature):
+    if feature not in UNBUILT.values():
+        pytest.skip(f"{feature} is built")
+    data = scenario(**changes)
+    assert feature in needs(data)
+    status, reason = run(data, tmp_path)
+    assert status == "skipped"
+    assert reason.startswith("needs: ") and feature in reason
+
+
+def test_neutral_values_of_unbuilt_fields_need_nothing():
+    assert needs(scenario(nodes__n0__gpu_memory_synced=True)) == []
+
+
+def test_a_field_outside_the_format_skips_the_scenario_naming_the_field(tmp_path):
+    data = scenario(jobs__0__tasks__0__annotations={"a": "b"})
+    status, reason = run(data, tmp_path)
+    assert status == "skipped"
+    assert "field jobs[].tasks[].annotations (not in the scenario format)" in reason
+
+
+def test_every_unbuilt_entry_names_a_field_of_the_format():
+    for entry in UNBUILT:
+        part, field = entry.split(".", 1)
+        assert part == "state" or field in FIELDS[part], entry
