@@ -234,6 +234,13 @@ class Job:
     topology: TopologyConstraint | None = None
     last_start: float | None = None
     stale_since: float | None = None
+    #: When the job last lost a pod to an eviction (KAI's ``kai.scheduler/last-eviction-timestamp``).
+    last_eviction: float | None = None
+    #: ``spec.preemptionDelay`` (seconds): how long after its creation or last eviction the job may not
+    #: make room for itself by evicting others (None or 0: no delay).
+    preemption_delay: float | None = None
+    #: ``spec.stalenessGracePeriod`` (seconds): this job's override of the stale-gang grace period.
+    staleness_grace_period: float | None = None
 
     def __attrs_post_init__(self) -> None:
         if not self.uid:
@@ -282,6 +289,13 @@ class Job:
     @property
     def gpus_required(self) -> float:
         return round(sum(t.request.gpus_required for t in self.tasks.values()), 2)
+
+    def preemption_delay_end(self) -> float | None:
+        """When the job may first evict others (its creation or last eviction plus the delay), or None."""
+        if not self.preemption_delay or self.preemption_delay <= 0:
+            return None
+        anchor = max(self.creation, self.last_eviction or self.creation)
+        return anchor + self.preemption_delay
 
 
 @attrs.define(slots=True, eq=False)

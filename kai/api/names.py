@@ -51,6 +51,7 @@ SEGMENT_REQUIRED_ANNOTATION = "kai.scheduler/segment-topology-required-placement
 SEGMENT_PREFERRED_ANNOTATION = "kai.scheduler/segment-topology-preferred-placement"
 LAST_START_ANNOTATION = "kai.scheduler/last-start-timestamp"
 STALE_ANNOTATION = "kai.scheduler/stale-podgroup-timestamp"
+LAST_EVICTION_ANNOTATION = "kai.scheduler/last-eviction-timestamp"
 #: Shared-GPU requests on a pod.
 GPU_FRACTION = "gpu-fraction"
 GPU_MEMORY = "gpu-memory"

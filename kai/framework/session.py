@@ -195,6 +195,8 @@ class Session:
         self.decisions.extend(decisions)
         for d in decisions:
             log.info("%s %s on node %s", d.kind, d.task.uid, d.node)
+            if d.kind == "evict" and (job := self.jobs.get(d.task.job)) is not None:
+                job.last_eviction = self.now
 
     def withdraw(self, task: Task) -> None:
         """Drop the committed pipeline decision of ``task`` (a later statement took its reservation back)."""

@@ -32,6 +32,7 @@ from kai.api import (
 from kai.api.names import (
     GPU_GROUP_LABEL,
     GPU_MEMORY_LABEL,
+    LAST_EVICTION_ANNOTATION,
     LAST_START_ANNOTATION,
     POD_GROUP_ANNOTATION,
     PREEMPTIBILITY_LABEL,
@@ -289,9 +290,14 @@ class PodGroupView:
     created: float
     last_start: float | None
     stale_since: float | None
+    last_eviction: float | None
+    preemption_delay: float | None
+    staleness_grace_period: float | None
     mark_unschedulable: bool
     #: ``status.schedulingConditions`` as found (the scheduler appends to them).
     conditions: tuple
+    #: What is malformed in the spec (the field is ignored), or "".
+    invalid: str = ""
 
 
 def _topology(tc) -> TopologyConstraint | None:
@@ -307,6 +313,7 @@ def podgroup_view(raw: dict) -> PodGroupView:
     ns, name = meta.get("namespace", ""), meta.get("name", "")
     conditions = tuple(c for c in status.get("schedulingConditions") or () if isinstance(c, dict))
     min_member = spec.get("minMember")
+    invalid: list[str] = []
     return PodGroupView(
         key=f"{ns}/{name}", namespace=ns, name=name, uid=meta.get("uid", ""), queue=str(spec.get("queue") or ""),
         priority_class=str(spec.get("priorityClassName") or ""),
@@ -321,9 +328,25 @@ def podgroup_view(raw: dict) -> PodGroupView:
         created=timestamp(meta.get("creationTimestamp")) or 0.0,
         last_start=timestamp(annotations.get(LAST_START_ANNOTATION)),
         stale_since=timestamp(annotations.get(STALE_ANNOTATION)),
+        last_eviction=timestamp(annotations.get(LAST_EVICTION_ANNOTATION)),
+        preemption_delay=_duration(spec, "preemptionDelay", invalid),
+        staleness_grace_period=_duration(spec, "stalenessGracePeriod", invalid),
         mark_unschedulable=spec.get("markUnschedulable") is not False,
         conditions=conditions,
+        invalid="; ".join(invalid),
     )
+
+
+def _duration(spec: dict, field: str, invalid: list[str]) -> float | None:
+    """Seconds of a Go duration field of ``spec`` (None when unset); a malformed one is noted in ``invalid``."""
+    value = spec.get(field)
+    if value is None:
+        return None
+    try:
+        return parse_duration(value, f"spec.{field}")
+    except ValueError as exc:
+        invalid.append(f"{exc}; the field is ignored")
+        return None
 
 
 @attrs.frozen(slots=True)

@@ -189,6 +189,7 @@ class ClusterCache:
         default_priority = next((v for _, v, is_default in inf["priorityclasses"].list() if is_default),
                                 views.DEFAULT_PRIORITY)
         podgroups = {pg.key: pg for pg in inf["podgroups"].list()}
+        problems += [Problem("job", pg.key, "InvalidPodGroup", pg.invalid) for pg in podgroups.values() if pg.invalid]
         jobs: dict[str, Job] = {
             key: convert.to_job(pg, views.job_priority(pg, classes, default_priority))
             for key, pg in podgroups.items()

@@ -343,6 +343,8 @@ class Committer:
             self._event(_node_ref(problem.name), WARNING, problem.reason, f"Node {problem.name}: {problem.message}")
         elif problem.reason == NODE_NOT_FOUND and (pod := cycle.pods.get(problem.name)) is not None:
             self._event(_pod_ref(pod), WARNING, problem.reason, problem.message)
+        elif problem.kind == "job" and (pg := cycle.podgroups.get(problem.name)) is not None:
+            self._event(_podgroup_ref(pg), WARNING, problem.reason, problem.message)
 
     def _forget_gone(self, cycle: Cycle) -> None:
         """Drops what was written about objects that no longer exist (the record would only grow)."""
@@ -358,6 +360,8 @@ class Committer:
             patch[names.LAST_START_ANNOTATION] = None if job.last_start is None else rfc3339(job.last_start)
         if _changed(job.stale_since, pg.stale_since):
             patch[names.STALE_ANNOTATION] = None if job.stale_since is None else rfc3339(job.stale_since)
+        if job.last_eviction is not None and _changed(job.last_eviction, pg.last_eviction):
+            patch[names.LAST_EVICTION_ANNOTATION] = rfc3339(job.last_eviction)
         if patch:
             path = object_path(*names.PODGROUPS, pg.namespace, pg.name)
             body = {"metadata": {"annotations": patch}}

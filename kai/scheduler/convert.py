@@ -73,7 +73,8 @@ def to_job(pg: PodGroupView, priority: int) -> Job:
     job = Job(name=pg.name, queue=pg.queue, priority=priority, preemptible=is_preemptible(pg, priority),
               creation=pg.created, namespace=pg.namespace, uid=pg.key,
               pod_sets={"default": PodSet("default", pg.min_member)}, topology=pg.topology,
-              last_start=pg.last_start, stale_since=pg.stale_since)
+              last_start=pg.last_start, stale_since=pg.stale_since, last_eviction=pg.last_eviction,
+              preemption_delay=pg.preemption_delay, staleness_grace_period=pg.staleness_grace_period)
     if pg.sub_groups:
         parents = {parent for _, _, parent, _ in pg.sub_groups if parent}
         job.pod_sets.clear()

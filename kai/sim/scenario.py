@@ -274,6 +274,9 @@ class Scenario:
         stale = f.number("stale_for_seconds", None, -MAX_AGE_MINUTES * 60.0, MAX_AGE_MINUTES * 60.0)
         if stale is not None:
             job.stale_since = now - stale
+        job.preemption_delay = f.number("preemption_delay_seconds", None, 0, MAX_AGE_MINUTES * 60.0)
+        job.staleness_grace_period = f.number("staleness_grace_period_seconds", None, -MAX_AGE_MINUTES * 60.0,
+                                              MAX_AGE_MINUTES * 60.0)
         return job
 
     def _pod_sets(self, job: Job, f: Fields, n_tasks: int) -> None:
@@ -302,10 +305,11 @@ class Scenario:
         cpu = f.number("cpu_millis_per_task", DEFAULT_TASK_CPU, 0)
         memory = f.number("memory_bytes_per_task", DEFAULT_TASK_MEMORY, 0)
         gpu_mem = int(f.number("gpu_memory_mib_per_task", 0, 0, MAX_GPU_MEMORY_MIB))
+        devices = f.whole("gpu_devices_per_task", 1, 1, MAX_GPUS)
         if f.flag("best_effort", False):
-            return {"cpu": 0.0, "memory": 0.0, "gpus": 0, "fraction": 0.0, "gpu_mem": 0}
+            return {"cpu": 0.0, "memory": 0.0, "gpus": 0, "fraction": 0.0, "gpu_mem": 0, "devices": 1}
         return {"cpu": cpu, "memory": memory, "gpus": int(g) if g >= 1 else 0, "fraction": g if 0 < g < 1 else 0.0,
-                "gpu_mem": gpu_mem}
+                "gpu_mem": gpu_mem, "devices": devices}
 
     def _task(self, job: Job, i: int, td: Any, base: dict, where: str) -> Task:
         name = _fields(td, f"{where}: tasks[{i}]").text("name", None) or f"{job.name}-{i}"
@@ -318,6 +322,7 @@ class Scenario:
         request = ResourceRequest(
             cpu=base["cpu"], memory=base["memory"], gpus=gpus, gpu_fraction=base["fraction"],
             gpu_memory_mib=0 if base["fraction"] else base["gpu_mem"], mig=_counts(f, "mig"),
+            gpu_devices=base["devices"] if base["fraction"] or base["gpu_mem"] else 1,
         )
         pod_labels = f.labels("pod_labels")
         labels = {"job-name": name, **pod_labels}

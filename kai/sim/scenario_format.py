@@ -46,17 +46,13 @@ UNBUILT: dict[str, str] = {
     "task.numa_placement": "numa",
     "result.numa_zones": "numa",
     "node_result.numa_zones_available": "numa",
-    "job.preemption_delay_seconds": "preemption_delay",
-    "job.staleness_grace_period_seconds": "job_staleness_grace_period",
-    "job.gpu_devices_per_task": "multi_device_gpu_sharing",
     "job.min_subgroup": "min_subgroup",
     "subgroup.min_subgroup": "min_subgroup",
     "state.StuckInReleasing": "stuck_in_releasing",
 }
 
 #: Values of unbuilt fields that mean what leaving the field out means.
-_NEUTRAL: dict[str, Any] = {"node.gpu_memory_synced": True, "job.preemption_delay_seconds": 0,
-                            "job.gpu_devices_per_task": 1}
+_NEUTRAL: dict[str, Any] = {"node.gpu_memory_synced": True}
 
 
 def needs(data: Any) -> list[str]:

@@ -1,5 +1,7 @@
 """The job solver and the consolidation, reclaim and preempt actions on small clusters."""
 
+import datetime
+
 import attrs
 import pytest
 
@@ -274,3 +276,57 @@ def test_reclaim_tries_no_job_with_depth_zero():
     assert run_session(_reclaim_cluster(), plugins).decisions == []
     plugins.config = attrs.evolve(plugins.config, queue_depth_per_action=(("allocate", 0),))
     assert kt.placements(run_session(_reclaim_cluster(), plugins), "evict") == {"big-0": "n1"}
+
+
+# --- preemption delay ------------------------------------------------------------------------------
+
+
+def _delayed(delay, created_ago, last_eviction_ago=None):
+    urgent = kt.job("urgent", "q", gpus=2, priority=50, creation=kt.NOW - created_ago)
+    urgent.preemption_delay = delay
+    if last_eviction_ago is not None:
+        urgent.last_eviction = kt.NOW - last_eviction_ago
+    return _one_queue(kt.job("low", "q", gpus=2, priority=5, status="Running", node="n1", creation=1.0),
+                      kt.job("other", "q", gpus=2, priority=5, status="Running", node="n1", creation=1.0), urgent)
+
+
+@pytest.mark.parametrize("action", ["preempt", "reclaim", "consolidation"])
+def test_a_job_within_its_preemption_delay_evicts_nobody_and_says_until_when(action):
+    session = _run(_delayed(300.0, created_ago=60.0), action)
+    assert session.decisions == []
+    job = session.jobs["default/urgent"]
+    assert session.job_fit_details[job.uid] == [(
+        "PreemptionDelayNotElapsed",
+        "Workload is within its preemption delay window (5m0s) and may not trigger evictions before "
+        + kt_time(kt.NOW + 240.0))]
+
+
+def test_a_job_past_its_preemption_delay_preempts():
+    session = _run(_delayed(300.0, created_ago=600.0), "preempt")
+    assert kt.placements(session, "pipeline") == {"urgent-0": "n1"}
+
+
+def test_the_preemption_delay_counts_from_the_last_eviction_when_later():
+    session = _run(_delayed(300.0, created_ago=600.0, last_eviction_ago=100.0), "preempt")
+    assert session.decisions == []
+    assert session.jobs["default/urgent"].preemption_delay_end() == kt.NOW + 200.0
+
+
+def test_the_preemption_delay_does_not_hold_back_plain_allocation():
+    snap = _one_queue(kt.job("urgent", "q", gpus=2, priority=50, creation=kt.NOW - 1.0))
+    snap.jobs["default/urgent"].preemption_delay = 3600.0
+    assert kt.placements(_run(snap, "allocate")) == {"urgent-0": "n1"}
+
+
+def test_an_eviction_stamps_the_victims_job_with_its_time():
+    snap = _one_queue(kt.job("low", "q", gpus=2, priority=5, status="Running", node="n1", creation=1.0),
+                      kt.job("other", "q", gpus=2, priority=5, status="Running", node="n1", creation=1.0),
+                      kt.job("urgent", "q", gpus=2, priority=50, creation=3.0))
+    session = _run(snap, "preempt")
+    [victim] = [d.task.job for d in session.decisions if d.kind == "evict"]
+    assert session.jobs[victim].last_eviction == session.now
+    assert session.jobs["default/urgent"].last_eviction is None
+
+
+def kt_time(seconds):
+    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -57,3 +57,15 @@ def test_grace_period_is_read_from_the_config():
     assert parse_config({"actions": "allocate"}).staleness_grace_period == 60
     with pytest.raises(ConfigError, match="stalenessGracePeriodSeconds"):
         parse_config({"stalenessGracePeriodSeconds": "soon"})
+
+
+@pytest.mark.parametrize("own, stale_for, evicted", [
+    (600.0, 120, False),   # longer than the configured 60 s: not yet
+    (10.0, 20, True),      # shorter: already
+    (0.0, 0, True),        # zero: at once
+    (-1.0, 10_000, False),  # negative: never
+])
+def test_a_jobs_own_grace_period_overrides_the_configured_one(own, stale_for, evicted):
+    job = _gang(stale_since=NOW - stale_for)
+    job.staleness_grace_period = own
+    assert bool(_run([job], grace=60.0).decisions) is evicted

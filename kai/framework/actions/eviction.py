@@ -1,8 +1,9 @@
 """What the eviction actions (consolidation, reclaim, preempt) share: their loop over pending jobs,
 victim queues, and KAI's skipping of jobs no easier than one that already failed.
 
-Each action takes the pending, ready jobs in queue order and asks the job solver for a solution per
-job; a solution is committed at once (victims evicted, the job pipelined). When scheduling
+Each action takes the pending, ready jobs past their preemption delay in queue order and asks the
+job solver for a solution per job; a solution is committed at once (victims evicted, the job
+pipelined). When scheduling
 signatures are on (``use_scheduling_signatures``), a job is skipped if a job with the same
 scheduling constraints already failed in the action and this one is not strictly easier: not
 fewer pending tasks, and no smaller request at the first differing position of the sorted requests.
@@ -12,11 +13,13 @@ node that is gone are never victims (:func:`kai.framework.gang.evictable`).
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from kai.api import ACTIVE_ALLOCATED, ALIVE, Job, Task, TaskStatus
+from kai.api import ACTIVE_ALLOCATED, ALIVE, Job, Task, TaskStatus, names
 from kai.framework.actions.solver import JobSolver
+from kai.framework.durations import format_duration
 from kai.framework.gang import evictable
 from kai.framework.jobqueue import JobQueue
 
@@ -123,5 +126,24 @@ def run(session: Session, action: str, candidates: list[Job], solver: JobSolver,
 
 
 def pending_ready_jobs(session: Session, preemptible_only: bool = False) -> list[Job]:
-    return [j for j in session.jobs.values()
-            if j.has_pending() and j.is_ready() and (j.preemptible or not preemptible_only)]
+    """The jobs an eviction action may make room for: pending, ready, and past their preemption delay
+    (a job still within it gets KAI's ``PreemptionDelayNotElapsed`` fit error, once)."""
+    jobs = []
+    for j in session.jobs.values():
+        if not (j.has_pending() and j.is_ready() and (j.preemptible or not preemptible_only)):
+            continue
+        end = j.preemption_delay_end()
+        if end is not None and session.now < end:
+            _preemption_delay_fit_error(session, j, end)
+            continue
+        jobs.append(j)
+    return jobs
+
+
+def _preemption_delay_fit_error(session: Session, job: Job, end: float) -> None:
+    if any(reason == names.UNSCHEDULABLE_PREEMPTION_DELAY for reason, _ in session.job_fit_details.get(job.uid, [])):
+        return
+    when = datetime.datetime.fromtimestamp(end, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    message = (f"Workload is within its preemption delay window ({format_duration(job.preemption_delay or 0.0)}) "
+               f"and may not trigger evictions before {when}")
+    session.add_job_fit_error(job, message, reason=names.UNSCHEDULABLE_PREEMPTION_DELAY)

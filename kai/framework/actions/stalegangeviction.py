@@ -2,7 +2,8 @@
 
 A job is stale when it has a task that holds resources, no task that succeeded, and a pod set with
 fewer such tasks than its gang size. A stale job is stamped with the time it became stale; once it
-has been stale for the configured grace period (``staleness_grace_period``, negative: never) all
+has been stale for its grace period (the job's ``staleness_grace_period``, else the configured one;
+negative: never) all
 its placed tasks are evicted -- except those bound to a node that is gone, which hold nothing and whose
 pods are not evicted by the scheduler. A job that is no longer stale loses its stamp.
 """
@@ -37,8 +38,9 @@ def eviction_message(job: Job, task: Task) -> str:
 
 
 def stalegangeviction(session: Session) -> None:
-    grace = session.plugins.config.staleness_grace_period
+    default = session.plugins.config.staleness_grace_period
     for job in session.jobs.values():
+        grace = default if job.staleness_grace_period is None else job.staleness_grace_period
         with session.contained("stalegangeviction", job):
             _evict_if_stale(session, job, grace)
 

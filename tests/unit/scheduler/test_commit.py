@@ -133,3 +133,28 @@ def test_unknown_queue_is_explained_on_the_pods_and_the_podgroup():
     (status,) = kube.of("PATCH", "/podgroups/lost/status")
     assert status["status"]["schedulingConditions"][0]["reasons"] == [
         {"reason": "QueueDoesNotExist", "message": "Queue 'nope' does not exist"}]
+
+
+def test_a_malformed_podgroup_field_is_a_warning_event_and_the_pod_is_still_scheduled():
+    kube = RecordingKube()
+    bad = podgroup("g")
+    bad["spec"]["preemptionDelay"] = "soon"
+    cache = cache_for(kube, [pod("p", "g")], [bad])
+    wait(commit_once(kube, cache)[0])
+    assert kube.of("POST", "/bindrequests")
+    (event,) = [e for e in kube.of("POST", "/events") if e["reason"] == "InvalidPodGroup"]
+    assert event["type"] == "Warning" and event["involvedObject"]["kind"] == "PodGroup"
+    assert "spec.preemptionDelay" in event["message"]
+
+
+def test_a_job_that_lost_a_pod_to_an_eviction_gets_the_last_eviction_annotation():
+    kube = RecordingKube()
+    cache = cache_for(kube, [pod("p", "g")], [podgroup("g")])
+    committer = Committer(kube, cache, workers=2)
+    c = cache.snapshot(now=1000.0)
+    session = kt.run(c.snapshot)
+    session.jobs["ns/g"].last_eviction = 1_767_225_600.0
+    committer.commit(session, c)
+    wait(committer)
+    patches = [b["metadata"]["annotations"] for b in kube.of("PATCH", "/podgroups/g") if "metadata" in b]
+    assert any(a.get("kai.scheduler/last-eviction-timestamp") == "2026-01-01T00:00:00Z" for a in patches)

@@ -218,3 +218,20 @@ def test_topology_levels_widest_first():
     topo = views.topology_view({"metadata": {"name": "dc"},
                                   "spec": {"levels": [{"nodeLabel": "zone"}, {"nodeLabel": "rack"}]}})
     assert (topo.name, topo.levels) == ("dc", ("zone", "rack"))
+
+
+def test_preemption_delay_grace_period_and_last_eviction_come_from_the_podgroup():
+    pg = views.podgroup_view({
+        "metadata": {"name": "g", "namespace": "ns", "uid": "u",
+                     "annotations": {"kai.scheduler/last-eviction-timestamp": "2026-01-01T00:02:00Z"}},
+        "spec": {"queue": "q", "preemptionDelay": "5m", "stalenessGracePeriod": "-1s"},
+    })
+    job = convert.to_job(pg, 50)
+    assert (job.preemption_delay, job.staleness_grace_period, job.last_eviction) == (300.0, -1.0, 1767225720.0)
+    assert pg.invalid == ""
+
+
+def test_a_malformed_duration_is_ignored_and_named():
+    pg = podgroup(preemptionDelay="soon")
+    assert convert.to_job(pg, 50).preemption_delay is None
+    assert "spec.preemptionDelay" in pg.invalid and "'soon'" in pg.invalid
