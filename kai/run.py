@@ -70,7 +70,8 @@ def _scheduler(ctx: Context):
     from kai.scheduler.loop import Scheduler
 
     return Scheduler(ctx.client(), ctx.config, period=ctx.args.schedule_period, scheduler_name=ctx.args.scheduler_name,
-                     metrics=SchedulerMetrics(ctx.registry))
+                     metrics=SchedulerMetrics(ctx.registry),
+                     stuck_in_releasing_threshold=ctx.args.stuck_in_releasing_threshold)
 
 
 def _binder(ctx: Context):
@@ -176,6 +177,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="namespace of the scheduler's own objects (leases) (default: %(default)s)")
     p.add_argument("--schedule-period", type=duration_flag, default=1.0, metavar="DURATION",
                    help="time between scheduling cycles (default: 1s)")
+    p.add_argument("--stuck-in-releasing-threshold", type=duration_flag, default=120.0, metavar="DURATION",
+                   help="how long a running pod may be deleting before its resources are no longer counted as "
+                        "being released (nothing is pipelined onto them, it is never a victim) (default: 2m)")
     p.add_argument("--qps", type=float, default=500.0, help="API requests per second per component, 0: no limit "
                    "(default: %(default)s)")
     p.add_argument("--burst", type=int, default=1000, help="API request burst per component (default: %(default)s)")

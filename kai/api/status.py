@@ -20,6 +20,9 @@ class TaskStatus(str, enum.Enum):
     FAILED = "Failed"
     UNKNOWN = "Unknown"
     DELETED = "Deleted"
+    #: A running pod whose deletion started longer ago than the stuck threshold: it holds its resources
+    #: but they are not expected back (nothing is pipelined onto them, it is never a victim).
+    STUCK_IN_RELEASING = "StuckInReleasing"
 
     def __str__(self) -> str:
         return self.value
@@ -28,7 +31,7 @@ class TaskStatus(str, enum.Enum):
 S = TaskStatus
 
 #: Statuses that occupy resources on a node (and count as "active" for gangs).
-ACTIVE_USED = frozenset({S.ALLOCATED, S.PIPELINED, S.BINDING, S.BOUND, S.RUNNING, S.RELEASING})
+ACTIVE_USED = frozenset({S.ALLOCATED, S.PIPELINED, S.BINDING, S.BOUND, S.RUNNING, S.RELEASING, S.STUCK_IN_RELEASING})
 #: Active and not on its way out.
 ACTIVE_ALLOCATED = frozenset({S.ALLOCATED, S.PIPELINED, S.BINDING, S.BOUND, S.RUNNING})
 #: Alive: placed or still waiting to be.

@@ -105,6 +105,8 @@ class PodView:
     node_name: str
     phase: str
     deleting: bool
+    #: When the pod's deletion started (``metadata.deletionTimestamp``), or None.
+    deletion: float | None
     gated: bool
     created: float
     labels: dict
@@ -208,6 +210,7 @@ def pod_view(raw: dict, scheduler_name: str = SCHEDULER_NAME) -> PodView | None:
     return PodView(
         key=f"{ns}/{name}", namespace=ns, name=name, uid=meta.get("uid", ""), scheduler=scheduler,
         node_name=node_name, phase=phase, deleting=bool(meta.get("deletionTimestamp")),
+        deletion=timestamp(meta.get("deletionTimestamp")),
         gated=bool(spec.get("schedulingGates")), created=timestamp(meta.get("creationTimestamp")) or 0.0,
         labels=labels, pod_group=annotations.get(POD_GROUP_ANNOTATION, ""),
         pod_set=labels.get(SUBGROUP_LABEL) or "default",

@@ -86,8 +86,11 @@ class _Assumed:
 
 
 class ClusterCache:
-    def __init__(self, kube: Kube, scheduler_name: str = names.SCHEDULER_NAME) -> None:
+    def __init__(self, kube: Kube, scheduler_name: str = names.SCHEDULER_NAME,
+                 stuck_after: float = convert.STUCK_IN_RELEASING_THRESHOLD) -> None:
         self.scheduler_name = scheduler_name
+        #: Seconds after which a running pod being deleted is stuck in releasing.
+        self.stuck_after = stuck_after
         self.changed = threading.Event()
         transforms = {
             "pods": functools.partial(views.pod_view, scheduler_name=scheduler_name),
@@ -201,7 +204,7 @@ class ClusterCache:
         shared_in_use: set[tuple[str, str]] = set()
         for pod in pods.values():
             bind = binds.get(pod.key)
-            status, node = convert.pod_state(pod, bind)
+            status, node = convert.pod_state(pod, bind, now, self.stuck_after)
             groups = bind.gpu_groups if bind is not None else ()
             if pod.key in bound and status is TaskStatus.PENDING:
                 assumed = bound[pod.key]

@@ -34,10 +34,19 @@ def to_queue(q: Queue) -> Queue:
     return attrs.evolve(q, gpu=attrs.evolve(q.gpu), cpu=attrs.evolve(q.cpu), memory=attrs.evolve(q.memory))
 
 
-def pod_state(pod: PodView, bind: BindRequestView | None) -> tuple[TaskStatus, str | None]:
-    """KAI's task status and node of a pod, given its live BindRequest (if any)."""
+#: KAI's ``--stuck-in-releasing-threshold`` default, seconds.
+STUCK_IN_RELEASING_THRESHOLD = 120.0
+
+
+def pod_state(pod: PodView, bind: BindRequestView | None, now: float = 0.0,
+              stuck_after: float = STUCK_IN_RELEASING_THRESHOLD) -> tuple[TaskStatus, str | None]:
+    """KAI's task status and node of a pod, given its live BindRequest (if any). A running pod being deleted
+    for longer than ``stuck_after`` seconds at ``now`` is stuck in releasing."""
     if pod.phase == "Running":
-        return (TaskStatus.RELEASING if pod.deleting else TaskStatus.RUNNING), pod.node_name or None
+        if not pod.deleting:
+            return TaskStatus.RUNNING, pod.node_name or None
+        stuck = pod.deletion is not None and now - pod.deletion > stuck_after
+        return (TaskStatus.STUCK_IN_RELEASING if stuck else TaskStatus.RELEASING), pod.node_name or None
     if pod.phase == "Succeeded":
         return TaskStatus.SUCCEEDED, pod.node_name or None
     if pod.phase == "Failed":

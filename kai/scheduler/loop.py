@@ -31,6 +31,7 @@ from kai.logs import fields
 from kai.metrics import ON_SESSION_CLOSE, ON_SESSION_OPEN
 from kai.scheduler.cache import ClusterCache
 from kai.scheduler.commit import Committer
+from kai.scheduler.convert import STUCK_IN_RELEASING_THRESHOLD
 from kai.scheduler.probe import SessionProbe
 from kai.usagedb import make_usage_source
 
@@ -70,9 +71,10 @@ class Scheduler:
 
     def __init__(self, kube: Kube, config: SchedulerConfig = DEFAULT_CONFIG, *, period: float = DEFAULT_PERIOD,
                  debounce: float = DEFAULT_DEBOUNCE, scheduler_name: str = names.SCHEDULER_NAME, workers: int = 16,
-                 metrics=None, sync_timeout: float = 120.0, stop_timeout: float = STOP_TIMEOUT) -> None:
+                 metrics=None, sync_timeout: float = 120.0, stop_timeout: float = STOP_TIMEOUT,
+                 stuck_in_releasing_threshold: float = STUCK_IN_RELEASING_THRESHOLD) -> None:
         self.plugins = Plugins(config)
-        self.cache = ClusterCache(kube, scheduler_name)
+        self.cache = ClusterCache(kube, scheduler_name, stuck_in_releasing_threshold)
         self.committer = Committer(kube, self.cache, workers=workers, metrics=metrics)
         self.period = period
         self.debounce = debounce

@@ -48,7 +48,6 @@ UNBUILT: dict[str, str] = {
     "node_result.numa_zones_available": "numa",
     "job.min_subgroup": "min_subgroup",
     "subgroup.min_subgroup": "min_subgroup",
-    "state.StuckInReleasing": "stuck_in_releasing",
 }
 
 #: Values of unbuilt fields that mean what leaving the field out means.

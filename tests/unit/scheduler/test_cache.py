@@ -83,8 +83,11 @@ def test_assumed_eviction_releases_the_pod_until_it_is_deleting():
     deleting = pod("p", node_name="n1", phase="Running")
     deleting["metadata"].update(deletionTimestamp="2026-01-01T00:00:00Z", resourceVersion="2")
     cache.informers["pods"]._replace([deleting], "2")
-    assert cache.snapshot().snapshot.jobs["ns/g"].tasks["p"].status is TaskStatus.RELEASING
+    deleted = 1767225600.0
+    assert cache.snapshot(now=deleted + 1).snapshot.jobs["ns/g"].tasks["p"].status is TaskStatus.RELEASING
     assert not cache._evicted  # the watch confirmed it
+    stuck = cache.snapshot(now=deleted + 121).snapshot
+    assert stuck.jobs["ns/g"].tasks["p"].status is TaskStatus.STUCK_IN_RELEASING
 
 
 def test_pods_outside_the_schedulers_jobs_take_their_node_resources():

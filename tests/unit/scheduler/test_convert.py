@@ -235,3 +235,13 @@ def test_a_malformed_duration_is_ignored_and_named():
     pg = podgroup(preemptionDelay="soon")
     assert convert.to_job(pg, 50).preemption_delay is None
     assert "spec.preemptionDelay" in pg.invalid and "'soon'" in pg.invalid
+
+
+def test_a_running_pod_deleting_longer_than_the_threshold_is_stuck_in_releasing():
+    raw = pod(node="n1", phase="Running")
+    raw["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    deleted = views.pod_view(raw).deletion
+    view = views.pod_view(raw)
+    assert convert.pod_state(view, None, now=deleted + 120.0) == (TaskStatus.RELEASING, "n1")
+    assert convert.pod_state(view, None, now=deleted + 121.0) == (TaskStatus.STUCK_IN_RELEASING, "n1")
+    assert convert.pod_state(view, None, now=deleted + 31.0, stuck_after=30.0) == (TaskStatus.STUCK_IN_RELEASING, "n1")
