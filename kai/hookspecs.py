@@ -26,7 +26,7 @@ import pluggy
 from kai import PROJECT
 
 if TYPE_CHECKING:
-    from kai.api import Job, PodSet, Queue, Reject, Resources, SubGroup, Task
+    from kai.api import Job, Member, PodSet, Queue, Reject, Resources, SubGroup, Task
     from kai.api.podgroup import PodGroupMetadata
     from kai.framework.actions.solver import Scenario
     from kai.framework.nodes import NodeInfo
@@ -111,8 +111,9 @@ def kai_task_order(session: Session, left: Task, right: Task) -> int | None:
 
 
 @hookspec
-def kai_podset_order(session: Session, job: Job, left: PodSet, right: PodSet) -> int | None:
-    """Compare two pod sets of ``job`` for allocation (same conventions). Fallback: name."""
+def kai_subgroup_order(session: Session, job: Job, left: Member, right: Member) -> int | None:
+    """Compare two direct members (pod sets or subgroups) of one node of ``job``'s subgroup tree for
+    allocation (same conventions; eviction takes them in the reverse order). Fallback: name."""
 
 
 @hookspec

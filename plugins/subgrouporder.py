@@ -1,22 +1,22 @@
-"""``subgrouporder``: pod sets below their gang size first; among satisfied ones, the least filled first."""
+"""``subgrouporder``: members of a subgroup tree below what they need first; then required before
+optional (gang size or ``min_subgroup`` 0) ones; then the lowest ratio of satisfied to needed (among
+optional ones, the fewest satisfied)."""
 
 from kai import hookimpl
-from kai.api import ACTIVE_ALLOCATED
 
 
 class SubGroupOrder:
     name = "subgrouporder"
 
     @hookimpl
-    def kai_podset_order(self, job, left, right):
-        la, ra = job.count(left.name, ACTIVE_ALLOCATED), job.count(right.name, ACTIVE_ALLOCATED)
-        lbelow, rbelow = la < left.min_available, ra < right.min_available
-        if lbelow != rbelow:
-            return -1 if lbelow else 1
-        if lbelow:
-            return None
-        lr = la / left.min_available if left.min_available else float("inf")
-        rr = ra / right.min_available if right.min_available else float("inf")
+    def kai_subgroup_order(self, job, left, right):
+        if not left.satisfied or not right.satisfied:
+            return (right.satisfied - left.satisfied) or None
+        if (left.required == 0) != (right.required == 0):
+            return 1 if left.required == 0 else -1
+        if left.required == 0:
+            return (left.active > right.active) - (left.active < right.active) or None
+        lr, rr = left.active / left.required, right.active / right.required
         return (lr > rr) - (lr < rr) or None
 
 

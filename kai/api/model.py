@@ -208,13 +208,32 @@ class PodSet:
     topology: TopologyConstraint | None = None
 
 
+@attrs.frozen(slots=True)
+class Member:
+    """A direct member of a node of a job's subgroup tree, as subgroup orderings see it: a pod set (its
+    active tasks against its gang size) or a subgroup (its satisfied members against those it needs)."""
+
+    name: str
+    is_pod_set: bool
+    #: Active allocated tasks of a pod set; satisfied direct members of a subgroup.
+    active: int
+    #: A pod set's gang size; how many members a subgroup needs.
+    required: int
+
+    @property
+    def satisfied(self) -> bool:
+        return self.active >= self.required
+
+
 @attrs.define(slots=True, eq=False)
 class SubGroup:
-    """An inner node of a job's subgroup tree."""
+    """An inner node of a job's subgroup tree; it is satisfied when ``min_subgroup`` of its direct members
+    (pod sets and subgroups) are (None: all of them)."""
 
     name: str
     parent: str | None = None
     topology: TopologyConstraint | None = None
+    min_subgroup: int | None = None
 
 
 @attrs.define(slots=True, eq=False)
@@ -241,6 +260,8 @@ class Job:
     preemption_delay: float | None = None
     #: ``spec.stalenessGracePeriod`` (seconds): this job's override of the stale-gang grace period.
     staleness_grace_period: float | None = None
+    #: ``spec.minSubGroup``: how many direct members of the root must be satisfied (None: all).
+    min_subgroup: int | None = None
 
     def __attrs_post_init__(self) -> None:
         if not self.uid:
@@ -260,16 +281,48 @@ class Job:
     def has_pending(self) -> bool:
         return any(t.status is TaskStatus.PENDING for t in self.tasks.values())
 
+    def members(self, group: str | None) -> tuple[list[SubGroup], list[PodSet]]:
+        """The direct members of subgroup ``group`` (None: the root): its subgroups, then its pod sets."""
+        return ([g for g in self.subgroups.values() if g.parent == group],
+                [ps for ps in self.pod_sets.values() if ps.parent == group])
+
+    def required_members(self, group: str | None) -> int:
+        """How many direct members of ``group`` (None: the root) must be satisfied for it to be."""
+        groups, pod_sets = self.members(group)
+        minimum = self.min_subgroup if group is None else self.subgroups[group].min_subgroup
+        return len(groups) + len(pod_sets) if minimum is None else minimum
+
+    def satisfied_members(self, group: str | None, counts: dict[str, int]) -> int:
+        """Direct members of ``group`` that are satisfied when each pod set has ``counts[name]`` tasks."""
+        groups, pod_sets = self.members(group)
+        return (sum(1 for ps in pod_sets if counts.get(ps.name, 0) >= ps.min_available)
+                + sum(1 for g in groups if self.satisfied_members(g.name, counts) >= self.required_members(g.name)))
+
+    def tree_satisfied(self, counts: dict[str, int]) -> bool:
+        """The subgroup tree is satisfied when each pod set has ``counts[name]`` tasks."""
+        if not self.subgroups and self.min_subgroup is None:
+            return all(counts.get(n, 0) >= ps.min_available for n, ps in self.pod_sets.items())
+        return self.satisfied_members(None, counts) >= self.required_members(None)
+
+    def counts(self, statuses: Container[TaskStatus]) -> dict[str, int]:
+        """Tasks in ``statuses`` per pod set."""
+        out = dict.fromkeys(self.pod_sets, 0)
+        for t in self.tasks.values():
+            if t.status in statuses and t.pod_set in out:
+                out[t.pod_set] += 1
+        return out
+
     def is_ready(self) -> bool:
-        """Every pod set has enough alive, ungated tasks to reach its gang size."""
-        alive = {name: 0 for name in self.pod_sets}
+        """Enough alive, ungated tasks to satisfy the subgroup tree (every pod set's gang size, or
+        ``min_subgroup`` members where set)."""
+        alive = dict.fromkeys(self.pod_sets, 0)
         for t in self.tasks.values():
             if t.status in ALIVE and t.status is not TaskStatus.GATED and t.pod_set in alive:
                 alive[t.pod_set] += 1
-        return all(alive[n] >= ps.min_available for n, ps in self.pod_sets.items())
+        return self.tree_satisfied(alive)
 
     def is_gang_satisfied(self) -> bool:
-        return all(self.count(n, ACTIVE_USED) >= ps.min_available for n, ps in self.pod_sets.items())
+        return self.tree_satisfied(self.counts(ACTIVE_USED))
 
     def elastic_state(self) -> int:
         """-1 when some pod set is below its gang size, 0 when all are exactly at it, 1 above it."""

@@ -6,7 +6,7 @@ import functools
 from collections.abc import Callable, Container
 from typing import TYPE_CHECKING
 
-from kai.api import ACTIVE_ALLOCATED, ALLOCATED, Job, PodSet, SubGroup, Task, TaskStatus
+from kai.api import ACTIVE_ALLOCATED, ALLOCATED, Job, Member, PodSet, SubGroup, Task, TaskStatus
 
 if TYPE_CHECKING:
     from _typeshed import SupportsAllComparisons
@@ -18,43 +18,82 @@ if TYPE_CHECKING:
 
 
 def ordered_pod_sets(session: Session, job: Job) -> list[PodSet]:
-    key: Callable[[PodSet], SupportsAllComparisons] = functools.cmp_to_key(
-        lambda a, b: session.compare_pod_sets(job, a, b))
-    return sorted(job.pod_sets.values(), key=key)
+    """The job's pod sets in subgroup order (each against its gang size)."""
+    counts = job.counts(ACTIVE_ALLOCATED)
+    return [job.pod_sets[m.name] for m in _ordered(session, job, [_pod_set_member(ps, counts) for ps in
+                                                                  job.pod_sets.values()])]
+
+
+def _pod_set_member(ps: PodSet, counts: dict[str, int]) -> Member:
+    return Member(ps.name, True, counts.get(ps.name, 0), ps.min_available)
+
+
+def _ordered(session: Session, job: Job, members: list[Member], reverse: bool = False) -> list[Member]:
+    """``members`` in subgroup order; ``reverse`` flips the comparison (ties keep their order)."""
+    sign = -1 if reverse else 1
+    key: Callable[[Member], SupportsAllComparisons] = functools.cmp_to_key(
+        lambda a, b: sign * session.compare_members(job, a, b))
+    return sorted(members, key=key)
+
+
+class _Tree:
+    """One job's subgroup tree with its active allocated tasks counted, walked as KAI walks it."""
+
+    def __init__(self, session: Session, job: Job) -> None:
+        self.session, self.job = session, job
+        self.counts = job.counts(ACTIVE_ALLOCATED)
+
+    def members(self, group: str | None, reverse: bool = False) -> list[Member]:
+        groups, pod_sets = self.job.members(group)
+        found = [Member(g.name, False, self.job.satisfied_members(g.name, self.counts),
+                        self.job.required_members(g.name)) for g in groups]
+        found += [_pod_set_member(ps, self.counts) for ps in pod_sets]
+        return _ordered(self.session, self.job, found, reverse)
+
+    def satisfied(self, group: str | None) -> bool:
+        return self.job.satisfied_members(group, self.counts) >= self.job.required_members(group)
+
+    def pod_sets_under(self, group: str | None) -> list[str]:
+        groups, pod_sets = self.job.members(group)
+        return [ps.name for ps in pod_sets] + [n for g in groups for n in self.pod_sets_under(g.name)]
 
 
 def tasks_to_allocate(session: Session, job: Job, candidates: Container[TaskStatus] = (TaskStatus.PENDING,),
                       also: Container[str] = ()) -> list[Task]:
-    """The tasks of the next allocation step, in pod-set order then task order.
+    """KAI's next allocation step of a job: tasks in ``candidates`` statuses or whose uid is in ``also``
+    (victims evicted in a simulation, to be placed again).
 
-    Pod sets below their gang size get the tasks they miss; otherwise one more task is taken
-    (elastic growth is one task per step). As many pod sets with waiting tasks are taken as are
-    below their gang size, or one when all are satisfied. Tasks in ``candidates`` statuses are taken,
-    and tasks whose uid is in ``also`` (victims evicted in a simulation, to be placed again).
+    Walking the subgroup tree from the root: a node that is not satisfied takes its first members in
+    subgroup order, as many as it needs (``min_subgroup``, else all), skipping satisfied ones; a pod
+    set takes the tasks it misses to its gang size. A satisfied node grows elastically: the first
+    member with something to take gives it, a pod set one task.
     """
-    pod_sets = ordered_pod_sets(session, job)
-    active = {ps.name: 0 for ps in pod_sets}
-    waiting: dict[str, list[Task]] = {ps.name: [] for ps in pod_sets}
+    tree = _Tree(session, job)
+    waiting: dict[str, list[Task]] = {name: [] for name in job.pod_sets}
     for t in job.tasks.values():
-        if t.pod_set not in active:
-            continue
-        if t.status in ACTIVE_ALLOCATED:
-            active[t.pod_set] += 1
-        elif t.status in candidates or t.uid in also:
+        if t.pod_set in waiting and t.status not in ACTIVE_ALLOCATED and (t.status in candidates or t.uid in also):
             waiting[t.pod_set].append(t)
-    unsatisfied = sum(1 for ps in pod_sets if active[ps.name] < ps.min_available)
-    result: list[Task] = []
-    taken = 0
-    for ps in pod_sets:
-        if taken == max(unsatisfied, 1):
-            break
-        if not waiting[ps.name]:
-            continue
-        pending = sorted(waiting[ps.name], key=session.task_key)
-        missing = ps.min_available - active[ps.name]
-        result.extend(pending[: missing if missing > 0 else 1])
-        taken += 1
-    return result
+
+    def from_pod_set(name: str) -> list[Task]:
+        pending = sorted(waiting[name], key=session.task_key)
+        missing = job.pod_sets[name].min_available - tree.counts[name]
+        return pending[: missing if missing > 0 else 1]
+
+    def from_member(m: Member) -> list[Task]:
+        return from_pod_set(m.name) if m.is_pod_set else from_group(m.name)
+
+    def from_group(group: str | None) -> list[Task]:
+        members = tree.members(group)
+        if not tree.satisfied(group):
+            needed = job.required_members(group)
+            return [t for m in members[:needed] if not m.satisfied for t in from_member(m)]
+        for m in members:
+            tasks = from_member(m)
+            if tasks:
+                return tasks
+        return []
+
+    return from_group(None)
 
 
 def evictable(session: Session, task: Task) -> bool:
@@ -69,22 +108,47 @@ def evictable(session: Session, task: Task) -> bool:
 def tasks_to_evict(session: Session, job: Job) -> tuple[list[Task], bool]:
     """KAI's next eviction step of a victim job and whether tasks are left after it.
 
-    Pod sets are taken in reverse pod-set order: only the first one when some pod set is above its
-    gang size, else all of them. From a pod set above its gang size one task is taken (the last in
-    task order), from any other all its tasks (the job is evicted down to nothing).
+    Members are taken in reverse subgroup order. Elastic surplus goes first: the last task (in task
+    order) of a pod set above its gang size, found depth first where the tree has any; then, in a node
+    with more satisfied members than it needs, a whole member. Without surplus the whole job goes.
     """
-    pod_sets = ordered_pod_sets(session, job)[::-1]
-    running: dict[str, list[Task]] = {ps.name: [] for ps in pod_sets}
+    tree = _Tree(session, job)
+    running: dict[str, list[Task]] = {name: [] for name in job.pod_sets}
     total = 0
     for t in job.tasks.values():
         if evictable(session, t) and t.pod_set in running:
             running[t.pod_set].append(t)
             total += 1
-    above = any(len(running[ps.name]) > ps.min_available for ps in pod_sets)
-    result: list[Task] = []
-    for ps in pod_sets[: 1 if above else len(pod_sets)]:
-        tasks = sorted(running[ps.name], key=session.task_key, reverse=True)
-        result.extend(tasks[:1] if len(tasks) > ps.min_available else tasks)
+
+    def last_first(names: list[str]) -> list[Task]:
+        return [t for n in names for t in sorted(running[n], key=session.task_key, reverse=True)]
+
+    def surplus(m: Member) -> bool:
+        if m.is_pod_set:
+            return m.active > m.required
+        return m.active > m.required or any(surplus(c) for c in tree.members(m.name))
+
+    def elastic(group: str | None) -> list[Task]:
+        if job.satisfied_members(group, tree.counts) == 0:
+            return []
+        members = tree.members(group, reverse=True)
+        if any(surplus(m) for m in members) or job.satisfied_members(group, tree.counts) > job.required_members(
+                group):
+            for m in members:
+                if m.is_pod_set:
+                    tasks = last_first([m.name])[:1] if m.active > m.required else []
+                else:
+                    tasks = elastic(m.name)
+                if tasks:
+                    return tasks
+        if job.required_members(group) < job.satisfied_members(group, tree.counts):
+            for m in members:
+                tasks = last_first([m.name] if m.is_pod_set else tree.pod_sets_under(m.name))
+                if tasks:
+                    return tasks
+        return []
+
+    result = elastic(None) or last_first(tree.pod_sets_under(None))
     return result, len(result) < total
 
 

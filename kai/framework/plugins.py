@@ -23,7 +23,7 @@ from kai.framework import actions as builtin_actions
 from kai.framework.config import SchedulerConfig
 
 if TYPE_CHECKING:
-    from kai.api import Job, PodSet, Queue, Reject, SubGroup, Task
+    from kai.api import Job, Member, PodSet, Queue, Reject, SubGroup, Task
     from kai.framework.nodes import NodeInfo
     from kai.framework.session import Session
 
@@ -36,7 +36,7 @@ BINDER_PLUGIN_GROUP = "kai.binder_plugins"
 
 #: Hooks called in the scheduling loops; resolved once per session into plain lists.
 HOT_HOOKS = (
-    "kai_job_order", "kai_task_order", "kai_podset_order", "kai_queue_order", "kai_pre_predicate",
+    "kai_job_order", "kai_task_order", "kai_subgroup_order", "kai_queue_order", "kai_pre_predicate",
     "kai_predicate", "kai_job_over_capacity", "kai_task_over_capacity", "kai_node_scores", "kai_gpu_scores",
     "kai_on_allocate", "kai_on_deallocate", "kai_pre_job_allocation", "kai_subset_nodes",
 )
@@ -96,7 +96,7 @@ class CallLists:
 
     kai_job_order: list[Callable[[Session, Job, Job], int | None]]
     kai_task_order: list[Callable[[Session, Task, Task], int | None]]
-    kai_podset_order: list[Callable[[Session, Job, PodSet, PodSet], int | None]]
+    kai_subgroup_order: list[Callable[[Session, Job, Member, Member], int | None]]
     kai_queue_order: list[Callable[[Session, Queue, Queue, Job | None, Job | None, Sequence[Job], Sequence[Job]],
                                    int | None]]
     kai_pre_predicate: list[Callable[[Session, Task, Job], Reject | None]]

@@ -23,7 +23,19 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from kai import _native
-from kai.api import ACTIVE_USED, EPSILON, Job, PodSet, Queue, Reject, SubGroup, Task, TaskStatus, is_mig_resource
+from kai.api import (
+    ACTIVE_USED,
+    EPSILON,
+    Job,
+    Member,
+    PodSet,
+    Queue,
+    Reject,
+    SubGroup,
+    Task,
+    TaskStatus,
+    is_mig_resource,
+)
 from kai.framework import fiterrors, gpusharing
 from kai.framework.faults import INTERNAL_ERROR_REASON, Contained, SchedulingError, SessionOpenError, describe
 from kai.framework.fiterrors import PLAIN_FIT_ERROR_REASON
@@ -252,8 +264,8 @@ class Session:
                 return r
         return _fallback((a.creation, _name_key(a.name)), (b.creation, _name_key(b.name)))
 
-    def compare_pod_sets(self, job: Job, a: PodSet, b: PodSet) -> int:
-        for fn in self.calls.kai_podset_order:
+    def compare_members(self, job: Job, a: Member, b: Member) -> int:
+        for fn in self.calls.kai_subgroup_order:
             r = fn(self, job, a, b)
             if r:
                 return r

@@ -288,7 +288,9 @@ class PodGroupView:
     priority_class: str
     preemptibility: str
     min_member: int
+    #: (name, minMember, parent, topology constraint, minSubGroup) of each ``spec.subGroups`` entry.
     sub_groups: tuple
+    min_subgroup: int | None
     topology: TopologyConstraint | None
     created: float
     last_start: float | None
@@ -324,9 +326,10 @@ def podgroup_view(raw: dict) -> PodGroupView:
         min_member=max(int(min_member), 1) if isinstance(min_member, int) else 1,
         sub_groups=tuple(
             (str(sg.get("name") or ""), int(sg.get("minMember") or 0), sg.get("parent"),
-             _topology(sg.get("topologyConstraint")))
+             _topology(sg.get("topologyConstraint")), _whole(sg.get("minSubGroup")))
             for sg in spec.get("subGroups") or () if isinstance(sg, dict)
         ),
+        min_subgroup=_whole(spec.get("minSubGroup")),
         topology=_topology(spec.get("topologyConstraint")),
         created=timestamp(meta.get("creationTimestamp")) or 0.0,
         last_start=timestamp(annotations.get(LAST_START_ANNOTATION)),
@@ -338,6 +341,11 @@ def podgroup_view(raw: dict) -> PodGroupView:
         conditions=conditions,
         invalid="; ".join(invalid),
     )
+
+
+def _whole(value) -> int | None:
+    """A count that is not negative, else None (the CRD refuses anything else)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _duration(spec: dict, field: str, invalid: list[str]) -> float | None:

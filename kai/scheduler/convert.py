@@ -83,13 +83,14 @@ def to_job(pg: PodGroupView, priority: int) -> Job:
               creation=pg.created, namespace=pg.namespace, uid=pg.key,
               pod_sets={"default": PodSet("default", pg.min_member)}, topology=pg.topology,
               last_start=pg.last_start, stale_since=pg.stale_since, last_eviction=pg.last_eviction,
-              preemption_delay=pg.preemption_delay, staleness_grace_period=pg.staleness_grace_period)
+              preemption_delay=pg.preemption_delay, staleness_grace_period=pg.staleness_grace_period,
+              min_subgroup=pg.min_subgroup)
     if pg.sub_groups:
-        parents = {parent for _, _, parent, _ in pg.sub_groups if parent}
+        parents = {parent for _, _, parent, _, _ in pg.sub_groups if parent}
         job.pod_sets.clear()
-        for name, min_member, parent, topology in pg.sub_groups:
+        for name, min_member, parent, topology, min_subgroup in pg.sub_groups:
             if name in parents:
-                job.subgroups[name] = SubGroup(name, parent or None, topology)
+                job.subgroups[name] = SubGroup(name, parent or None, topology, min_subgroup)
             else:
                 job.pod_sets[name] = PodSet(name, min_member, parent or None, topology)
     return job

@@ -274,6 +274,7 @@ class Scenario:
         stale = f.number("stale_for_seconds", None, -MAX_AGE_MINUTES * 60.0, MAX_AGE_MINUTES * 60.0)
         if stale is not None:
             job.stale_since = now - stale
+        job.min_subgroup = f.whole("min_subgroup", None, 0, MAX_PODS)
         job.preemption_delay = f.number("preemption_delay_seconds", None, 0, MAX_AGE_MINUTES * 60.0)
         job.staleness_grace_period = f.number("staleness_grace_period_seconds", None, -MAX_AGE_MINUTES * 60.0,
                                               MAX_AGE_MINUTES * 60.0)
@@ -291,7 +292,8 @@ class Scenario:
             for k, sg in _items(parent_fields, "subgroups"):
                 name = _fields(sg, f"{parent_fields.where}: subgroups[{k}]").text("name")
                 g = _fields(sg, f"{f.where}: subgroup {describe(name)}")
-                job.subgroups[name] = SubGroup(name, parent, _topology(g, "topology_constraint"))
+                job.subgroups[name] = SubGroup(name, parent, _topology(g, "topology_constraint"),
+                                               g.whole("min_subgroup", None, 0, MAX_PODS))
                 add_groups(g, name)
                 add_sets(g, name)
 

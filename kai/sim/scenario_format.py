@@ -46,8 +46,6 @@ UNBUILT: dict[str, str] = {
     "task.numa_placement": "numa",
     "result.numa_zones": "numa",
     "node_result.numa_zones_available": "numa",
-    "job.min_subgroup": "min_subgroup",
-    "subgroup.min_subgroup": "min_subgroup",
 }
 
 #: Values of unbuilt fields that mean what leaving the field out means.

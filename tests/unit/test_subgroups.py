@@ -1,7 +1,9 @@
 """Hierarchical PodGroups: a subgroup tree placed as one unit, gangs per pod set, topology per subgroup."""
 
 from kai import testing as kt
-from kai.api import Job, PodSet, SubGroup, Topology, TopologyConstraint
+from kai.api import Job, PodSet, SubGroup, TaskStatus, Topology, TopologyConstraint
+from kai.framework.actions.stalegangeviction import is_stale
+from kai.framework.gang import tasks_to_evict
 
 RACK = "rack"
 RACKS = Topology("racks", (RACK,))
@@ -92,3 +94,64 @@ def test_segments_each_stay_inside_one_rack():
     for s in (0, 1):
         assert rack[placed[f"w{s}-0"]] == rack[placed[f"w{s}-1"]]
     assert "n4" not in placed.values()
+
+
+# --- minSubGroup: N of M members ----------------------------------------------------------------------
+
+
+def replicas(n=3, need=2, running=()):
+    """A job of ``n`` replica pod sets of 2 GPU pods each, ``need`` of which must run (the root's
+    ``min_subgroup``); pods named in ``running`` already run on node g1."""
+    tasks = [kt.task(f"r{i}-{k}", gpus=1, pod_set=f"r{i}", status="Running" if f"r{i}-{k}" in running else "Pending",
+                     node="g1" if f"r{i}-{k}" in running else None) for i in range(n) for k in range(2)]
+    job = kt.job("svc", tasks=tasks, priority=5)
+    job.pod_sets = {f"r{i}": PodSet(f"r{i}", 2) for i in range(n)}
+    job.min_subgroup = need
+    return job
+
+
+def test_min_subgroup_places_only_the_members_it_needs_as_the_gang():
+    session = kt.run(kt.cluster(nodes=[kt.node("g1", gpus=4)], jobs=[replicas()]))
+    assert bound(session) == ["r0-0", "r0-1", "r1-0", "r1-1"]
+
+
+def test_min_subgroup_job_runs_when_only_that_many_members_fit_and_is_not_ready_below_it():
+    job = replicas()
+    assert job.is_ready()
+    session = kt.run(kt.cluster(nodes=[kt.node("g1", gpus=5)], jobs=[replicas()]))
+    # Four GPUs for the two members it needs; a further member is added whole (its own gang of 2), not in part.
+    assert bound(session) == ["r0-0", "r0-1", "r1-0", "r1-1"]
+    session = kt.run(kt.cluster(nodes=[kt.node("g1", gpus=6)], jobs=[replicas()]))
+    assert len(bound(session)) == 6
+    gated = replicas()
+    for t in gated.tasks.values():
+        if not t.name.startswith("r0"):
+            t.status = TaskStatus.GATED
+    assert not gated.is_ready()
+
+
+def test_a_job_at_its_min_subgroup_is_gang_satisfied_and_not_stale():
+    job = replicas(running=("r0-0", "r0-1", "r1-0", "r1-1"))
+    assert job.is_gang_satisfied() and not is_stale(job)
+    job = replicas(running=("r0-0", "r0-1", "r1-0"))
+    assert not job.is_gang_satisfied() and is_stale(job)
+
+
+def test_an_eviction_step_takes_a_surplus_member_whole_before_the_job():
+    job = replicas(running=("r0-0", "r0-1", "r1-0", "r1-1", "r2-0", "r2-1"))
+    session = kt.run(kt.cluster(nodes=[kt.node("g1", gpus=6)], jobs=[job]), actions=())
+    tasks, more = tasks_to_evict(session, session.jobs["default/svc"])
+    assert sorted(t.name for t in tasks) == ["r2-0", "r2-1"] and more
+    job = replicas(running=("r0-0", "r0-1", "r1-0", "r1-1"))
+    session = kt.run(kt.cluster(nodes=[kt.node("g1", gpus=6)], jobs=[job]), actions=())
+    tasks, more = tasks_to_evict(session, session.jobs["default/svc"])
+    assert sorted(t.name for t in tasks) == ["r0-0", "r0-1", "r1-0", "r1-1"] and not more
+
+
+def test_an_optional_subgroup_with_gang_size_zero_is_grown_after_the_required_ones():
+    tasks = [kt.task("w-0", gpus=1, pod_set="workers"), kt.task("w-1", gpus=1, pod_set="workers"),
+             kt.task("x-0", gpus=1, pod_set="extra")]
+    job = kt.job("j", tasks=tasks)
+    job.pod_sets = {"extra": PodSet("extra", 0), "workers": PodSet("workers", 2)}
+    session = kt.run(kt.cluster(nodes=[kt.node("g1", gpus=2)], jobs=[job]))
+    assert bound(session) == ["w-0", "w-1"]

@@ -23,7 +23,7 @@ def is_stale(job: Job) -> bool:
         return False
     if not any(t.status in ACTIVE_USED for t in job.tasks.values()):
         return False
-    return any(job.count(name, ACTIVE_USED) < ps.min_available for name, ps in job.pod_sets.items())
+    return not job.is_gang_satisfied()
 
 
 def eviction_message(job: Job, task: Task) -> str:

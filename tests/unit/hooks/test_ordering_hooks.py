@@ -48,7 +48,7 @@ def test_kai_task_order_decides_which_task_of_an_elastic_job_runs():
     assert kt.placements(session) == {"j-2": "n1"}
 
 
-def test_kai_podset_order_decides_which_pod_set_grows_first():
+def test_kai_subgroup_order_decides_which_pod_set_grows_first():
     def snap():
         j = kt.job("j", queue="q", tasks=[kt.task("w-0", gpus=1, pod_set="workers"),
                                           kt.task("l-0", gpus=1, pod_set="leader")])
@@ -64,8 +64,8 @@ def test_kai_podset_order_decides_which_pod_set_grows_first():
 def prefer_podset(favourite):
     class PreferPodSet:
         @hookimpl
-        def kai_podset_order(self, job: Job, left, right):
-            assert job.name == "j"
+        def kai_subgroup_order(self, job: Job, left, right):
+            assert job.name == "j" and left.is_pod_set and left.required == 0
             if left.name == right.name:
                 return None
             return -1 if left.name == favourite else 1

@@ -92,7 +92,7 @@ def test_kai_subset_nodes_is_asked_for_the_root_each_subgroup_and_each_pod_set()
     plugin = splitter(lambda group, nodes: None, calls)
     session = kt.run(kt.cluster(nodes=_nodes(), jobs=[_tree_job()]), ["x"], extra_plugins={"x": plugin})
     assert [(c[1], c[2], c[3]) for c in calls] == [
-        ("", ("frontend", "decode", "prefill"), ("t-d0", "t-fe", "t-p0")),
+        ("", ("frontend", "decode", "prefill"), ("t-fe", "t-d0", "t-p0")),
         ("workers", ("decode", "prefill"), ("t-d0", "t-p0")),
         ("decode", ("decode",), ("t-d0",)),
         ("prefill", ("prefill",), ("t-p0",)),

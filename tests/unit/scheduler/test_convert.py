@@ -245,3 +245,16 @@ def test_a_running_pod_deleting_longer_than_the_threshold_is_stuck_in_releasing(
     assert convert.pod_state(view, None, now=deleted + 120.0) == (TaskStatus.RELEASING, "n1")
     assert convert.pod_state(view, None, now=deleted + 121.0) == (TaskStatus.STUCK_IN_RELEASING, "n1")
     assert convert.pod_state(view, None, now=deleted + 31.0, stuck_after=30.0) == (TaskStatus.STUCK_IN_RELEASING, "n1")
+
+
+def test_min_subgroup_of_the_root_and_of_subgroups():
+    job = convert.to_job(podgroup(minSubGroup=1, subGroups=[
+        {"name": "replicas", "minSubGroup": 2},
+        {"name": "r1", "minMember": 2, "parent": "replicas"},
+        {"name": "r2", "minMember": 2, "parent": "replicas"},
+        {"name": "r3", "minMember": 2, "parent": "replicas"},
+        {"name": "router", "minMember": 1},
+    ]), 50)
+    assert job.min_subgroup == 1 and job.subgroups["replicas"].min_subgroup == 2
+    assert job.required_members(None) == 1 and job.required_members("replicas") == 2
+    assert convert.to_job(podgroup(), 50).min_subgroup is None
