@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from kai import __version__
 from kai.api import names
 from kai.api.names import GPU_GROUP_LABEL, RESERVATION_APP
 from kai.binder.plugins import BindError
@@ -47,7 +48,8 @@ log = logging.getLogger(__name__)
 NAMESPACE = "kai-resource-reservation"
 APP_LABEL, APP = RESERVATION_APP
 DEVICE_ANNOTATION = names.RESERVED_GPU_INDEX
-IMAGE = "registry/local/kai-scheduler/resource-reservation"
+#: The resource-reservation image built from deploy/images/resource-reservation (kai.binder.reservationapp).
+IMAGE = f"kai-resource-reservation:{__version__}"
 FAKE_IMAGE = "ubuntu"
 DEFAULT_TIMEOUT = 40.0
 POD_PREFIX = "gpu-reservation"
