@@ -1,12 +1,12 @@
 """GPU reservation pods: one per shared GPU group, holding one ``nvidia.com/gpu`` of its node.
 
-As in KAI, the device plugin gives the reservation pod a physical GPU, and KAI's resource-reservation
-image writes that device's UUID into the pod's annotation ``run.ai/reserve_for_gpu_index``; the pods
-of the group then share that device. :meth:`Reservations.reserve` finds the group's pod (namespace
-``kai-resource-reservation``, label ``runai-gpu-group=<group>``, whatever its name) or creates it,
-waits for the annotation (40 s by default; on timeout the pod is deleted and the bind fails), and
-labels the workload pod with the group (``runai-gpu-group/<group>=<group>`` for a pod on several
-devices).
+As in KAI, the device plugin gives the reservation pod a physical GPU, and the resource-reservation
+program it runs (:mod:`kai.binder.reservationapp`, or KAI's image) writes that device's UUID into
+the pod's annotation ``run.ai/reserve_for_gpu_index``; the pods of the group then share that device.
+:meth:`Reservations.reserve` finds the group's pod (namespace ``kai-resource-reservation``, label
+``runai-gpu-group=<group>``, whatever its name) or creates it, waits for the annotation (40 s by
+default; on timeout the pod is deleted and the bind fails), and labels the workload pod with the
+group (``runai-gpu-group/<group>=<group>`` for a pod on several devices).
 
 The pod it creates is KAI v0.17's: named by :func:`reservation_pod_name` from the node and the group
 alone, ``nodeName`` pinned, label ``app=kai-resource-reservation``, annotation
