@@ -31,7 +31,6 @@ import attrs
 
 from kai.api import names
 from kai.binder import reservation
-from kai.binder.binder import DEFAULT_PLUGINS as DEFAULT_BINDER_PLUGINS
 from kai.binder.binder import DEFAULT_WORKERS
 from kai.framework import DEFAULT_CONFIG, ConfigError, PluginError, SchedulerConfig, load_config
 from kai.framework.durations import duration_flag
@@ -76,15 +75,26 @@ def _scheduler(ctx: Context):
 
 def _binder(ctx: Context):
     from kai.binder.binder import Binder
+    from kai.binder.pluginconfig import default_config, enabled_plugins, load_config, resolve
     from kai.binder.plugins import build_plugins
     from kai.metrics import BinderMetrics
 
     a, kube = ctx.args, ctx.client()
-    gpusharing = {"namespace": a.resource_reservation_namespace, "appLabel": a.resource_reservation_app_label,
-                  "image": a.resource_reservation_pod_image, "serviceAccount": a.resource_reservation_service_account,
-                  "runtimeClass": a.runtime_class_name, "allocationTimeout": a.resource_reservation_allocation_timeout,
-                  "fakeGpuNodes": a.fake_gpu_nodes, "cdi": a.cdi_enabled}
-    plugins = build_plugins(a.binder_plugins, {"gpusharing": gpusharing}, kube)
+    try:
+        overrides = load_config(a.binder_plugins, "--binder-plugins") if a.binder_plugins.strip() else {}
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from exc
+    chosen = enabled_plugins(resolve(default_config(a.cdi_enabled), overrides))
+    # the reservation flags are the binder's settings (KAI's binder flags); the configuration's arguments win
+    settings = {"namespace": a.resource_reservation_namespace, "appLabel": a.resource_reservation_app_label,
+                "image": a.resource_reservation_pod_image, "serviceAccount": a.resource_reservation_service_account,
+                "runtimeClass": a.runtime_class_name, "allocationTimeout": a.resource_reservation_allocation_timeout,
+                "fakeGpuNodes": a.fake_gpu_nodes}
+    arguments = {name: {**settings, **args} if name == "gpusharing" else args for name, args in chosen}
+    try:
+        plugins = build_plugins([name for name, _ in chosen], arguments, kube)
+    except PluginError as exc:
+        raise PluginError(f"--binder-plugins: {exc}") from exc
     return Binder(kube, plugins=plugins, workers=a.bind_workers, metrics=BinderMetrics(ctx.registry))
 
 
@@ -195,9 +205,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="prefix of every metric name (default: %(default)s)")
     p.add_argument("--bind-workers", type=int, default=DEFAULT_WORKERS,
                    help="binder: BindRequests handled concurrently (default: %(default)s)")
-    p.add_argument("--binder-plugins", type=_names, default=list(DEFAULT_BINDER_PLUGINS), metavar="NAME,...",
-                   help="binder: the binder plugins (entry points of kai.binder_plugins) run around each Binding, "
-                        f"in order; '' for none (default: {','.join(DEFAULT_BINDER_PLUGINS)})")
+    p.add_argument("--binder-plugins", default="", metavar="JSON|FILE",
+                   help="binder: which binder plugins (entry points of kai.binder_plugins) run around each Binding, "
+                        "in what order and with which arguments, in KAI's shape: "
+                        "'{\"NAME\": {\"enabled\": BOOL, \"priority\": INT, \"arguments\": {...}}}', inline or as "
+                        "a YAML file, laid over the default (gpusharing, priority 100)")
     gs = p.add_argument_group("binder: GPU sharing (reservation pods; the arguments of binder plugin gpusharing)")
     gs.add_argument("--resource-reservation-namespace", default=reservation.NAMESPACE, metavar="NAMESPACE",
                     help="namespace of the GPU reservation pods (default: %(default)s)")

@@ -62,8 +62,6 @@ DEFAULT_WORKERS = 10
 DEFAULT_BASE_DELAY = 1.0
 DEFAULT_MAX_DELAY = 60.0
 DEFAULT_SWEEP_PERIOD = 60.0
-#: The binder plugins run unless ``--binder-plugins`` says otherwise.
-DEFAULT_PLUGINS = ("gpusharing",)
 
 #: Every API call below (the chart's RBAC is generated from this; see kai.kube.access).
 API_ACCESS = (

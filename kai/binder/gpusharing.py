@@ -49,24 +49,37 @@ def configmap_names(pod: dict[str, Any]) -> tuple[str, str]:
 
 #: Arguments of ``gpusharing`` passed on to :class:`Reservations`, with the keyword each one sets.
 RESERVATION_ARGUMENTS = {"namespace": "namespace", "appLabel": "app", "image": "image",
-                         "serviceAccount": "service_account", "runtimeClass": "runtime_class",
-                         "fakeGpuNodes": "fake_gpu_nodes"}
+                         "serviceAccount": "service_account", "runtimeClass": "runtime_class"}
+#: Go's strconv.ParseBool spellings, which KAI's string arguments use.
+_BOOLS = {**dict.fromkeys(("1", "t", "T", "TRUE", "true", "True"), True),
+          **dict.fromkeys(("0", "f", "F", "FALSE", "false", "False"), False)}
 
 
 def build(arguments: dict[str, Any]) -> GpuSharing:
     """The ``gpusharing`` binder plugin (entry point of ``kai.binder_plugins``).
 
-    Arguments, all optional: the reservation pods' ``namespace``, ``appLabel``, ``image``, ``serviceAccount``
-    and ``runtimeClass``, ``fakeGpuNodes``, ``allocationTimeout`` (a Go duration or seconds) and ``cdi``.
-    ``kai-scheduler run`` sets them from its GPU-sharing flags.
+    Arguments, all optional: KAI's ``cdiEnabled``; the reservation pods' ``namespace``, ``appLabel``,
+    ``image``, ``serviceAccount`` and ``runtimeClass``, ``fakeGpuNodes``, ``allocationTimeout`` (a Go
+    duration or seconds). ``kai-scheduler run`` sets them from its GPU-sharing flags unless the binder
+    plugin configuration gives them. Booleans may be given as Go spells them ("true", "false", "1", ...).
     """
-    unknown = sorted(set(arguments) - set(RESERVATION_ARGUMENTS) - {"allocationTimeout", "cdi"})
+    unknown = sorted(set(arguments) - set(RESERVATION_ARGUMENTS) - {"allocationTimeout", "cdiEnabled", "fakeGpuNodes"})
     if unknown:
         raise ValueError(f"unknown argument(s) {', '.join(unknown)}")
     options: dict[str, Any] = {key: arguments[arg] for arg, key in RESERVATION_ARGUMENTS.items() if arg in arguments}
     if "allocationTimeout" in arguments:
         options["timeout"] = parse_duration(arguments["allocationTimeout"], "allocationTimeout")
-    return GpuSharing(cdi=bool(arguments.get("cdi", False)), **options)
+    if "fakeGpuNodes" in arguments:
+        options["fake_gpu_nodes"] = _bool(arguments["fakeGpuNodes"], "fakeGpuNodes")
+    return GpuSharing(cdi=_bool(arguments.get("cdiEnabled", False), "cdiEnabled"), **options)
+
+
+def _bool(value: Any, name: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value in _BOOLS:
+        return _BOOLS[value]
+    raise ValueError(f"{name}: {value!r} is not a boolean (true or false)")
 
 
 class GpuSharing:

@@ -1,13 +1,21 @@
 """GPU reservation pods: one per shared GPU group, holding one ``nvidia.com/gpu`` of its node.
 
-As in KAI, the device plugin gives the reservation pod a physical GPU, and KAI's resource-reservation
-image writes that device's UUID into the pod's annotation ``run.ai/reserve_for_gpu_index``; the pods
-of the group then share that device. :meth:`Reservations.reserve` finds the group's pod (namespace
-``kai-resource-reservation``, label ``runai-gpu-group=<group>``) or creates it
-(``gpu-reservation-<node>-<5 random>``, ``nodeName`` pinned, label ``app=kai-resource-reservation``,
-annotation ``karpenter.sh/do-not-disrupt``), waits for the annotation (40 s by default; on timeout
-the new pod is deleted and the bind fails), and labels the workload pod with the group
-(``runai-gpu-group/<group>=<group>`` for a pod on several devices).
+As in KAI, the device plugin gives the reservation pod a physical GPU, and the resource-reservation
+program it runs (:mod:`kai.binder.reservationapp`, or KAI's image) writes that device's UUID into
+the pod's annotation ``run.ai/reserve_for_gpu_index``; the pods of the group then share that device.
+:meth:`Reservations.reserve` finds the group's pod (namespace ``kai-resource-reservation``, label
+``runai-gpu-group=<group>``, whatever its name) or creates it, waits for the annotation (40 s by
+default; on timeout the pod is deleted and the bind fails), and labels the workload pod with the
+group (``runai-gpu-group/<group>=<group>`` for a pod on several devices).
+
+The pod it creates is KAI v0.17's: named by :func:`reservation_pod_name` from the node and the group
+alone, ``nodeName`` pinned, label ``app=kai-resource-reservation``, annotation
+``karpenter.sh/do-not-disrupt``, and the tolerations of the workload pod that asked for the group,
+so it runs on the tainted GPU nodes the workload runs on. The name is the same in every binder
+process and after a restart, so two binders that both miss the pod in their read collide on one
+object: the loser's create is refused with AlreadyExists and it adopts the existing pod instead of
+holding a second device. Pods named the old way (``gpu-reservation-<node>-<5 random>``) are still
+found by their labels.
 
 Nothing reports a device on nodes without GPUs (kwok, ``fake_gpu_nodes``): there the reservation
 pod runs ``sleep infinity`` and, once it is Running without the annotation, the binder writes the
@@ -18,15 +26,16 @@ lowest device index of the node that no other reservation pod there holds.
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import logging
-import random
-import string
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from kai import __version__
 from kai.api import names
 from kai.api.names import GPU_GROUP_LABEL, RESERVATION_APP
 from kai.binder.plugins import BindError
@@ -39,7 +48,8 @@ log = logging.getLogger(__name__)
 NAMESPACE = "kai-resource-reservation"
 APP_LABEL, APP = RESERVATION_APP
 DEVICE_ANNOTATION = names.RESERVED_GPU_INDEX
-IMAGE = "registry/local/kai-scheduler/resource-reservation"
+#: The resource-reservation image built from deploy/images/resource-reservation (kai.binder.reservationapp).
+IMAGE = f"kai-resource-reservation:{__version__}"
 FAKE_IMAGE = "ubuntu"
 DEFAULT_TIMEOUT = 40.0
 POD_PREFIX = "gpu-reservation"
@@ -69,11 +79,17 @@ def has_workload(pods: Iterable[dict[str, Any]], namespace: str) -> bool:
                and (p.get("status") or {}).get("phase", "Pending") in ("Pending", "Running") for p in pods)
 
 
+def reservation_pod_name(node: str, group: str) -> str:
+    """KAI v0.17's name of the reservation pod of ``group`` on ``node``: ``gpu-reservation-`` and the first
+    8 bytes of SHA-256 of ``<node>/<group>`` in hex -- a valid DNS label whatever the node and group."""
+    digest = hashlib.sha256(f"{node}/{group}".encode()).digest()
+    return f"{POD_PREFIX}-{digest[:8].hex()}"
+
+
 def reservation_pod(node: str, group: str, *, namespace: str = NAMESPACE, app: str = APP, image: str = IMAGE,
                     service_account: str = "", runtime_class: str = "", fake: bool = False,
-                    rand: random.Random | None = None) -> dict[str, Any]:
-    """The reservation pod of ``group`` on ``node``."""
-    token = "".join((rand or random.SystemRandom()).choice(string.ascii_lowercase + string.digits) for _ in range(5))
+                    tolerations: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The reservation pod of ``group`` on ``node``, with (a copy of) the workload's ``tolerations``."""
     container: dict[str, Any] = {
         "name": "resource-reservation", "image": FAKE_IMAGE if fake else image, "imagePullPolicy": "IfNotPresent",
         "resources": {"limits": {"nvidia.com/gpu": "1"}, "requests": {"nvidia.com/gpu": "1"}},
@@ -83,12 +99,14 @@ def reservation_pod(node: str, group: str, *, namespace: str = NAMESPACE, app: s
     if fake:
         container["args"] = ["sleep", "infinity"]
     spec: dict[str, Any] = {"nodeName": node, "containers": [container]}
+    if tolerations:
+        spec["tolerations"] = copy.deepcopy(tolerations)
     if service_account:
         spec["serviceAccountName"] = service_account
     if runtime_class:
         spec["runtimeClassName"] = runtime_class
     return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": f"{POD_PREFIX}-{node}-{token}", "namespace": namespace,
+            "metadata": {"name": reservation_pod_name(node, group), "namespace": namespace,
                          "labels": {APP_LABEL: app, GPU_GROUP_LABEL: group},
                          "annotations": {"karpenter.sh/do-not-disrupt": "true"}},
             "spec": spec}
@@ -147,22 +165,44 @@ class Reservations:
                                     f"{self.namespace}/{holder['metadata']['name']}, not on {node_name}")
                 device = self._wait(holder["metadata"]["name"], node, created=False)
             else:
-                body = reservation_pod(node_name, group, namespace=self.namespace, app=self.app, image=self.image,
-                                       service_account=self.service_account, runtime_class=self.runtime_class,
-                                       fake=self.fake_gpu_nodes)
-                try:
-                    created = self.kube.post(object_path("", "v1", "pods", self.namespace), body)
-                except ApiError as exc:
-                    raise BindError(f"cannot create GPU reservation pod {self.namespace}/{body['metadata']['name']} "
-                                    f"on node {node_name}: {exc}") from exc
-                log.info("GPU reservation pod created", **fields(pod=f"{self.namespace}/{created['metadata']['name']}",
-                                                                 node=node_name, gpu_group=group))
-                device = self._wait(created["metadata"]["name"], node, created=True)
+                holder = self._create(pod, node_name, group)
+                device = self._wait(holder["metadata"]["name"], node, created=True)
             key, value = group_label(group, multi)
             meta = pod["metadata"]
             self.kube.patch(object_path("", "v1", "pods", meta["namespace"], meta["name"]),
                             {"metadata": {"labels": {key: value}}})
             return device
+
+    def _create(self, pod: dict[str, Any], node_name: str, group: str) -> dict[str, Any]:
+        """Creates the group's reservation pod for ``pod``, or adopts the one of that name another binder made."""
+        body = reservation_pod(node_name, group, namespace=self.namespace, app=self.app, image=self.image,
+                               service_account=self.service_account, runtime_class=self.runtime_class,
+                               fake=self.fake_gpu_nodes, tolerations=(pod.get("spec") or {}).get("tolerations"))
+        name = body["metadata"]["name"]
+        ids = fields(pod=f"{self.namespace}/{name}", node=node_name, gpu_group=group)
+        try:
+            created = self.kube.post(object_path("", "v1", "pods", self.namespace), body)
+        except ApiError as exc:
+            if exc.status != 409:
+                raise BindError(f"cannot create GPU reservation pod {self.namespace}/{name} "
+                                f"on node {node_name}: {exc}") from exc
+            return self._adopt(name, node_name, group)
+        log.info("GPU reservation pod created", **ids)
+        return created
+
+    def _adopt(self, name: str, node_name: str, group: str) -> dict[str, Any]:
+        """The existing reservation pod ``name`` (AlreadyExists): made meanwhile by another binder."""
+        try:
+            existing = self.kube.get(object_path("", "v1", "pods", self.namespace, name))
+        except ApiError as exc:
+            raise BindError(f"GPU reservation pod {self.namespace}/{name} exists but cannot be read: {exc}") from exc
+        meta = existing.get("metadata") or {}
+        if (meta.get("labels") or {}).get(GPU_GROUP_LABEL) != group or meta.get("deletionTimestamp"):
+            raise BindError(f"GPU reservation pod {self.namespace}/{name} exists but does not hold GPU group "
+                            f"{group} (being deleted, or another group's); retrying")
+        log.info("GPU reservation pod already exists; reusing it",
+                 **fields(pod=f"{self.namespace}/{name}", node=node_name, gpu_group=group))
+        return existing
 
     def _wait(self, name: str, node: dict[str, Any], created: bool) -> str:
         """The device annotation of reservation pod ``name``, waiting up to the timeout."""

@@ -26,12 +26,39 @@ def wait_until(predicate, timeout: float = 30.0, what: str = "condition"):
     return value
 
 
+class Restartable:
+    """The module's binder process, which a test may restart; ``get`` and ``log`` are the current one's."""
+
+    def __init__(self, start) -> None:
+        self.start = start
+        self.processes = [start()]
+
+    @property
+    def current(self):
+        return self.processes[-1]
+
+    def get(self, path: str):
+        return self.current.get(path)
+
+    def log(self) -> str:
+        return "".join(p.log() for p in self.processes)
+
+    def ready(self) -> None:
+        wait_until(lambda: self.get("/readyz")[0] == 200, what="binder ready")
+
+    def restart(self) -> None:
+        assert self.current.terminate() == 0, self.log()[-3000:]
+        self.processes.append(self.start())
+        self.ready()
+
+
 @pytest.fixture(scope="module")
 def binder(kai_run, component_kubeconfig, kube):
-    process = kai_run(["--components=binder", "--log-format=json"], component_kubeconfig("binder"), name="binder")
-    wait_until(lambda: process.get("/readyz")[0] == 200, what="binder ready")
+    process = Restartable(lambda: kai_run(["--components=binder", "--log-format=json"],
+                                          component_kubeconfig("binder"), name="binder"))
+    process.ready()
     yield process
-    assert process.terminate() == 0, process.log()[-3000:]
+    assert process.current.terminate() == 0, process.log()[-3000:]
     assert "Forbidden" not in process.log() and " 403" not in process.log(), process.log()[-3000:]
 
 
@@ -239,3 +266,107 @@ def test_running_pods_reach_podgroup_and_queue_status_and_metrics(kube, podgroup
     kube.delete(f"/api/v1/namespaces/{ns}/pods/serve-1")
     half = {"cpu": "250m", "memory": "536870912", "nvidia.com/gpu": "1"}
     wait_until(lambda: queue_status(kube, queue).get("allocated") == half, what="queue status after a pod is gone")
+
+
+# -- GPU sharing with the resource-reservation program ---------------------------------------------
+def reservation_account(kube, control_plane, tmp_path) -> dict[str, str]:
+    """What the kubelet gives a reservation pod: its ServiceAccount's token and the cluster's CA, and the
+    API server's address in the environment. Returns that environment; the files are in ``tmp_path``."""
+    from kai.binder.reservation import APP, NAMESPACE
+
+    token = kube.post(object_path("", "v1", "serviceaccounts", NAMESPACE, APP, "token"), {
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}})
+    (tmp_path / "token").write_text(token["status"]["token"])
+    (tmp_path / "ca.crt").write_bytes((control_plane.pki / "ca.crt").read_bytes())
+    host, port = control_plane.server.removeprefix("https://").rsplit(":", 1)
+    return {"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port, "POD_NAMESPACE": NAMESPACE}
+
+
+def fraction_pod(kube, ns, name, toleration) -> dict:
+    """A half-GPU pod as admission prepares it (the webhook does not run here), tolerating the node's taint."""
+    import random
+
+    from kai.kube.sharedgpu import mutate
+
+    body = m.pod(ns, name, "none", scheduler_name="nobody", annotations={"gpu-fraction": "0.5"})
+    body["spec"]["tolerations"] = [toleration]
+    return kube.post(m.collection("Pod", ns), mutate(body, random.Random(name)))
+
+
+def fraction_bind_request(kube, pod: dict, node: str, group: str) -> str:
+    meta = pod["metadata"]
+    kube.post(object_path(*BIND_REQUESTS, meta["namespace"]), {
+        "apiVersion": "scheduling.run.ai/v1alpha2", "kind": "BindRequest",
+        "metadata": {"name": meta["name"], "namespace": meta["namespace"],
+                     "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"],
+                                          "controller": True}]},
+        "spec": {"podName": meta["name"], "selectedNode": node, "receivedResourceType": "Fraction",
+                 "selectedGPUGroups": [group], "receivedGPU": {"count": 1, "portion": "0.5"}, "backoffLimit": 3},
+    })
+    return meta["name"]
+
+
+def test_the_reservation_program_reports_the_gpu_and_a_restarted_binder_reuses_the_pod(
+        kube, binder, ns, control_plane, tmp_path):
+    import threading
+
+    from kai.binder import reservationapp
+    from kai.binder.gpusharing import configmap_names
+    from kai.binder.reservation import DEVICE_ANNOTATION, NAMESPACE, reservation_pod_name
+
+    node, group, uuid_ = f"{ns}-tainted", f"{ns}-group", "GPU-6b1f0c2e-8d3a-4e5f-9a7b-0c1d2e3f4a5b"
+    body = m.gpu_node(node, labels={"e2e": ns})
+    body["spec"] = {"taints": [{"key": "dedicated", "value": "gpu", "effect": "NoExecute"}]}
+    m.apply(kube, body)
+    toleration = {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoExecute"}
+    first = fraction_pod(kube, ns, "share-a", toleration)
+    fraction_bind_request(kube, first, node, group)
+
+    # the binder makes the group's reservation pod under KAI's name and waits for it to report its GPU
+    name = reservation_pod_name(node, group)
+    path = object_path("", "v1", "pods", NAMESPACE, name)
+    holder = wait_until(lambda: _get(kube, path), what="the reservation pod")
+    assert holder["spec"]["nodeName"] == node and toleration in holder["spec"]["tolerations"]
+    assert holder["spec"]["serviceAccountName"] == "kai-resource-reservation"
+    assert holder["spec"]["containers"][0]["image"].startswith("kai-resource-reservation:")
+    assert status(kube, ns, "share-a").get("phase") != "Succeeded"
+
+    # the program, as the pod runs it: its ServiceAccount (the chart's RBAC), one GPU visible
+    env = {**reservation_account(kube, control_plane, tmp_path), "POD_NAME": name}
+    stop, exits = threading.Event(), []
+    api = reservationapp.InClusterApi(env, account_dir=str(tmp_path))
+    program = threading.Thread(target=lambda: exits.append(
+        reservationapp.main([], env=env, api=api, read=lambda: [uuid_], stop=stop)))
+    program.start()
+    try:
+        wait_until(lambda: status(kube, ns, "share-a").get("phase") == "Succeeded", what="the fraction bound")
+    finally:
+        stop.set()
+        program.join(10)
+    assert exits == [0]
+    holder = kube.get(path)
+    assert holder["metadata"]["annotations"][DEVICE_ANNOTATION] == uuid_
+    pod = kube.get(object_path("", "v1", "pods", ns, "share-a"))
+    assert pod["spec"]["nodeName"] == node and pod["metadata"]["labels"]["runai-gpu-group"] == group
+    capabilities, _ = configmap_names(pod)
+    assert kube.get(object_path("", "v1", "configmaps", ns, capabilities))["data"]["NVIDIA_VISIBLE_DEVICES"] == uuid_
+
+    # a restarted binder finds the group's pod: the second half binds at once to the same GPU
+    binder.restart()
+    second = fraction_pod(kube, ns, "share-b", toleration)
+    fraction_bind_request(kube, second, node, group)
+    wait_until(lambda: status(kube, ns, "share-b").get("phase") == "Succeeded", what="the second fraction bound")
+    pod = kube.get(object_path("", "v1", "pods", ns, "share-b"))
+    capabilities, _ = configmap_names(pod)
+    assert kube.get(object_path("", "v1", "configmaps", ns, capabilities))["data"]["NVIDIA_VISIBLE_DEVICES"] == uuid_
+    holders = kube.get(object_path("", "v1", "pods", NAMESPACE), {"fieldSelector": f"spec.nodeName={node}"})["items"]
+    assert [(h["metadata"]["name"], h["metadata"]["uid"]) for h in holders] == [(name, holder["metadata"]["uid"])]
+
+
+def _get(kube, path: str) -> dict | None:
+    try:
+        return kube.get(path)
+    except ApiError as exc:
+        if exc.status == 404:
+            return None
+        raise

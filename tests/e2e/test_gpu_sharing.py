@@ -17,7 +17,7 @@ import yaml
 
 from kai.admission.webhook import MUTATE_PATH, AdmissionServer
 from kai.binder.gpusharing import configmap_names
-from kai.binder.reservation import DEVICE_ANNOTATION, NAMESPACE
+from kai.binder.reservation import DEVICE_ANNOTATION, NAMESPACE, reservation_pod_name
 from kai.dev import manifests as m
 from kai.kube.client import ApiError, Kube
 
@@ -79,22 +79,39 @@ def _mutated(kube: Kube, namespace: str, pod: dict) -> bool:
     return "runai/shared-gpu-configmap" in out["metadata"].get("annotations", {})
 
 
+class Restartable:
+    """The module's ``kai-scheduler run`` process, which a test may restart."""
+
+    def __init__(self, start) -> None:
+        self.start = start
+        self.current = start()
+
+    def log(self) -> str:
+        return self.current.log()
+
+    def restart(self) -> None:
+        assert self.current.terminate() == 0, self.log()[-3000:]
+        self.current = self.start()
+
+
 @pytest.fixture(scope="module")
 def scheduler(kube, control_plane, namespace, webhook, kai_run, tmp_path_factory):
     config = tmp_path_factory.mktemp("gpushare") / "config.yaml"
     config.write_text("actions: allocate\n")
-    proc = kai_run(["--config", str(config), "--components", "scheduler,binder", "--fake-gpu-nodes"],
-                   control_plane.kubeconfig, name="gpu-sharing")
-    yield proc
-    assert proc.proc.poll() is None, proc.log()[-3000:]
-    assert proc.terminate() == 0, proc.log()[-3000:]
+    running = Restartable(lambda: kai_run(["--config", str(config), "--components", "scheduler,binder",
+                                           "--fake-gpu-nodes"], control_plane.kubeconfig, name="gpu-sharing"))
+    yield running
+    assert running.current.proc.poll() is None, running.log()[-3000:]
+    assert running.current.terminate() == 0, running.log()[-3000:]
 
 
-def shared(kube: Kube, namespace: str, name: str, fraction: str, node: str) -> None:
+def shared(kube: Kube, namespace: str, name: str, fraction: str, node: str, tolerations: list | None = None) -> None:
     m.apply(kube, m.podgroup(namespace, name, priority_class="train"))
-    kube.post(f"/api/v1/namespaces/{namespace}/pods",
-              m.pod(namespace, name, name, annotations={"gpu-fraction": fraction},
-                    node_selector={"kubernetes.io/hostname": node}))
+    pod = m.pod(namespace, name, name, annotations={"gpu-fraction": fraction},
+                node_selector={"kubernetes.io/hostname": node})
+    if tolerations:
+        pod["spec"]["tolerations"] = tolerations
+    kube.post(f"/api/v1/namespaces/{namespace}/pods", pod)
 
 
 def running(kube: Kube, namespace: str, names: list[str]) -> bool:
@@ -145,3 +162,28 @@ def test_two_halves_share_one_gpu_and_a_larger_share_opens_another(kube, namespa
                "the 0.6 pod's reservation pod deleted")
     left = next(iter(pods(kube, NAMESPACE, {"fieldSelector": f"spec.nodeName={node}"}).values()))
     assert left["metadata"]["labels"]["runai-gpu-group"] == group["half-a"]
+
+
+def test_a_fraction_on_a_tainted_node_gets_kais_reservation_pod_which_a_restarted_binder_reuses(
+        kube, namespace, scheduler):
+    node = f"{namespace}-tainted"
+    body = m.gpu_node(node, gpus=1, labels={"kubernetes.io/hostname": node, "kai-gpu-sharing-test": namespace})
+    # NoExecute: kube-controller-manager evicts at once every pod on the node that does not tolerate it
+    body["spec"] = {"taints": [{"key": "dedicated", "value": "gpu", "effect": "NoExecute"}]}
+    m.apply(kube, body)
+    toleration = {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoExecute"}
+    shared(kube, namespace, "tolerant-a", "0.5", node, tolerations=[toleration])
+    wait_until(lambda: running(kube, namespace, ["tolerant-a"]), 30, "the tolerating pod Running")
+    group = pods(kube, namespace)["tolerant-a"]["metadata"]["labels"]["runai-gpu-group"]
+    (name, holder), = pods(kube, NAMESPACE, {"fieldSelector": f"spec.nodeName={node}"}).items()
+    assert name == reservation_pod_name(node, group)
+    assert toleration in holder["spec"]["tolerations"]
+    assert holder["metadata"]["labels"]["runai-gpu-group"] == group
+
+    scheduler.restart()
+    shared(kube, namespace, "tolerant-b", "0.5", node, tolerations=[toleration])
+    wait_until(lambda: running(kube, namespace, ["tolerant-b"]), 30, "the second half Running after the restart")
+    assert pods(kube, namespace)["tolerant-b"]["metadata"]["labels"]["runai-gpu-group"] == group
+    (again, kept), = pods(kube, NAMESPACE, {"fieldSelector": f"spec.nodeName={node}"}).items()
+    assert (again, kept["metadata"]["uid"]) == (name, holder["metadata"]["uid"])  # found, not made again
+    assert kept["status"]["phase"] == "Running" and not kept["metadata"].get("deletionTimestamp")

@@ -205,3 +205,28 @@ def test_a_deleted_podgroup_is_made_again(kube, podgrouper, ns):
     second = wait_for("the PodGroup made again", lambda: (pg := podgroup(kube, ns, name)) and
                       pg["metadata"]["uid"] != first["metadata"]["uid"] and pg)
     assert second["spec"]["minMember"] == 2
+
+
+def test_skip_podgrouper_on_a_pod_or_an_owner_leaves_them_alone(kube, podgrouper, ns):
+    skip = {"kai.scheduler/skip-podgrouper": "true"}
+    make_pod(kube, ns, "bare-skipped", None, annotations=skip)
+    job = create(kube, ns, "kubeflow.org/v1", "PyTorchJob", "pytorchjobs", "skipped",
+                 {"pytorchReplicaSpecs": {"Worker": {"replicas": 1, "template": {}}}}, annotations=skip)
+    make_pod(kube, ns, "skipped-worker-0", job, {"training.kubeflow.org/replica-type": "worker"})
+    versions = {pod: kube.get(object_path("", "v1", "pods", ns, pod))["metadata"]["resourceVersion"]
+                for pod in ("bare-skipped", "skipped-worker-0")}
+    # the same pods without the annotation, made after them, are grouped: the loop has seen the skipped ones
+    control = create(kube, ns, "kubeflow.org/v1", "PyTorchJob", "pytorchjobs", "grouped",
+                     {"pytorchReplicaSpecs": {"Worker": {"replicas": 1, "template": {}}}})
+    make_pod(kube, ns, "grouped-worker-0", control, {"training.kubeflow.org/replica-type": "worker"})
+    make_pod(kube, ns, "bare-grouped", None)
+    wait_for("the control pods assigned", lambda: assigned(kube, ns, "grouped-worker-0")[0]
+             and assigned(kube, ns, "bare-grouped")[0])
+    time.sleep(1.0)
+    pgs = kube.get(object_path(*PG, ns))["items"]
+    owners = sorted(o["name"] for pg in pgs for o in pg["metadata"].get("ownerReferences") or ())
+    assert owners == ["bare-grouped", "grouped"]
+    for pod, version in versions.items():
+        assert assigned(kube, ns, pod) == (None, None)
+        assert kube.get(object_path("", "v1", "pods", ns, pod))["metadata"]["resourceVersion"] == version
+        assert warnings(kube, ns, pod) == []

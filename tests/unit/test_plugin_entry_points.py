@@ -135,6 +135,29 @@ def test_binder_plugins_are_found_through_their_entry_point_group(install):
     assert (plugin.arguments, plugin.kube) == ({"level": 3}, kube)
 
 
+def test_the_binder_runs_installed_binder_plugins_by_priority_with_their_arguments(install):
+    from kai.metrics import Registry
+    from kai.run import COMPONENTS, Context, _parser
+
+    install("kai-recorder-binder", f"[kai.binder_plugins]\nrecorder = {MODULE}:build_recorder\n")
+
+    def binder_plugins(config: str) -> list:
+        args = _parser().parse_args(["--binder-plugins", config])
+        binder = COMPONENTS["binder"](Context(args, SchedulerConfig(("allocate",), ()), NoKube(), Registry()))
+        return binder.plugins
+
+    first = binder_plugins('{"recorder": {"priority": 150, "arguments": {"level": "3"}}}')
+    assert [p.name for p in first] == ["recorder", "gpusharing"]
+    assert first[0].arguments == {"level": "3"}
+    assert [p.name for p in binder_plugins('{"recorder": {}}')] == ["gpusharing", "recorder"]  # KAI: priority 0
+    assert [p.name for p in binder_plugins('{"recorder": {"priority": 100}}')] == ["gpusharing", "recorder"]  # by name
+
+
+class NoKube:
+    api_client = None
+    timeout = 30.0
+
+
 def test_a_binder_plugin_name_claimed_by_two_distributions_is_an_error(install):
     install("kai-other-gpusharing", f"[kai.binder_plugins]\ngpusharing = {MODULE}:build_recorder\n")
     with pytest.raises(PluginError, match=r"plugin name 'gpusharing' in group kai.binder_plugins is claimed by two "

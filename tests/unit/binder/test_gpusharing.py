@@ -25,6 +25,7 @@ from kai.binder.reservation import (
     has_workload,
     pod_groups,
     reservation_pod,
+    reservation_pod_name,
 )
 from kai.kube.client import ApiError
 from kai.kube.sharedgpu import CONFIGMAP_ANNOTATION, configmap_data, configmap_prefix, mutate, mutation_patch
@@ -203,18 +204,35 @@ def test_group_labels_and_workload():
     assert has_workload([holder, {"metadata": {"namespace": "ns"}, "status": {"phase": "Pending"}}], NAMESPACE)
 
 
+def test_reservation_pod_names_are_kais_per_node_and_group():
+    # the values KAI v0.17's reservationPodName gives for these inputs
+    assert reservation_pod_name("node-a", "g1") == "gpu-reservation-79a9de7e68ba7e9a"
+    assert reservation_pod_name("gpu-node-17.example.com", "3f1c9a0e-5b7d-4c2e-9f11-0d6a2b8c7e45") == \
+        "gpu-reservation-f49a16c2a42db4d6"
+    names = {reservation_pod_name(node, group) for node in ("n1", "n2", "A" * 253) for group in ("g1", "g2")}
+    assert len(names) == 6
+    assert all(re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", name) for name in names)
+    assert reservation_pod_name("n1/g", "1") == reservation_pod_name("n1", "g/1")  # KAI's joining, kept as is
+
+
 def test_reservation_pod_is_kais_shape():
-    pod = reservation_pod("node-a", "g1", service_account="sa", rand=random.Random(1))
+    tolerations = [{"key": "hpc", "operator": "Equal", "value": "true", "effect": "NoExecute"}]
+    pod = reservation_pod("node-a", "g1", service_account="sa", tolerations=tolerations)
     meta, container = pod["metadata"], pod["spec"]["containers"][0]
-    assert re.fullmatch(r"gpu-reservation-node-a-[a-z0-9]{5}", meta["name"])
+    assert meta["name"] == reservation_pod_name("node-a", "g1")
     assert meta["namespace"] == "kai-resource-reservation"
     assert meta["labels"] == {"app": "kai-resource-reservation", "runai-gpu-group": "g1"}
     assert meta["annotations"] == {"karpenter.sh/do-not-disrupt": "true"}
     assert pod["spec"]["nodeName"] == "node-a" and pod["spec"]["serviceAccountName"] == "sa"
+    assert pod["spec"]["tolerations"] == tolerations
+    tolerations[0]["value"] = "changed"  # a copy: the workload pod's object is not shared
+    assert pod["spec"]["tolerations"][0]["value"] == "true"
     assert container["resources"] == {"limits": {"nvidia.com/gpu": "1"}, "requests": {"nvidia.com/gpu": "1"}}
     assert "args" not in container
-    fake = reservation_pod("node-a", "g1", fake=True)["spec"]["containers"][0]
-    assert (fake["image"], fake["args"]) == ("ubuntu", ["sleep", "infinity"])
+    fake = reservation_pod("node-a", "g1", fake=True)
+    assert (fake["spec"]["containers"][0]["image"], fake["spec"]["containers"][0]["args"]) == (
+        "ubuntu", ["sleep", "infinity"])
+    assert "tolerations" not in fake["spec"]
 
 
 def test_admission_mutation_references_the_configmaps_the_binder_fills():
@@ -387,8 +405,8 @@ def test_a_fraction_request_without_groups_is_invalid():
 
 def test_a_group_held_on_another_node_fails_the_bind():
     kube, binder, _ = setup()
-    kube.add(f"/api/v1/namespaces/{NAMESPACE}/pods/gpu-reservation-n2-abcde",
-             reservation_pod("n2", "g1") | {"status": {"phase": "Running"}})
+    holder = reservation_pod("n2", "g1") | {"status": {"phase": "Running"}}
+    kube.add(f"/api/v1/namespaces/{NAMESPACE}/pods/{holder['metadata']['name']}", holder)
     shared_pod(kube, "a")
     binder.handle(bind_request(kube, "a", ["g1"]))
     assert "held on node n2" in kube.objects[BR + "a"]["status"]["reason"]
@@ -460,3 +478,82 @@ def test_a_pod_deleted_during_the_attempt_still_frees_its_new_reservation_pod():
     kube.post = lambda path, body: vanish(path, body) if path.endswith("/binding") else post(path, body)
     binder.handle(bind_request(kube, "a", ["g1"]))
     assert deleted and reservation_pods(kube) == {}
+
+
+def test_the_reservation_pod_has_the_deterministic_name_and_the_workloads_tolerations():
+    kube, binder, _ = setup()
+    tolerations = [{"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoExecute"},
+                   {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    shared_pod(kube, "a")["spec"]["tolerations"] = tolerations
+    binder.handle(bind_request(kube, "a", ["g1"]))
+    assert kube.objects[BR + "a"]["status"]["phase"] == "Succeeded"
+    (name, holder), = reservation_pods(kube).items()
+    assert name == reservation_pod_name("n1", "g1")
+    assert holder["spec"]["tolerations"] == tolerations
+
+
+def test_a_restarted_binder_finds_the_groups_reservation_pod_and_creates_none():
+    kube, binder, clock = setup()
+    shared_pod(kube, "a")
+    binder.handle(bind_request(kube, "a", ["g1"]))
+    before = copy.deepcopy(reservation_pods(kube))
+    restarted = stored(Binder(kube, plugins=[sharing(kube, fake_gpu_nodes=True, clock=clock, sleep=clock.sleep)]), kube)
+    posts = []
+    post = kube.post
+    kube.post = lambda path, body: posts.append(path) or post(path, body)
+    shared_pod(kube, "b")
+    restarted.handle(bind_request(kube, "b", ["g1"]))
+    assert kube.objects[BR + "b"]["status"]["phase"] == "Succeeded"
+    assert reservation_pods(kube) == before
+    assert not [p for p in posts if p == f"/api/v1/namespaces/{NAMESPACE}/pods"]
+    assert configmap(kube, "b")["data"]["NVIDIA_VISIBLE_DEVICES"] == "0"
+
+
+def test_a_reservation_pod_named_the_old_way_is_found_by_its_labels():
+    kube, binder, _ = setup()
+    old = reservation_pod("n1", "g1") | {"status": {"phase": "Running"}}
+    old["metadata"]["name"] = "gpu-reservation-n1-x7k2p"
+    old["metadata"]["annotations"][DEVICE_ANNOTATION] = "1"
+    kube.add(f"/api/v1/namespaces/{NAMESPACE}/pods/gpu-reservation-n1-x7k2p", old)
+    sharer = shared_pod(kube, "sharer")  # bound by an older binder: the group is in use
+    sharer["metadata"]["labels"] = {"runai-gpu-group": "g1"}
+    sharer["status"]["phase"] = "Running"
+    shared_pod(kube, "a")
+    binder.handle(bind_request(kube, "a", ["g1"]))
+    assert list(reservation_pods(kube)) == ["gpu-reservation-n1-x7k2p"]
+    assert configmap(kube, "a")["data"]["NVIDIA_VISIBLE_DEVICES"] == "1"
+
+
+def test_a_binder_that_loses_the_create_race_adopts_the_winners_pod():
+    kube, binder, _ = setup()
+    shared_pod(kube, "a")
+    winner = reservation_pod("n1", "g1") | {"status": {"phase": "Running"}}
+    winner["metadata"]["annotations"][DEVICE_ANNOTATION] = "GPU-winner"
+    path = f"/api/v1/namespaces/{NAMESPACE}/pods/{winner['metadata']['name']}"
+    get = kube.get
+    raced = []
+
+    def missed_by_the_list(p, query=None):  # the other binder creates it just after this one looked
+        result = get(p, query)
+        if "runai-gpu-group=g1" in (query or {}).get("labelSelector", "") and not raced:
+            raced.append(kube.add(path, copy.deepcopy(winner)))
+        return result
+
+    kube.get = missed_by_the_list
+    binder.handle(bind_request(kube, "a", ["g1"]))
+    assert raced and kube.objects[BR + "a"]["status"]["phase"] == "Succeeded"
+    assert list(reservation_pods(kube)) == [winner["metadata"]["name"]]
+    assert reservation_pods(kube)[winner["metadata"]["name"]]["metadata"]["uid"] == raced[0]["metadata"]["uid"]
+    assert configmap(kube, "a")["data"]["NVIDIA_VISIBLE_DEVICES"] == "GPU-winner"
+
+
+def test_a_name_taken_by_a_pod_being_deleted_fails_the_attempt_for_a_retry():
+    kube, binder, _ = setup()
+    shared_pod(kube, "a")
+    leaving = reservation_pod("n1", "g1")
+    leaving["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    leaving["metadata"]["labels"] = {"app": "kai-resource-reservation"}  # its group label is gone already
+    kube.add(f"/api/v1/namespaces/{NAMESPACE}/pods/{leaving['metadata']['name']}", leaving)
+    assert binder.handle(bind_request(kube, "a", ["g1"])) == 1.0
+    status = kube.objects[BR + "a"]["status"]
+    assert status["phase"] == "Failed" and "does not hold GPU group g1" in status["reason"]

@@ -74,17 +74,51 @@ def test_the_binder_runs_the_gpusharing_plugin_with_the_gpu_sharing_flags():
     assert (r.image, r.app) == (reservation.IMAGE, reservation.APP)
 
 
-def test_binder_plugins_are_configurable():
-    assert _parser().parse_args([]).binder_plugins == ["gpusharing"]
-    assert _parser().parse_args(["--binder-plugins", " gpusharing , "]).binder_plugins == ["gpusharing"]
-    assert build("binder", "--binder-plugins", "").plugins == []
+def test_the_binder_plugins_default_to_gpusharing_and_can_be_switched_off():
+    assert [p.name for p in build("binder").plugins] == ["gpusharing"]
+    assert build("binder", "--binder-plugins", '{"gpusharing": {"enabled": false}}').plugins == []
+    # KAI's plugins this build does not have may be named when they are off
+    off = '{"volumebinding": {"enabled": false}, "dynamicresources": {"enabled": false}}'
+    assert [p.name for p in build("binder", "--binder-plugins", off).plugins] == ["gpusharing"]
 
 
-def test_an_unknown_or_repeated_binder_plugin_is_an_error():
-    with pytest.raises(PluginError, match="unknown binder plugin 'volumes'; installed binder plugins: gpusharing"):
-        build("binder", "--binder-plugins", "gpusharing,volumes")
-    with pytest.raises(PluginError, match="binder plugin.s. gpusharing configured twice"):
-        build("binder", "--binder-plugins", "gpusharing,gpusharing")
+def test_gpusharing_arguments_from_the_configuration_win_over_the_flags():
+    config = '{"gpusharing": {"arguments": {"cdiEnabled": "true", "image": "mine:1", "allocationTimeout": "5s"}}}'
+    (plugin,) = build("binder", "--resource-reservation-pod-image", "flag:1", "--resource-reservation-namespace",
+                      "rr", "--binder-plugins", config).plugins
+    assert plugin.cdi
+    assert (plugin.reservations.image, plugin.reservations.timeout, plugin.reservations.namespace) == (
+        "mine:1", 5.0, "rr")
+    # KAI: arguments given replace the default ones, --cdi-enabled's cdiEnabled among them
+    (plugin,) = build("binder", "--cdi-enabled", "--binder-plugins", '{"gpusharing": {"arguments": {}}}').plugins
+    assert not plugin.cdi
+
+
+def test_the_binder_plugin_configuration_may_be_a_yaml_file(tmp_path):
+    path = tmp_path / "binder-plugins.yaml"
+    path.write_text("gpusharing:\n  arguments:\n    cdiEnabled: true\n    fakeGpuNodes: true\n")
+    (plugin,) = build("binder", "--binder-plugins", str(path)).plugins
+    assert plugin.cdi and plugin.reservations.fake_gpu_nodes
+
+
+def test_an_unknown_binder_plugin_is_an_error_naming_the_flag():
+    with pytest.raises(PluginError, match="--binder-plugins: unknown binder plugin 'volumebinding'; "
+                                          "installed binder plugins: gpusharing"):
+        build("binder", "--binder-plugins", '{"volumebinding": {"arguments": {"bindTimeoutSeconds": "60"}}}')
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ('{"gpusharing": {"enabled": "yes"}}', "--binder-plugins: gpusharing.enabled: expected true or false, not 'yes'"),
+    ('{"gpusharing": {"priority": 1.5}}', "--binder-plugins: gpusharing.priority: expected an integer"),
+    ('{"gpusharing": {"enable": false}}', "--binder-plugins: gpusharing: unknown field.s. enable; the fields are "
+                                          "enabled, priority, arguments"),
+    ('{"gpusharing": {"arguments": ["x"]}}', "--binder-plugins: gpusharing.arguments: expected a mapping"),
+    ('{"gpusharing": ', "--binder-plugins: not valid JSON"),
+    ("gpusharing,volumes", "--binder-plugins: gpusharing,volumes: cannot read"),
+])
+def test_a_malformed_binder_plugin_configuration_is_an_error_naming_the_field(value, message):
+    with pytest.raises(ValueError, match=message):
+        build("binder", "--binder-plugins", value)
 
 
 def test_bad_gpusharing_arguments_are_an_error_naming_them():
@@ -92,3 +126,5 @@ def test_bad_gpusharing_arguments_are_an_error_naming_them():
         build_plugins(["gpusharing"], {"gpusharing": {"nmespace": "x"}}, NoKube())
     with pytest.raises(PluginError, match="allocationTimeout: 'soon' is not a duration"):
         build_plugins(["gpusharing"], {"gpusharing": {"allocationTimeout": "soon"}}, NoKube())
+    with pytest.raises(PluginError, match="cdiEnabled: 'yes' is not a boolean"):
+        build_plugins(["gpusharing"], {"gpusharing": {"cdiEnabled": "yes"}}, NoKube())

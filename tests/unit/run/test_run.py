@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -39,6 +40,21 @@ def test_cli_reports_bad_usage_with_exit_2(capsys, tmp_path):
     bad.write_text("actions: [1, 2]\n")
     assert run.main(["--components", "scheduler", "--config", str(bad)]) == 2
     assert str(bad) in capsys.readouterr().err
+
+
+def test_an_unknown_binder_plugin_exits_2_naming_the_flag(capsys, tmp_path):
+    kubeconfig = tmp_path / "kubeconfig"  # never contacted: the binder fails while it is being built
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    argv = ["--kubeconfig", str(kubeconfig), "--components", "binder", "--metrics-address", "127.0.0.1:0"]
+    assert run.main([*argv, "--binder-plugins", '{"hamicore": {"enabled": true}}']) == 2
+    err = capsys.readouterr().err
+    assert "--binder-plugins: unknown binder plugin 'hamicore'; installed binder plugins: gpusharing" in err
+    assert run.main([*argv, "--binder-plugins", '{"gpusharing": {"priority": "high"}}']) == 2
+    assert "--binder-plugins: gpusharing.priority: expected an integer, not 'high'" in capsys.readouterr().err
 
 
 class Loop:
