@@ -70,7 +70,7 @@ def _scheduler(ctx: Context):
     from kai.scheduler.loop import Scheduler
 
     return Scheduler(ctx.client(), ctx.config, period=ctx.args.schedule_period, scheduler_name=ctx.args.scheduler_name,
-                     metrics=SchedulerMetrics(ctx.registry))
+                     metrics=SchedulerMetrics(ctx.registry), shard=ctx.args.scheduling_shard or None)
 
 
 def _binder(ctx: Context):
@@ -176,6 +176,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="namespace of the scheduler's own objects (leases) (default: %(default)s)")
     p.add_argument("--schedule-period", type=duration_flag, default=1.0, metavar="DURATION",
                    help="time between scheduling cycles (default: 1s)")
+    p.add_argument("--scheduling-shard", default=names.DEFAULT_SHARD, metavar="NAME",
+                   help="the SchedulingShard whose settings (with Config kai-config's) the scheduler takes up live, "
+                        "over --config and --schedule-period; '' for none (default: %(default)s)")
     p.add_argument("--qps", type=float, default=500.0, help="API requests per second per component, 0: no limit "
                    "(default: %(default)s)")
     p.add_argument("--burst", type=int, default=1000, help="API request burst per component (default: %(default)s)")
