@@ -58,6 +58,10 @@ def ns(kube):
     m.apply(kube, m.namespace(name))
     for i in range(2):
         m.apply(kube, m.gpu_node(f"{name}-n{i}", gpus=8, labels={"e2e": name}))
+    for i in range(2):
+        wait_until(lambda i=i: any(c["type"] == "Ready" and c["status"] == "True" for c in
+                                   kube.get(f"/api/v1/nodes/{name}-n{i}").get("status", {}).get("conditions", [])),
+                   30, "the nodes Ready")
     yield name
     kube.request("DELETE", f"/api/v1/namespaces/{name}/pods", body={"gracePeriodSeconds": 0})
     wait_until(lambda: not kube.get(m.collection("Pod", name))["items"], 30, "the pods gone")
