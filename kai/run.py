@@ -69,7 +69,7 @@ def _scheduler(ctx: Context):
     from kai.scheduler.loop import Scheduler
 
     return Scheduler(ctx.client(), ctx.config, period=ctx.args.schedule_period, scheduler_name=ctx.args.scheduler_name,
-                     metrics=SchedulerMetrics(ctx.registry),
+                     metrics=SchedulerMetrics(ctx.registry), shard=ctx.args.scheduling_shard or None,
                      stuck_in_releasing_threshold=ctx.args.stuck_in_releasing_threshold)
 
 
@@ -190,6 +190,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--stuck-in-releasing-threshold", type=duration_flag, default=120.0, metavar="DURATION",
                    help="how long a running pod may be deleting before its resources are no longer counted as "
                         "being released (nothing is pipelined onto them, it is never a victim) (default: 2m)")
+    p.add_argument("--scheduling-shard", default=names.DEFAULT_SHARD, metavar="NAME",
+                   help="the SchedulingShard whose settings (with Config kai-config's) the scheduler takes up live, "
+                        "over --config and --schedule-period; '' for none (default: %(default)s)")
     p.add_argument("--qps", type=float, default=500.0, help="API requests per second per component, 0: no limit "
                    "(default: %(default)s)")
     p.add_argument("--burst", type=int, default=1000, help="API request burst per component (default: %(default)s)")

@@ -20,6 +20,9 @@ PRIORITYCLASSES = ("scheduling.k8s.io", "v1", "priorityclasses")
 PODS = ("", "v1", "pods")
 NODES = ("", "v1", "nodes")
 PODGROUP_API_VERSION = "/".join(PODGROUPS[:2])
+#: KAI's operator objects: the one Config, and the SchedulingShard a scheduler without a partition reads.
+KAI_CONFIG_NAME = "kai-config"
+DEFAULT_SHARD = "default"
 BINDREQUEST_API_VERSION = "/".join(BINDREQUESTS[:2])
 
 # --- labels -------------------------------------------------------------------------------------
@@ -90,6 +93,8 @@ UNSCHEDULABLE_OVER_LIMIT = "OverLimit"
 UNSCHEDULABLE_NON_PREEMPTIBLE_OVER_QUOTA = "NonPreemptibleOverQuota"
 UNSCHEDULABLE_PREEMPTION_DELAY = "PreemptionDelayNotElapsed"
 UNSCHEDULABLE_QUEUE_DOES_NOT_EXIST = "QueueDoesNotExist"
+#: On a Config or SchedulingShard whose change a component could not apply.
+REASON_INVALID_CONFIGURATION = "InvalidConfiguration"
 
 # --- event sources (the component names KAI's events carry) --------------------------------------
 SOURCE_SCHEDULER = SCHEDULER_NAME

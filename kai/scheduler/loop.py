@@ -11,6 +11,11 @@ contained in the session (:mod:`kai.framework.faults`); a cycle that fails as a 
 counted, and retried after a backoff that doubles with each failure in a row (a period first, at most
 :data:`MAX_BACKOFF`), changes or not -- never a tight loop of failing cycles.
 
+With a ``shard`` name the scheduler watches KAI's ``Config kai-config`` and that ``SchedulingShard``
+(:mod:`kai.kube.kaiconfig`) and takes their settings up at the start of the next cycle: the plugin set
+and actions (rebuilt only when they changed), historical usage and the period. Without the objects
+the ``config`` given stays in force; a change that cannot be applied leaves the previous settings.
+
 On stop the loop ends within :data:`STOP_POLL` seconds when idle, or after the cycle under way;
 the committer then finishes the decisions that cycle submitted, for at most ``stop_timeout``
 seconds (:meth:`~kai.scheduler.commit.Committer.close`), and the watches stop.
@@ -27,12 +32,14 @@ from kai.api import names
 from kai.framework import DEFAULT_CONFIG, Plugins, SchedulerConfig, Session
 from kai.kube.access import Access
 from kai.kube.client import Kube
+from kai.kube.kaiconfig import KaiObjects
 from kai.logs import fields
 from kai.metrics import ON_SESSION_CLOSE, ON_SESSION_OPEN
 from kai.scheduler.cache import ClusterCache
 from kai.scheduler.commit import Committer
 from kai.scheduler.convert import STUCK_IN_RELEASING_THRESHOLD
 from kai.scheduler.probe import SessionProbe
+from kai.scheduler.settings import Settings, settings_builder
 from kai.usagedb import make_usage_source
 
 log = logging.getLogger(__name__)
@@ -48,6 +55,8 @@ STOP_POLL = 0.1
 STOP_TIMEOUT = 3.0
 #: The longest wait, in seconds, before retrying after failed cycles (unless the period is longer).
 MAX_BACKOFF = 30.0
+#: How long a starting scheduler waits for its SchedulingShard and Config to be listed, seconds.
+SETTINGS_WAIT = 5.0
 
 #: Every API call of the scheduler (its cache watches the cluster, its committer writes decisions).
 API_ACCESS = (
@@ -61,6 +70,8 @@ API_ACCESS = (
     Access(names.PODGROUPS[0], f"{names.PODGROUPS[2]}/status", ("patch",)),
     Access(names.BINDREQUESTS[0], names.BINDREQUESTS[2], ("list", "watch", "create", "delete")),
     Access(names.TOPOLOGIES[0], names.TOPOLOGIES[2], ("list", "watch")),
+    Access(names.SCHEDULINGSHARDS[0], names.SCHEDULINGSHARDS[2], ("get", "list", "watch")),
+    Access(names.CONFIGS[0], names.CONFIGS[2], ("get", "list", "watch")),
 )
 
 
@@ -72,6 +83,7 @@ class Scheduler:
     def __init__(self, kube: Kube, config: SchedulerConfig = DEFAULT_CONFIG, *, period: float = DEFAULT_PERIOD,
                  debounce: float = DEFAULT_DEBOUNCE, scheduler_name: str = names.SCHEDULER_NAME, workers: int = 16,
                  metrics=None, sync_timeout: float = 120.0, stop_timeout: float = STOP_TIMEOUT,
+                 shard: str | None = None,
                  stuck_in_releasing_threshold: float = STUCK_IN_RELEASING_THRESHOLD) -> None:
         self.plugins = Plugins(config)
         self.cache = ClusterCache(kube, scheduler_name, stuck_in_releasing_threshold)
@@ -88,6 +100,14 @@ class Scheduler:
         self.failures = 0
         #: Historical queue usage for time-based fair share (None unless ``usageDBConfig`` is set).
         self.usage = make_usage_source(config.usage_db, query_timer=metrics.usage_query if metrics else None)
+        #: The SchedulingShard and Config watched for settings (None: ``config`` and ``period`` only).
+        self.objects: KaiObjects[Settings] | None = None
+        if shard is not None:
+            self.objects = KaiObjects(
+                kube, settings_builder(config, period, lambda: self.objects.value,  # type: ignore[union-attr]
+                                       query_timer=metrics.usage_query if metrics else None),
+                Settings(self.plugins, self.usage, period), component=names.SOURCE_SCHEDULER, shard=shard)
+        self._settings_version = 0
 
     def ready(self) -> tuple[bool, str]:
         """Readiness: every informer has listed once."""
@@ -96,17 +116,22 @@ class Scheduler:
 
     def run(self, stop: threading.Event) -> None:
         self.cache.start()
+        if self.objects is not None:
+            self.objects.start()
         if self.usage is not None:
             self.usage.start()
         try:
             if not self._wait_synced(stop):
                 return
+            if self.objects is not None and not self.objects.wait_applied(SETTINGS_WAIT):
+                log.warning("SchedulingShard and Config not listed yet; scheduling with the configuration given")
             log.info("scheduler started", **fields(actions=",".join(self.plugins.config.actions),
                                                    period_seconds=self.period))
             while not stop.is_set():
                 started = time.monotonic()
                 self.cache.changed.clear()
                 try:
+                    self.reconfigure()
                     self.run_once()
                 except Exception as exc:  # noqa: BLE001 - one bad cycle must not stop scheduling
                     stop.wait(self._cycle_failed(exc))
@@ -117,8 +142,33 @@ class Scheduler:
             self.committer.close(self.stop_timeout)
             if self.usage is not None:
                 self.usage.close()
+            if self.objects is not None:
+                self.objects.stop()
             self.cache.stop()
             log.info("scheduler stopped", **fields(cycles=self.cycles))
+
+    def reconfigure(self) -> bool:
+        """Take up the settings of the watched objects if they changed since the last cycle; whether they did."""
+        if self.objects is None or self.objects.version == self._settings_version:
+            return False
+        self._settings_version = self.objects.version
+        settings = self.objects.value
+        if settings.plugins is not self.plugins:
+            self.plugins = settings.plugins
+            if self.metrics is not None:
+                self.probe = SessionProbe(self.plugins)
+        if settings.usage is not self.usage:
+            if self.usage is not None:
+                self.usage.close()
+            self.usage = settings.usage
+            if self.usage is not None:
+                self.usage.start()
+        self.period = settings.period
+        log.info("scheduler configuration applied", **fields(
+            actions=",".join(self.plugins.config.actions),
+            plugins=",".join(p.name for p in self.plugins.config.plugins),
+            period_seconds=self.period, objects=self.objects.describe()))
+        return True
 
     @staticmethod
     def _observe(record, *args) -> None:

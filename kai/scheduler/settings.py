@@ -1,0 +1,57 @@
+"""The scheduler's settings from its SchedulingShard and KAI's Config, prepared off the scheduling thread.
+
+:func:`settings_builder` makes the ``build`` of :class:`kai.kube.kaiconfig.KaiObjects`: the shard laid over
+the configuration of ``--config`` (:func:`kai.framework.shard.apply_shard`), and what the next cycle needs
+of it -- the plugin set, the usage source, the period. Parts that did not change are reused, so a change
+of the period alone does not rebuild the plugins; a plugin that rejects its arguments is an error here,
+before anything is swapped.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from kai.framework import Plugins, SchedulerConfig
+from kai.framework.shard import apply_shard
+from kai.logs import fields
+from kai.usagedb import make_usage_source
+
+log = logging.getLogger(__name__)
+
+
+@attrs.define(frozen=True, eq=False)
+class Settings:
+    """What a cycle runs with: the plugin set (its ``config`` is the scheduler configuration), the usage
+    source (None: no historical usage) and the period between cycles, seconds."""
+
+    plugins: Plugins
+    usage: Any
+    period: float
+
+
+def settings_builder(base: SchedulerConfig, period: float, current: Callable[[], Settings],
+                     query_timer=None) -> Callable[[dict | None, dict | None], Settings]:
+    """``build(shard, kai_config)``: the settings of ``base`` and ``period`` with the objects applied."""
+
+    def build(shard: dict | None, kai_config: dict | None) -> Settings:
+        applied = apply_shard(base, shard, kai_config)
+        now = current()
+        config = applied.config
+        plugins = now.plugins if config == now.plugins.config else Plugins(config)
+        usage = now.usage if config.usage_db == now.plugins.config.usage_db else \
+            make_usage_source(config.usage_db, query_timer=query_timer)
+        if applied.ignored:
+            log.info("SchedulingShard fields this scheduler does not act on",
+                     **fields(ignored=",".join(applied.ignored)))
+        settings = Settings(plugins, usage, applied.schedule_period or period)
+        return now if _same(settings, now) else settings
+
+    return build
+
+
+def _same(a: Settings, b: Settings) -> bool:
+    return a.plugins is b.plugins and a.usage is b.usage and a.period == b.period

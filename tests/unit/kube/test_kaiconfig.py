@@ -1,0 +1,144 @@
+"""KaiObjects: the Config and SchedulingShard watched through informers against an in-memory API."""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+import time
+
+import orjson
+import pytest
+
+from kai.api import names
+from kai.framework import DEFAULT_CONFIG, PluginError, Plugins
+from kai.framework.shard import apply_shard
+from kai.kube.client import object_path
+from kai.kube.kaiconfig import KaiObjects
+from kai.scheduler.settings import Settings, settings_builder
+
+SHARDS = object_path(*names.SCHEDULINGSHARDS)
+CONFIGS = object_path(*names.CONFIGS)
+
+
+class LiveStream:
+    def __init__(self, events: queue.Queue) -> None:
+        self.events, self.closed = events, threading.Event()
+
+    def stream(self, _amt):
+        while not self.closed.is_set():
+            with contextlib.suppress(queue.Empty):
+                yield orjson.dumps(self.events.get(timeout=0.02)) + b"\n"
+
+    def shutdown(self) -> None:
+        self.closed.set()
+
+
+class MemoryKube:
+    """Lists and watches of cluster-scoped objects by collection path; records the Events posted."""
+
+    def __init__(self, objects: dict[str, list[dict]]) -> None:
+        self.objects = objects
+        self.version = 1
+        self.watches: dict[str, queue.Queue] = {}
+        self.events: list[dict] = []
+
+    def get(self, path, query):
+        name = query.get("fieldSelector", "").removeprefix("metadata.name=")
+        return {"metadata": {"resourceVersion": str(self.version)},
+                "items": [o for o in self.objects.get(path, []) if o["metadata"]["name"] == name]}
+
+    @contextlib.contextmanager
+    def stream(self, path, query, read_timeout):
+        yield LiveStream(self.watches.setdefault(path, queue.Queue()))
+
+    def post(self, path, body):
+        self.events.append(body)
+
+    def change(self, path: str, kind: str, obj: dict) -> None:
+        self.version += 1
+        obj["metadata"]["resourceVersion"] = str(self.version)
+        self.watches.setdefault(path, queue.Queue()).put({"type": kind, "object": obj})
+
+
+def shard(spec: dict, generation: int = 1) -> dict:
+    return {"apiVersion": "kai.scheduler/v1", "kind": "SchedulingShard",
+            "metadata": {"name": "default", "uid": "u1", "generation": generation}, "spec": spec}
+
+
+def wait_for(predicate, timeout: float = 5.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def placement(shard_obj, _config):
+    return apply_shard(DEFAULT_CONFIG, shard_obj).config.plugins
+
+
+def test_objects_listed_at_start_are_applied_and_changes_follow():
+    kube = MemoryKube({SHARDS: [shard({"placementStrategy": {"gpu": "spread"}})]})
+    objects = KaiObjects(kube, placement, DEFAULT_CONFIG.plugins, component="test").start()
+    try:
+        assert objects.wait_applied(5)
+        assert objects.version == 1
+        assert "gpuspread" in {p.name for p in objects.value}
+        kube.change(SHARDS, "MODIFIED", shard({"placementStrategy": {"gpu": "binpack"}}, generation=2))
+        wait_for(lambda: objects.version == 2)
+        assert "gpupack" in {p.name for p in objects.value}
+        assert objects.describe() == "SchedulingShard/default@2"
+        kube.change(SHARDS, "DELETED", shard({}, generation=2))
+        wait_for(lambda: objects.version == 3)
+        assert objects.value == DEFAULT_CONFIG.plugins  # without the shard: the configuration given
+    finally:
+        objects.stop()
+
+
+def test_absent_objects_leave_the_configuration_given():
+    objects = KaiObjects(MemoryKube({}), placement, DEFAULT_CONFIG.plugins, component="test").start()
+    try:
+        assert objects.wait_applied(5)
+        assert objects.value == DEFAULT_CONFIG.plugins and objects.version == 0
+    finally:
+        objects.stop()
+
+
+def test_a_malformed_change_keeps_the_last_good_value_and_is_reported_on_the_object(caplog):
+    kube = MemoryKube({SHARDS: [shard({"placementStrategy": {"gpu": "spread"}})]})
+    objects = KaiObjects(kube, placement, DEFAULT_CONFIG.plugins, component="kai-scheduler").start()
+    try:
+        assert objects.wait_applied(5)
+        good = objects.value
+        kube.change(SHARDS, "MODIFIED", shard({"placementStrategy": {"gpu": "sideways"}}, generation=2))
+        wait_for(lambda: kube.events)
+        assert objects.value is good and objects.version == 1
+        (event,) = kube.events
+        assert event["reason"] == names.REASON_INVALID_CONFIGURATION and event["type"] == "Warning"
+        assert event["involvedObject"]["kind"] == "SchedulingShard" and event["involvedObject"]["name"] == "default"
+        assert "spec.placementStrategy: field 'gpu'" in event["message"]
+        assert any("spec.placementStrategy: field 'gpu'" in str(vars(r)) for r in caplog.records)
+        kube.change(SHARDS, "MODIFIED", shard({"kValue": 2}, generation=3))
+        wait_for(lambda: objects.version == 2)  # a later good change is applied
+    finally:
+        objects.stop()
+
+
+def test_settings_rebuild_the_plugins_only_when_the_configuration_changed():
+    now = Settings(Plugins(DEFAULT_CONFIG), None, 1.0)
+    build = settings_builder(DEFAULT_CONFIG, 1.0, lambda: now)
+    assert build(None, None) is now
+    period_only = build(shard({"args": {"schedule-period": "3s"}}), None)
+    assert period_only.period == 3.0 and period_only.plugins.config != now.plugins.config  # KAI's plugin order
+    now = period_only
+    assert build(shard({"args": {"schedule-period": "3s"}}), None) is now
+    spread = build(shard({"placementStrategy": {"gpu": "spread"}, "args": {"schedule-period": "3s"}}), None)
+    assert spread.plugins is not now.plugins and "consolidation" not in spread.plugins.config.actions
+    assert spread.usage is None
+
+
+def test_a_plugin_refusing_its_arguments_is_an_error_of_the_build():
+    now = Settings(Plugins(DEFAULT_CONFIG), None, 1.0)
+    build = settings_builder(DEFAULT_CONFIG, 1.0, lambda: now)
+    with pytest.raises(PluginError, match="unknown plugin 'nosuchplugin'"):
+        build(shard({"plugins": {"nosuchplugin": {}}}), None)
