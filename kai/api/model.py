@@ -158,6 +158,13 @@ class Topology:
 
     name: str
     levels: tuple[str, ...]
+    #: Friendlier names of levels (``levels[].alias``): alias -> node label. A workload's constraint may
+    #: name a level by either.
+    aliases: dict[str, str] = attrs.field(factory=dict, hash=False)
+
+    def level(self, name: str | None) -> str | None:
+        """The node label a constraint's level ``name`` means (an alias resolved, anything else as is)."""
+        return self.aliases.get(name, name) if name is not None else None
 
     def domains(self, labels: dict[str, str]) -> tuple[str, ...] | None:
         """The node's domain id at every level, widest first; None when the node is outside the topology."""
@@ -186,6 +193,11 @@ class Topology:
             seen.add(level)
         if HOSTNAME_LABEL in self.levels[:-1]:
             return f"{HOSTNAME_LABEL} may only be the last level"
+        for alias, label in self.aliases.items():
+            if alias in seen:
+                return f"alias {alias!r} is also a level's node label"
+            if label not in seen:
+                return f"alias {alias!r} names {label!r}, which is not a level"
         return None
 
 

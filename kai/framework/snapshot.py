@@ -19,7 +19,7 @@ from collections.abc import Iterable
 
 import attrs
 
-from kai.api import ACTIVE_USED, UNLIMITED, Job, Node, Queue, Topology, names
+from kai.api import ACTIVE_USED, UNLIMITED, Job, Node, Queue, Topology, TopologyConstraint, names
 from kai.framework.usage import Usage
 
 #: Problem reason of a task (or a placement) on a node that does not exist.
@@ -133,6 +133,17 @@ def _valid_topologies(topologies: Iterable[Topology], problems: list[Problem]) -
     return valid
 
 
+def _resolve_aliases(job: Job, topologies: dict[str, Topology]) -> None:
+    """Constraints of the job that name a level by its alias name its node label instead."""
+    for holder in (job, *job.subgroups.values(), *job.pod_sets.values()):
+        tc = holder.topology
+        topology = topologies.get(tc.topology) if tc is not None else None
+        if tc is not None and topology is not None and topology.aliases:
+            required, preferred = topology.level(tc.required_level), topology.level(tc.preferred_level)
+            if (required, preferred) != (tc.required_level, tc.preferred_level):
+                holder.topology = TopologyConstraint(tc.topology, required, preferred)
+
+
 def _subgroup_problem(job: Job) -> str | None:
     """Why the job's subgroup tree cannot be walked from its root, or None."""
     for sg in job.subgroups.values():
@@ -203,6 +214,7 @@ def build_snapshot(nodes: Iterable[Node], queues: Iterable[Queue], jobs: Iterabl
                 problems.append(Problem("task", task.uid, NODE_NOT_FOUND,
                                         f"task is {task.status} on node {task.node!r}, which does not exist; "
                                         "it holds no node resources and is not placed again"))
+        _resolve_aliases(job, valid_topologies)
         kept[job.uid] = job
     return Snapshot(node_list, valid_queues, kept, time.time() if now is None else now,
                     valid_topologies, problems, rejected)

@@ -420,9 +420,9 @@ def priority_class_view(raw: dict) -> tuple[str, int, bool]:
 
 def topology_view(raw: dict) -> Topology:
     """A Topology: its levels' node-label keys from the widest level to the narrowest."""
-    levels = (raw.get("spec") or {}).get("levels") or ()
-    return Topology((raw.get("metadata") or {}).get("name", ""),
-                    tuple(str(lv.get("nodeLabel", "")) for lv in levels if isinstance(lv, dict)))
+    levels = [lv for lv in (raw.get("spec") or {}).get("levels") or () if isinstance(lv, dict)]
+    return Topology((raw.get("metadata") or {}).get("name", ""), tuple(str(lv.get("nodeLabel", "")) for lv in levels),
+                    {str(lv["alias"]): str(lv.get("nodeLabel", "")) for lv in levels if lv.get("alias")})
 
 
 def job_priority(pg: PodGroupView, classes: dict[str, int], default: int) -> int:

@@ -51,7 +51,7 @@ PRIORITY_CLASSES = {"train": 50, "build-preemptible": 75, "build": 100, "inferen
 PREEMPTIBLE_BELOW = 100
 
 TOP_FIELDS = ("name", "cycles", "config", "topologies", "nodes", "queues", "workloads")
-TOPOLOGY_FIELDS = ("name", "levels")
+TOPOLOGY_FIELDS = ("name", "levels", "aliases")
 NODE_FIELDS = (
     "name", "count", "gpus", "cpu", "memory", "gpu_memory", "max_pods", "labels", "taints", "mig_strategy", "mig",
 )
@@ -400,7 +400,7 @@ def _topologies(file: str, items: Any) -> list[Topology]:
     for where, item in _named(items, file, "topologies"):
         e = _Entry(item, where, TOPOLOGY_FIELDS)
         e.sequence("levels")
-        topology = Topology(e.get("name", str), tuple(e.names("levels")))
+        topology = Topology(e.get("name", str), tuple(e.names("levels")), e.labels("aliases"))
         why = topology.problem()
         if why:
             raise ConfigError(f"{where}: {why}")

@@ -94,3 +94,4 @@ def test_bad_trees_and_constraints_are_errors_naming_the_entry(workload, error):
 def test_a_topology_breaking_the_crd_rules_is_an_error():
     with pytest.raises(ConfigError, match=r"topologies\[0\] 'dc': level 'rack' is listed twice"):
         parse("topologies: [{name: dc, levels: [rack, rack]}]\n")
+

@@ -155,3 +155,24 @@ def test_an_optional_subgroup_with_gang_size_zero_is_grown_after_the_required_on
     job.pod_sets = {"extra": PodSet("extra", 0), "workers": PodSet("workers", 2)}
     session = kt.run(kt.cluster(nodes=[kt.node("g1", gpus=2)], jobs=[job]))
     assert bound(session) == ["w-0", "w-1"]
+
+
+# --- topology level aliases -----------------------------------------------------------------------
+
+def test_a_constraint_may_name_a_level_by_its_alias():
+    topology = Topology("dc", ("zone", "rack"), {"rack-alias": "rack"})
+    nodes = [kt.node("a1", gpus=2, labels={"zone": "z", "rack": "a"}),
+             kt.node("b1", gpus=1, labels={"zone": "z", "rack": "b"}),
+             kt.node("b2", gpus=1, labels={"zone": "z", "rack": "b"})]
+    job = kt.job("j", tasks=2, gpus=1)
+    job.topology = TopologyConstraint("dc", required_level="rack-alias")
+    snap = kt.cluster(nodes=nodes, jobs=[job], topologies=[topology])
+    assert snap.jobs["default/j"].topology.required_level == "rack"
+    placed = kt.placements(kt.run(snap, plugins=["predicates", "topology", "nodeplacement"]))
+    racks = {n.name: n.labels["rack"] for n in nodes}
+    assert len(placed) == 2 and len({racks[n] for n in placed.values()}) == 1
+
+
+def test_an_alias_must_name_a_level_and_not_shadow_one():
+    assert Topology("dc", ("zone", "rack"), {"r": "host"}).problem() == "alias 'r' names 'host', which is not a level"
+    assert Topology("dc", ("zone", "rack"), {"zone": "rack"}).problem() == "alias 'zone' is also a level's node label"

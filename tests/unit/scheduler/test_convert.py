@@ -258,3 +258,11 @@ def test_min_subgroup_of_the_root_and_of_subgroups():
     assert job.min_subgroup == 1 and job.subgroups["replicas"].min_subgroup == 2
     assert job.required_members(None) == 1 and job.required_members("replicas") == 2
     assert convert.to_job(podgroup(), 50).min_subgroup is None
+
+
+def test_topology_levels_keep_their_aliases():
+    topology = views.topology_view({"metadata": {"name": "dc"}, "spec": {"levels": [
+        {"nodeLabel": "topology.kubernetes.io/zone", "alias": "zone"}, {"nodeLabel": "example.com/rack"}]}})
+    assert topology.levels == ("topology.kubernetes.io/zone", "example.com/rack")
+    assert topology.level("zone") == "topology.kubernetes.io/zone" and topology.level("example.com/rack") == (
+        "example.com/rack")
