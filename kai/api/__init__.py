@@ -13,6 +13,7 @@ from kai.api.model import (
     PodAffinityTerm,
     PodSet,
     Queue,
+    QueueDetails,
     QuotaSpec,
     Reject,
     SubGroup,
@@ -39,8 +40,8 @@ from kai.api.status import ACTIVE_ALLOCATED, ACTIVE_USED, ALIVE, ALLOCATED, Task
 __all__ = [
     "ACTIVE_ALLOCATED", "ACTIVE_USED", "ALIVE", "ALLOCATED", "DEFAULT_GPU_MEMORY_MIB", "EPSILON", "GPU", "GPU_FRACTION",
     "GPU_FRACTION_NUM_DEVICES", "GPU_MEMORY", "GPU_MEMORY_LABEL", "MIG_PREFIX", "UNLIMITED", "GpuRequestError",
-    "Job", "LabelRequirement", "LabelSelector", "Member", "Node", "PodAffinityTerm", "PodSet", "Queue", "QuotaSpec",
-    "Reject", "ResourceRequest", "Resources", "SubGroup", "Taint", "Task", "TaskStatus", "Toleration",
-    "Topology", "TopologyConstraint", "gpu_memory_from_label", "is_mig_resource", "mig_gpu_slices",
+    "Job", "LabelRequirement", "LabelSelector", "Member", "Node", "PodAffinityTerm", "PodSet", "Queue",
+    "QueueDetails", "QuotaSpec", "Reject", "ResourceRequest", "Resources", "SubGroup", "Taint", "Task", "TaskStatus",
+    "Toleration", "Topology", "TopologyConstraint", "gpu_memory_from_label", "is_mig_resource", "mig_gpu_slices",
     "parse_gpu_sharing",
 ]

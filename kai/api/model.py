@@ -391,14 +391,30 @@ class Queue:
     display_name: str = ""
 
 
+@attrs.frozen
+class QueueDetails:
+    """The queue behind a capacity veto (KAI's ``queueDetails``): amounts as (CPU millicores, memory bytes,
+    GPUs), -1 unlimited."""
+
+    name: str
+    requested: tuple[float, float, float]
+    deserved: tuple[float, float, float]
+    allocated: tuple[float, float, float]
+    allocated_non_preemptible: tuple[float, float, float]
+    limits: tuple[float, float, float]
+    job_requested: tuple[float, float, float]
+
+
 @attrs.define(slots=True, frozen=True)
 class Reject:
     """A veto: which plugin said no, and why (a message for events and fit errors); ``kind`` is KAI's
-    unschedulable reason of a queue-capacity veto (``OverLimit``, ``NonPreemptibleOverQuota``), else empty."""
+    unschedulable reason of a queue-capacity veto (``OverLimit``, ``NonPreemptibleOverQuota``), else empty,
+    and ``details`` the queue behind it."""
 
     plugin: str
     reason: str
     kind: str = ""
+    details: QueueDetails | None = None
 
     def __str__(self) -> str:
         return self.reason

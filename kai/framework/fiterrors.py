@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from kai.api import names
+import attrs
+
+from kai.api import QueueDetails, names
 
 #: KAI's reason of a job fit error that names no domain and no queue, and of a job with several errors.
 PLAIN_FIT_ERROR_REASON = names.REASON_POD_SCHEDULING_ERRORS
@@ -28,17 +30,33 @@ def task_fit_message(reasons: Counter[str]) -> str:
     return msg
 
 
-def job_fit_message(errors: list[str]) -> str:
-    """KAI's job-level message: the single error, or 'Unable to schedule podgroup' with all of them counted."""
-    if not errors:
-        return DEFAULT_FIT_ERROR_REASON
-    if len(errors) == 1:
-        return errors[0]
-    return f"{DEFAULT_FIT_ERROR_REASON}: " + _counted(Counter(errors)) + "."
+@attrs.frozen
+class JobFitError:
+    """One reason a job was not placed: KAI's unschedulable ``reason``, its short ``messages``, the
+    ``detail`` of the detailed form, and structured ``details`` (the queue, for capacity vetoes)."""
+
+    reason: str
+    messages: tuple[str, ...]
+    detail: str
+    details: QueueDetails | None = None
+
+    def explanation(self) -> tuple[str, str, QueueDetails | None]:
+        """(reason, message, details) of a PodGroup's ``schedulingConditions[].reasons[]`` entry."""
+        return self.reason, ", ".join(self.messages), self.details
 
 
-def job_fit_detail(details: list[tuple[str, str]]) -> str:
-    """KAI's detailed job-level message (its ``--detailed-fit-errors`` form) from ``(reason, detail)`` pairs:
-    the reason of the single error, or 'Unable to schedule podgroup', then every detail on a line of its own."""
-    reason = details[0][0] if len(details) == 1 else DEFAULT_FIT_ERROR_REASON
-    return f"\n{reason}." + "".join(sorted(f"\n{detail}." for _, detail in details))
+def job_fit_message(errors: list[JobFitError]) -> str:
+    """KAI's job-level message: the single error's reason, or 'Unable to schedule podgroup', then every
+    message (counted when repeated)."""
+    reason = errors[0].reason if len(errors) == 1 else DEFAULT_FIT_ERROR_REASON
+    messages = Counter(m for e in errors for m in e.messages)
+    if messages:
+        reason += ": " + _counted(messages) + "."
+    return reason
+
+
+def job_fit_detail(errors: list[JobFitError]) -> str:
+    """KAI's detailed job-level message (its ``--detailed-fit-errors`` form): the reason of the single error,
+    or 'Unable to schedule podgroup', then every detail on a line of its own."""
+    reason = errors[0].reason if len(errors) == 1 else DEFAULT_FIT_ERROR_REASON
+    return f"\n{reason}." + "".join(sorted(f"\n{e.detail}." for e in errors))

@@ -30,6 +30,7 @@ from kai.api import (
     Member,
     PodSet,
     Queue,
+    QueueDetails,
     Reject,
     SubGroup,
     Task,
@@ -81,10 +82,8 @@ class Session:
         self.all_candidates = array("i", range(len(self.nodes)))
         self.calls = plugins.call_lists()
         self.hook = plugins.pm.hook
-        #: Why each job could not be placed: job uid -> list of messages.
-        self.job_fit_errors: dict[str, list[str]] = {}
-        #: The same errors in KAI's detailed form: job uid -> list of (reason, detail).
-        self.job_fit_details: dict[str, list[tuple[str, str]]] = {}
+        #: Why each job could not be placed: job uid -> its errors.
+        self.job_fit_errors: dict[str, list[fiterrors.JobFitError]] = {}
         #: Why a task found no node: task uid -> message.
         self.task_fit_errors: dict[str, str] = {}
         self.decisions: list[Decision] = []
@@ -474,13 +473,17 @@ class Session:
     # --- explanations -------------------------------------------------------------------------------
 
     def add_job_fit_error(self, job: Job, message: str | list[str], detail: str | None = None,
-                          reason: str = PLAIN_FIT_ERROR_REASON) -> None:
+                          reason: str = PLAIN_FIT_ERROR_REASON, details: QueueDetails | None = None) -> None:
         """Record one reason ``job`` was not placed: its short message(s), counted per message in
-        :meth:`job_fit_message`, and for :meth:`job_fit_detail` its ``reason`` and ``detail`` (default: the
-        messages joined)."""
-        messages = [message] if isinstance(message, str) else list(message)
-        self.job_fit_errors.setdefault(job.uid, []).extend(messages)
-        self.job_fit_details.setdefault(job.uid, []).append((reason, ", ".join(messages) if detail is None else detail))
+        :meth:`job_fit_message`, for :meth:`job_fit_detail` its ``reason`` (KAI's unschedulable reason) and
+        ``detail`` (default: the messages joined), and structured ``details`` for the PodGroup's condition."""
+        messages = (message,) if isinstance(message, str) else tuple(message)
+        self.job_fit_errors.setdefault(job.uid, []).append(
+            fiterrors.JobFitError(reason, messages, ", ".join(messages) if detail is None else detail, details))
+
+    def add_veto_fit_error(self, job: Job, veto: Reject) -> None:
+        """Record a veto as one reason ``job`` was not placed (a queue-capacity veto with its reason and queue)."""
+        self.add_job_fit_error(job, veto.reason, reason=veto.kind or PLAIN_FIT_ERROR_REASON, details=veto.details)
 
     def set_task_fit_error(self, task: Task, reasons: Counter[str]) -> str:
         """Record KAI's per-pod message for a task that found no node, and return it."""
@@ -489,8 +492,8 @@ class Session:
 
     def job_fit_detail(self, job: Job) -> str:
         """KAI's detailed job-level message (see :func:`kai.framework.fiterrors.job_fit_detail`)."""
-        return fiterrors.job_fit_detail(self.job_fit_details.get(job.uid, []))
+        return fiterrors.job_fit_detail(self.job_fit_errors.get(job.uid, []))
 
     def job_fit_message(self, job: Job) -> str:
-        """KAI's job-level message: the single reason, or 'Unable to schedule podgroup' with all of them."""
+        """KAI's job-level message (see :func:`kai.framework.fiterrors.job_fit_message`)."""
         return fiterrors.job_fit_message(self.job_fit_errors.get(job.uid, []))

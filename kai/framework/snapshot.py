@@ -19,7 +19,7 @@ from collections.abc import Iterable
 
 import attrs
 
-from kai.api import ACTIVE_USED, UNLIMITED, Job, Node, Queue, Topology, TopologyConstraint, names
+from kai.api import ACTIVE_USED, UNLIMITED, Job, Node, PodSet, Queue, SubGroup, Topology, TopologyConstraint, names
 from kai.framework.usage import Usage
 
 #: Problem reason of a task (or a placement) on a node that does not exist.
@@ -135,7 +135,8 @@ def _valid_topologies(topologies: Iterable[Topology], problems: list[Problem]) -
 
 def _resolve_aliases(job: Job, topologies: dict[str, Topology]) -> None:
     """Constraints of the job that name a level by its alias name its node label instead."""
-    for holder in (job, *job.subgroups.values(), *job.pod_sets.values()):
+    holders: list[Job | SubGroup | PodSet] = [job, *job.subgroups.values(), *job.pod_sets.values()]
+    for holder in holders:
         tc = holder.topology
         topology = topologies.get(tc.topology) if tc is not None else None
         if tc is not None and topology is not None and topology.aliases:

@@ -39,17 +39,19 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from datetime import datetime, timezone
+from decimal import Decimal
 
-from kai.api import ACTIVE_ALLOCATED, Job, Task, TaskStatus, names
+from kai.api import ACTIVE_ALLOCATED, Job, QueueDetails, Task, TaskStatus, names
 from kai.framework import Problem, Session
 from kai.framework.actions.allocate import not_ready_message
 from kai.framework.faults import INTERNAL_ERROR_REASON
 from kai.framework.snapshot import NODE_NOT_FOUND
 from kai.kube.client import STRATEGIC_MERGE_PATCH, ApiError, Kube, object_path
 from kai.kube.events import NORMAL, WARNING, record_event
+from kai.kube.quantity import format_quantity
 from kai.kube.views import BindRequestView, PodGroupView, PodView
 from kai.logs import fields
 from kai.scheduler.cache import ClusterCache, Cycle
@@ -231,7 +233,7 @@ class Committer:
                     self._event(_podgroup_ref(pg), WARNING, INTERNAL_ERROR_REASON,
                                 f"{message} (the scheduler's log has the details)")
                 self._annotate(job, pg)
-                self._explain(session, job, pg, cycle, internal.get(job.uid, ()))
+                self._explain(session, job, pg, cycle)
             except Exception:  # noqa: BLE001 - one job's explanation must not keep the others'
                 log.exception("explaining a podgroup failed", **fields(podgroup=job.uid))
         for job in cycle.snapshot.rejected_jobs.values():
@@ -368,9 +370,8 @@ class Committer:
             self._submit("annotate PodGroup", pg.key, lambda: self.kube.patch(path, body),
                          dedupe=((f"PodGroup {pg.key}", "annotations"), repr(sorted(patch.items()))))
 
-    def _explain(self, session: Session, job: Job, pg: PodGroupView, cycle: Cycle,
-                 internal: Collection[str] = ()) -> None:
-        """Explain a job with pods still waiting; ``internal`` are its fit errors from internal errors."""
+    def _explain(self, session: Session, job: Job, pg: PodGroupView, cycle: Cycle) -> None:
+        """Explain a job with pods still waiting: events, pod conditions and the PodGroup's condition."""
         waiting = [t for t in job.tasks.values() if t.status in (TaskStatus.PENDING, TaskStatus.GATED)]
         if not waiting:
             return
@@ -384,8 +385,7 @@ class Committer:
                 continue
             message = session.task_fit_errors.get(task.uid) or (job_message if errors else DEFAULT_POD_MESSAGE)
             self._pod_unschedulable(cycle.pods[task.uid], message, pg.mark_unschedulable)
-        reasons = [{"reason": INTERNAL_ERROR_REASON if m in internal else names.REASON_POD_SCHEDULING_ERRORS,
-                    "message": m} for m in dict.fromkeys(errors)]
+        reasons = [_reason(*explanation) for explanation in dict.fromkeys(e.explanation() for e in errors)]
         self._podgroup_unschedulable(job, pg, job_message, reasons)
 
     def _explain_rejected(self, job: Job, pg: PodGroupView, reason: str, message: str, cycle: Cycle) -> None:
@@ -428,6 +428,31 @@ class Committer:
                      lambda: self.kube.patch(path, {"status": {"schedulingConditions": [*previous, condition]}},
                                              subresource="status"),
                      dedupe=((f"PodGroup {pg.key}", "condition"), message))
+
+
+def _reason(reason: str, message: str, details: QueueDetails | None) -> dict:
+    """A PodGroup's ``schedulingConditions[].reasons[]`` entry, with KAI's ``details.queueDetails``."""
+    entry: dict = {"reason": reason, "message": message}
+    if details is not None:
+        entry["details"] = {"queueDetails": {
+            "name": details.name,
+            "queueRequestedResources": _resource_list(details.requested),
+            "queueDeservedResources": _resource_list(details.deserved),
+            "queueAllocatedResources": _resource_list(details.allocated),
+            "queueAllocatedNonPreemptibleResources": _resource_list(details.allocated_non_preemptible),
+            "queueResourceLimits": _resource_list(details.limits),
+            "podGroupRequestedResources": _resource_list(details.job_requested),
+            "podGroupRequestedNonPreemptibleResources": _resource_list(details.job_requested),
+        }}
+    return entry
+
+
+def _resource_list(amounts: tuple[float, float, float]) -> dict[str, str]:
+    """(CPU millicores, memory bytes, GPUs) as a ResourceList the way KAI writes it (a fraction of a GPU in
+    millis, else whole GPUs; -1 unlimited)."""
+    cpu, memory, gpus = amounts
+    gpu = f"{int(gpus * 1000)}m" if 0 < gpus < 1 else str(int(gpus))
+    return {"cpu": format_quantity(Decimal(int(cpu)) / 1000), "memory": str(int(memory)), names.GPU: gpu}
 
 
 def _changed(new: float | None, old: float | None) -> bool:

@@ -295,7 +295,7 @@ def test_a_job_within_its_preemption_delay_evicts_nobody_and_says_until_when(act
     session = _run(_delayed(300.0, created_ago=60.0), action)
     assert session.decisions == []
     job = session.jobs["default/urgent"]
-    assert session.job_fit_details[job.uid] == [(
+    assert [(e.reason, e.detail) for e in session.job_fit_errors[job.uid]] == [(
         "PreemptionDelayNotElapsed",
         "Workload is within its preemption delay window (5m0s) and may not trigger evictions before "
         + kt_time(kt.NOW + 240.0))]

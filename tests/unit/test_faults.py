@@ -69,9 +69,9 @@ def test_a_plugin_raising_in_kai_predicate_for_one_job_leaves_the_others_placed(
     assert (error.action, error.job, error.queue) == ("allocate", "default/x", "q")
     assert error.message == "RuntimeError: predicate broke on default/x"
     assert "in kai_predicate" in error.traceback
-    assert session.job_fit_message(x) == ("Internal error while scheduling the podgroup in action allocate: "
-                                          "RuntimeError: predicate broke on default/x")
-    assert session.job_fit_details[x.uid] == [(INTERNAL_ERROR_REASON, error.fit_error())]
+    assert session.job_fit_message(x) == ("InternalSchedulingError: Internal error while scheduling the podgroup in "
+                                          "action allocate: RuntimeError: predicate broke on default/x.")
+    assert [(e.reason, e.detail) for e in session.job_fit_errors[x.uid]] == [(INTERNAL_ERROR_REASON, error.fit_error())]
     [record] = caplog.records
     assert "default/x" in record.getMessage() and "queue q" in record.getMessage()
     assert record.exc_info is not None

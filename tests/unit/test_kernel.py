@@ -137,7 +137,8 @@ def test_gang_is_all_or_nothing():
     assert sorted(kt.placements(session)) == ["small-0", "small-1", "small-2"]
     big = session.jobs["default/big"]
     assert all(t.status is TaskStatus.PENDING and t.node is None for t in big.tasks.values())
-    assert session.job_fit_message(big).startswith("Resources were found for 3 pods while 4 are required")
+    assert session.job_fit_message(big).startswith(
+        "PodSchedulingErrors: Resources were found for 3 pods while 4 are required")
     assert list(session.arrays.idle_gpu) == [0.0, 0.0]
 
 
@@ -146,7 +147,8 @@ def test_gang_failure_message_counts_each_found_pod_once():
                                       *(kt.task(f"g-{i}", gpus=1) for i in (1, 2, 3))], min_available=4)
     session = kt.run(kt.cluster(nodes=[kt.node("n1", gpus=3)], jobs=[j]), plugins=["predicates"])
     assert session.job_fit_message(session.jobs["default/g"]).startswith(
-        "Resources were found for 3 pods while 4 are required for gang scheduling. Additional pods cannot")
+        "PodSchedulingErrors: Resources were found for 3 pods while 4 are required for gang scheduling. "
+        "Additional pods cannot")
 
 
 def test_elastic_job_grows_one_task_per_step():

@@ -2,6 +2,7 @@
 
 import math
 
+import attrs
 import pytest
 
 from kai import testing as kt
@@ -54,3 +55,13 @@ def test_queues_compared_where_the_paths_part():
 ])
 def test_saturation_multiplier_takes_both_spellings_and_at_least_one(arguments, multiplier):
     assert build(arguments).saturation_multiplier == multiplier
+
+
+def test_capacity_messages_name_the_queue_by_its_display_name_and_details_by_its_name():
+    q = attrs.evolve(kt.queue("team-a", limit_gpus=1), display_name="Team A")
+    snap = kt.cluster(nodes=[kt.node("n1", gpus=4)], queues=[q], jobs=[kt.job("j", "team-a", gpus=2)])
+    session = kt.run(snap)
+    [error] = session.job_fit_errors["default/j"]
+    assert error.reason == "OverLimit"
+    assert error.messages[0].startswith("Team A quota has reached the allowable limit of GPUs. Limit is 1 GPUs")
+    assert error.details.name == "team-a" and error.details.limits[2] == 1 and error.details.job_requested[2] == 2

@@ -40,8 +40,8 @@ def test_no_pod_set_is_placed_when_one_cannot_reach_its_minimum():
     # but prefill needs two, so nothing is placed, not even the frontend.
     assert session.decisions == []
     assert session.job_fit_message(session.jobs["default/svc"]).startswith(
-        "Resources were found for 3 pods from all sub-groups while sub-group prefill requires 2 pods for gang "
-        "scheduling. Additional pods cannot be scheduled in this sub-group due to:")
+        "PodSchedulingErrors: Resources were found for 3 pods from all sub-groups while sub-group prefill requires "
+        "2 pods for gang scheduling. Additional pods cannot be scheduled in this sub-group due to:")
 
 
 def test_every_pod_set_grows_past_its_minimum_one_task_a_step():

@@ -74,8 +74,8 @@ def test_the_whole_topology_too_small_names_the_search_area():
     nodes = [rack_node("n0", "z1", "r1"), rack_node("n1", "z1", "r2")]
     session = run(nodes, [constrained(kt.job("j", tasks=5, gpus=1), required=RACK)])
     assert session.decisions == []
-    assert message(session, "j") == ("topology dc, requirement rack couldn't be satisfied for job <default/j>: "
-                                     "not enough resources in z1 to allocate the job")
+    assert message(session, "j") == ("PodSchedulingErrors: topology dc, requirement rack couldn't be satisfied for "
+                                     "job <default/j>: not enough resources in z1 to allocate the job.")
 
 
 def test_preferred_level_packs_into_one_rack_when_it_can_and_spreads_when_it_cannot():
@@ -135,13 +135,14 @@ def test_running_tasks_pin_the_required_domain_of_later_steps():
 def test_a_missing_topology_or_level_leaves_the_group_unschedulable_with_the_reason():
     nodes = [rack_node("a1", "z1", "r1")]
     session = run(nodes, [constrained(kt.job("j", gpus=1), required=RACK, topology="nope")])
-    assert session.decisions == [] and message(session, "j") == "Requested topology nope does not exist"
+    assert session.decisions == [] and message(session, "j") == (
+        "PodSchedulingErrors: Requested topology nope does not exist.")
 
     session = run(nodes, [constrained(kt.job("j", gpus=1), required="row")])
     assert session.decisions == []
-    assert message(session, "j") == ("topology constraint error: workload specified 'row' as the required topology "
-                                     "constraint level, but the topology tree 'dc' does not contain a level with "
-                                     "this name")
+    assert message(session, "j") == ("PodSchedulingErrors: topology constraint error: workload specified 'row' as "
+                                     "the required topology constraint level, but the topology tree 'dc' does not "
+                                     "contain a level with this name.")
 
     session = run(nodes, [constrained(kt.job("j", gpus=1), required=RACK, preferred=ZONE)])
     assert "preferred topology constraint level, but it is wider than the required level 'rack'" in message(

@@ -79,7 +79,7 @@ def allocate_job(session: Session, stmt: Statement, job: Job, pipeline_only: boo
     veto = session.job_over_capacity(job, tasks)
     if veto is not None:
         if not pipeline_only:
-            session.add_job_fit_error(job, str(veto))
+            session.add_veto_fit_error(job, veto)
         return False
     nodes = session.nodes if candidates is None else [session.nodes[i] for i in candidates]
     return TreePlacement(session, stmt, job, pipeline_only, nodes).place(tasks)

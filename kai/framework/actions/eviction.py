@@ -141,7 +141,7 @@ def pending_ready_jobs(session: Session, preemptible_only: bool = False) -> list
 
 
 def _preemption_delay_fit_error(session: Session, job: Job, end: float) -> None:
-    if any(reason == names.UNSCHEDULABLE_PREEMPTION_DELAY for reason, _ in session.job_fit_details.get(job.uid, [])):
+    if any(e.reason == names.UNSCHEDULABLE_PREEMPTION_DELAY for e in session.job_fit_errors.get(job.uid, [])):
         return
     when = datetime.datetime.fromtimestamp(end, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     message = (f"Workload is within its preemption delay window ({format_duration(job.preemption_delay or 0.0)}) "

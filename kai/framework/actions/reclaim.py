@@ -43,8 +43,8 @@ def queue_details(session: Session, queue_name: str | None) -> str | None:
     if found is None:
         return None
     allocated, deserved, fair_share = found
-    return (f"{queue.name} uses <{_amounts(allocated)}> with a quota of <{_amounts(deserved)}>, fair-share of "
-            f"<{_amounts(fair_share)}> and queue priority of <{queue.priority}>.")
+    return (f"{queue.display_name or queue.name} uses <{_amounts(allocated)}> with a quota of <{_amounts(deserved)}>, "
+            f"fair-share of <{_amounts(fair_share)}> and queue priority of <{queue.priority}>.")
 
 
 def messages(session: Session, tasks: list[Task], reclaimer: Job) -> list[str]:

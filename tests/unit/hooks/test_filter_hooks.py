@@ -79,7 +79,7 @@ def test_kai_job_over_capacity_vetoes_the_whole_gang_step():
     session = kt.run(_snap(gpus=(4,), tasks=3), plugins=["cap"], extra_plugins={"cap": lambda a: Cap()})
     assert session.decisions == []
     assert steps == [["j-0", "j-1", "j-2"]]
-    assert session.job_fit_message(session.jobs["default/j"]) == "queue q is full"
+    assert session.job_fit_message(session.jobs["default/j"]) == "PodSchedulingErrors: queue q is full."
 
 
 class NodeQuota:

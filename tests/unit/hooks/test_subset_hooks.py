@@ -70,7 +70,7 @@ def test_kai_subset_nodes_empty_list_leaves_the_job_pending_and_none_is_no_opini
     snap = kt.cluster(nodes=_nodes(), jobs=[kt.job("j", gpus=1)])
     session = kt.run(snap, ["nodeplacement", "x"], extra_plugins={"x": lambda a: Nowhere()})
     assert session.decisions == []
-    assert session.job_fit_message(session.jobs["default/j"]) == "no rack can host the whole job"
+    assert session.job_fit_message(session.jobs["default/j"]) == "PodSchedulingErrors: no rack can host the whole job."
 
     snap = kt.cluster(nodes=_nodes(), jobs=[kt.job("j", gpus=1)])
     session = kt.run(snap, ["nodeplacement", "x"], extra_plugins={"x": splitter(lambda group, nodes: None)})

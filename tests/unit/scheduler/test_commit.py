@@ -49,11 +49,11 @@ def podgroup(name, queue="q", min_member=1):
             "spec": {"queue": queue, "minMember": min_member}}
 
 
-def cache_for(kube, pods, podgroups):
+def cache_for(kube, pods, podgroups, gpu_limit=-1):
     """A cache whose stores hold node n1 (8 GPUs), queue q, and ``pods`` and ``podgroups``."""
     cache = ClusterCache(kube)
     data = {"nodes": [node("n1")], "queues": [{"metadata": {"name": "q"}, "spec": {"resources": {
-        "gpu": {"quota": 0, "limit": -1}}}}], "pods": pods, "podgroups": podgroups}
+        "gpu": {"quota": 0, "limit": gpu_limit}}}}], "pods": pods, "podgroups": podgroups}
     for name, informer in cache.informers.items():
         informer._replace(data.get(name, []), "1")
     return cache
@@ -109,7 +109,7 @@ def test_unchanged_explanations_are_written_once():
     (status,) = kube.of("PATCH", "/podgroups/gang/status")
     condition = status["status"]["schedulingConditions"][0]
     assert condition["type"] == "UnschedulableOnNodePool" and condition["transitionID"] == "0"
-    assert condition["message"].startswith("Resources were found for 1 pods while 2 are required")
+    assert condition["message"].startswith("PodSchedulingErrors: Resources were found for 1 pods while 2 are required")
     assert len(kube.of("PATCH", "/pods/p0/status")) == 1
 
 
@@ -158,3 +158,19 @@ def test_a_job_that_lost_a_pod_to_an_eviction_gets_the_last_eviction_annotation(
     wait(committer)
     patches = [b["metadata"]["annotations"] for b in kube.of("PATCH", "/podgroups/g") if "metadata" in b]
     assert any(a.get("kai.scheduler/last-eviction-timestamp") == "2026-01-01T00:00:00Z" for a in patches)
+
+
+def test_a_queue_capacity_veto_is_explained_with_kais_reason_and_queue_details():
+    kube = RecordingKube()
+    cache = cache_for(kube, [pod("p", "g", gpus=2)], [podgroup("g")], gpu_limit=1)
+    wait(commit_once(kube, cache)[0])
+    (status,) = kube.of("PATCH", "/podgroups/g/status")
+    condition = status["status"]["schedulingConditions"][0]
+    [reason] = condition["reasons"]
+    assert reason["reason"] == "OverLimit"
+    assert condition["message"] == f"OverLimit: {reason['message']}."
+    details = reason["details"]["queueDetails"]
+    assert details["name"] == "q"
+    assert details["queueResourceLimits"]["nvidia.com/gpu"] == "1"
+    assert details["podGroupRequestedResources"]["nvidia.com/gpu"] == "2"
+    assert details["queueAllocatedResources"] == {"cpu": "0", "memory": "0", "nvidia.com/gpu": "0"}

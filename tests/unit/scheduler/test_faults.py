@@ -147,7 +147,7 @@ def test_an_internal_error_gives_the_podgroup_an_event_and_a_condition_and_the_o
         ("PodGroup", "x", f"{message} (the scheduler's log has the details)")]
     [status] = kube.of("PATCH", "/podgroups/x/status")
     condition = status["status"]["schedulingConditions"][0]
-    assert condition["message"] == message
+    assert condition["message"] == f"InternalSchedulingError: {message}."
     assert condition["reasons"] == [{"reason": "InternalSchedulingError", "message": message}]
 
 
