@@ -39,9 +39,9 @@ def _ordered(session: Session, job: Job, members: list[Member], reverse: bool = 
 class _Tree:
     """One job's subgroup tree with its active allocated tasks counted, walked as KAI walks it."""
 
-    def __init__(self, session: Session, job: Job) -> None:
+    def __init__(self, session: Session, job: Job, counts: dict[str, int] | None = None) -> None:
         self.session, self.job = session, job
-        self.counts = job.counts(ACTIVE_ALLOCATED)
+        self.counts = job.counts(ACTIVE_ALLOCATED) if counts is None else counts
 
     def members(self, group: str | None, reverse: bool = False) -> list[Member]:
         groups, pod_sets = self.job.members(group)
@@ -68,16 +68,24 @@ def tasks_to_allocate(session: Session, job: Job, candidates: Container[TaskStat
     set takes the tasks it misses to its gang size. A satisfied node grows elastically: the first
     member with something to take gives it, a pod set one task.
     """
-    tree = _Tree(session, job)
     waiting: dict[str, list[Task]] = {name: [] for name in job.pod_sets}
+    counts = dict.fromkeys(job.pod_sets, 0)
     for t in job.tasks.values():
-        if t.pod_set in waiting and t.status not in ACTIVE_ALLOCATED and (t.status in candidates or t.uid in also):
+        if t.pod_set not in waiting:
+            continue
+        if t.status in ACTIVE_ALLOCATED:
+            counts[t.pod_set] += 1
+        elif t.status in candidates or t.uid in also:
             waiting[t.pod_set].append(t)
 
     def from_pod_set(name: str) -> list[Task]:
         pending = sorted(waiting[name], key=session.task_key)
-        missing = job.pod_sets[name].min_available - tree.counts[name]
+        missing = job.pod_sets[name].min_available - counts[name]
         return pending[: missing if missing > 0 else 1]
+
+    if len(job.pod_sets) == 1 and not job.subgroups and job.min_subgroup is None:  # one pod set: no tree to walk
+        return from_pod_set(next(iter(job.pod_sets)))
+    tree = _Tree(session, job, counts)
 
     def from_member(m: Member) -> list[Task]:
         return from_pod_set(m.name) if m.is_pod_set else from_group(m.name)
