@@ -138,8 +138,8 @@ def test_quickstart_cpu_and_gpu_pods_are_scheduled(kube, scheduler, ns):
 def test_gang_binds_only_when_all_fit_then_all_at_once(kube, scheduler, ns):
     sel = nodes(kube, ns, 1)
     names = job(kube, ns, "gang", pods=4, min_member=4, gpus=3, node_selector=sel)
-    message = ("Resources were found for 2 pods while 4 are required for gang scheduling. Additional pods cannot "
-               "be scheduled due to: ")
+    message = ("PodSchedulingErrors: Resources were found for 2 pods while 4 are required for gang scheduling. "
+               "Additional pods cannot be scheduled due to: ")
     wait_until(lambda: any(r == "Unschedulable" and text.startswith(message)
                            for r, text in event_reasons(kube, ns, "gang")), 30, "the gang's Unschedulable event")
     wait_until(lambda: items(kube, "PodGroup", ns)["gang"].get("status"), 10, "the PodGroup's condition")
