@@ -62,7 +62,7 @@ def gpu_type_veto(task, node, strategy: str | None):
             return MIG_SINGLE
         if strategy == "mixed" and not req.mig:
             return MIG_MIXED
-    if req.gpu_memory_mib and node.node.gpu_memory_mib <= 0:
+    if req.gpu_memory_mib and (node.node.gpu_memory_mib <= 0 or not node.node.gpu_memory_synced):
         return Reject(NAME, "node is not a gpu node or the gpu memory count on the node was not synced yet, "
                             f"task: <{task.namespace}/{task.name}>, node: <{node.name}>")
     return None

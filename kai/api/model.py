@@ -105,6 +105,9 @@ class Node:
     ready: bool = True
     #: Memory of each GPU device in MiB (0 when unknown).
     gpu_memory_mib: int = 0
+    #: False while the node's GPU memory is not known yet (KAI's ``GpuMemorySynced``): no GPU-memory request
+    #: is placed there. Live, a node without the GPU memory label has ``gpu_memory_mib`` 0 instead.
+    gpu_memory_synced: bool = True
 
 
 @attrs.define(slots=True, eq=False)

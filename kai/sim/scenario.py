@@ -223,7 +223,7 @@ class Scenario:
             scalars,
         )
         return Node(name, allocatable, labels, max_pods=f.whole("max_pods", 110, 0, MAX_PODS_PER_NODE),
-                    gpu_memory_mib=gpu_mem)
+                    gpu_memory_mib=gpu_mem, gpu_memory_synced=f.flag("gpu_memory_synced", True))
 
     def _queue(self, i: int, q: Any) -> Queue:
         name = _fields(q, f"{self.where}: queues[{i}]").text("name")

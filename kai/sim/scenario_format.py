@@ -40,7 +40,6 @@ FIELDS: dict[str, frozenset[str]] = {k: frozenset(v.split()) for k, v in {
 #: Fields (``part.field``) and task states of the format that the kernel does not build yet, with their
 #: feature tags. An entry leaves this table when its feature is built.
 UNBUILT: dict[str, str] = {
-    "node.gpu_memory_synced": "gpu_memory_synced",
     "node.numa": "numa",
     "job.qos_class": "numa",
     "task.numa_placement": "numa",
@@ -48,8 +47,6 @@ UNBUILT: dict[str, str] = {
     "node_result.numa_zones_available": "numa",
 }
 
-#: Values of unbuilt fields that mean what leaving the field out means.
-_NEUTRAL: dict[str, Any] = {"node.gpu_memory_synced": True}
 
 
 def needs(data: Any) -> list[str]:
@@ -68,7 +65,7 @@ def _part(found: dict, part: str, data: Any, where: str) -> None:
             continue
         if key not in FIELDS[part]:
             found[f"field {where}{key} (not in the scenario format)"] = None
-        elif f"{part}.{key}" in UNBUILT and _NEUTRAL.get(f"{part}.{key}", ()) != value:
+        elif f"{part}.{key}" in UNBUILT:
             found[UNBUILT[f"{part}.{key}"]] = None
     for key, child in _CHILDREN.get(part, {}).items():
         value = data.get(key)

@@ -1,5 +1,6 @@
 """GPU sharing: device accounting (releasing, pipelined, rollback), device choice, reservation pod slots."""
 
+import attrs
 import pytest
 
 from kai import testing as kt
@@ -183,3 +184,11 @@ def test_task_status_moves_do_not_touch_devices_of_whole_gpu_tasks():
     s = kt.run(kt.cluster(nodes=[gpu_node()], jobs=[kt.job("w", queue="q", gpus=1)]))
     assert decision(s, "w-0").gpu_groups == () and not s.node_by_name["n1"].gpu_groups
     assert s.jobs["default/w"].tasks["w-0"].status is TaskStatus.BINDING
+
+
+def test_a_gpu_memory_request_waits_for_a_node_whose_gpu_memory_is_synced():
+    unsynced = attrs.evolve(gpu_node("n1", gpus=1), gpu_memory_synced=False)
+    s = kt.run(snap([shared("a-0", mib=500)], nodes=[unsynced]))
+    assert s.decisions == []
+    assert "gpu memory count on the node was not synced yet" in kt.fit_error(s, "a-0")
+    assert decision(kt.run(snap([shared("a-0", mib=500)], nodes=[gpu_node("n1", gpus=1)])), "a-0").node == "n1"

@@ -59,11 +59,6 @@ def test_an_unbuilt_field_or_state_skips_the_scenario_naming_its_feature(tmp_pat
     assert (status, reason) == ("skipped", "needs: a_feature")
 
 
-def test_neutral_values_of_unbuilt_fields_need_nothing():
-    assert needs(scenario(nodes__n0__gpu_memory_synced=True)) == []
-    assert needs(scenario(nodes__n0__gpu_memory_synced=False)) == ["gpu_memory_synced"]
-
-
 def test_a_field_outside_the_format_skips_the_scenario_naming_the_field(tmp_path):
     data = scenario(jobs__0__tasks__0__annotations={"a": "b"})
     status, reason = run(data, tmp_path)
