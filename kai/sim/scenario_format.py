@@ -41,11 +41,6 @@ FIELDS: dict[str, frozenset[str]] = {k: frozenset(v.split()) for k, v in {
 #: feature tags. An entry leaves this table when its feature is built.
 UNBUILT: dict[str, str] = {
     "node.gpu_memory_synced": "gpu_memory_synced",
-    "node.numa": "numa",
-    "job.qos_class": "numa",
-    "task.numa_placement": "numa",
-    "result.numa_zones": "numa",
-    "node_result.numa_zones_available": "numa",
     "job.min_subgroup": "min_subgroup",
     "subgroup.min_subgroup": "min_subgroup",
 }
