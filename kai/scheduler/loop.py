@@ -61,6 +61,7 @@ API_ACCESS = (
     Access(names.PODGROUPS[0], f"{names.PODGROUPS[2]}/status", ("patch",)),
     Access(names.BINDREQUESTS[0], names.BINDREQUESTS[2], ("list", "watch", "create", "delete")),
     Access(names.TOPOLOGIES[0], names.TOPOLOGIES[2], ("list", "watch")),
+    Access(names.NODERESOURCETOPOLOGIES[0], names.NODERESOURCETOPOLOGIES[2], ("list", "watch")),
 )
 
 

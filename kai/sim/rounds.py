@@ -64,3 +64,7 @@ def feed_back_jobs(jobs: Iterable[Job]) -> None:
     for job in jobs:
         for task in job.tasks.values():
             task.status, task.node = settle(task.status, task.node)
+            if task.node is None:
+                task.numa_recorded = task.numa_placement = ()
+            elif task.numa_placement:
+                task.numa_recorded = task.numa_placement
