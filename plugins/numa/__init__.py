@@ -70,7 +70,8 @@ class Numa:
                 self.filtering |= ledger.modeled
                 devices.update(ledger.devices)
         self.devices = frozenset(devices)
-        if not self.ledgers:
+        if not self.max_zones:
+            session.calls.withdraw(self)  # no node has NUMA data: nothing to filter, score or account
             return
         for job in session.jobs.values():
             for task in job.tasks.values():

@@ -212,6 +212,18 @@ def test_a_pipelined_gang_keeps_exact_zones_when_allocations_become_pipelines():
     assert [d.numa_zones[0].zone for d in st.commit()] == ["node-0", "node-1"]
 
 
+def test_without_numa_nodes_the_plugin_leaves_the_sessions_call_lists():
+    snap = kt.cluster([kt.node("n")], jobs=[kt.job("a", qos_class=G)])
+    s = Session(snap, kt.plugin_manager(["predicates", "numa", "nodeavailability"])).open()
+    predicates, availability = s.plugins.plugin("predicates"), s.plugins.plugin("nodeavailability")
+    assert [fn.__self__ for fn in s.calls.kai_predicate] == [predicates]
+    assert [fn.__self__ for fn in s.calls.kai_node_scores] == [availability]
+    assert s.calls.kai_on_allocate == [] and s.calls.kai_on_deallocate == []
+    with_numa = Session(kt.cluster([numa_node("n", "none", 1000)], jobs=[kt.job("a", qos_class=G)]),
+                        kt.plugin_manager(["numa"])).open()
+    assert len(with_numa.calls.kai_predicate) == 1 and len(with_numa.calls.kai_on_allocate) == 1
+
+
 def test_inactive_without_numa_nodes():
     s, plugin = opened([kt.node("n")], [kt.job("a", qos_class=G)])
     task = s.jobs["default/a"].tasks["a-0"]
