@@ -48,6 +48,7 @@ from kai.framework import (
     parse_duration,
 )
 from kai.framework.yamlfile import MAX_NUMBER, Fields, check_number, describe
+from kai.sim.numa_facts import MAX_ZONES
 
 #: KAI's priority classes and their values.
 PRIORITY_CLASSES = {"train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
@@ -220,8 +221,8 @@ def _numa(e: _Entry) -> NumaTopology | None:
         if any(other.id == zone.id for other in zones):
             raise z.fail("name", f"{describe(zone.id)} is listed twice")
         zones.append(zone)
-    if not zones:
-        raise t.fail("zones", "must list the node's NUMA zones")
+    if not 0 < len(zones) <= MAX_ZONES:
+        raise t.fail("zones", f"must list the node's NUMA zones (1 to {MAX_ZONES})")
     return NumaTopology(t.text("policy", choices=POLICIES), t.text("scope", SCOPE_CONTAINER, SCOPES), tuple(zones))
 
 

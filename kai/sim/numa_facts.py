@@ -23,8 +23,8 @@ from kai.framework.yamlfile import Fields, describe
 #: File field -> resource name, in the file's units (CPU millicores, memory bytes, whole GPUs).
 AMOUNT_FIELDS = {"cpu_millis": "cpu", "memory_bytes": "memory", "gpus": GPU}
 RESOURCE_FIELDS = {v: k for k, v in AMOUNT_FIELDS.items()}
-#: Most zones a node may have.
-MAX_ZONES = 64
+#: Most zones a node may have (the kubelet's Topology Manager handles 8 by default).
+MAX_ZONES = 16
 
 
 def amounts(f: Fields, key: str) -> dict[str, float]:

@@ -157,10 +157,11 @@ class Scenario:
     def unbuilt_plugins(self, installed) -> list[str]:
         """Plugins the scenario configures that are not installed (KAI's defaults not shipped yet count
         only when listed explicitly)."""
-        plugins = (self.data.get("config") or {}).get("plugins", "default")
-        if plugins == "default":
+        config = self.data.get("config")
+        plugins = config.get("plugins", "default") if isinstance(config, dict) else "default"
+        if not isinstance(plugins, list):  # "default", or malformed: the loader reports it
             return []
-        names = [p if isinstance(p, str) else p.get("name") for p in plugins]
+        names = [p if isinstance(p, str) else p.get("name") for p in plugins if isinstance(p, (str, dict))]
         return [n for n in names if n not in installed and n in KAI_DEFAULT_PLUGINS + ("gpuspread", "podaffinity")]
 
     # --- checking and building ----------------------------------------------------------------------
@@ -192,6 +193,8 @@ class Scenario:
                 want.number(key, None)
             zones = _fields(want.mapping("numa_zones_available"), f"{want.where}: numa_zones_available")
             for zone in zones.data:
+                if isinstance(zone, bool) or not isinstance(zone, int) or zone < 0:
+                    raise want.fail("numa_zones_available", f"must map zone indices to amounts, not {describe(zone)}")
                 amounts(zones, zone)
         for key in ("max_binds", "max_evictions", "max_pipelines"):
             expected.number(key, None, minimum=0)

@@ -29,6 +29,9 @@ log = logging.getLogger("kai.plugins.numa")
 MODELED = frozenset({POLICY_SINGLE, POLICY_RESTRICTED})
 #: Policies it keeps a ledger for and scores: the filtering ones and best-effort.
 SCORED = MODELED | {POLICY_BEST_EFFORT}
+#: Most zone masks the restricted policy tries for one unit (all of them up to 14 zones): a node with more
+#: zones than the kubelet's Topology Manager handles (8 by default) does not make a predicate unbounded.
+MAX_MASKS = 4096
 #: Slack for comparing summed amounts.
 _SLACK = 1e-9
 
@@ -171,7 +174,8 @@ def _restricted(ledger: Ledger, names: Sequence[str], req: Amounts,
         width = k
     if not width:
         return []
-    for mask in itertools.combinations(range(len(ledger.available)), width):
+    masks = itertools.combinations(range(len(ledger.available)), width)
+    for mask in itertools.islice(masks, MAX_MASKS):
         if _fits_mask(ledger, names, req, consumed, mask):
             return list(mask)
     return None

@@ -251,3 +251,19 @@ def test_not_in_the_default_configuration():
     from kai.framework.config import DEFAULT_CONFIG, KAI_DEFAULT_PLUGINS
 
     assert "numa" not in [p.name for p in DEFAULT_CONFIG.plugins] and "numa" not in KAI_DEFAULT_PLUGINS
+
+
+def test_the_restricted_search_is_bounded_on_nodes_with_many_zones():
+    from kai.plugins.numa.align import MAX_MASKS, Ledger, solve
+
+    # 20 zones, a unit needing 10 of them; only the last 10 have its memory: mask 10..19 comes after
+    # C(20, 10) - 1 others, far beyond the bound, so the node counts as unable to align it.
+    zones = tuple(NumaZone(f"node-{i}", {"cpu": 1000.0, "memory": 1.0}, {"cpu": 1000.0, "memory": float(i >= 10)})
+                  for i in range(20))
+    ledger = Ledger(NumaTopology("restricted", "pod", zones), frozenset(), False)
+    assert not solve(ledger, ledger.names, [{"cpu": 10000.0, "memory": 10.0}], [], None)
+    few = tuple(NumaZone(f"node-{i}", {"cpu": 1000.0}, {"cpu": 1000.0 * (i >= 6)}) for i in range(12))
+    ledger = Ledger(NumaTopology("restricted", "pod", few), frozenset(), False)
+    alloc: dict = {}
+    assert MAX_MASKS >= 924 and solve(ledger, ledger.names, [{"cpu": 6000.0}], [], alloc)  # C(12, 6) = 924
+    assert sorted(alloc) == list(range(6, 12))

@@ -229,7 +229,7 @@ def test_numa_example_pins_guaranteed_pods_and_keeps_their_zones_across_cycles(c
 
 
 @pytest.mark.parametrize("numa, message", [
-    ({"policy": "single-numa-node", "zones": []}, "numa: field 'zones' must list the node's NUMA zones"),
+    ({"policy": "single-numa-node", "zones": []}, "numa: field 'zones' must list the node's NUMA zones (1 to 16)"),
     ({"policy": "strict", "zones": [{"name": "z", "cpu": "1"}]}, "field 'policy' must be one of"),
     ({"policy": "restricted", "zones": [{"name": "z", "cpu": "1"}, {"name": "z", "cpu": "1"}]}, "listed twice"),
     ({"policy": "restricted", "zones": [{"name": "z", "cpus": "1"}]}, "did you mean 'cpu'"),
