@@ -24,6 +24,7 @@ from kai.api.model import (
     TopologyConstraint,
 )
 from kai.api.names import GPU, GPU_FRACTION, GPU_FRACTION_NUM_DEVICES, GPU_MEMORY, GPU_MEMORY_LABEL, MIG_PREFIX
+from kai.api.numa import ContainerRequest, NumaTopology, NumaZone, ZonePlacement
 from kai.api.resources import (
     DEFAULT_GPU_MEMORY_MIB,
     EPSILON,
@@ -39,9 +40,9 @@ from kai.api.status import ACTIVE_ALLOCATED, ACTIVE_USED, ALIVE, ALLOCATED, Task
 
 __all__ = [
     "ACTIVE_ALLOCATED", "ACTIVE_USED", "ALIVE", "ALLOCATED", "DEFAULT_GPU_MEMORY_MIB", "EPSILON", "GPU", "GPU_FRACTION",
-    "GPU_FRACTION_NUM_DEVICES", "GPU_MEMORY", "GPU_MEMORY_LABEL", "MIG_PREFIX", "UNLIMITED", "GpuRequestError",
-    "Job", "LabelRequirement", "LabelSelector", "Member", "Node", "PodAffinityTerm", "PodSet", "Queue",
-    "QueueDetails", "QuotaSpec", "Reject", "ResourceRequest", "Resources", "SubGroup", "Taint", "Task", "TaskStatus",
-    "Toleration", "Topology", "TopologyConstraint", "gpu_memory_from_label", "is_mig_resource", "mig_gpu_slices",
-    "parse_gpu_sharing",
+    "GPU_FRACTION_NUM_DEVICES", "GPU_MEMORY", "GPU_MEMORY_LABEL", "MIG_PREFIX", "UNLIMITED", "ContainerRequest",
+    "GpuRequestError", "Job", "LabelRequirement", "LabelSelector", "Member", "Node", "NumaTopology", "NumaZone",
+    "PodAffinityTerm", "PodSet", "Queue", "QueueDetails", "QuotaSpec", "Reject", "ResourceRequest", "Resources",
+    "SubGroup", "Taint", "Task", "TaskStatus", "Toleration", "Topology", "TopologyConstraint", "ZonePlacement",
+    "gpu_memory_from_label", "is_mig_resource", "mig_gpu_slices", "parse_gpu_sharing",
 ]

@@ -11,6 +11,7 @@ from collections.abc import Container
 
 import attrs
 
+from kai.api.numa import ContainerRequest, NumaTopology, ZonePlacement
 from kai.api.resources import ResourceRequest, Resources
 from kai.api.status import ACTIVE_ALLOCATED, ACTIVE_USED, ALIVE, TaskStatus
 
@@ -108,6 +109,8 @@ class Node:
     #: False while the node's GPU memory is not known yet (KAI's ``GpuMemorySynced``): no GPU-memory request
     #: is placed there. Live, a node without the GPU memory label has ``gpu_memory_mib`` 0 instead.
     gpu_memory_synced: bool = True
+    #: The node's NUMA zones and Topology Manager policy (its NodeResourceTopology); None without one.
+    numa: NumaTopology | None = None
 
 
 @attrs.define(slots=True, eq=False)
@@ -140,6 +143,14 @@ class Task:
     invalid: str | None = None
     #: The pod's ``status.nominatedNodeName`` (plugin ``nominatednode`` prefers that node).
     nominated_node: str = ""
+    #: The pod's QoS class (``status.qosClass``: Guaranteed, Burstable, BestEffort; "" when unknown).
+    qos_class: str = ""
+    #: The pod's containers' requests (for NUMA alignment per container); empty: one container asking ``request``.
+    containers: tuple[ContainerRequest, ...] = ()
+    #: The NUMA placement recorded for a placed pod (observed by the node, else predicted at bind); empty: unknown.
+    numa_recorded: tuple[ZonePlacement, ...] = ()
+    #: The NUMA placement the session holds for the task; None while a new placement is to be chosen.
+    numa_placement: tuple[ZonePlacement, ...] | None = ()
 
     def __attrs_post_init__(self) -> None:
         if not self.uid:

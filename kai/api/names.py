@@ -18,6 +18,8 @@ SCHEDULINGSHARDS = ("kai.scheduler", "v1", "schedulingshards")
 CONFIGS = ("kai.scheduler", "v1", "configs")
 PRIORITYCLASSES = ("scheduling.k8s.io", "v1", "priorityclasses")
 PODS = ("", "v1", "pods")
+#: NodeResourceTopology (NUMA zones of a node, published by a node exporter; optional CRD).
+NODERESOURCETOPOLOGIES = ("topology.node.k8s.io", "v1alpha2", "noderesourcetopologies")
 NODES = ("", "v1", "nodes")
 PODGROUP_API_VERSION = "/".join(PODGROUPS[:2])
 #: KAI's operator objects: the one Config, and the SchedulingShard a scheduler without a partition reads.
@@ -55,6 +57,9 @@ SEGMENT_PREFERRED_ANNOTATION = "kai.scheduler/segment-topology-preferred-placeme
 LAST_START_ANNOTATION = "kai.scheduler/last-start-timestamp"
 STALE_ANNOTATION = "kai.scheduler/stale-podgroup-timestamp"
 LAST_EVICTION_ANNOTATION = "kai.scheduler/last-eviction-timestamp"
+#: A pod's NUMA placement: as the node observed it, and as the scheduler predicted it (written by the binder).
+NUMA_PLACEMENT_OBSERVED_ANNOTATION = "kai.scheduler/numa-placement-observed"
+NUMA_PLACEMENT_PREDICTED_ANNOTATION = "kai.scheduler/numa-placement-predicted"
 #: Shared-GPU requests on a pod.
 GPU_FRACTION = "gpu-fraction"
 GPU_MEMORY = "gpu-memory"

@@ -6,8 +6,10 @@ For each BindRequest that is neither Succeeded nor out of attempts, one bind att
    does not have it yet); a missing node fails the attempt;
 2. :class:`BindPlugin` ``pre_bind`` hooks (GPU sharing: reservation pods, env injection), then
    ``POST pods/<name>/binding`` with the pod's UID (from the BindRequest's owner reference) as
-   precondition and the ``received-resource-type`` annotation, which the API server copies onto the
-   pod; then ``post_bind`` hooks. On failure ``rollback`` hooks run in reverse order.
+   precondition and the ``received-resource-type`` annotation (and
+   ``kai.scheduler/numa-placement-predicted`` from the BindRequest's ``spec.predictedNUMAZones``),
+   which the API server copies onto the pod; then ``post_bind`` hooks. On failure ``rollback`` hooks
+   run in reverse order.
 
 The pod itself is read only when a plugin needs it (shared GPUs), when the BindRequest names no
 owner UID, or when the Binding is refused. That keeps a whole-GPU bind at three writes (Binding,
@@ -36,6 +38,7 @@ the owner reference when it runs.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import threading
 import time
@@ -43,7 +46,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kai.api import names
-from kai.api.names import POD_BOUND_CONDITION, RECEIVED_RESOURCE_TYPE
+from kai.api.names import NUMA_PLACEMENT_PREDICTED_ANNOTATION, POD_BOUND_CONDITION, RECEIVED_RESOURCE_TYPE
 from kai.binder.plugins import BindContext, BindError, BindPlugin, BindRequest, InvalidBindRequest
 from kai.kube.access import Access
 from kai.kube.client import JSON_PATCH, STRATEGIC_MERGE_PATCH, ApiError, Kube, object_path
@@ -259,8 +262,14 @@ class Binder(Controller):
         request = ctx.request
         uid = request.owner_pod_uid or (ctx.pod.get("metadata") or {}).get("uid")
         metadata: dict[str, Any] = {"name": request.pod_name, "namespace": request.namespace, "uid": uid}
+        annotations: dict[str, str] = {}
         if request.received_resource_type:
-            metadata["annotations"] = {RECEIVED_RESOURCE_TYPE: request.received_resource_type}
+            annotations[RECEIVED_RESOURCE_TYPE] = request.received_resource_type
+        if request.predicted_numa_zones:
+            annotations[NUMA_PLACEMENT_PREDICTED_ANNOTATION] = json.dumps(list(request.predicted_numa_zones),
+                                                                          separators=(",", ":"))
+        if annotations:
+            metadata["annotations"] = annotations
         binding = {"apiVersion": "v1", "kind": "Binding", "metadata": metadata,
                    "target": {"apiVersion": "v1", "kind": "Node", "name": request.selected_node}}
         try:

@@ -36,6 +36,8 @@ class BindRequest:
     deleting: bool
     owner_pod_uid: str | None
     raw: dict[str, Any] = field(repr=False, compare=False)
+    #: ``spec.predictedNUMAZones`` as written by the scheduler (JSON), empty when none.
+    predicted_numa_zones: tuple = ()
 
     @property
     def key(self) -> str:
@@ -61,6 +63,7 @@ class BindRequest:
             backoff_limit=int(limit) if limit is not None else None,
             phase=status.get("phase") or "", failed_attempts=int(status.get("failedAttempts") or 0),
             deleting=bool(meta.get("deletionTimestamp")), owner_pod_uid=owner, raw=obj,
+            predicted_numa_zones=tuple(spec.get("predictedNUMAZones") or ()),
         )
 
 

@@ -112,6 +112,8 @@ class CallLists:
                                     list[list[NodeInfo]] | None]]
 
     def __init__(self, pm: pluggy.PluginManager):
+        #: The plugin object behind each entry of each list.
+        self._owners: dict[str, list[object]] = {}
         for name in HOT_HOOKS:
             caller = getattr(pm.hook, name)
             spec_args = tuple(caller.spec.argnames)
@@ -119,6 +121,14 @@ class CallLists:
             # configuration order, so pluggy's call order is configuration order.
             impls = list(reversed(caller.get_hookimpls()))
             setattr(self, name, [_adapt(i, spec_args) for i in impls])
+            self._owners[name] = [i.plugin for i in impls]
+
+    def withdraw(self, plugin: object) -> None:
+        """Leave ``plugin`` out of every hot hook for the rest of the session (it has nothing to do in it)."""
+        for name, owners in self._owners.items():
+            calls = getattr(self, name)
+            setattr(self, name, [fn for fn, owner in zip(calls, owners, strict=True) if owner is not plugin])
+            self._owners[name] = [owner for owner in owners if owner is not plugin]
 
 
 class Plugins:

@@ -14,7 +14,9 @@ another node it is *moved*: it keeps holding its old node's resources as releasi
 terminates there) while it reserves the new node's.
 
 A shared-GPU task placed by a statement gets its device groups chosen on the node (unless the caller
-names them); its decision carries them for the binder.
+names them); its decision carries them for the binder. A task newly placed has its NUMA placement
+cleared for a plugin to choose in ``kai_on_allocate``; its decision carries it, and a rollback
+restores the task's previous one.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import TYPE_CHECKING, cast
 
 import attrs
 
-from kai.api import Task, TaskStatus
+from kai.api import Task, TaskStatus, ZonePlacement
 from kai.framework import gpusharing
 from kai.framework.faults import SessionCorrupted, describe
 
@@ -42,6 +44,7 @@ class Operation:
     prev_node: str | None
     message: str = ""
     prev_groups: tuple[str, ...] = ()
+    prev_numa: tuple[ZonePlacement, ...] | None = ()
 
 
 @attrs.define(frozen=True)
@@ -49,7 +52,8 @@ class Decision:
     """A committed decision, for the driver to carry out: ``bind``, ``pipeline`` or ``evict``.
 
     ``gpu_groups`` names the shared GPU devices (group ids scoped to the node) of a shared-GPU task;
-    a group the node does not have yet needs a new reservation pod.
+    a group the node does not have yet needs a new reservation pod. ``numa_zones`` is the NUMA placement
+    chosen for the task (empty when none was), recorded on its BindRequest.
     """
 
     kind: str
@@ -57,6 +61,7 @@ class Decision:
     node: str | None
     message: str = ""
     gpu_groups: tuple[str, ...] = ()
+    numa_zones: tuple[ZonePlacement, ...] = ()
 
 
 class Statement:
@@ -73,8 +78,10 @@ class Statement:
         if not self._open:
             self.session.open_statements.append(self)
             self._open = True
-        op = Operation(kind, task, node, task.status, task.node, message, task.gpu_groups)
+        op = Operation(kind, task, node, task.status, task.node, message, task.gpu_groups, task.numa_placement)
         self.ops.append(op)
+        if kind in ("allocate", "pipeline"):
+            task.numa_placement = None  # a new placement: chosen by a plugin when the task is placed
         self.session.move_task(task, status, node, groups)
         return op
 
@@ -175,6 +182,7 @@ class Statement:
             elif op.kind == "unevict":
                 self.session.evicted.add(op.task.uid)
             self.session.move_task(op.task, op.prev_status, op.prev_node, op.prev_groups)
+            op.task.numa_placement = op.prev_numa
 
     def discard(self) -> None:
         self.rollback(0)
@@ -203,6 +211,7 @@ class Statement:
             if op.kind == "allocate" and op.task.job == job_uid and op.task.status is TaskStatus.ALLOCATED:
                 groups = op.task.gpu_groups
                 self.session.move_task(op.task, op.prev_status, op.prev_node, op.prev_groups)
+                op.task.numa_placement = op.prev_numa
                 self.ops.remove(op)
                 # An allocation always names its node.
                 self.pipeline(op.task, cast(str, op.node), groups if op.task.request.is_shared_gpu else None)
@@ -214,9 +223,11 @@ class Statement:
         for op in self.ops:
             if op.kind == "allocate":
                 op.task.status = TaskStatus.BINDING
-                decisions.append(Decision("bind", op.task, op.node, gpu_groups=op.task.gpu_groups))
+                decisions.append(Decision("bind", op.task, op.node, gpu_groups=op.task.gpu_groups,
+                                          numa_zones=op.task.numa_placement or ()))
             elif op.kind == "pipeline":
-                decisions.append(Decision("pipeline", op.task, op.node, gpu_groups=op.task.gpu_groups))
+                decisions.append(Decision("pipeline", op.task, op.node, gpu_groups=op.task.gpu_groups,
+                                          numa_zones=op.task.numa_placement or ()))
             elif op.kind == "evict":
                 evict_at[op.task.uid] = len(decisions)
                 decisions.append(Decision("evict", op.task, op.prev_node, op.message))

@@ -17,6 +17,7 @@ from kai.api import (
     GPU,
     MIG_PREFIX,
     UNLIMITED,
+    ContainerRequest,
     LabelRequirement,
     LabelSelector,
     PodAffinityTerm,
@@ -34,6 +35,8 @@ from kai.api.names import (
     GPU_MEMORY_LABEL,
     LAST_EVICTION_ANNOTATION,
     LAST_START_ANNOTATION,
+    NUMA_PLACEMENT_OBSERVED_ANNOTATION,
+    NUMA_PLACEMENT_PREDICTED_ANNOTATION,
     POD_GROUP_ANNOTATION,
     PREEMPTIBILITY_LABEL,
     SCHEDULER_NAME,
@@ -44,6 +47,7 @@ from kai.api.names import (
 from kai.api.podgroup import NON_PREEMPTIBLE, PREEMPTIBLE
 from kai.api.resources import gpu_memory_from_label, parse_gpu_sharing
 from kai.framework import parse_duration
+from kai.kube.nrt import placement_annotation, placement_record
 from kai.kube.quantity import QuantityError, parse
 
 #: Job priority when the PodGroup's class is unknown and no class is the global default (KAI's).
@@ -127,6 +131,13 @@ class PodView:
     nominated_node: str
     #: Shared GPU devices the binder gave the pod (its ``runai-gpu-group`` labels).
     gpu_groups: tuple
+    #: ``status.qosClass`` and each container's requests (NUMA alignment).
+    qos_class: str = ""
+    containers: tuple = ()
+    #: NUMA placement records: observed by the node, predicted by the scheduler; why one is ignored.
+    numa_observed: tuple = ()
+    numa_predicted: tuple = ()
+    numa_invalid: str | None = None
 
     @property
     def terminated(self) -> bool:
@@ -143,6 +154,24 @@ def _container_requests(containers, where: str) -> dict[str, float]:
         for name, value in merged.items():
             total[name] = total.get(name, 0.0) + quantity(value, f"{where}[{i}].resources {name}")
     return total
+
+
+def container_requests(spec: dict) -> tuple[ContainerRequest, ...]:
+    """Each container's requests in the scheduler's units (CPU millicores): init containers first, in order."""
+    out = []
+    for key, init in (("initContainers", True), ("containers", False)):
+        for i, c in enumerate(spec.get(key) or ()):
+            amounts = _container_requests([c], f"spec.{key}[{i}]")
+            if "cpu" in amounts:
+                amounts["cpu"] *= 1000.0
+            out.append(ContainerRequest(amounts, init, init and c.get("restartPolicy") == "Always"))
+    return tuple(out)
+
+
+def _numa_records(annotations: dict) -> tuple[tuple, tuple, str | None]:
+    observed, why_observed = placement_annotation(annotations, NUMA_PLACEMENT_OBSERVED_ANNOTATION)
+    predicted, why_predicted = placement_annotation(annotations, NUMA_PLACEMENT_PREDICTED_ANNOTATION)
+    return observed, predicted, why_observed or why_predicted
 
 
 def pod_request(spec: dict, annotations: dict) -> ResourceRequest:
@@ -196,15 +225,17 @@ def pod_view(raw: dict, scheduler_name: str = SCHEDULER_NAME) -> PodView | None:
         return None
     ns, name = meta.get("namespace", ""), meta.get("name", "")
     labels, annotations = _strings(meta.get("labels")), _strings(meta.get("annotations"))
-    invalid, request = None, None
+    invalid, request, containers = None, None, ()
     try:
         request = pod_request(spec, annotations)
+        containers = container_requests(spec)
     except ValueError as exc:  # GpuRequestError included: its message names the annotation
         invalid = str(exc)
     priority = labels.get(TASK_PRIORITY_LABEL)
     affinity = spec.get("affinity") or {}
     node_terms = (((affinity.get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
                    or {}).get("nodeSelectorTerms")) or ()
+    observed, predicted, numa_invalid = _numa_records(annotations)
     unschedulable = next((c.get("message") or "" for c in status.get("conditions") or ()
                           if c.get("type") == "PodScheduled" and c.get("status") == "False"), None)
     return PodView(
@@ -224,6 +255,8 @@ def pod_view(raw: dict, scheduler_name: str = SCHEDULER_NAME) -> PodView | None:
                           for t in spec.get("tolerations") or ()),
         unschedulable_message=unschedulable, nominated_node=status.get("nominatedNodeName") or "",
         gpu_groups=_gpu_groups(labels),
+        qos_class=str(status.get("qosClass") or ""), containers=containers,
+        numa_observed=observed, numa_predicted=predicted, numa_invalid=numa_invalid,
     )
 
 
@@ -371,6 +404,8 @@ class BindRequestView:
     phase: str
     failed: bool
     gpu_groups: tuple
+    #: ``spec.predictedNUMAZones``: the NUMA placement the scheduler chose (empty when unreadable).
+    numa_zones: tuple = ()
 
 
 def bindrequest_view(raw: dict) -> BindRequestView:
@@ -383,7 +418,16 @@ def bindrequest_view(raw: dict) -> BindRequestView:
     ns, name = meta.get("namespace", ""), meta.get("name", "")
     return BindRequestView(f"{ns}/{name}", ns, name, str(spec.get("podName") or ""), str(owner.get("uid") or ""),
                            str(spec.get("selectedNode") or ""), phase, failed,
-                           tuple(str(g) for g in spec.get("selectedGPUGroups") or ()))
+                           tuple(str(g) for g in spec.get("selectedGPUGroups") or ()), _predicted_zones(spec))
+
+
+def _predicted_zones(spec: dict) -> tuple:
+    if not spec.get("predictedNUMAZones"):
+        return ()
+    try:
+        return placement_record(spec["predictedNUMAZones"], "spec.predictedNUMAZones")
+    except ValueError:
+        return ()  # the pod's annotations still tell
 
 
 def queue_view(raw: dict) -> Queue:

@@ -1,7 +1,8 @@
 """The scheduler's view of the cluster: informers over the objects it reads, and a snapshot per cycle.
 
-:class:`ClusterCache` watches pods, nodes, queues, PodGroups, BindRequests, PriorityClasses and
-Topologies (slim views, :mod:`kai.scheduler.convert`) and sets :attr:`ClusterCache.changed` on every
+:class:`ClusterCache` watches pods, nodes, queues, PodGroups, BindRequests, PriorityClasses,
+Topologies and -- when the cluster serves that API -- NodeResourceTopologies (slim views,
+:mod:`kai.scheduler.convert`) and sets :attr:`ClusterCache.changed` on every
 change that can affect scheduling (:func:`may_unblock`). :meth:`ClusterCache.snapshot` builds the
 kernel's input from the stores, as KAI's cache does:
 
@@ -15,6 +16,11 @@ kernel's input from the stores, as KAI's cache does:
   (deleted), an assumed binding on one is ignored, and the pod is scheduled again -- each reported
   as a ``NodeNotFound`` problem naming the pod (a pod the kubelet already runs there is reported by
   :func:`~kai.framework.build_snapshot`).
+
+* a node's NodeResourceTopology gives it its NUMA zones; one that cannot be read is reported
+  (``InvalidNodeResourceTopology``) and the node is scheduled without NUMA data, as is every node when
+  the API is not served; a pod's NUMA placement record comes from its annotations or its BindRequest,
+  and a malformed annotation is reported (``InvalidNumaPlacement``) and ignored.
 
 Everything the kernel should not see is reported in :class:`Cycle` (``stale_bind_requests`` to
 delete, ``problems`` naming the objects) instead of raising.
@@ -34,7 +40,8 @@ from kai.api import ACTIVE_USED, Job, Node, Resources, TaskStatus, names
 from kai.framework import Problem, Snapshot, build_snapshot
 from kai.framework.snapshot import NODE_NOT_FOUND
 from kai.kube import views
-from kai.kube.client import Kube, object_path
+from kai.kube.client import ApiError, Kube, object_path
+from kai.kube.nrt import NrtView, nrt_view
 from kai.kube.views import BindRequestView, PodGroupView, PodView
 from kai.kube.watch import Informer
 from kai.logs import fields
@@ -50,7 +57,10 @@ PATHS = {
     "bindrequests": object_path(*names.BINDREQUESTS),
     "priorityclasses": object_path(*names.PRIORITYCLASSES),
     "topologies": object_path(*names.TOPOLOGIES),
+    "noderesourcetopologies": object_path(*names.NODERESOURCETOPOLOGIES),
 }
+#: Informers of APIs a cluster may not serve (a CRD not installed): name -> the API's group version.
+OPTIONAL = {"noderesourcetopologies": names.NODERESOURCETOPOLOGIES[:2]}
 #: How long a successful write of this scheduler is assumed without the watch showing it.
 ASSUME_TTL = 60.0
 
@@ -74,7 +84,7 @@ def may_unblock(view) -> bool:
         return not view.node_name or view.deleting or view.terminated
     if isinstance(view, BindRequestView):
         return view.failed
-    return True
+    return not isinstance(view, NrtView)  # an exporter republishes zone availability all the time
 
 
 @attrs.define(slots=True)
@@ -83,6 +93,7 @@ class _Assumed:
     node: str | None
     until: float
     gpu_groups: tuple = ()
+    numa_zones: tuple = ()
 
 
 class ClusterCache:
@@ -100,6 +111,7 @@ class ClusterCache:
             "bindrequests": views.bindrequest_view,
             "priorityclasses": views.priority_class_view,
             "topologies": views.topology_view,
+            "noderesourcetopologies": nrt_view,
         }
         self.informers = {
             name: Informer(kube, PATHS[name], transform=transforms[name], on_event=self._on_event, name=name)
@@ -108,11 +120,28 @@ class ClusterCache:
         self._lock = threading.Lock()
         self._bound: dict[str, _Assumed] = {}
         self._evicted: dict[str, _Assumed] = {}
+        self.kube = kube
 
     def start(self) -> ClusterCache:
-        for informer in self.informers.values():
+        for name, informer in self.informers.items():
+            if name in OPTIONAL and not self._served(*OPTIONAL[name]):
+                informer.synced.set()  # nothing to list: no object of this kind exists
+                continue
             informer.start()
         return self
+
+    def _served(self, group: str, version: str) -> bool:
+        """Whether the API server serves ``group/version`` (asked once, at start, as KAI does)."""
+        try:
+            self.kube.get(f"/apis/{group}/{version}")
+        except ApiError as exc:
+            if exc.status != 404:
+                log.warning("cannot tell whether the API is served; not reading it", **fields(
+                    api=f"{group}/{version}", error=str(exc)))
+            else:
+                log.info("API not served; nodes have no data from it", **fields(api=f"{group}/{version}"))
+            return False
+        return True
 
     def stop(self) -> None:
         for informer in self.informers.values():
@@ -131,10 +160,11 @@ class ClusterCache:
 
     # --- the cache's own writes ---------------------------------------------------------------------
 
-    def assume_bound(self, pod: PodView, node: str, gpu_groups: tuple[str, ...] = ()) -> None:
-        """A BindRequest for ``pod`` on ``node`` (and shared GPU devices ``gpu_groups``) is being created."""
+    def assume_bound(self, pod: PodView, node: str, gpu_groups: tuple[str, ...] = (), numa_zones: tuple = ()) -> None:
+        """A BindRequest for ``pod`` on ``node`` (shared GPU devices ``gpu_groups``, NUMA placement
+        ``numa_zones``) is being created."""
         with self._lock:
-            self._bound[pod.key] = _Assumed(pod.uid, node, math.inf, gpu_groups)
+            self._bound[pod.key] = _Assumed(pod.uid, node, math.inf, gpu_groups, numa_zones)
 
     def assume_evicted(self, pod: PodView) -> None:
         """``pod`` is being deleted."""
@@ -183,6 +213,13 @@ class ClusterCache:
             if view.invalid:
                 problems.append(Problem("node", view.name, "InvalidNode", view.invalid))
         node_views = {k: v for k, v in node_views.items() if not v.invalid}
+        numa = {}
+        for nrt in inf["noderesourcetopologies"].list():
+            if nrt.name not in node_views:
+                continue
+            if nrt.invalid:
+                problems.append(Problem("node", nrt.name, "InvalidNodeResourceTopology", nrt.invalid))
+            numa[nrt.name] = nrt.topology
 
         binds, stale = self._live_bind_requests(pods, node_views, problems)
         bound_to_nowhere = {p.name for p in problems if p.reason == NODE_NOT_FOUND}
@@ -205,11 +242,12 @@ class ClusterCache:
         for pod in pods.values():
             bind = binds.get(pod.key)
             status, node = convert.pod_state(pod, bind, now, self.stuck_after)
-            groups = bind.gpu_groups if bind is not None else ()
+            groups, zones = (bind.gpu_groups, bind.numa_zones) if bind is not None else ((), ())
             if pod.key in bound and status is TaskStatus.PENDING:
                 assumed = bound[pod.key]
                 if assumed.node in node_views:
-                    status, node, groups = TaskStatus.BINDING, assumed.node, assumed.gpu_groups
+                    status, node = TaskStatus.BINDING, assumed.node
+                    groups, zones = assumed.gpu_groups, assumed.numa_zones
                 elif pod.key not in bound_to_nowhere:
                     problems.append(Problem("task", pod.key, NODE_NOT_FOUND,
                                             f"pod was being bound to node {assumed.node!r}, which no longer exists; "
@@ -228,7 +266,9 @@ class ClusterCache:
                     if _is_reservation(pod):
                         reservations.append((node, pod))
                 continue
-            task = convert.to_task(pod, job.uid, status, node, groups)
+            task = convert.to_task(pod, job.uid, status, node, groups, zones)
+            if pod.numa_invalid:
+                problems.append(Problem("task", pod.key, "InvalidNumaPlacement", pod.numa_invalid))
             job.add_task(task)
             kept_pods[pod.key] = pod
             if task.node and task.status in ACTIVE_USED:
@@ -237,7 +277,7 @@ class ClusterCache:
             if not any((node, group) in shared_in_use for group in pod.gpu_groups):
                 _add_usage(used, node, pod, count_gpu=True)
 
-        nodes = [convert.to_node(v, *used.get(name, (None, 0))) for name, v in node_views.items()]
+        nodes = [convert.to_node(v, *used.get(name, (None, 0)), numa=numa.get(name)) for name, v in node_views.items()]
         queues = [convert.to_queue(q) for q in inf["queues"].list()]
         snap = build_snapshot(nodes, queues, jobs.values(), now, inf["topologies"].list())
         _hold_rejected(snap)

@@ -44,13 +44,14 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from datetime import datetime, timezone
 from decimal import Decimal
 
-from kai.api import ACTIVE_ALLOCATED, Job, QueueDetails, Task, TaskStatus, names
+from kai.api import ACTIVE_ALLOCATED, Job, QueueDetails, Task, TaskStatus, ZonePlacement, names
 from kai.framework import Problem, Session
 from kai.framework.actions.allocate import not_ready_message
 from kai.framework.faults import INTERNAL_ERROR_REASON
 from kai.framework.snapshot import NODE_NOT_FOUND
 from kai.kube.client import STRATEGIC_MERGE_PATCH, ApiError, Kube, object_path
 from kai.kube.events import NORMAL, WARNING, record_event
+from kai.kube.nrt import placement_json
 from kai.kube.quantity import format_quantity
 from kai.kube.views import BindRequestView, PodGroupView, PodView
 from kai.logs import fields
@@ -66,8 +67,10 @@ def rfc3339(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def bind_request(pod: PodView, task: Task, node: str, gpu_groups: tuple[str, ...], gpu_memory_mib: int) -> dict:
-    """KAI's BindRequest for placing ``pod`` on ``node`` (shared GPUs on the devices ``gpu_groups``)."""
+def bind_request(pod: PodView, task: Task, node: str, gpu_groups: tuple[str, ...], gpu_memory_mib: int,
+                 numa_zones: tuple[ZonePlacement, ...] = ()) -> dict:
+    """KAI's BindRequest for placing ``pod`` on ``node`` (shared GPUs on the devices ``gpu_groups``, the NUMA
+    placement ``numa_zones`` the session chose)."""
     req = task.request
     if req.mig:
         kind, count, portion = "MigInstance", 0, 0.0
@@ -84,6 +87,8 @@ def bind_request(pod: PodView, task: Task, node: str, gpu_groups: tuple[str, ...
     }
     if gpu_groups:
         spec["selectedGPUGroups"] = list(gpu_groups)
+    if numa_zones:
+        spec["predictedNUMAZones"] = placement_json(numa_zones)
     return {
         "apiVersion": names.BINDREQUEST_API_VERSION,
         "kind": "BindRequest",
@@ -247,7 +252,7 @@ class Committer:
         if pod is None:
             log.error("decision for an unknown pod", **fields(pod=decision.task.uid, decision=decision.kind))
         elif decision.kind == "bind":
-            self._bind(pod, decision.task, decision.node, decision.gpu_groups, session)
+            self._bind(pod, decision.task, decision.node, decision.gpu_groups, session, decision.numa_zones)
         elif decision.kind == "evict":
             self._evict(pod, decision.task, decision.message, cycle)
         elif decision.kind == "pipeline":
@@ -257,10 +262,12 @@ class Committer:
 
     # --- decisions ----------------------------------------------------------------------------------
 
-    def _bind(self, pod: PodView, task: Task, node: str, gpu_groups: tuple[str, ...], session: Session) -> None:
+    def _bind(self, pod: PodView, task: Task, node: str, gpu_groups: tuple[str, ...], session: Session,
+              numa_zones: tuple[ZonePlacement, ...] = ()) -> None:
         info = session.node_by_name.get(node)
-        body = bind_request(pod, task, node, gpu_groups, info.node.gpu_memory_mib if info is not None else 0)
-        self.cache.assume_bound(pod, node, gpu_groups)
+        body = bind_request(pod, task, node, gpu_groups, info.node.gpu_memory_mib if info is not None else 0,
+                            numa_zones)
+        self.cache.assume_bound(pod, node, gpu_groups, numa_zones)
         log.info("bind", **fields(pod=pod.key, node=node, podgroup=task.job))
         if self.metrics is not None:
             self.metrics.task_scheduled(session.now - pod.created)

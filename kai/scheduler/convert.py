@@ -8,7 +8,19 @@ from __future__ import annotations
 
 import attrs
 
-from kai.api import Job, Node, PodSet, Queue, ResourceRequest, Resources, SubGroup, Task, TaskStatus
+from kai.api import (
+    Job,
+    Node,
+    NumaTopology,
+    PodSet,
+    Queue,
+    ResourceRequest,
+    Resources,
+    SubGroup,
+    Task,
+    TaskStatus,
+    ZonePlacement,
+)
 from kai.kube.views import BindRequestView, NodeView, PodGroupView, PodView, is_preemptible
 
 
@@ -21,13 +33,15 @@ def take(allocatable: Resources, used: Resources) -> None:
         allocatable.scalars[k] = allocatable.scalars.get(k, 0.0) - v
 
 
-def to_node(view: NodeView, used: Resources | None = None, used_pods: int = 0) -> Node:
-    """A Node whose allocatable excludes what pods outside the snapshot's jobs hold (``used``)."""
+def to_node(view: NodeView, used: Resources | None = None, used_pods: int = 0,
+            numa: NumaTopology | None = None) -> Node:
+    """A Node whose allocatable excludes what pods outside the snapshot's jobs hold (``used``), with its NUMA
+    topology (from its NodeResourceTopology) when it has one."""
     allocatable = view.allocatable.copy()
     if used is not None:
         take(allocatable, used)
     return Node(view.name, allocatable, dict(view.labels), view.taints, max(view.max_pods - used_pods, 0),
-                view.unschedulable, view.ready, view.gpu_memory_mib)
+                view.unschedulable, view.ready, view.gpu_memory_mib, numa=numa)
 
 
 def to_queue(q: Queue) -> Queue:
@@ -66,14 +80,20 @@ def pod_state(pod: PodView, bind: BindRequestView | None, now: float = 0.0,
 
 
 def to_task(pod: PodView, job_uid: str, status: TaskStatus, node: str | None,
-            gpu_groups: tuple[str, ...] = ()) -> Task:
-    """The task of ``pod``; ``gpu_groups`` (from its BindRequest) stand in for the pod's own until it is bound."""
+            gpu_groups: tuple[str, ...] = (), numa_zones: tuple[ZonePlacement, ...] = ()) -> Task:
+    """The task of ``pod``; ``gpu_groups`` (from its BindRequest) stand in for the pod's own until it is bound.
+
+    Its recorded NUMA placement is the one the node observed, else ``numa_zones`` (its BindRequest's
+    prediction), else the predicted annotation.
+    """
     return Task(
         name=pod.name, job=job_uid, request=pod.request or ResourceRequest(), status=status, node=node,
         namespace=pod.namespace, uid=pod.key, pod_set=pod.pod_set, priority=pod.task_priority, creation=pod.created,
         labels=pod.labels, node_selector=pod.node_selector, node_affinity=pod.node_affinity,
         pod_affinity=pod.pod_affinity, pod_anti_affinity=pod.pod_anti_affinity, tolerations=pod.tolerations,
         gpu_groups=pod.gpu_groups or gpu_groups, invalid=pod.invalid, nominated_node=pod.nominated_node,
+        qos_class=pod.qos_class, containers=pod.containers,
+        numa_recorded=pod.numa_observed or numa_zones or pod.numa_predicted,
     )
 
 

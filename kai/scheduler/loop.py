@@ -72,6 +72,7 @@ API_ACCESS = (
     Access(names.TOPOLOGIES[0], names.TOPOLOGIES[2], ("list", "watch")),
     Access(names.SCHEDULINGSHARDS[0], names.SCHEDULINGSHARDS[2], ("get", "list", "watch")),
     Access(names.CONFIGS[0], names.CONFIGS[2], ("get", "list", "watch")),
+    Access(names.NODERESOURCETOPOLOGIES[0], names.NODERESOURCETOPOLOGIES[2], ("list", "watch")),
 )
 
 

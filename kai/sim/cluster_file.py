@@ -14,11 +14,14 @@ from typing import Any
 import attrs
 
 from kai.api import (
+    GPU,
     MIG_PREFIX,
     UNLIMITED,
     GpuRequestError,
     Job,
     Node,
+    NumaTopology,
+    NumaZone,
     PodSet,
     Queue,
     QuotaSpec,
@@ -34,6 +37,7 @@ from kai.api import (
     mig_gpu_slices,
     parse_gpu_sharing,
 )
+from kai.api.numa import POLICIES, QOS_CLASSES, SCOPE_CONTAINER, SCOPES
 from kai.framework import (
     DEFAULT_CONFIG,
     ConfigError,
@@ -44,6 +48,7 @@ from kai.framework import (
     parse_duration,
 )
 from kai.framework.yamlfile import MAX_NUMBER, Fields, check_number, describe
+from kai.sim.numa_facts import MAX_ZONES
 
 #: KAI's priority classes and their values.
 PRIORITY_CLASSES = {"train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
@@ -54,12 +59,17 @@ TOP_FIELDS = ("name", "cycles", "config", "topologies", "nodes", "queues", "work
 TOPOLOGY_FIELDS = ("name", "levels", "aliases")
 NODE_FIELDS = (
     "name", "count", "gpus", "cpu", "memory", "gpu_memory", "max_pods", "labels", "taints", "mig_strategy", "mig",
+    "numa",
 )
+NUMA_FIELDS = ("policy", "scope", "zones")
+ZONE_FIELDS = ("name", "cpu", "memory", "gpus", "available")
+ZONE_AMOUNT_FIELDS = ("cpu", "memory", "gpus")
 QUEUE_FIELDS = ("name", "parent", "priority", "gpu", "cpu", "memory", "preempt_min_runtime", "reclaim_min_runtime")
 QUOTA_FIELDS = ("deserved", "limit", "over_quota_weight")
 WORKLOAD_FIELDS = (
     "name", "queue", "priority", "preemptible", "replicas", "min_available", "gpus", "cpu", "memory",
     "node_selector", "tolerations", "running_on", "topology", "subgroups", "pod_sets", "annotations", "mig",
+    "qos_class",
 )
 MIG_STRATEGIES = ("single", "mixed")
 #: Fields of a workload that belong to each pod set when the workload lists ``pod_sets``.
@@ -183,6 +193,7 @@ def _nodes(file: str, items: Any) -> list[Node]:
             raise ConfigError(f"{where}: the file describes more than {MAX_NODES:,} nodes, the most it may")
         names = [name] if count is None else [f"{name}-{k}" for k in range(count)]
         labels_given = e.labels("labels")
+        numa = _numa(e)
         max_pods = e.count("max_pods", 110, minimum=1, maximum=MAX_PODS_PER_NODE)
         for n in names:
             labels = {"kubernetes.io/hostname": n, "nvidia.com/gpu.count": str(gpus)}
@@ -191,8 +202,35 @@ def _nodes(file: str, items: Any) -> list[Node]:
             if strategy:
                 labels.update({"node-role.kubernetes.io/mig-enabled": "true", "nvidia.com/mig.strategy": strategy})
             labels.update(labels_given)
-            nodes.append(Node(n, allocatable.copy(), labels, taints, max_pods=max_pods, gpu_memory_mib=gpu_mib))
+            nodes.append(Node(n, allocatable.copy(), labels, taints, max_pods=max_pods, gpu_memory_mib=gpu_mib,
+                              numa=numa))
     return nodes
+
+
+def _numa(e: _Entry) -> NumaTopology | None:
+    """A node's NUMA zones: ``{policy, scope, zones: [{name, cpu, memory, gpus, available: {cpu, memory, gpus}}]}``."""
+    if not e.has("numa"):
+        return None
+    t = _Entry(e.mapping("numa"), f"{e.where}: numa", NUMA_FIELDS)
+    zones: list[NumaZone] = []
+    for where, item in _named(t.get("zones", list), t.where, "zones"):
+        z = _Entry(item, where, ZONE_FIELDS)
+        allocatable = _zone_amounts(z)
+        available = _zone_amounts(_Entry(z.mapping("available"), f"{where}: available", ZONE_AMOUNT_FIELDS))
+        zone = NumaZone(z.get("name", str), allocatable, {**allocatable, **available})
+        if any(other.id == zone.id for other in zones):
+            raise z.fail("name", f"{describe(zone.id)} is listed twice")
+        zones.append(zone)
+    if not 0 < len(zones) <= MAX_ZONES:
+        raise t.fail("zones", f"must list the node's NUMA zones (1 to {MAX_ZONES})")
+    return NumaTopology(t.text("policy", choices=POLICIES), t.text("scope", SCOPE_CONTAINER, SCOPES), tuple(zones))
+
+
+def _zone_amounts(e: _Entry) -> dict[str, float]:
+    amounts = {"cpu": e.quantity("cpu", None), "memory": e.quantity("memory", None), GPU: e.quantity("gpus", None)}
+    if amounts["cpu"] is not None:
+        amounts["cpu"] *= 1000
+    return {k: v for k, v in amounts.items() if v is not None}
 
 
 def _taint(value: Any, where: str) -> Taint:
@@ -334,11 +372,13 @@ def _add_pod_set(job: Job, e: _Entry, ps_name: str, parent: str | None, workload
     tolerations = tuple(_toleration(t, f"{outer.where}: tolerations[{k}]")
                         for k, t in enumerate(outer.get("tolerations", list, [])))
     placed = _running_on(e, replicas, node_names)
+    qos_class = outer.text("qos_class", "", QOS_CLASSES)
     for k in range(replicas):
         node = placed[k] if k < len(placed) else None
         job.add_task(Task(f"{prefix}-{k}", job.uid, request, TaskStatus.RUNNING if node else TaskStatus.PENDING,
                           node, creation=job.creation, labels={"job-name": job.name}, pod_set=ps_name,
-                          node_selector=outer.labels("node_selector"), tolerations=tolerations, invalid=invalid))
+                          node_selector=outer.labels("node_selector"), tolerations=tolerations, invalid=invalid,
+                          qos_class=qos_class))
     if placed:
         job.last_start = now - 60.0
 

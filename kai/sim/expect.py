@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kai.api import ALLOCATED, Job, TaskStatus
 from kai.framework import Session
+from kai.sim.numa_facts import AMOUNT_FIELDS
 from kai.sim.scenario import job_uid
 
 TOLERANCE = 0.005
@@ -42,6 +43,11 @@ def check_result(session: Session, what: str, name: str, tasks, job: Job, want: 
     for field, got in sums.items():
         if want.get(field) is not None and abs(float(want[field]) - got) > TOLERANCE * max(1.0, abs(got)):
             return f"{label}: {field} expected {want[field]}, got {round(got, 4)}"
+    if want.get("numa_zones") is not None:
+        for t in tasks:
+            got = numa_zones(session, t)
+            if got != sorted(want["numa_zones"]):
+                return f"{label}: task {t.name} NUMA zones expected {sorted(want['numa_zones'])}, got {got}"
     placed = status in ("Allocated", "Bound", "Binding", "Running")
     if placed and job.last_start is None:
         return f"{label}: expected a last-start time (status {status}), got none"
@@ -50,6 +56,36 @@ def check_result(session: Session, what: str, name: str, tasks, job: Job, want: 
         if job.last_start is None or job.last_start > session.now - float(older):
             age = None if job.last_start is None else session.now - job.last_start
             return f"{label}: last start expected older than {older}s, got {age}"
+    return None
+
+
+def numa_zones(session: Session, task) -> list[int]:
+    """The sorted indices of the NUMA zones the session placed ``task`` on."""
+    node = session.node_by_name.get(task.node)
+    topology = node.node.numa if node is not None else None
+    if topology is None or not task.numa_placement:
+        return []
+    return sorted(i for zp in task.numa_placement if (i := topology.zone_index(zp.zone)) is not None)
+
+
+def check_zones_available(session: Session, name: str, want: dict | None) -> str | None:
+    """Mismatch of ``expected.nodes.<name>.numa_zones_available`` (zone index -> amounts), or None."""
+    if not want:
+        return None
+    topology = session.node_by_name[name].node.numa
+    if topology is None:
+        return f"node {name}: NUMA zones expected, the node has none"
+    plugin = session.plugins.plugin("numa")
+    zones = plugin.zones_available(name) if plugin is not None else None
+    if zones is None:
+        zones = [z.available for z in topology.zones]
+    for index, amounts in want.items():
+        if not 0 <= int(index) < len(zones):
+            return f"node {name}: NUMA zone {index} expected, the node has {len(zones)} zones"
+        for field, value in (amounts or {}).items():
+            got = zones[int(index)].get(AMOUNT_FIELDS[field], 0.0)
+            if abs(float(value) - got) > TOLERANCE:
+                return f"node {name}: NUMA zone {index} available {field} expected {value}, got {round(got, 4)}"
     return None
 
 
@@ -88,6 +124,9 @@ def check_expected(expected: dict, session: Session, fit_session: Session | None
         for field, value in got.items():
             if want.get(field) is not None and abs(float(want[field]) - value) > TOLERANCE:
                 return f"node {name}: {field} expected {want[field]}, got {round(value, 4)}"
+        why = check_zones_available(session, name, want.get("numa_zones_available"))
+        if why:
+            return why
     decisions = session.decisions if decisions is None else decisions
     counts = {"max_binds": "bind", "max_evictions": "evict", "max_pipelines": "pipeline"}
     for field, kind in counts.items():

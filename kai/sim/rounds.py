@@ -2,7 +2,8 @@
 
 One round builds a fresh snapshot from the facts, runs the configured actions in one Session and
 applies KAI's integration-test feedback (:func:`settle`): bound tasks start running, pipelined
-reservations are dropped, evicted tasks wait again (unless their job is being deleted). The facts
+reservations are dropped, evicted tasks wait again (unless their job is being deleted), a NUMA
+placement stays recorded on the task that holds it. The facts
 are either a conformance :class:`Scenario` (:func:`feed_back`) or the domain objects themselves
 (:func:`feed_back_jobs`).
 """
@@ -13,6 +14,7 @@ from collections.abc import Iterable
 
 from kai.api import Job, TaskStatus
 from kai.framework import Plugins, Session, run_session
+from kai.sim.numa_facts import placement_data
 from kai.sim.scenario import NOW, Scenario, job_uid
 
 ROUND_SECONDS = 1.0
@@ -51,6 +53,10 @@ def feed_back(scenario: Scenario, session: Session) -> None:
                 td["node"] = node
             if task.gpu_groups:
                 td["gpu_groups"] = list(task.gpu_groups)
+            if node is None:
+                td.pop("numa_placement", None)
+            elif task.numa_placement:  # the binder records it on the pod; the node confirms it
+                td["numa_placement"] = placement_data(task.numa_placement)
 
 
 def feed_back_jobs(jobs: Iterable[Job]) -> None:
@@ -58,3 +64,7 @@ def feed_back_jobs(jobs: Iterable[Job]) -> None:
     for job in jobs:
         for task in job.tasks.values():
             task.status, task.node = settle(task.status, task.node)
+            if task.node is None:
+                task.numa_recorded = task.numa_placement = ()
+            elif task.numa_placement:
+                task.numa_recorded = task.numa_placement

@@ -32,10 +32,12 @@ from kai.api import (
     TopologyConstraint,
     mig_gpu_slices,
 )
+from kai.api.numa import QOS_CLASSES
 from kai.framework import ConfigError, PluginSpec, SchedulerConfig, build_snapshot
 from kai.framework.config import DEFAULT_CONFIG, KAI_DEFAULT_PLUGINS, MAX_SETTING, parse_plugin_list
 from kai.framework.yamlfile import Fields, describe, read_yaml
 from kai.sim.cluster_file import MAX_GPU_MEMORY_MIB, MAX_GPUS, MAX_PODS, MAX_PODS_PER_NODE, MAX_PRIORITY
+from kai.sim.numa_facts import amounts, numa_placement, numa_topology
 from kai.sim.scenario_format import needs
 
 NOW = 1_800_000_000.0
@@ -130,7 +132,8 @@ class Scenario:
         return tuple(self.data["actions"])
 
     def config(self) -> SchedulerConfig:
-        """The scheduler configuration of the scenario (``predicates: false`` drops that plugin)."""
+        """The scheduler configuration of the scenario (``predicates: false`` drops that plugin; ``numa`` is added
+        last when a node has a NUMA topology, as KAI's test harness does)."""
         cfg = _fields(self.data.get("config") or {}, f"{self.where}: config")
         plugins = cfg.data.get("plugins", "default")
         if plugins == "default":
@@ -139,6 +142,10 @@ class Scenario:
             specs = list(parse_plugin_list(plugins, f"{self.where}: config.plugins"))
         if not cfg.flag("predicates", True):
             specs = [s for s in specs if s.name != "predicates"]
+        nodes = self.data.get("nodes")
+        if (isinstance(nodes, dict) and any(isinstance(n, dict) and n.get("numa") for n in nodes.values())
+                and all(s.name != "numa" for s in specs)):
+            specs.append(PluginSpec("numa"))
         return SchedulerConfig(
             self.actions, tuple(PluginSpec(s.name, s.arguments) for s in specs),
             cfg.number("staleness_grace_period_seconds", DEFAULT_CONFIG.staleness_grace_period),
@@ -150,10 +157,11 @@ class Scenario:
     def unbuilt_plugins(self, installed) -> list[str]:
         """Plugins the scenario configures that are not installed (KAI's defaults not shipped yet count
         only when listed explicitly)."""
-        plugins = (self.data.get("config") or {}).get("plugins", "default")
-        if plugins == "default":
+        config = self.data.get("config")
+        plugins = config.get("plugins", "default") if isinstance(config, dict) else "default"
+        if not isinstance(plugins, list):  # "default", or malformed: the loader reports it
             return []
-        names = [p if isinstance(p, str) else p.get("name") for p in plugins]
+        names = [p if isinstance(p, str) else p.get("name") for p in plugins if isinstance(p, (str, dict))]
         return [n for n in names if n not in installed and n in KAI_DEFAULT_PLUGINS + ("gpuspread", "podaffinity")]
 
     # --- checking and building ----------------------------------------------------------------------
@@ -177,9 +185,17 @@ class Scenario:
                 for key in EXPECTED_SUMS:
                     want.number(key, None)
                 want.get("fit_error_message", (str, int, float), None, "a message")
+                for i, zone in enumerate(want.sequence("numa_zones", [])):
+                    if isinstance(zone, bool) or not isinstance(zone, int):
+                        raise want.fail("numa_zones", f"must list zone indices; item {i} is {describe(zone)}")
         for _, want in _entries(expected.data.get("nodes"), f"{where}.nodes"):
             for key in ("idle_gpus", "releasing_gpus"):
                 want.number(key, None)
+            zones = _fields(want.mapping("numa_zones_available"), f"{want.where}: numa_zones_available")
+            for zone in zones.data:
+                if isinstance(zone, bool) or not isinstance(zone, int) or zone < 0:
+                    raise want.fail("numa_zones_available", f"must map zone indices to amounts, not {describe(zone)}")
+                amounts(zones, zone)
         for key in ("max_binds", "max_evictions", "max_pipelines"):
             expected.number(key, None, minimum=0)
 
@@ -223,7 +239,8 @@ class Scenario:
             scalars,
         )
         return Node(name, allocatable, labels, max_pods=f.whole("max_pods", 110, 0, MAX_PODS_PER_NODE),
-                    gpu_memory_mib=gpu_mem, gpu_memory_synced=f.flag("gpu_memory_synced", True))
+                    gpu_memory_mib=gpu_mem, gpu_memory_synced=f.flag("gpu_memory_synced", True),
+                    numa=numa_topology(f))
 
     def _queue(self, i: int, q: Any) -> Queue:
         name = _fields(q, f"{self.where}: queues[{i}]").text("name")
@@ -266,6 +283,7 @@ class Scenario:
         job.pod_sets.clear()
         self._pod_sets(job, f, len(tasks_data))
         base = self._request(f)
+        base["qos_class"] = f.text("qos_class", "", choices=QOS_CLASSES)
         for k, td in enumerate(tasks_data):
             job.add_task(self._task(job, k, td, base, f.where))
         if any(t.status in (TaskStatus.ALLOCATED, TaskStatus.BOUND, TaskStatus.BINDING, TaskStatus.RUNNING)
@@ -347,6 +365,7 @@ class Scenario:
             pod_set=sub_group, priority=f.whole("priority", None, -MAX_PRIORITY, MAX_PRIORITY), labels=labels,
             node_affinity=affinity, pod_affinity=pod_aff, pod_anti_affinity=pod_anti,
             gpu_groups=_scalars(f, "gpu_groups"), legacy_mig=f.flag("legacy_mig", False),
+            qos_class=base["qos_class"], numa_recorded=numa_placement(f),
         )
 
 

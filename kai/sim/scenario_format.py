@@ -38,15 +38,9 @@ FIELDS: dict[str, frozenset[str]] = {k: frozenset(v.split()) for k, v in {
 }.items()}
 
 #: Fields (``part.field``) and task states of the format that the kernel does not build yet, with their
-#: feature tags. An entry leaves this table when its feature is built.
-UNBUILT: dict[str, str] = {
-    "node.numa": "numa",
-    "job.qos_class": "numa",
-    "task.numa_placement": "numa",
-    "result.numa_zones": "numa",
-    "node_result.numa_zones_available": "numa",
-}
-
+#: feature tags (``state.StuckInReleasing``: "stuck_in_releasing"). An entry leaves this table when its
+#: feature is built; today every field of the format is.
+UNBUILT: dict[str, str] = {}
 
 
 def needs(data: Any) -> list[str]:

@@ -85,7 +85,8 @@ def _cycle_report(cycle: int, session: Session) -> dict:
         return session.jobs[task.job].name
 
     placements = [{"pod": d.task.name, "job": job_name(d.task), "node": d.node, "kind": KINDS[d.kind],
-                   "gpu_groups": list(d.gpu_groups)}
+                   "gpu_groups": list(d.gpu_groups)} | ({"numa_zones": [zp.zone for zp in d.numa_zones]}
+                                                       if d.numa_zones else {})
                   for d in session.decisions if d.kind in KINDS]
     evictions = [{"pod": d.task.name, "job": job_name(d.task), "node": d.node, "reason": d.message}
                  for d in session.decisions if d.kind == "evict"]
@@ -110,6 +111,11 @@ def _devices(groups: list[str]) -> str:
     return f" (shared GPU {', '.join(g[:8] for g in groups)})" if groups else ""
 
 
+def _zones(placement: dict) -> str:
+    zones = placement.get("numa_zones")
+    return f" (NUMA zones {', '.join(zones)})" if zones else ""
+
+
 def format_report(report: dict) -> str:
     """The human-readable form of one run's report."""
     lines = [f"== {report['name']} (actions: {', '.join(report['actions']) or 'none'})"]
@@ -119,7 +125,8 @@ def format_report(report: dict) -> str:
     for c in report["cycles"]:
         lines.append(f"cycle {c['cycle']}: {len(c['placements'])} placed, {len(c['evictions'])} evicted, "
                      f"{len(c['pending'])} pending, {c['already_running']} already running")
-        lines += [f"  {p['kind']:9} {p['pod']} -> {p['node']}{_devices(p['gpu_groups'])}" for p in c["placements"]]
+        lines += [f"  {p['kind']:9} {p['pod']} -> {p['node']}{_devices(p['gpu_groups'])}{_zones(p)}"
+                  for p in c["placements"]]
         lines += [f"  evicted   {e['pod']} from {e['node']}: {e['reason']}" for e in c["evictions"]]
         shown: set[str] = set()
         for p in c["pending"]:

@@ -215,3 +215,29 @@ def test_parse_quantity(value, base):
 def test_parse_quantity_rejects(value):
     with pytest.raises(ConfigError, match="field 'cpu'"):
         parse_quantity(value, "f", "cpu")
+
+
+def test_numa_example_pins_guaranteed_pods_and_keeps_their_zones_across_cycles(capsys):
+    report = simulate_json(capsys, str(ROOT / "examples" / "numa-pinning.yaml"))
+    first, second = report["runs"][0]["cycles"]
+    placed = by_pod(first["placements"])
+    assert {p: (placed[p]["node"], placed[p].get("numa_zones")) for p in placed} == {
+        "pinned-0": ("big-zones", ["node-0"]), "pinned-1": ("big-zones", ["node-1"]),
+        "shared-0": ("big-zones", None)}
+    # Bound pods keep their zones: the third pinned pod still finds no zone in the next cycle.
+    assert second["placements"] == [] and [p["pod"] for p in second["pending"]] == ["pinned-2"]
+
+
+@pytest.mark.parametrize("numa, message", [
+    ({"policy": "single-numa-node", "zones": []}, "numa: field 'zones' must list the node's NUMA zones (1 to 16)"),
+    ({"policy": "strict", "zones": [{"name": "z", "cpu": "1"}]}, "field 'policy' must be one of"),
+    ({"policy": "restricted", "zones": [{"name": "z", "cpu": "1"}, {"name": "z", "cpu": "1"}]}, "listed twice"),
+    ({"policy": "restricted", "zones": [{"name": "z", "cpus": "1"}]}, "did you mean 'cpu'"),
+])
+def test_bad_numa_zones_in_a_cluster_file_are_errors_naming_the_field(tmp_path, capsys, numa, message):
+    import yaml
+
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({"nodes": [{"name": "n", "cpu": "4", "memory": "1Gi", "numa": numa}]}))
+    assert main(["simulate", str(path)]) == 2
+    assert message in capsys.readouterr().err

@@ -7,6 +7,7 @@ reach failure paths (lost replies, races, plugin failures) deterministically.
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 
@@ -447,3 +448,14 @@ def test_the_pod_condition_never_lands_on_a_new_pod_of_the_same_name(kube):
     binder.handle("ns/br")
     assert status(kube)["phase"] == "Succeeded"
     assert "conditions" not in kube.pod("p")["status"]
+
+
+def test_the_predicted_numa_placement_is_copied_onto_the_pod(kube):
+    kube.add_pod("p")
+    zones = [{"zone": "node-1", "amount": {"cpu": "3"}}]
+    kube.add_request("br", "p", "n1")["spec"]["predictedNUMAZones"] = zones
+    binder, _ = make_binder(kube)
+    binder.handle("ns/br")
+    annotations = kube.pod("p")["metadata"]["annotations"]
+    assert json.loads(annotations["kai.scheduler/numa-placement-predicted"]) == zones
+    assert annotations["received-resource-type"] == "Regular"
