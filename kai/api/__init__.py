@@ -4,7 +4,9 @@
 """
 
 from kai.api.model import (
+    ANY_IP,
     UNLIMITED,
+    HostPort,
     Job,
     LabelRequirement,
     LabelSelector,
@@ -21,6 +23,7 @@ from kai.api.model import (
     Toleration,
     Topology,
     TopologyConstraint,
+    WeightedPodAffinityTerm,
 )
 from kai.api.names import GPU, GPU_FRACTION, GPU_FRACTION_NUM_DEVICES, GPU_MEMORY, GPU_MEMORY_LABEL, MIG_PREFIX
 from kai.api.resources import (
@@ -37,7 +40,8 @@ from kai.api.resources import (
 from kai.api.status import ACTIVE_ALLOCATED, ACTIVE_USED, ALIVE, ALLOCATED, TaskStatus
 
 __all__ = [
-    "ACTIVE_ALLOCATED", "ACTIVE_USED", "ALIVE", "ALLOCATED", "DEFAULT_GPU_MEMORY_MIB", "EPSILON", "GPU", "GPU_FRACTION",
+    "ACTIVE_ALLOCATED", "ACTIVE_USED", "ANY_IP", "HostPort", "WeightedPodAffinityTerm",
+    "ALIVE", "ALLOCATED", "DEFAULT_GPU_MEMORY_MIB", "EPSILON", "GPU", "GPU_FRACTION",
     "GPU_FRACTION_NUM_DEVICES", "GPU_MEMORY", "GPU_MEMORY_LABEL", "MIG_PREFIX", "UNLIMITED", "GpuRequestError",
     "Job", "LabelRequirement", "LabelSelector", "Member", "Node", "PodAffinityTerm", "PodSet", "Queue", "QuotaSpec",
     "Reject", "ResourceRequest", "Resources", "SubGroup", "Taint", "Task", "TaskStatus", "Toleration",

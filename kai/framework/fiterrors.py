@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from kai.api import names
+from kai.api import Task, names
 
 #: KAI's reason of a job fit error that names no domain and no queue, and of a job with several errors.
 PLAIN_FIT_ERROR_REASON = names.REASON_POD_SCHEDULING_ERRORS
@@ -42,3 +42,9 @@ def job_fit_detail(details: list[tuple[str, str]]) -> str:
     the reason of the single error, or 'Unable to schedule podgroup', then every detail on a line of its own."""
     reason = details[0][0] if len(details) == 1 else DEFAULT_FIT_ERROR_REASON
     return f"\n{reason}." + "".join(sorted(f"\n{detail}." for _, detail in details))
+
+
+def scheduling_conditions_message(task: Task, failures: list[tuple[str, str]]) -> str:
+    """KAI's message of failed pre-predicates: ``failures`` are (predicate name, message) pairs, one line each."""
+    lines = "".join(f"{name}: {message}.\n" for name, message in sorted(failures))
+    return f"Scheduling conditions were not met for pod {task.namespace}/{task.name}:\n{lines}"

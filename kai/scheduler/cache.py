@@ -1,14 +1,14 @@
 """The scheduler's view of the cluster: informers over the objects it reads, and a snapshot per cycle.
 
-:class:`ClusterCache` watches pods, nodes, queues, PodGroups, BindRequests, PriorityClasses and
-Topologies (slim views, :mod:`kai.scheduler.convert`) and sets :attr:`ClusterCache.changed` on every
-change that can affect scheduling (:func:`may_unblock`). :meth:`ClusterCache.snapshot` builds the
-kernel's input from the stores, as KAI's cache does:
+:class:`ClusterCache` watches pods, nodes, queues, PodGroups, BindRequests, PriorityClasses,
+Topologies and ConfigMaps (their names only) (slim views, :mod:`kai.scheduler.convert`) and sets
+:attr:`ClusterCache.changed` on every change that can affect scheduling (:func:`may_unblock`).
+:meth:`ClusterCache.snapshot` builds the kernel's input from the stores, as KAI's cache does:
 
 * a pod with a live BindRequest (not failed, for this very pod, on an existing node) is Binding on
   the selected node, so a pending BindRequest counts as allocated;
 * pods that hold a node but belong to no PodGroup of this scheduler (other schedulers' pods, pods
-  without a group) take their requests off the node's allocatable;
+  without a group) take their requests off the node's allocatable and hold their host ports;
 * the cache's own writes are read back at once (:meth:`assume_bound`, :meth:`assume_evicted`)
   until the watch confirms them, so the next cycle never binds a pod twice;
 * a placement on a node that does not exist counts nowhere: a BindRequest selecting one is stale
@@ -30,7 +30,7 @@ import time
 
 import attrs
 
-from kai.api import ACTIVE_USED, Job, Node, Resources, TaskStatus, names
+from kai.api import ACTIVE_USED, HostPort, Job, Node, Resources, TaskStatus, names
 from kai.framework import Problem, Snapshot, build_snapshot
 from kai.framework.snapshot import NODE_NOT_FOUND
 from kai.kube import views
@@ -50,6 +50,7 @@ PATHS = {
     "bindrequests": object_path(*names.BINDREQUESTS),
     "priorityclasses": object_path(*names.PRIORITYCLASSES),
     "topologies": object_path(*names.TOPOLOGIES),
+    "configmaps": object_path(*names.CONFIGMAPS),
 }
 #: How long a successful write of this scheduler is assumed without the watch showing it.
 ASSUME_TTL = 60.0
@@ -91,6 +92,8 @@ class ClusterCache:
         self.scheduler_name = scheduler_name
         #: Seconds after which a running pod being deleted is stuck in releasing.
         self.stuck_after = stuck_after
+        #: Only nodes labelled as GPU or CPU workers take part (KAI's ``--restrict-node-scheduling``).
+        self.restrict_node_scheduling = False
         self.changed = threading.Event()
         transforms = {
             "pods": functools.partial(views.pod_view, scheduler_name=scheduler_name),
@@ -100,6 +103,7 @@ class ClusterCache:
             "bindrequests": views.bindrequest_view,
             "priorityclasses": views.priority_class_view,
             "topologies": views.topology_view,
+            "configmaps": views.config_map_view,
         }
         self.informers = {
             name: Informer(kube, PATHS[name], transform=transforms[name], on_event=self._on_event, name=name)
@@ -177,7 +181,9 @@ class ClusterCache:
         now = time.time() if now is None else now
         inf = self.informers
         pods = {p.key: p for p in inf["pods"].list()}
-        node_views = {n.name: n for n in inf["nodes"].list()}
+        restrict = self.restrict_node_scheduling
+        node_views = {n.name: n for n in inf["nodes"].list()
+                      if not restrict or names.GPU_WORKER_LABEL in n.labels or names.CPU_WORKER_LABEL in n.labels}
         problems: list[Problem] = []
         for view in node_views.values():
             if view.invalid:
@@ -199,6 +205,7 @@ class ClusterCache:
         }
 
         used: dict[str, tuple[Resources, int]] = {}
+        ports: dict[str, list[HostPort]] = {}
         kept_pods: dict[str, PodView] = {}
         reservations: list[tuple[str, PodView]] = []
         shared_in_use: set[tuple[str, str]] = set()
@@ -225,6 +232,8 @@ class ClusterCache:
             if job is None:
                 if node and status in ACTIVE_USED:
                     _add_usage(used, node, pod)
+                    if pod.host_ports:
+                        ports.setdefault(node, []).extend(pod.host_ports)
                     if _is_reservation(pod):
                         reservations.append((node, pod))
                 continue
@@ -237,9 +246,10 @@ class ClusterCache:
             if not any((node, group) in shared_in_use for group in pod.gpu_groups):
                 _add_usage(used, node, pod, count_gpu=True)
 
-        nodes = [convert.to_node(v, *used.get(name, (None, 0))) for name, v in node_views.items()]
+        nodes = [convert.to_node(v, *used.get(name, (None, 0)), tuple(ports.get(name, ())))
+                 for name, v in node_views.items()]
         queues = [convert.to_queue(q) for q in inf["queues"].list()]
-        snap = build_snapshot(nodes, queues, jobs.values(), now, inf["topologies"].list())
+        snap = build_snapshot(nodes, queues, jobs.values(), now, inf["topologies"].list(), inf["configmaps"].list())
         _hold_rejected(snap)
         snap.problems[:0] = problems
         return Cycle(snap, kept_pods, podgroups, stale)

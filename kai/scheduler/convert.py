@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import attrs
 
-from kai.api import Job, Node, PodSet, Queue, ResourceRequest, Resources, SubGroup, Task, TaskStatus
+from kai.api import HostPort, Job, Node, PodSet, Queue, ResourceRequest, Resources, SubGroup, Task, TaskStatus
 from kai.kube.views import BindRequestView, NodeView, PodGroupView, PodView, is_preemptible
 
 
@@ -21,13 +21,14 @@ def take(allocatable: Resources, used: Resources) -> None:
         allocatable.scalars[k] = allocatable.scalars.get(k, 0.0) - v
 
 
-def to_node(view: NodeView, used: Resources | None = None, used_pods: int = 0) -> Node:
-    """A Node whose allocatable excludes what pods outside the snapshot's jobs hold (``used``)."""
+def to_node(view: NodeView, used: Resources | None = None, used_pods: int = 0,
+            host_ports: tuple[HostPort, ...] = ()) -> Node:
+    """A Node whose allocatable excludes what pods outside the snapshot's jobs hold (``used``, ``host_ports``)."""
     allocatable = view.allocatable.copy()
     if used is not None:
         take(allocatable, used)
     return Node(view.name, allocatable, dict(view.labels), view.taints, max(view.max_pods - used_pods, 0),
-                view.unschedulable, view.ready, view.gpu_memory_mib)
+                view.unschedulable, view.ready, view.gpu_memory_mib, host_ports, view.allocatable.copy())
 
 
 def to_queue(q: Queue) -> Queue:
@@ -74,6 +75,8 @@ def to_task(pod: PodView, job_uid: str, status: TaskStatus, node: str | None,
         labels=pod.labels, node_selector=pod.node_selector, node_affinity=pod.node_affinity,
         pod_affinity=pod.pod_affinity, pod_anti_affinity=pod.pod_anti_affinity, tolerations=pod.tolerations,
         gpu_groups=pod.gpu_groups or gpu_groups, invalid=pod.invalid, nominated_node=pod.nominated_node,
+        preferred_pod_affinity=pod.preferred_pod_affinity, preferred_pod_anti_affinity=pod.preferred_pod_anti_affinity,
+        host_ports=pod.host_ports, config_maps=pod.config_maps,
     )
 
 

@@ -154,7 +154,7 @@ class Scenario:
         if plugins == "default":
             return []
         names = [p if isinstance(p, str) else p.get("name") for p in plugins]
-        return [n for n in names if n not in installed and n in KAI_DEFAULT_PLUGINS + ("gpuspread", "podaffinity")]
+        return [n for n in names if n not in installed and n in KAI_DEFAULT_PLUGINS + ("gpuspread",)]
 
     # --- checking and building ----------------------------------------------------------------------
 
