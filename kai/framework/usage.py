@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 
-from kai.api import ALLOCATED, MIG_PREFIX, mig_gpu_slices
-from kai.api.names import GPU_WORKER_LABEL
+from kai.api import ALLOCATED, MIG_PREFIX, mig_gpu_slices, names
 from kai.framework.durations import parse_duration
 from kai.framework.errors import ConfigError
 from kai.framework.yamlfile import Fields, describe
@@ -209,7 +208,7 @@ def cluster_capacity(session: Session) -> list[float]:
         a = node.allocatable
         totals[CPU] += max(a.cpu, 0.0)
         totals[MEMORY] += max(a.memory, 0.0)
-        if restrict and GPU_WORKER_LABEL not in node.labels:
+        if restrict and names.GPU_WORKER_LABEL not in node.labels:
             continue
         totals[GPU] += max(a.gpu, 0.0) + sum(mig_gpu_slices(k) * v for k, v in a.scalars.items()
                                              if k.startswith(MIG_PREFIX) and v > 0)
