@@ -173,6 +173,14 @@ def parse_components(value: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def scheduler_config(args: argparse.Namespace) -> SchedulerConfig:
+    """The configuration of ``--config`` (else the default) with the scheduler flags that set it."""
+    config = load_config(args.config) if args.config else DEFAULT_CONFIG
+    if args.restrict_node_scheduling:
+        config = attrs.evolve(config, restrict_node_scheduling=True)
+    return config
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kai-scheduler run", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -190,6 +198,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--stuck-in-releasing-threshold", type=duration_flag, default=120.0, metavar="DURATION",
                    help="how long a running pod may be deleting before its resources are no longer counted as "
                         "being released (nothing is pipelined onto them, it is never a victim) (default: 2m)")
+    p.add_argument("--restrict-node-scheduling", action="store_true",
+                   help="schedule only on nodes labelled as GPU workers (node-role.kubernetes.io/gpu-worker, for pods "
+                        "asking for GPUs) or CPU workers (node-role.kubernetes.io/cpu-worker, for the others); the "
+                        "configuration's restrictSchedulingNodes does the same")
     p.add_argument("--scheduling-shard", default=names.DEFAULT_SHARD, metavar="NAME",
                    help="the SchedulingShard whose settings (with Config kai-config's) the scheduler takes up live, "
                         "over --config and --schedule-period; '' for none (default: %(default)s)")
@@ -327,7 +339,7 @@ def main(argv: list[str]) -> int:
         names = parse_components(args.components)
         if args.schedule_period <= 0:
             raise ValueError(f"--schedule-period must be positive, not {args.schedule_period:g}")
-        config = load_config(args.config) if args.config else DEFAULT_CONFIG
+        config = scheduler_config(args)
     except (ValueError, ConfigError) as exc:
         print(f"kai-scheduler run: {one_line(str(exc))}", file=sys.stderr)
         return 2

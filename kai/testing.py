@@ -93,12 +93,13 @@ def job(name: str, queue: str = "default", tasks: int | Sequence[Task] = 1, gpus
 
 
 def cluster(nodes: Iterable[Node] = (), queues: Iterable[Queue] | None = None, jobs: Iterable[Job] = (),
-            now: float = NOW, topologies: Iterable[Topology] = ()) -> Snapshot:
-    """A validated snapshot. Without ``queues``, one root queue per queue name the jobs use."""
+            now: float = NOW, topologies: Iterable[Topology] = (), config_maps: Iterable[str] = ()) -> Snapshot:
+    """A validated snapshot. Without ``queues``, one root queue per queue name the jobs use; ``config_maps``
+    are the ConfigMaps that exist (``namespace/name``)."""
     jobs = list(jobs)
     if queues is None:
         queues = [queue(n) for n in dict.fromkeys(j.queue for j in jobs)]
-    return build_snapshot(list(nodes), list(queues), jobs, now, list(topologies))
+    return build_snapshot(list(nodes), list(queues), jobs, now, list(topologies), config_maps)
 
 
 def _spec(p: str | PluginSpec) -> PluginSpec:

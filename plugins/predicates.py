@@ -1,18 +1,24 @@
 """``predicates``: the per-node filters of Kubernetes and KAI.
 
-For each candidate node of a task: the node is ready and schedulable; the task's node selector
-and required node affinity match; the node's NoSchedule/NoExecute taints are tolerated; the
-node's GPU type suits the request (MIG rules, GPU memory known for memory requests); the queue
-stays within its limits (``kai_task_over_capacity``); required pod affinity and anti-affinity
-hold (including the anti-affinity of pods already on the nodes). Resource fit and pod slots
-(including the reservation pod of a new shared GPU) are checked by the kernel before any predicate.
+Before any node is looked at (KAI's pre-predicates, reported as "Scheduling conditions were not met"):
+the ConfigMaps the pod needs exist, and some node of the pool is big enough for the pod (else the
+message names the largest node's amount). For each candidate node of a task: the node is ready and
+schedulable; the task's node selector and required node affinity match; the node's NoSchedule/NoExecute
+taints are tolerated; its host ports are free on the node (pods placed in the session included); the
+node's GPU type suits the request (MIG rules, GPU memory known for memory requests); the queue stays
+within its limits (``kai_task_over_capacity``); required pod affinity and anti-affinity hold (including
+the anti-affinity of pods already on the nodes); with ``restrictSchedulingNodes`` a GPU pod goes to a GPU
+worker and any other pod to a CPU worker. Resource fit and pod slots (including the reservation pod of a
+new shared GPU) are checked by the kernel before any predicate.
 """
 
 from __future__ import annotations
 
 from kai import hookimpl
-from kai.api import Reject, is_mig_resource
-from kai.api.names import MIG_STRATEGY_LABEL
+from kai.api import Reject, TaskStatus, is_mig_resource
+from kai.api.names import CPU_WORKER_LABEL, GPU_WORKER_LABEL, MIG_STRATEGY_LABEL
+from kai.framework.fiterrors import scheduling_conditions_message
+from kai.framework.nodepool import LargestNode
 
 NAME = "predicates"
 UNSCHEDULABLE = Reject(NAME, "node(s) were unschedulable")
@@ -24,6 +30,7 @@ EXISTING_ANTI_AFFINITY = Reject(NAME, "node(s) didn't satisfy existing pods anti
 MIG_ON_NON_MIG = Reject(NAME, "MIG job cannot be scheduled on non-MIG node")
 MIG_SINGLE = Reject(NAME, "only whole gpu jobs can run on a node with MigStrategy='single'")
 MIG_MIXED = Reject(NAME, "non MIG jobs cant run on a node with MigStrategy='mixed'")
+PORTS = Reject(NAME, "node(s) didn't have free ports for the requested pod ports")
 MIG_ENABLED_LABEL = "node-role.kubernetes.io/mig-enabled"
 
 
@@ -126,6 +133,52 @@ class _AffinityView:
         return None
 
 
+def missing_config_maps(session, task) -> list[str]:
+    """The ConfigMaps ``task`` needs that do not exist."""
+    return [name for name in task.config_maps if f"{task.namespace}/{name}" not in session.snapshot.config_maps]
+
+
+def restricted_node(task, node) -> Reject | None:
+    """KAI's ``--restrict-node-scheduling`` rule: GPU pods on GPU workers, the others on CPU workers."""
+    labels = node.node.labels
+    if task.request.wants_gpu:
+        if GPU_WORKER_LABEL not in labels:
+            return Reject(NAME, f"gpu task: <{task.namespace}/{task.name}> can't run on non gpu nodes, "
+                                f"node: <{node.name}>")
+    elif CPU_WORKER_LABEL not in labels:
+        return Reject(NAME, f"cpu task: <{task.namespace}/{task.name}> can't run on non cpu nodes, node: <{node.name}>")
+    return None
+
+
+class _HostPorts:
+    """The host ports in use on each node: pods outside the snapshot's jobs, and every task on the node --
+    placed, pipelined or releasing -- kept current through the allocation events."""
+
+    def __init__(self, session):
+        self.by_node: dict[str, dict[str, tuple]] = {}
+        for node in session.nodes:
+            held = {t.uid: t.host_ports for t in node.tasks.values() if t.host_ports}
+            if node.node.host_ports:
+                held[""] = node.node.host_ports
+            if held:
+                self.by_node[node.name] = held
+
+    def add(self, task, node) -> None:
+        if task.host_ports:
+            self.by_node.setdefault(node.name, {})[task.uid] = task.host_ports
+
+    def remove(self, task, node) -> None:
+        if task.host_ports and not (task.status is TaskStatus.RELEASING and task.node == node.name):
+            self.by_node.get(node.name, {}).pop(task.uid, None)
+
+    def free(self, task, node) -> bool:
+        held = self.by_node.get(node.name)
+        if not held:
+            return True
+        return not any(mine.conflicts(theirs) for uid, ports in held.items() if uid != task.uid
+                       for theirs in ports for mine in task.host_ports)
+
+
 class Predicates:
     name = NAME
 
@@ -138,6 +191,11 @@ class Predicates:
         self.mig_nodes: dict[str, str] = {}
         #: Whether the GPU-type rules can veto the task being placed (False for most whole-GPU and CPU tasks).
         self.gpu_rules: dict[str, bool] = {}
+        #: The verdict of the pre-predicates of each task (they do not change within a session).
+        self.conditions: dict[str, Reject | None] = {}
+        self.ports: _HostPorts | None = None
+        self.largest: LargestNode | None = None
+        self.restrict = False
 
     @hookimpl
     def kai_session_open(self, session):
@@ -148,9 +206,46 @@ class Predicates:
         )
         self.mig_nodes = {n.name: s for n in session.nodes if (s := mig_strategy(n)) is not None}
         self.gpu_rules = {}
+        self.conditions = {}
+        if any(t.host_ports for j in session.jobs.values() for t in j.tasks.values()) or any(
+                n.node.host_ports for n in session.nodes):
+            self.ports = _HostPorts(session)
+        else:  # no host ports in this session: nothing to follow
+            self.ports = None
+            session.calls.withdraw(self, ("kai_on_allocate", "kai_on_deallocate"))
+        self.largest = LargestNode(session.nodes)
+        self.restrict = session.plugins.config.restrict_node_scheduling
+
+    @hookimpl
+    def kai_on_allocate(self, session, task, node):
+        if task.host_ports and self.ports is not None:
+            self.ports.add(task, node)
+
+    @hookimpl
+    def kai_on_deallocate(self, session, task, node):
+        if task.host_ports and self.ports is not None:
+            self.ports.remove(task, node)
+
+    def _scheduling_conditions(self, session, task) -> Reject | None:
+        """KAI's pre-predicates: the needed ConfigMaps exist and some node is big enough."""
+        failures = []
+        missing = missing_config_maps(session, task) if task.config_maps else ()
+        if missing:
+            failures.append(("ConfigMap", f"Missing required configmaps: [{' '.join(missing)}]"))
+        too_big = self.largest.too_small_for(task) if self.largest is not None else None
+        if too_big is not None:
+            failures.append(("MaxNodePoolResources", too_big))
+        if not failures:
+            return None
+        return Reject(NAME, scheduling_conditions_message(task, failures))
 
     @hookimpl
     def kai_pre_predicate(self, session, task, job):
+        if task.uid not in self.conditions:
+            self.conditions[task.uid] = self._scheduling_conditions(session, task)
+        veto = self.conditions[task.uid]
+        if veto is not None:
+            return veto
         self.gpu_rules[task.uid] = self._gpu_rules_apply(task)
         if task.pod_affinity or task.pod_anti_affinity or self.anti_affinity_pods:
             self.affinity[task.uid] = _AffinityView(session, task)
@@ -174,6 +269,8 @@ class Predicates:
         taint = untolerated_taint(task, node) if n.taints else None
         if taint is not None:
             return Reject(NAME, f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}")
+        if task.host_ports and not self.ports.free(task, node):
+            return PORTS
         rules = self.gpu_rules.get(task.uid)
         if rules or (rules is None and self._gpu_rules_apply(task)):
             veto = gpu_type_veto(task, node, self.mig_nodes.get(n.name))
@@ -187,7 +284,9 @@ class Predicates:
                                            f"Details: {veto.reason}", veto.kind)
             return veto
         view = self.affinity.get(task.uid)
-        return view.check(n.labels) if view is not None else None
+        if view is not None and (veto := view.check(n.labels)) is not None:
+            return veto
+        return restricted_node(task, node) if self.restrict else None
 
 
     def _gpu_rules_apply(self, task) -> bool:

@@ -4,7 +4,9 @@
 """
 
 from kai.api.model import (
+    ANY_IP,
     UNLIMITED,
+    HostPort,
     Job,
     LabelRequirement,
     LabelSelector,
@@ -22,6 +24,7 @@ from kai.api.model import (
     Toleration,
     Topology,
     TopologyConstraint,
+    WeightedPodAffinityTerm,
 )
 from kai.api.names import GPU, GPU_FRACTION, GPU_FRACTION_NUM_DEVICES, GPU_MEMORY, GPU_MEMORY_LABEL, MIG_PREFIX
 from kai.api.numa import ContainerRequest, NumaTopology, NumaZone, ZonePlacement
@@ -39,10 +42,11 @@ from kai.api.resources import (
 from kai.api.status import ACTIVE_ALLOCATED, ACTIVE_USED, ALIVE, ALLOCATED, TaskStatus
 
 __all__ = [
-    "ACTIVE_ALLOCATED", "ACTIVE_USED", "ALIVE", "ALLOCATED", "DEFAULT_GPU_MEMORY_MIB", "EPSILON", "GPU", "GPU_FRACTION",
-    "GPU_FRACTION_NUM_DEVICES", "GPU_MEMORY", "GPU_MEMORY_LABEL", "MIG_PREFIX", "UNLIMITED", "ContainerRequest",
-    "GpuRequestError", "Job", "LabelRequirement", "LabelSelector", "Member", "Node", "NumaTopology", "NumaZone",
-    "PodAffinityTerm", "PodSet", "Queue", "QueueDetails", "QuotaSpec", "Reject", "ResourceRequest", "Resources",
-    "SubGroup", "Taint", "Task", "TaskStatus", "Toleration", "Topology", "TopologyConstraint", "ZonePlacement",
-    "gpu_memory_from_label", "is_mig_resource", "mig_gpu_slices", "parse_gpu_sharing",
+    "ACTIVE_ALLOCATED", "ACTIVE_USED", "ALIVE", "ALLOCATED", "ANY_IP", "DEFAULT_GPU_MEMORY_MIB", "EPSILON", "GPU",
+    "GPU_FRACTION", "GPU_FRACTION_NUM_DEVICES", "GPU_MEMORY", "GPU_MEMORY_LABEL", "MIG_PREFIX", "UNLIMITED",
+    "ContainerRequest", "GpuRequestError", "HostPort", "Job", "LabelRequirement", "LabelSelector", "Member", "Node",
+    "NumaTopology", "NumaZone", "PodAffinityTerm", "PodSet", "Queue", "QueueDetails", "QuotaSpec", "Reject",
+    "ResourceRequest", "Resources", "SubGroup", "Taint", "Task", "TaskStatus", "Toleration", "Topology",
+    "TopologyConstraint", "WeightedPodAffinityTerm", "ZonePlacement", "gpu_memory_from_label", "is_mig_resource",
+    "mig_gpu_slices", "parse_gpu_sharing",
 ]

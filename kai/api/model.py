@@ -91,6 +91,36 @@ class PodAffinityTerm:
     topology_key: str
     namespaces: tuple[str, ...] = ()  # empty: the pod's own namespace
 
+    def matches(self, owner_namespace: str, namespace: str, labels: dict[str, str]) -> bool:
+        """Whether a pod in ``namespace`` with ``labels`` matches the term of a pod in ``owner_namespace``."""
+        return namespace in (self.namespaces or (owner_namespace,)) and self.selector.matches(labels)
+
+
+@attrs.define(slots=True, frozen=True)
+class WeightedPodAffinityTerm:
+    """Preferred pod (anti-)affinity: a term and its weight (1-100)."""
+
+    weight: int
+    term: PodAffinityTerm
+
+
+#: The host address of a port bound on every address.
+ANY_IP = "0.0.0.0"
+
+
+@attrs.define(slots=True, frozen=True)
+class HostPort:
+    """A host port a pod binds: ``ip`` (``0.0.0.0`` for every address), ``protocol``, ``port``."""
+
+    ip: str
+    protocol: str
+    port: int
+
+    def conflicts(self, other: HostPort) -> bool:
+        """Kubernetes' rule: same protocol and port, and one of the addresses is the other or ``0.0.0.0``."""
+        return (self.port == other.port and self.protocol == other.protocol
+                and (self.ip == other.ip or ANY_IP in (self.ip, other.ip)))
+
 
 # --- cluster objects ---------------------------------------------------------------------------------
 
@@ -111,6 +141,11 @@ class Node:
     gpu_memory_synced: bool = True
     #: The node's NUMA zones and Topology Manager policy (its NodeResourceTopology); None without one.
     numa: NumaTopology | None = None
+    #: Host ports held by pods outside the snapshot's jobs (other schedulers' pods).
+    host_ports: tuple[HostPort, ...] = ()
+    #: The node's whole allocatable, before what pods outside the snapshot's jobs hold is taken off
+    #: (None: ``allocatable``); the largest node of a pool is measured by it.
+    capacity: Resources | None = None
 
 
 @attrs.define(slots=True, eq=False)
@@ -151,6 +186,13 @@ class Task:
     numa_recorded: tuple[ZonePlacement, ...] = ()
     #: The NUMA placement the session holds for the task; None while a new placement is to be chosen.
     numa_placement: tuple[ZonePlacement, ...] | None = ()
+    #: Preferred pod affinity and anti-affinity (scored by plugin ``podaffinity``).
+    preferred_pod_affinity: tuple[WeightedPodAffinityTerm, ...] = ()
+    preferred_pod_anti_affinity: tuple[WeightedPodAffinityTerm, ...] = ()
+    #: Host ports the pod binds (its containers' and native sidecars' ``hostPort``s).
+    host_ports: tuple[HostPort, ...] = ()
+    #: ConfigMaps (names in the pod's namespace) that must exist before the pod may start.
+    config_maps: tuple[str, ...] = ()
 
     def __attrs_post_init__(self) -> None:
         if not self.uid:

@@ -21,6 +21,7 @@ PODS = ("", "v1", "pods")
 #: NodeResourceTopology (NUMA zones of a node, published by a node exporter; optional CRD).
 NODERESOURCETOPOLOGIES = ("topology.node.k8s.io", "v1alpha2", "noderesourcetopologies")
 NODES = ("", "v1", "nodes")
+CONFIGMAPS = ("", "v1", "configmaps")
 PODGROUP_API_VERSION = "/".join(PODGROUPS[:2])
 #: KAI's operator objects: the one Config, and the SchedulingShard a scheduler without a partition reads.
 KAI_CONFIG_NAME = "kai-config"
@@ -44,6 +45,9 @@ RESERVATION_APP = ("app", "kai-resource-reservation")
 GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"
 MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
+#: Node roles of KAI's ``--restrict-node-scheduling``: GPU pods go to GPU workers, the others to CPU workers.
+GPU_WORKER_LABEL = "node-role.kubernetes.io/gpu-worker"
+CPU_WORKER_LABEL = "node-role.kubernetes.io/cpu-worker"
 
 # --- annotations --------------------------------------------------------------------------------
 POD_GROUP_ANNOTATION = "pod-group-name"

@@ -10,8 +10,8 @@ tiers:
 ```
 
 Plugins are called in the order they are listed (tier by tier). Also read:
-``stalenessGracePeriodSeconds`` and ``usageDBConfig`` (historical queue usage for time-based fair
-share, KAI's shape; see :mod:`kai.framework.usage`).
+``stalenessGracePeriodSeconds``, ``restrictSchedulingNodes`` and ``usageDBConfig`` (historical queue
+usage for time-based fair share, KAI's shape; see :mod:`kai.framework.usage`).
 """
 
 from __future__ import annotations
@@ -48,6 +48,9 @@ class SchedulerConfig:
     usage_db: UsageDBConfig | None = None
     #: ``queueDepthPerAction``: (action, n) -- the action tries at most the n first jobs of each leaf queue.
     queue_depth_per_action: tuple[tuple[str, int], ...] = ()
+    #: ``restrictSchedulingNodes`` (KAI's ``--restrict-node-scheduling``): only nodes labelled as GPU or CPU
+    #: workers take part; GPU pods go to GPU workers, the others to CPU workers.
+    restrict_node_scheduling: bool = False
 
     def queue_depth(self, action: str) -> int | None:
         """How many jobs per leaf queue ``action`` tries in a cycle; None: all."""
@@ -58,13 +61,13 @@ class SchedulerConfig:
 #: :data:`DEFAULT_CONFIG` and added there as they land.
 KAI_DEFAULT_PLUGINS = (
     "predicates", "proportion", "priority", "elastic", "kubeflow", "ray", "nodeavailability",
-    "gpusharingorder", "gpupack", "resourcetype", "subgrouporder", "taskorder", "nominatednode",
+    "gpusharingorder", "gpupack", "resourcetype", "podaffinity", "subgrouporder", "taskorder", "nominatednode",
     "dynamicresources", "nodeplacement", "minruntime", "topology", "snapshot",
 )
 SHIPPED_DEFAULT_PLUGINS = (
     "predicates", "proportion", "priority", "elastic", "kubeflow", "ray", "nodeavailability",
-    "gpusharingorder", "gpupack", "resourcetype", "subgrouporder", "taskorder", "nominatednode", "nodeplacement",
-    "minruntime", "topology",
+    "gpusharingorder", "gpupack", "resourcetype", "podaffinity", "subgrouporder", "taskorder", "nominatednode",
+    "nodeplacement", "minruntime", "topology",
 )
 DEFAULT_ACTIONS = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction")
 DEFAULT_CONFIG = SchedulerConfig(
@@ -146,7 +149,8 @@ def parse_config(data: Any, where: str = "config") -> SchedulerConfig:
                               minimum=-1, maximum=MAX_SETTING)
     flags = {field: fields.flag(key, getattr(DEFAULT_CONFIG, field))
              for key, field in (("allowConsolidatingReclaim", "allow_consolidating_reclaim"),
-                                ("useSchedulingSignatures", "use_scheduling_signatures"))}
+                                ("useSchedulingSignatures", "use_scheduling_signatures"),
+                                ("restrictSchedulingNodes", "restrict_node_scheduling"))}
     depths = parse_queue_depths(data.get("queueDepthPerAction"), where)
     usage_db = None
     if data.get("usageDBConfig") is not None:

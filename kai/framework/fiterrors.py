@@ -10,7 +10,7 @@ from collections import Counter
 
 import attrs
 
-from kai.api import QueueDetails, names
+from kai.api import QueueDetails, Task, names
 
 #: KAI's reason of a job fit error that names no domain and no queue, and of a job with several errors.
 PLAIN_FIT_ERROR_REASON = names.REASON_POD_SCHEDULING_ERRORS
@@ -60,3 +60,9 @@ def job_fit_detail(errors: list[JobFitError]) -> str:
     or 'Unable to schedule podgroup', then every detail on a line of its own."""
     reason = errors[0].reason if len(errors) == 1 else DEFAULT_FIT_ERROR_REASON
     return f"\n{reason}." + "".join(sorted(f"\n{e.detail}." for e in errors))
+
+
+def scheduling_conditions_message(task: Task, failures: list[tuple[str, str]]) -> str:
+    """KAI's message of failed pre-predicates: ``failures`` are (predicate name, message) pairs, one line each."""
+    lines = "".join(f"{name}: {message}.\n" for name, message in sorted(failures))
+    return f"Scheduling conditions were not met for pod {task.namespace}/{task.name}:\n{lines}"

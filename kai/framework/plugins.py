@@ -11,7 +11,7 @@ which order. :func:`discover` and :func:`build_plugin` also serve the other entr
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any, cast
 
@@ -123,9 +123,13 @@ class CallLists:
             setattr(self, name, [_adapt(i, spec_args) for i in impls])
             self._owners[name] = [i.plugin for i in impls]
 
-    def withdraw(self, plugin: object) -> None:
-        """Leave ``plugin`` out of every hot hook for the rest of the session (it has nothing to do in it)."""
+    def withdraw(self, plugin: object, hooks: Iterable[str] | None = None) -> None:
+        """Leave ``plugin`` out of every hot hook (or of ``hooks``) for the rest of the session (it has
+        nothing to do there)."""
+        names = self._owners.keys() if hooks is None else set(hooks)
         for name, owners in self._owners.items():
+            if name not in names:
+                continue
             calls = getattr(self, name)
             setattr(self, name, [fn for fn, owner in zip(calls, owners, strict=True) if owner is not plugin])
             self._owners[name] = [owner for owner in owners if owner is not plugin]

@@ -51,10 +51,14 @@ ARGS = {
     "max-consolidation-preemptees": "a whole number",
     "use-scheduling-signatures": "true or false",
     "allow-consolidating-reclaim": "true or false",
+    "restrict-node-scheduling": "true or false",
     "default-staleness-grace-period": "a duration",
     "schedule-period": "a positive duration",
 }
-FLAG_ARGS = ("use-scheduling-signatures", "allow-consolidating-reclaim")
+#: The true-or-false flags and the configuration field each sets.
+FLAG_ARGS = {"use-scheduling-signatures": "use_scheduling_signatures",
+             "allow-consolidating-reclaim": "allow_consolidating_reclaim",
+             "restrict-node-scheduling": "restrict_node_scheduling"}
 #: Shard fields this scheduler does not act on.
 IGNORED_FIELDS = ("partitionLabelValue", "goMemLimit", "goMemLimitRatio", "scenarioSearchBudgets")
 #: KAI's in-cluster usage Prometheus, in the Config's namespace.
@@ -192,8 +196,11 @@ def _args(spec: Fields, config: SchedulerConfig, where: str) -> tuple[SchedulerC
             flag = _go_bool(value)
             if flag is None:
                 raise invalid
-            config = (attrs.evolve(config, use_scheduling_signatures=flag) if name == "use-scheduling-signatures"
-                      else attrs.evolve(config, allow_consolidating_reclaim=flag))
+            field = FLAG_ARGS[name]
+            config = (attrs.evolve(config, use_scheduling_signatures=flag) if field == "use_scheduling_signatures"
+                      else attrs.evolve(config, allow_consolidating_reclaim=flag)
+                      if field == "allow_consolidating_reclaim"
+                      else attrs.evolve(config, restrict_node_scheduling=flag))
         elif name == "default-staleness-grace-period":
             config = attrs.evolve(config, staleness_grace_period=_duration(value, partial(args.fail, name)))
         else:

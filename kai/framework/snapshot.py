@@ -55,6 +55,8 @@ class Snapshot:
     #: Historical usage per queue name, (CPU, memory, GPU) fractions of capacity (time-based fair share);
     #: set by the driver from its usage source, empty without one.
     usage: Usage = attrs.field(factory=dict)
+    #: The ConfigMaps that exist, as ``namespace/name`` (a task naming another in ``config_maps`` waits).
+    config_maps: frozenset[str] = frozenset()
 
 
 def _bad_quota(q: Queue) -> str | None:
@@ -165,7 +167,7 @@ def _subgroup_problem(job: Job) -> str | None:
 
 
 def build_snapshot(nodes: Iterable[Node], queues: Iterable[Queue], jobs: Iterable[Job], now: float | None = None,
-                   topologies: Iterable[Topology] = ()) -> Snapshot:
+                   topologies: Iterable[Topology] = (), config_maps: Iterable[str] = ()) -> Snapshot:
     """Validate the facts and assemble a snapshot (see the module docstring for what is left out)."""
     problems: list[Problem] = []
     valid_topologies = _valid_topologies(topologies, problems)
@@ -218,4 +220,4 @@ def build_snapshot(nodes: Iterable[Node], queues: Iterable[Queue], jobs: Iterabl
         _resolve_aliases(job, valid_topologies)
         kept[job.uid] = job
     return Snapshot(node_list, valid_queues, kept, time.time() if now is None else now,
-                    valid_topologies, problems, rejected)
+                    valid_topologies, problems, rejected, config_maps=frozenset(config_maps))

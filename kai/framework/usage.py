@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 
-from kai.api import ALLOCATED, MIG_PREFIX, mig_gpu_slices
+from kai.api import ALLOCATED, MIG_PREFIX, mig_gpu_slices, names
 from kai.framework.durations import parse_duration
 from kai.framework.errors import ConfigError
 from kai.framework.yamlfile import Fields, describe
@@ -197,8 +197,10 @@ def memory_base(node: NodeInfo | None, default: float) -> float:
 
 def cluster_capacity(session: Session) -> list[float]:
     """(CPU, memory, GPU) of ready, schedulable nodes, MIG slices counted as GPUs. A node's amount below zero
-    (pods of other schedulers hold more than it has) counts as zero."""
+    (pods of other schedulers hold more than it has) counts as zero; with ``restrictSchedulingNodes`` the GPUs
+    of a node not labelled as a GPU worker do not count."""
     totals = [0.0, 0.0, 0.0]
+    restrict = session.plugins.config.restrict_node_scheduling
     for n in session.nodes:
         node = n.node
         if not node.ready or node.unschedulable:
@@ -206,6 +208,8 @@ def cluster_capacity(session: Session) -> list[float]:
         a = node.allocatable
         totals[CPU] += max(a.cpu, 0.0)
         totals[MEMORY] += max(a.memory, 0.0)
+        if restrict and names.GPU_WORKER_LABEL not in node.labels:
+            continue
         totals[GPU] += max(a.gpu, 0.0) + sum(mig_gpu_slices(k) * v for k, v in a.scalars.items()
                                              if k.startswith(MIG_PREFIX) and v > 0)
     return totals

@@ -14,10 +14,12 @@ from datetime import datetime
 import attrs
 
 from kai.api import (
+    ANY_IP,
     GPU,
     MIG_PREFIX,
     UNLIMITED,
     ContainerRequest,
+    HostPort,
     LabelRequirement,
     LabelSelector,
     PodAffinityTerm,
@@ -29,6 +31,7 @@ from kai.api import (
     Toleration,
     Topology,
     TopologyConstraint,
+    WeightedPodAffinityTerm,
 )
 from kai.api.names import (
     GPU_GROUP_LABEL,
@@ -40,6 +43,7 @@ from kai.api.names import (
     POD_GROUP_ANNOTATION,
     PREEMPTIBILITY_LABEL,
     SCHEDULER_NAME,
+    SHARED_GPU_CONFIGMAP,
     STALE_ANNOTATION,
     SUBGROUP_LABEL,
     TASK_PRIORITY_LABEL,
@@ -125,6 +129,8 @@ class PodView:
     node_affinity: tuple
     pod_affinity: tuple
     pod_anti_affinity: tuple
+    preferred_pod_affinity: tuple
+    preferred_pod_anti_affinity: tuple
     tolerations: tuple
     #: The message of an existing ``PodScheduled=False`` condition (to skip writing it again).
     unschedulable_message: str | None
@@ -138,22 +144,59 @@ class PodView:
     numa_observed: tuple = ()
     numa_predicted: tuple = ()
     numa_invalid: str | None = None
+    #: Host ports the pod binds (:func:`host_ports`).
+    host_ports: tuple = ()
+    #: ConfigMaps the pod needs (:func:`required_config_maps`).
+    config_maps: tuple = ()
 
     @property
     def terminated(self) -> bool:
         return self.phase in ("Succeeded", "Failed")
 
 
-def _container_requests(containers, where: str) -> dict[str, float]:
-    total: dict[str, float] = {}
-    for i, c in enumerate(containers or ()):
-        requests = ((c.get("resources") or {}).get("requests")) or {}
-        limits = ((c.get("resources") or {}).get("limits")) or {}
-        # Extended resources may be set as limits only; their request is the limit.
-        merged = {**{k: v for k, v in limits.items() if k not in IGNORED_RESOURCES}, **requests}
-        for name, value in merged.items():
-            total[name] = total.get(name, 0.0) + quantity(value, f"{where}[{i}].resources {name}")
-    return total
+def _container_requests(container: dict, where: str) -> dict[str, float]:
+    resources = container.get("resources") or {}
+    requests = resources.get("requests") or {}
+    limits = resources.get("limits") or {}
+    # Extended resources may be set as limits only; their request is the limit.
+    merged = {**{k: v for k, v in limits.items() if k not in IGNORED_RESOURCES}, **requests}
+    return {name: quantity(value, f"{where}.resources {name}") for name, value in merged.items()}
+
+
+def _add(total: dict[str, float], more: dict[str, float]) -> None:
+    for name, value in more.items():
+        total[name] = total.get(name, 0.0) + value
+
+
+def is_sidecar(container: dict) -> bool:
+    """A native sidecar: an init container with ``restartPolicy: Always``, running beside the containers."""
+    return container.get("restartPolicy") == "Always"
+
+
+def pod_amounts(spec: dict) -> dict[str, float]:
+    """What a pod needs, as the kubelet counts it (Kubernetes' ``PodRequests``), in base units by resource name.
+
+    The containers and the native sidecars run together; each regular init container runs alone beside
+    the sidecars declared before it; the pod needs the larger of the two, plus ``spec.overhead``.
+    """
+    amounts: dict[str, float] = {}
+    for i, c in enumerate(spec.get("containers") or ()):
+        _add(amounts, _container_requests(c, f"spec.containers[{i}]"))
+    sidecars: dict[str, float] = {}
+    init_peak: dict[str, float] = {}
+    for i, c in enumerate(spec.get("initContainers") or ()):
+        request = _container_requests(c, f"spec.initContainers[{i}]")
+        if is_sidecar(c):
+            _add(sidecars, request)
+            continue
+        for name in request.keys() | sidecars.keys():
+            init_peak[name] = max(init_peak.get(name, 0.0), request.get(name, 0.0) + sidecars.get(name, 0.0))
+    _add(amounts, sidecars)
+    for name, value in init_peak.items():
+        amounts[name] = max(amounts.get(name, 0.0), value)
+    for name, value in (spec.get("overhead") or {}).items():
+        amounts[name] = amounts.get(name, 0.0) + quantity(value, f"spec.overhead {name}")
+    return amounts
 
 
 def container_requests(spec: dict) -> tuple[ContainerRequest, ...]:
@@ -161,10 +204,10 @@ def container_requests(spec: dict) -> tuple[ContainerRequest, ...]:
     out = []
     for key, init in (("initContainers", True), ("containers", False)):
         for i, c in enumerate(spec.get(key) or ()):
-            amounts = _container_requests([c], f"spec.{key}[{i}]")
+            amounts = _container_requests(c, f"spec.{key}[{i}]")
             if "cpu" in amounts:
                 amounts["cpu"] *= 1000.0
-            out.append(ContainerRequest(amounts, init, init and c.get("restartPolicy") == "Always"))
+            out.append(ContainerRequest(amounts, init, init and is_sidecar(c)))
     return tuple(out)
 
 
@@ -175,17 +218,11 @@ def _numa_records(annotations: dict) -> tuple[tuple, tuple, str | None]:
 
 
 def pod_request(spec: dict, annotations: dict) -> ResourceRequest:
-    """KAI's pod request: max(sum of containers, each init container) + overhead, GPU annotations read.
+    """KAI's pod request: :func:`pod_amounts` with the GPU-sharing annotations read.
 
     Raises ValueError (GpuRequestError for the GPU-sharing annotations) naming the field at fault.
     """
-    amounts = _container_requests(spec.get("containers"), "spec.containers")
-    for i, c in enumerate(spec.get("initContainers") or ()):
-        init = _container_requests([c], f"spec.initContainers[{i}]")
-        for name, value in init.items():
-            amounts[name] = max(amounts.get(name, 0.0), value)
-    for name, value in (spec.get("overhead") or {}).items():
-        amounts[name] = amounts.get(name, 0.0) + quantity(value, f"spec.overhead {name}")
+    amounts = pod_amounts(spec)
     gpus = amounts.pop(GPU, 0.0)
     if gpus != int(gpus):
         raise ValueError(f"resource {GPU}={gpus:g} is not a whole number of GPUs")
@@ -196,6 +233,38 @@ def pod_request(spec: dict, annotations: dict) -> ResourceRequest:
         cpu=amounts.get("cpu", 0.0) * 1000.0, memory=amounts.get("memory", 0.0), gpus=int(gpus),
         gpu_fraction=fraction, gpu_devices=devices, gpu_memory_mib=memory_mib, mig=mig, scalars=scalars,
     )
+
+
+def host_ports(spec: dict) -> tuple[HostPort, ...]:
+    """The host ports a pod binds: those of its containers and native sidecars (as kube-scheduler counts them)."""
+    containers = [c for c in spec.get("initContainers") or () if is_sidecar(c)] + list(spec.get("containers") or ())
+    ports = []
+    for c in containers:
+        for p in c.get("ports") or ():
+            port = p.get("hostPort")
+            if isinstance(port, int) and not isinstance(port, bool) and port > 0:
+                ports.append(HostPort(str(p.get("hostIP") or ANY_IP), str(p.get("protocol") or "TCP"), port))
+    return tuple(dict.fromkeys(ports))
+
+
+def required_config_maps(spec: dict, annotations: dict) -> tuple[str, ...]:
+    """ConfigMaps a pod cannot start without (KAI's rule): those of mounted volumes (projected ones too) and
+    of environment references, unless optional or the pod's own shared-GPU ConfigMaps."""
+    containers = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ()),
+                  *(spec.get("ephemeralContainers") or ())]
+    mounted = {m.get("name") for c in containers for m in c.get("volumeMounts") or ()}
+    refs: list[dict] = []
+    for volume in spec.get("volumes") or ():
+        if volume.get("name") not in mounted:
+            continue
+        refs.append(volume.get("configMap") or {})
+        refs.extend(source.get("configMap") or {} for source in (volume.get("projected") or {}).get("sources") or ())
+    for c in containers:
+        refs.extend(((e.get("valueFrom") or {}).get("configMapKeyRef") or {}) for e in c.get("env") or ())
+        refs.extend(e.get("configMapRef") or {} for e in c.get("envFrom") or ())
+    shared = annotations.get(SHARED_GPU_CONFIGMAP)
+    names = {str(r["name"]) for r in refs if r.get("name") and r.get("optional") is not True}
+    return tuple(sorted(n for n in names if not (shared is not None and n.startswith(shared))))
 
 
 def _requirement(expr: dict) -> LabelRequirement:
@@ -209,10 +278,20 @@ def _selector(sel) -> LabelSelector:
                          tuple(_requirement(e) for e in sel.get("matchExpressions") or ()))
 
 
+def _affinity_term(t: dict) -> PodAffinityTerm:
+    return PodAffinityTerm(_selector(t.get("labelSelector")), str(t.get("topologyKey", "")),
+                           tuple(t.get("namespaces") or ()))
+
+
 def _affinity_terms(block) -> tuple[PodAffinityTerm, ...]:
     terms = (block or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or ()
-    return tuple(PodAffinityTerm(_selector(t.get("labelSelector")), str(t.get("topologyKey", "")),
-                                 tuple(t.get("namespaces") or ())) for t in terms)
+    return tuple(_affinity_term(t) for t in terms)
+
+
+def _preferred_terms(block) -> tuple[WeightedPodAffinityTerm, ...]:
+    terms = (block or {}).get("preferredDuringSchedulingIgnoredDuringExecution") or ()
+    return tuple(WeightedPodAffinityTerm(int(t.get("weight") or 0), _affinity_term(t.get("podAffinityTerm") or {}))
+                 for t in terms if isinstance(t, dict) and isinstance(t.get("weight"), int))
 
 
 def pod_view(raw: dict, scheduler_name: str = SCHEDULER_NAME) -> PodView | None:
@@ -250,11 +329,14 @@ def pod_view(raw: dict, scheduler_name: str = SCHEDULER_NAME) -> PodView | None:
         node_affinity=tuple(tuple(_requirement(e) for e in term.get("matchExpressions") or ()) for term in node_terms),
         pod_affinity=_affinity_terms(affinity.get("podAffinity")),
         pod_anti_affinity=_affinity_terms(affinity.get("podAntiAffinity")),
+        preferred_pod_affinity=_preferred_terms(affinity.get("podAffinity")),
+        preferred_pod_anti_affinity=_preferred_terms(affinity.get("podAntiAffinity")),
         tolerations=tuple(Toleration(str(t.get("key") or ""), str(t.get("operator") or "Equal"),
                                      str(t.get("value") or ""), str(t.get("effect") or ""))
                           for t in spec.get("tolerations") or ()),
         unschedulable_message=unschedulable, nominated_node=status.get("nominatedNodeName") or "",
-        gpu_groups=_gpu_groups(labels),
+        gpu_groups=_gpu_groups(labels), host_ports=host_ports(spec),
+        config_maps=required_config_maps(spec, annotations) if not node_name else (),
         qos_class=str(status.get("qosClass") or ""), containers=containers,
         numa_observed=observed, numa_predicted=predicted, numa_invalid=numa_invalid,
     )
@@ -467,6 +549,12 @@ def topology_view(raw: dict) -> Topology:
     levels = [lv for lv in (raw.get("spec") or {}).get("levels") or () if isinstance(lv, dict)]
     return Topology((raw.get("metadata") or {}).get("name", ""), tuple(str(lv.get("nodeLabel", "")) for lv in levels),
                     {str(lv["alias"]): str(lv.get("nodeLabel", "")) for lv in levels if lv.get("alias")})
+
+
+def config_map_view(raw: dict) -> str:
+    """A ConfigMap as its ``namespace/name`` alone: the scheduler only asks whether one exists."""
+    meta = raw.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
 def job_priority(pg: PodGroupView, classes: dict[str, int], default: int) -> int:

@@ -1,15 +1,15 @@
 """The scheduler's view of the cluster: informers over the objects it reads, and a snapshot per cycle.
 
 :class:`ClusterCache` watches pods, nodes, queues, PodGroups, BindRequests, PriorityClasses,
-Topologies and -- when the cluster serves that API -- NodeResourceTopologies (slim views,
-:mod:`kai.scheduler.convert`) and sets :attr:`ClusterCache.changed` on every
-change that can affect scheduling (:func:`may_unblock`). :meth:`ClusterCache.snapshot` builds the
-kernel's input from the stores, as KAI's cache does:
+Topologies, ConfigMaps (their names only) and -- when the cluster serves that API --
+NodeResourceTopologies (slim views, :mod:`kai.scheduler.convert`) and sets
+:attr:`ClusterCache.changed` on every change that can affect scheduling (:func:`may_unblock`).
+:meth:`ClusterCache.snapshot` builds the kernel's input from the stores, as KAI's cache does:
 
 * a pod with a live BindRequest (not failed, for this very pod, on an existing node) is Binding on
   the selected node, so a pending BindRequest counts as allocated;
 * pods that hold a node but belong to no PodGroup of this scheduler (other schedulers' pods, pods
-  without a group) take their requests off the node's allocatable;
+  without a group) take their requests off the node's allocatable and hold their host ports;
 * the cache's own writes are read back at once (:meth:`assume_bound`, :meth:`assume_evicted`)
   until the watch confirms them, so the next cycle never binds a pod twice;
 * a placement on a node that does not exist counts nowhere: a BindRequest selecting one is stale
@@ -36,7 +36,7 @@ import time
 
 import attrs
 
-from kai.api import ACTIVE_USED, Job, Node, Resources, TaskStatus, names
+from kai.api import ACTIVE_USED, HostPort, Job, Node, Resources, TaskStatus, names
 from kai.framework import Problem, Snapshot, build_snapshot
 from kai.framework.snapshot import NODE_NOT_FOUND
 from kai.kube import views
@@ -58,6 +58,7 @@ PATHS = {
     "priorityclasses": object_path(*names.PRIORITYCLASSES),
     "topologies": object_path(*names.TOPOLOGIES),
     "noderesourcetopologies": object_path(*names.NODERESOURCETOPOLOGIES),
+    "configmaps": object_path(*names.CONFIGMAPS),
 }
 #: Informers of APIs a cluster may not serve (a CRD not installed): name -> the API's group version.
 OPTIONAL = {"noderesourcetopologies": names.NODERESOURCETOPOLOGIES[:2]}
@@ -102,6 +103,8 @@ class ClusterCache:
         self.scheduler_name = scheduler_name
         #: Seconds after which a running pod being deleted is stuck in releasing.
         self.stuck_after = stuck_after
+        #: Only nodes labelled as GPU or CPU workers take part (KAI's ``--restrict-node-scheduling``).
+        self.restrict_node_scheduling = False
         self.changed = threading.Event()
         transforms = {
             "pods": functools.partial(views.pod_view, scheduler_name=scheduler_name),
@@ -112,6 +115,7 @@ class ClusterCache:
             "priorityclasses": views.priority_class_view,
             "topologies": views.topology_view,
             "noderesourcetopologies": nrt_view,
+            "configmaps": views.config_map_view,
         }
         self.informers = {
             name: Informer(kube, PATHS[name], transform=transforms[name], on_event=self._on_event, name=name)
@@ -207,7 +211,9 @@ class ClusterCache:
         now = time.time() if now is None else now
         inf = self.informers
         pods = {p.key: p for p in inf["pods"].list()}
-        node_views = {n.name: n for n in inf["nodes"].list()}
+        restrict = self.restrict_node_scheduling
+        node_views = {n.name: n for n in inf["nodes"].list()
+                      if not restrict or names.GPU_WORKER_LABEL in n.labels or names.CPU_WORKER_LABEL in n.labels}
         problems: list[Problem] = []
         for view in node_views.values():
             if view.invalid:
@@ -236,6 +242,7 @@ class ClusterCache:
         }
 
         used: dict[str, tuple[Resources, int]] = {}
+        ports: dict[str, list[HostPort]] = {}
         kept_pods: dict[str, PodView] = {}
         reservations: list[tuple[str, PodView]] = []
         shared_in_use: set[tuple[str, str]] = set()
@@ -263,6 +270,8 @@ class ClusterCache:
             if job is None:
                 if node and status in ACTIVE_USED:
                     _add_usage(used, node, pod)
+                    if pod.host_ports:
+                        ports.setdefault(node, []).extend(pod.host_ports)
                     if _is_reservation(pod):
                         reservations.append((node, pod))
                 continue
@@ -277,9 +286,10 @@ class ClusterCache:
             if not any((node, group) in shared_in_use for group in pod.gpu_groups):
                 _add_usage(used, node, pod, count_gpu=True)
 
-        nodes = [convert.to_node(v, *used.get(name, (None, 0)), numa=numa.get(name)) for name, v in node_views.items()]
+        nodes = [convert.to_node(v, *used.get(name, (None, 0)), tuple(ports.get(name, ())), numa=numa.get(name))
+                 for name, v in node_views.items()]
         queues = [convert.to_queue(q) for q in inf["queues"].list()]
-        snap = build_snapshot(nodes, queues, jobs.values(), now, inf["topologies"].list())
+        snap = build_snapshot(nodes, queues, jobs.values(), now, inf["topologies"].list(), inf["configmaps"].list())
         _hold_rejected(snap)
         snap.problems[:0] = problems
         return Cycle(snap, kept_pods, podgroups, stale)

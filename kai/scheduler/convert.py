@@ -9,6 +9,7 @@ from __future__ import annotations
 import attrs
 
 from kai.api import (
+    HostPort,
     Job,
     Node,
     NumaTopology,
@@ -34,14 +35,15 @@ def take(allocatable: Resources, used: Resources) -> None:
 
 
 def to_node(view: NodeView, used: Resources | None = None, used_pods: int = 0,
-            numa: NumaTopology | None = None) -> Node:
-    """A Node whose allocatable excludes what pods outside the snapshot's jobs hold (``used``), with its NUMA
-    topology (from its NodeResourceTopology) when it has one."""
+            host_ports: tuple[HostPort, ...] = (), numa: NumaTopology | None = None) -> Node:
+    """A Node whose allocatable excludes what pods outside the snapshot's jobs hold (``used``, ``host_ports``),
+    with its NUMA topology (from its NodeResourceTopology) when it has one."""
     allocatable = view.allocatable.copy()
     if used is not None:
         take(allocatable, used)
     return Node(view.name, allocatable, dict(view.labels), view.taints, max(view.max_pods - used_pods, 0),
-                view.unschedulable, view.ready, view.gpu_memory_mib, numa=numa)
+                view.unschedulable, view.ready, view.gpu_memory_mib, host_ports=host_ports,
+                capacity=view.allocatable.copy(), numa=numa)
 
 
 def to_queue(q: Queue) -> Queue:
@@ -94,6 +96,8 @@ def to_task(pod: PodView, job_uid: str, status: TaskStatus, node: str | None,
         gpu_groups=pod.gpu_groups or gpu_groups, invalid=pod.invalid, nominated_node=pod.nominated_node,
         qos_class=pod.qos_class, containers=pod.containers,
         numa_recorded=pod.numa_observed or numa_zones or pod.numa_predicted,
+        preferred_pod_affinity=pod.preferred_pod_affinity, preferred_pod_anti_affinity=pod.preferred_pod_anti_affinity,
+        host_ports=pod.host_ports, config_maps=pod.config_maps,
     )
 
 

@@ -63,6 +63,7 @@ API_ACCESS = (
     Access("", "pods", ("list", "watch", "delete")),
     Access("", "pods/status", ("patch",)),
     Access("", "nodes", ("list", "watch")),
+    Access("", "configmaps", ("list", "watch")),
     Access("", "events", ("create",)),
     Access(names.PRIORITYCLASSES[0], names.PRIORITYCLASSES[2], ("list", "watch")),
     Access(names.QUEUES[0], names.QUEUES[2], ("list", "watch")),
@@ -238,6 +239,7 @@ class Scheduler:
     def run_once(self) -> Session:
         """One cycle: snapshot, session (open, actions, close), commit."""
         started = time.perf_counter()
+        self.cache.restrict_node_scheduling = self.plugins.config.restrict_node_scheduling
         cycle = self.cache.snapshot()
         if self.usage is not None:
             cycle.snapshot.usage = self.usage.usage(cycle.snapshot.now)

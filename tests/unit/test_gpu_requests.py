@@ -100,8 +100,18 @@ def test_mixed_strategy_nodes_take_only_mig_requests():
 
 
 def test_mig_profiles_are_counted_per_profile():
-    session = run_one(mig_task(count=3), [mig_node("mixed", "mixed", profiles={MIG_1G: 2, MIG_3G: 1})])
+    node = mig_node("mixed", "mixed", profiles={MIG_1G: 3, MIG_3G: 1})
+    running = kt.job("r", queue="q", tasks=[mig_task("r-0", status="Running", node="mixed")])
+    session = kt.run(kt.cluster(nodes=[node], jobs=[running, kt.job("m", queue="q", tasks=[mig_task(count=3)])]))
     assert "node(s) didn't have enough of mig profile: nvidia.com/mig-1g.10gb" in kt.fit_error(session, "m-0")
+
+
+def test_more_of_a_mig_profile_than_any_node_has_names_the_profile():
+    session = run_one(mig_task(count=3), [mig_node("mixed", "mixed", profiles={MIG_1G: 2, MIG_3G: 1})])
+    assert kt.fit_error(session, "m-0") == (
+        "Scheduling conditions were not met for pod default/m-0:\nMaxNodePoolResources: The pod default/m-0 requires "
+        "GPU: 3, CPU: 1 (cores), memory: 1.074 (GB), pods: 1, mig nvidia.com/mig-1g.10gb: 3. No node in the default "
+        "node-pool has nvidia.com/mig-1g.10gb resources.\n")
 
 
 def test_single_strategy_nodes_take_only_whole_gpu_requests():

@@ -44,8 +44,8 @@ def test_quickstart_places_what_fits(capsys):
     # The 16-GPU pod fits no 8-GPU node and says so.
     (pending,) = cycle["pending"]
     assert pending["pod"] == "giant-model-0" and pending["queue"] == "vision"
-    assert "didn't have enough resources: GPUs" in pending["job_reason"]
-    assert "GPUs" in pending["pod_reason"]
+    largest = "Max GPU resources available in a single node in the default node-pool is topped at 8"
+    assert largest in pending["job_reason"] and largest in pending["pod_reason"]
 
 
 def test_quickstart_text_output(capsys):
@@ -126,7 +126,7 @@ workloads:
     pending = by_pod(cycle["pending"])
     assert set(pending) == {"train-0", "fat-0", "serve-over-quota-0"}
     assert "untolerated taint" in pending["train-0"]["job_reason"]
-    assert "CPU cores" in pending["fat-0"]["job_reason"]  # 4.1 cores > 4 - 0.5 left
+    assert "topped at 4 cores" in pending["fat-0"]["job_reason"]  # 4.1 cores: more than any node has
     # inference (125) is not preemptible unless the workload says so: it may not exceed its quota.
     assert "Non-preemptible workload is over quota" in pending["serve-over-quota-0"]["job_reason"]
 

@@ -14,7 +14,7 @@ import pytest
 from kai.framework.durations import duration_flag
 from kai.kube.server import parse_address
 from kai.metrics import Registry
-from kai.run import _parser, _readiness, lease_name, observability_servers, run_as_leader
+from kai.run import _parser, _readiness, lease_name, observability_servers, run_as_leader, scheduler_config
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("15s", 15), ("500ms", 0.5), ("2m", 120), ("1h", 3600), ("4", 4),
@@ -155,3 +155,11 @@ def test_a_probe_address_that_cannot_be_bound_is_an_error():
         args = _parser().parse_args(["--metrics-address=127.0.0.1:0", f"--health-probe-address=127.0.0.1:{port}"])
         with pytest.raises(OSError):
             observability_servers(args, Registry())
+
+
+def test_restrict_node_scheduling_flag_and_configuration_setting(tmp_path):
+    assert scheduler_config(_parser().parse_args([])).restrict_node_scheduling is False
+    assert scheduler_config(_parser().parse_args(["--restrict-node-scheduling"])).restrict_node_scheduling is True
+    path = tmp_path / "config.yaml"
+    path.write_text("restrictSchedulingNodes: true\n")
+    assert scheduler_config(_parser().parse_args(["--config", str(path)])).restrict_node_scheduling is True

@@ -158,3 +158,29 @@ def test_a_reservation_pod_s_gpu_is_its_group_s_and_held_while_no_pod_uses_the_g
     # g1 is used by a shared pod: its device is counted by the group; g2 is used by nobody (its pods are
     # gone, the binder has not deleted the reservation yet): the reservation still holds a whole GPU
     assert gpus == {"n1": 8.0, "n2": 7.0}
+
+
+def test_config_maps_are_known_by_name_and_other_pods_hold_their_host_ports():
+    other = pod("other", node_name="n1", phase="Running", scheduler="default-scheduler")
+    other["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 8080}]
+    mine = pod("mine")
+    mine["spec"]["volumes"] = [{"name": "v", "configMap": {"name": "settings"}}]
+    mine["spec"]["containers"][0]["volumeMounts"] = [{"name": "v", "mountPath": "/etc/app"}]
+    cache = cache_with(nodes=[node("n1")], queues=[queue()], podgroups=[podgroup()], pods=[other, mine],
+                       configmaps=[{"metadata": {"namespace": "ns", "name": "settings"}, "data": {"big": "x" * 1000}}])
+    snap = cache.snapshot().snapshot
+    assert snap.config_maps == {"ns/settings"}
+    assert cache.informers["configmaps"].list() == ["ns/settings"]  # names only are kept
+    (n1,) = snap.nodes
+    assert [p.port for p in n1.host_ports] == [8080] and n1.capacity.gpu == 8.0
+    assert snap.jobs["ns/g"].tasks["mine"].config_maps == ("settings",)
+
+
+def test_restricted_node_scheduling_leaves_out_nodes_without_a_worker_role():
+    gpu, cpu, plain = node("gpu"), node("cpu"), node("plain")
+    gpu["metadata"]["labels"] = {"node-role.kubernetes.io/gpu-worker": "true"}
+    cpu["metadata"]["labels"] = {"node-role.kubernetes.io/cpu-worker": "true"}
+    cache = cache_with(nodes=[gpu, cpu, plain], queues=[queue()])
+    assert {n.name for n in cache.snapshot().snapshot.nodes} == {"gpu", "cpu", "plain"}
+    cache.restrict_node_scheduling = True
+    assert {n.name for n in cache.snapshot().snapshot.nodes} == {"gpu", "cpu"}
