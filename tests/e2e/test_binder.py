@@ -11,19 +11,11 @@ import pytest
 
 from kai.dev import manifests as m
 from kai.kube.client import ApiError, object_path
+from support.waiting import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("kai_chart")]
 
 BIND_REQUESTS = ("scheduling.run.ai", "v1alpha2", "bindrequests")
-
-
-def wait_until(predicate, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.1)
-    return value
 
 
 class Restartable:

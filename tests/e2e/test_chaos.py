@@ -30,6 +30,7 @@ from kai.dev import manifests as m
 from kai.kube.client import ApiError
 from support import invariants as inv
 from support.chaos import Job, Recorder, make_plan
+from support.waiting import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("kai_chart")]
 
@@ -43,15 +44,6 @@ STREAM_SECONDS = 35.0
 SETTLE_SECONDS, PROBE_SECONDS = 45.0, 45.0
 CONFIG = ("actions: allocate, consolidation, reclaim, preempt, stalegangeviction\n"
           "stalenessGracePeriodSeconds: 5\n")
-
-
-def wait_until(predicate, timeout: float, what: str, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)
-    return value
 
 
 def retrying(call, what: str, timeout: float = 30.0):

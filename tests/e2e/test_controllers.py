@@ -15,6 +15,7 @@ import pytest
 
 from kai.dev import manifests as m
 from kai.kube.client import ApiError, object_path
+from support.waiting import wait_until as _wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -23,12 +24,8 @@ PODGROUPS = ("scheduling.run.ai", "v2alpha2", "podgroups")
 
 
 def wait_until(predicate, timeout: float = 60.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.2)
-    return value
+    """Waits a minute unless told otherwise (the controllers take their time)."""
+    return _wait_until(predicate, timeout, what)
 
 
 def listed(kube, path: str, **params) -> dict[str, dict]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from kubernetes.client.rest import ApiException
 from kai.dev import cli as devcluster
 from kai.dev.controlplane import ControlPlane
 from kai.dev.gobuild import K8S_VERSION
+from support.waiting import wait_until as _wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -24,14 +24,8 @@ DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
 
 def wait_until(predicate, timeout: float = 60.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.2)
+    """Waits a minute unless told otherwise (the controllers take their time)."""
+    return _wait_until(predicate, timeout, what)
 
 
 def created_or_present(create, *args) -> None:

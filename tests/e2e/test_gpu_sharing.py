@@ -20,20 +20,12 @@ from kai.binder.gpusharing import configmap_names
 from kai.binder.reservation import DEVICE_ANNOTATION, NAMESPACE, reservation_pod_name
 from kai.dev import manifests as m
 from kai.kube.client import ApiError, Kube
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 WEBHOOKS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
-
-
-def wait_until(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.2)
-    return value
 
 
 def pods(kube: Kube, namespace: str, query: dict | None = None) -> dict[str, dict]:

@@ -13,19 +13,11 @@ import uuid
 import pytest
 
 from kai.dev import manifests as m
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
 ACTIONS = "allocate, consolidation, reclaim, preempt, stalegangeviction"
-
-
-def wait_until(predicate, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.2)
-    return value
 
 
 def pods(kube, ns) -> dict[str, dict]:

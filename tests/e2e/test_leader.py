@@ -16,20 +16,12 @@ import pytest
 
 from kai.dev import manifests as m
 from kai.kube.client import ApiError, object_path
+from support.waiting import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("kai_chart")]
 
 LEASE, RENEW, RETRY = 4.0, 3.0, 1.0
 NAMESPACE = "kai-scheduler"
-
-
-def wait_until(predicate, timeout: float = 30.0, what: str = "condition", interval: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)
-    return value
 
 
 @pytest.fixture(scope="module")

@@ -4,13 +4,13 @@ BindRequest and, through the binder, on the pod."""
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 
 from kai.dev import manifests as m
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -20,13 +20,6 @@ CONFIG = """actions: "allocate, consolidation, reclaim, preempt, stalegangevicti
 tiers:
   - plugins: [predicates, proportion, priority, elastic, nodeavailability, taskorder, nodeplacement, numa]
 """
-
-
-def wait_until(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out after {timeout:.0f}s waiting for {what}"
-        time.sleep(0.2)
 
 
 def items(kube, kind, ns) -> dict[str, dict]:

@@ -14,21 +14,13 @@ import pytest
 
 from kai.dev import manifests as m
 from kai.kube.views import timestamp
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
 
 #: KAI's default actions.
 ACTIONS = "allocate, consolidation, reclaim, preempt, stalegangeviction"
-
-
-def wait_until(predicate, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.2)
-    return value
 
 
 def items(kube, kind, ns) -> dict[str, dict]:
