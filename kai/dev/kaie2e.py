@@ -145,8 +145,8 @@ def node(name: str, cpu: str, memory: str, gpus: int = 0, labels: dict | None = 
                       labels={**GPU_NODE_LABELS, **(labels or {})} if gpus else labels)
     if not gpus:
         del body["metadata"]["labels"]["nvidia.com/gpu.count"]
-        for resources in (body["status"]["allocatable"], body["status"]["capacity"]):
-            del resources["nvidia.com/gpu"]
+        resources = {k: v for k, v in body["status"]["allocatable"].items() if k != "nvidia.com/gpu"}
+        body["status"] = {"allocatable": resources, "capacity": resources}
     if taints:
         body["spec"] = {"taints": taints}
     return body

@@ -163,7 +163,7 @@ class SuiteResult:
     seconds: float = 0.0
     failures: list[Failure] = field(default_factory=list)
     excluded_reason: str = ""
-    error: str = ""  # the run ended without a report (build failure, crash, killed)
+    error: str = ""  # why the run was cut short (suite timeout, killed, no report)
 
 
 def ginkgo_args(catalogue: Catalogue, suite: str, report: str | Path, timeout: float,
@@ -227,7 +227,7 @@ def summarize(suite: str, reports: list[dict], catalogue: Catalogue) -> SuiteRes
                 result.failed += 1
                 result.failures.append(_failure(suite, spec, catalogue))
         reasons = report.get("SpecialSuiteFailureReasons") or ()
-        if reasons and not result.failures:
+        if reasons:  # e.g. the suite's timeout elapsed: the specs after the interrupted one did not run
             result.error = "; ".join(reasons)
     return result
 

@@ -136,9 +136,10 @@ def test_a_failed_setup_node_is_a_failure_of_its_own_and_names_the_node(catalogu
         ("BeforeSuite", "no connection"), ("Resources Equal share [in BeforeAll]", "quota")]
 
 
-def test_a_suite_failing_without_a_failed_spec_says_why(catalogue):
-    result = summarize("allocate/quota", report(spec("a", "passed"), reasons=("Suite Timeout Elapsed",)), catalogue)
-    assert result.error == "Suite Timeout Elapsed"
+def test_a_suite_cut_short_says_why(catalogue):
+    result = summarize("allocate/quota", report(spec("a", "passed"), spec("b", "interrupted", message="Interrupted"),
+                                                spec("c", "skipped"), reasons=("Suite Timeout Elapsed",)), catalogue)
+    assert (result.passed, result.failed, result.skipped, result.error) == (1, 1, 1, "Suite Timeout Elapsed")
 
 
 def test_a_report_file_must_be_a_list_of_suite_reports(tmp_path):
