@@ -370,10 +370,16 @@ def run(catalogue: Catalogue, deploy: Path, out: Path, suites: list[str] | None 
                 r = results[suite]
                 _log(f"{suite}: {r.passed} passed, {r.failed} failed, {r.skipped} skipped, {r.excluded} excluded"
                      + (f" ({r.error})" if r.error else ""))
+                write_results([results[s] for s in chosen if s in results], catalogue, out)
         finally:
             kai.stop()
     ordered = [results[s] for s in chosen]
-    (out / "results.md").write_text(details(ordered, catalogue))
-    (out / "results.json").write_text(json.dumps([asdict(r) for r in ordered], indent=2) + "\n")
+    write_results(ordered, catalogue, out)
     print(table(ordered), end="")
     return ordered
+
+
+def write_results(results: list[SuiteResult], catalogue: Catalogue, out: Path) -> None:
+    """results.md and results.json, rewritten after every suite so that a long run shows what it has so far."""
+    (out / "results.md").write_text(details(results, catalogue))
+    (out / "results.json").write_text(json.dumps([asdict(r) for r in results], indent=2) + "\n")
