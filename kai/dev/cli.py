@@ -61,6 +61,8 @@ def _parser() -> argparse.ArgumentParser:
     e2e.add_argument("--run-arg", action="append", default=[], metavar="ARG",
                      help="an extra argument of 'kai-scheduler run' (repeatable)")
     e2e.add_argument("--build-only", action="store_true", help="only build the suites")
+    e2e.add_argument("--summarize-only", action="store_true",
+                     help="only sum up and classify again the reports of an earlier run in --out")
     return parser
 
 
@@ -73,6 +75,9 @@ def _kai_e2e(args: argparse.Namespace) -> int:
     except ExclusionsError as exc:
         print(f"dev-cluster: {exc}", file=sys.stderr)
         return 2
+    if args.summarize_only:
+        results = kaie2e.summarize_again(catalogue, args.out)
+        return 1 if any(r.failed or r.failures or r.error for r in results) else 0
     if not (args.deploy / "crds").is_dir():
         print(f"dev-cluster: {args.deploy} has no crds/; run from the repository's root or pass --deploy",
               file=sys.stderr)

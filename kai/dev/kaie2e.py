@@ -379,6 +379,22 @@ def run(catalogue: Catalogue, deploy: Path, out: Path, suites: list[str] | None 
     return ordered
 
 
+def summarize_again(catalogue: Catalogue, out: Path) -> list[SuiteResult]:
+    """The suites' JSON reports of an earlier run in ``out`` summed up and classified again with the
+    current exclusions file (to classify new failures without running the suites again)."""
+    ran = {p.name.removesuffix(".test.json").replace("__", "/"): p for p in out.glob("*.test.json")}
+    if not ran:
+        raise KaiE2EError(f"{out} has no suite reports (*.test.json)")
+    excluded = {e.target: e.category for e in catalogue.exclusions if e.kind == "suite"}
+    results = {s: SuiteResult(s, excluded_reason=c) for s, c in excluded.items()}
+    for suite, report in ran.items():
+        results[suite] = summarize(suite, read_report(report), catalogue)
+    ordered = [results[s] for s in sorted(results)]
+    write_results(ordered, catalogue, out)
+    print(table(ordered), end="")
+    return ordered
+
+
 def write_results(results: list[SuiteResult], catalogue: Catalogue, out: Path) -> None:
     """results.md and results.json, rewritten after every suite so that a long run shows what it has so far."""
     (out / "results.md").write_text(details(results, catalogue))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 
@@ -9,6 +10,7 @@ import pytest
 
 from kai.admission.webhook import MUTATE_PATH, QUEUE_PATH, VALIDATE_PATH
 from kai.dev import kaie2e
+from kai.dev.kaisuites import load_catalogue
 
 
 def test_nodes_are_laid_out_like_kais_kind_cluster():
@@ -80,3 +82,24 @@ def test_the_source_is_exported_from_a_clone_at_the_commit_once(tmp_path):
 def test_a_source_folder_without_go_mod_is_refused(tmp_path):
     with pytest.raises(kaie2e.KaiE2EError, match="no go.mod"):
         kaie2e.kai_source(tmp_path, source=tmp_path)
+
+
+def test_reports_of_an_earlier_run_are_classified_again_with_the_current_rules(tmp_path, capsys):
+    exclusions = tmp_path / "exclusions.yaml"
+    exclusions.write_text("suites: [{suite: gitops, category: kai-install, reason: ArgoCD}]\n"
+                          "failures: [{message: 'shard .* not found', class: missing-feature, note: shards}]\n")
+    failed = {"LeafNodeType": "It", "LeafNodeText": "patches the shard", "State": "failed",
+              "Failure": {"Message": 'shard "default" not found', "Location": {"FileName": "a.go", "LineNumber": 3}}}
+    passed = {"LeafNodeType": "It", "LeafNodeText": "binds", "State": "passed"}
+    (tmp_path / "allocate__quota.test.json").write_text(json.dumps([{"RunTime": 6e10, "SpecReports": [failed]}]))
+    (tmp_path / "consolidation.test.json").write_text(json.dumps([{"RunTime": 0, "SpecReports": [passed]}]))
+    (tmp_path / "consolidation.test.dry-run.json").write_text("not read")
+
+    results = kaie2e.summarize_again(load_catalogue(exclusions), tmp_path)
+
+    assert [(r.suite, r.passed, r.failed, r.excluded_reason) for r in results] == [
+        ("allocate/quota", 0, 1, ""), ("consolidation", 1, 0, ""), ("gitops", 0, 0, "kai-install")]
+    assert results[0].failures[0].cls == "missing-feature"
+    assert "| allocate/quota | 0 | 1 | 0 | 0 | 1.0 |" in capsys.readouterr().out
+    assert "(failed, missing-feature -- shards)" in (tmp_path / "results.md").read_text()
+    assert json.loads((tmp_path / "results.json").read_text())[1]["passed"] == 1
