@@ -302,9 +302,11 @@ def _run_binary(binary: Path, args: list[str], cwd: Path, env: dict[str, str], l
             proc.wait(timeout)
             return ""
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
             return f"killed after {timeout / 60:.0f} min"
+        finally:  # also on Ctrl-C: the suite runs in a session of its own
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
 
 
 def specs_to_run(binary: Path, catalogue: Catalogue, suite: str, cwd: Path, env: dict[str, str], folder: Path) -> int:
