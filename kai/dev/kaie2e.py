@@ -175,12 +175,14 @@ def stand_in(name: str) -> dict:
 
 
 def kai_objects() -> list[dict]:
-    """The objects KAI's chart creates for its operator: ``Config kai-config`` and ``SchedulingShard default``."""
+    """The objects KAI's chart creates for its operator, with the chart's default values: ``Config kai-config``
+    and ``SchedulingShard default`` (the suites patch fields of its placement strategy in place)."""
+    shard = {"partitionLabelValue": "", "goMemLimitRatio": 0.9,
+             "placementStrategy": {"gpu": "binpack", "cpu": "binpack"}}
     return [
         {"apiVersion": "kai.scheduler/v1", "kind": "Config", "metadata": {"name": "kai-config"},
          "spec": {"namespace": SYSTEM_NAMESPACE}},
-        {"apiVersion": "kai.scheduler/v1", "kind": "SchedulingShard", "metadata": {"name": "default"},
-         "spec": {"partitionLabelValue": ""}},
+        {"apiVersion": "kai.scheduler/v1", "kind": "SchedulingShard", "metadata": {"name": "default"}, "spec": shard},
     ]
 
 

@@ -37,6 +37,14 @@ def test_stand_ins_run_on_the_control_plane_node_labeled_as_kais_components():
     assert {"binder", "kai-scheduler-default", "admission"} <= set(kaie2e.STAND_INS)
 
 
+def test_the_default_shard_has_the_charts_placement_strategy():
+    config, shard = kaie2e.kai_objects()
+    assert (config["kind"], config["metadata"]["name"], config["spec"]["namespace"]) == ("Config", "kai-config",
+                                                                                          "kai-scheduler")
+    assert (shard["kind"], shard["metadata"]["name"]) == ("SchedulingShard", "default")
+    assert shard["spec"]["placementStrategy"] == {"gpu": "binpack", "cpu": "binpack"}
+
+
 def test_webhooks_call_the_admission_paths_at_the_given_url():
     validating, mutating = kaie2e.webhook_configurations("https://127.0.0.1:9443", "Q0E=")
     urls = {h["name"]: h["clientConfig"]["url"] for c in (validating, mutating) for h in c["webhooks"]}
