@@ -175,13 +175,17 @@ def stand_in(name: str) -> dict:
 
 
 def kai_objects() -> list[dict]:
-    """The objects KAI's chart creates for its operator, with the chart's default values: ``Config kai-config``
-    and ``SchedulingShard default`` (the suites patch fields of its placement strategy in place)."""
+    """The objects KAI's chart creates for its operator, with the chart's default values (as KAI's e2e setup
+    installs it, with GPU sharing) but no images: ``Config kai-config`` and ``SchedulingShard default``. The
+    suites patch fields of their nested settings in place."""
+    enabled = {"service": {"enabled": True}}
+    config = {"namespace": SYSTEM_NAMESPACE, "global": {},
+              **dict.fromkeys(("binder", "podGrouper", "podGroupController", "queueController", "scheduler"), enabled),
+              "admission": {**enabled, "gpuSharing": True, "blockNvidiaVisibleDevices": False}}
     shard = {"partitionLabelValue": "", "goMemLimitRatio": 0.9,
              "placementStrategy": {"gpu": "binpack", "cpu": "binpack"}}
     return [
-        {"apiVersion": "kai.scheduler/v1", "kind": "Config", "metadata": {"name": "kai-config"},
-         "spec": {"namespace": SYSTEM_NAMESPACE}},
+        {"apiVersion": "kai.scheduler/v1", "kind": "Config", "metadata": {"name": "kai-config"}, "spec": config},
         {"apiVersion": "kai.scheduler/v1", "kind": "SchedulingShard", "metadata": {"name": "default"}, "spec": shard},
     ]
 

@@ -37,10 +37,12 @@ def test_stand_ins_run_on_the_control_plane_node_labeled_as_kais_components():
     assert {"binder", "kai-scheduler-default", "admission"} <= set(kaie2e.STAND_INS)
 
 
-def test_the_default_shard_has_the_charts_placement_strategy():
+def test_the_config_and_the_default_shard_have_the_charts_nested_settings():
     config, shard = kaie2e.kai_objects()
     assert (config["kind"], config["metadata"]["name"], config["spec"]["namespace"]) == ("Config", "kai-config",
                                                                                           "kai-scheduler")
+    assert config["spec"]["scheduler"] == {"service": {"enabled": True}}
+    assert config["spec"]["admission"]["gpuSharing"] is True
     assert (shard["kind"], shard["metadata"]["name"]) == ("SchedulingShard", "default")
     assert shard["spec"]["placementStrategy"] == {"gpu": "binpack", "cpu": "binpack"}
 
