@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -82,6 +83,9 @@ def _kai_e2e(args: argparse.Namespace) -> int:
         print(f"dev-cluster: {args.deploy} has no crds/; run from the repository's root or pass --deploy",
               file=sys.stderr)
         return 2
+    # a TERM (a background run cannot be stopped with INT) unwinds like Ctrl-C: the suite, kai-scheduler run and
+    # the control plane are stopped
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     results = kaie2e.run(catalogue, args.deploy, args.out, args.suites, source=args.kai_source,
                          git_dir=args.kai_git, spec_timeout=args.spec_timeout, suite_timeout=args.suite_timeout,
                          gpu_nodes=args.gpu_nodes, run_args=args.run_arg, build_only=args.build_only)
