@@ -121,6 +121,39 @@ def _log(message: str) -> None:
     print(f"[dev-cluster] {message}", file=sys.stderr, flush=True)
 
 
+def go_command(purpose: str = "the control plane's binaries") -> str:
+    """The ``go`` executable, 1.24 or newer; :class:`MissingToolError` says how to install it otherwise
+    and that ``purpose`` needs it."""
+    install = "install it (https://go.dev/doc/install, or the 'golang' package) and retry"
+    go = shutil.which("go")
+    if go is None:
+        raise MissingToolError(f"the Go toolchain (1.24 or newer) is needed to build {purpose} once; {install}")
+    found = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True).stdout.strip()
+    digits = found.removeprefix("go").split(".")[:2]
+    if not all(d.isdigit() for d in digits) or tuple(map(int, digits)) < (1, 24):
+        raise MissingToolError(f"Go 1.24 or newer is needed, found {found or 'an unknown version'}; {install}")
+    return go
+
+
+def go_environment(root: Path) -> dict[str, str]:
+    """The environment of Go builds whose module and build caches live under ``root``: the caller's
+    environment without its GO* settings, except those naming the module proxy and checksum database."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GO")}
+    env.update(
+        GOPATH=str(root / "go"),
+        GOMODCACHE=str(root / "go" / "mod"),
+        GOCACHE=str(root / "go" / "build"),
+        GOFLAGS="-modcacherw -trimpath -buildvcs=false",
+        GOTOOLCHAIN="local",
+        GOWORK="off",
+        CGO_ENABLED="0",
+    )
+    for key in ("GOPROXY", "GOSUMDB", "GONOSUMDB", "GOPRIVATE", "GONOPROXY", "GOINSECURE", "GOAUTH"):
+        if key in os.environ:
+            env[key] = os.environ[key]
+    return env
+
+
 class _GoBuilder:
     """Builds the binaries of one version combination into ``<cache>/<versions>/bin``."""
 
@@ -128,31 +161,8 @@ class _GoBuilder:
         self.root = root
         self.work = root / version_key()
         self.bin_dir = self.work / "bin"
-        install = "install it (https://go.dev/doc/install, or the 'golang' package) and retry"
-        go = shutil.which("go")
-        if go is None:
-            raise MissingToolError(
-                f"the Go toolchain (1.24 or newer) is needed to build the control plane's binaries once; {install}"
-            )
-        found = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True).stdout.strip()
-        digits = found.removeprefix("go").split(".")[:2]
-        if not all(d.isdigit() for d in digits) or tuple(map(int, digits)) < (1, 24):
-            raise MissingToolError(f"Go 1.24 or newer is needed, found {found or 'an unknown version'}; {install}")
-        self.go = go
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GO")}
-        env.update(
-            GOPATH=str(root / "go"),
-            GOMODCACHE=str(root / "go" / "mod"),
-            GOCACHE=str(root / "go" / "build"),
-            GOFLAGS="-modcacherw -trimpath -buildvcs=false",
-            GOTOOLCHAIN="local",
-            GOWORK="off",
-            CGO_ENABLED="0",
-        )
-        for key in ("GOPROXY", "GOSUMDB", "GONOSUMDB", "GOPRIVATE", "GONOPROXY", "GOINSECURE", "GOAUTH"):
-            if key in os.environ:
-                env[key] = os.environ[key]
-        self.env = env
+        self.go = go_command()
+        self.env = go_environment(root)
 
     def _go(self, *args: str, cwd: Path) -> None:
         _log(f"go {' '.join(args)}")

@@ -20,6 +20,10 @@ KWOK_NODE_LABEL = "type"
 COLLECTIONS = {
     "Node": (*names.NODES, False),
     "Namespace": ("", "v1", "namespaces", False),
+    "ServiceAccount": ("", "v1", "serviceaccounts", True),
+    "Deployment": ("apps", "v1", "deployments", True),
+    "ValidatingWebhookConfiguration": ("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", False),
+    "MutatingWebhookConfiguration": ("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", False),
     "Pod": (*names.PODS, True),
     "PriorityClass": (*names.PRIORITYCLASSES, False),
     "CustomResourceDefinition": ("apiextensions.k8s.io", "v1", "customresourcedefinitions", False),

@@ -1,0 +1,409 @@
+"""``kai-scheduler dev-cluster kai-e2e``: KAI's own e2e suites (Go, ginkgo) against ``kai-scheduler run``.
+
+1. KAI's source at :data:`KAI_COMMIT` is put in the cache (``$KAI_E2E_CACHE``, default
+   ``~/.cache/kai-scheduler/kai-e2e``): from the Go module proxy, or exported from a git clone, or a
+   checkout given as is. Each suite that is not excluded is compiled once with ``go test -c``.
+2. A private control plane (:class:`~kai.dev.controlplane.ControlPlane`) gets what KAI's e2e cluster
+   has: the CRDs, default queues and priority classes of ``deploy/``, the ``Config kai-config`` and
+   ``SchedulingShard default`` KAI's chart creates, kwok nodes like KAI's kind workers (8 fake GPUs of
+   11441 MiB each, a CPU node, a tainted control-plane node), the admission webhooks, and a stand-in
+   Deployment per KAI component -- the suites wait for pods labeled ``app=binder`` and
+   ``app=kai-scheduler-default`` to run; kwok runs them on the control-plane node -- while the
+   components themselves run as one ``kai-scheduler run --fake-gpu-nodes`` process.
+3. Each suite runs with a JSON report and a timeout (a budget per spec that will run, capped per
+   suite); :mod:`kai.dev.kaisuites` counts and classifies. The table goes to stdout, the details to
+   ``results.md`` and ``results.json`` in the output folder, with each suite's log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict
+from pathlib import Path
+
+from kai.admission.webhook import MUTATE_PATH, PODGROUP_PATH, QUEUE_PATH, TOPOLOGY_PATH, VALIDATE_PATH
+from kai.api.names import SCHEDULER_NAME
+from kai.dev import manifests as m
+from kai.dev.controlplane import ControlPlane, free_ports
+from kai.dev.gobuild import ControlPlaneError, cache_root, go_command, go_environment
+from kai.dev.kaisuites import Catalogue, SuiteResult, details, ginkgo_args, read_report, summarize, table
+from kai.framework.yamlfile import read_yaml
+from kai.kube.certs import serving_certificate
+from kai.kube.client import Kube
+
+KAI_MODULE = "github.com/kai-scheduler/KAI-scheduler"
+KAI_COMMIT = "d5bc503a146317e51037d89775d77172c6d12f71"
+SUITES_DIR = "test/e2e/suites"
+SYSTEM_NAMESPACE = "kai-scheduler"
+RESERVATION_NAMESPACE = "kai-resource-reservation"
+#: KAI's Deployments, each with pods labeled ``app=<name>``; the suites wait for some of them to run.
+STAND_INS = ("admission", "binder", "kai-scheduler-default", "pod-grouper", "podgroup-controller", "queue-controller")
+CONTROL_PLANE_NODE = "kai-e2e-control-plane"
+#: Labels of KAI's kind GPU workers (hack/e2e-kind-config.yaml) and what the fake GPU operator adds.
+GPU_NODE_LABELS = {
+    "run.ai/simulated-gpu-node-pool": "default",
+    "nvidia.com/gpu.deploy.device-plugin": "true",
+    "nvidia.com/gpu.memory": "11441",
+    "nvidia.com/gpu.product": "Tesla-K80",
+}
+
+
+class KaiE2EError(ControlPlaneError):
+    """KAI's source could not be had, a suite not built, or the cluster not prepared."""
+
+
+def _log(message: str) -> None:
+    print(f"[kai-e2e] {message}", file=sys.stderr, flush=True)
+
+
+def cache_dir() -> Path:
+    """KAI's source, the Go caches and the compiled suites."""
+    env = os.environ.get("KAI_E2E_CACHE")
+    return Path(env).expanduser() if env else cache_root().parent / "kai-e2e"
+
+
+# -- KAI's source and the compiled suites -------------------------------------------------------------
+def kai_source(root: Path, commit: str = KAI_COMMIT, source: Path | None = None, git_dir: Path | None = None) -> Path:
+    """A folder with KAI's source at ``commit``: ``source`` as given, else the cached copy, else exported
+    from the clone ``git_dir``, else downloaded from the Go module proxy."""
+    if source is not None:
+        if not (source / "go.mod").is_file():
+            raise KaiE2EError(f"{source} has no go.mod: not a checkout of KAI")
+        return source
+    dest = root / "src" / commit
+    if (dest / "go.mod").is_file():
+        return dest
+    tmp = root / "src" / f".{commit}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    if git_dir is not None:
+        _log(f"exporting {commit} from {git_dir}")
+        archive = subprocess.run(["git", f"--git-dir={git_dir}", "archive", commit], capture_output=True)
+        if archive.returncode != 0:
+            raise KaiE2EError(f"git archive {commit} failed in {git_dir}: {archive.stderr.decode().strip()}")
+        subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive.stdout, check=True)
+    else:
+        _log(f"downloading {KAI_MODULE}@{commit} from the Go module proxy")
+        proc = subprocess.run([go_command("KAI's e2e suites"), "mod", "download", "-json", f"{KAI_MODULE}@{commit}"],
+                              capture_output=True, text=True, env=go_environment(root), stdin=subprocess.DEVNULL)
+        info = json.loads(proc.stdout or "{}")
+        if proc.returncode != 0 or "Dir" not in info:
+            raise KaiE2EError(
+                f"the Go module proxy did not give {KAI_MODULE}@{commit}: {info.get('Error') or proc.stderr.strip()}; "
+                "pass --kai-git with a clone of https://github.com/kai-scheduler/KAI-Scheduler, or --kai-source "
+                "with a checkout of that commit")
+        shutil.copytree(info["Dir"], tmp, dirs_exist_ok=True)
+    os.replace(tmp, dest)
+    return dest
+
+
+def discover_suites(source: Path) -> list[str]:
+    """The suites of KAI's source: folders under test/e2e/suites whose tests call ginkgo's RunSpecs."""
+    base = source / SUITES_DIR
+    found = {p.parent.relative_to(base).as_posix() for p in base.rglob("*_test.go") if "RunSpecs(" in p.read_text()}
+    return sorted(found)
+
+
+def binary_name(suite: str) -> str:
+    return suite.replace("/", "__") + ".test"
+
+
+def build_suites(root: Path, source: Path, suites: list[str], commit: str = KAI_COMMIT) -> dict[str, Path]:
+    """Each suite compiled with ``go test -c`` once per commit; the paths of the test binaries."""
+    bin_dir = root / "bin" / commit
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    go, env = go_command("KAI's e2e suites"), go_environment(root)
+    binaries = {}
+    for suite in suites:
+        target = bin_dir / binary_name(suite)
+        if not os.access(target, os.X_OK):
+            _log(f"building {suite} (go test -c; the first build takes many minutes)")
+            tmp = bin_dir / f".{target.name}.tmp"
+            proc = subprocess.run([go, "test", "-c", "-o", str(tmp), f"./{SUITES_DIR}/{suite}"], cwd=source, env=env,
+                                  stdin=subprocess.DEVNULL)
+            if proc.returncode != 0:
+                raise KaiE2EError(f"'go test -c ./{SUITES_DIR}/{suite}' failed in {source} (exit {proc.returncode})")
+            os.replace(tmp, target)
+        binaries[suite] = target
+    return binaries
+
+
+# -- the cluster --------------------------------------------------------------------------------------
+def node(name: str, cpu: str, memory: str, gpus: int = 0, labels: dict | None = None,
+         taints: list | None = None) -> dict:
+    """A kwok node; with ``gpus``, one like KAI's kind GPU workers, else one without any GPU resource or label."""
+    body = m.gpu_node(name, gpus=gpus, cpu=cpu, memory=memory,
+                      labels={**GPU_NODE_LABELS, **(labels or {})} if gpus else labels)
+    if not gpus:
+        del body["metadata"]["labels"]["nvidia.com/gpu.count"]
+        resources = {k: v for k, v in body["status"]["allocatable"].items() if k != "nvidia.com/gpu"}
+        body["status"] = {"allocatable": resources, "capacity": resources}
+    if taints:
+        body["spec"] = {"taints": taints}
+    return body
+
+
+def cluster_nodes(gpu_nodes: int, gpus: int, cpu: str, memory: str) -> list[dict]:
+    """KAI's kind layout: GPU workers, one CPU worker and a control-plane node no workload may use."""
+    nodes = [node(f"kai-e2e-gpu-{i}", cpu, memory, gpus) for i in range(gpu_nodes)]
+    nodes.append(node("kai-e2e-cpu", cpu, memory))
+    nodes.append(node(CONTROL_PLANE_NODE, cpu, memory, labels={"node-role.kubernetes.io/control-plane": ""},
+                      taints=[{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]))
+    return nodes
+
+
+def stand_in(name: str) -> dict:
+    """A Deployment named like KAI's component ``name`` whose pod kwok runs on the control-plane node."""
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": SYSTEM_NAMESPACE, "labels": labels},
+        "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": {
+            "metadata": {"labels": labels},
+            "spec": {"nodeName": CONTROL_PLANE_NODE, "tolerations": [{"operator": "Exists"}],
+                     "containers": [{"name": name, "image": "kai-scheduler"}]}}},
+    }
+
+
+def kai_objects() -> list[dict]:
+    """The objects KAI's chart creates for its operator, with the chart's default values (as KAI's e2e setup
+    installs it, with GPU sharing) but no images: ``Config kai-config`` and ``SchedulingShard default``. The
+    suites patch fields of their nested settings in place."""
+    enabled = {"service": {"enabled": True}}
+    config = {"namespace": SYSTEM_NAMESPACE, "global": {},
+              **dict.fromkeys(("binder", "podGrouper", "podGroupController", "queueController", "scheduler"), enabled),
+              "admission": {**enabled, "gpuSharing": True, "blockNvidiaVisibleDevices": False}}
+    shard = {"partitionLabelValue": "", "goMemLimitRatio": 0.9,
+             "placementStrategy": {"gpu": "binpack", "cpu": "binpack"}}
+    return [
+        {"apiVersion": "kai.scheduler/v1", "kind": "Config", "metadata": {"name": "kai-config"}, "spec": config},
+        {"apiVersion": "kai.scheduler/v1", "kind": "SchedulingShard", "metadata": {"name": "default"}, "spec": shard},
+    ]
+
+
+def webhook_configurations(url: str, ca_bundle: str, scheduler_name: str = SCHEDULER_NAME) -> list[dict]:
+    """The chart's admission webhooks (deploy/chart/.../admission-webhook.yaml) calling ``url`` directly."""
+
+    def hook(name: str, path: str, group: str, version: str, resource: str, scope: str, policy: str,
+             operations: list[str]) -> dict:
+        body = {"name": name, "admissionReviewVersions": ["v1"], "sideEffects": "None", "failurePolicy": policy,
+                "timeoutSeconds": 10, "clientConfig": {"url": url + path, "caBundle": ca_bundle},
+                "rules": [{"apiGroups": [group], "apiVersions": [version], "resources": [resource],
+                           "operations": operations, "scope": scope}]}
+        if resource == "pods":
+            unjudged = {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                        "values": ["kube-system", SYSTEM_NAMESPACE]}
+            body["namespaceSelector"] = {"matchExpressions": [unjudged]}
+            body["matchConditions"] = [{"name": "scheduler-pods",
+                                        "expression": f"object.spec.schedulerName == '{scheduler_name}'"}]
+        return body
+
+    write = ["CREATE", "UPDATE"]
+    meta = {"name": "kai-admission"}
+    return [
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration", "metadata": meta,
+         "webhooks": [
+             hook("pod-validation.kai.scheduler", VALIDATE_PATH, "", "v1", "pods", "Namespaced", "Fail", write),
+             hook("queue-validation.kai.scheduler", QUEUE_PATH, "scheduling.run.ai", "v2", "queues", "Cluster",
+                  "Ignore", write),
+             hook("podgroup-validation.kai.scheduler", PODGROUP_PATH, "scheduling.run.ai", "v2alpha2", "podgroups",
+                  "Namespaced", "Ignore", write),
+             hook("topology-validation.kai.scheduler", TOPOLOGY_PATH, "kai.scheduler", "v1alpha1", "topologies",
+                  "Cluster", "Ignore", write)]},
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration", "metadata": meta,
+         "webhooks": [dict(hook("pod-mutation.kai.scheduler", MUTATE_PATH, "", "v1", "pods", "Namespaced", "Fail",
+                                ["CREATE"]), reinvocationPolicy="IfNeeded")]},
+    ]
+
+
+class KaiRun:
+    """One ``kai-scheduler run`` process with every component, on free loopback ports; output in ``log``."""
+
+    def __init__(self, kubeconfig: Path, folder: Path, extra_args: list[str]) -> None:
+        self.metrics_port, self.webhook_port = free_ports(2)
+        self.certificate = serving_certificate(folder / "webhook-certs", ["127.0.0.1"])
+        self.kubeconfig, self.log, self.extra_args = kubeconfig, folder / "kai-scheduler-run.log", extra_args
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def webhook_url(self) -> str:
+        return f"https://127.0.0.1:{self.webhook_port}"
+
+    def start(self, timeout: float = 120.0) -> None:
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "kai.cli", "run", "--kubeconfig", str(self.kubeconfig),
+                 f"--metrics-address=127.0.0.1:{self.metrics_port}", f"--webhook-addr=127.0.0.1:{self.webhook_port}",
+                 f"--webhook-cert-file={self.certificate.cert_file}", f"--webhook-key-file={self.certificate.key_file}",
+                 "--fake-gpu-nodes", *self.extra_args],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        deadline = time.monotonic() + timeout
+        while not self._ready():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                tail = "\n".join(self.log.read_text(errors="replace").splitlines()[-30:])
+                raise KaiE2EError(f"kai-scheduler run did not become ready (log {self.log}):\n{tail}")
+            time.sleep(0.5)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def _ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/readyz", timeout=5) as response:
+                return bool(response.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def karta_crd(root: Path, source: Path) -> Path | None:
+    """The Karta CRD of the Karta module KAI requires (KAI's e2e setup installs it), when it was downloaded."""
+    go = go_command("KAI's e2e suites")
+    proc = subprocess.run([go, "list", "-m", "-f", "{{.Dir}}", "github.com/run-ai/karta"], cwd=source,
+                          env=go_environment(root), capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    path = Path(proc.stdout.strip()) / "charts" / "karta" / "crds" / "run.ai_kartas.yaml"
+    return path if proc.returncode == 0 and path.is_file() else None
+
+
+def prepare_cluster(kube: Kube, deploy: Path, run: KaiRun, gpu_nodes: int, gpus: int, cpu: str, memory: str,
+                    extra_crds: list[Path]) -> None:
+    """Everything KAI's e2e cluster has besides the components (see the module's docstring)."""
+    m.install(kube, deploy)
+    for path in extra_crds:
+        m.apply(kube, read_yaml(path, top=dict, what="a CustomResourceDefinition"))
+    for name in (SYSTEM_NAMESPACE, RESERVATION_NAMESPACE):
+        m.apply(kube, m.namespace(name))
+    m.apply(kube, {"apiVersion": "v1", "kind": "ServiceAccount",
+                   "metadata": {"name": RESERVATION_NAMESPACE, "namespace": RESERVATION_NAMESPACE}})
+    for obj in [*kai_objects(), *cluster_nodes(gpu_nodes, gpus, cpu, memory), *map(stand_in, STAND_INS),
+                *webhook_configurations(run.webhook_url, run.certificate.ca_bundle())]:
+        m.apply(kube, obj)
+
+
+# -- running the suites -------------------------------------------------------------------------------
+def _run_binary(binary: Path, args: list[str], cwd: Path, env: dict[str, str], log: Path, timeout: float) -> str:
+    """Runs one suite binary; "" when it ended by itself, else why it was stopped."""
+    with open(log, "ab") as out:
+        proc = subprocess.Popen([str(binary), *args], cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            proc.wait(timeout)
+            return ""
+        except subprocess.TimeoutExpired:
+            return f"killed after {timeout / 60:.0f} min"
+        finally:  # also on Ctrl-C: the suite runs in a session of its own
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+def specs_to_run(binary: Path, catalogue: Catalogue, suite: str, cwd: Path, env: dict[str, str], folder: Path) -> int:
+    """How many specs of the suite will run with its exclusions (a ginkgo dry run)."""
+    report = folder / f"{binary_name(suite)}.dry-run.json"
+    _run_binary(binary, ginkgo_args(catalogue, suite, report, 600, dry_run=True), cwd, env,
+                folder / f"{binary_name(suite)}.dry-run.log", 120)
+    try:
+        return sum((r.get("PreRunStats") or {}).get("SpecsThatWillRun", 0) for r in read_report(report))
+    except (OSError, ValueError):
+        return 0
+
+
+def run_suite(binary: Path, catalogue: Catalogue, suite: str, source: Path, kubeconfig: Path, folder: Path,
+              spec_timeout: float, suite_timeout: float) -> SuiteResult:
+    """One suite against the cluster: its report summed up; a run without a report says why."""
+    cwd = source / SUITES_DIR / suite
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+    count = specs_to_run(binary, catalogue, suite, cwd, env, folder)
+    timeout = min(suite_timeout, max(count, 1) * spec_timeout)
+    report = folder / f"{binary_name(suite)}.json"
+    _log(f"{suite}: {count} specs to run, timeout {timeout / 60:.0f} min")
+    # ginkgo stops the suite at its timeout and still writes the report; the kill is for a process that hangs
+    stopped = _run_binary(binary, ginkgo_args(catalogue, suite, report, timeout), cwd, env,
+                          folder / f"{binary_name(suite)}.log", timeout + 120)
+    try:
+        result = summarize(suite, read_report(report), catalogue)
+    except (OSError, ValueError) as exc:
+        result = SuiteResult(suite, error=f"no report ({stopped or exc})")
+    if stopped and not result.error:
+        result.error = stopped
+    return result
+
+
+def run(catalogue: Catalogue, deploy: Path, out: Path, suites: list[str] | None = None, *,
+        source: Path | None = None, git_dir: Path | None = None, spec_timeout: float = 360.0,
+        suite_timeout: float = 2700.0, gpu_nodes: int = 4, gpus: int = 8, cpu: str = "4", memory: str = "16Gi",
+        run_args: list[str] | None = None, build_only: bool = False) -> list[SuiteResult]:
+    """Builds the suites, prepares the cluster, runs them; writes results.md and results.json to ``out``."""
+    root = cache_dir()
+    src = kai_source(root, source=source, git_dir=git_dir)
+    known = discover_suites(src)
+    chosen = known if not suites else [s for s in known if any(s == p or s.startswith(p + "/") for p in suites)]
+    if suites and not chosen:
+        raise KaiE2EError(f"no suite matches {', '.join(suites)}; KAI's suites: {', '.join(known)}")
+    results = {s: SuiteResult(s, excluded_reason=e.category) for s in chosen if (e := catalogue.excluded_suite(s))}
+    binaries = build_suites(root, src, [s for s in chosen if s not in results])
+    if build_only:
+        return []
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="kai-e2e-") as tmp, ControlPlane(state_dir=Path(tmp) / "cp") as plane:
+        kube = Kube.connect(plane.kubeconfig)
+        kai = KaiRun(plane.kubeconfig, out, run_args or [])
+        prepare_cluster(kube, deploy, kai, gpu_nodes, gpus, cpu, memory, [p for p in [karta_crd(root, src)] if p])
+        kai.start()
+        try:
+            for suite, binary in binaries.items():
+                if not kai.alive():
+                    _log("kai-scheduler run exited; starting it again")
+                    kai.start()
+                results[suite] = run_suite(binary, catalogue, suite, src, plane.kubeconfig, out, spec_timeout,
+                                           suite_timeout)
+                r = results[suite]
+                _log(f"{suite}: {r.passed} passed, {r.failed} failed, {r.skipped} skipped, {r.excluded} excluded"
+                     + (f" ({r.error})" if r.error else ""))
+                write_results([results[s] for s in chosen if s in results], catalogue, out)
+        finally:
+            kai.stop()
+    ordered = [results[s] for s in chosen]
+    write_results(ordered, catalogue, out)
+    print(table(ordered), end="")
+    return ordered
+
+
+def summarize_again(catalogue: Catalogue, out: Path) -> list[SuiteResult]:
+    """The suites' JSON reports of an earlier run in ``out`` summed up and classified again with the
+    current exclusions file (to classify new failures without running the suites again)."""
+    ran = {p.name.removesuffix(".test.json").replace("__", "/"): p for p in out.glob("*.test.json")}
+    if not ran:
+        raise KaiE2EError(f"{out} has no suite reports (*.test.json)")
+    excluded = {e.target: e.category for e in catalogue.exclusions if e.kind == "suite"}
+    results = {s: SuiteResult(s, excluded_reason=c) for s, c in excluded.items()}
+    for suite, report in ran.items():
+        results[suite] = summarize(suite, read_report(report), catalogue)
+    ordered = [results[s] for s in sorted(results)]
+    write_results(ordered, catalogue, out)
+    print(table(ordered), end="")
+    return ordered
+
+
+def write_results(results: list[SuiteResult], catalogue: Catalogue, out: Path) -> None:
+    """results.md and results.json, rewritten after every suite so that a long run shows what it has so far."""
+    (out / "results.md").write_text(details(results, catalogue))
+    (out / "results.json").write_text(json.dumps([asdict(r) for r in results], indent=2) + "\n")
