@@ -19,8 +19,19 @@ from collections.abc import Iterable
 
 import attrs
 
-from kai.api import ACTIVE_USED, UNLIMITED, Job, Node, PodSet, Queue, SubGroup, Topology, TopologyConstraint, names
-from kai.api.storage import Storage
+from kai.api import (
+    ACTIVE_USED,
+    UNLIMITED,
+    Job,
+    Node,
+    PodSet,
+    Queue,
+    Storage,
+    SubGroup,
+    Topology,
+    TopologyConstraint,
+    names,
+)
 from kai.framework.usage import Usage
 
 #: Problem reason of a task (or a placement) on a node that does not exist.
