@@ -34,6 +34,7 @@ from kai.api import (
     TaskStatus,
     Topology,
 )
+from kai.api.storage import Storage
 from kai.framework import Plugins, PluginSpec, SchedulerConfig, Session, Snapshot, build_snapshot, run_session
 from kai.framework.config import DEFAULT_CONFIG
 from kai.framework.plugins import discover
@@ -93,13 +94,14 @@ def job(name: str, queue: str = "default", tasks: int | Sequence[Task] = 1, gpus
 
 
 def cluster(nodes: Iterable[Node] = (), queues: Iterable[Queue] | None = None, jobs: Iterable[Job] = (),
-            now: float = NOW, topologies: Iterable[Topology] = (), config_maps: Iterable[str] = ()) -> Snapshot:
+            now: float = NOW, topologies: Iterable[Topology] = (), config_maps: Iterable[str] = (),
+            storage: Storage | None = None) -> Snapshot:
     """A validated snapshot. Without ``queues``, one root queue per queue name the jobs use; ``config_maps``
-    are the ConfigMaps that exist (``namespace/name``)."""
+    are the ConfigMaps that exist (``namespace/name``), ``storage`` the claims, volumes and classes."""
     jobs = list(jobs)
     if queues is None:
         queues = [queue(n) for n in dict.fromkeys(j.queue for j in jobs)]
-    return build_snapshot(list(nodes), list(queues), jobs, now, list(topologies), config_maps)
+    return build_snapshot(list(nodes), list(queues), jobs, now, list(topologies), config_maps, storage)
 
 
 def _spec(p: str | PluginSpec) -> PluginSpec:

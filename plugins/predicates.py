@@ -1,14 +1,19 @@
 """``predicates``: the per-node filters of Kubernetes and KAI.
 
 Before any node is looked at (KAI's pre-predicates, reported as "Scheduling conditions were not met"):
-the ConfigMaps the pod needs exist, and some node of the pool is big enough for the pod (else the
-message names the largest node's amount). For each candidate node of a task: the node is ready and
+the ConfigMaps the pod needs exist, the PersistentVolumeClaims of its volumes exist and are not
+being deleted and none is unbound with immediate binding (kube-scheduler's VolumeBinding messages),
+and some node of the pool is big enough for the pod (else the message names the largest node's
+amount). For each candidate node of a task: the node is ready and
 schedulable; the task's node selector and required node affinity match; the node's NoSchedule/NoExecute
 taints are tolerated; its host ports are free on the node (pods placed in the session included); the
 node's GPU type suits the request (MIG rules, GPU memory known for memory requests); the queue stays
 within its limits (``kai_task_over_capacity``); required pod affinity and anti-affinity hold (including
 the anti-affinity of pods already on the nodes); with ``restrictSchedulingNodes`` a GPU pod goes to a GPU
-worker and any other pod to a CPU worker. Resource fit and pod slots (including the reservation pod of a
+worker and any other pod to a CPU worker; a pod with claims needs a node its bound volumes are reachable
+from and where its WaitForFirstConsumer claims can be bound (a matching available volume not taken
+by another pod of the session, or a provisioner that reaches the node and, tracking capacity, has
+room) -- see ``kai.api.storage``. Resource fit and pod slots (including the reservation pod of a
 new shared GPU) are checked by the kernel before any predicate.
 """
 
@@ -17,6 +22,7 @@ from __future__ import annotations
 from kai import hookimpl
 from kai.api import Reject, TaskStatus, is_mig_resource
 from kai.api.names import CPU_WORKER_LABEL, GPU_WORKER_LABEL, MIG_STRATEGY_LABEL
+from kai.api.storage import UNBOUND_IMMEDIATE, PodClaims, claims_problem, classify, node_reasons, static_bindings
 from kai.framework.fiterrors import scheduling_conditions_message
 from kai.framework.nodepool import LargestNode
 
@@ -138,6 +144,36 @@ def missing_config_maps(session, task) -> list[str]:
     return [name for name in task.config_maps if f"{task.namespace}/{name}" not in session.snapshot.config_maps]
 
 
+def claims_condition(session, task) -> tuple[str | None, PodClaims | None]:
+    """kube-scheduler's VolumeBinding pre-filter: why the task's claims keep it pending, else its sorted claims."""
+    storage = session.snapshot.storage
+    problem = claims_problem(task.claims, task.namespace, task.name, storage)
+    if problem is not None:
+        return problem, None
+    claims = classify(task.claims, task.namespace, storage)
+    return (UNBOUND_IMMEDIATE, None) if claims.immediate else (None, claims)
+
+
+class _Volumes:
+    """The static volumes the tasks placed in the session take for their WaitForFirstConsumer claims."""
+
+    def __init__(self):
+        self.by_task: dict[str, tuple[str, ...]] = {}
+
+    def taken(self, task) -> set[str]:
+        return {v for uid, names in self.by_task.items() if uid != task.uid for v in names}
+
+    def add(self, session, task, claims: PodClaims, node) -> None:
+        pending = [c for c in claims.delayed if c.selected_node is None]
+        if pending:
+            chosen, _ = static_bindings(pending, node.name, node.node.labels, session.snapshot.storage,
+                                        self.taken(task))
+            self.by_task[task.uid] = tuple(v.name for v in chosen.values())
+
+    def remove(self, task) -> None:
+        self.by_task.pop(task.uid, None)
+
+
 def restricted_node(task, node) -> Reject | None:
     """KAI's ``--restrict-node-scheduling`` rule: GPU pods on GPU workers, the others on CPU workers."""
     labels = node.node.labels
@@ -196,6 +232,9 @@ class Predicates:
         self.ports: _HostPorts | None = None
         self.largest: LargestNode | None = None
         self.restrict = False
+        #: The sorted claims of each task with claims that passed the pre-predicates.
+        self.claims: dict[str, PodClaims] = {}
+        self.volumes = _Volumes()
 
     @hookimpl
     def kai_session_open(self, session):
@@ -207,11 +246,15 @@ class Predicates:
         self.mig_nodes = {n.name: s for n in session.nodes if (s := mig_strategy(n)) is not None}
         self.gpu_rules = {}
         self.conditions = {}
+        self.claims = {}
+        self.volumes = _Volumes()
         if any(t.host_ports for j in session.jobs.values() for t in j.tasks.values()) or any(
                 n.node.host_ports for n in session.nodes):
             self.ports = _HostPorts(session)
-        else:  # no host ports in this session: nothing to follow
+        else:
             self.ports = None
+        if self.ports is None and not any(t.claims for j in session.jobs.values() for t in j.tasks.values()):
+            # no host ports and no claims in this session: nothing to follow
             session.calls.withdraw(self, ("kai_on_allocate", "kai_on_deallocate"))
         self.largest = LargestNode(session.nodes)
         self.restrict = session.plugins.config.restrict_node_scheduling
@@ -220,11 +263,15 @@ class Predicates:
     def kai_on_allocate(self, session, task, node):
         if task.host_ports and self.ports is not None:
             self.ports.add(task, node)
+        if task.claims and task.uid in self.claims:
+            self.volumes.add(session, task, self.claims[task.uid], node)
 
     @hookimpl
     def kai_on_deallocate(self, session, task, node):
         if task.host_ports and self.ports is not None:
             self.ports.remove(task, node)
+        if task.claims:
+            self.volumes.remove(task)
 
     def _scheduling_conditions(self, session, task) -> Reject | None:
         """KAI's pre-predicates: the needed ConfigMaps exist and some node is big enough."""
@@ -232,6 +279,12 @@ class Predicates:
         missing = missing_config_maps(session, task) if task.config_maps else ()
         if missing:
             failures.append(("ConfigMap", f"Missing required configmaps: [{' '.join(missing)}]"))
+        if task.claims:
+            problem, claims = claims_condition(session, task)
+            if problem is not None:
+                failures.append(("VolumeBinding", problem))
+            else:
+                self.claims[task.uid] = claims
         too_big = self.largest.too_small_for(task) if self.largest is not None else None
         if too_big is not None:
             failures.append(("MaxNodePoolResources", too_big))
@@ -286,6 +339,10 @@ class Predicates:
         view = self.affinity.get(task.uid)
         if view is not None and (veto := view.check(n.labels)) is not None:
             return veto
+        if task.claims and (claims := self.claims.get(task.uid)) is not None:
+            reasons = node_reasons(claims, n.name, n.labels, session.snapshot.storage, self.volumes.taken(task))
+            if reasons:
+                return Reject(NAME, reasons[0])
         return restricted_node(task, node) if self.restrict else None
 
 

@@ -8,12 +8,16 @@ consumed by one Session, which changes task statuses and placements as it decide
 from __future__ import annotations
 
 from collections.abc import Container
+from typing import TYPE_CHECKING
 
 import attrs
 
 from kai.api.numa import ContainerRequest, NumaTopology, ZonePlacement
 from kai.api.resources import ResourceRequest, Resources
 from kai.api.status import ACTIVE_ALLOCATED, ACTIVE_USED, ALIVE, TaskStatus
+
+if TYPE_CHECKING:
+    from kai.api.storage import PodClaim
 
 UNLIMITED = -1.0
 
@@ -193,6 +197,8 @@ class Task:
     host_ports: tuple[HostPort, ...] = ()
     #: ConfigMaps (names in the pod's namespace) that must exist before the pod may start.
     config_maps: tuple[str, ...] = ()
+    #: PersistentVolumeClaims of the pod's volumes (:class:`kai.api.storage.PodClaim`).
+    claims: tuple[PodClaim, ...] = ()
 
     def __attrs_post_init__(self) -> None:
         if not self.uid:

@@ -22,6 +22,11 @@ PODS = ("", "v1", "pods")
 NODERESOURCETOPOLOGIES = ("topology.node.k8s.io", "v1alpha2", "noderesourcetopologies")
 NODES = ("", "v1", "nodes")
 CONFIGMAPS = ("", "v1", "configmaps")
+PERSISTENTVOLUMECLAIMS = ("", "v1", "persistentvolumeclaims")
+PERSISTENTVOLUMES = ("", "v1", "persistentvolumes")
+STORAGECLASSES = ("storage.k8s.io", "v1", "storageclasses")
+CSISTORAGECAPACITIES = ("storage.k8s.io", "v1", "csistoragecapacities")
+CSIDRIVERS = ("storage.k8s.io", "v1", "csidrivers")
 PODGROUP_API_VERSION = "/".join(PODGROUPS[:2])
 #: KAI's operator objects: the one Config, and the SchedulingShard a scheduler without a partition reads.
 KAI_CONFIG_NAME = "kai-config"

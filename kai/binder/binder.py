@@ -76,6 +76,10 @@ API_ACCESS = (
     Access("", "nodes", ("get", "list", "watch")),
     Access("", "configmaps", ("get", "create", "patch", "delete")),
     Access("", "events", ("create",)),
+    # the volumebinding plugin
+    Access("", "persistentvolumeclaims", ("get", "list", "watch", "patch")),
+    Access("", "persistentvolumes", ("get", "list", "patch")),
+    Access(names.STORAGECLASSES[0], names.STORAGECLASSES[2], ("get",)),
 )
 
 
@@ -127,9 +131,13 @@ class Binder(Controller):
             self.queue.add(key)
 
     def informers(self) -> dict[str, Informer]:
-        return {"bindrequests": Informer(self.kube, object_path(*names.BINDREQUESTS), on_event=self.on_event,
-                                         name="bindrequests"),
-                "nodes": Informer(self.kube, object_path(*names.NODES), transform=slim_node, name="nodes")}
+        """The binder's stores, and those of plugins that watch something (their optional ``informers()``)."""
+        stores = {"bindrequests": Informer(self.kube, object_path(*names.BINDREQUESTS), on_event=self.on_event,
+                                           name="bindrequests"),
+                  "nodes": Informer(self.kube, object_path(*names.NODES), transform=slim_node, name="nodes")}
+        for plugin in self.plugins:
+            stores.update(getattr(plugin, "informers", dict)())
+        return stores
 
     def tick(self) -> None:
         """Every ``sweep_period``: delete stale BindRequests and let the plugins tidy up everywhere; and

@@ -24,8 +24,11 @@ from kai.framework.errors import ConfigError
 from kai.framework.yamlfile import describe, read_yaml
 
 FIELDS = ("enabled", "priority", "arguments")
-#: KAI's priority of its GPU-sharing plugin (volumebinding 300, dynamicresources 200, hamicore 50).
+#: KAI's priorities of its GPU-sharing and volume-binding plugins (dynamicresources 200, hamicore 50).
 GPUSHARING_PRIORITY = 100
+VOLUMEBINDING_PRIORITY = 300
+#: KAI's default ``bindTimeoutSeconds`` of the volume-binding plugin.
+DEFAULT_BIND_TIMEOUT_SECONDS = 120
 
 
 @dataclass(frozen=True)
@@ -38,8 +41,11 @@ class PluginConfig:
 
 
 def default_config(cdi_enabled: bool = False) -> dict[str, PluginConfig]:
-    """The plugins run when the configuration names none: GPU sharing, with KAI's priority and argument."""
-    return {"gpusharing": PluginConfig(True, GPUSHARING_PRIORITY, {"cdiEnabled": _go_bool(cdi_enabled)})}
+    """The plugins run when the configuration names none, with KAI's priorities and arguments: volume binding,
+    then GPU sharing."""
+    return {"volumebinding": PluginConfig(True, VOLUMEBINDING_PRIORITY,
+                                          {"bindTimeoutSeconds": str(DEFAULT_BIND_TIMEOUT_SECONDS)}),
+            "gpusharing": PluginConfig(True, GPUSHARING_PRIORITY, {"cdiEnabled": _go_bool(cdi_enabled)})}
 
 
 def parse_config(value: Any, where: str) -> dict[str, PluginConfig]:

@@ -19,7 +19,19 @@ from collections.abc import Iterable
 
 import attrs
 
-from kai.api import ACTIVE_USED, UNLIMITED, Job, Node, PodSet, Queue, SubGroup, Topology, TopologyConstraint, names
+from kai.api import (
+    ACTIVE_USED,
+    UNLIMITED,
+    Job,
+    Node,
+    PodSet,
+    Queue,
+    Storage,
+    SubGroup,
+    Topology,
+    TopologyConstraint,
+    names,
+)
 from kai.framework.usage import Usage
 
 #: Problem reason of a task (or a placement) on a node that does not exist.
@@ -57,6 +69,8 @@ class Snapshot:
     usage: Usage = attrs.field(factory=dict)
     #: The ConfigMaps that exist, as ``namespace/name`` (a task naming another in ``config_maps`` waits).
     config_maps: frozenset[str] = frozenset()
+    #: The cluster's claims, volumes and storage classes (tasks with ``claims`` are checked against them).
+    storage: Storage = attrs.field(factory=Storage)
 
 
 def _bad_quota(q: Queue) -> str | None:
@@ -167,7 +181,8 @@ def _subgroup_problem(job: Job) -> str | None:
 
 
 def build_snapshot(nodes: Iterable[Node], queues: Iterable[Queue], jobs: Iterable[Job], now: float | None = None,
-                   topologies: Iterable[Topology] = (), config_maps: Iterable[str] = ()) -> Snapshot:
+                   topologies: Iterable[Topology] = (), config_maps: Iterable[str] = (),
+                   storage: Storage | None = None) -> Snapshot:
     """Validate the facts and assemble a snapshot (see the module docstring for what is left out)."""
     problems: list[Problem] = []
     valid_topologies = _valid_topologies(topologies, problems)
@@ -220,4 +235,5 @@ def build_snapshot(nodes: Iterable[Node], queues: Iterable[Queue], jobs: Iterabl
         _resolve_aliases(job, valid_topologies)
         kept[job.uid] = job
     return Snapshot(node_list, valid_queues, kept, time.time() if now is None else now,
-                    valid_topologies, problems, rejected, config_maps=frozenset(config_maps))
+                    valid_topologies, problems, rejected, config_maps=frozenset(config_maps),
+                    storage=storage if storage is not None else Storage())

@@ -53,6 +53,7 @@ from kai.api.resources import gpu_memory_from_label, parse_gpu_sharing
 from kai.framework import parse_duration
 from kai.kube.nrt import placement_annotation, placement_record
 from kai.kube.quantity import QuantityError, parse
+from kai.kube.storage import pod_claims
 
 #: Job priority when the PodGroup's class is unknown and no class is the global default (KAI's).
 DEFAULT_PRIORITY = 50
@@ -148,6 +149,8 @@ class PodView:
     host_ports: tuple = ()
     #: ConfigMaps the pod needs (:func:`required_config_maps`).
     config_maps: tuple = ()
+    #: PersistentVolumeClaims of a pending pod's volumes (:func:`kai.kube.storage.pod_claims`).
+    claims: tuple = ()
 
     @property
     def terminated(self) -> bool:
@@ -337,6 +340,7 @@ def pod_view(raw: dict, scheduler_name: str = SCHEDULER_NAME) -> PodView | None:
         unschedulable_message=unschedulable, nominated_node=status.get("nominatedNodeName") or "",
         gpu_groups=_gpu_groups(labels), host_ports=host_ports(spec),
         config_maps=required_config_maps(spec, annotations) if not node_name else (),
+        claims=pod_claims(spec, name, meta.get("uid", "")) if not node_name else (),
         qos_class=str(status.get("qosClass") or ""), containers=containers,
         numa_observed=observed, numa_predicted=predicted, numa_invalid=numa_invalid,
     )

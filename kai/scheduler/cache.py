@@ -1,7 +1,9 @@
 """The scheduler's view of the cluster: informers over the objects it reads, and a snapshot per cycle.
 
 :class:`ClusterCache` watches pods, nodes, queues, PodGroups, BindRequests, PriorityClasses,
-Topologies, ConfigMaps (their names only) and -- when the cluster serves that API --
+Topologies, ConfigMaps (their names only), the storage objects (PersistentVolumeClaims,
+PersistentVolumes, StorageClasses, CSIStorageCapacities, CSIDrivers; read into the snapshot only in
+cycles where a pod to schedule has claims) and -- when the cluster serves that API --
 NodeResourceTopologies (slim views, :mod:`kai.scheduler.convert`) and sets
 :attr:`ClusterCache.changed` on every change that can affect scheduling (:func:`may_unblock`).
 :meth:`ClusterCache.snapshot` builds the kernel's input from the stores, as KAI's cache does:
@@ -37,9 +39,10 @@ import time
 import attrs
 
 from kai.api import ACTIVE_USED, HostPort, Job, Node, Resources, TaskStatus, names
+from kai.api.storage import Storage
 from kai.framework import Problem, Snapshot, build_snapshot
 from kai.framework.snapshot import NODE_NOT_FOUND
-from kai.kube import views
+from kai.kube import storage, views
 from kai.kube.client import ApiError, Kube, object_path
 from kai.kube.nrt import NrtView, nrt_view
 from kai.kube.views import BindRequestView, PodGroupView, PodView
@@ -59,6 +62,11 @@ PATHS = {
     "topologies": object_path(*names.TOPOLOGIES),
     "noderesourcetopologies": object_path(*names.NODERESOURCETOPOLOGIES),
     "configmaps": object_path(*names.CONFIGMAPS),
+    "persistentvolumeclaims": object_path(*names.PERSISTENTVOLUMECLAIMS),
+    "persistentvolumes": object_path(*names.PERSISTENTVOLUMES),
+    "storageclasses": object_path(*names.STORAGECLASSES),
+    "csistoragecapacities": object_path(*names.CSISTORAGECAPACITIES),
+    "csidrivers": object_path(*names.CSIDRIVERS),
 }
 #: Informers of APIs a cluster may not serve (a CRD not installed): name -> the API's group version.
 OPTIONAL = {"noderesourcetopologies": names.NODERESOURCETOPOLOGIES[:2]}
@@ -116,6 +124,11 @@ class ClusterCache:
             "topologies": views.topology_view,
             "noderesourcetopologies": nrt_view,
             "configmaps": views.config_map_view,
+            "persistentvolumeclaims": storage.claim_view,
+            "persistentvolumes": storage.volume_view,
+            "storageclasses": storage.storage_class_view,
+            "csistoragecapacities": storage.storage_capacity_view,
+            "csidrivers": storage.csi_driver_view,
         }
         self.informers = {
             name: Informer(kube, PATHS[name], transform=transforms[name], on_event=self._on_event, name=name)
@@ -246,6 +259,7 @@ class ClusterCache:
         kept_pods: dict[str, PodView] = {}
         reservations: list[tuple[str, PodView]] = []
         shared_in_use: set[tuple[str, str]] = set()
+        claims_wanted = False
         for pod in pods.values():
             bind = binds.get(pod.key)
             status, node = convert.pod_state(pod, bind, now, self.stuck_after)
@@ -280,6 +294,7 @@ class ClusterCache:
                 problems.append(Problem("task", pod.key, "InvalidNumaPlacement", pod.numa_invalid))
             job.add_task(task)
             kept_pods[pod.key] = pod
+            claims_wanted = claims_wanted or bool(pod.claims)
             if task.node and task.status in ACTIVE_USED:
                 shared_in_use.update((task.node, group) for group in task.gpu_groups)
         for node, pod in reservations:  # a group no pod uses any more holds its GPU until its reservation goes
@@ -289,10 +304,18 @@ class ClusterCache:
         nodes = [convert.to_node(v, *used.get(name, (None, 0)), tuple(ports.get(name, ())), numa=numa.get(name))
                  for name, v in node_views.items()]
         queues = [convert.to_queue(q) for q in inf["queues"].list()]
-        snap = build_snapshot(nodes, queues, jobs.values(), now, inf["topologies"].list(), inf["configmaps"].list())
+        snap = build_snapshot(nodes, queues, jobs.values(), now, inf["topologies"].list(), inf["configmaps"].list(),
+                              self._storage() if claims_wanted else None)
         _hold_rejected(snap)
         snap.problems[:0] = problems
         return Cycle(snap, kept_pods, podgroups, stale)
+
+    def _storage(self) -> Storage:
+        """The storage objects, read only in cycles where some pod to schedule has claims."""
+        inf = self.informers
+        return Storage.of(inf["persistentvolumeclaims"].list(), inf["persistentvolumes"].list(),
+                          inf["storageclasses"].list(), inf["csistoragecapacities"].list(),
+                          (name for name, tracked in inf["csidrivers"].list() if tracked))
 
     def _live_bind_requests(self, pods: dict[str, PodView], nodes: dict, problems: list[Problem]):
         """BindRequests by pod key that make their pod Binding, and the stale ones to delete; one that

@@ -97,7 +97,7 @@ def to_task(pod: PodView, job_uid: str, status: TaskStatus, node: str | None,
         qos_class=pod.qos_class, containers=pod.containers,
         numa_recorded=pod.numa_observed or numa_zones or pod.numa_predicted,
         preferred_pod_affinity=pod.preferred_pod_affinity, preferred_pod_anti_affinity=pod.preferred_pod_anti_affinity,
-        host_ports=pod.host_ports, config_maps=pod.config_maps,
+        host_ports=pod.host_ports, config_maps=pod.config_maps, claims=pod.claims,
     )
 
 

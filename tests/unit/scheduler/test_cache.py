@@ -184,3 +184,39 @@ def test_restricted_node_scheduling_leaves_out_nodes_without_a_worker_role():
     assert {n.name for n in cache.snapshot().snapshot.nodes} == {"gpu", "cpu", "plain"}
     cache.restrict_node_scheduling = True
     assert {n.name for n in cache.snapshot().snapshot.nodes} == {"gpu", "cpu"}
+
+
+def test_storage_objects_reach_the_snapshot_only_when_a_pod_to_schedule_has_claims():
+    pvc = {"metadata": {"namespace": "ns", "name": "data", "uid": "c1",
+                        "annotations": {"volume.kubernetes.io/selected-node": "n1"}},
+           "spec": {"storageClassName": "local", "accessModes": ["ReadWriteOnce"],
+                    "resources": {"requests": {"storage": "1Gi"}}}, "status": {"phase": "Pending"}}
+    pv = {"metadata": {"name": "pv1"},
+          "spec": {"storageClassName": "local", "capacity": {"storage": "2Gi"}, "accessModes": ["ReadWriteOnce"],
+                   "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                       {"key": "kubernetes.io/hostname", "operator": "In", "values": ["n1"]}]}]}}},
+          "status": {"phase": "Available"}}
+    sc = {"metadata": {"name": "local"}, "provisioner": "kubernetes.io/no-provisioner",
+          "volumeBindingMode": "WaitForFirstConsumer"}
+    capacity = {"metadata": {"namespace": "ns", "name": "cap"}, "storageClassName": "local", "capacity": "10Gi",
+                "nodeTopology": {"matchLabels": {"zone": "a"}}}
+    driver = {"metadata": {"name": "csi.example.com"}, "spec": {"storageCapacity": True}}
+    storage = {"persistentvolumeclaims": [pvc], "persistentvolumes": [pv], "storageclasses": [sc],
+               "csistoragecapacities": [capacity], "csidrivers": [driver]}
+    plain = cache_with(nodes=[node("n1")], queues=[queue()], podgroups=[podgroup()], pods=[pod("mine")], **storage)
+    assert plain.snapshot().snapshot.storage.claims == {}
+    mine = pod("mine")
+    mine["spec"]["volumes"] = [{"name": "v", "persistentVolumeClaim": {"claimName": "data"}},
+                               {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {}}}]
+    snap = cache_with(nodes=[node("n1")], queues=[queue()], podgroups=[podgroup()], pods=[mine],
+                      **storage).snapshot().snapshot
+    task = snap.jobs["ns/g"].tasks["mine"]
+    assert [(c.name, c.ephemeral, c.pod_uid) for c in task.claims] == [("data", False, ""),
+                                                                      ("mine-scratch", True, "uid-mine")]
+    claim = snap.storage.claims["ns/data"]
+    assert (claim.storage_class, claim.request, claim.selected_node, claim.bound) == ("local", 2.0**30, "n1", False)
+    (volume,) = snap.storage.volumes["local"]
+    assert volume.capacity == 2 * 2.0**30 and volume.node_affinity[0].matches("n1", {"kubernetes.io/hostname": "n1"})
+    assert snap.storage.classes["local"].binding_mode == "WaitForFirstConsumer"
+    assert snap.storage.capacities[0].fits(2.0**30, {"zone": "a"}) and snap.storage.capacity_drivers == {
+        "csi.example.com"}
