@@ -75,8 +75,9 @@ def _scheduler(ctx: Context):
 
 def _binder(ctx: Context):
     from kai.binder.binder import Binder
-    from kai.binder.pluginconfig import default_config, enabled_plugins, load_config, resolve
-    from kai.binder.plugins import build_plugins
+    from kai.binder.pluginconfig import load_config
+    from kai.binder.settings import BinderFlags, build_chosen, chosen_plugins, plugins_builder
+    from kai.kube.kaiconfig import KaiObjects
     from kai.metrics import BinderMetrics
 
     a, kube = ctx.args, ctx.client()
@@ -84,18 +85,22 @@ def _binder(ctx: Context):
         overrides = load_config(a.binder_plugins, "--binder-plugins") if a.binder_plugins.strip() else {}
     except ConfigError as exc:
         raise ValueError(str(exc)) from exc
-    chosen = enabled_plugins(resolve(default_config(a.cdi_enabled), overrides))
     # the reservation flags are the binder's settings (KAI's binder flags); the configuration's arguments win
-    settings = {"namespace": a.resource_reservation_namespace, "appLabel": a.resource_reservation_app_label,
-                "image": a.resource_reservation_pod_image, "serviceAccount": a.resource_reservation_service_account,
-                "runtimeClass": a.runtime_class_name, "allocationTimeout": a.resource_reservation_allocation_timeout,
-                "fakeGpuNodes": a.fake_gpu_nodes}
-    arguments = {name: {**settings, **args} if name == "gpusharing" else args for name, args in chosen}
+    reservation = {"namespace": a.resource_reservation_namespace, "appLabel": a.resource_reservation_app_label,
+                   "image": a.resource_reservation_pod_image, "serviceAccount": a.resource_reservation_service_account,
+                   "runtimeClass": a.runtime_class_name, "allocationTimeout": a.resource_reservation_allocation_timeout,
+                   "fakeGpuNodes": a.fake_gpu_nodes}
+    flags = BinderFlags(overrides, a.cdi_enabled, reservation)
     try:
-        plugins = build_plugins([name for name, _ in chosen], arguments, kube)
+        initial = build_chosen(chosen_plugins(flags, None), kube)
     except PluginError as exc:
         raise PluginError(f"--binder-plugins: {exc}") from exc
-    return Binder(kube, plugins=plugins, workers=a.bind_workers, metrics=BinderMetrics(ctx.registry))
+    binder = Binder(kube, plugins=initial.plugins, workers=a.bind_workers, metrics=BinderMetrics(ctx.registry))
+    if a.kai_config:
+        binder.settings = KaiObjects(kube, plugins_builder(flags, kube, lambda: binder.settings.value),  # type: ignore[union-attr]
+                                     initial,
+                                     component=names.SOURCE_BINDER, shard=None, config=a.kai_config)
+    return binder
 
 
 def _podgroup_controller(ctx: Context):
@@ -115,37 +120,50 @@ def _queue_controller(ctx: Context):
 
 def _podgrouper(ctx: Context):
     from kai.api.podgroup import GroupingError
+    from kai.controllers.grouping_settings import Grouping, GroupingFlags, grouping_builder
     from kai.controllers.podgrouper import PodGrouper
-    from kai.grouping.hub import GroupingConfig, podgrouper_args
+    from kai.grouping.hub import GroupingConfig
+    from kai.kube.kaiconfig import KaiObjects
 
-    a = ctx.args
+    a, kube = ctx.args, ctx.client()
     if bool(a.default_priorities_configmap_name) != bool(a.default_priorities_configmap_namespace):
         raise ValueError("--default-priorities-configmap-name and -namespace go together")
     defaults = (a.default_priorities_configmap_namespace, a.default_priorities_configmap_name)
     config = GroupingConfig(queue_label_key=a.queue_label_key, node_pool_label_key=a.nodepool_label_key,
                             defaults_configmap=defaults if all(defaults) else None)
+    flags = GroupingFlags(config, a.search_legacy_pg == "true", a.knative_gang_schedule == "true",
+                          a.generic_karta_fallback == "true")
     try:
-        return PodGrouper(ctx.client(), config=config, scheduler_name=a.scheduler_name,
-                          args=podgrouper_args(a.search_legacy_pg == "true", a.knative_gang_schedule == "true",
-                                               a.generic_karta_fallback == "true"),
-                          pod_label_selector=a.pod_label_selector, workers=a.podgrouper_workers)
+        grouper = PodGrouper(kube, config=config, scheduler_name=a.scheduler_name, args=flags.args(),
+                             pod_label_selector=a.pod_label_selector, workers=a.podgrouper_workers)
     except GroupingError as exc:  # two podgroupers claiming one kind, a podgrouper without its hook
         raise ValueError(f"podgrouper: {exc}") from exc
+    if a.kai_config:
+        grouper.settings = KaiObjects(
+            kube, grouping_builder(flags, grouper.reader, lambda: grouper.settings.value),  # type: ignore[union-attr]
+            Grouping(flags, grouper.hub), component=names.SOURCE_PODGROUPER, shard=None, config=a.kai_config)
+    return grouper
 
 
 def _admission(ctx: Context):
     from kai.admission.pods import DEFAULT_RUNTIME_CLASS
+    from kai.admission.settings import policy_builder
     from kai.admission.webhook import AdmissionServer, queue_reader
+    from kai.kube.kaiconfig import KaiObjects
 
     a = ctx.args
     # fake GPU nodes (kwok) have no container runtime to name: no runtime class unless one is given
     runtime_class = next((name for name in (a.gpu_fraction_runtime_class_name, a.gpu_pod_runtime_class_name)
                           if name is not None), "" if a.fake_gpu_nodes else DEFAULT_RUNTIME_CLASS)
-    return AdmissionServer(a.webhook_addr, scheduler_name=a.scheduler_name, cert_file=a.webhook_cert_file,
-                           key_file=a.webhook_key_file, hosts=a.webhook_host or ["localhost", "127.0.0.1"],
-                           gpu_sharing=a.gpu_sharing_enabled, block_visible_devices=a.block_nvidia_visible_devices,
-                           runtime_class=runtime_class,
-                           read_queue=queue_reader(ctx.client()) if a.enable_quota_validation else None)
+    server = AdmissionServer(a.webhook_addr, scheduler_name=a.scheduler_name, cert_file=a.webhook_cert_file,
+                             key_file=a.webhook_key_file, hosts=a.webhook_host or ["localhost", "127.0.0.1"],
+                             gpu_sharing=a.gpu_sharing_enabled, block_visible_devices=a.block_nvidia_visible_devices,
+                             runtime_class=runtime_class,
+                             read_queue=queue_reader(ctx.client()) if a.enable_quota_validation else None)
+    if a.kai_config:
+        server.settings = KaiObjects(ctx.client(), policy_builder(server.base_policy), server.base_policy,
+                                     component="admission", shard=None, config=a.kai_config)
+    return server
 
 
 COMPONENTS: dict[str, Callable[[Context], Any]] = {
@@ -205,6 +223,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--scheduling-shard", default=names.DEFAULT_SHARD, metavar="NAME",
                    help="the SchedulingShard whose settings (with Config kai-config's) the scheduler takes up live, "
                         "over --config and --schedule-period; '' for none (default: %(default)s)")
+    p.add_argument("--kai-config", default=names.KAI_CONFIG_NAME, metavar="NAME",
+                   help="the Config whose binder, podGrouper, admission and global sections the binder, podgrouper and "
+                        "admission take up live, over their flags; '' for none (default: %(default)s)")
     p.add_argument("--qps", type=float, default=500.0, help="API requests per second per component, 0: no limit "
                    "(default: %(default)s)")
     p.add_argument("--burst", type=int, default=1000, help="API request burst per component (default: %(default)s)")

@@ -9,6 +9,10 @@
 The paths are KAI's. Each answers an ``AdmissionReview`` ``admission.k8s.io/v1``. Only the Queue webhook
 with quota validation calls the API (it reads the parent and sibling queues).
 
+Given ``settings`` (a :class:`kai.kube.kaiconfig.KaiObjects` of :class:`~kai.admission.pods.PodPolicy`, built
+by :func:`kai.admission.settings.policy_builder`), the pod webhooks answer each review with the policy in force
+then: a change of ``Config kai-config`` applies to the next review.
+
 The server speaks HTTPS. Its certificate comes from files, or is made at start for the given host names by
 a fresh private CA, whose PEM (:attr:`AdmissionServer.ca_bundle`) goes into the webhook configurations'
 ``caBundle``. It accepts TLS 1.2 and 1.3 only.
@@ -31,10 +35,11 @@ from pathlib import Path
 from kai.admission import podgroups, queues, topologies
 from kai.admission.pods import PodPolicy, mutation_review, review
 from kai.admission.queues import QueueLookupError, QueueReader
-from kai.api.names import QUEUES, SCHEDULER_NAME
+from kai.api.names import CONFIGS, QUEUES, SCHEDULER_NAME
 from kai.kube.access import Access
 from kai.kube.certs import Certificate, serving_certificate
 from kai.kube.client import ApiError, object_path
+from kai.kube.kaiconfig import KaiObjects
 from kai.kube.server import HTTPServer, parse_address
 from kai.logs import fields
 
@@ -52,8 +57,8 @@ DEFAULT_ADDRESS = ":9443"
 MAX_BODY = 8 * 1024 * 1024
 #: How long a stopping webhook waits for the reviews in progress, seconds.
 STOP_TIMEOUT = 2.0
-#: The Queue webhook with quota validation reads queues; nothing else calls the API (see kai.kube.access).
-API_ACCESS = (Access(QUEUES[0], QUEUES[2], ("get",)),)
+#: The Queue webhook with quota validation reads queues, the settings come from KAI's Config (see kai.kube.access).
+API_ACCESS = (Access(QUEUES[0], QUEUES[2], ("get",)), Access(CONFIGS[0], CONFIGS[2], ("get", "list", "watch")))
 
 __all__ = ["AdmissionServer", "mutation_review", "queue_reader", "review"]
 
@@ -77,8 +82,9 @@ class AdmissionServer:
 
     Give ``cert_file`` and ``key_file``, or ``hosts`` (DNS names, IP addresses) for a certificate made
     at start in ``cert_dir`` (default: a temporary folder). ``gpu_sharing``, ``block_visible_devices`` and
-    ``runtime_class`` are the pod webhooks' options (:class:`~kai.admission.pods.PodPolicy`); ``read_queue``
-    (:func:`queue_reader`) turns the Queue webhook's quota validation on.
+    ``runtime_class`` are the pod webhooks' options (:class:`~kai.admission.pods.PodPolicy`), which ``settings``
+    replaces live (see the module docstring); ``read_queue`` (:func:`queue_reader`) turns the Queue webhook's
+    quota validation on.
     """
 
     name = "admission"
@@ -86,16 +92,19 @@ class AdmissionServer:
     def __init__(self, address: str = DEFAULT_ADDRESS, *, scheduler_name: str = SCHEDULER_NAME,
                  cert_file: str | None = None, key_file: str | None = None, hosts: list[str] | None = None,
                  cert_dir: str | None = None, gpu_sharing: bool = True, block_visible_devices: bool = False,
-                 runtime_class: str = "", read_queue: QueueReader | None = None) -> None:
+                 runtime_class: str = "", read_queue: QueueReader | None = None,
+                 settings: KaiObjects[PodPolicy] | None = None) -> None:
         if bool(cert_file) != bool(key_file):
             raise ValueError("give both a certificate file and its key file, or neither")
         if not cert_file and not hosts:
             raise ValueError("the admission webhook needs certificate files or host names for its own certificate")
         self.address = parse_address(address)
-        policy = PodPolicy(scheduler_name, gpu_sharing, block_visible_devices, runtime_class)
+        self.base_policy = PodPolicy(scheduler_name, gpu_sharing, block_visible_devices, runtime_class)
+        self.settings = settings
+        self._settings_version = 0
         self.routes: dict[str, Callable[[dict], dict]] = {
-            VALIDATE_PATH: lambda request: review(request, policy),
-            MUTATE_PATH: lambda request: mutation_review(request, policy),
+            VALIDATE_PATH: lambda request: review(request, self.policy()),
+            MUTATE_PATH: lambda request: mutation_review(request, self.policy()),
             QUEUE_PATH: lambda request: queues.review(request, read_queue),
             PODGROUP_PATH: podgroups.review,
             TOPOLOGY_PATH: topologies.review,
@@ -106,6 +115,18 @@ class AdmissionServer:
         self.certificate: Certificate | None = None
         self._httpd: HTTPServer | None = None
         self._thread: threading.Thread | None = None
+
+    def policy(self) -> PodPolicy:
+        """The pod webhooks' options in force: the Config's over the flags (the flags without ``settings``)."""
+        if self.settings is None:
+            return self.base_policy
+        version, policy = self.settings.version, self.settings.value
+        if version != self._settings_version:
+            self._settings_version = version
+            log.info("admission configuration applied", **fields(
+                gpu_sharing=policy.gpu_sharing, block_nvidia_visible_devices=policy.block_visible_devices,
+                runtime_class=policy.runtime_class, objects=self.settings.describe()))
+        return policy
 
     @property
     def port(self) -> int:
@@ -124,6 +145,8 @@ class AdmissionServer:
     def start(self) -> AdmissionServer:
         if self._httpd is not None:
             return self
+        if self.settings is not None:
+            self.settings.start()
         cert_file, key_file = self.cert_file, self.key_file
         if not cert_file:
             folder = Path(self.cert_dir or tempfile.mkdtemp(prefix="kai-admission-"))
@@ -148,6 +171,8 @@ class AdmissionServer:
             if not self._httpd.drain(timeout):
                 log.warning("admission webhook stopped with reviews unanswered", **fields(timeout_seconds=timeout))
             self._httpd = None
+            if self.settings is not None:
+                self.settings.stop()
 
     def run(self, stop: threading.Event) -> None:
         self.start()

@@ -30,6 +30,11 @@ UID (a JSON patch testing the BindRequest's, the pod's in the patch), so an outc
 new object of the same name -- the scheduler replaces a BindRequest whose node vanished, maybe while
 this one was being carried out.
 
+With ``settings`` (a :class:`kai.kube.kaiconfig.KaiObjects` of
+:class:`kai.binder.settings.BinderPlugins`, following ``Config kai-config``) the plugin list is replaced
+between binds when the Config changes it: a bind in progress finishes with the plugins it started with, the
+next one runs the new list; the watches of new plugins are started and those of dropped ones stopped.
+
 Succeeded BindRequests stay while their pod exists (the scheduler reads GPU groups from them); a
 periodic sweep deletes those whose pod is gone, which the garbage collector would also do through
 the owner reference when it runs.
@@ -52,6 +57,7 @@ from kai.kube.access import Access
 from kai.kube.client import JSON_PATCH, STRATEGIC_MERGE_PATCH, ApiError, Kube, object_path
 from kai.kube.controller import Controller
 from kai.kube.events import NORMAL, WARNING, record_event
+from kai.kube.kaiconfig import KaiObjects
 from kai.kube.watch import Informer, object_key
 from kai.logs import fields
 from kai.metrics import BinderMetrics
@@ -80,7 +86,11 @@ API_ACCESS = (
     Access("", "persistentvolumeclaims", ("get", "list", "watch", "patch")),
     Access("", "persistentvolumes", ("get", "list", "patch")),
     Access(names.STORAGECLASSES[0], names.STORAGECLASSES[2], ("get",)),
+    # the settings of Config kai-config
+    Access(names.CONFIGS[0], names.CONFIGS[2], ("get", "list", "watch")),
 )
+#: How long the binder waits at start for Config kai-config to be listed, seconds.
+SETTINGS_WAIT = 5.0
 
 
 
@@ -106,9 +116,11 @@ class Binder(Controller):
     def __init__(self, kube: Kube, *, plugins: Sequence[BindPlugin] = (), workers: int = DEFAULT_WORKERS,
                  base_delay: float = DEFAULT_BASE_DELAY, max_delay: float = DEFAULT_MAX_DELAY,
                  sweep_period: float = DEFAULT_SWEEP_PERIOD, metrics: BinderMetrics | None = None,
-                 clock=time.monotonic) -> None:
+                 settings: KaiObjects | None = None, clock=time.monotonic) -> None:
         super().__init__(kube, workers=workers, error_delay=max_delay, clock=clock)
         self.plugins = list(plugins)
+        self.settings = settings
+        self._settings_version = 0
         self.base_delay, self.max_delay = base_delay, max_delay
         self.sweep_period = sweep_period
         self.metrics = metrics
@@ -139,9 +151,52 @@ class Binder(Controller):
             stores.update(getattr(plugin, "informers", dict)())
         return stores
 
+    def run(self, stop: threading.Event) -> None:
+        if self.settings is None:
+            super().run(stop)
+            return
+        self.settings.start()
+        try:
+            if not self.settings.wait_applied(SETTINGS_WAIT):
+                log.warning("Config not listed yet; binding with the plugins of the flags")
+            self.reconfigure()
+            super().run(stop)
+        finally:
+            self.settings.stop()
+
+    def reconfigure(self) -> bool:
+        """Take up the plugins of ``settings`` if they changed; whether they did."""
+        if self.settings is None or self.settings.version == self._settings_version:
+            return False
+        with self._lock:
+            if self.settings.version == self._settings_version:
+                return False
+            self._settings_version = self.settings.version
+            new = list(self.settings.value.plugins)
+            if [id(p) for p in new] == [id(p) for p in self.plugins]:
+                return False
+            old, self.plugins = self.plugins, new
+        if self.stores:  # running: start the watches of new plugins, stop those of dropped ones
+            stores = dict(self.stores)  # replaced whole: other threads iterate the stores
+            for plugin in old:
+                if all(plugin is not n for n in new):
+                    for name, informer in getattr(plugin, "informers", dict)().items():
+                        if stores.get(name) is informer:
+                            informer.stop(timeout=0)
+                            del stores[name]
+            for plugin in new:
+                if all(plugin is not o for o in old):
+                    for name, informer in getattr(plugin, "informers", dict)().items():
+                        stores[name] = informer.start()
+            self.stores = stores
+        log.info("binder plugins applied", **fields(plugins=",".join(p.name for p in new),
+                                                     objects=self.settings.describe()))
+        return True
+
     def tick(self) -> None:
         """Every ``sweep_period``: delete stale BindRequests and let the plugins tidy up everywhere; and
         let them tidy up now on the nodes where a BindRequest was deleted."""
+        self.reconfigure()
         if self.synced and self._clock() >= self._next_sweep:
             self.sweep()
             self.sync_plugins(None)
@@ -224,13 +279,14 @@ class Binder(Controller):
     def attempt(self, request: BindRequest) -> float | None:
         """One bind attempt and its status; returns the retry delay after a retryable failure."""
         ids = _ids(request)
+        self.reconfigure()
         ctx = BindContext(request, {}, self.kube, read_pod=lambda: self._read_pod(request))
         try:
             with self._timed():
                 if not request.pod_name or not request.selected_node:
                     raise InvalidBindRequest("spec.podName and spec.selectedNode are required")
                 ctx.node = self._read_node(request.selected_node)
-                self._bind(ctx)
+                self._bind(ctx, list(self.plugins))
         except _Stale:
             return None
         except BindError as exc:
@@ -248,14 +304,14 @@ class Binder(Controller):
         self._succeeded(request, ctx)
         return None
 
-    def _bind(self, ctx: BindContext) -> None:
+    def _bind(self, ctx: BindContext, plugins: list[BindPlugin]) -> None:
         done: list[BindPlugin] = []
         try:
-            for plugin in self.plugins:
+            for plugin in plugins:
                 plugin.pre_bind(ctx)
                 done.append(plugin)
             self._post_binding(ctx)
-            for plugin in self.plugins:
+            for plugin in plugins:
                 plugin.post_bind(ctx)
         except (BindError, ApiError, _Stale):
             for plugin in reversed(done):

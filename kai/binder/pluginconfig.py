@@ -40,11 +40,12 @@ class PluginConfig:
     arguments: Mapping[str, str] | None = None
 
 
-def default_config(cdi_enabled: bool = False) -> dict[str, PluginConfig]:
+def default_config(cdi_enabled: bool = False,
+                   bind_timeout_seconds: int = DEFAULT_BIND_TIMEOUT_SECONDS) -> dict[str, PluginConfig]:
     """The plugins run when the configuration names none, with KAI's priorities and arguments: volume binding,
     then GPU sharing."""
     return {"volumebinding": PluginConfig(True, VOLUMEBINDING_PRIORITY,
-                                          {"bindTimeoutSeconds": str(DEFAULT_BIND_TIMEOUT_SECONDS)}),
+                                          {"bindTimeoutSeconds": str(bind_timeout_seconds)}),
             "gpusharing": PluginConfig(True, GPUSHARING_PRIORITY, {"cdiEnabled": _go_bool(cdi_enabled)})}
 
 

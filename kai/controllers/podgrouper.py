@@ -19,6 +19,11 @@ grouped (owner gone, kind not served, invalid workload spec) gets a Warning even
 backoff (1 s doubling to 60 s, KAI's rate limiter); API errors are retried the same way. A pod
 being deleted whose owner is gone is not reported. Pods are grouped again when their PodGroup is
 deleted and every ``resync_period`` seconds (owners change without touching their pods).
+
+With ``settings`` (a :class:`kai.kube.kaiconfig.KaiObjects` of
+:class:`kai.controllers.grouping_settings.Grouping`, following ``Config kai-config``) the grouping
+configuration and the podgroupers' arguments are replaced when the Config changes them, and every pod
+is grouped again with them, as after a restart.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from kai.kube.access import Access
 from kai.kube.client import ApiError, Kube, object_path
 from kai.kube.controller import Controller
 from kai.kube.events import WARNING, record_event
+from kai.kube.kaiconfig import KaiObjects
 from kai.kube.objects import KubeObjects
 from kai.kube.watch import Informer, object_key
 from kai.logs import fields
@@ -88,7 +94,10 @@ API_ACCESS = (
     Access(names.PODGROUPS[0], names.PODGROUPS[2], ("get", "list", "watch", "create", "update")),
     *(Access(group, resource, ("get",)) for group, resources in OWNER_RESOURCES.items() for resource in resources),
     Access("run.ai", "kartas", ("list",)),  # the no-code grouping rules of unknown kinds
+    Access(names.CONFIGS[0], names.CONFIGS[2], ("get", "list", "watch")),  # the settings of Config kai-config
 )
+#: How long the podgrouper waits at start for Config kai-config to be listed, seconds.
+SETTINGS_WAIT = 5.0
 
 
 def desired_update(current: dict, desired: dict, config: GroupingConfig) -> dict | None:
@@ -176,12 +185,15 @@ class PodGrouper(Controller):
         max_delay: float = DEFAULT_MAX_DELAY,
         resync_period: float = DEFAULT_RESYNC_PERIOD,
         owner_cache_ttl: float = 5.0,
+        settings: KaiObjects | None = None,
         clock=time.monotonic,
     ) -> None:
         super().__init__(kube, workers=workers, error_delay=max_delay, clock=clock)
         self.config = config or GroupingConfig()
         self.reader = KubeObjects(kube, ttl=owner_cache_ttl)
         self.hub = hub or build_hub(self.reader, self.config, args)
+        self.settings = settings
+        self._settings_version = 0
         self.scheduler_name = scheduler_name
         self.pod_label_selector = pod_label_selector
         self.base_delay, self.max_delay = base_delay, max_delay
@@ -229,8 +241,45 @@ class PodGrouper(Controller):
                              label_selector=self.pod_label_selector, name="podgrouper pods"),
         }
 
+    def run(self, stop: threading.Event) -> None:
+        if self.settings is None:
+            super().run(stop)
+            return
+        self.settings.start()
+        try:
+            if not self.settings.wait_applied(SETTINGS_WAIT):
+                log.warning("Config not listed yet; grouping with the settings of the flags")
+            self.reconfigure()
+            super().run(stop)
+        finally:
+            self.settings.stop()
+
+    def reconfigure(self) -> bool:
+        """Take up the settings of ``settings`` if they changed, and group every pod again; whether they did."""
+        if self.settings is None or self.settings.version == self._settings_version:
+            return False
+        with self._lock:
+            if self.settings.version == self._settings_version:
+                return False
+            self._settings_version = self.settings.version
+            grouping = self.settings.value
+            if grouping.hub is self.hub:
+                return False
+            self.hub, self.config = grouping.hub, grouping.flags.config
+        flags = grouping.flags
+        log.info("podgrouper configuration applied", **fields(
+            queue_label_key=flags.config.queue_label_key, node_pool_label_key=flags.config.node_pool_label_key,
+            defaults_configmap="/".join(flags.config.defaults_configmap or ()),
+            knative_gang_schedule=flags.knative_gang_schedule, generic_karta_fallback=flags.generic_karta_fallback,
+            objects=self.settings.describe()))
+        if "pods" in self.stores:
+            for pod in self.stores["pods"].list():
+                self.queue.add(object_key(pod))
+        return True
+
     def tick(self) -> None:
         """Every ``resync_period``: group every pod again (owners change without touching their pods)."""
+        self.reconfigure()
         if self._clock() < self._next_resync:
             return
         for pod in self.stores["pods"].list():
@@ -240,6 +289,7 @@ class PodGrouper(Controller):
     # -- one pod -------------------------------------------------------------------------------
     def handle(self, key: str) -> float | None:
         """Group the pod ``key`` (``namespace/name``); returns the delay before a retry, if one is due."""
+        self.reconfigure()
         pod = self.stores["pods"].get(key) if "pods" in self.stores else None
         if pod is None:
             return None

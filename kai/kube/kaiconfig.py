@@ -13,6 +13,8 @@ then after every change, on an informer's thread. When it raises, the error is l
 a Warning Event (reason ``InvalidConfiguration``) on the object whose change could not be applied, and
 the last good value stays in force. With ``shard=None`` only the Config is watched. When a CRD is not
 installed nothing is listed and ``initial`` stays in force.
+
+:func:`config_field` reads one field of the Config's spec for a ``build``, checking its type.
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from kai.api import names
+from kai.framework.yamlfile import describe
 from kai.kube.client import Kube, object_path
 from kai.kube.events import WARNING, record_event
 from kai.kube.watch import Informer
@@ -38,6 +41,28 @@ def spec_view(raw: dict) -> dict:
     return {"apiVersion": raw.get("apiVersion"), "kind": raw.get("kind"),
             "metadata": {k: meta[k] for k in ("name", "uid", "generation") if k in meta},
             "spec": raw.get("spec") or {}}
+
+
+#: What :func:`config_field` accepts for each type, for its error message.
+_KINDS = {bool: "true or false", int: "a whole number", str: "a string", dict: "a mapping"}
+
+
+def config_field(config: dict | None, path: str, kind: type) -> Any:
+    """The value of ``spec.<path>`` (dotted) of the Config ``config``, None when it or a section on the way is
+    unset; ValueError naming the field when it is not of ``kind`` (bool, int, str or dict)."""
+    value: Any = (config or {}).get("spec") or {}
+    where = "spec"
+    for key in path.split("."):
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            raise ValueError(f"{where}: expected a mapping, not {describe(value)}")
+        value, where = value.get(key), f"{where}.{key}"
+    if value is None:
+        return None
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ValueError(f"{where}: expected {_KINDS[kind]}, not {describe(value)}")
+    return value
 
 
 class KaiObjects(Generic[T]):
