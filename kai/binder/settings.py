@@ -94,7 +94,7 @@ def _reservation(kai_config: dict | None) -> dict[str, Any]:
         if timeout <= 0:
             raise ValueError(f"spec.binder.resourceReservation.allocationTimeout: must be a positive number of "
                              f"seconds, not {timeout}")
-        arguments["allocationTimeout"] = str(timeout)
+        arguments["allocationTimeout"] = f"{timeout}s"
     return arguments
 
 

@@ -13,7 +13,9 @@ import pytest
 
 from kai.binder.binder import Binder, backoff_delay
 from kai.binder.plugins import BindError, BindRequest
+from kai.binder.settings import BinderPlugins
 from kai.kube.client import ApiError
+from kai.kube.kaiconfig import KaiObjects
 from kai.metrics import BinderMetrics, Registry
 from support.kube import RequestKube, json_patch, merge_patch
 
@@ -459,3 +461,49 @@ def test_the_predicted_numa_placement_is_copied_onto_the_pod(kube):
     annotations = kube.pod("p")["metadata"]["annotations"]
     assert json.loads(annotations["kai.scheduler/numa-placement-predicted"]) == zones
     assert annotations["received-resource-type"] == "Regular"
+
+
+class Watch:
+    """An informer of a plugin: started and stopped."""
+
+    def __init__(self) -> None:
+        self.running = False
+
+    def start(self):
+        self.running = True
+        return self
+
+    def stop(self, timeout=None):
+        self.running = False
+
+
+class WatchingPlugin(RecordingPlugin):
+    def __init__(self, name, log):
+        super().__init__(name, log)
+        self.watch = Watch()
+
+    def informers(self):
+        return {f"{self.name}-claims": self.watch}
+
+
+def test_the_binder_takes_new_plugins_up_at_the_next_bind(kube):
+    calls: list = []
+    first = WatchingPlugin("a", calls)
+    binder, _ = make_binder(kube, plugins=[first])
+    binder.stores[first.name + "-claims"] = first.watch.start()
+    binder.settings = KaiObjects(None, lambda shard, cfg: cfg, BinderPlugins((), (first,)),  # type: ignore[arg-type]
+                                 component="binder", shard=None)
+    kube.add_pod("p")
+    kube.add_request("br", "p", "n1")
+    binder.handle("ns/br")
+    assert [c[:2] for c in calls] == [("pre", "a"), ("post", "a")]
+
+    second = WatchingPlugin("b", calls)
+    binder.settings.value, binder.settings.version = BinderPlugins((), (second,)), 1
+    kube.add_pod("q")
+    kube.add_request("br2", "q", "n1")
+    calls.clear()
+    binder.handle("ns/br2")
+    assert [c[:2] for c in calls] == [("pre", "b"), ("post", "b")]
+    assert second.watch.running and not first.watch.running
+    assert "b-claims" in binder.stores and "a-claims" not in binder.stores

@@ -12,9 +12,11 @@ import time
 import pytest
 
 from kai.api.podgroup import NotFoundError
+from kai.controllers.grouping_settings import Grouping, GroupingFlags, grouping_builder
 from kai.controllers.podgrouper import PodGrouper, desired_update, pod_patch
 from kai.grouping.hub import GroupingConfig
 from kai.kube.client import ApiError
+from kai.kube.kaiconfig import KaiObjects
 from kai.kube.objects import KubeObjects
 from support.kube import merge_patch
 
@@ -330,3 +332,23 @@ def test_pods_from_a_list_get_their_kind_back_for_owner_references():
 
     listed = {"metadata": {"name": "p", "managedFields": [{"manager": "x"}]}, "spec": {}}
     assert _slim_pod(listed) == {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {}}
+
+
+def test_new_grouping_settings_are_taken_up_and_every_pod_is_grouped_again(kube):
+    owner = job(kube, **{"kai.scheduler/queue": "team-a", "team/queue": "team-b"})
+    pod(kube, owner=owner)
+    g = grouper(kube)
+    flags = GroupingFlags(g.config, search_legacy_pg=False)
+    g.settings = KaiObjects(kube, grouping_builder(flags, g.reader, lambda: g.settings.value), Grouping(flags, g.hub),
+                            component="pod-grouper", shard=None)
+    g.handle("ns/train-0")
+    assert kube.objects[f"{PG_PATH}/pg-train-job-uid"]["spec"]["queue"] == "team-a"
+
+    g.settings.value = g.settings.build(None, {"spec": {"global": {"queueLabelKey": "team/queue"}}})
+    g.settings.version += 1
+    assert g.reconfigure() and len(g.queue) == 1  # the pod, grouped again
+    assert g.config.queue_label_key == "team/queue" and not g.reconfigure()
+    other = job(kube, "serve", "serve-uid", **{"kai.scheduler/queue": "team-a", "team/queue": "team-b"})
+    g.stores["pods"]["ns/serve-0"] = pod(kube, "serve-0", owner=other)
+    g.handle("ns/serve-0")
+    assert kube.objects[f"{PG_PATH}/pg-serve-serve-uid"]["spec"]["queue"] == "team-b"
