@@ -128,3 +128,24 @@ def test_bad_gpusharing_arguments_are_an_error_naming_them():
         build_plugins(["gpusharing"], {"gpusharing": {"allocationTimeout": "soon"}}, NoKube())
     with pytest.raises(PluginError, match="cdiEnabled: 'yes' is not a boolean"):
         build_plugins(["gpusharing"], {"gpusharing": {"cdiEnabled": "yes"}}, NoKube())
+
+
+@pytest.mark.parametrize("name", ["binder", "podgrouper", "admission"])
+def test_the_config_named_by_kai_config_is_watched_over_the_flags_and_none_without(name):
+    component = build(name, "--kai-config", "other-config", "--gpu-sharing-enabled=false", "--cdi-enabled",
+                      "--queue-label-key", "team")
+    settings = component.settings
+    assert settings.informers["config"].selectors == {"fieldSelector": "metadata.name=other-config"}
+    assert "shard" not in settings.informers
+    # built from the flags, which stay in force until the Config is listed
+    config = {"spec": {"admission": {"gpuSharing": True}, "binder": {"cdiEnabled": False},
+                       "global": {"queueLabelKey": "team/queue"}}}
+    if name == "admission":
+        assert not settings.value.gpu_sharing and settings.build(None, config).gpu_sharing
+    elif name == "binder":
+        assert [p.cdi for p in settings.value.plugins if p.name == "gpusharing"] == [True]
+        assert [p.cdi for p in settings.build(None, config).plugins if p.name == "gpusharing"] == [False]
+    else:
+        assert settings.value.flags.config.queue_label_key == "team"
+        assert settings.build(None, config).flags.config.queue_label_key == "team/queue"
+    assert build(name, "--kai-config", "").settings is None
