@@ -70,7 +70,8 @@ def _scheduler(ctx: Context):
 
     return Scheduler(ctx.client(), ctx.config, period=ctx.args.schedule_period, scheduler_name=ctx.args.scheduler_name,
                      metrics=SchedulerMetrics(ctx.registry), shard=ctx.args.scheduling_shard or None,
-                     stuck_in_releasing_threshold=ctx.args.stuck_in_releasing_threshold)
+                     stuck_in_releasing_threshold=ctx.args.stuck_in_releasing_threshold,
+                     reservation_app=ctx.args.resource_reservation_app_label)
 
 
 def _binder(ctx: Context):

@@ -113,6 +113,8 @@ class ClusterCache:
         self.stuck_after = stuck_after
         #: Only nodes labelled as GPU or CPU workers take part (KAI's ``--restrict-node-scheduling``).
         self.restrict_node_scheduling = False
+        #: The ``app`` label value of the binder's GPU reservation pods (``--resource-reservation-app-label``).
+        self.reservation_app = names.RESERVATION_APP[1]
         self.changed = threading.Event()
         transforms = {
             "pods": functools.partial(views.pod_view, scheduler_name=scheduler_name),
@@ -283,10 +285,11 @@ class ClusterCache:
                 job = None
             if job is None:
                 if node and status in ACTIVE_USED:
-                    _add_usage(used, node, pod)
+                    reservation = _is_reservation(pod, self.reservation_app)
+                    _add_usage(used, node, pod, reservation)
                     if pod.host_ports:
                         ports.setdefault(node, []).extend(pod.host_ports)
-                    if _is_reservation(pod):
+                    if reservation:
                         reservations.append((node, pod))
                 continue
             task = convert.to_task(pod, job.uid, status, node, groups, zones)
@@ -299,7 +302,7 @@ class ClusterCache:
                 shared_in_use.update((task.node, group) for group in task.gpu_groups)
         for node, pod in reservations:  # a group no pod uses any more holds its GPU until its reservation goes
             if not any((node, group) in shared_in_use for group in pod.gpu_groups):
-                _add_usage(used, node, pod, count_gpu=True)
+                _add_usage(used, node, pod, reservation=True, count_gpu=True)
 
         nodes = [convert.to_node(v, *used.get(name, (None, 0)), tuple(ports.get(name, ())), numa=numa.get(name))
                  for name, v in node_views.items()]
@@ -338,15 +341,14 @@ class ClusterCache:
         return live, stale
 
 
-def _is_reservation(pod: PodView) -> bool:
-    return pod.labels.get(names.RESERVATION_APP[0]) == names.RESERVATION_APP[1]
+def _is_reservation(pod: PodView, app: str) -> bool:
+    return pod.labels.get(names.RESERVATION_APP[0]) == app
 
 
-def _add_usage(used: dict, node: str, pod: PodView, count_gpu: bool = False) -> None:
-    """Adds a pod the scheduler does not schedule. A GPU reservation pod's GPU and pod slot belong to its
+def _add_usage(used: dict, node: str, pod: PodView, reservation: bool = False, count_gpu: bool = False) -> None:
+    """Adds a pod the scheduler does not schedule. A GPU ``reservation`` pod's GPU and pod slot belong to its
     group; ``count_gpu`` adds just the GPU of a reservation whose group no pod uses any more."""
     res, count = used.get(node, (Resources(), 0))
-    reservation = _is_reservation(pod)
     if count_gpu:
         res.gpu += pod.request.gpus if pod.request is not None else 0
     elif pod.request is not None:

@@ -91,9 +91,11 @@ class Scheduler:
                  debounce: float = DEFAULT_DEBOUNCE, scheduler_name: str = names.SCHEDULER_NAME, workers: int = 16,
                  metrics=None, sync_timeout: float = 120.0, stop_timeout: float = STOP_TIMEOUT,
                  shard: str | None = None,
-                 stuck_in_releasing_threshold: float = STUCK_IN_RELEASING_THRESHOLD) -> None:
+                 stuck_in_releasing_threshold: float = STUCK_IN_RELEASING_THRESHOLD,
+                 reservation_app: str = names.RESERVATION_APP[1]) -> None:
         self.plugins = Plugins(config)
         self.cache = ClusterCache(kube, scheduler_name, stuck_in_releasing_threshold)
+        self.cache.reservation_app = reservation_app
         self.committer = Committer(kube, self.cache, workers=workers, metrics=metrics)
         self.period = period
         self.debounce = debounce
@@ -112,8 +114,10 @@ class Scheduler:
         if shard is not None:
             self.objects = KaiObjects(
                 kube, settings_builder(config, period, lambda: self.objects.value,  # type: ignore[union-attr]
-                                       query_timer=metrics.usage_query if metrics else None),
-                Settings(self.plugins, self.usage, period), component=names.SOURCE_SCHEDULER, shard=shard)
+                                       query_timer=metrics.usage_query if metrics else None,
+                                       reservation_app=reservation_app),
+                Settings(self.plugins, self.usage, period, reservation_app), component=names.SOURCE_SCHEDULER,
+                shard=shard)
         self._settings_version = 0
 
     def ready(self) -> tuple[bool, str]:
@@ -171,6 +175,7 @@ class Scheduler:
             if self.usage is not None:
                 self.usage.start()
         self.period = settings.period
+        self.cache.reservation_app = settings.reservation_app
         log.info("scheduler configuration applied", **fields(
             actions=",".join(self.plugins.config.actions),
             plugins=",".join(p.name for p in self.plugins.config.plugins),

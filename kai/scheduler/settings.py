@@ -15,8 +15,10 @@ from typing import Any
 
 import attrs
 
+from kai.api import names
 from kai.framework import Plugins, SchedulerConfig
 from kai.framework.shard import apply_shard
+from kai.kube.kaiconfig import config_field
 from kai.logs import fields
 from kai.usagedb import make_usage_source
 
@@ -31,11 +33,15 @@ class Settings:
     plugins: Plugins
     usage: Any
     period: float
+    #: The ``app`` label of the binder's reservation pods (``binder.resourceReservation.appLabel``).
+    reservation_app: str = names.RESERVATION_APP[1]
 
 
 def settings_builder(base: SchedulerConfig, period: float, current: Callable[[], Settings],
-                     query_timer=None) -> Callable[[dict | None, dict | None], Settings]:
-    """``build(shard, kai_config)``: the settings of ``base`` and ``period`` with the objects applied."""
+                     query_timer=None, reservation_app: str = names.RESERVATION_APP[1],
+                     ) -> Callable[[dict | None, dict | None], Settings]:
+    """``build(shard, kai_config)``: the settings of ``base``, ``period`` and ``reservation_app`` with the
+    objects applied."""
 
     def build(shard: dict | None, kai_config: dict | None) -> Settings:
         applied = apply_shard(base, shard, kai_config)
@@ -47,11 +53,13 @@ def settings_builder(base: SchedulerConfig, period: float, current: Callable[[],
         if applied.ignored:
             log.info("SchedulingShard fields this scheduler does not act on",
                      **fields(ignored=",".join(applied.ignored)))
-        settings = Settings(plugins, usage, applied.schedule_period or period)
+        app = config_field(kai_config, "binder.resourceReservation.appLabel", str)
+        settings = Settings(plugins, usage, applied.schedule_period or period, app or reservation_app)
         return now if _same(settings, now) else settings
 
     return build
 
 
 def _same(a: Settings, b: Settings) -> bool:
-    return a.plugins is b.plugins and a.usage is b.usage and a.period == b.period
+    return a.plugins is b.plugins and a.usage is b.usage and a.period == b.period and (
+        a.reservation_app == b.reservation_app)

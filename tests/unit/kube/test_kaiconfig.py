@@ -137,6 +137,16 @@ def test_settings_rebuild_the_plugins_only_when_the_configuration_changed():
     assert spread.usage is None
 
 
+def test_the_reservation_pods_app_label_comes_from_the_config_else_the_flag():
+    now = Settings(Plugins(DEFAULT_CONFIG), None, 1.0, "flagged")
+    build = settings_builder(DEFAULT_CONFIG, 1.0, lambda: now, reservation_app="flagged")
+    assert build(None, None) is now
+    config = {"spec": {"binder": {"resourceReservation": {"appLabel": "from-config"}}}}
+    assert build(None, config).reservation_app == "from-config"
+    with pytest.raises(ValueError, match="spec.binder.resourceReservation.appLabel"):
+        build(None, {"spec": {"binder": {"resourceReservation": {"appLabel": 7}}}})
+
+
 def test_a_plugin_refusing_its_arguments_is_an_error_of_the_build():
     now = Settings(Plugins(DEFAULT_CONFIG), None, 1.0)
     build = settings_builder(DEFAULT_CONFIG, 1.0, lambda: now)

@@ -6,6 +6,8 @@ no API server is involved. tests/e2e/test_scheduler.py runs the same code agains
 
 from __future__ import annotations
 
+import pytest
+
 from kai.api import TaskStatus
 from kai.scheduler.cache import ClusterCache
 
@@ -142,11 +144,11 @@ def test_a_pods_nominated_node_reaches_its_task():
     assert task.nominated_node == "n2"
 
 
-def test_a_reservation_pod_s_gpu_is_its_group_s_and_held_while_no_pod_uses_the_group():
+@pytest.mark.parametrize("app", ["kai-resource-reservation", "my-reservations"])
+def test_a_reservation_pod_s_gpu_is_its_group_s_and_held_while_no_pod_uses_the_group(app):
     def reservation(name, node_name, group):
         obj = pod(name, group="", gpus=1, node_name=node_name, phase="Running", scheduler="default-scheduler")
-        obj["metadata"].update(namespace="kai-resource-reservation",
-                               labels={"app": "kai-resource-reservation", "runai-gpu-group": group})
+        obj["metadata"].update(namespace="kai-resource-reservation", labels={"app": app, "runai-gpu-group": group})
         return obj
 
     shared = pod("half", node_name="n1", phase="Running", gpus=0)
@@ -154,10 +156,13 @@ def test_a_reservation_pod_s_gpu_is_its_group_s_and_held_while_no_pod_uses_the_g
     shared["metadata"]["annotations"]["gpu-fraction"] = "0.5"
     cache = cache_with(nodes=[node("n1"), node("n2")], queues=[queue()], podgroups=[podgroup()],
                        pods=[shared, reservation("r1", "n1", "g1"), reservation("r2", "n2", "g2")])
+    cache.reservation_app = app
     gpus = {n.name: n.allocatable.gpu for n in cache.snapshot().snapshot.nodes}
     # g1 is used by a shared pod: its device is counted by the group; g2 is used by nobody (its pods are
     # gone, the binder has not deleted the reservation yet): the reservation still holds a whole GPU
     assert gpus == {"n1": 8.0, "n2": 7.0}
+    cache.reservation_app = "someone-else"  # not known as reservations: each pod is one more whole GPU
+    assert {n.name: n.allocatable.gpu for n in cache.snapshot().snapshot.nodes} == {"n1": 7.0, "n2": 7.0}
 
 
 def test_config_maps_are_known_by_name_and_other_pods_hold_their_host_ports():
