@@ -459,7 +459,7 @@ def test_the_scheduler_counts_a_reservation_pods_cpu_but_not_its_gpu_or_pod_slot
     other = copy.deepcopy(holder)
     other["metadata"]["labels"] = {}
     used: dict = {}
-    _add_usage(used, "n1", pod_view(holder))
+    _add_usage(used, "n1", pod_view(holder), reservation=True)
     assert (used["n1"][0].cpu, used["n1"][0].gpu, used["n1"][1]) == (2000, 0, 0)
     _add_usage(used, "n1", pod_view(other))  # any other pod holding a GPU takes it and a slot
     assert (used["n1"][0].cpu, used["n1"][0].gpu, used["n1"][1]) == (4000, 1, 1)
