@@ -3,6 +3,7 @@
 ``kai.api`` imports nothing else of ``kai``.
 """
 
+from kai.api.dra import DynamicResources, PodResourceClaim
 from kai.api.model import (
     ANY_IP,
     UNLIMITED,
@@ -45,8 +46,9 @@ from kai.api.storage import PodClaim, Storage
 __all__ = [
     "ACTIVE_ALLOCATED", "ACTIVE_USED", "ALIVE", "ALLOCATED", "ANY_IP", "DEFAULT_GPU_MEMORY_MIB", "EPSILON", "GPU",
     "GPU_FRACTION", "GPU_FRACTION_NUM_DEVICES", "GPU_MEMORY", "GPU_MEMORY_LABEL", "MIG_PREFIX", "UNLIMITED",
-    "ContainerRequest", "GpuRequestError", "HostPort", "Job", "LabelRequirement", "LabelSelector", "Member", "Node",
-    "NumaTopology", "NumaZone", "PodAffinityTerm", "PodClaim", "PodSet", "Queue", "QueueDetails", "QuotaSpec", "Reject",
+    "ContainerRequest", "DynamicResources", "GpuRequestError", "HostPort", "Job", "LabelRequirement", "LabelSelector",
+    "Member", "Node", "NumaTopology", "NumaZone", "PodAffinityTerm", "PodClaim", "PodResourceClaim", "PodSet", "Queue",
+    "QueueDetails", "QuotaSpec", "Reject",
     "ResourceRequest", "Resources", "Storage", "SubGroup", "Taint", "Task", "TaskStatus", "Toleration", "Topology",
     "TopologyConstraint", "WeightedPodAffinityTerm", "ZonePlacement", "gpu_memory_from_label", "is_mig_resource",
     "mig_gpu_slices", "parse_gpu_sharing",

@@ -17,6 +17,7 @@ from kai.api.resources import ResourceRequest, Resources
 from kai.api.status import ACTIVE_ALLOCATED, ACTIVE_USED, ALIVE, TaskStatus
 
 if TYPE_CHECKING:
+    from kai.api.dra import PodResourceClaim
     from kai.api.storage import PodClaim
 
 UNLIMITED = -1.0
@@ -199,6 +200,8 @@ class Task:
     config_maps: tuple[str, ...] = ()
     #: PersistentVolumeClaims of the pod's volumes (:class:`kai.api.storage.PodClaim`).
     claims: tuple[PodClaim, ...] = ()
+    #: ResourceClaims of the pod (``spec.resourceClaims``, :class:`kai.api.dra.PodResourceClaim`).
+    resource_claims: tuple[PodResourceClaim, ...] = ()
 
     def __attrs_post_init__(self) -> None:
         if not self.uid:

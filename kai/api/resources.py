@@ -130,6 +130,9 @@ class ResourceRequest:
     ``gpus`` is a number of whole devices. A shared-GPU request sets ``gpu_fraction`` (a portion of
     each of ``gpu_devices`` devices) or ``gpu_memory_mib`` (that much memory of one device).
     ``mig`` maps MIG profile resource names to counts. ``scalars`` holds other extended resources.
+    ``dra_gpus`` counts the GPUs the pod's ResourceClaims ask for (devices of GPU device classes): they
+    count for the queue like whole GPUs, while the devices themselves are found by the
+    ``dynamicresources`` plugin, not taken from the node's GPU amount.
     """
 
     cpu: float = 0.0
@@ -140,6 +143,7 @@ class ResourceRequest:
     gpu_memory_mib: int = 0
     mig: dict[str, int] = attrs.field(factory=dict)
     scalars: dict[str, float] = attrs.field(factory=dict)
+    dra_gpus: int = 0
 
     @property
     def is_shared_gpu(self) -> bool:
@@ -152,7 +156,7 @@ class ResourceRequest:
 
     @property
     def wants_gpu(self) -> bool:
-        return self.gpus > 0 or self.is_shared_gpu or bool(self.mig)
+        return self.gpus > 0 or self.is_shared_gpu or bool(self.mig) or self.dra_gpus > 0
 
     def problem(self) -> tuple[str, str] | None:
         """``(field, message)`` when the request can never be scheduled, else None (see :func:`parse_gpu_sharing`)."""
@@ -179,15 +183,15 @@ class ResourceRequest:
     def is_best_effort(self) -> bool:
         return (
             self.cpu == 0 and self.memory == 0 and self.gpus == 0 and not self.is_shared_gpu
-            and not self.mig and not any(self.scalars.values())
+            and not self.mig and not any(self.scalars.values()) and not self.dra_gpus
         )
 
     @property
     def gpus_required(self) -> float:
         """KAI's reported GPU request: whole devices, or the fraction times its devices; 0 for memory and MIG."""
         if self.gpu_fraction > 0:
-            return round(self.gpu_fraction * self.gpu_devices, 2)
-        return float(self.gpus)
+            return round(self.gpu_fraction * self.gpu_devices, 2) + self.dra_gpus
+        return float(self.gpus + self.dra_gpus)
 
     def node_resources(self) -> Resources:
         """The amounts this request takes from a node's vector (shared GPUs are accounted by device groups)."""
@@ -202,9 +206,10 @@ class ResourceRequest:
             return self.gpu_devices * math.ceil(self.gpu_memory_mib / node_gpu_memory_mib * 100 - 1e-9) / 100
         return self.quota_gpus()
 
-    def quota_gpus(self, gpu_memory_mib: float = 0.0) -> float:
-        """GPUs charged to the queue: whole, fraction, MIG slices, or memory over the device's memory."""
-        gpus = float(self.gpus) + self.gpu_fraction * self.gpu_devices
+    def quota_gpus(self, gpu_memory_mib: float = 0.0, dra: bool = True) -> float:
+        """GPUs charged to the queue: whole, fraction, MIG slices, or memory over the device's memory, and the
+        DRA GPUs (``dra=False``: only the GPUs taken from the nodes' GPU amounts)."""
+        gpus = float(self.gpus + (self.dra_gpus if dra else 0)) + self.gpu_fraction * self.gpu_devices
         # A malformed profile name counts nothing (the snapshot reports the task as a problem).
         gpus += sum(int(m.group(1)) * c for p, c in self.mig.items() if (m := _MIG_RE.match(p)))
         if self.gpu_memory_mib and gpu_memory_mib:

@@ -67,7 +67,7 @@ KAI_DEFAULT_PLUGINS = (
 SHIPPED_DEFAULT_PLUGINS = (
     "predicates", "proportion", "priority", "elastic", "kubeflow", "ray", "nodeavailability",
     "gpusharingorder", "gpupack", "resourcetype", "podaffinity", "subgrouporder", "taskorder", "nominatednode",
-    "nodeplacement", "minruntime", "topology",
+    "dynamicresources", "nodeplacement", "minruntime", "topology",
 )
 DEFAULT_ACTIONS = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction")
 DEFAULT_CONFIG = SchedulerConfig(

@@ -22,6 +22,7 @@ import attrs
 from kai.api import (
     ACTIVE_USED,
     UNLIMITED,
+    DynamicResources,
     Job,
     Node,
     PodSet,
@@ -71,6 +72,8 @@ class Snapshot:
     config_maps: frozenset[str] = frozenset()
     #: The cluster's claims, volumes and storage classes (tasks with ``claims`` are checked against them).
     storage: Storage = attrs.field(factory=Storage)
+    #: The cluster's DeviceClasses, ResourceSlices and ResourceClaims (tasks with ``resource_claims``).
+    dra: DynamicResources = attrs.field(factory=DynamicResources)
 
 
 def _bad_quota(q: Queue) -> str | None:
@@ -182,7 +185,7 @@ def _subgroup_problem(job: Job) -> str | None:
 
 def build_snapshot(nodes: Iterable[Node], queues: Iterable[Queue], jobs: Iterable[Job], now: float | None = None,
                    topologies: Iterable[Topology] = (), config_maps: Iterable[str] = (),
-                   storage: Storage | None = None) -> Snapshot:
+                   storage: Storage | None = None, dra: DynamicResources | None = None) -> Snapshot:
     """Validate the facts and assemble a snapshot (see the module docstring for what is left out)."""
     problems: list[Problem] = []
     valid_topologies = _valid_topologies(topologies, problems)
@@ -236,4 +239,5 @@ def build_snapshot(nodes: Iterable[Node], queues: Iterable[Queue], jobs: Iterabl
         kept[job.uid] = job
     return Snapshot(node_list, valid_queues, kept, time.time() if now is None else now,
                     valid_topologies, problems, rejected, config_maps=frozenset(config_maps),
-                    storage=storage if storage is not None else Storage())
+                    storage=storage if storage is not None else Storage(),
+                    dra=dra if dra is not None else DynamicResources())

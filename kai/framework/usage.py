@@ -198,8 +198,9 @@ def memory_base(node: NodeInfo | None, default: float) -> float:
 def cluster_capacity(session: Session) -> list[float]:
     """(CPU, memory, GPU) of ready, schedulable nodes, MIG slices counted as GPUs. A node's amount below zero
     (pods of other schedulers hold more than it has) counts as zero; with ``restrictSchedulingNodes`` the GPUs
-    of a node not labelled as a GPU worker do not count."""
+    of a node not labelled as a GPU worker do not count. The GPUs of node-local DRA slices count as the node's."""
     totals = [0.0, 0.0, 0.0]
+    counted: list[str] = []  # the nodes whose GPUs count
     restrict = session.plugins.config.restrict_node_scheduling
     for n in session.nodes:
         node = n.node
@@ -212,6 +213,10 @@ def cluster_capacity(session: Session) -> list[float]:
             continue
         totals[GPU] += max(a.gpu, 0.0) + sum(mig_gpu_slices(k) * v for k, v in a.scalars.items()
                                              if k.startswith(MIG_PREFIX) and v > 0)
+        counted.append(n.name)
+    dra = session.snapshot.dra
+    if dra:
+        totals[GPU] += dra.gpu_devices(counted)
     return totals
 
 

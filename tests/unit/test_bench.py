@@ -39,9 +39,9 @@ def test_json_shape(capsys):
 
 
 def test_unbuilt_plugin_is_skipped_and_named(tmp_path, capsys):
-    (tmp_path / "dra.yaml").write_text(TINY.replace("{plugins: default}", "{plugins: [{name: dynamicresources}]}"))
-    (entry,) = bench_json(capsys, str(tmp_path / "dra.yaml"), "--repeat", "1")
-    assert "plugin dynamicresources" in entry["skipped"]
+    (tmp_path / "snap.yaml").write_text(TINY.replace("{plugins: default}", "{plugins: [{name: snapshot}]}"))
+    (entry,) = bench_json(capsys, str(tmp_path / "snap.yaml"), "--repeat", "1")
+    assert "plugin snapshot" in entry["skipped"]
     assert entry["median_s"] is None and entry["min_s"] is None and entry["repeats"] == 0
     assert entry["cpu_median_s"] is None
 

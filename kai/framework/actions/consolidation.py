@@ -47,7 +47,7 @@ def victims(session: Session, preemptor: Job, limit: int) -> JobQueue:
 def enough_gpus(session: Session, job: Job) -> bool:
     """The ready nodes' idle and releasing GPUs could hold the job's next step (KAI's pre-check); an
     over-committed node counts as none."""
-    wanted = sum(t.request.quota_gpus() for t in tasks_to_allocate(session, job))
+    wanted = sum(t.request.quota_gpus(dra=False) for t in tasks_to_allocate(session, job))
     have = sum(max(n.idle_gpu_sum() + n.releasing_gpu_sum(), 0.0) for n in session.nodes if n.node.ready)
     return have + 1e-9 >= wanted
 

@@ -75,7 +75,7 @@ def job_view(job: Job, tasks: Iterable[Task]) -> Job:
 def feasible_node_names(session: Session, job: Job) -> set[str]:
     """KAI's nodes worth looking at for ``job``: all nodes when a task needs no GPU, else the nodes
     with idle or releasing GPUs (whole, MIG slices or free portions of shared devices)."""
-    if any(t.request.quota_gpus() <= 0 for t in job.tasks.values()):
+    if any(t.request.quota_gpus(dra=False) <= 0 for t in job.tasks.values()):
         return {n.name for n in session.nodes}
     return {n.name for n in session.nodes if n.idle_gpu_sum() > 0 or n.releasing_gpu_sum() > 0}
 

@@ -1,0 +1,209 @@
+"""``dynamicresources``: place pods whose ResourceClaims can be allocated (KAI v0.17's DRA plugin).
+
+* ``kai_pre_predicate``: every claim of the pod exists (a template's claim is generated), has room in
+  ``reservedFor``, and each request of a claim still to allocate names an existing device class whose
+  selectors compile.
+* ``kai_predicate``: on the node, the claims already allocated are reachable and the others can be
+  allocated from the free devices reachable from it (:mod:`.allocator`); the fit error names the claim,
+  the request and why no device matched.
+* ``kai_on_allocate`` / ``kai_on_deallocate``: the session's ledger of claim allocations. A placed pod
+  allocates its claims that are not allocated yet (a claim shared by several pods is allocated once);
+  when the last pod holding a claim leaves (eviction, rollback), its devices are free again. A pod
+  placed again gets the devices it had, so statements restore the ledger exactly.
+
+A claim allocated before the session keeps its devices; it is freed only when every pod holding it is
+evicted. The plugin steps out of the session when no pod has claims.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from kai import hookimpl
+from kai.api import ACTIVE_USED, Reject, Task
+from kai.api.dra import RESERVED_FOR_MAX, Allocation, DeviceId, DynamicResources, ResourceClaim
+from kai.plugins.dynamicresources.allocator import Candidate, Search, reachable
+from kai.plugins.dynamicresources.cel import Selectors
+
+NAME = "dynamicresources"
+log = logging.getLogger("kai.plugins.dynamicresources")
+
+
+class Ledger:
+    """Claim allocations and the devices they take, kept current through the allocation events."""
+
+    def __init__(self, dra: DynamicResources):
+        self.allocations: dict[str, Allocation] = {}
+        #: Who holds each allocated claim: UIDs of the session's placed pods and of consumers outside it.
+        self.holders: dict[str, set[str]] = {}
+        self.in_use: dict[DeviceId, str] = {}
+        #: The allocation a pod's claim last had in the session (pod UID, claim key) -> allocation.
+        self.remembered: dict[tuple[str, str], Allocation] = {}
+        for key, claim in dra.claims.items():
+            if claim.allocation is not None:
+                self.allocations[key] = claim.allocation
+                # a claim allocated but not reserved (a pending BindRequest's) stays allocated
+                self.holders[key] = {f"reserved:{uid}" for uid in claim.reserved_for} or {"allocated"}
+                self._take(key, claim.allocation)
+
+    def _take(self, key: str, allocation: Allocation) -> None:
+        for device in allocation.taken:
+            self.in_use[device] = key
+
+    def hold(self, key: str, uid: str, allocation: Allocation | None) -> None:
+        if key not in self.allocations:
+            if allocation is None:
+                return
+            self.allocations[key] = allocation
+            self._take(key, allocation)
+            self.holders[key] = set()
+        self.holders[key].add(uid)
+        self.remembered[(uid, key)] = self.allocations[key]
+
+    def release(self, key: str, uid: str) -> None:
+        holders = self.holders.get(key)
+        if holders is None:
+            return
+        holders.discard(uid)
+        holders.discard(f"reserved:{uid}")
+        if not holders:
+            for device in self.allocations.pop(key).taken:
+                self.in_use.pop(device, None)
+            del self.holders[key]
+
+    def free(self, allocation: Allocation) -> bool:
+        return not any(d in self.in_use for d in allocation.taken)
+
+
+class DynamicResourcesPlugin:
+    name = NAME
+
+    def __init__(self) -> None:
+        self._reset(DynamicResources())
+
+    def _reset(self, dra: DynamicResources) -> None:
+        self.dra = dra
+        self.ledger = Ledger(dra)
+        self.selectors = Selectors()
+        self.candidates: dict[str, list[Candidate]] = {}
+        self.conditions: dict[str, Reject | None] = {}
+
+    @hookimpl
+    def kai_session_open(self, session):
+        self._reset(session.snapshot.dra)
+        if not any(t.resource_claims for j in session.jobs.values() for t in j.tasks.values()):
+            session.calls.withdraw(self)  # no pod has claims: nothing to filter or account
+            return
+        for job in session.jobs.values():
+            for task in job.tasks.values():
+                if task.resource_claims and task.status in ACTIVE_USED:
+                    for claim in self._claims(task):
+                        if claim is not None and claim.key in self.ledger.allocations:
+                            self.ledger.hold(claim.key, task.uid, None)
+
+    def _claims(self, task: Task) -> list[ResourceClaim | None]:
+        return [self.dra.claim_of(task.namespace, c) for c in task.resource_claims]
+
+    # --- filtering ------------------------------------------------------------------------------------
+
+    @hookimpl
+    def kai_pre_predicate(self, session, task, job):
+        if not task.resource_claims:
+            return None
+        if task.uid not in self.conditions:
+            self.conditions[task.uid] = self._condition(task)
+        return self.conditions[task.uid]
+
+    def _condition(self, task: Task) -> Reject | None:
+        for pod_claim, claim in zip(task.resource_claims, self._claims(task), strict=True):
+            if claim is None:
+                what = (f"the claim of template {pod_claim.template} is not generated yet" if not pod_claim.claim
+                        else f"resource claim {task.namespace}/{pod_claim.claim} does not exist")
+                return Reject(NAME, f"pod {task.namespace}/{task.name}: {what}")
+            if len(claim.reserved_for) >= RESERVED_FOR_MAX and task.uid not in claim.reserved_for:
+                return Reject(NAME, f"resource claim {claim.key} has reached its maximum number of consumers "
+                                    f"({RESERVED_FOR_MAX})")
+            if claim.allocation is not None:
+                continue
+            for request in claim.requests:
+                device_class = self.dra.classes.get(request.device_class)
+                if device_class is None:
+                    return Reject(NAME, f"device class {request.device_class} does not exist for claim "
+                                        f"{claim.key} request {request.name}")
+                for expression in device_class.selectors + request.selectors:
+                    error = self.selectors.compile(expression)
+                    if error is not None:
+                        return Reject(NAME, f"claim {claim.key} request {request.name}: {error}")
+        return None
+
+    @hookimpl
+    def kai_predicate(self, session, task, job, node):
+        if not task.resource_claims:
+            return None
+        labels = node.node.labels
+        pending = []
+        for claim in self._claims(task):
+            if claim is None:
+                return Reject(NAME, f"pod {task.namespace}/{task.name} has a claim that does not exist")
+            allocation = self.ledger.allocations.get(claim.key)
+            if allocation is None:
+                pending.append(claim)
+            elif not allocation.reachable_from(node.name, labels):
+                return Reject(NAME, f"claim {claim.key} is allocated to devices not reachable from node "
+                                    f"{node.name}")
+        if not pending:
+            return None
+        search = self._search(pending, node)
+        if search.run():
+            return None
+        return Reject(NAME, f"cannot allocate DRA claims on node {node.name}: "
+                            f"{search.reason(task.namespace, self.selectors)}")
+
+    def _search(self, claims: list[ResourceClaim], node) -> Search:
+        candidates = self.candidates.get(node.name)
+        if candidates is None:
+            candidates = self.candidates[node.name] = reachable(self.dra.slices, node.name, node.node.labels)
+        return Search(claims, self.dra.classes, candidates, self.ledger.in_use, self.selectors)
+
+    # --- the ledger -----------------------------------------------------------------------------------
+
+    @hookimpl
+    def kai_on_allocate(self, session, task, node):
+        if not task.resource_claims or node is None:
+            return
+        claims = [c for c in self._claims(task) if c is not None]
+        pending = []
+        for claim in claims:
+            if claim.key in self.ledger.allocations:
+                self.ledger.hold(claim.key, task.uid, None)
+                continue
+            before = self.ledger.remembered.get((task.uid, claim.key))
+            if before is not None and before.reachable_from(node.name, node.node.labels) and self.ledger.free(before):
+                self.ledger.hold(claim.key, task.uid, before)
+            else:
+                pending.append(claim)
+        if not pending:
+            return
+        search = self._search(pending, node)
+        if not search.run():
+            log.error("dynamicresources: the claims of pod %s cannot be allocated on node %s: %s", task.uid,
+                      node.name, search.reason(task.namespace, self.selectors))
+            return
+        for key, allocation in search.allocations(node.name).items():
+            self.ledger.hold(key, task.uid, allocation)
+
+    @hookimpl
+    def kai_on_deallocate(self, session, task, node):
+        if not task.resource_claims:
+            return
+        for claim in self._claims(task):
+            if claim is not None:
+                self.ledger.release(claim.key, task.uid)
+
+    def allocation(self, namespace: str, claim: str) -> Allocation | None:
+        """The allocation the session holds for claim ``namespace/claim`` (None: not allocated)."""
+        return self.ledger.allocations.get(f"{namespace}/{claim}")
+
+
+def build(arguments):
+    return DynamicResourcesPlugin()

@@ -1,0 +1,297 @@
+"""The ``dynamicresources`` plugin: CEL selectors, counts, All mode, shared and allocated claims, the ledger
+through statements, DRA GPUs in queue quota, gangs, and preemption reusing a victim's device."""
+
+from __future__ import annotations
+
+import pytest
+
+from kai import testing as kt
+from kai.api import ResourceRequest, TaskStatus
+from kai.api.dra import (
+    ALL,
+    Allocation,
+    Device,
+    DeviceClass,
+    DeviceRequest,
+    DynamicResources,
+    PodResourceClaim,
+    ResourceClaim,
+    ResourceSlice,
+    pod_gpus,
+)
+from kai.api.model import LabelRequirement
+from kai.api.storage import NodeSelectorTerm
+from kai.framework import PluginSpec, Session, cluster_capacity
+from kai.framework.statement import Statement
+
+DRIVER = "gpu.example.com"
+GPU_CLASS = DeviceClass("gpu.example.com", (f'device.driver == "{DRIVER}"',))
+PLUGINS = ("predicates", "proportion", "priority", "dynamicresources", "nodeplacement")
+
+
+def gpus(node, *models, pool=None, memory="80Gi"):
+    """A node-local slice of GPUs on ``node``, one device per model."""
+    devices = tuple(Device(f"gpu-{i}", {"model": m, "index": i}, {"memory": _gi(memory)}) for i, m in enumerate(models))
+    return ResourceSlice(f"{node}-gpus", DRIVER, pool or node, devices, node=node)
+
+
+def _gi(text):
+    return float(text[:-2]) * 2**30
+
+
+def claim(name, count=1, mode="ExactCount", selectors=(), device_class="gpu.example.com", admin=False, **fields):
+    return ResourceClaim("default", name, (DeviceRequest("gpu", device_class, tuple(selectors), mode, count, admin),),
+                         **fields)
+
+
+def pod(name, *claims, status=TaskStatus.PENDING, node=None):
+    """A task using ``claims`` (ResourceClaim objects), its DRA GPUs counted in its request."""
+    request = ResourceRequest(cpu=100, memory=1e6, dra_gpus=pod_gpus(claims))
+    return kt.task(name, status=status, node=node, request=request,
+                   resource_claims=tuple(PodResourceClaim(c.name, c.name) for c in claims))
+
+
+def dra(*objects):
+    classes = [o for o in objects if isinstance(o, DeviceClass)] or [GPU_CLASS]
+    return DynamicResources.of(classes, [o for o in objects if isinstance(o, ResourceSlice)],
+                               [o for o in objects if isinstance(o, ResourceClaim)])
+
+
+def run(nodes, jobs, objects, actions=("allocate",), queues=None, plugins=PLUGINS):
+    return kt.run(kt.cluster(nodes, queues=queues, jobs=jobs, dra=dra(*objects)), list(plugins), actions)
+
+
+def opened(nodes, jobs, objects, plugins=PLUGINS):
+    session = Session(kt.cluster(nodes, jobs=jobs, dra=dra(*objects)), kt.plugin_manager(list(plugins))).open()
+    return session, session.plugins.plugin("dynamicresources")
+
+
+NODES = [kt.node("n1"), kt.node("n2")]
+
+
+# --- selectors ----------------------------------------------------------------------------------------
+
+
+def test_class_and_request_selectors_choose_the_node_whose_device_matches():
+    c = claim("c", selectors=['device.attributes["gpu.example.com"].model == "H100"'])
+    s = run(NODES, [kt.job("a", tasks=[pod("a-0", c)])], [gpus("n1", "A100"), gpus("n2", "H100"), c])
+    assert kt.placements(s) == {"a-0": "n2"}
+    assert s.plugins.plugin("dynamicresources").allocation("default", "c").devices == (
+        ("gpu", (DRIVER, "n2", "gpu-0")),)
+
+
+def test_capacity_quantities_compare_through_their_methods():
+    c = claim("c", selectors=['device.capacity["gpu.example.com"].memory.compareTo(quantity("40Gi")) >= 0'])
+    s = run(NODES, [kt.job("a", tasks=[pod("a-0", c)])], [gpus("n1", "A", memory="24Gi"), gpus("n2", "A"), c])
+    assert kt.placements(s) == {"a-0": "n2"}
+
+
+def test_a_device_of_another_driver_does_not_match_the_class():
+    other = ResourceSlice("nic", "nic.example.com", "n1", (Device("nic-0"),), node="n1")
+    c = claim("c")
+    s = run(NODES[:1], [kt.job("a", tasks=[pod("a-0", c)])], [other, c])
+    assert kt.placements(s) == {}
+    expected = "claim default/c request gpu: no device of class gpu.example.com on the node matches"
+    assert expected in kt.fit_error(s, "a-0")
+
+
+def test_a_selector_failing_on_a_missing_attribute_is_named_in_the_fit_error():
+    c = claim("c", selectors=['device.attributes["gpu.example.com"].family == "x"'])
+    s = run(NODES[:1], [kt.job("a", tasks=[pod("a-0", c)])], [gpus("n1", "A"), c])
+    assert kt.placements(s) == {}
+    assert "failed on device gpu-0" in kt.fit_error(s, "a-0")
+
+
+def test_a_selector_that_does_not_compile_keeps_the_pod_pending_with_the_reason():
+    c = claim("c", selectors=["device.driver == "])
+    s = run(NODES[:1], [kt.job("a", tasks=[pod("a-0", c)])], [gpus("n1", "A"), c])
+    assert kt.placements(s) == {}
+    assert "does not compile" in kt.fit_error(s, "a-0")
+
+
+def test_each_selector_is_compiled_once_per_session():
+    c1, c2 = claim("c1"), claim("c2")
+    s = run(NODES, [kt.job("a", tasks=[pod("a-0", c1)]), kt.job("b", tasks=[pod("b-0", c2)])],
+            [gpus("n1", "A", "A"), gpus("n2", "A"), c1, c2])
+    assert set(kt.placements(s)) == {"a-0", "b-0"}
+    plugin = s.plugins.plugin("dynamicresources")
+    assert list(plugin.selectors.programs) == [GPU_CLASS.selectors[0]]
+    # one verdict per device, whatever the number of pods and nodes tried
+    assert len(plugin.selectors.verdicts) == 3
+
+
+# --- counts, All, admin access ---------------------------------------------------------------------------
+
+
+def test_counts_are_met_from_free_devices_only():
+    claims = [claim(f"c{i}", count=2) for i in range(3)]
+    jobs = [kt.job(f"j{i}", tasks=[pod(f"j{i}-0", c)], creation=float(i)) for i, c in enumerate(claims)]
+    s = run(NODES[:1], jobs, [gpus("n1", "A", "A", "A", "A"), *claims])
+    assert kt.placements(s) == {"j0-0": "n1", "j1-0": "n1"}
+    assert "needs 2 devices of class gpu.example.com, 4 match on the node and 0 of them are free" in kt.fit_error(
+        s, "j2-0")
+
+
+def test_all_mode_takes_every_matching_device_and_needs_them_all_free():
+    every, one = claim("every", mode=ALL), claim("one")
+    s = run(NODES[:1], [kt.job("a", tasks=[pod("a-0", every)]), kt.job("b", tasks=[pod("b-0", one)], creation=1.0)],
+            [gpus("n1", "A", "A"), every, one])
+    assert kt.placements(s) == {"a-0": "n1"}
+    assert len(s.plugins.plugin("dynamicresources").allocation("default", "every").devices) == 2
+    s = run(NODES[:1], [kt.job("b", tasks=[pod("b-0", one)]), kt.job("a", tasks=[pod("a-0", every)], creation=1.0)],
+            [gpus("n1", "A", "A"), every, one])
+    assert kt.placements(s) == {"b-0": "n1"}
+    assert "asks for all 2 matching devices, 1 of them in use" in kt.fit_error(s, "a-0")
+
+
+def test_admin_access_takes_a_device_in_use_from_no_one():
+    held = claim("held", allocation=Allocation((("gpu", (DRIVER, "n1", "gpu-0")),), "n1"), reserved_for=("x",))
+    admin, plain = claim("admin", admin=True), claim("plain")
+    s = run(NODES[:1], [kt.job("a", tasks=[pod("a-0", admin)]), kt.job("b", tasks=[pod("b-0", plain)], creation=1.0)],
+            [gpus("n1", "A"), held, admin, plain])
+    assert kt.placements(s) == {"a-0": "n1"}
+    assert "b-0" not in kt.placements(s)
+
+
+def test_two_requests_of_a_pod_never_share_a_device_and_the_search_backtracks():
+    # the first request may take either device, the second only the H100: the first must leave it
+    c = ResourceClaim("default", "c", (
+        DeviceRequest("any", "gpu.example.com"),
+        DeviceRequest("h100", "gpu.example.com", ('device.attributes["gpu.example.com"].model == "H100"',)),
+    ))
+    s = run(NODES[:1], [kt.job("a", tasks=[pod("a-0", c)])], [gpus("n1", "H100", "A100"), c])
+    assert kt.placements(s) == {"a-0": "n1"}
+    devices = dict(s.plugins.plugin("dynamicresources").allocation("default", "c").devices)
+    assert devices == {"any": (DRIVER, "n1", "gpu-1"), "h100": (DRIVER, "n1", "gpu-0")}
+
+
+# --- where devices are ---------------------------------------------------------------------------------
+
+
+def test_network_attached_slices_serve_the_nodes_they_reach():
+    zone = (NodeSelectorTerm((LabelRequirement("zone", "In", ("b",)),)),)
+    net = ResourceSlice("net", DRIVER, "fabric", (Device("gpu-0"),), node_selector=zone)
+    c = claim("c")
+    s = run([kt.node("n1", labels={"zone": "a"}), kt.node("n2", labels={"zone": "b"})],
+            [kt.job("a", tasks=[pod("a-0", c)])], [net, c])
+    assert kt.placements(s) == {"a-0": "n2"}
+    everywhere = ResourceSlice("all", DRIVER, "fabric", (Device("gpu-0"),), all_nodes=True)
+    s = run(NODES, [kt.job("a", tasks=[pod("a-0", c)])], [everywhere, c])
+    assert kt.placements(s) and s.plugins.plugin("dynamicresources").allocation("default", "c").node is None
+
+
+def test_an_allocated_claim_is_honoured_as_is():
+    c = claim("c", allocation=Allocation((("gpu", (DRIVER, "n2", "gpu-0")),), "n2"))
+    s = run(NODES, [kt.job("a", tasks=[pod("a-0", c)])], [gpus("n1", "A"), gpus("n2", "A"), c])
+    assert kt.placements(s) == {"a-0": "n2"}
+
+
+def test_a_shared_claim_is_allocated_once_and_brings_its_pods_together():
+    shared = claim("shared")
+    s = run(NODES, [kt.job("a", tasks=[pod("a-0", shared), pod("a-1", shared)])],
+            [gpus("n1", "A"), gpus("n2", "A"), shared])
+    placed = kt.placements(s)
+    assert set(placed) == {"a-0", "a-1"} and len(set(placed.values())) == 1
+    plugin = s.plugins.plugin("dynamicresources")
+    assert len(plugin.ledger.in_use) == 1
+    assert plugin.ledger.holders["default/shared"] == {"default/a-0", "default/a-1"}
+
+
+def test_missing_claims_and_device_classes_keep_the_pod_pending_before_any_node():
+    c = claim("c", device_class="nope")
+    missing = kt.task("m-0", resource_claims=(PodResourceClaim("gpu", "absent"),))
+    template = kt.task("t-0", resource_claims=(PodResourceClaim("gpu", "", template="tpl"),))
+    s = run(NODES, [kt.job("a", tasks=[pod("a-0", c)]), kt.job("m", tasks=[missing]), kt.job("t", tasks=[template])],
+            [gpus("n1", "A"), c])
+    assert kt.placements(s) == {}
+    assert "device class nope does not exist for claim default/c request gpu" in kt.fit_error(s, "a-0")
+    assert "resource claim default/absent does not exist" in kt.fit_error(s, "m-0")
+    assert "the claim of template tpl is not generated yet" in kt.fit_error(s, "t-0")
+
+
+# --- the ledger -----------------------------------------------------------------------------------------
+
+
+def test_a_discarded_statement_gives_the_devices_back_and_a_placed_again_pod_gets_its_devices():
+    c = claim("c")
+    session, plugin = opened(NODES[:1], [kt.job("a", tasks=[pod("a-0", c)])], [gpus("n1", "A", "A"), c])
+    task = next(iter(session.jobs.values())).tasks["a-0"]
+    stmt = Statement(session)
+    stmt.allocate(task, "n1")
+    assert plugin.ledger.in_use == {(DRIVER, "n1", "gpu-0"): "default/c"}
+    stmt.discard()
+    assert plugin.ledger.in_use == {} and plugin.ledger.allocations == {}
+
+
+def test_rolling_back_an_eviction_restores_the_victims_devices():
+    c = claim("c", allocation=Allocation((("gpu", (DRIVER, "n1", "gpu-1")),), "n1"), reserved_for=("default/v-0",))
+    victim = pod("v-0", c, status=TaskStatus.RUNNING, node="n1")
+    session, plugin = opened(NODES[:1], [kt.job("v", tasks=[victim])], [gpus("n1", "A", "A"), c])
+    before = dict(plugin.ledger.in_use)
+    stmt = Statement(session)
+    stmt.evict(victim, "preempted")
+    assert plugin.ledger.in_use == {}
+    stmt.discard()
+    assert plugin.ledger.in_use == before == {(DRIVER, "n1", "gpu-1"): "default/c"}
+
+
+def test_no_claims_no_work():
+    session = Session(kt.cluster(NODES, jobs=[kt.job("a")]), kt.plugin_manager(list(PLUGINS))).open()
+    plugin = session.plugins.plugin("dynamicresources")
+    for hook in ("kai_predicate", "kai_pre_predicate", "kai_on_allocate", "kai_on_deallocate"):
+        assert all(getattr(fn, "__self__", None) is not plugin for fn in getattr(session.calls, hook))
+
+
+# --- quota, gangs, preemption ----------------------------------------------------------------------------
+
+
+def test_dra_gpus_count_for_the_queue_and_the_cluster():
+    claims = [claim(f"c{i}") for i in range(3)]
+    q = kt.queue("q", deserved_gpus=2, limit_gpus=2)
+    jobs = [kt.job(f"j{i}", queue="q", tasks=[pod(f"j{i}-0", c)], creation=float(i)) for i, c in enumerate(claims)]
+    s = run(NODES[:1], jobs, [gpus("n1", "A", "A", "A", "A"), *claims], queues=[q])
+    assert kt.placements(s) == {"j0-0": "n1", "j1-0": "n1"}
+    assert "j2-0" not in kt.placements(s)
+    session, _ = opened(NODES, [], [gpus("n1", "A", "A"), gpus("n2", "A")])
+    assert cluster_capacity(session)[2] == 3
+
+
+def test_dra_and_device_plugin_gpus_share_one_fair_share():
+    c = claim("c")
+    q = kt.queue("q", deserved_gpus=1, limit_gpus=1)
+    jobs = [kt.job("plain", queue="q", gpus=1), kt.job("d", queue="q", tasks=[pod("d-0", c)], creation=1.0)]
+    s = run([kt.node("n1", gpus=1)], jobs, [gpus("n1", "A"), c], queues=[q])
+    assert kt.placements(s) == {"plain-0": "n1"}
+
+
+@pytest.mark.parametrize(("devices", "placed"), [(2, 0), (3, 3)])
+def test_a_gang_of_dra_pods_is_placed_all_or_nothing(devices, placed):
+    claims = [claim(f"c{i}") for i in range(3)]
+    s = run(NODES[:1], [kt.job("g", tasks=[pod(f"g-{i}", c) for i, c in enumerate(claims)])],
+            [gpus("n1", *["A"] * devices), *claims])
+    assert len(kt.placements(s)) == placed
+    assert len(s.plugins.plugin("dynamicresources").ledger.in_use) == placed
+
+
+def test_a_higher_priority_dra_pod_preempts_and_takes_the_victims_device():
+    held = claim("held", allocation=Allocation((("gpu", (DRIVER, "n1", "gpu-0")),), "n1"),
+                 reserved_for=("default/low-0",))
+    wanted = claim("wanted")
+    low = kt.job("low", tasks=[pod("low-0", held, status=TaskStatus.RUNNING, node="n1")], priority=50)
+    high = kt.job("high", tasks=[pod("high-0", wanted)], priority=100, creation=1.0)
+    s = run(NODES[:1], [low, high], [gpus("n1", "A"), held, wanted], actions=("allocate", "preempt"),
+            queues=[kt.queue("default", deserved_gpus=4)])
+    assert kt.placements(s, "evict") == {"low-0": "n1"}
+    assert kt.placements(s, "pipeline") == {"high-0": "n1"}
+    plugin = s.plugins.plugin("dynamicresources")
+    assert plugin.allocation("default", "wanted").devices == (("gpu", (DRIVER, "n1", "gpu-0")),)
+    assert plugin.allocation("default", "held") is None
+
+
+def test_in_the_default_plugin_list_at_kais_position():
+    from kai.framework.config import DEFAULT_CONFIG, KAI_DEFAULT_PLUGINS
+
+    names = [p.name for p in DEFAULT_CONFIG.plugins]
+    assert names.index("nominatednode") < names.index("dynamicresources") < names.index("nodeplacement")
+    assert KAI_DEFAULT_PLUGINS.index("dynamicresources") > KAI_DEFAULT_PLUGINS.index("nominatednode")
+    assert isinstance(PluginSpec("dynamicresources"), PluginSpec)
