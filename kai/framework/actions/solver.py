@@ -186,18 +186,27 @@ class JobSolver:
 
     def _attempt(self, job: Job, steps: list[Task], base_nodes: set[str], budget: JobBudget, name: str,
                  generator: Generator) -> SearchResult:
-        """One generator's search for the whole step: the largest solvable probe, then the step."""
+        """One generator's search for the whole step: the largest solvable probe, then the step.
+
+        When the doubling reaches the whole step and solves it, that solution is kept; KAI discards it
+        and probes the whole step once more over the victims it chose, which only repeats the work."""
         deadline = budget.begin_generator(name)
         recorded: list[Job] = []
+        whole: list[SearchResult] = []
 
         def probe(k: int) -> SearchResult:
             result, groups = self._probe(job, steps[:k], recorded, base_nodes, budget, deadline, name, generator)
             if result.statement is not None:
+                if k == len(steps):  # the whole step: this is the solution
+                    whole.append(result)
+                    return result
                 recorded[:] = groups
                 result.statement.discard()
             return result
 
         solved, result = max_solvable_k(len(steps), probe)
+        if whole:
+            return whole[0]
         if solved == 0:
             return result or SearchResult(Reason.GENERATORS_EXHAUSTED, budget.reduced)
         return self._probe(job, steps, recorded, base_nodes, budget, deadline, name, generator)[0]
