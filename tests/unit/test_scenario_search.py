@@ -11,6 +11,7 @@ from kai.framework.actions.preempt import messages as preempt_messages
 from kai.framework.actions.preempt import victims as preempt_victims
 from kai.framework.actions.search import ActionBudget, Reason, SearchResult, max_solvable_k
 from kai.framework.actions.solver import JobSolver, validator_hook
+from kai.framework.actions.victims import GpuRoom, IdleGpus
 from kai.framework.scenariosearch import SearchBudgets, parse_search_budgets
 from kai.framework.shard import apply_shard
 from kai.metrics import Registry, SchedulerMetrics
@@ -285,3 +286,45 @@ def test_the_search_metrics_carry_kai_s_labels():
     assert value("scenario_search_job_budget_configured_seconds") == 240.0
     assert value("scenario_search_generator_budget_configured_seconds", generator="NodeLocalGreedy") == 30.0
     assert value("scenario_search_action_budget_exhausted_total", action="preempt") is None
+
+
+# --- the GPU room check before a scenario is simulated --------------------------------------------------
+
+
+def _gpu_tasks(session, *names):
+    return [t for name in names for t in session.jobs[f"default/{name}"].tasks.values()]
+
+
+def test_gpu_room_turns_away_victims_that_free_too_few_nodes():
+    victims = [kt.job(f"v{i}", "q", gpus=2, priority=5, status="Running", node=f"n{i}", creation=float(i))
+               for i in range(1, 5)]
+    session = _session(*victims, kt.job("gang", "q", tasks=3, gpus=2, priority=50, creation=9.0), gpus=(2, 2, 2, 2))
+    room = GpuRoom(session, _gpu_tasks(session, "gang"), _gpu_tasks(session, "v1"))
+    assert not room.may_place(_gpu_tasks(session, "v2"))  # two nodes free for three 2-GPU tasks
+    assert room.may_place(_gpu_tasks(session, "v2", "v3"))
+
+
+def test_gpu_room_never_turns_away_a_step_that_fits():
+    # 5+3+2 and 4+4+2 fill two 10-GPU nodes; the greedy fit (largest first, first node that holds it) does not
+    sizes = (5, 4, 4, 3, 2, 2)
+    session = _session(kt.job("step", "q", tasks=[kt.task(f"t{i}", gpus=g) for i, g in enumerate(sizes)],
+                              creation=1.0), gpus=(10, 10))
+    pending = _gpu_tasks(session, "step")
+    assert not IdleGpus(session, pending).passes([])
+    assert GpuRoom(session, pending, []).may_place([])
+    assert not GpuRoom(session, pending + [kt.task("more", gpus=1)], []).may_place([])
+
+
+def test_scenarios_without_the_gpus_for_the_probe_are_not_simulated():
+    victims = [kt.job(f"v{i}", "q", gpus=1, priority=5, status="Running", node=f"n{i}", creation=float(i))
+               for i in range(1, 5)]
+    session = _session(*victims, kt.job("gang", "q", tasks=4, gpus=1, priority=50, creation=9.0), gpus=(1, 1, 1, 1))
+    result = _solver(session, validator_hook("preempt")).solve(session.jobs["default/gang"])
+    assert result.reason is Reason.SOLVED and result.statement is not None
+    log = session.scenario_search
+    # NodeLocalGreedy, newest victim first: k=1 {v4}, k=2 {v4, v3}; k=4 has its filters pass once v1 is
+    # accumulated, but {v4, v3} + {v1} frees three nodes: turned away; k=3 {v4, v3, v2}, then the step
+    assert log.scenarios["preempt", "NodeLocalGreedy", "emitted"] == 5
+    assert log.simulated["preempt"] == 4
+    result.statement.commit()
+    assert kt.placements(session, "evict") == {"v1-0": "n1", "v2-0": "n2", "v3-0": "n3", "v4-0": "n4"}

@@ -61,29 +61,43 @@ Generator = Callable[[SolveContext], Iterator[Candidate]]
 class _Accumulated(list[Job]):
     """The victim groups accumulated so far, in the order added."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        #: node -> the jobs with an accumulated task there; job uid -> the positions of its groups. They
+        #: cover the first ``indexed`` groups and catch up when asked.
+        self._jobs_on: dict[str, set[str]] = defaultdict(set)
+        self._positions: dict[str, list[int]] = defaultdict(list)
+        self._indexed = 0
+
     def of_jobs_on(self, node: str) -> list[Job]:
         """Every group of the jobs that have an accumulated task on ``node``, in the order added."""
-        uids = {g.uid for g in self if any(t.node == node for t in g.tasks.values())}
-        return [g for g in self if g.uid in uids]
+        for i in range(self._indexed, len(self)):
+            group = self[i]
+            self._positions[group.uid].append(i)
+            for t in group.tasks.values():
+                if t.node:
+                    self._jobs_on[t.node].add(group.uid)
+        self._indexed = len(self)
+        uids = self._jobs_on.get(node, ())
+        return [self[i] for i in sorted(i for uid in uids for i in self._positions[uid])]
 
 
 def _states(ctx: SolveContext, accumulated: _Accumulated) -> Iterator[None]:
     """Advance ``accumulated`` through the states the filters pass: the recorded victims alone, then
     one more victim group each time (KAI's accumulated scenario builder)."""
     affinities, idle_gpus = NodeAffinities(ctx.session, ctx.pending, ctx.nodes), IdleGpus(ctx.session, ctx.pending)
-
-    def passes(tasks: list[Task]) -> bool:
-        ok = affinities.passes(tasks) & idle_gpus.passes(tasks)  # both filters count every victim
-        if not ok:
-            ctx.filtered()
-        return ok
-
-    if passes([t for g in ctx.recorded for t in g.tasks.values()]):
+    recorded = [t for g in ctx.recorded for t in g.tasks.values()]
+    if affinities.passes(recorded) & idle_gpus.passes(recorded):  # both filters count every victim
         yield
-    for group in ctx.victims.groups({t.uid for g in ctx.recorded for t in g.tasks.values()}):
+    else:
+        ctx.filtered()
+    for group in ctx.victims.groups({t.uid for t in recorded}):
         accumulated.append(group)
-        if passes(list(group.tasks.values())):
+        tasks = group.tasks.values()
+        if affinities.passes(tasks) & idle_gpus.passes(tasks):
             yield
+        else:
+            ctx.filtered()
 
 
 def node_local_greedy(ctx: SolveContext) -> Iterator[Candidate]:

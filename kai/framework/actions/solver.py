@@ -33,7 +33,7 @@ from kai.api import ACTIVE_ALLOCATED, Job, Task, TaskStatus
 from kai.framework.actions.allocate import allocate_job
 from kai.framework.actions.generators import PORTFOLIO, Candidate, Generator, SolveContext
 from kai.framework.actions.search import ActionBudget, Deadline, JobBudget, Reason, SearchResult, max_solvable_k
-from kai.framework.actions.victims import VictimStream
+from kai.framework.actions.victims import GpuRoom, VictimStream
 from kai.framework.gang import evictable, tasks_to_allocate
 from kai.framework.jobqueue import JobQueue
 from kai.framework.statement import Statement
@@ -236,6 +236,7 @@ class JobSolver:
         def filtered() -> None:
             log.filtered[action] += 1
 
+        gpu_room = GpuRoom(session, pending, recorded_tasks)
         scenarios = generator(SolveContext(session, pending, list(recorded), nodes, self._victims, filtered))
         while True:
             if budget.exhausted():
@@ -254,6 +255,12 @@ class JobSolver:
             if key in self._failed:
                 log.scenarios[action, name, "duplicate"] += 1
                 log.durations.append((action, name, "duplicate", time.perf_counter() - started))
+                continue
+            if not gpu_room.may_place(t for g in candidate.potential for t in g.tasks.values()):
+                # its victims cannot free the GPUs the probe needs: the simulation could only fail
+                self._failed.add(key)
+                filtered()
+                log.durations.append((action, name, "unsolved", time.perf_counter() - started))
                 continue
             log.simulated[action] += 1
             log.scenarios[action, name, "simulated"] += 1

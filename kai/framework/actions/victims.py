@@ -1,6 +1,7 @@
 """What the job solver's scenario generators draw on: the victim groups of a solve in victim order
 (:class:`VictimStream`) and KAI's cheap pre-checks of a scenario before it is simulated (its
-accumulated scenario filters: :class:`NodeAffinities`, :class:`IdleGpus`).
+accumulated scenario filters: :class:`NodeAffinities`, :class:`IdleGpus`), and :class:`GpuRoom`, the
+check of each scenario that its victims free enough GPUs for the step at all.
 """
 
 from __future__ import annotations
@@ -91,6 +92,59 @@ class IdleGpus:
             else:
                 return False
         return True
+
+
+class GpuRoom:
+    """A necessary condition for a scenario to place the step, checked before it is simulated.
+
+    A node can give the step no more GPUs than its idle + releasing ones plus what the scenario's
+    victims there free; so the step's GPUs must fit the total of the nodes with the most of them (as
+    many nodes as tasks), and the *m* tasks asking at least *v* GPUs each need, for every such *v*, *m*
+    slots of *v* GPUs among the *m* nodes with the most of them. Unlike :class:`IdleGpus`'s greedy
+    fit this never turns away a scenario that could solve the step; victims whose GPUs it does not
+    count (MIG slices, GPU memory) let every scenario through. The recorded victims, common to the
+    probe's scenarios, are counted once.
+    """
+
+    def __init__(self, session: Session, pending: list[Task], recorded: Iterable[Task]) -> None:
+        required = sorted((g for t in pending if (g := _gpus(t)) > 0), reverse=True)
+        self.total = sum(required)
+        #: (v, m): the m tasks asking v GPUs or more, one entry per distinct v.
+        self.demands = [(v, i + 1) for i, v in enumerate(required) if i + 1 == len(required) or required[i + 1] != v]
+        self.capacity: dict[str, float] = {}
+        #: The nodes by GPUs, most first.
+        self.ranked: list[tuple[float, str]] = []
+        if self.demands:
+            self.capacity = {n.name: n.idle_gpu_sum() + n.releasing_gpu_sum() for n in session.nodes}
+            if not self._free(self.capacity, recorded):
+                self.demands = []  # GPUs it cannot count: every scenario may place the step
+            self.ranked = sorted(((c, n) for n, c in self.capacity.items()), reverse=True)
+
+    @staticmethod
+    def _free(capacity: dict[str, float], victims: Iterable[Task]) -> bool:
+        """Add the GPUs ``victims`` free to ``capacity``; False when some victim's GPUs cannot be counted."""
+        for t in victims:
+            r = t.request
+            if r.mig or r.gpu_memory_mib:
+                return False
+            if t.node and (g := _gpus(t)):
+                capacity[t.node] = capacity.get(t.node, 0.0) + g
+        return True
+
+    def may_place(self, victims: Iterable[Task]) -> bool:
+        """Whether the step could fit once ``victims`` are evicted too (False only when it certainly cannot)."""
+        if not self.demands:
+            return True
+        freed: dict[str, float] = {}
+        if not self._free(freed, victims):
+            return True
+        size = self.demands[-1][1]
+        best = [c for c, n in self.ranked[:size + len(freed)] if n not in freed]
+        best += (self.capacity.get(n, 0.0) + g for n, g in freed.items())
+        best = heapq.nlargest(size, best)
+        eps = 1e-9
+        return sum(best) + eps >= self.total and all(sum(int((c + eps) // v) for c in best[:m]) >= m
+                                                     for v, m in self.demands)
 
 
 def _matches(task: Task, labels: dict[str, str]) -> bool:
