@@ -15,9 +15,12 @@ import contextlib
 import re
 import time
 from collections.abc import Iterator, Mapping
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+if TYPE_CHECKING:
+    from kai.framework.scenariosearch import SearchLog
 
 DEFAULT_NAMESPACE = "kai"
 #: KAI's latency buckets, 5 ms doubling ten times (5 ms ... 2.56 s), in seconds.
@@ -118,23 +121,25 @@ class SchedulerMetrics:
         self._preemptions = r.counter("preemption_attempts", "Successful preempt-action attempts")
         self._evicted = r.counter("pod_group_evicted_pods", "Pods evicted, per PodGroup",
                                   ("podgroup", "namespace", "uid", "nodepool", "action"))
-        # registered for KAI's dashboards; the kernel's job solver does not count its scenarios yet
-        r.counter("scenarios_simulation_by_action", "Scenarios an action simulated", ("action",))
-        r.counter("scenarios_filtered_by_action", "Scenarios rejected before simulation", ("action",))
-        # KAI's bounded scenario search (registered; the job solver has no budgets or generators yet)
-        r.counter("scenario_search_jobs", "Jobs considered by bounded scenario search",
-                  ("action", "result", "reduced_budget"))
-        r.gauge("scenario_search_action_budget_configured_seconds",
-                "Configured action scenario search budget (0: unlimited)", ("action",))
-        r.gauge("scenario_search_job_budget_configured_seconds", "Configured per-job scenario search budget "
-                "(0: unlimited)")
-        r.gauge("scenario_search_generator_budget_configured_seconds",
-                "Configured generator scenario search budget (0: unlimited)", ("generator",))
-        r.counter("scenario_search_action_budget_exhausted", "Action-level scenario search budget exhaustions",
-                  ("action",))
-        r.histogram("scenario_search_duration_seconds", "Duration of one generator's scenario search",
-                    ("action", "generator", "result"), buckets=SEARCH_BUCKETS)
-        r.counter("scenario_search_scenarios", "Bounded-search scenarios by state", ("action", "generator", "state"))
+        self._simulated = r.counter("scenarios_simulation_by_action", "Scenarios an action simulated", ("action",))
+        self._filtered = r.counter("scenarios_filtered_by_action", "Scenarios rejected before simulation",
+                                   ("action",))
+        self._search_jobs = r.counter("scenario_search_jobs", "Jobs considered by bounded scenario search",
+                                      ("action", "result", "reduced_budget"))
+        self._action_budget = r.gauge("scenario_search_action_budget_configured_seconds",
+                                      "Configured action scenario search budget (0: unlimited)", ("action",))
+        self._job_budget = r.gauge("scenario_search_job_budget_configured_seconds",
+                                   "Configured per-job scenario search budget (0: unlimited)")
+        self._generator_budget = r.gauge("scenario_search_generator_budget_configured_seconds",
+                                         "Configured generator scenario search budget (0: unlimited)", ("generator",))
+        self._action_exhausted = r.counter("scenario_search_action_budget_exhausted",
+                                           "Action-level scenario search budget exhaustions", ("action",))
+        self._search_seconds = r.histogram("scenario_search_duration_seconds",
+                                           "Duration of one scenario attempt of a generator (the generator's step "
+                                           "and the simulation)", ("action", "generator", "result"),
+                                           buckets=SEARCH_BUCKETS)
+        self._search_scenarios = r.counter("scenario_search_scenarios", "Bounded-search scenarios by state",
+                                           ("action", "generator", "state"))
         self._fair_share_cpu = r.gauge("queue_fair_share_cpu_cores", "Fair share of CPU after division",
                                        QUEUE_LABELS)
         self._fair_share_memory = r.gauge("queue_fair_share_memory_bytes", "Fair share of memory after division",
@@ -196,6 +201,27 @@ class SchedulerMetrics:
 
     def preemption_attempt(self) -> None:
         self._preemptions.inc()
+
+    def scenario_search(self, log: SearchLog) -> None:
+        """What a session's bounded scenario searches did (the session's ``scenario_search``)."""
+        for action, seconds in log.action_budgets.items():
+            self._action_budget.labels(action).set(seconds)
+        if log.job_budget is not None:
+            self._job_budget.set(log.job_budget)
+        for generator, seconds in log.generator_budgets.items():
+            self._generator_budget.labels(generator).set(seconds)
+        for (action, result, reduced), count in log.jobs.items():
+            self._search_jobs.labels(action, result, "true" if reduced else "false").inc(count)
+        for (action, generator, state), count in log.scenarios.items():
+            self._search_scenarios.labels(action, generator, state).inc(count)
+        for action, generator, result, seconds in log.durations:
+            self._search_seconds.labels(action, generator, result).observe(seconds)
+        for action, count in log.action_exhausted.items():
+            self._action_exhausted.labels(action).inc(count)
+        for action, count in log.simulated.items():
+            self._simulated.labels(action).inc(count)
+        for action, count in log.filtered.items():
+            self._filtered.labels(action).inc(count)
 
     def pods_evicted(self, podgroup: str, namespace: str, uid: str, nodepool: str, action: str,
                      count: int = 1) -> None:

@@ -10,8 +10,9 @@ tiers:
 ```
 
 Plugins are called in the order they are listed (tier by tier). Also read:
-``stalenessGracePeriodSeconds``, ``restrictSchedulingNodes`` and ``usageDBConfig`` (historical queue
-usage for time-based fair share, KAI's shape; see :mod:`kai.framework.usage`).
+``stalenessGracePeriodSeconds``, ``restrictSchedulingNodes``, ``usageDBConfig`` (historical queue
+usage for time-based fair share, KAI's shape; see :mod:`kai.framework.usage`) and
+``scenarioSearchBudgets`` (the eviction actions' search budgets, see :mod:`kai.framework.scenariosearch`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 import attrs
 
 from kai.framework.errors import ConfigError
+from kai.framework.scenariosearch import SearchBudgets, parse_search_budgets
 from kai.framework.usage import UsageDBConfig, parse_usage_db
 from kai.framework.yamlfile import Fields, describe, read_yaml
 
@@ -51,6 +53,8 @@ class SchedulerConfig:
     #: ``restrictSchedulingNodes`` (KAI's ``--restrict-node-scheduling``): only nodes labelled as GPU or CPU
     #: workers take part; GPU pods go to GPU workers, the others to CPU workers.
     restrict_node_scheduling: bool = False
+    #: ``scenarioSearchBudgets``: the time budgets of the eviction actions' victim search.
+    scenario_search_budgets: SearchBudgets = SearchBudgets()
 
     def queue_depth(self, action: str) -> int | None:
         """How many jobs per leaf queue ``action`` tries in a cycle; None: all."""
@@ -155,10 +159,11 @@ def parse_config(data: Any, where: str = "config") -> SchedulerConfig:
     usage_db = None
     if data.get("usageDBConfig") is not None:
         usage_db = parse_usage_db(data["usageDBConfig"], where)
+    budgets = parse_search_budgets(data.get("scenarioSearchBudgets"), where)
     plugins = DEFAULT_CONFIG.plugins if "tiers" not in data else _parse_tiers(data["tiers"], where)
     return SchedulerConfig(actions, plugins, staleness_grace_period=float(grace),
                            max_consolidation_preemptees=preemptees, usage_db=usage_db, queue_depth_per_action=depths,
-                           **flags)
+                           scenario_search_budgets=budgets, **flags)
 
 
 def _parse_tiers(tiers: Any, where: str) -> tuple[PluginSpec, ...]:

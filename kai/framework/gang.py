@@ -120,6 +120,8 @@ def tasks_to_evict(session: Session, job: Job) -> tuple[list[Task], bool]:
     order) of a pod set above its gang size, found depth first where the tree has any; then, in a node
     with more satisfied members than it needs, a whole member. Without surplus the whole job goes.
     """
+    if len(job.pod_sets) == 1 and not job.subgroups and job.min_subgroup is None:  # one pod set: no tree to walk
+        return _evict_from_pod_set(session, job, next(iter(job.pod_sets.values())))
     tree = _Tree(session, job)
     running: dict[str, list[Task]] = {name: [] for name in job.pod_sets}
     total = 0
@@ -158,6 +160,20 @@ def tasks_to_evict(session: Session, job: Job) -> tuple[list[Task], bool]:
 
     result = elastic(None) or last_first(tree.pod_sets_under(None))
     return result, len(result) < total
+
+
+def _evict_from_pod_set(session: Session, job: Job, ps: PodSet) -> tuple[list[Task], bool]:
+    """:func:`tasks_to_evict` of a job that is one pod set: its last task when it runs above its gang
+    size, else all of it."""
+    running, active = [], 0
+    for t in job.tasks.values():
+        if t.pod_set == ps.name:
+            active += t.status in ACTIVE_ALLOCATED
+            if evictable(session, t):
+                running.append(t)
+    running.sort(key=session.task_key, reverse=True)
+    result = running[:1] if active > ps.min_available else running
+    return result, len(result) < len(running)
 
 
 #: KAI's name of the root of a job's subgroup tree (it carries the job's own topology constraint).

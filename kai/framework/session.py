@@ -42,6 +42,7 @@ from kai.framework.faults import INTERNAL_ERROR_REASON, Contained, SchedulingErr
 from kai.framework.fiterrors import PLAIN_FIT_ERROR_REASON
 from kai.framework.nodes import NodeArrays, NodeInfo
 from kai.framework.plugins import Plugins
+from kai.framework.scenariosearch import SearchLog
 from kai.framework.snapshot import NODE_OVERCOMMITTED, Problem, Snapshot
 from kai.framework.statement import Decision, Statement
 
@@ -94,6 +95,8 @@ class Session:
         self.errors: list[SchedulingError] = []
         #: Seconds each plugin's ``kai_session_open`` / ``kai_session_close`` took, by (plugin, hook name).
         self.plugin_seconds: dict[tuple[str, str], float] = {}
+        #: What the eviction actions' bounded victim searches did (for the metrics).
+        self.scenario_search = SearchLog()
         #: Statements with operations not committed or discarded yet, oldest first.
         self.open_statements: list[Statement] = []
         for job in self.jobs.values():

@@ -13,11 +13,12 @@ sets wins, what it leaves unset stays as the base has it.
 * ``plugins`` / ``actions``: per name ``enabled``, ``priority`` and (plugins) ``arguments``, which replace
   the arguments. Plugins and actions run by priority, highest first (KAI's defaults for its own names, 0
   for others), ties in base order.
-* ``queueDepthPerAction`` (only for enabled actions) and ``usageDBConfig`` (a Prometheus client without a
+* ``queueDepthPerAction`` (only for enabled actions), ``usageDBConfig`` (a Prometheus client without a
   connection takes the Config's ``prometheus``: the in-cluster one when enabled, else
-  ``externalPrometheusUrl``) replace the base's.
+  ``externalPrometheusUrl``) and ``scenarioSearchBudgets`` (the whole block; its unset fields take KAI's
+  defaults) replace the base's.
 * ``args``: the KAI scheduler flags in :data:`ARGS`; other flags, ``partitionLabelValue``,
-  ``goMemLimit``, ``goMemLimitRatio`` and ``scenarioSearchBudgets`` are reported as ignored.
+  ``goMemLimit`` and ``goMemLimitRatio`` are reported as ignored.
 
 Errors are :class:`ConfigError` naming the object and the field.
 """
@@ -33,6 +34,7 @@ import attrs
 from kai.framework.config import MAX_SETTING, PluginSpec, SchedulerConfig, parse_queue_depths
 from kai.framework.durations import parse_duration
 from kai.framework.errors import ConfigError
+from kai.framework.scenariosearch import parse_search_budgets
 from kai.framework.usage import parse_usage_db
 from kai.framework.yamlfile import Fields, describe
 
@@ -60,7 +62,7 @@ FLAG_ARGS = {"use-scheduling-signatures": "use_scheduling_signatures",
              "allow-consolidating-reclaim": "allow_consolidating_reclaim",
              "restrict-node-scheduling": "restrict_node_scheduling"}
 #: Shard fields this scheduler does not act on.
-IGNORED_FIELDS = ("partitionLabelValue", "goMemLimit", "goMemLimitRatio", "scenarioSearchBudgets")
+IGNORED_FIELDS = ("partitionLabelValue", "goMemLimit", "goMemLimitRatio")
 #: KAI's in-cluster usage Prometheus, in the Config's namespace.
 IN_CLUSTER_PROMETHEUS = "http://usage-prometheus.{namespace}.svc.cluster.local:9090"
 DEFAULT_NAMESPACE = "kai-scheduler"
@@ -138,6 +140,9 @@ def apply_shard(base: SchedulerConfig, shard: dict[str, Any] | None,
     if spec.has("usageDBConfig"):
         usage = _with_prometheus(spec.get("usageDBConfig", dict), kai_config, where)
         config = attrs.evolve(config, usage_db=parse_usage_db(usage, where))
+    if spec.has("scenarioSearchBudgets"):
+        budgets = parse_search_budgets(spec.get("scenarioSearchBudgets", dict), where)
+        config = attrs.evolve(config, scenario_search_budgets=budgets)
     config, period, ignored_args = _args(spec, config, where)
     ignored = tuple(f for f in IGNORED_FIELDS if spec.has(f) and spec.data[f] != "") + ignored_args
     return ShardSettings(config, period, ignored)

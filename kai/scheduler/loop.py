@@ -202,6 +202,7 @@ class Scheduler:
         for (plugin, hook), seconds in session.plugin_seconds.items():
             self.metrics.plugin_seconds(plugin, ON_SESSION[hook], seconds)
         self._record_snapshot(session)
+        self.metrics.scenario_search(session.scenario_search)
         for error in session.errors:
             self.metrics.contained_error(error.action)
 

@@ -102,9 +102,9 @@ def test_rejected_solutions_leave_the_session_as_it_was():
     prop = session.plugins.plugin("proportion")
     before = (_statuses(session), [list(getattr(session.arrays, f)) for f in ("idle_gpu", "rel_gpu", "idle_pods")],
               {q: list(s.allocated) for q, s in prop.shares.items()})
-    solver = JobSolver(session, lambda job: preempt_victims(session, job), validator_hook("preempt"),
+    solver = JobSolver(session, "preempt", lambda job: preempt_victims(session, job), validator_hook("preempt"),
                        preempt_messages)
-    assert solver.solve(session.jobs["default/urgent"]) is None
+    assert solver.solve(session.jobs["default/urgent"]).statement is None
     after = (_statuses(session), [list(getattr(session.arrays, f)) for f in ("idle_gpu", "rel_gpu", "idle_pods")],
              {q: list(s.allocated) for q, s in prop.shares.items()})
     assert after == before

@@ -5,7 +5,7 @@ from kai import testing as kt
 from kai.api import TaskStatus
 from kai.framework import Session
 from kai.framework.actions.eviction import victim_queue
-from kai.framework.actions.solver import IdleGpus, NodeAffinities, VictimStream
+from kai.framework.actions.victims import IdleGpus, NodeAffinities, VictimStream
 from kai.framework.gang import tasks_to_evict
 
 PLUGINS = ["predicates", "proportion", "priority", "elastic", "taskorder"]

@@ -54,8 +54,8 @@ def enough_gpus(session: Session, job: Job) -> bool:
 
 def consolidation(session: Session) -> None:
     limit = session.plugins.config.max_consolidation_preemptees
+    solver = JobSolver(session, "consolidation", lambda job: victims(session, job, limit), all_moved, messages)
     if limit == 0:
         return
-    solver = JobSolver(session, lambda job: victims(session, job, limit), all_moved, messages)
     eviction.run(session, "consolidation", eviction.pending_ready_jobs(session, preemptible_only=True), solver,
                  lambda job: enough_gpus(session, job), per_queue=False)

@@ -7,8 +7,10 @@ pipelined). When scheduling
 signatures are on (``use_scheduling_signatures``), a job is skipped if a job with the same
 scheduling constraints already failed in the action and this one is not strictly easier: not
 fewer pending tasks, and no smaller request at the first differing position of the sorted requests.
-A job whose solve raises is rolled back, recorded as an internal error and skipped. Tasks bound to a
-node that is gone are never victims (:func:`kai.framework.gang.evictable`).
+A job whose solve raises is rolled back, recorded as an internal error and skipped. When a job's
+search ran out of the action's time budget (or was not attempted for lack of it), the action stops:
+the jobs after it are not tried in this cycle. Tasks bound to a node that is gone are never victims
+(:func:`kai.framework.gang.evictable`).
 """
 
 from __future__ import annotations
@@ -106,7 +108,7 @@ class SmallestFailed:
 def run(session: Session, action: str, candidates: list[Job], solver: JobSolver, may_try: Callable[[Job], bool],
         per_queue: bool) -> None:
     """Solve for each candidate in queue order and commit what is solved; a job whose solve raises is rolled
-    back and skipped, the others go on."""
+    back and skipped, the others go on; a spent search budget ends the action."""
     use_signatures = session.plugins.config.use_scheduling_signatures
     failed: dict[str | None, SmallestFailed] = {}
     queue = JobQueue(session, candidates, depth=session.plugins.config.queue_depth(action))
@@ -118,11 +120,13 @@ def run(session: Session, action: str, candidates: list[Job], solver: JobSolver,
             if use_signatures and not smallest.worth_trying(job):
                 continue
             session.hook.kai_job_solution_start(session=session, job=job)
-            stmt = solver.solve(job)
-            if stmt is None:
-                smallest.failed(job)
+            result = solver.solve(job)
+            if result.statement is not None:
+                result.statement.commit()
+            elif result.reason.stops_action:
+                return
             else:
-                stmt.commit()
+                smallest.failed(job)
 
 
 def pending_ready_jobs(session: Session, preemptible_only: bool = False) -> list[Job]:

@@ -33,5 +33,5 @@ def victims(session: Session, preemptor: Job) -> JobQueue:
 
 
 def preempt(session: Session) -> None:
-    solver = JobSolver(session, lambda job: victims(session, job), validator_hook("preempt"), messages)
+    solver = JobSolver(session, "preempt", lambda job: victims(session, job), validator_hook("preempt"), messages)
     eviction.run(session, "preempt", eviction.pending_ready_jobs(session), solver, lambda job: True, per_queue=True)

@@ -75,6 +75,6 @@ def can_reclaim(session: Session, job: Job) -> bool:
 
 
 def reclaim(session: Session) -> None:
-    solver = JobSolver(session, lambda job: victims(session, job), validator_hook("reclaim"), messages)
+    solver = JobSolver(session, "reclaim", lambda job: victims(session, job), validator_hook("reclaim"), messages)
     eviction.run(session, "reclaim", eviction.pending_ready_jobs(session), solver,
                  lambda job: can_reclaim(session, job), per_queue=True)

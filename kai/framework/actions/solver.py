@@ -1,32 +1,40 @@
-"""The job solver of the eviction actions (consolidation, reclaim, preempt).
+"""The job solver of the eviction actions (consolidation, reclaim, preempt): KAI v0.17's bounded search.
 
 For a pending job the solver looks for victims whose eviction lets the job's next allocation step
-fit. It grows the step one task at a time: the victims that made room for the first *k* tasks are
-kept (recorded) when solving for *k + 1*. For each partial step it tries scenarios of growing size:
-first the recorded victims alone, then each time one more *victim group* -- the next eviction step
-of the next job of the victim queue (an elastic job gives one task at a time down to its gang size,
-then the rest at once; what is left of a job goes back into the queue).
+fit. The scenario generators (:mod:`kai.framework.actions.generators`) are tried in turn, each for
+the whole job: with one generator the solver searches how many of the step's tasks it can make
+room for -- *k* = 1, 2, 4, ... until a probe fails, then bisecting (:func:`max_solvable_k`) -- the
+victims that solved a probe being kept (recorded) for the next. If some *k* was solved, the whole
+step is probed once more; if that fails, the next generator starts over. Within a probe the
+generator's scenarios are simulated one by one until one solves it.
 
-A scenario is simulated node by node: on one node of the newest victim job, every victim-group job
-with a task there is evicted (with the recorded victims), then the victims are placed again and the
-job is placed, pipeline-only, in queue order. Victims that found a place elsewhere are *moved*, the
-others stay evicted. The action's validator judges the result; a rejected or failed node is rolled
-back and the next node tried. Everything happens in one Statement; the caller commits the solution.
+A scenario that was simulated and failed is not simulated again within the job's solve: scenarios
+are equal when they place the same number of tasks over the same recorded and the same added
+victim tasks, in whatever order they came.
+
+Simulating a scenario evicts its victims, then places the victims again and the job, pipeline-only,
+in queue order. Victims that found a place elsewhere are *moved*, the others stay evicted. The
+action's validator judges the result. Everything happens in one Statement per scenario; the caller
+commits the solution. Time budgets (:mod:`kai.framework.actions.search`) bound the search; what it
+did is counted in the session's :class:`~kai.framework.scenariosearch.SearchLog`.
 """
 
 from __future__ import annotations
 
 import bisect
-import heapq
+import time
 from array import array
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import attrs
 
 from kai.api import ACTIVE_ALLOCATED, Job, Task, TaskStatus
 from kai.framework.actions.allocate import allocate_job
-from kai.framework.gang import evictable, tasks_to_allocate, tasks_to_evict
+from kai.framework.actions.generators import PORTFOLIO, Candidate, Generator, SolveContext
+from kai.framework.actions.search import ActionBudget, Deadline, JobBudget, Reason, SearchResult, max_solvable_k
+from kai.framework.actions.victims import GpuRoom, VictimStream
+from kai.framework.gang import evictable, tasks_to_allocate
 from kai.framework.jobqueue import JobQueue
 from kai.framework.statement import Statement
 
@@ -67,194 +75,12 @@ def validator_hook(action: str) -> Validator:
     return validate
 
 
-def job_view(job: Job, tasks: Iterable[Task]) -> Job:
-    """A stand-in for ``job`` holding only ``tasks`` (a victim group, or what is left of a victim job)."""
-    return attrs.evolve(job, tasks={t.name: t for t in tasks})
-
-
 def feasible_node_names(session: Session, job: Job) -> set[str]:
     """KAI's nodes worth looking at for ``job``: all nodes when a task needs no GPU, else the nodes
     with idle or releasing GPUs (whole, MIG slices or free portions of shared devices)."""
     if any(t.request.quota_gpus(dra=False) <= 0 for t in job.tasks.values()):
         return {n.name for n in session.nodes}
     return {n.name for n in session.nodes if n.idle_gpu_sum() > 0 or n.releasing_gpu_sum() > 0}
-
-
-def _gpus(task: Task) -> float:
-    """The GPUs KAI's idle-GPU filter counts for a task: whole devices and fractions (not MIG, not memory)."""
-    r = task.request
-    return r.gpus + r.gpu_fraction * r.gpu_devices
-
-
-class IdleGpus:
-    """KAI's cheap pre-check of a scenario: the step's GPU requests (largest first) must fit greedily into
-    the nodes with the most idle + releasing GPUs, counting the GPUs the scenario's victims free."""
-
-    def __init__(self, session: Session, pending: list[Task]) -> None:
-        self.required = sorted((_gpus(t) for t in pending), reverse=True)
-        self.capacity = {n.name: n.idle_gpu_sum() + n.releasing_gpu_sum() for n in session.nodes}
-        self.size = len(self.required)
-        #: The ``size`` nodes with the most GPUs, as (-GPUs, name), best first.
-        self.top = sorted((-c, name) for c, name in heapq.nlargest(self.size, ((c, n) for n, c in
-                                                                                 self.capacity.items())))
-        #: With equal requests (the usual gang): how many of them the top nodes hold.
-        self.unit = self.required[0] if self.required and self.required[0] == self.required[-1] > 0 else None
-        self.held = sum(self._holds(-neg) for neg, _ in self.top)
-        self.in_top = {name for _, name in self.top}
-
-    def _holds(self, gpus: float) -> int:
-        return int(gpus // self.unit) if self.unit else 0
-
-    def _raise(self, node: str, gpus: float) -> None:
-        old = self.capacity.get(node, 0.0)
-        self.capacity[node] = new = old + gpus
-        top = self.top
-        if node in self.in_top:
-            del top[bisect.bisect_left(top, (-old, node))]
-            self.held -= self._holds(old)
-        elif len(top) >= self.size and (not top or -new >= top[-1][0]):
-            return
-        bisect.insort(top, (-new, node))
-        self.in_top.add(node)
-        self.held += self._holds(new)
-        for neg, name in top[self.size:]:
-            self.held -= self._holds(-neg)
-            self.in_top.discard(name)
-        del top[self.size:]
-
-    def passes(self, victims: Iterable[Task]) -> bool:
-        """Count the GPUs ``victims`` free and check the step against the best nodes. Each victim is given
-        once (one counted twice would only let a scenario through to the simulation)."""
-        for t in victims:
-            gpus = _gpus(t)
-            if gpus and t.node:
-                self._raise(t.node, gpus)
-        if self.unit:
-            return self.held >= self.size
-        if not self.required or self.required[0] == 0:
-            return True
-        taken = [0.0] * len(self.top)
-        for need in self.required:
-            if need == 0:
-                return True
-            for k, (neg, _) in enumerate(self.top):
-                if -neg < need:
-                    return False
-                if -neg - taken[k] >= need:
-                    taken[k] += need
-                    break
-            else:
-                return False
-        return True
-
-
-def _matches(task: Task, labels: dict[str, str]) -> bool:
-    """The task's node selector and required node affinity accept a node with ``labels``."""
-    if any(labels.get(k) != v for k, v in task.node_selector.items()):
-        return False
-    return not task.node_affinity or any(all(r.matches(labels) for r in term) for term in task.node_affinity)
-
-
-class NodeAffinities:
-    """KAI's other cheap pre-check: every task of the step with a node selector or a required node
-    affinity must match some node among the feasible nodes and the nodes of the scenario's victims."""
-
-    def __init__(self, session: Session, pending: list[Task], nodes: set[str]) -> None:
-        self.session = session
-        self.nodes = set(nodes)
-        self.unmatched = [t for t in pending if (t.node_selector or t.node_affinity)
-                          and not any(_matches(t, session.node_by_name[n].labels)
-                                      for n in self.nodes if n in session.node_by_name)]
-
-    def passes(self, victims: Iterable[Task]) -> bool:
-        if not self.unmatched:
-            return True
-        for t in victims:
-            if self.unmatched and t.node and t.node in self.session.node_by_name and t.node not in self.nodes:
-                self.nodes.add(t.node)
-                labels = self.session.node_by_name[t.node].labels
-                self.unmatched = [u for u in self.unmatched if not _matches(u, labels)]
-        return not self.unmatched
-
-
-class VictimStream:
-    """The victim groups of one solve in victim order, for each partial step.
-
-    Every partial step pops a fresh victim queue; a popped job overlapping the recorded victims is
-    skipped (what is left of it goes back). While every popped job is taken whole (no elastic shrink,
-    nothing left), skipping and taking change the queue alike, so the groups popped once are replayed
-    for the next partial steps instead of popping again. The first job that is not taken whole ends
-    the replay for the rest of the solve.
-    """
-
-    def __init__(self, session: Session, queue: JobQueue) -> None:
-        self.session = session
-        self.initial = queue
-        self.live = queue.copy()
-        #: The whole jobs popped so far, each with its task uids.
-        self.popped: list[tuple[Job, tuple[str, ...]]] = []
-        self.replayable = True
-
-    def groups(self, recorded_uids: set[str]) -> Iterator[Job]:
-        if not self.replayable:
-            yield from self._pop_all(self.initial.copy(), recorded_uids)
-            return
-        for group, uids in self.popped:
-            if recorded_uids.isdisjoint(uids):
-                yield group
-        while (view := self.live.pop()) is not None:
-            tasks, more = tasks_to_evict(self.session, view)
-            if not more and tasks and len(tasks) == len(view.tasks):
-                uids = tuple(t.uid for t in view.tasks.values())
-                self.popped.append((view, uids))
-                if recorded_uids.isdisjoint(uids):
-                    yield view
-                continue
-            self.replayable = False
-            taken = self._take(self.live, view, tasks, more, recorded_uids)
-            if taken is not None:
-                yield taken
-            yield from self._pop_all(self.live, recorded_uids)
-            return
-
-    def _pop_all(self, queue: JobQueue, recorded_uids: set[str]) -> Iterator[Job]:
-        while (view := queue.pop()) is not None:
-            group = self._take(queue, view, *tasks_to_evict(self.session, view), recorded_uids)
-            if group is not None:
-                yield group
-
-    @staticmethod
-    def _take(queue: JobQueue, view: Job, tasks: list[Task], more: bool, recorded_uids: set[str]) -> Job | None:
-        """The victim group of a popped job (None when it overlaps the recorded victims or has nothing to
-        evict); what is left of the job goes back into the queue."""
-        if any(t.uid in recorded_uids for t in tasks):
-            rest = [t for t in view.tasks.values() if t.uid not in recorded_uids]
-            if rest:
-                queue.push(job_view(view, rest))
-            return None
-        if more:
-            taken = {t.uid for t in tasks}
-            queue.push(job_view(view, [t for t in view.tasks.values() if t.uid not in taken]))
-        if not tasks:
-            return None
-        return view if len(tasks) == len(view.tasks) else job_view(view, tasks)
-
-
-class _Potential(list[Job]):
-    """The victim groups added to a partial step's scenarios, in the order added."""
-
-    def tasks(self) -> list[Task]:
-        return [t for g in self for t in g.tasks.values()]
-
-    def of_jobs_on(self, node: str) -> list[Job]:
-        """Every group of the jobs that have a potential victim task on ``node``, in the order added."""
-        uids: set[str] = set()
-        for g in self:
-            for t in g.tasks.values():
-                if t.node == node:
-                    uids.add(g.uid)
-                    break
-        return [g for g in self if g.uid in uids]
 
 
 def _to_place(session: Session, job: Job) -> Iterator[Task]:
@@ -291,51 +117,99 @@ class _Room:
 @attrs.define(eq=False)
 class _Solution:
     statement: Statement
-    #: The victim groups with a task evicted or moved: the recorded victims of the next partial step.
+    #: The victim groups with a task evicted or moved: the recorded victims of the next probe.
     groups: list[Job]
 
 
+def _active(job: Job) -> int:
+    return sum(1 for t in job.tasks.values() if t.status in ACTIVE_ALLOCATED or t.status is TaskStatus.RELEASING)
+
+
 class JobSolver:
-    """Finds victims for pending jobs; one solver per action run.
+    """Finds victims for pending jobs; one solver per action run (its search budget is the action's).
 
     ``victim_queue(job)`` builds the victim queue of a preemptor (a reversed :class:`JobQueue`);
     ``validate`` judges a simulated scenario; ``messages`` gives the eviction messages of victims.
+    ``budget`` defaults to the configured ``scenarioSearchBudgets`` of ``action``, from now on.
     """
 
-    def __init__(self, session: Session, victim_queue: Callable[[Job], JobQueue], validate: Validator | None,
-                 messages: Messenger) -> None:
+    def __init__(self, session: Session, action: str, victim_queue: Callable[[Job], JobQueue],
+                 validate: Validator | None, messages: Messenger, budget: ActionBudget | None = None,
+                 generators: tuple[tuple[str, Generator], ...] = PORTFOLIO) -> None:
         self.session = session
+        self.action = action
         self.victim_queue = victim_queue
         self.validate = validate
         self.messages = messages
+        budgets = session.plugins.config.scenario_search_budgets
+        session.scenario_search.configured(action, budgets)
+        self.budget = budget if budget is not None else ActionBudget(budgets, action)
+        self.generators = generators
+        self.log = session.scenario_search
 
-    def solve(self, job: Job) -> Statement | None:
-        """A statement placing the job's next step over victims (not committed), or None."""
+    def solve(self, job: Job) -> SearchResult:
+        """Search victims for the job's next step; a solved result holds the statement (not committed)."""
+        result = self._solve(job)
+        self.log.jobs[self.action, result.metric_result, result.reduced_budget] += 1
+        return result
+
+    def _solve(self, job: Job) -> SearchResult:
         session = self.session
         steps = tasks_to_allocate(session, job)
         if not steps:
-            return None
-        before = sum(1 for t in job.tasks.values() if t.status in ACTIVE_ALLOCATED or t.status is TaskStatus.RELEASING)
+            return SearchResult(Reason.GENERATORS_EXHAUSTED, label=Reason.NOT_ATTEMPTED.value)
+        budget = self.budget.begin_job()
+        if budget.exhausted():
+            return SearchResult(Reason.NOT_ATTEMPTED)
+        if not self.generators:
+            return SearchResult(Reason.NO_GENERATOR, budget.reduced)
+        before = _active(job)
         base_nodes = feasible_node_names(session, job)
         self._victims = VictimStream(session, self.victim_queue(job))
         self._pending_jobs = [j for j in session.jobs.values() if j.has_pending()]
         self._sorted: list[Job] = []
         self._known: set[str] = set()
+        #: Scenarios simulated without success in this job's solve.
+        self._failed: set[tuple[int, frozenset[str], frozenset[str]]] = set()
+        result = SearchResult(Reason.GENERATORS_EXHAUSTED, budget.reduced)
+        for name, generator in self.generators:
+            result = self._attempt(job, steps, base_nodes, budget, name, generator)
+            if result.reason is Reason.SOLVED:
+                stmt = result.statement
+                if stmt is not None and (not job.is_gang_satisfied() or _active(job) <= before):
+                    stmt.discard()
+                    result.statement = None
+                return result
+            if result.reason.stops_search:
+                return result
+        return result
+
+    def _attempt(self, job: Job, steps: list[Task], base_nodes: set[str], budget: JobBudget, name: str,
+                 generator: Generator) -> SearchResult:
+        """One generator's search for the whole step: the largest solvable probe, then the step.
+
+        When the doubling reaches the whole step and solves it, that solution is kept; KAI discards it
+        and probes the whole step once more over the victims it chose, which only repeats the work."""
+        deadline = budget.begin_generator(name)
         recorded: list[Job] = []
-        solution = None
-        for k in range(1, len(steps) + 1):
-            solution = self._solve_partial(job, steps[:k], recorded, base_nodes)
-            if solution is None:
-                return None
-            if k < len(steps):
-                solution.statement.discard()
-            recorded = solution.groups
-        after = sum(1 for t in job.tasks.values() if t.status in ACTIVE_ALLOCATED or t.status is TaskStatus.RELEASING)
-        if solution is None or not job.is_gang_satisfied() or after <= before:
-            if solution is not None:
-                solution.statement.discard()
-            return None
-        return solution.statement
+        whole: list[SearchResult] = []
+
+        def probe(k: int) -> SearchResult:
+            result, groups = self._probe(job, steps[:k], recorded, base_nodes, budget, deadline, name, generator)
+            if result.statement is not None:
+                if k == len(steps):  # the whole step: this is the solution
+                    whole.append(result)
+                    return result
+                recorded[:] = groups
+                result.statement.discard()
+            return result
+
+        solved, result = max_solvable_k(len(steps), probe)
+        if whole:
+            return whole[0]
+        if solved == 0:
+            return result or SearchResult(Reason.GENERATORS_EXHAUSTED, budget.reduced)
+        return self._probe(job, steps, recorded, base_nodes, budget, deadline, name, generator)[0]
 
     def _order(self, jobs: list[Job]) -> JobQueue:
         """The simulation's job queue. While the victims are whole jobs, each job is in the same state at
@@ -350,70 +224,86 @@ class JobSolver:
         members = {j.uid for j in jobs}
         return JobQueue(self.session, [j for j in self._sorted if j.uid in members], presorted=True)
 
-    # --- one partial step: scenarios of growing size ----------------------------------------------
+    # --- one probe: the generator's scenarios until one solves it -------------------------------------
 
-    def _solve_partial(self, job: Job, pending: list[Task], recorded: list[Job],
-                       base_nodes: set[str]) -> _Solution | None:
-        nodes = set(base_nodes)
+    def _probe(self, job: Job, pending: list[Task], recorded: list[Job], base_nodes: set[str], budget: JobBudget,
+               deadline: Deadline, name: str, generator: Generator) -> tuple[SearchResult, list[Job]]:
+        session, log, action = self.session, self.log, self.action
         recorded_tasks = [t for g in recorded for t in g.tasks.values()]
-        nodes.update(t.node for t in recorded_tasks if t.node)
-        recorded_uids = {t.uid for t in recorded_tasks}
-        affinities, idle_gpus = NodeAffinities(self.session, pending, nodes), IdleGpus(self.session, pending)
-        potential = _Potential()
-        if recorded and affinities.passes(recorded_tasks) & idle_gpus.passes(recorded_tasks):
-            solution = self._try(job, pending, recorded, potential, nodes)
-            if solution is not None:
-                return solution
-        for group in self._victims.groups(recorded_uids):
-            potential.append(group)
-            tasks = group.tasks.values()
-            if not affinities.passes(tasks) & idle_gpus.passes(tasks):  # both filters count every victim
+        nodes = base_nodes | {t.node for t in recorded_tasks if t.node}
+        recorded_key = frozenset(t.uid for t in recorded_tasks)
+
+        def filtered() -> None:
+            log.filtered[action] += 1
+
+        gpu_room = GpuRoom(session, pending, recorded_tasks)
+        scenarios = generator(SolveContext(session, pending, list(recorded), nodes, self._victims, filtered))
+        while True:
+            if budget.exhausted():
+                if self.budget.exhausted():
+                    log.action_exhausted[action] += 1
+                return SearchResult(Reason.DEADLINE_EXHAUSTED, budget.reduced), []
+            if deadline.exhausted():
+                break
+            started = time.perf_counter()
+            candidate = next(scenarios, None)
+            if candidate is None:
+                log.durations.append((action, name, Reason.GENERATORS_EXHAUSTED.value, time.perf_counter() - started))
+                break
+            log.scenarios[action, name, "emitted"] += 1
+            key = (len(pending), recorded_key, frozenset(t.uid for g in candidate.potential for t in g.tasks.values()))
+            if key in self._failed:
+                log.scenarios[action, name, "duplicate"] += 1
+                log.durations.append((action, name, "duplicate", time.perf_counter() - started))
                 continue
-            solution = self._try(job, pending, recorded, potential, nodes)
+            if not gpu_room.may_place(t for g in candidate.potential for t in g.tasks.values()):
+                # its victims cannot free the GPUs the probe needs: the simulation could only fail
+                self._failed.add(key)
+                filtered()
+                log.durations.append((action, name, "unsolved", time.perf_counter() - started))
+                continue
+            log.simulated[action] += 1
+            log.scenarios[action, name, "simulated"] += 1
+            solution, rejected = self._try(job, pending, candidate, nodes)
             if solution is not None:
-                return solution
-        return None
+                log.durations.append((action, name, Reason.SOLVED.value, time.perf_counter() - started))
+                return SearchResult(Reason.SOLVED, budget.reduced, solution.statement), solution.groups
+            self._failed.add(key)
+            if rejected:
+                log.scenarios[action, name, "validator_rejected"] += 1
+            log.durations.append((action, name, "validator_rejected" if rejected else "unsolved",
+                                  time.perf_counter() - started))
+        return SearchResult(Reason.GENERATORS_EXHAUSTED, budget.reduced), []
 
-    # --- one scenario: node by node -------------------------------------------------------------
+    # --- one scenario -----------------------------------------------------------------------------------
 
-    def _try(self, job: Job, pending: list[Task], recorded: list[Job], potential: _Potential,
-             nodes: set[str]) -> _Solution | None:
-        """Simulate the scenario node by node; the first valid solution (statement not committed), or None."""
+    def _try(self, job: Job, pending: list[Task], candidate: Candidate,
+             nodes: set[str]) -> tuple[_Solution | None, bool]:
+        """Simulate the scenario: the solution (statement not committed) or None, and whether the
+        validator rejected it."""
         session = self.session
+        recorded_tasks = [t for g in candidate.recorded for t in g.tasks.values()]
+        added = [t for g in candidate.potential for t in g.tasks.values()]
+        victims = [t for t in recorded_tasks + added if evictable(session, t)]
+        if not victims:
+            return None, False
         stmt = session.statement()
-        recorded_tasks = [t for g in recorded for t in g.tasks.values()]
-        self._evict(stmt, job, recorded_tasks)
-        candidates = recorded_tasks + potential.tasks()
-        if not potential:
-            solution = self._simulate(stmt, job, pending, recorded, recorded_tasks, candidates, nodes)
-            if solution is None:
-                stmt.discard()
-            return solution
-        latest = session.jobs[potential[-1].uid]
-        # a task on a node that is gone is no victim: nothing to simulate there
-        for node_name in dict.fromkeys(t.node for t in latest.tasks.values()
-                                       if t.node and t.node in session.node_by_name):
-            cp = stmt.checkpoint()
-            groups = potential.of_jobs_on(node_name)
-            tasks = [t for g in groups for t in g.tasks.values() if evictable(session, t)]
-            here = nodes | cast("set[str]", {t.node for t in tasks})  # victims are placed: they have a node
-            self._evict(stmt, job, tasks)
-            solution = self._simulate(stmt, job, pending, recorded + groups, recorded_tasks + tasks, candidates, here)
-            if solution is not None:
-                return solution
-            stmt.rollback(cp)
-        stmt.discard()
-        return None
+        self._evict(stmt, job, victims)
+        here = nodes | {t.node for t in victims if t.node}
+        solution, rejected = self._simulate(stmt, job, pending, candidate.recorded + candidate.potential, victims,
+                                            recorded_tasks + added, here)
+        if solution is None:
+            stmt.discard()
+        return solution, rejected
 
     def _evict(self, stmt: Statement, job: Job, tasks: list[Task]) -> None:
-        messages = self.messages(self.session, tasks, job)
-        for task, message in zip(tasks, messages):
-            if evictable(self.session, task):
-                stmt.evict(task, message)
+        for task, message in zip(tasks, self.messages(self.session, tasks, job)):
+            stmt.evict(task, message)
 
     def _simulate(self, stmt: Statement, job: Job, pending: list[Task], groups: list[Job], victim_tasks: list[Task],
-                  candidates: list[Task], nodes: set[str]) -> _Solution | None:
-        """Place the victims again and the job's ``pending`` tasks, pipeline-only, in queue order."""
+                  candidates: list[Task], nodes: set[str]) -> tuple[_Solution | None, bool]:
+        """Place the victims again and the job's ``pending`` tasks, pipeline-only, in queue order; the
+        solution, and whether the validator rejected it."""
         session = self.session
         positions = array("i", sorted(session.node_by_name[n].index for n in nodes if n in session.node_by_name))
         # victims come in victim order (last job first): reversed, the queue's sort is one pass
@@ -429,7 +319,7 @@ class JobSolver:
             del wanted[next_job.uid]
             if next_job is job:
                 if not allocate_job(session, stmt, job, True, tasks=pending, candidates=positions):
-                    return None
+                    return None, False
                 placed = True
             elif room.may_fit(_to_place(session, next_job)):
                 tasks = tasks_to_allocate(session, next_job, also=session.evicted)
@@ -450,5 +340,5 @@ class JobSolver:
         owners = list({t.job: session.jobs[t.job] for t in victims + moved}.values())
         scenario = Scenario(job, list(pending), candidates, victims, moved, owners)
         if self.validate is not None and not self.validate(session, scenario):
-            return None
-        return _Solution(stmt, chosen)
+            return None, True
+        return _Solution(stmt, chosen), False
