@@ -118,10 +118,11 @@ class Scenario:
     name: str
     file: str
     data: dict[str, Any]
+    #: How errors name the scenario (``file: scenario 'name'``).
+    where: str = attrs.field(init=False)
 
-    @property
-    def where(self) -> str:
-        return f"{self.file}: scenario {describe(self.name)}"
+    def __attrs_post_init__(self) -> None:
+        self.where = f"{self.file}: scenario {describe(self.name)}"
 
     @property
     def mode(self) -> str:
