@@ -89,9 +89,6 @@ API_ACCESS = (
     # the settings of Config kai-config
     Access(names.CONFIGS[0], names.CONFIGS[2], ("get", "list", "watch")),
 )
-#: How long the binder waits at start for Config kai-config to be listed, seconds.
-SETTINGS_WAIT = 5.0
-
 
 
 class _Stale(Exception):
@@ -150,19 +147,6 @@ class Binder(Controller):
         for plugin in self.plugins:
             stores.update(getattr(plugin, "informers", dict)())
         return stores
-
-    def run(self, stop: threading.Event) -> None:
-        if self.settings is None:
-            super().run(stop)
-            return
-        self.settings.start()
-        try:
-            if not self.settings.wait_applied(SETTINGS_WAIT):
-                log.warning("Config not listed yet; binding with the plugins of the flags")
-            self.reconfigure()
-            super().run(stop)
-        finally:
-            self.settings.stop()
 
     def reconfigure(self) -> bool:
         """Take up the plugins of ``settings`` if they changed; whether they did."""

@@ -96,8 +96,6 @@ API_ACCESS = (
     Access("run.ai", "kartas", ("list",)),  # the no-code grouping rules of unknown kinds
     Access(names.CONFIGS[0], names.CONFIGS[2], ("get", "list", "watch")),  # the settings of Config kai-config
 )
-#: How long the podgrouper waits at start for Config kai-config to be listed, seconds.
-SETTINGS_WAIT = 5.0
 
 
 def desired_update(current: dict, desired: dict, config: GroupingConfig) -> dict | None:
@@ -240,19 +238,6 @@ class PodGrouper(Controller):
                              field_selector=f"spec.schedulerName={self.scheduler_name}",
                              label_selector=self.pod_label_selector, name="podgrouper pods"),
         }
-
-    def run(self, stop: threading.Event) -> None:
-        if self.settings is None:
-            super().run(stop)
-            return
-        self.settings.start()
-        try:
-            if not self.settings.wait_applied(SETTINGS_WAIT):
-                log.warning("Config not listed yet; grouping with the settings of the flags")
-            self.reconfigure()
-            super().run(stop)
-        finally:
-            self.settings.stop()
 
     def reconfigure(self) -> bool:
         """Take up the settings of ``settings`` if they changed, and group every pod again; whether they did."""

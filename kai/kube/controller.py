@@ -11,7 +11,9 @@ behind (a daemon thread; the process is about to exit): handling is level-trigge
 are guarded by the API server (resourceVersion, UID preconditions, a pod bound once), so the next
 leader handles that key again from the cluster's state. A key handled before every informer has
 listed once is postponed when ``wait_for_sync`` is set: a sum over a partial list must not be
-written as truth.
+written as truth. A controller with ``settings`` (a :class:`kai.kube.kaiconfig.KaiObjects`) starts them
+first, waits up to ``SETTINGS_WAIT`` for their first value, takes it up with :meth:`Controller.reconfigure`
+and stops them when it stops.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import time
 from collections.abc import Callable, Hashable
 
 from kai.kube.client import Kube
+from kai.kube.kaiconfig import KaiObjects
 from kai.kube.watch import Informer
 from kai.kube.workqueue import WorkQueue, serve
 from kai.logs import fields
@@ -31,6 +34,8 @@ SYNC_WAIT = 0.2
 #: The retry of a key whose handling raised, seconds; it doubles with each failure in a row, up to
 #: the controller's ``error_delay`` (an API server back from a restart is used within seconds).
 FIRST_ERROR_DELAY = 1.0
+#: How long a starting controller waits for its settings' first value before going on with its flags.
+SETTINGS_WAIT = 5.0
 
 
 class Controller:
@@ -41,6 +46,8 @@ class Controller:
     wait_for_sync = False
     #: How long a stopping controller waits for its workers' keys in hand, seconds.
     stop_timeout = 3.0
+    #: Settings followed while running (a KaiObjects), or None.
+    settings: KaiObjects | None = None
 
     def __init__(self, kube: Kube, *, workers: int = 1, error_delay: float = 5.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -69,6 +76,10 @@ class Controller:
     def tick(self) -> None:
         """Called every ``tick_period`` seconds while running (resyncs, sweeps)."""
 
+    def reconfigure(self) -> bool:
+        """Take up ``settings`` if they changed; whether they did."""
+        return False
+
     # -- shared --------------------------------------------------------------------------------
     @property
     def synced(self) -> bool:
@@ -82,7 +93,20 @@ class Controller:
         return (not missing, f"waiting for the first list of {', '.join(missing)}" if missing else "synced")
 
     def run(self, stop: threading.Event) -> None:
-        """Run until ``stop`` is set."""
+        """Run until ``stop`` is set (following ``settings`` meanwhile, when there are)."""
+        if self.settings is None:
+            self._run(stop)
+            return
+        self.settings.start()
+        try:
+            if not self.settings.wait_applied(SETTINGS_WAIT):
+                self.log.warning("Config not listed yet; going on with the settings of the flags")
+            self.reconfigure()
+            self._run(stop)
+        finally:
+            self.settings.stop()
+
+    def _run(self, stop: threading.Event) -> None:
         self.stores = self.informers()
         for informer in self.stores.values():
             informer.start()
