@@ -153,12 +153,13 @@ def _valid_topologies(topologies: Iterable[Topology], problems: list[Problem]) -
 
 
 def _resolve_aliases(job: Job, topologies: dict[str, Topology]) -> None:
-    """Constraints of the job that name a level by its alias name its node label instead."""
+    """Constraints of the job that name a level by its alias (of ``topologies``, those with aliases) name its
+    node label instead."""
     holders: list[Job | SubGroup | PodSet] = [job, *job.subgroups.values(), *job.pod_sets.values()]
     for holder in holders:
         tc = holder.topology
         topology = topologies.get(tc.topology) if tc is not None else None
-        if tc is not None and topology is not None and topology.aliases:
+        if tc is not None and topology is not None:
             required, preferred = topology.level(tc.required_level), topology.level(tc.preferred_level)
             if (required, preferred) != (tc.required_level, tc.preferred_level):
                 holder.topology = TopologyConstraint(tc.topology, required, preferred)
@@ -189,6 +190,7 @@ def build_snapshot(nodes: Iterable[Node], queues: Iterable[Queue], jobs: Iterabl
     """Validate the facts and assemble a snapshot (see the module docstring for what is left out)."""
     problems: list[Problem] = []
     valid_topologies = _valid_topologies(topologies, problems)
+    aliased = {name: t for name, t in valid_topologies.items() if t.aliases}
     node_list: list[Node] = []
     names: set[str] = set()
     for n in nodes:
@@ -235,7 +237,8 @@ def build_snapshot(nodes: Iterable[Node], queues: Iterable[Queue], jobs: Iterabl
                 problems.append(Problem("task", task.uid, NODE_NOT_FOUND,
                                         f"task is {task.status} on node {task.node!r}, which does not exist; "
                                         "it holds no node resources and is not placed again"))
-        _resolve_aliases(job, valid_topologies)
+        if aliased:
+            _resolve_aliases(job, aliased)
         kept[job.uid] = job
     return Snapshot(node_list, valid_queues, kept, time.time() if now is None else now,
                     valid_topologies, problems, rejected, config_maps=frozenset(config_maps),

@@ -41,14 +41,8 @@ def event_messages(kube, ns, name) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def scheduler(kube, kai_chart, kai_run, control_plane, tmp_path_factory):
-    config = tmp_path_factory.mktemp("filters") / "config.yaml"
-    config.write_text(f"actions: {ACTIONS}\n")
-    process = kai_run(["--config", str(config), "--components", "scheduler,binder,podgrouper"],
-                      control_plane.kubeconfig, name="scheduler")
-    yield process
-    if process.proc.poll() is None:
-        assert process.terminate() == 0, process.log()[-3000:]
+def scheduler(kai_scheduler):
+    return kai_scheduler(ACTIONS)
 
 
 @pytest.fixture

@@ -16,14 +16,8 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
-def scheduler(kube, kai_chart, kai_run, control_plane, tmp_path_factory):
-    config = tmp_path_factory.mktemp("volumes") / "config.yaml"
-    config.write_text("actions: allocate\n")
-    process = kai_run(["--config", str(config), "--components", "scheduler,binder,podgrouper"],
-                      control_plane.kubeconfig, name="scheduler")
-    yield process
-    if process.proc.poll() is None:
-        assert process.terminate() == 0, process.log()[-3000:]
+def scheduler(kai_scheduler):
+    return kai_scheduler("allocate")
 
 
 @pytest.fixture
