@@ -18,7 +18,9 @@ store (an object that stops matching is removed as if deleted). Store keys are
 logged and the informer goes on. A relist (at start, after 410 Gone or after an error) reports the
 difference to the previous store as the same three event types, so a consumer sees every change
 exactly once whatever happened to the connection. A new version whose transformed object equals
-the stored one is stored without an event. ``synced`` is set after the first list.
+the stored one is stored without an event. ``synced`` is set after the first list; a resource that
+is not served (404: its CRD is not installed) counts as listed and empty, and is listed again with
+the error backoff until it is served.
 
 The watch asks for bookmarks and resumes from the last resourceVersion seen; a stream that ends
 normally (server timeout) is reopened at once, failed requests are retried with exponential
@@ -138,6 +140,8 @@ class Informer:
                 if self._stop.is_set():
                     break
                 need_list = need_list or isinstance(exc, ApiError) and exc.status == 410
+                if need_list and isinstance(exc, ApiError) and exc.status == 404:
+                    self._replace([], "")  # the resource is not served (its CRD is absent): nothing exists
                 self._backoff(exc)
 
     def _backoff(self, exc: Exception) -> None:

@@ -136,6 +136,25 @@ def test_errors_back_off_and_retry_without_losing_the_store():
     assert watch_versions[:2] == ["2", "2"]  # a failed watch resumes, it does not relist
 
 
+def test_a_resource_not_served_is_synced_empty_and_listed_again_until_it_is():
+    kube = ScriptedKube(
+        lists=[page([obj("a", "1")], "2"), ApiError("GET", "/api/v1/pods", 404, "Not Found"),
+               ApiError("GET", "/api/v1/pods", 404, "Not Found"), page([obj("b", "4")], "4")],
+        watches=[ApiError("GET", "/api/v1/pods", 410, "Gone"), [{"type": "ADDED", "object": obj("c", "5")}]],
+    )
+    informer, events = run(kube)
+    assert informer.synced.is_set()
+    # the CRD went away (its objects with it) and came back with new objects
+    assert events == [("ADDED", "a"), ("DELETED", "a"), ("ADDED", "b"), ("ADDED", "c")]
+    assert [k for k, _ in kube.queries][:5] == ["list", "watch", "list", "list", "list"]
+
+
+def test_a_resource_never_served_still_syncs():
+    kube = ScriptedKube(lists=[ApiError("GET", "/api/v1/pods", 404, "Not Found")] * 3 + [page([], "1")], watches=[])
+    informer, events = run(kube)
+    assert informer.synced.is_set() and events == [] and len(informer) == 0
+
+
 def test_transform_filters_and_an_object_that_stops_matching_is_deleted():
     def only_kai(raw):
         return raw if raw.get("scheduler") == "kai" else None
