@@ -21,6 +21,7 @@ from kai.dev import manifests as m
 from kai.kube.client import ApiError, Kube, object_path
 from kai.kube.kaiconfig import KaiObjects
 from support.chart import render_chart
+from support.cleanup import delete_if_present
 from support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -47,11 +48,7 @@ def set_config(kube: Kube, spec: dict) -> None:
 
 
 def delete_config(kube: Kube) -> None:
-    try:
-        kube.delete(CONFIG)
-    except ApiError as exc:
-        if exc.status != 404:
-            raise
+    delete_if_present(kube, CONFIG)
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,7 @@ from kai.dev.manifests import COLLECTIONS
 from kai.kube.client import ApiError, Kube, object_path
 from kai.kube.views import podgroup_view
 from kai.scheduler.convert import to_job
+from support.cleanup import delete_if_present
 
 pytestmark = pytest.mark.e2e
 
@@ -51,11 +52,7 @@ def examples(kube: Kube, kai_crds):
         yield created
     finally:
         for _, doc, _ in reversed(created):
-            try:
-                kube.delete(path(doc, doc["metadata"]["name"]))
-            except ApiError as exc:
-                if exc.status != 404:
-                    raise
+            delete_if_present(kube, path(doc, doc["metadata"]["name"]))
 
 
 def test_kai_v017_examples_are_accepted_and_stored_unchanged(examples):

@@ -6,7 +6,6 @@ afterwards, so that other modules' schedulers see none) and watch where pods lan
 
 from __future__ import annotations
 
-import time
 import uuid
 
 import pytest
@@ -14,6 +13,8 @@ import pytest
 from kai.api import names
 from kai.dev import manifests as m
 from kai.kube.client import ApiError, object_path
+from support.cleanup import delete_if_present
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -21,20 +22,8 @@ SHARD = object_path(*names.SCHEDULINGSHARDS, name=names.DEFAULT_SHARD)
 APPLIED = "scheduler configuration applied"
 
 
-def wait_until(predicate, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        assert time.monotonic() < deadline, f"timed out after {timeout:.0f}s waiting for {what}"
-        time.sleep(0.1)
-    return value
-
-
 def delete_shard(kube) -> None:
-    try:
-        kube.delete(SHARD)
-    except ApiError as exc:
-        if exc.status != 404:
-            raise
+    delete_if_present(kube, SHARD)
 
 
 @pytest.fixture(scope="module")
