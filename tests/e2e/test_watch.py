@@ -59,13 +59,25 @@ def test_informer_lists_watches_and_stops(kube):
         assert time.monotonic() - started < 2.0  # the open watch is cut, not waited out
 
 
-def test_a_missing_resource_is_retried_until_it_exists(kube):
+def test_a_resource_not_served_is_synced_empty_and_read_once_its_crd_is_installed(kube):
+    group = f"e{uuid.uuid4().hex[:6]}.kai.test"
+    path = f"/apis/{group}/v1/widgets"
     with pytest.raises(ApiError) as err:
-        kube.get("/apis/example.kai.test/v1/widgets")
+        kube.get(path)
     assert err.value.status == 404
-    informer = Informer(kube, "/apis/example.kai.test/v1/widgets").start()
+    informer = Informer(kube, path).start()
+    crd = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.{group}"
     try:
-        assert not informer.wait_synced(0.5)
-        assert informer._thread.is_alive()
+        assert informer.wait_synced(5) and len(informer) == 0  # nothing exists: listed, empty
+        kube.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", {
+            "metadata": {"name": f"widgets.{group}"},
+            "spec": {"group": group, "scope": "Cluster", "names": {"plural": "widgets", "kind": "Widget"},
+                     "versions": [{"name": "v1", "served": True, "storage": True, "schema": {
+                         "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}})
+        wait_for(lambda: any(c["type"] == "Established" and c["status"] == "True"
+                             for c in kube.get(crd).get("status", {}).get("conditions", [])))
+        kube.post(path, {"apiVersion": f"{group}/v1", "kind": "Widget", "metadata": {"name": "w1"}})
+        wait_for(lambda: informer.get("w1") is not None, timeout=30)
     finally:
         informer.stop()
+        kube.delete(crd)
