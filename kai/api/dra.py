@@ -152,22 +152,32 @@ class PodResourceClaim:
 
 @attrs.define(slots=True, eq=False)
 class DynamicResources:
-    """One cycle's DeviceClasses, ResourceSlices and ResourceClaims."""
+    """One cycle's DeviceClasses, ResourceSlices and ResourceClaims, and the ResourceClaimTemplates (each as
+    the claim it generates, keyed ``namespace/template``)."""
 
     classes: dict[str, DeviceClass] = attrs.field(factory=dict)
     slices: tuple[ResourceSlice, ...] = ()
     claims: dict[str, ResourceClaim] = attrs.field(factory=dict)
+    templates: dict[str, ResourceClaim] = attrs.field(factory=dict)
 
     @classmethod
     def of(cls, classes: Iterable[DeviceClass] = (), slices: Iterable[ResourceSlice] = (),
-           claims: Iterable[ResourceClaim] = ()) -> DynamicResources:
-        return cls({c.name: c for c in classes}, tuple(slices), {c.key: c for c in claims})
+           claims: Iterable[ResourceClaim] = (), templates: Iterable[ResourceClaim] = ()) -> DynamicResources:
+        return cls({c.name: c for c in classes}, tuple(slices), {c.key: c for c in claims},
+                   {t.key: t for t in templates})
 
     def __bool__(self) -> bool:
         return bool(self.slices or self.claims)
 
     def claim_of(self, namespace: str, pod_claim: PodResourceClaim) -> ResourceClaim | None:
         return self.claims.get(f"{namespace}/{pod_claim.claim}") if pod_claim.claim else None
+
+    def requests_of(self, namespace: str, pod_claim: PodResourceClaim) -> ResourceClaim | None:
+        """The claim a pod's entry names, or before it is generated the template's (for the GPUs it asks)."""
+        claim = self.claim_of(namespace, pod_claim)
+        if claim is None and pod_claim.template:
+            return self.templates.get(f"{namespace}/{pod_claim.template}")
+        return claim
 
     def gpu_devices(self, nodes: Iterable[str]) -> int:
         """GPUs of the cluster KAI's way: devices of node-local slices of a GPU driver on ``nodes``."""

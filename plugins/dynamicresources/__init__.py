@@ -9,7 +9,8 @@
 * ``kai_on_allocate`` / ``kai_on_deallocate``: the session's ledger of claim allocations. A placed pod
   allocates its claims that are not allocated yet (a claim shared by several pods is allocated once);
   when the last pod holding a claim leaves (eviction, rollback), its devices are free again. A pod
-  placed again gets the devices it had, so statements restore the ledger exactly.
+  placed again gets the devices it had, so statements restore the ledger exactly. A placed pod's
+  ``claim_allocations`` name its claims' allocations for the binder.
 
 A claim allocated before the session keeps its devices; it is freed only when every pod holding it is
 evicted. The plugin steps out of the session when no pod has claims.
@@ -117,8 +118,12 @@ class DynamicResourcesPlugin:
     def _condition(self, task: Task) -> Reject | None:
         for pod_claim, claim in zip(task.resource_claims, self._claims(task), strict=True):
             if claim is None:
-                what = (f"the claim of template {pod_claim.template} is not generated yet" if not pod_claim.claim
-                        else f"resource claim {task.namespace}/{pod_claim.claim} does not exist")
+                if pod_claim.claim:
+                    what = f"resource claim {task.namespace}/{pod_claim.claim} does not exist"
+                elif f"{task.namespace}/{pod_claim.template}" in self.dra.templates:
+                    what = f"the claim of template {pod_claim.template} is not generated yet"
+                else:
+                    what = f"resource claim template {task.namespace}/{pod_claim.template} does not exist"
                 return Reject(NAME, f"pod {task.namespace}/{task.name}: {what}")
             if len(claim.reserved_for) >= RESERVED_FOR_MAX and task.uid not in claim.reserved_for:
                 return Reject(NAME, f"resource claim {claim.key} has reached its maximum number of consumers "
@@ -182,20 +187,23 @@ class DynamicResourcesPlugin:
                 self.ledger.hold(claim.key, task.uid, before)
             else:
                 pending.append(claim)
-        if not pending:
-            return
-        search = self._search(pending, node)
-        if not search.run():
-            log.error("dynamicresources: the claims of pod %s cannot be allocated on node %s: %s", task.uid,
-                      node.name, search.reason(task.namespace, self.selectors))
-            return
-        for key, allocation in search.allocations(node.name).items():
-            self.ledger.hold(key, task.uid, allocation)
+        if pending:
+            search = self._search(pending, node)
+            if search.run():
+                for key, allocation in search.allocations(node.name).items():
+                    self.ledger.hold(key, task.uid, allocation)
+            else:
+                log.error("dynamicresources: the claims of pod %s cannot be allocated on node %s: %s", task.uid,
+                          node.name, search.reason(task.namespace, self.selectors))
+        task.claim_allocations = tuple(
+            (entry.name, self.ledger.allocations[f"{task.namespace}/{entry.claim}"]) for entry in task.resource_claims
+            if entry.claim and f"{task.namespace}/{entry.claim}" in self.ledger.allocations)
 
     @hookimpl
     def kai_on_deallocate(self, session, task, node):
         if not task.resource_claims:
             return
+        task.claim_allocations = ()
         for claim in self._claims(task):
             if claim is not None:
                 self.ledger.release(claim.key, task.uid)

@@ -206,7 +206,7 @@ def test_missing_claims_and_device_classes_keep_the_pod_pending_before_any_node(
     assert kt.placements(s) == {}
     assert "device class nope does not exist for claim default/c request gpu" in kt.fit_error(s, "a-0")
     assert "resource claim default/absent does not exist" in kt.fit_error(s, "m-0")
-    assert "the claim of template tpl is not generated yet" in kt.fit_error(s, "t-0")
+    assert "resource claim template default/tpl does not exist" in kt.fit_error(s, "t-0")
 
 
 # --- the ledger -----------------------------------------------------------------------------------------
