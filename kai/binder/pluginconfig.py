@@ -24,8 +24,9 @@ from kai.framework.errors import ConfigError
 from kai.framework.yamlfile import describe, read_yaml
 
 FIELDS = ("enabled", "priority", "arguments")
-#: KAI's priorities of its GPU-sharing and volume-binding plugins (dynamicresources 200, hamicore 50).
+#: KAI's priorities of its binder plugins.
 GPUSHARING_PRIORITY = 100
+DYNAMICRESOURCES_PRIORITY = 200
 VOLUMEBINDING_PRIORITY = 300
 #: KAI's default ``bindTimeoutSeconds`` of the volume-binding plugin.
 DEFAULT_BIND_TIMEOUT_SECONDS = 120
@@ -43,9 +44,11 @@ class PluginConfig:
 def default_config(cdi_enabled: bool = False,
                    bind_timeout_seconds: int = DEFAULT_BIND_TIMEOUT_SECONDS) -> dict[str, PluginConfig]:
     """The plugins run when the configuration names none, with KAI's priorities and arguments: volume binding,
-    then GPU sharing."""
+    DRA claims, then GPU sharing."""
     return {"volumebinding": PluginConfig(True, VOLUMEBINDING_PRIORITY,
                                           {"bindTimeoutSeconds": str(bind_timeout_seconds)}),
+            "dynamicresources": PluginConfig(True, DYNAMICRESOURCES_PRIORITY,
+                                             {"bindTimeoutSeconds": str(bind_timeout_seconds)}),
             "gpusharing": PluginConfig(True, GPUSHARING_PRIORITY, {"cdiEnabled": _go_bool(cdi_enabled)})}
 
 
