@@ -9,9 +9,16 @@ claim named in the pod's ``status.resourceClaimStatuses``) gets, as KAI's binder
   kube-controller-manager deallocates it once no pod uses it any more;
 * the pod in ``status.reservedFor``.
 
+A BindRequest's ``spec.extendedResourceClaimAllocation`` (KAI's field for DRA-backed extended resources,
+KEP-5004) makes the plugin create the pod's implicit claim (``generateName: <pod>-extended-resources-``,
+annotation ``resource.kubernetes.io/extended-resource-claim``, the pod as controlling owner, the
+finalizer) unless an earlier attempt did, allocate and reserve it as above, and record it in the pod's
+``status.extendedResourceClaimStatus`` (claim name and container request mappings) for the kubelet.
+
 Writes use the claim's resourceVersion and are retried on conflict; ``bindTimeoutSeconds`` bounds them.
 When the bind fails, ``rollback`` takes the pod out of ``reservedFor`` and, from a claim it allocated that
-no other pod has reserved since, the allocation and the finalizer it added.
+no other pod has reserved since, the allocation and the finalizer it added; an implicit claim it
+created is deleted and the pod's status entry cleared.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kai.api import names
+from kai.api.dra import ExtendedClaim
 from kai.binder.plugins import BindContext, BindError, InvalidBindRequest
 from kai.kube import dra
 from kai.kube.client import ApiError, Kube, object_path
@@ -80,10 +88,11 @@ class DynamicResources:
 
     def pre_bind(self, ctx: BindContext) -> None:
         spec = ctx.request.raw.get("spec") or {}
-        if not spec.get("resourceClaimAllocations"):
+        if not spec.get("resourceClaimAllocations") and not spec.get("extendedResourceClaimAllocation"):
             return
         try:
             allocations = dra.claim_allocations(spec)
+            extended = dra.extended_claim(spec, ctx.request.namespace, ctx.request.pod_name)
         except ValueError as exc:
             raise InvalidBindRequest(f"BindRequest {ctx.request.key}: {exc}") from None
         pod = ctx.pod
@@ -106,6 +115,45 @@ class DynamicResources:
             done.append((claim, allocated, finalized))
             log.info("resource claim reserved", **fields(claim=f"{namespace}/{claim}", pod=f"{namespace}/{pod_name}",
                                                          allocated=allocated))
+        if extended is not None:
+            self._bind_extended(ctx, extended, pod_name, uid)
+
+    def _bind_extended(self, ctx: BindContext, extended: ExtendedClaim, pod_name: str, uid: str) -> None:
+        namespace = ctx.request.namespace
+        body = dra.extended_claim_json(extended)
+        try:
+            name = self._find_extended(namespace, uid)
+            if name is None:
+                created = self.kube.post(object_path(*names.RESOURCECLAIMS, namespace), {
+                    "apiVersion": dra.API_VERSION, "kind": "ResourceClaim",
+                    "metadata": {"generateName": f"{pod_name}-extended-resources-", "finalizers": [FINALIZER],
+                                 "annotations": {dra.EXTENDED_CLAIM_ANNOTATION: "true"},
+                                 "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": pod_name, "uid": uid,
+                                                      "controller": True, "blockOwnerDeletion": True}]},
+                    "spec": {"devices": {"requests": body["deviceRequests"]}}})
+                name = created["metadata"]["name"]
+                ctx.state[f"{NAME}/extended"] = name
+        except ApiError as exc:
+            raise BindError(f"cannot create the extended resource claim of pod {namespace}/{pod_name}: {exc}") from None
+        self._reserve(namespace, name, pod_name, uid, body["allocation"])
+        ctx.state.setdefault(NAME, []).append((name, True, False))
+        try:
+            self.kube.patch(object_path(*names.PODS, namespace, pod_name), {"status": {"extendedResourceClaimStatus": {
+                "resourceClaimName": name, "requestMappings": body["containerMappings"]}}}, subresource="status")
+        except ApiError as exc:
+            raise BindError(f"cannot record claim {namespace}/{name} in the status of pod {namespace}/{pod_name}: "
+                            f"{exc}") from None
+        log.info("extended resource claim reserved", **fields(claim=f"{namespace}/{name}",
+                                                              pod=f"{namespace}/{pod_name}"))
+
+    def _find_extended(self, namespace: str, uid: str) -> str | None:
+        """The implicit claim an earlier attempt created for the pod, if any."""
+        for claim in self.kube.get(object_path(*names.RESOURCECLAIMS, namespace)).get("items") or ():
+            meta = claim.get("metadata") or {}
+            if (meta.get("annotations") or {}).get(dra.EXTENDED_CLAIM_ANNOTATION) == "true" and any(
+                    o.get("uid") == uid and o.get("controller") for o in meta.get("ownerReferences") or ()):
+                return str(meta["name"])
+        return None
 
     def _reserve(self, namespace: str, name: str, pod_name: str, uid: str, allocation: dict) -> tuple[bool, bool]:
         """Allocates (when not yet) and reserves claim ``name`` for the pod; (allocated it, added the finalizer)."""
@@ -145,13 +193,18 @@ class DynamicResources:
         if not done:
             return
         meta = ctx.pod.get("metadata") or {}
+        namespace, created = ctx.request.namespace, ctx.state.get(f"{NAME}/extended")
         for claim, allocated, finalized in reversed(done):
             try:
-                self._release(ctx.request.namespace, claim, meta.get("name", ""), meta.get("uid", ""), allocated,
-                              finalized)
+                self._release(namespace, claim, meta.get("name", ""), meta.get("uid", ""), allocated,
+                              finalized or claim == created)
+                if claim == created:
+                    self.kube.delete(_claim_path(namespace, claim))
+                    self.kube.patch(object_path(*names.PODS, namespace, meta.get("name", "")),
+                                    {"status": {"extendedResourceClaimStatus": None}}, subresource="status")
             except ApiError as exc:  # the claim keeps the reservation; kube-controller-manager drops it with the pod
                 log.warning("cannot take a failed bind's reservation back", **fields(
-                    claim=f"{ctx.request.namespace}/{claim}", error=str(exc)))
+                    claim=f"{namespace}/{claim}", error=str(exc)))
 
     def _release(self, namespace: str, name: str, pod_name: str, uid: str, allocated: bool, finalized: bool) -> None:
         path = _claim_path(namespace, name)

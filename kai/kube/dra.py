@@ -15,11 +15,13 @@ import attrs
 from kai.api.dra import (
     ALLOCATION_MODES,
     EXACT_COUNT,
+    EXTENDED_ENTRY,
     Allocation,
     Device,
     DeviceClass,
     DeviceId,
     DeviceRequest,
+    ExtendedClaim,
     PodResourceClaim,
     ResourceClaim,
     ResourceSlice,
@@ -34,8 +36,10 @@ API_VERSION = "resource.k8s.io/v1"
 INFORMERS = ("deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates")
 #: The kinds an :class:`Unreadable` may name (a problem of one of these kinds gets an event on the object).
 KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate")
-#: The label of a claim generated from a template: the pod's entry it was made for.
+#: The annotation of a claim generated from a template: the pod's entry it was made for.
 POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
+#: The annotation of the claim holding a pod's DRA-backed extended resources (KEP-5004).
+EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
 
 
 @attrs.frozen(slots=True)
@@ -95,7 +99,8 @@ def _read(kind: str, raw: dict, read):
 
 def device_class_view(raw: dict) -> DeviceClass | Unreadable:
     return _read("DeviceClass", raw, lambda meta, spec, _: DeviceClass(
-        str(meta.get("name", "")), _selectors(spec.get("selectors"), "spec.selectors")))
+        str(meta.get("name", "")), _selectors(spec.get("selectors"), "spec.selectors"),
+        str(spec.get("extendedResourceName") or "")))
 
 
 def _attribute(value, where: str):
@@ -200,6 +205,37 @@ def claim_allocations(spec: dict) -> tuple[tuple[str, Allocation], ...]:
     return tuple(out)
 
 
+def extended_claim(spec: dict, namespace: str, pod: str) -> ExtendedClaim | None:
+    """A BindRequest's ``spec.extendedResourceClaimAllocation`` (KAI's field) for ``namespace/pod``; ValueError
+    when it cannot be read."""
+    raw = spec.get("extendedResourceClaimAllocation")
+    if not raw:
+        return None
+    if not isinstance(raw, dict):
+        raise _Bad("spec.extendedResourceClaimAllocation: expected an object")
+    allocation = _allocation(raw.get("allocation"))
+    if allocation is None:
+        raise _Bad("spec.extendedResourceClaimAllocation: the allocation is missing")
+    requests = tuple(_request(r, f"spec.extendedResourceClaimAllocation.deviceRequests[{i}]")
+                     for i, r in enumerate(_list(raw.get("deviceRequests"), "deviceRequests")))
+    mappings = tuple((str(m.get("containerName", "")), str(m.get("resourceName", "")), str(m.get("requestName", "")))
+                     for m in _list(raw.get("containerMappings"), "containerMappings") if isinstance(m, dict))
+    claim = ResourceClaim(namespace, f"{EXTENDED_ENTRY}{pod}", requests, extended_for=f"{namespace}/{pod}")
+    return ExtendedClaim(claim, allocation, mappings)
+
+
+def extended_claim_json(extended: ExtendedClaim) -> dict:
+    """KAI's BindRequest ``spec.extendedResourceClaimAllocation`` for an implicit claim."""
+    return {
+        "allocation": allocation_json(extended.allocation),
+        "deviceRequests": [{"name": r.name, "exactly": {"deviceClassName": r.device_class, "count": r.count,
+                                                        "allocationMode": r.allocation_mode}}
+                           for r in extended.claim.requests],
+        "containerMappings": [{"containerName": c, "resourceName": res, "requestName": req}
+                              for c, res, req in extended.mappings],
+    }
+
+
 def _allocation(raw) -> Allocation | None:
     if not isinstance(raw, dict):
         return None
@@ -221,9 +257,13 @@ def _claim(meta: dict, spec: dict, status: dict) -> ResourceClaim:
     reserved = tuple(f"{ns}/{r.get('name', '')}" for r in _list(status.get("reservedFor"), "status.reservedFor")
                      if isinstance(r, dict) and r.get("resource") == "pods")
     annotations = meta.get("annotations") or {}
+    owner = next((o for o in meta.get("ownerReferences") or () if isinstance(o, dict) and o.get("kind") == "Pod"
+                  and o.get("controller")), None)
+    extended_for = f"{ns}/{owner.get('name', '')}" if owner is not None and \
+        annotations.get(EXTENDED_CLAIM_ANNOTATION) == "true" else ""
     return ResourceClaim(ns, str(meta.get("name", "")), _requests(spec), _allocation(status.get("allocation")),
                          reserved, {str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
-                         from_template=POD_CLAIM_NAME_ANNOTATION in annotations)
+                         from_template=POD_CLAIM_NAME_ANNOTATION in annotations, extended_for=extended_for)
 
 
 def resource_claim_view(raw: dict) -> ResourceClaim | Unreadable:

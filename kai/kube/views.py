@@ -51,7 +51,7 @@ from kai.api.names import (
 from kai.api.podgroup import NON_PREEMPTIBLE, PREEMPTIBLE
 from kai.api.resources import gpu_memory_from_label, parse_gpu_sharing
 from kai.framework import parse_duration
-from kai.kube.dra import claim_allocations, pod_resource_claims
+from kai.kube.dra import claim_allocations, extended_claim, pod_resource_claims
 from kai.kube.nrt import placement_annotation, placement_record
 from kai.kube.quantity import QuantityError, parse
 from kai.kube.storage import pod_claims
@@ -213,7 +213,7 @@ def container_requests(spec: dict) -> tuple[ContainerRequest, ...]:
             amounts = _container_requests(c, f"spec.{key}[{i}]")
             if "cpu" in amounts:
                 amounts["cpu"] *= 1000.0
-            out.append(ContainerRequest(amounts, init, init and is_sidecar(c)))
+            out.append(ContainerRequest(amounts, init, init and is_sidecar(c), str(c.get("name") or "")))
     return tuple(out)
 
 
@@ -498,6 +498,8 @@ class BindRequestView:
     numa_zones: tuple = ()
     #: ``spec.resourceClaimAllocations``: (pod claim entry, :class:`kai.api.dra.Allocation`); empty when unreadable.
     claim_allocations: tuple = ()
+    #: ``spec.extendedResourceClaimAllocation`` (:class:`kai.api.dra.ExtendedClaim`), None when absent or unreadable.
+    extended_claim: object = None
 
 
 def bindrequest_view(raw: dict) -> BindRequestView:
@@ -511,14 +513,14 @@ def bindrequest_view(raw: dict) -> BindRequestView:
     return BindRequestView(f"{ns}/{name}", ns, name, str(spec.get("podName") or ""), str(owner.get("uid") or ""),
                            str(spec.get("selectedNode") or ""), phase, failed,
                            tuple(str(g) for g in spec.get("selectedGPUGroups") or ()), _predicted_zones(spec),
-                           _claim_allocations(spec))
+                           *_claims(spec, ns, str(spec.get("podName") or "")))
 
 
-def _claim_allocations(spec: dict) -> tuple:
+def _claims(spec: dict, namespace: str, pod: str) -> tuple:
     try:
-        return claim_allocations(spec)
+        return claim_allocations(spec), extended_claim(spec, namespace, pod)
     except (ValueError, TypeError, AttributeError):
-        return ()  # the binder fails such a BindRequest; the claims' own status tells
+        return (), None  # the binder fails such a BindRequest; the claims' own status tells
 
 
 def _predicted_zones(spec: dict) -> tuple:

@@ -44,7 +44,7 @@ import time
 import attrs
 
 from kai.api import ACTIVE_USED, HostPort, Job, Node, Resources, TaskStatus, names
-from kai.api.dra import Allocation, DynamicResources
+from kai.api.dra import EXTENDED_ENTRY, Allocation, DynamicResources, ExtendedClaim, PodResourceClaim, ResourceClaim
 from kai.api.storage import Storage
 from kai.framework import Problem, Snapshot, build_snapshot
 from kai.framework.snapshot import NODE_NOT_FOUND
@@ -115,6 +115,7 @@ class _Assumed:
     gpu_groups: tuple = ()
     numa_zones: tuple = ()
     claim_allocations: tuple = ()
+    extended: ExtendedClaim | None = None
 
 
 class ClusterCache:
@@ -201,11 +202,13 @@ class ClusterCache:
     # --- the cache's own writes ---------------------------------------------------------------------
 
     def assume_bound(self, pod: PodView, node: str, gpu_groups: tuple[str, ...] = (), numa_zones: tuple = (),
-                     claim_allocations: tuple[tuple[str, Allocation], ...] = ()) -> None:
+                     claim_allocations: tuple[tuple[str, Allocation], ...] = (),
+                     extended: ExtendedClaim | None = None) -> None:
         """A BindRequest for ``pod`` on ``node`` (shared GPU devices ``gpu_groups``, NUMA placement
-        ``numa_zones``, allocations of its ResourceClaims) is being created."""
+        ``numa_zones``, allocations of its ResourceClaims and its implicit claim) is being created."""
         with self._lock:
-            self._bound[pod.key] = _Assumed(pod.uid, node, math.inf, gpu_groups, numa_zones, claim_allocations)
+            self._bound[pod.key] = _Assumed(pod.uid, node, math.inf, gpu_groups, numa_zones, claim_allocations,
+                                            extended)
 
     def assume_evicted(self, pod: PodView) -> None:
         """``pod`` is being deleted."""
@@ -279,6 +282,7 @@ class ClusterCache:
         }
 
         resources = self._dynamic_resources(problems)
+        extended_claims = {c.extended_for: c for c in resources.claims.values() if c.extended_for}
         used: dict[str, tuple[Resources, int]] = {}
         ports: dict[str, list[HostPort]] = {}
         kept_pods: dict[str, PodView] = {}
@@ -290,12 +294,13 @@ class ClusterCache:
             status, node = convert.pod_state(pod, bind, now, self.stuck_after)
             groups, zones = (bind.gpu_groups, bind.numa_zones) if bind is not None else ((), ())
             allocations = bind.claim_allocations if bind is not None and not pod.node_name else ()
+            extended = bind.extended_claim if bind is not None and not pod.node_name else None
             if pod.key in bound and status is TaskStatus.PENDING:
                 assumed = bound[pod.key]
                 if assumed.node in node_views:
                     status, node = TaskStatus.BINDING, assumed.node
                     groups, zones = assumed.gpu_groups, assumed.numa_zones
-                    allocations = assumed.claim_allocations
+                    allocations, extended = assumed.claim_allocations, assumed.extended
                 elif pod.key not in bound_to_nowhere:
                     problems.append(Problem("task", pod.key, NODE_NOT_FOUND,
                                             f"pod was being bound to node {assumed.node!r}, which no longer exists; "
@@ -319,7 +324,8 @@ class ClusterCache:
                     if reservation:
                         reservations.append((node, pod))
                 continue
-            task = convert.to_task(pod, job.uid, status, node, groups, zones, resources)
+            entry = _extended_entry(resources, extended_claims, pod, extended if status in ACTIVE_USED else None)
+            task = convert.to_task(pod, job.uid, status, node, groups, zones, resources, entry)
             if pod.numa_invalid:
                 problems.append(Problem("task", pod.key, "InvalidNumaPlacement", pod.numa_invalid))
             job.add_task(task)
@@ -391,6 +397,17 @@ def _being_allocated(resources: DynamicResources, pod: PodView, allocations: tup
         reserved = claim.reserved_for if pod.key in claim.reserved_for else (*claim.reserved_for, pod.key)
         resources.claims[claim.key] = attrs.evolve(claim, allocation=claim.allocation or allocation,
                                                    reserved_for=reserved)
+
+
+def _extended_entry(resources: DynamicResources, claims: dict[str, ResourceClaim], pod: PodView,
+                    pending: ExtendedClaim | None) -> tuple[PodResourceClaim, ...]:
+    """The entry of a pod's implicit claim for DRA-backed extended resources: the claim the binder created for
+    it, else while it is being bound the one its BindRequest carries (held as allocated meanwhile)."""
+    claim = claims.get(pod.key)
+    if claim is None and pending is not None:
+        claim = attrs.evolve(pending.claim, allocation=pending.allocation, reserved_for=(pod.key,))
+        resources.claims[claim.key] = claim
+    return (PodResourceClaim(EXTENDED_ENTRY, claim.name),) if claim is not None else ()
 
 
 def _is_reservation(pod: PodView, app: str) -> bool:

@@ -4,7 +4,8 @@
 
 * ``bind`` -> a ``scheduling.run.ai/v1alpha2`` BindRequest named after the pod (KAI's shape: owner
   reference to the pod, label ``selected-node``, received GPU type/count/portion, the allocations of the
-  pod's ResourceClaims as ``resourceClaimAllocations``), then event
+  pod's ResourceClaims as ``resourceClaimAllocations``, its implicit claim for DRA-backed ``nvidia.com/gpu``
+  as ``extendedResourceClaimAllocation``), then event
   ``Scheduled``; the cache assumes the binding at once, so the next cycle does not place the pod
   again. An existing BindRequest of the same name (409) means the pod is already being bound.
 * ``evict`` -> the pod is deleted (UID precondition), the PodGroup gets event ``Evict`` with KAI's
@@ -94,6 +95,8 @@ def bind_request(pod: PodView, task: Task, node: str, gpu_groups: tuple[str, ...
     if task.claim_allocations:
         spec["resourceClaimAllocations"] = [{"name": name, "allocation": dra.allocation_json(allocation)}
                                             for name, allocation in task.claim_allocations]
+    if task.extended_claim is not None:
+        spec["extendedResourceClaimAllocation"] = dra.extended_claim_json(task.extended_claim)
     return {
         "apiVersion": names.BINDREQUEST_API_VERSION,
         "kind": "BindRequest",
@@ -272,7 +275,7 @@ class Committer:
         info = session.node_by_name.get(node)
         body = bind_request(pod, task, node, gpu_groups, info.node.gpu_memory_mib if info is not None else 0,
                             numa_zones)
-        self.cache.assume_bound(pod, node, gpu_groups, numa_zones, task.claim_allocations)
+        self.cache.assume_bound(pod, node, gpu_groups, numa_zones, task.claim_allocations, task.extended_claim)
         log.info("bind", **fields(pod=pod.key, node=node, podgroup=task.job))
         if self.metrics is not None:
             self.metrics.task_scheduled(session.now - pod.created)

@@ -183,3 +183,38 @@ def test_a_higher_priority_dra_pod_preempts_and_reuses_the_victims_device(cluste
     assert cluster.bound(["serve"]) == {"serve": f"{cluster.ns}-a"}
     assert cluster.devices("serve") <= victim_devices
     assert any(e["reason"] == "Evict" for e in cluster.events("train"))
+
+
+def test_a_gpu_pod_on_a_node_whose_gpus_only_dra_publishes_is_bound_through_an_implicit_claim(cluster, scheduler,
+                                                                                               kube):
+    """KEP-5004: a DeviceClass with ``extendedResourceName: nvidia.com/gpu`` backs the GPUs of node c, which has
+    no nvidia.com/gpu of its own; a pod asking one lands there and gets a claim the binder created."""
+    host = f"{cluster.ns}-c"
+    m.apply(kube, m.gpu_node(host, gpus=0, cpu="8", labels={"e2e": cluster.ns}))
+    cluster.slice_for(host, "L4", count=1)
+    backing = f"{cluster.ns}-backing-gpu"
+    kube.post(f"{RESOURCE}/deviceclasses", {
+        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": backing},
+        "spec": {"extendedResourceName": "nvidia.com/gpu", "selectors": [{"cel": {"expression": (
+            f'device.driver == "{cluster.driver}" && device.attributes["{cluster.driver}"].model == "L4"')}}]}})
+    try:
+        m.apply(kube, m.podgroup(cluster.ns, "legacy", queue=cluster.queue))
+        m.apply(kube, m.pod(cluster.ns, "legacy", "legacy", gpus=1, node_selector={"e2e": cluster.ns}))
+        wait_until(lambda: cluster.bound(["legacy"]).get("legacy"), 60, "the nvidia.com/gpu pod bound")
+        assert cluster.bound(["legacy"]) == {"legacy": host}
+        claims = kube.get(f"{RESOURCE}/namespaces/{cluster.ns}/resourceclaims")["items"]
+        (claim,) = [c for c in claims if c["metadata"].get("annotations", {}).get(
+            "resource.kubernetes.io/extended-resource-claim") == "true"]
+        pod = cluster.pod("legacy")
+        assert claim["metadata"]["ownerReferences"][0]["uid"] == pod["metadata"]["uid"]
+        assert claim["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] == backing
+        assert [(r["pool"], r["device"]) for r in claim["status"]["allocation"]["devices"]["results"]] == [
+            (host, "gpu-0")]
+        assert claim["status"]["reservedFor"][0]["uid"] == pod["metadata"]["uid"]
+        status = pod["status"]["extendedResourceClaimStatus"]
+        assert status["resourceClaimName"] == claim["metadata"]["name"]
+        assert status["requestMappings"] == [{"containerName": "main", "resourceName": "nvidia.com/gpu",
+                                              "requestName": "container-0-request-0"}]
+    finally:
+        kube.request("DELETE", f"{RESOURCE}/resourceslices/{host}-gpus")
+        kube.request("DELETE", f"{RESOURCE}/deviceclasses/{backing}")

@@ -125,3 +125,64 @@ def test_bad_allocations_and_missing_claims_fail_the_bind_naming_them():
         plugin(kube).pre_bind(context(kube))
     with pytest.raises(ValueError, match="bindTimeoutSeconds must be positive"):
         build({"bindTimeoutSeconds": "0"})
+
+
+class WithCreate(Claims):
+    """Claims that can also be listed, created (generateName), deleted, and a pod status patched."""
+
+    def request(self, method, path, query=None, body=None, **kw):
+        if method == "GET" and path == CLAIMS:
+            return {"items": [copy.deepcopy(o) for p, o in self.objects.items() if p.startswith(CLAIMS + "/")]}
+        if method == "POST":
+            name = body["metadata"]["generateName"] + "x1"
+            self.objects[f"{path}/{name}"] = {**copy.deepcopy(body), "metadata": {
+                **body["metadata"], "name": name, "namespace": "ns", "resourceVersion": "1"}, "status": {}}
+            return copy.deepcopy(self.objects[f"{path}/{name}"])
+        if method == "DELETE":
+            self.writes.append(f"DELETE {path}")
+            del self.objects[path]
+            return {}
+        if method == "PATCH":
+            self.writes.append(f"PATCH {path}")
+            self.objects[POD]["status"] = {**self.objects[POD].get("status", {}), **body["status"]}
+            return copy.deepcopy(self.objects[POD])
+        return super().request(method, path, query, body, **kw)
+
+
+EXTENDED = {"allocation": ALLOCATION,
+            "deviceRequests": [{"name": "container-0-request-0",
+                                "exactly": {"deviceClassName": "gpu.example.com", "count": 1}}],
+            "containerMappings": [{"containerName": "main", "resourceName": "nvidia.com/gpu",
+                                   "requestName": "container-0-request-0"}]}
+
+
+def extended_context(kube):
+    request = BindRequest.from_object({"metadata": {"name": "app", "namespace": "ns"},
+                                       "spec": {"podName": "app", "selectedNode": "b",
+                                                "extendedResourceClaimAllocation": EXTENDED}})
+    return BindContext(request, {"metadata": {"name": "b"}}, kube, read_pod=lambda: kube.get(POD))
+
+
+def test_an_implicit_claim_is_created_allocated_reserved_and_named_in_the_pod_status_and_rolled_back():
+    kube = WithCreate({POD: {"metadata": {"name": "app", "namespace": "ns", "uid": "pod-1"}, "spec": {},
+                             "status": {}}})
+    ctx = extended_context(kube)
+    p = plugin(kube)
+    p.pre_bind(ctx)
+    name = "app-extended-resources-x1"
+    stored = kube.objects[f"{CLAIMS}/{name}"]
+    assert stored["metadata"]["annotations"] == {"resource.kubernetes.io/extended-resource-claim": "true"}
+    assert stored["metadata"]["ownerReferences"][0]["uid"] == "pod-1"
+    assert stored["metadata"]["finalizers"] == [FINALIZER]
+    assert stored["spec"]["devices"]["requests"] == [{"name": "container-0-request-0", "exactly": {
+        "deviceClassName": "gpu.example.com", "count": 1, "allocationMode": "ExactCount"}}]
+    assert stored["status"] == {"allocation": ALLOCATION, "reservedFor": [ME]}
+    assert kube.objects[POD]["status"]["extendedResourceClaimStatus"] == {
+        "resourceClaimName": name, "requestMappings": EXTENDED["containerMappings"]}
+    # a second attempt finds the claim it made and does not create another
+    again = extended_context(kube)
+    p.pre_bind(again)
+    assert [k for k in kube.objects if k.startswith(CLAIMS)] == [f"{CLAIMS}/{name}"]
+    p.rollback(ctx)
+    assert f"{CLAIMS}/{name}" not in kube.objects
+    assert kube.objects[POD]["status"]["extendedResourceClaimStatus"] is None

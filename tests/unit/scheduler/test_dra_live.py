@@ -7,7 +7,7 @@ tests/e2e/test_dra.py runs the same code against a real API server.
 from __future__ import annotations
 
 from kai import testing as kt
-from kai.api.dra import Allocation
+from kai.api.dra import EXTENDED_ENTRY, Allocation
 from kai.kube import dra
 from kai.scheduler.cache import ClusterCache
 from kai.scheduler.commit import bind_request
@@ -168,3 +168,53 @@ def test_an_allocation_survives_the_round_trip_through_json():
     network = Allocation((("nic", ("net.example.com", "fabric", "nic-0")),), None, None)
     assert dra.claim_allocations({"resourceClaimAllocations": [
         {"name": "nic", "allocation": dra.allocation_json(network)}]}) == (("nic", network),)
+
+
+def gpu_pod(name, node_name="", phase="Pending"):
+    return {"metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}",
+                         "annotations": {"pod-group-name": name}},
+            "spec": {"schedulerName": "kai-scheduler", "nodeName": node_name,
+                     "containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+            "status": {"phase": phase}}
+
+
+def test_a_gpu_pod_on_a_dra_only_node_carries_its_implicit_claim_until_the_binders_claim_shows_it():
+    backing = device_class()
+    backing["spec"]["extendedResourceName"] = "nvidia.com/gpu"
+    objects = dict(nodes=[node("a")], queues=[QUEUE], deviceclasses=[backing], resourceslices=[gpu_slice("a", "H100")])
+    pods = [gpu_pod("first"), gpu_pod("second")]
+    cache = cache_with(podgroups=[podgroup("first"), podgroup("second")], pods=pods, **objects)
+    cycle = cache.snapshot()
+    placed = kt.placements(kt.run(cycle.snapshot, PLUGINS))
+    assert len(placed) == 1  # one DRA GPU for two pods
+    (name, _), = placed.items()
+    other = "second" if name == "first" else "first"
+    task = cycle.snapshot.jobs[f"ns/{name}"].tasks[name]
+    body = bind_request(cycle.pods[f"ns/{name}"], task, "a", (), 0)
+    extended = body["spec"]["extendedResourceClaimAllocation"]
+    assert extended["deviceRequests"] == [{"name": "container-0-request-0", "exactly": {
+        "deviceClassName": DRIVER, "count": 1, "allocationMode": "ExactCount"}}]
+    assert extended["containerMappings"] == [{"containerName": "main", "resourceName": "nvidia.com/gpu",
+                                              "requestName": "container-0-request-0"}]
+    # while the BindRequest is pending, its implicit claim holds the device
+    binding = cache_with(podgroups=[podgroup("first"), podgroup("second")], pods=pods, bindrequests=[body],
+                         **objects).snapshot()
+    pending = binding.snapshot.jobs[f"ns/{name}"].tasks[name].resource_claims
+    assert [c.name for c in pending] == [EXTENDED_ENTRY]
+    held_claim = binding.snapshot.dra.claim_of("ns", pending[0])
+    assert held_claim.allocation is not None and held_claim.reserved_for == (f"ns/{name}",)
+    session = kt.run(binding.snapshot, PLUGINS)
+    assert kt.placements(session) == {}
+    assert session.plugins.plugin("dynamicresources").ledger.in_use == {(DRIVER, "a", "gpu-0"): held_claim.key}
+    # once bound, the claim the binder created holds it, and its GPU is the pod's nvidia.com/gpu, not counted twice
+    claim_body = claim("x-extended-resources-abc", status={
+        "allocation": extended["allocation"], "reservedFor": [{"resource": "pods", "name": name, "uid": "u"}]})
+    claim_body["metadata"]["annotations"] = {dra.EXTENDED_CLAIM_ANNOTATION: "true"}
+    claim_body["metadata"]["ownerReferences"] = [{"kind": "Pod", "name": name, "uid": "u", "controller": True}]
+    claim_body["spec"] = {"devices": {"requests": extended["deviceRequests"]}}
+    bound = cache_with(podgroups=[podgroup("first"), podgroup("second")], resourceclaims=[claim_body],
+                       pods=[gpu_pod(name, "a", "Running"), gpu_pod(other)], **objects).snapshot()
+    held = bound.snapshot.jobs[f"ns/{name}"].tasks[name]
+    assert [c.claim for c in held.resource_claims] == ["x-extended-resources-abc"]
+    assert held.request.dra_gpus == 0 and held.request.gpus == 1
+    assert kt.placements(kt.run(bound.snapshot, PLUGINS)) == {}
