@@ -171,7 +171,7 @@ def test_kai_scheduler_plugins_lists_binder_plugins(install, capsys):
     install("kai-recorder-binder", f"[kai.binder_plugins]\nrecorder = {MODULE}:build_recorder\n")
     assert list_main([]) == 0
     out = capsys.readouterr().out
-    listing = out[out.index("binder plugins (4):"):].splitlines()
+    listing = out[out.index("binder plugins (5):"):].splitlines()
     ours = ["gpusharing", "kai-scheduler", version("kai-scheduler"), "kai.binder.gpusharing:build"]
     assert listing[2].split() == ours
-    assert listing[3].split() == ["recorder", "kai-recorder-binder", "1.2", f"{MODULE}:build_recorder"]
+    assert listing[4].split() == ["recorder", "kai-recorder-binder", "1.2", f"{MODULE}:build_recorder"]

@@ -102,8 +102,8 @@ def test_the_binder_plugin_configuration_may_be_a_yaml_file(tmp_path):
 
 
 def test_an_unknown_binder_plugin_is_an_error_naming_the_flag():
-    with pytest.raises(PluginError, match="--binder-plugins: unknown binder plugin 'nosuchplugin'; "
-                                          "installed binder plugins: dynamicresources, gpusharing, volumebinding"):
+    with pytest.raises(PluginError, match="--binder-plugins: unknown binder plugin 'nosuchplugin'; installed "
+                                          "binder plugins: dynamicresources, gpusharing, hamicore, volumebinding"):
         build("binder", "--binder-plugins", '{"nosuchplugin": {"arguments": {"x": "60"}}}')
 
 
