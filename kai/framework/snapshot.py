@@ -31,9 +31,9 @@ from kai.api import (
     SubGroup,
     Topology,
     TopologyConstraint,
+    back_extended_gpus,
     names,
 )
-from kai.api.dra import back_extended_gpus
 from kai.framework.usage import Usage
 
 #: Problem reason of a task (or a placement) on a node that does not exist.
