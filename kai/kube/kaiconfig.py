@@ -11,8 +11,9 @@
 a status-only update is no change) or None when it does not exist, once both informers have listed and
 then after every change, on an informer's thread. When it raises, the error is logged and recorded as
 a Warning Event (reason ``InvalidConfiguration``) on the object whose change could not be applied, and
-the last good value stays in force. With ``shard=None`` only the Config is watched. When a CRD is not
-installed nothing is listed and ``initial`` stays in force.
+the last good value stays in force. After each attempt the SchedulingShard's status conditions say whether
+its current generation is in force (:mod:`kai.kube.shardstatus`). With ``shard=None`` only the Config
+is watched. When a CRD is not installed nothing is listed and ``initial`` stays in force.
 
 :func:`config_field` reads one field of the Config's spec for a ``build``, checking its type.
 """
@@ -28,6 +29,7 @@ from kai.api import names
 from kai.framework.yamlfile import describe
 from kai.kube.client import Kube, object_path
 from kai.kube.events import WARNING, record_event
+from kai.kube.shardstatus import report_shard_status
 from kai.kube.watch import Informer
 from kai.logs import fields
 
@@ -130,10 +132,14 @@ class KaiObjects(Generic[T]):
                 record_event(self.kube, culprit, WARNING, names.REASON_INVALID_CONFIGURATION,
                              f"not applied by {self.component}, the previous configuration stays in force: {exc}",
                              self.component)
+            if shard is not None:
+                report_shard_status(self.kube, shard, f"{what}: {exc}")
             return
         if value != self.value:
             self.value = value
             self.version += 1
+        if shard is not None:
+            report_shard_status(self.kube, shard, None)
 
     def describe(self) -> str:
         """The objects in force and their generations, for log lines ("" when there are none)."""

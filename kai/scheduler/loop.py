@@ -77,6 +77,7 @@ API_ACCESS = (
     Access(names.BINDREQUESTS[0], names.BINDREQUESTS[2], ("list", "watch", "create", "delete")),
     Access(names.TOPOLOGIES[0], names.TOPOLOGIES[2], ("list", "watch")),
     Access(names.SCHEDULINGSHARDS[0], names.SCHEDULINGSHARDS[2], ("get", "list", "watch")),
+    Access(names.SCHEDULINGSHARDS[0], f"{names.SCHEDULINGSHARDS[2]}/status", ("patch",)),
     Access(names.CONFIGS[0], names.CONFIGS[2], ("get", "list", "watch")),
     Access(names.NODERESOURCETOPOLOGIES[0], names.NODERESOURCETOPOLOGIES[2], ("list", "watch")),
     *(Access(coords[0], coords[2], ("list", "watch")) for coords in (

@@ -72,6 +72,15 @@ def set_shard(kube, spec: dict) -> None:
         kube.patch(SHARD, {"spec": spec})
 
 
+def conditions_of_current_generation(kube) -> dict[str, str] | None:
+    """The shard's status conditions by type, once all of them observed its current generation."""
+    shard = kube.get(SHARD)
+    found = (shard.get("status") or {}).get("conditions") or []
+    if not found or any(c["observedGeneration"] != shard["metadata"]["generation"] for c in found):
+        return None
+    return {c["type"]: c["status"] for c in found}
+
+
 def place_two(kube, ns: str, prefix: str) -> set[str]:
     """Two one-GPU pods on this test's nodes; the nodes they were bound to."""
     pods = [f"{prefix}-{i}" for i in range(2)]
@@ -92,6 +101,9 @@ def test_placement_strategy_changes_take_effect_without_a_restart(kube, schedule
     wait_until(lambda: applied(scheduler, "gpuspread") > 0 and applied(scheduler) > before, 15, "spread taken up")
     assert "consolidation" not in [line for line in scheduler.log().splitlines() if APPLIED in line][-1]
     assert place_two(kube, ns, "spread") == {f"{ns}-n0", f"{ns}-n1"}
+    assert wait_until(lambda: conditions_of_current_generation(kube), 15, "the shard's conditions") == {
+        "Deployed": "True", "Available": "True", "DependenciesFulfilled": "True", "Ready": "True",
+        "Reconciling": "False"}
 
     before = applied(scheduler)
     set_shard(kube, {"placementStrategy": {"gpu": "binpack", "cpu": "binpack"}})
@@ -117,3 +129,7 @@ def test_a_malformed_shard_leaves_the_previous_configuration_and_names_the_field
     assert "spec.minRuntime: field 'preemptMinRuntime'" in scheduler.log()
     assert scheduler.proc.poll() is None and scheduler.get("/healthz")[0] == 200
     assert place_two(kube, ns, "still-spread") == {f"{ns}-n0", f"{ns}-n1"}  # spread stays in force
+    conditions = wait_until(lambda: conditions_of_current_generation(kube), 15, "the shard's conditions")
+    assert conditions["Deployed"] == "False" and conditions["Available"] == "True"
+    (deployed,) = [c for c in kube.get(SHARD)["status"]["conditions"] if c["type"] == "Deployed"]
+    assert "preemptMinRuntime" in deployed["message"]

@@ -43,10 +43,22 @@ class MemoryKube:
         self.watches: dict[str, queue.Queue] = {}
         self.events: list[dict] = []
 
-    def get(self, path, query):
+    def get(self, path, query=None):
+        if query is None:  # one object: <collection>/<name>
+            collection, name = path.rsplit("/", 1)
+            (found,) = [o for o in self.objects.get(collection, []) if o["metadata"]["name"] == name]
+            return found
         name = query.get("fieldSelector", "").removeprefix("metadata.name=")
         return {"metadata": {"resourceVersion": str(self.version)},
                 "items": [o for o in self.objects.get(path, []) if o["metadata"]["name"] == name]}
+
+    def patch(self, path, body, subresource=""):
+        assert subresource == "status" and set(body) == {"status"}
+        self.get(path)["status"] = body["status"]
+
+    def conditions(self, path: str) -> dict[str, tuple[str, int]]:
+        return {c["type"]: (c["status"], c["observedGeneration"])
+                for c in self.get(path).get("status", {}).get("conditions", [])}
 
     @contextlib.contextmanager
     def stream(self, path, query, read_timeout):
@@ -58,6 +70,8 @@ class MemoryKube:
     def change(self, path: str, kind: str, obj: dict) -> None:
         self.version += 1
         obj["metadata"]["resourceVersion"] = str(self.version)
+        kept = [o for o in self.objects.get(path, []) if o["metadata"]["name"] != obj["metadata"]["name"]]
+        self.objects[path] = kept + ([] if kind == "DELETED" else [obj])
         self.watches.setdefault(path, queue.Queue()).put({"type": kind, "object": obj})
 
 
@@ -84,6 +98,7 @@ def test_objects_listed_at_start_are_applied_and_changes_follow():
         assert objects.wait_applied(5)
         assert objects.version == 1
         assert "gpuspread" in {p.name for p in objects.value}
+        assert kube.conditions(f"{SHARDS}/default")["Deployed"] == ("True", 1)
         kube.change(SHARDS, "MODIFIED", shard({"placementStrategy": {"gpu": "binpack"}}, generation=2))
         wait_for(lambda: objects.version == 2)
         assert "gpupack" in {p.name for p in objects.value}
@@ -113,6 +128,8 @@ def test_a_malformed_change_keeps_the_last_good_value_and_is_reported_on_the_obj
         kube.change(SHARDS, "MODIFIED", shard({"placementStrategy": {"gpu": "sideways"}}, generation=2))
         wait_for(lambda: kube.events)
         assert objects.value is good and objects.version == 1
+        wait_for(lambda: kube.conditions(f"{SHARDS}/default")["Deployed"] == ("False", 2))
+        assert kube.conditions(f"{SHARDS}/default")["Available"] == ("True", 2)
         (event,) = kube.events
         assert event["reason"] == names.REASON_INVALID_CONFIGURATION and event["type"] == "Warning"
         assert event["involvedObject"]["kind"] == "SchedulingShard" and event["involvedObject"]["name"] == "default"
