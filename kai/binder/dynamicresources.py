@@ -16,9 +16,9 @@ finalizer) unless an earlier attempt did, allocate and reserve it as above, and 
 ``status.extendedResourceClaimStatus`` (claim name and container request mappings) for the kubelet.
 
 Writes use the claim's resourceVersion and are retried on conflict; ``bindTimeoutSeconds`` bounds them.
-When the bind fails, ``rollback`` takes the pod out of ``reservedFor`` and, from a claim it allocated that
-no other pod has reserved since, the allocation and the finalizer it added; an implicit claim it
-created is deleted and the pod's status entry cleared.
+When the bind fails (in this plugin or a later step), ``rollback`` takes the pod out of ``reservedFor``
+and, from a claim it allocated that no other pod has reserved since, the allocation and the finalizer it
+added; the pod's implicit claim is deleted and its status entry cleared.
 """
 
 from __future__ import annotations
@@ -95,6 +95,13 @@ class DynamicResources:
             extended = dra.extended_claim(spec, ctx.request.namespace, ctx.request.pod_name)
         except ValueError as exc:
             raise InvalidBindRequest(f"BindRequest {ctx.request.key}: {exc}") from None
+        try:
+            self._pre_bind(ctx, allocations, extended)
+        except (BindError, ApiError):
+            self.rollback(ctx)  # the binder rolls back only the plugins whose pre_bind completed
+            raise
+
+    def _pre_bind(self, ctx: BindContext, allocations: tuple, extended: ExtendedClaim | None) -> None:
         pod = ctx.pod
         meta = pod.get("metadata") or {}
         pod_name, uid, namespace = meta.get("name", ""), meta.get("uid", ""), ctx.request.namespace
@@ -132,11 +139,12 @@ class DynamicResources:
                                                       "controller": True, "blockOwnerDeletion": True}]},
                     "spec": {"devices": {"requests": body["deviceRequests"]}}})
                 name = created["metadata"]["name"]
-                ctx.state[f"{NAME}/extended"] = name
         except ApiError as exc:
             raise BindError(f"cannot create the extended resource claim of pod {namespace}/{pod_name}: {exc}") from None
-        self._reserve(namespace, name, pod_name, uid, body["allocation"])
+        # the pod's own claim, made now or by an earlier attempt: a failed bind deletes it
+        ctx.state[f"{NAME}/extended"] = name
         ctx.state.setdefault(NAME, []).append((name, True, False))
+        self._reserve(namespace, name, pod_name, uid, body["allocation"])
         try:
             self.kube.patch(object_path(*names.PODS, namespace, pod_name), {"status": {"extendedResourceClaimStatus": {
                 "resourceClaimName": name, "requestMappings": body["containerMappings"]}}}, subresource="status")

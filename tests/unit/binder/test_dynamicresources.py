@@ -186,3 +186,27 @@ def test_an_implicit_claim_is_created_allocated_reserved_and_named_in_the_pod_st
     p.rollback(ctx)
     assert f"{CLAIMS}/{name}" not in kube.objects
     assert kube.objects[POD]["status"]["extendedResourceClaimStatus"] is None
+
+
+def test_a_pre_bind_failing_half_way_takes_back_what_it_wrote():
+    kube = cluster()
+    kube.objects[POD]["spec"]["resourceClaims"].append({"name": "nic", "resourceClaimName": "gone"})
+    with pytest.raises(BindError, match="resource claim ns/gone does not exist"):
+        plugin(kube).pre_bind(context(kube, [{"name": "gpu", "allocation": ALLOCATION},
+                                             {"name": "nic", "allocation": ALLOCATION}]))
+    stored = kube.objects[f"{CLAIMS}/c"]
+    assert stored["status"] == {"reservedFor": []} and stored["metadata"]["finalizers"] == []
+
+
+def test_an_implicit_claim_whose_pod_status_cannot_be_written_is_deleted():
+    class NoPodStatus(WithCreate):
+        def request(self, method, path, query=None, body=None, **kw):
+            if method == "PATCH" and body["status"].get("extendedResourceClaimStatus"):
+                raise ApiError(method, path, 500, "boom")
+            return super().request(method, path, query, body, **kw)
+
+    kube = NoPodStatus({POD: {"metadata": {"name": "app", "namespace": "ns", "uid": "pod-1"}, "spec": {},
+                              "status": {}}})
+    with pytest.raises(BindError, match="cannot record claim ns/app-extended-resources-x1"):
+        plugin(kube).pre_bind(extended_context(kube))
+    assert not [k for k in kube.objects if k.startswith(CLAIMS)]
