@@ -159,7 +159,7 @@ def _admission(ctx: Context):
     server = AdmissionServer(a.webhook_addr, scheduler_name=a.scheduler_name, cert_file=a.webhook_cert_file,
                              key_file=a.webhook_key_file, hosts=a.webhook_host or ["localhost", "127.0.0.1"],
                              gpu_sharing=a.gpu_sharing_enabled, block_visible_devices=a.block_nvidia_visible_devices,
-                             runtime_class=runtime_class,
+                             runtime_class=runtime_class, hami_core=a.hami_core_enabled,
                              read_queue=queue_reader(ctx.client()) if a.enable_quota_validation else None)
     if a.kai_config:
         server.settings = KaiObjects(ctx.client(), policy_builder(server.base_policy), server.base_policy,
@@ -312,6 +312,9 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--block-nvidia-visible-devices", type=_bool, nargs="?", const=True, default=False,
                    metavar="BOOL", help="refuse pods that set NVIDIA_VISIBLE_DEVICES (but to void or none) and set it "
                                         "to void in containers without a GPU (default: false)")
+    g.add_argument("--hami-core-enabled", type=_bool, nargs="?", const=True, default=False, metavar="BOOL",
+                   help="make shared-GPU containers read HAMi-core's GPU-memory limit, which the binder plugin "
+                        "hamicore sets (default: false)")
     g.add_argument("--gpu-fraction-runtime-class-name", metavar="NAME",
                    help="runtime class set on GPU-fraction pods that name none, '' for none (default: nvidia; "
                         "none with --fake-gpu-nodes)")

@@ -11,7 +11,8 @@ Validation, for pods of the scheduler (``spec.schedulerName``), first refusal wi
    (then init container) that sets one, as KAI's validator reads it;
 4. with ``--block-nvidia-visible-devices``, a container choosing its GPUs (:mod:`kai.admission.deviceaccess`).
 
-Mutation, on CREATE: the shared-GPU ConfigMap references (:func:`kai.kube.sharedgpu.mutate`); with
+Mutation, on CREATE: the shared-GPU ConfigMap references (:func:`kai.kube.sharedgpu.mutate`, with
+``--hami-core-enabled`` also HAMi-core's ``CUDA_DEVICE_MEMORY_LIMIT`` and ``CUDA_DEVICE_SM_LIMIT``); with
 ``--block-nvidia-visible-devices``, ``NVIDIA_VISIBLE_DEVICES=void`` in containers without a GPU; and the runtime
 class ``--gpu-fraction-runtime-class-name`` for a pod with ``gpu-fraction`` or ``gpu-memory`` that names none.
 """
@@ -46,6 +47,8 @@ class PodPolicy:
     gpu_sharing: bool = True
     block_visible_devices: bool = False
     runtime_class: str = ""
+    #: ``--hami-core-enabled``: the fraction container reads HAMi-core's limits (kai.binder.hamicore).
+    hami_core: bool = False
 
 
 def gpu_limit(spec: dict) -> float:
@@ -89,7 +92,7 @@ def review(request: dict, policy: PodPolicy = PodPolicy()) -> dict:
 def prepared(pod: dict, policy: PodPolicy = PodPolicy()) -> dict:
     """The pod as the mutating webhook leaves it (a new dict). ValueError naming the fault when
     ``gpu-fraction-container-name`` names a missing container."""
-    out = mutate(pod) or copy.deepcopy(pod)
+    out = mutate(pod, hami_core=policy.hami_core) or copy.deepcopy(pod)
     if policy.block_visible_devices:
         deviceaccess.block_unrequested(out)
     spec = out.get("spec") or {}

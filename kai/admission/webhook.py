@@ -92,14 +92,14 @@ class AdmissionServer:
     def __init__(self, address: str = DEFAULT_ADDRESS, *, scheduler_name: str = SCHEDULER_NAME,
                  cert_file: str | None = None, key_file: str | None = None, hosts: list[str] | None = None,
                  cert_dir: str | None = None, gpu_sharing: bool = True, block_visible_devices: bool = False,
-                 runtime_class: str = "", read_queue: QueueReader | None = None,
+                 runtime_class: str = "", read_queue: QueueReader | None = None, hami_core: bool = False,
                  settings: KaiObjects[PodPolicy] | None = None) -> None:
         if bool(cert_file) != bool(key_file):
             raise ValueError("give both a certificate file and its key file, or neither")
         if not cert_file and not hosts:
             raise ValueError("the admission webhook needs certificate files or host names for its own certificate")
         self.address = parse_address(address)
-        self.base_policy = PodPolicy(scheduler_name, gpu_sharing, block_visible_devices, runtime_class)
+        self.base_policy = PodPolicy(scheduler_name, gpu_sharing, block_visible_devices, runtime_class, hami_core)
         self.settings = settings
         self._settings_version = 0
         self.routes: dict[str, Callable[[dict], dict]] = {

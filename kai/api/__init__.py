@@ -3,7 +3,7 @@
 ``kai.api`` imports nothing else of ``kai``.
 """
 
-from kai.api.dra import DynamicResources, PodResourceClaim
+from kai.api.dra import DynamicResources, PodResourceClaim, back_extended_gpus
 from kai.api.model import (
     ANY_IP,
     UNLIMITED,
@@ -50,6 +50,7 @@ __all__ = [
     "Member", "Node", "NumaTopology", "NumaZone", "PodAffinityTerm", "PodClaim", "PodResourceClaim", "PodSet", "Queue",
     "QueueDetails", "QuotaSpec", "Reject",
     "ResourceRequest", "Resources", "Storage", "SubGroup", "Taint", "Task", "TaskStatus", "Toleration", "Topology",
-    "TopologyConstraint", "WeightedPodAffinityTerm", "ZonePlacement", "gpu_memory_from_label", "is_mig_resource",
+    "TopologyConstraint", "WeightedPodAffinityTerm", "ZonePlacement", "back_extended_gpus", "gpu_memory_from_label",
+    "is_mig_resource",
     "mig_gpu_slices", "parse_gpu_sharing",
 ]

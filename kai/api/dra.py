@@ -9,21 +9,35 @@ compiles them.
 Quota follows KAI v0.17: a request for a device class whose name contains ``gpu`` asks for GPUs (its
 count, one for ``All``), and the devices of node-local slices whose driver name contains ``gpu`` are
 GPUs of the cluster.
+
+DRA-backed extended resources (KEP-5004, as KAI v0.17 does them): a DeviceClass whose
+``extendedResourceName`` is ``nvidia.com/gpu`` makes a node that has no ``nvidia.com/gpu`` of its own but
+GPUs in its node-local slices a node of that many GPUs (:func:`back_extended_gpus`); a pod asking
+``nvidia.com/gpu`` there gets its GPUs through an implicit claim (:class:`ExtendedClaim`), which the binder
+creates.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import attrs
 
 from kai.api.storage import NodeSelectorTerm, terms_match
+
+if TYPE_CHECKING:
+    from kai.api.model import Node
 
 EXACT_COUNT = "ExactCount"
 ALL = "All"
 ALLOCATION_MODES = (EXACT_COUNT, ALL)
 #: Most consumers ``status.reservedFor`` of a claim may list (``ResourceClaimReservedForMaxSize``).
 RESERVED_FOR_MAX = 256
+#: The GPU resource name (``kai.api.names.GPU``; kai.api.dra stands alone).
+GPU_RESOURCE = "nvidia.com/gpu"
+#: The entry name of a pod's implicit claim for DRA-backed extended resources (not a valid API name, as KAI's).
+EXTENDED_ENTRY = "<extended-resources>"
 
 
 def is_gpu_name(name: str) -> bool:
@@ -37,6 +51,8 @@ class DeviceClass:
 
     name: str
     selectors: tuple[str, ...] = ()
+    #: ``spec.extendedResourceName``: pods asking this extended resource get devices of this class (KEP-5004).
+    extended_resource_name: str = ""
 
 
 @attrs.define(slots=True, frozen=True)
@@ -129,6 +145,9 @@ class ResourceClaim:
     labels: dict[str, str] = attrs.field(factory=dict, hash=False)
     #: Generated from a ResourceClaimTemplate for one pod (``resource.kubernetes.io/pod-claim-name``).
     from_template: bool = False
+    #: The pod (``namespace/name``) this claim holds DRA-backed extended resources for; its GPUs are the pod's
+    #: ``nvidia.com/gpu`` request, not counted again.
+    extended_for: str = ""
 
     @property
     def key(self) -> str:
@@ -136,7 +155,18 @@ class ResourceClaim:
 
     @property
     def gpus(self) -> int:
-        return sum(r.gpus for r in self.requests)
+        return 0 if self.extended_for else sum(r.gpus for r in self.requests)
+
+
+@attrs.define(slots=True, frozen=True)
+class ExtendedClaim:
+    """The implicit claim of a pod placed on a node whose ``nvidia.com/gpu`` is DRA-backed: one request per
+    container asking GPUs (``container-<i>-request-0``), its allocation, and (container, resource, request)
+    mappings for the pod's ``status.extendedResourceClaimStatus``."""
+
+    claim: ResourceClaim
+    allocation: Allocation
+    mappings: tuple[tuple[str, str, str], ...] = ()
 
 
 @attrs.define(slots=True, frozen=True)
@@ -152,26 +182,46 @@ class PodResourceClaim:
 
 @attrs.define(slots=True, eq=False)
 class DynamicResources:
-    """One cycle's DeviceClasses, ResourceSlices and ResourceClaims."""
+    """One cycle's DeviceClasses, ResourceSlices and ResourceClaims, and the ResourceClaimTemplates (each as
+    the claim it generates, keyed ``namespace/template``)."""
 
     classes: dict[str, DeviceClass] = attrs.field(factory=dict)
     slices: tuple[ResourceSlice, ...] = ()
     claims: dict[str, ResourceClaim] = attrs.field(factory=dict)
+    templates: dict[str, ResourceClaim] = attrs.field(factory=dict)
+    #: Nodes whose ``nvidia.com/gpu`` is DRA-backed -> the device class backing it (:func:`back_extended_gpus`).
+    extended_gpu_nodes: dict[str, str] = attrs.field(factory=dict)
 
     @classmethod
     def of(cls, classes: Iterable[DeviceClass] = (), slices: Iterable[ResourceSlice] = (),
-           claims: Iterable[ResourceClaim] = ()) -> DynamicResources:
-        return cls({c.name: c for c in classes}, tuple(slices), {c.key: c for c in claims})
+           claims: Iterable[ResourceClaim] = (), templates: Iterable[ResourceClaim] = ()) -> DynamicResources:
+        return cls({c.name: c for c in classes}, tuple(slices), {c.key: c for c in claims},
+                   {t.key: t for t in templates})
 
     def __bool__(self) -> bool:
         return bool(self.slices or self.claims)
 
+    def extended_class(self, resource: str) -> DeviceClass | None:
+        """The device class backing extended resource ``resource`` (of two naming it, the last by name)."""
+        found = [c for c in self.classes.values() if c.extended_resource_name == resource]
+        return max(found, key=lambda c: c.name) if found else None
+
+    def node_gpu_devices(self, node: str) -> int:
+        return sum(len(s.devices) for s in self.slices if s.node == node and is_gpu_name(s.driver))
+
     def claim_of(self, namespace: str, pod_claim: PodResourceClaim) -> ResourceClaim | None:
         return self.claims.get(f"{namespace}/{pod_claim.claim}") if pod_claim.claim else None
 
+    def requests_of(self, namespace: str, pod_claim: PodResourceClaim) -> ResourceClaim | None:
+        """The claim a pod's entry names, or before it is generated the template's (for the GPUs it asks)."""
+        claim = self.claim_of(namespace, pod_claim)
+        if claim is None and pod_claim.template:
+            return self.templates.get(f"{namespace}/{pod_claim.template}")
+        return claim
+
     def gpu_devices(self, nodes: Iterable[str]) -> int:
         """GPUs of the cluster KAI's way: devices of node-local slices of a GPU driver on ``nodes``."""
-        names = set(nodes)
+        names = set(nodes) - self.extended_gpu_nodes.keys()  # those count their GPUs as nvidia.com/gpu already
         return sum(len(s.devices) for s in self.slices
                    if s.node is not None and s.node in names and is_gpu_name(s.driver))
 
@@ -179,3 +229,21 @@ class DynamicResources:
 def pod_gpus(claims: Iterable[ResourceClaim]) -> int:
     """The GPUs a pod's claims ask for (KAI's ``DraGpuCounts`` summed)."""
     return sum(c.gpus for c in claims)
+
+
+def back_extended_gpus(dra: DynamicResources, nodes: Iterable[Node]) -> None:
+    """KAI's DRA GPUs for extended resources: when a device class backs ``nvidia.com/gpu``, each node without
+    ``nvidia.com/gpu`` of its own but with GPUs in its node-local slices gets
+    those GPUs as its ``nvidia.com/gpu`` and is recorded in ``dra.extended_gpu_nodes``."""
+    backing = dra.extended_class(GPU_RESOURCE)
+    if backing is None:
+        return
+    for node in nodes:
+        own = node.capacity.gpu if node.capacity is not None else node.allocatable.gpu
+        devices = dra.node_gpu_devices(node.name)
+        if own or not devices:
+            continue
+        node.allocatable.gpu += devices
+        if node.capacity is not None:
+            node.capacity.gpu += devices
+        dra.extended_gpu_nodes[node.name] = backing.name

@@ -17,7 +17,7 @@ from kai.api.resources import ResourceRequest, Resources
 from kai.api.status import ACTIVE_ALLOCATED, ACTIVE_USED, ALIVE, TaskStatus
 
 if TYPE_CHECKING:
-    from kai.api.dra import PodResourceClaim
+    from kai.api.dra import Allocation, ExtendedClaim, PodResourceClaim
     from kai.api.storage import PodClaim
 
 UNLIMITED = -1.0
@@ -202,6 +202,12 @@ class Task:
     claims: tuple[PodClaim, ...] = ()
     #: ResourceClaims of the pod (``spec.resourceClaims``, :class:`kai.api.dra.PodResourceClaim`).
     resource_claims: tuple[PodResourceClaim, ...] = ()
+    #: (entry name, allocation) of each claim of a placed pod, as the session holds them (set by the
+    #: ``dynamicresources`` plugin; a bind carries them to the binder).
+    claim_allocations: tuple[tuple[str, Allocation], ...] = ()
+    #: The implicit claim of a placed pod whose ``nvidia.com/gpu`` is DRA-backed on its node (KEP-5004; set by
+    #: the ``dynamicresources`` plugin, created by the binder).
+    extended_claim: ExtendedClaim | None = None
 
     def __attrs_post_init__(self) -> None:
         if not self.uid:

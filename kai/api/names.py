@@ -27,6 +27,11 @@ PERSISTENTVOLUMES = ("", "v1", "persistentvolumes")
 STORAGECLASSES = ("storage.k8s.io", "v1", "storageclasses")
 CSISTORAGECAPACITIES = ("storage.k8s.io", "v1", "csistoragecapacities")
 CSIDRIVERS = ("storage.k8s.io", "v1", "csidrivers")
+#: Dynamic Resource Allocation (GA in Kubernetes 1.34).
+DEVICECLASSES = ("resource.k8s.io", "v1", "deviceclasses")
+RESOURCESLICES = ("resource.k8s.io", "v1", "resourceslices")
+RESOURCECLAIMS = ("resource.k8s.io", "v1", "resourceclaims")
+RESOURCECLAIMTEMPLATES = ("resource.k8s.io", "v1", "resourceclaimtemplates")
 PODGROUP_API_VERSION = "/".join(PODGROUPS[:2])
 #: KAI's operator objects: the one Config, and the SchedulingShard a scheduler without a partition reads.
 KAI_CONFIG_NAME = "kai-config"

@@ -77,3 +77,4 @@ class ContainerRequest:
     amounts: dict[str, float]
     init: bool = False
     sidecar: bool = False
+    name: str = ""

@@ -86,6 +86,9 @@ API_ACCESS = (
     Access("", "persistentvolumeclaims", ("get", "list", "watch", "patch")),
     Access("", "persistentvolumes", ("get", "list", "patch")),
     Access(names.STORAGECLASSES[0], names.STORAGECLASSES[2], ("get",)),
+    # the dynamicresources plugin
+    Access(names.RESOURCECLAIMS[0], names.RESOURCECLAIMS[2], ("get", "list", "create", "update", "delete")),
+    Access(names.RESOURCECLAIMS[0], f"{names.RESOURCECLAIMS[2]}/status", ("update",)),
     # the settings of Config kai-config
     Access(names.CONFIGS[0], names.CONFIGS[2], ("get", "list", "watch")),
 )

@@ -24,8 +24,10 @@ from kai.framework.errors import ConfigError
 from kai.framework.yamlfile import describe, read_yaml
 
 FIELDS = ("enabled", "priority", "arguments")
-#: KAI's priorities of its GPU-sharing and volume-binding plugins (dynamicresources 200, hamicore 50).
+#: KAI's priorities of its binder plugins.
+HAMICORE_PRIORITY = 50
 GPUSHARING_PRIORITY = 100
+DYNAMICRESOURCES_PRIORITY = 200
 VOLUMEBINDING_PRIORITY = 300
 #: KAI's default ``bindTimeoutSeconds`` of the volume-binding plugin.
 DEFAULT_BIND_TIMEOUT_SECONDS = 120
@@ -43,10 +45,13 @@ class PluginConfig:
 def default_config(cdi_enabled: bool = False,
                    bind_timeout_seconds: int = DEFAULT_BIND_TIMEOUT_SECONDS) -> dict[str, PluginConfig]:
     """The plugins run when the configuration names none, with KAI's priorities and arguments: volume binding,
-    then GPU sharing."""
+    DRA claims, then GPU sharing; HAMi-core's GPU-memory limits are there but off, as in KAI."""
     return {"volumebinding": PluginConfig(True, VOLUMEBINDING_PRIORITY,
                                           {"bindTimeoutSeconds": str(bind_timeout_seconds)}),
-            "gpusharing": PluginConfig(True, GPUSHARING_PRIORITY, {"cdiEnabled": _go_bool(cdi_enabled)})}
+            "dynamicresources": PluginConfig(True, DYNAMICRESOURCES_PRIORITY,
+                                             {"bindTimeoutSeconds": str(bind_timeout_seconds)}),
+            "gpusharing": PluginConfig(True, GPUSHARING_PRIORITY, {"cdiEnabled": _go_bool(cdi_enabled)}),
+            "hamicore": PluginConfig(False, HAMICORE_PRIORITY, {})}
 
 
 def parse_config(value: Any, where: str) -> dict[str, PluginConfig]:
@@ -122,8 +127,19 @@ def resolve(defaults: Mapping[str, PluginConfig], overrides: Mapping[str, Plugin
 
 
 def enabled_plugins(config: Mapping[str, PluginConfig]) -> list[tuple[str, dict[str, str]]]:
-    """(name, arguments) of the enabled plugins, highest priority first, then by name."""
+    """(name, arguments) of the enabled plugins, highest priority first, then by name. ConfigError when
+    ``hamicore`` is on without ``gpusharing`` running before it (KAI's check: it writes into gpusharing's
+    ConfigMap)."""
     on = [(name, entry) for name, entry in config.items() if entry.enabled is not False]
+    enabled = dict(on)
+    if "hamicore" in enabled:
+        sharing = enabled.get("gpusharing")
+        if sharing is None:
+            raise ConfigError("hamicore needs the gpusharing plugin enabled")
+        if (sharing.priority or 0) <= (enabled["hamicore"].priority or 0):
+            raise ConfigError(f"hamicore needs gpusharing to run before it (gpusharing.priority "
+                              f"{sharing.priority or 0} must be above hamicore.priority "
+                              f"{enabled['hamicore'].priority or 0})")
     on.sort(key=lambda item: (-(item[1].priority or 0), item[0]))
     return [(name, dict(entry.arguments or {})) for name, entry in on]
 

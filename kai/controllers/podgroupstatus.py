@@ -10,6 +10,10 @@ A pod belongs to the PodGroup its annotation ``pod-group-name`` names, in its na
   Fraction``) its ``gpu-fraction``, or its ``gpu-memory`` over the node's GPU memory (node label
   ``nvidia.com/gpu.memory``, MiB).
 
+A pod's ResourceClaims add, to both, the devices their requests of GPU device classes ask for (KAI v0.17:
+a class whose name contains ``gpu``), under the device class's name (``gpu.nvidia.com: 2``); claims are
+read from a watch of ResourceClaims (none when the cluster does not serve ``resource.k8s.io/v1``).
+
 ``allocatedNonPreemptible`` equals ``allocated`` for a non-preemptible PodGroup (the scheduler's
 rule: ``spec.preemptibility``, else priority below 100 is preemptible). The status is written only
 when it changed. The queue controller sums these into Queue status.
@@ -20,10 +24,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections import defaultdict
+from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
 from kai.api import names
+from kai.api.dra import ResourceClaim
 from kai.api.names import (
     GPU,
     GPU_FRACTION,
@@ -35,7 +41,7 @@ from kai.api.names import (
     RECEIVED_RESOURCE_TYPE,
 )
 from kai.api.resources import GpuRequestError, gpu_memory_from_label, parse_gpu_sharing
-from kai.kube import views
+from kai.kube import dra, views
 from kai.kube.access import Access
 from kai.kube.client import ApiError, Kube, object_path
 from kai.kube.controller import Controller
@@ -55,6 +61,7 @@ API_ACCESS = (
     Access(GROUP, PLURAL, ("list", "watch")),
     Access(GROUP, f"{PLURAL}/status", ("patch",)),
     Access("scheduling.k8s.io", "priorityclasses", ("list", "watch")),
+    Access(names.RESOURCECLAIMS[0], names.RESOURCECLAIMS[2], ("list", "watch")),
 )
 
 
@@ -74,7 +81,19 @@ def slim_pod(raw: dict[str, Any]) -> dict[str, Any] | None:
         "requests": [(c.get("resources") or {}).get("requests") or {} for c in spec.get("containers") or ()],
         "annotations": {k: annotations[k] for k in (GPU_FRACTION, GPU_MEMORY, GPU_FRACTION_NUM_DEVICES,
                                                     RECEIVED_RESOURCE_TYPE) if k in annotations},
+        "claims": tuple(f"{meta.get('namespace', '')}/{c.claim}" for c in dra.pod_resource_claims(spec, status)
+                        if c.claim),
     }
+
+
+def claim_gpus(claims: Iterable[ResourceClaim]) -> dict[str, Decimal]:
+    """The GPUs ResourceClaims ask for, by GPU device class name (KAI's ``DRAGPUResourceListFromClaims``)."""
+    out: dict[str, Decimal] = {}
+    for claim in claims:
+        for request in claim.requests:
+            if request.gpus:
+                out[request.device_class] = out.get(request.device_class, Decimal(0)) + request.gpus
+    return out
 
 
 def slim_podgroup(raw: dict[str, Any]) -> tuple[views.PodGroupView, dict]:
@@ -82,10 +101,11 @@ def slim_podgroup(raw: dict[str, Any]) -> tuple[views.PodGroupView, dict]:
     return views.podgroup_view(raw), (raw.get("status") or {}).get("resourcesStatus") or {}
 
 
-def pod_resources(pod: dict[str, Any], node_gpu_memory_mib) -> tuple[dict[str, Decimal], dict[str, Decimal]]:
-    """``(requested, allocated)`` of one slim pod; ``node_gpu_memory_mib(node)`` reads a node's GPU memory.
-    Raises QuantityError or GpuRequestError for a pod whose requests cannot be read."""
-    base = sum_resources(pod["requests"])
+def pod_resources(pod: dict[str, Any], node_gpu_memory_mib,
+                  claims: Iterable[ResourceClaim] = ()) -> tuple[dict[str, Decimal], dict[str, Decimal]]:
+    """``(requested, allocated)`` of one slim pod with its ResourceClaims ``claims``; ``node_gpu_memory_mib(node)``
+    reads a node's GPU memory. Raises QuantityError or GpuRequestError for a pod whose requests cannot be read."""
+    base = sum_resources([*pod["requests"], claim_gpus(claims)])
     requested: dict[str, Decimal] = {}
     allocated: dict[str, Decimal] = {}
     annotations = pod["annotations"]
@@ -129,6 +149,7 @@ class PodGroupController(Controller):
         self._lock = threading.Lock()
         self._pod_group: dict[str, str] = {}  # pod key -> PodGroup key
         self._by_group: dict[str, set[str]] = defaultdict(set)  # PodGroup key -> pod keys
+        self._by_claim: dict[str, set[str]] = defaultdict(set)  # ResourceClaim key -> PodGroup keys
 
     # -- events --------------------------------------------------------------------------------
     def on_pod(self, kind: str, pod: dict[str, Any]) -> None:
@@ -139,8 +160,19 @@ class PodGroupController(Controller):
             if kind != "DELETED":
                 self._pod_group[key] = group
                 self._by_group[group].add(key)
+                for claim in pod["claims"]:
+                    self._by_claim[claim].add(group)
         for name in {group, former} - {""}:
             self.queue.add(name)
+
+    def on_claim(self, kind: str, claim) -> None:
+        key = claim.key  # a claim, or an Unreadable one
+        with self._lock:
+            groups = set(self._by_claim.get(key, ()))
+            if kind == "DELETED":
+                self._by_claim.pop(key, None)
+        for group in groups:
+            self.queue.add(group)
 
     def on_podgroup(self, kind: str, pg: tuple[views.PodGroupView, dict]) -> None:
         if kind != "DELETED":
@@ -179,7 +211,9 @@ class PodGroupController(Controller):
         requested, allocated = [], []
         for pod in pods:
             try:
-                pod_requested, pod_allocated = pod_resources(pod, self._node_gpu_memory)
+                claims = [c for c in (self.stores["resourceclaims"].get(k) for k in pod["claims"])
+                          if isinstance(c, ResourceClaim)]
+                pod_requested, pod_allocated = pod_resources(pod, self._node_gpu_memory, claims)
             except (QuantityError, GpuRequestError, ApiError) as exc:
                 log.error("pod resources unreadable; left out of its PodGroup's status",
                           **fields(pod=pod["key"], podgroup=pg.key, error=str(exc)))
@@ -208,6 +242,9 @@ class PodGroupController(Controller):
                                   on_event=self.on_podgroup, name="podgroups"),
             "pods": Informer(self.kube, object_path(*names.PODS), transform=slim_pod, on_event=self.on_pod,
                              name="pods"),
+            "resourceclaims": Informer(self.kube, object_path(*names.RESOURCECLAIMS),
+                                       transform=dra.resource_claim_view, on_event=self.on_claim,
+                                       name="resourceclaims"),
         }
 
     def handle(self, key: str) -> float | None:

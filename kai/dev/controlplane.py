@@ -102,6 +102,10 @@ def _proc_start_time(pid: int) -> str | None:
     return fields[19] if fields else None  # field 22 of /proc/PID/stat
 
 
+#: Feature gates of kube-apiserver and kube-controller-manager beyond Kubernetes' defaults.
+FEATURE_GATES = "DRAExtendedResource=true"
+
+
 class ControlPlane:
     """etcd + kube-apiserver + kube-controller-manager + kwok on loopback, with its state under ``state_dir``.
 
@@ -109,7 +113,8 @@ class ControlPlane:
     stops what was started and removes the state. A ControlPlane is also a context manager.
     :meth:`attach` reopens one started by another process (from its state directory).
     kube-controller-manager runs its default controllers, as on a real cluster: Jobs, Deployments and
-    StatefulSets get their pods, ResourceClaimTemplates their claims, the garbage collector follows
+    StatefulSets get their pods, ResourceClaimTemplates their claims (DRA, with the alpha gate
+    ``DRAExtendedResource`` on), the garbage collector follows
     ownerReferences and pod GC removes the pods of deleted nodes. kwok runs with its built-in stages:
     every Node is managed (made Ready, heartbeats by Lease) and pods bound to a node become Running;
     pods owned by a Job complete; deleted pods go away.
@@ -243,6 +248,9 @@ class ControlPlane:
                 "--profiling=false",
                 # Close the watches on SIGTERM: without it the server waits 60 s for them, and stop() kills it.
                 "--shutdown-watch-termination-grace-period=2s",
+                # DRA (resource.k8s.io/v1) is GA and served by default in 1.34; DRA-backed extended resources
+                # (KEP-5004: DeviceClass extendedResourceName, pod extendedResourceClaimStatus) are alpha.
+                f"--feature-gates={FEATURE_GATES}",
                 "--v=1",
             ],
             lambda: self._get(f"{self.server}/readyz") == b"ok"
@@ -278,6 +286,7 @@ class ControlPlane:
                 "--leader-elect=false",
                 f"--node-monitor-grace-period={NODE_MONITOR_GRACE_SECONDS}s",
                 "--profiling=false",
+                f"--feature-gates={FEATURE_GATES}",
                 "--v=1",
             ],
             lambda: self._get(f"https://127.0.0.1:{kcm_port}/healthz") == b"ok",

@@ -31,6 +31,7 @@ from kai.api import (
     SubGroup,
     Topology,
     TopologyConstraint,
+    back_extended_gpus,
     names,
 )
 from kai.framework.usage import Usage
@@ -240,6 +241,8 @@ def build_snapshot(nodes: Iterable[Node], queues: Iterable[Queue], jobs: Iterabl
         if aliased:
             _resolve_aliases(job, aliased)
         kept[job.uid] = job
+    if dra is not None:
+        back_extended_gpus(dra, node_list)
     return Snapshot(node_list, valid_queues, kept, time.time() if now is None else now,
                     valid_topologies, problems, rejected, config_maps=frozenset(config_maps),
                     storage=storage if storage is not None else Storage(),

@@ -60,14 +60,20 @@ def configmap_prefix(pod: dict[str, Any], tag: str, rand: random.Random | None =
     return f"{base[:room]}-{token}-{_SUFFIX}"
 
 
-def _set_env(container: dict[str, Any], name: str, configmap: str) -> None:
+def _set_env(container: dict[str, Any], name: str, configmap: str, optional: bool = False) -> None:
     env = [e for e in container.get("env") or () if e.get("name") != name]
-    env.append({"name": name, "valueFrom": {"configMapKeyRef": {"name": configmap, "key": name}}})
+    ref = {"name": configmap, "key": name, **({"optional": True} if optional else {})}
+    env.append({"name": name, "valueFrom": {"configMapKeyRef": ref}})
     container["env"] = env
 
 
-def mutate(pod: dict[str, Any], rand: random.Random | None = None) -> dict[str, Any] | None:
-    """The pod as admission leaves it (a new dict), or None when it asks for no shared GPU.
+#: HAMi-core's limits the ``hamicore`` binder plugin writes into the capabilities ConfigMap.
+HAMI_CORE_VARIABLES = ("CUDA_DEVICE_MEMORY_LIMIT", "CUDA_DEVICE_SM_LIMIT")
+
+
+def mutate(pod: dict[str, Any], rand: random.Random | None = None, hami_core: bool = False) -> dict[str, Any] | None:
+    """The pod as admission leaves it (a new dict), or None when it asks for no shared GPU. With ``hami_core``
+    the fraction container also reads HAMi-core's limits from the capabilities ConfigMap (optional keys).
 
     ValueError when ``gpu-fraction-container-name`` names a missing container."""
     meta = pod.get("metadata") or {}
@@ -84,6 +90,8 @@ def mutate(pod: dict[str, Any], rand: random.Random | None = None) -> dict[str, 
     container = out["spec"][kind][index]
     for name in (VISIBLE_DEVICES, NUM_OF_GPUS, GPU_PORTION):
         _set_env(container, name, capabilities)
+    for name in HAMI_CORE_VARIABLES if hami_core else ():
+        _set_env(container, name, capabilities, optional=True)
     env_from = container.setdefault("envFrom", [])
     if not any((e.get("configMapRef") or {}).get("name") == evar for e in env_from):
         env_from.append({"configMapRef": {"name": evar, "optional": False}})

@@ -51,6 +51,7 @@ from kai.api.names import (
 from kai.api.podgroup import NON_PREEMPTIBLE, PREEMPTIBLE
 from kai.api.resources import gpu_memory_from_label, parse_gpu_sharing
 from kai.framework import parse_duration
+from kai.kube.dra import claim_allocations, extended_claim, pod_resource_claims
 from kai.kube.nrt import placement_annotation, placement_record
 from kai.kube.quantity import QuantityError, parse
 from kai.kube.storage import pod_claims
@@ -151,6 +152,8 @@ class PodView:
     config_maps: tuple = ()
     #: PersistentVolumeClaims of a pending pod's volumes (:func:`kai.kube.storage.pod_claims`).
     claims: tuple = ()
+    #: ResourceClaims of the pod (:func:`kai.kube.dra.pod_resource_claims`).
+    resource_claims: tuple = ()
 
     @property
     def terminated(self) -> bool:
@@ -210,7 +213,7 @@ def container_requests(spec: dict) -> tuple[ContainerRequest, ...]:
             amounts = _container_requests(c, f"spec.{key}[{i}]")
             if "cpu" in amounts:
                 amounts["cpu"] *= 1000.0
-            out.append(ContainerRequest(amounts, init, init and is_sidecar(c)))
+            out.append(ContainerRequest(amounts, init, init and is_sidecar(c), str(c.get("name") or "")))
     return tuple(out)
 
 
@@ -341,6 +344,7 @@ def pod_view(raw: dict, scheduler_name: str = SCHEDULER_NAME) -> PodView | None:
         gpu_groups=_gpu_groups(labels), host_ports=host_ports(spec),
         config_maps=required_config_maps(spec, annotations) if not node_name else (),
         claims=pod_claims(spec, name, meta.get("uid", "")) if not node_name else (),
+        resource_claims=pod_resource_claims(spec, status),
         qos_class=str(status.get("qosClass") or ""), containers=containers,
         numa_observed=observed, numa_predicted=predicted, numa_invalid=numa_invalid,
     )
@@ -492,6 +496,10 @@ class BindRequestView:
     gpu_groups: tuple
     #: ``spec.predictedNUMAZones``: the NUMA placement the scheduler chose (empty when unreadable).
     numa_zones: tuple = ()
+    #: ``spec.resourceClaimAllocations``: (pod claim entry, :class:`kai.api.dra.Allocation`); empty when unreadable.
+    claim_allocations: tuple = ()
+    #: ``spec.extendedResourceClaimAllocation`` (:class:`kai.api.dra.ExtendedClaim`), None when absent or unreadable.
+    extended_claim: object = None
 
 
 def bindrequest_view(raw: dict) -> BindRequestView:
@@ -504,7 +512,15 @@ def bindrequest_view(raw: dict) -> BindRequestView:
     ns, name = meta.get("namespace", ""), meta.get("name", "")
     return BindRequestView(f"{ns}/{name}", ns, name, str(spec.get("podName") or ""), str(owner.get("uid") or ""),
                            str(spec.get("selectedNode") or ""), phase, failed,
-                           tuple(str(g) for g in spec.get("selectedGPUGroups") or ()), _predicted_zones(spec))
+                           tuple(str(g) for g in spec.get("selectedGPUGroups") or ()), _predicted_zones(spec),
+                           *_claims(spec, ns, str(spec.get("podName") or "")))
+
+
+def _claims(spec: dict, namespace: str, pod: str) -> tuple:
+    try:
+        return claim_allocations(spec), extended_claim(spec, namespace, pod)
+    except (ValueError, TypeError, AttributeError):
+        return (), None  # the binder fails such a BindRequest; the claims' own status tells
 
 
 def _predicted_zones(spec: dict) -> tuple:

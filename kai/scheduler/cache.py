@@ -19,6 +19,11 @@ NodeResourceTopologies (slim views, :mod:`kai.scheduler.convert`) and sets
   as a ``NodeNotFound`` problem naming the pod (a pod the kubelet already runs there is reported by
   :func:`~kai.framework.build_snapshot`).
 
+* DeviceClasses, ResourceSlices, ResourceClaims and ResourceClaimTemplates (``resource.k8s.io/v1``, when
+  served) become the snapshot's DRA model (:mod:`kai.kube.dra`); one that cannot be read is a problem
+  naming it (``Invalid<Kind>``, logged and an event on the object) and is left out. A pod being bound
+  holds the claim allocations its BindRequest (or the cache's assumption) carries until the claims show
+  them, and the GPUs its claims ask for count in its request.
 * a node's NodeResourceTopology gives it its NUMA zones; one that cannot be read is reported
   (``InvalidNodeResourceTopology``) and the node is scheduled without NUMA data, as is every node when
   the API is not served; a pod's NUMA placement record comes from its annotations or its BindRequest,
@@ -39,10 +44,11 @@ import time
 import attrs
 
 from kai.api import ACTIVE_USED, HostPort, Job, Node, Resources, TaskStatus, names
+from kai.api.dra import EXTENDED_ENTRY, Allocation, DynamicResources, ExtendedClaim, PodResourceClaim, ResourceClaim
 from kai.api.storage import Storage
 from kai.framework import Problem, Snapshot, build_snapshot
 from kai.framework.snapshot import NODE_NOT_FOUND
-from kai.kube import storage, views
+from kai.kube import dra, storage, views
 from kai.kube.client import ApiError, Kube, object_path
 from kai.kube.nrt import NrtView, nrt_view
 from kai.kube.views import BindRequestView, PodGroupView, PodView
@@ -67,9 +73,14 @@ PATHS = {
     "storageclasses": object_path(*names.STORAGECLASSES),
     "csistoragecapacities": object_path(*names.CSISTORAGECAPACITIES),
     "csidrivers": object_path(*names.CSIDRIVERS),
+    "deviceclasses": object_path(*names.DEVICECLASSES),
+    "resourceslices": object_path(*names.RESOURCESLICES),
+    "resourceclaims": object_path(*names.RESOURCECLAIMS),
+    "resourceclaimtemplates": object_path(*names.RESOURCECLAIMTEMPLATES),
 }
-#: Informers of APIs a cluster may not serve (a CRD not installed): name -> the API's group version.
-OPTIONAL = {"noderesourcetopologies": names.NODERESOURCETOPOLOGIES[:2]}
+#: Informers of APIs a cluster may not serve (a CRD not installed, DRA off): name -> the API's group version.
+OPTIONAL = {"noderesourcetopologies": names.NODERESOURCETOPOLOGIES[:2],
+            **{name: names.RESOURCECLAIMS[:2] for name in dra.INFORMERS}}
 #: How long a successful write of this scheduler is assumed without the watch showing it.
 ASSUME_TTL = 60.0
 
@@ -103,6 +114,8 @@ class _Assumed:
     until: float
     gpu_groups: tuple = ()
     numa_zones: tuple = ()
+    claim_allocations: tuple = ()
+    extended: ExtendedClaim | None = None
 
 
 class ClusterCache:
@@ -131,6 +144,10 @@ class ClusterCache:
             "storageclasses": storage.storage_class_view,
             "csistoragecapacities": storage.storage_capacity_view,
             "csidrivers": storage.csi_driver_view,
+            "deviceclasses": dra.device_class_view,
+            "resourceslices": dra.resource_slice_view,
+            "resourceclaims": dra.resource_claim_view,
+            "resourceclaimtemplates": dra.claim_template_view,
         }
         self.informers = {
             name: Informer(kube, PATHS[name], transform=transforms[name], on_event=self._on_event, name=name)
@@ -142,10 +159,15 @@ class ClusterCache:
         self.kube = kube
 
     def start(self) -> ClusterCache:
+        served: dict[tuple[str, str], bool] = {}
         for name, informer in self.informers.items():
-            if name in OPTIONAL and not self._served(*OPTIONAL[name]):
-                informer.synced.set()  # nothing to list: no object of this kind exists
-                continue
+            if name in OPTIONAL:
+                api = OPTIONAL[name]
+                if api not in served:
+                    served[api] = self._served(*api)
+                if not served[api]:
+                    informer.synced.set()  # nothing to list: no object of this kind exists
+                    continue
             informer.start()
         return self
 
@@ -179,11 +201,14 @@ class ClusterCache:
 
     # --- the cache's own writes ---------------------------------------------------------------------
 
-    def assume_bound(self, pod: PodView, node: str, gpu_groups: tuple[str, ...] = (), numa_zones: tuple = ()) -> None:
+    def assume_bound(self, pod: PodView, node: str, gpu_groups: tuple[str, ...] = (), numa_zones: tuple = (),
+                     claim_allocations: tuple[tuple[str, Allocation], ...] = (),
+                     extended: ExtendedClaim | None = None) -> None:
         """A BindRequest for ``pod`` on ``node`` (shared GPU devices ``gpu_groups``, NUMA placement
-        ``numa_zones``) is being created."""
+        ``numa_zones``, allocations of its ResourceClaims and its implicit claim) is being created."""
         with self._lock:
-            self._bound[pod.key] = _Assumed(pod.uid, node, math.inf, gpu_groups, numa_zones)
+            self._bound[pod.key] = _Assumed(pod.uid, node, math.inf, gpu_groups, numa_zones, claim_allocations,
+                                            extended)
 
     def assume_evicted(self, pod: PodView) -> None:
         """``pod`` is being deleted."""
@@ -256,6 +281,8 @@ class ClusterCache:
             for key, pg in podgroups.items()
         }
 
+        resources = self._dynamic_resources(problems)
+        extended_claims = {c.extended_for: c for c in resources.claims.values() if c.extended_for}
         used: dict[str, tuple[Resources, int]] = {}
         ports: dict[str, list[HostPort]] = {}
         kept_pods: dict[str, PodView] = {}
@@ -266,11 +293,14 @@ class ClusterCache:
             bind = binds.get(pod.key)
             status, node = convert.pod_state(pod, bind, now, self.stuck_after)
             groups, zones = (bind.gpu_groups, bind.numa_zones) if bind is not None else ((), ())
+            allocations = bind.claim_allocations if bind is not None and not pod.node_name else ()
+            extended = bind.extended_claim if bind is not None and not pod.node_name else None
             if pod.key in bound and status is TaskStatus.PENDING:
                 assumed = bound[pod.key]
                 if assumed.node in node_views:
                     status, node = TaskStatus.BINDING, assumed.node
                     groups, zones = assumed.gpu_groups, assumed.numa_zones
+                    allocations, extended = assumed.claim_allocations, assumed.extended
                 elif pod.key not in bound_to_nowhere:
                     problems.append(Problem("task", pod.key, NODE_NOT_FOUND,
                                             f"pod was being bound to node {assumed.node!r}, which no longer exists; "
@@ -283,6 +313,8 @@ class ClusterCache:
                                         f"pod names sub-group {pod.pod_set!r}, which PodGroup {job.uid} does not "
                                         "define; the pod is not scheduled"))
                 job = None
+            if allocations and status in ACTIVE_USED:
+                _being_allocated(resources, pod, allocations)
             if job is None:
                 if node and status in ACTIVE_USED:
                     reservation = _is_reservation(pod, self.reservation_app)
@@ -292,7 +324,8 @@ class ClusterCache:
                     if reservation:
                         reservations.append((node, pod))
                 continue
-            task = convert.to_task(pod, job.uid, status, node, groups, zones)
+            entry = _extended_entry(resources, extended_claims, pod, extended if status in ACTIVE_USED else None)
+            task = convert.to_task(pod, job.uid, status, node, groups, zones, resources, entry)
             if pod.numa_invalid:
                 problems.append(Problem("task", pod.key, "InvalidNumaPlacement", pod.numa_invalid))
             job.add_task(task)
@@ -308,7 +341,7 @@ class ClusterCache:
                  for name, v in node_views.items()]
         queues = [convert.to_queue(q) for q in inf["queues"].list()]
         snap = build_snapshot(nodes, queues, jobs.values(), now, inf["topologies"].list(), inf["configmaps"].list(),
-                              self._storage() if claims_wanted else None)
+                              self._storage() if claims_wanted else None, resources)
         _hold_rejected(snap)
         snap.problems[:0] = problems
         return Cycle(snap, kept_pods, podgroups, stale)
@@ -319,6 +352,17 @@ class ClusterCache:
         return Storage.of(inf["persistentvolumeclaims"].list(), inf["persistentvolumes"].list(),
                           inf["storageclasses"].list(), inf["csistoragecapacities"].list(),
                           (name for name, tracked in inf["csidrivers"].list() if tracked))
+
+    def _dynamic_resources(self, problems: list[Problem]) -> DynamicResources:
+        """The DRA objects; each that cannot be read is a problem naming it, and is left out."""
+        inf = self.informers
+        read = {name: inf[name].list() for name in dra.INFORMERS}
+        for objects in read.values():
+            problems.extend(Problem(u.kind, u.key, f"Invalid{u.kind}", u.reason)
+                            for u in objects if isinstance(u, dra.Unreadable))
+        kept = {name: [o for o in objects if not isinstance(o, dra.Unreadable)] for name, objects in read.items()}
+        return DynamicResources.of(kept["deviceclasses"], kept["resourceslices"], kept["resourceclaims"],
+                                   kept["resourceclaimtemplates"])
 
     def _live_bind_requests(self, pods: dict[str, PodView], nodes: dict, problems: list[Problem]):
         """BindRequests by pod key that make their pod Binding, and the stale ones to delete; one that
@@ -339,6 +383,31 @@ class ClusterCache:
             else:
                 live[pod_key] = br
         return live, stale
+
+
+def _being_allocated(resources: DynamicResources, pod: PodView, allocations: tuple) -> None:
+    """A pod being bound holds the allocations its BindRequest carries until the binder writes them to
+    its claims (as KAI's cache does), so no other pod is given the same devices meanwhile."""
+    entries = {c.name: c for c in pod.resource_claims}
+    for name, allocation in allocations:
+        entry = entries.get(name)
+        claim = resources.claim_of(pod.namespace, entry) if entry is not None else None
+        if claim is None:
+            continue
+        reserved = claim.reserved_for if pod.key in claim.reserved_for else (*claim.reserved_for, pod.key)
+        resources.claims[claim.key] = attrs.evolve(claim, allocation=claim.allocation or allocation,
+                                                   reserved_for=reserved)
+
+
+def _extended_entry(resources: DynamicResources, claims: dict[str, ResourceClaim], pod: PodView,
+                    pending: ExtendedClaim | None) -> tuple[PodResourceClaim, ...]:
+    """The entry of a pod's implicit claim for DRA-backed extended resources: the claim the binder created for
+    it, else while it is being bound the one its BindRequest carries (held as allocated meanwhile)."""
+    claim = claims.get(pod.key)
+    if claim is None and pending is not None:
+        claim = attrs.evolve(pending.claim, allocation=pending.allocation, reserved_for=(pod.key,))
+        resources.claims[claim.key] = claim
+    return (PodResourceClaim(EXTENDED_ENTRY, claim.name),) if claim is not None else ()
 
 
 def _is_reservation(pod: PodView, app: str) -> bool:

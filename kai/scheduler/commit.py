@@ -3,7 +3,9 @@
 :class:`Committer` turns one cycle's outcome into writes, on a bounded thread pool:
 
 * ``bind`` -> a ``scheduling.run.ai/v1alpha2`` BindRequest named after the pod (KAI's shape: owner
-  reference to the pod, label ``selected-node``, received GPU type/count/portion), then event
+  reference to the pod, label ``selected-node``, received GPU type/count/portion, the allocations of the
+  pod's ResourceClaims as ``resourceClaimAllocations``, its implicit claim for DRA-backed ``nvidia.com/gpu``
+  as ``extendedResourceClaimAllocation``), then event
   ``Scheduled``; the cache assumes the binding at once, so the next cycle does not place the pod
   again. An existing BindRequest of the same name (409) means the pod is already being bound.
 * ``evict`` -> the pod is deleted (UID precondition), the PodGroup gets event ``Evict`` with KAI's
@@ -49,6 +51,7 @@ from kai.framework import Problem, Session
 from kai.framework.actions.allocate import not_ready_message
 from kai.framework.faults import INTERNAL_ERROR_REASON
 from kai.framework.snapshot import NODE_NOT_FOUND
+from kai.kube import dra
 from kai.kube.client import STRATEGIC_MERGE_PATCH, ApiError, Kube, object_path
 from kai.kube.events import NORMAL, WARNING, record_event
 from kai.kube.nrt import placement_json
@@ -89,6 +92,11 @@ def bind_request(pod: PodView, task: Task, node: str, gpu_groups: tuple[str, ...
         spec["selectedGPUGroups"] = list(gpu_groups)
     if numa_zones:
         spec["predictedNUMAZones"] = placement_json(numa_zones)
+    if task.claim_allocations:
+        spec["resourceClaimAllocations"] = [{"name": name, "allocation": dra.allocation_json(allocation)}
+                                            for name, allocation in task.claim_allocations]
+    if task.extended_claim is not None:
+        spec["extendedResourceClaimAllocation"] = dra.extended_claim_json(task.extended_claim)
     return {
         "apiVersion": names.BINDREQUEST_API_VERSION,
         "kind": "BindRequest",
@@ -267,7 +275,7 @@ class Committer:
         info = session.node_by_name.get(node)
         body = bind_request(pod, task, node, gpu_groups, info.node.gpu_memory_mib if info is not None else 0,
                             numa_zones)
-        self.cache.assume_bound(pod, node, gpu_groups, numa_zones)
+        self.cache.assume_bound(pod, node, gpu_groups, numa_zones, task.claim_allocations, task.extended_claim)
         log.info("bind", **fields(pod=pod.key, node=node, podgroup=task.job))
         if self.metrics is not None:
             self.metrics.task_scheduled(session.now - pod.created)
@@ -354,6 +362,8 @@ class Committer:
             self._event(_pod_ref(pod), WARNING, problem.reason, problem.message)
         elif problem.kind == "job" and (pg := cycle.podgroups.get(problem.name)) is not None:
             self._event(_podgroup_ref(pg), WARNING, problem.reason, problem.message)
+        elif problem.kind in dra.KINDS:
+            self._event(dra.object_ref(problem.kind, problem.name), WARNING, problem.reason, problem.message)
 
     def _forget_gone(self, cycle: Cycle) -> None:
         """Drops what was written about objects that no longer exist (the record would only grow)."""

@@ -22,6 +22,7 @@ from kai.api import (
     TaskStatus,
     ZonePlacement,
 )
+from kai.api.dra import DynamicResources, PodResourceClaim, pod_gpus
 from kai.kube.views import BindRequestView, NodeView, PodGroupView, PodView, is_preemptible
 
 
@@ -82,14 +83,22 @@ def pod_state(pod: PodView, bind: BindRequestView | None, now: float = 0.0,
 
 
 def to_task(pod: PodView, job_uid: str, status: TaskStatus, node: str | None,
-            gpu_groups: tuple[str, ...] = (), numa_zones: tuple[ZonePlacement, ...] = ()) -> Task:
+            gpu_groups: tuple[str, ...] = (), numa_zones: tuple[ZonePlacement, ...] = (),
+            dra: DynamicResources | None = None, extended: tuple[PodResourceClaim, ...] = ()) -> Task:
     """The task of ``pod``; ``gpu_groups`` (from its BindRequest) stand in for the pod's own until it is bound.
+
+    The GPUs its ResourceClaims ask for (devices of GPU classes, read from ``dra``) count in its request;
+    ``extended`` is the entry of its implicit claim for DRA-backed extended resources, when it has one.
 
     Its recorded NUMA placement is the one the node observed, else ``numa_zones`` (its BindRequest's
     prediction), else the predicted annotation.
     """
+    request = pod.request or ResourceRequest()
+    if pod.resource_claims and dra is not None:
+        claims = (dra.requests_of(pod.namespace, c) for c in pod.resource_claims)
+        request = attrs.evolve(request, dra_gpus=pod_gpus(c for c in claims if c is not None))
     return Task(
-        name=pod.name, job=job_uid, request=pod.request or ResourceRequest(), status=status, node=node,
+        name=pod.name, job=job_uid, request=request, status=status, node=node,
         namespace=pod.namespace, uid=pod.key, pod_set=pod.pod_set, priority=pod.task_priority, creation=pod.created,
         labels=pod.labels, node_selector=pod.node_selector, node_affinity=pod.node_affinity,
         pod_affinity=pod.pod_affinity, pod_anti_affinity=pod.pod_anti_affinity, tolerations=pod.tolerations,
@@ -98,6 +107,7 @@ def to_task(pod: PodView, job_uid: str, status: TaskStatus, node: str | None,
         numa_recorded=pod.numa_observed or numa_zones or pod.numa_predicted,
         preferred_pod_affinity=pod.preferred_pod_affinity, preferred_pod_anti_affinity=pod.preferred_pod_anti_affinity,
         host_ports=pod.host_ports, config_maps=pod.config_maps, claims=pod.claims,
+        resource_claims=pod.resource_claims + extended,
     )
 
 

@@ -80,6 +80,8 @@ API_ACCESS = (
     Access(names.SCHEDULINGSHARDS[0], f"{names.SCHEDULINGSHARDS[2]}/status", ("patch",)),
     Access(names.CONFIGS[0], names.CONFIGS[2], ("get", "list", "watch")),
     Access(names.NODERESOURCETOPOLOGIES[0], names.NODERESOURCETOPOLOGIES[2], ("list", "watch")),
+    *(Access(coords[0], coords[2], ("list", "watch")) for coords in (
+        names.DEVICECLASSES, names.RESOURCESLICES, names.RESOURCECLAIMS, names.RESOURCECLAIMTEMPLATES)),
 )
 
 

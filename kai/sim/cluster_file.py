@@ -37,6 +37,18 @@ from kai.api import (
     mig_gpu_slices,
     parse_gpu_sharing,
 )
+from kai.api.dra import (
+    ALL,
+    EXACT_COUNT,
+    Device,
+    DeviceClass,
+    DeviceRequest,
+    DynamicResources,
+    PodResourceClaim,
+    ResourceClaim,
+    ResourceSlice,
+)
+from kai.api.model import ACTIVE_USED
 from kai.api.numa import POLICIES, QOS_CLASSES, SCOPE_CONTAINER, SCOPES
 from kai.framework import (
     DEFAULT_CONFIG,
@@ -55,11 +67,11 @@ PRIORITY_CLASSES = {"train": 50, "build-preemptible": 75, "build": 100, "inferen
 #: Jobs with a priority below this are preemptible unless the workload says otherwise (KAI's rule).
 PREEMPTIBLE_BELOW = 100
 
-TOP_FIELDS = ("name", "cycles", "config", "topologies", "nodes", "queues", "workloads")
+TOP_FIELDS = ("name", "cycles", "config", "topologies", "device_classes", "nodes", "queues", "workloads")
 TOPOLOGY_FIELDS = ("name", "levels", "aliases")
 NODE_FIELDS = (
     "name", "count", "gpus", "cpu", "memory", "gpu_memory", "max_pods", "labels", "taints", "mig_strategy", "mig",
-    "numa",
+    "numa", "devices",
 )
 NUMA_FIELDS = ("policy", "scope", "zones")
 ZONE_FIELDS = ("name", "cpu", "memory", "gpus", "available")
@@ -69,8 +81,12 @@ QUOTA_FIELDS = ("deserved", "limit", "over_quota_weight")
 WORKLOAD_FIELDS = (
     "name", "queue", "priority", "preemptible", "replicas", "min_available", "gpus", "cpu", "memory",
     "node_selector", "tolerations", "running_on", "topology", "subgroups", "pod_sets", "annotations", "mig",
-    "qos_class",
+    "qos_class", "claims",
 )
+#: Dynamic Resource Allocation: device classes, a node's devices (one node-local slice per entry), claims.
+DEVICE_CLASS_FIELDS = ("name", "selectors", "extended_resource_name")
+DEVICES_FIELDS = ("driver", "count", "attributes", "capacity")
+CLAIM_FIELDS = ("name", "device_class", "count", "all", "selectors", "admin_access", "shared")
 MIG_STRATEGIES = ("single", "mixed")
 #: Fields of a workload that belong to each pod set when the workload lists ``pod_sets``.
 POD_SET_ONLY = ("replicas", "min_available", "running_on")
@@ -133,9 +149,29 @@ class ClusterFile:
     config: SchedulerConfig = DEFAULT_CONFIG
     cycles: int = 1
     topologies: list[Topology] = attrs.field(factory=list)
+    device_classes: list[DeviceClass] = attrs.field(factory=list)
+    slices: list[ResourceSlice] = attrs.field(factory=list)
+    claims: list[ResourceClaim] = attrs.field(factory=list)
 
     def snapshot(self, now: float) -> Snapshot:
-        return build_snapshot(self.nodes, self.queues, self.jobs, now, self.topologies)
+        return build_snapshot(self.nodes, self.queues, self.jobs, now, self.topologies, dra=self._dra())
+
+    def _dra(self) -> DynamicResources | None:
+        """The DRA objects, each claim allocated as the pods holding it got it in an earlier cycle."""
+        if not (self.device_classes or self.slices or self.claims):
+            return None
+        claims = {c.key: c for c in self.claims}
+        for job in self.jobs:
+            for task in job.tasks.values():
+                if task.status not in ACTIVE_USED:
+                    continue
+                entries = {c.name: c for c in task.resource_claims}
+                for entry, allocation in task.claim_allocations:
+                    key = f"{task.namespace}/{entries[entry].claim}"
+                    claim = claims[key]
+                    claims[key] = attrs.evolve(claim, allocation=claim.allocation or allocation,
+                                               reserved_for=(*claim.reserved_for, task.uid))
+        return DynamicResources.of(self.device_classes, self.slices, claims.values())
 
 
 class _Entry(Fields):
@@ -171,7 +207,8 @@ def _named(items: Any, file: str, section: str) -> list[tuple[str, Any]]:
     return out
 
 
-def _nodes(file: str, items: Any) -> list[Node]:
+def _nodes(file: str, items: Any, slices: list[ResourceSlice]) -> list[Node]:
+    """The nodes of the file; their ``devices`` are added to ``slices``."""
     nodes: list[Node] = []
     for where, item in _named(items, file, "nodes"):
         e = _Entry(item, where, NODE_FIELDS)
@@ -194,6 +231,7 @@ def _nodes(file: str, items: Any) -> list[Node]:
         names = [name] if count is None else [f"{name}-{k}" for k in range(count)]
         labels_given = e.labels("labels")
         numa = _numa(e)
+        devices = [_devices(d, f"{where}: devices[{k}]") for k, d in enumerate(e.get("devices", list, []))]
         max_pods = e.count("max_pods", 110, minimum=1, maximum=MAX_PODS_PER_NODE)
         for n in names:
             labels = {"kubernetes.io/hostname": n, "nvidia.com/gpu.count": str(gpus)}
@@ -204,7 +242,64 @@ def _nodes(file: str, items: Any) -> list[Node]:
             labels.update(labels_given)
             nodes.append(Node(n, allocatable.copy(), labels, taints, max_pods=max_pods, gpu_memory_mib=gpu_mib,
                               numa=numa))
+            slices.extend(ResourceSlice(f"{n}-{driver}", driver, n, tuple(group), node=n)
+                          for driver, group in _by_driver(devices))
     return nodes
+
+
+def _devices(value: Any, where: str) -> tuple[str, list[Device]]:
+    """One entry of a node's ``devices``: ``count`` devices of ``driver``, each with the same attributes and
+    capacities, named ``<driver's first label>-<i>``."""
+    e = _Entry(value, where, DEVICES_FIELDS)
+    driver = e.get("driver", str)
+    attributes = {}
+    for name, item in e.mapping("attributes").items():
+        if isinstance(item, float) or not isinstance(item, (str, int, bool)):
+            raise e.fail("attributes", f"{describe(name)} must be a string, whole number or boolean, "
+                                       f"not {describe(item)}")
+        attributes[str(name)] = item
+    capacity = {str(name): parse_quantity(item, where, f"capacity.{name}") for name, item in
+                e.mapping("capacity").items()}
+    stem = driver.split(".")[0]
+    return driver, [Device(f"{stem}-{i}", dict(attributes), dict(capacity))
+                    for i in range(e.count("count", 1, minimum=1, maximum=MAX_GPUS))]
+
+
+def _by_driver(entries: list[tuple[str, list[Device]]]) -> list[tuple[str, list[Device]]]:
+    """The devices of a node by driver (one slice each), numbered on across entries of the same driver."""
+    out: dict[str, list[Device]] = {}
+    for driver, devices in entries:
+        have = out.setdefault(driver, [])
+        stem, start = driver.split(".")[0], len(have)
+        have.extend(attrs.evolve(d, name=f"{stem}-{start + i}") for i, d in enumerate(devices))
+    return list(out.items())
+
+
+def _device_classes(file: str, items: Any) -> list[DeviceClass]:
+    classes = []
+    for where, item in _named(items, file, "device_classes"):
+        e = _Entry(item, where, DEVICE_CLASS_FIELDS)
+        classes.append(DeviceClass(e.get("name", str), tuple(e.names("selectors")),
+                                   e.get("extended_resource_name", str, "")))
+    return classes
+
+
+def _claim_requests(e: _Entry, classes: set[str]) -> list[tuple[str, bool, DeviceRequest]]:
+    """(claim name, shared, its one request) of each entry of a workload's ``claims``."""
+    out = []
+    for where, item in _named(e.get("claims", list, []), e.where, "claims"):
+        c = _Entry(item, where, CLAIM_FIELDS)
+        device_class = c.get("device_class", str)
+        if device_class not in classes:
+            raise c.fail("device_class", f"names unknown device class {describe(device_class)}")
+        every = c.get("all", bool, False)
+        if every and c.has("count"):
+            raise ConfigError(f"{where}: fields 'all' and 'count' exclude each other")
+        request = DeviceRequest("devices", device_class, tuple(c.names("selectors")), ALL if every else EXACT_COUNT,
+                                0 if every else c.count("count", 1, minimum=1, maximum=MAX_GPUS),
+                                c.get("admin_access", bool, False))
+        out.append((c.get("name", str), c.get("shared", bool, False), request))
+    return out
 
 
 def _numa(e: _Entry) -> NumaTopology | None:
@@ -315,7 +410,9 @@ def _priority(e: _Entry) -> int:
     return e.whole("priority", value, minimum=-MAX_PRIORITY, maximum=MAX_PRIORITY)
 
 
-def _jobs(file: str, items: Any, node_names: set[str], now: float) -> list[Job]:
+def _jobs(file: str, items: Any, node_names: set[str], now: float, classes: set[str],
+          claims: list[ResourceClaim]) -> list[Job]:
+    """The jobs of the file's workloads; the claims of their pods are added to ``claims``."""
     entries = _named(items, file, "workloads")
     jobs = []
     pods = 0  # described by the workloads before this one
@@ -346,9 +443,32 @@ def _jobs(file: str, items: Any, node_names: set[str], now: float) -> list[Job]:
             if e.has("subgroups"):
                 raise ConfigError(f"{where}: field 'subgroups' needs 'pod_sets' (the pods of the subgroups)")
             _add_pod_set(job, e, "default", None, None, name, node_names, now, pods)
+        requests = _claim_requests(e, classes)
+        if requests:
+            _claim_pods(job, requests, claims, e)
         jobs.append(job)
         pods += len(job.tasks)
     return jobs
+
+
+def _claim_pods(job: Job, requests: list[tuple[str, bool, DeviceRequest]], claims: list[ResourceClaim],
+                e: _Entry) -> None:
+    """Give every pod of ``job`` its claims: one per pod (``<pod>-<claim>``), or one for all (``shared``)."""
+    shared = {name: ResourceClaim("default", f"{job.name}-{name}", (request,))
+              for name, is_shared, request in requests if is_shared}
+    claims.extend(shared.values())
+    for task in job.tasks.values():
+        if task.node is not None:
+            raise ConfigError(f"{e.where}: pods with 'claims' cannot be 'running_on' a node (their devices are "
+                              "not known); let them be placed in a first cycle")
+        own = []
+        for name, is_shared, request in requests:
+            claim = shared[name] if is_shared else ResourceClaim("default", f"{task.name}-{name}", (request,))
+            if not is_shared:
+                claims.append(claim)
+            own.append((PodResourceClaim(name, claim.name), claim))
+        task.resource_claims = tuple(entry for entry, _ in own)
+        task.request = attrs.evolve(task.request, dra_gpus=sum(claim.gpus for _, claim in own))
 
 
 def _add_pod_set(job: Job, e: _Entry, ps_name: str, parent: str | None, workload: _Entry | None, prefix: str,
@@ -462,11 +582,14 @@ def _running_on(e: _Entry, replicas: int, node_names: set[str]) -> list[str]:
 def parse_cluster(data: Any, file: str, now: float) -> ClusterFile:
     """Build the facts of a parsed cluster file (a mapping)."""
     top = _Entry(data, file, TOP_FIELDS)
-    nodes = _nodes(file, data.get("nodes"))
+    slices: list[ResourceSlice] = []
+    claims: list[ResourceClaim] = []
+    nodes = _nodes(file, data.get("nodes"), slices)
+    classes = _device_classes(file, data.get("device_classes"))
     config = parse_config(data["config"], f"{file}: config") if top.has("config") else DEFAULT_CONFIG
+    jobs = _jobs(file, data.get("workloads"), {n.name for n in nodes}, now, {c.name for c in classes}, claims)
     return ClusterFile(
         name=top.get("name", str, file), file=file, nodes=nodes, queues=_queues(file, data.get("queues")),
-        jobs=_jobs(file, data.get("workloads"), {n.name for n in nodes}, now), config=config,
-        cycles=top.count("cycles", 1, minimum=1, maximum=MAX_CYCLES),
-        topologies=_topologies(file, data.get("topologies")),
+        jobs=jobs, config=config, cycles=top.count("cycles", 1, minimum=1, maximum=MAX_CYCLES),
+        topologies=_topologies(file, data.get("topologies")), device_classes=classes, slices=slices, claims=claims,
     )

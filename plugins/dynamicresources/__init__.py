@@ -9,10 +9,18 @@
 * ``kai_on_allocate`` / ``kai_on_deallocate``: the session's ledger of claim allocations. A placed pod
   allocates its claims that are not allocated yet (a claim shared by several pods is allocated once);
   when the last pod holding a claim leaves (eviction, rollback), its devices are free again. A pod
-  placed again gets the devices it had, so statements restore the ledger exactly.
+  placed again gets the devices it had, so statements restore the ledger exactly. A placed pod's
+  ``claim_allocations`` name its claims' allocations for the binder.
 
 A claim allocated before the session keeps its devices; it is freed only when every pod holding it is
-evicted. The plugin steps out of the session when no pod has claims.
+evicted.
+
+DRA-backed ``nvidia.com/gpu`` (KEP-5004): on a node whose GPUs are published only through DRA and backed by
+a device class with that ``extendedResourceName`` (``DynamicResources.extended_gpu_nodes``), a pod asking
+whole GPUs gets an implicit claim, one request per container asking GPUs, allocated like any other; its
+``extended_claim`` carries it to the binder. A shared-GPU pod does not fit such a node.
+
+The plugin steps out of the session when no pod has claims and no node's GPUs are DRA-backed.
 """
 
 from __future__ import annotations
@@ -21,7 +29,17 @@ import logging
 
 from kai import hookimpl
 from kai.api import ACTIVE_USED, Reject, Task
-from kai.api.dra import RESERVED_FOR_MAX, Allocation, DeviceId, DynamicResources, ResourceClaim
+from kai.api.dra import (
+    EXTENDED_ENTRY,
+    GPU_RESOURCE,
+    RESERVED_FOR_MAX,
+    Allocation,
+    DeviceId,
+    DeviceRequest,
+    DynamicResources,
+    ExtendedClaim,
+    ResourceClaim,
+)
 from kai.plugins.dynamicresources.allocator import Candidate, Search, reachable
 from kai.plugins.dynamicresources.cel import Selectors
 
@@ -86,13 +104,16 @@ class DynamicResourcesPlugin:
         self.ledger = Ledger(dra)
         self.selectors = Selectors()
         self.candidates: dict[str, list[Candidate]] = {}
+        #: Implicit claims for DRA-backed ``nvidia.com/gpu`` by (pod, device class).
+        self.extended: dict[tuple[str, str], ResourceClaim] = {}
         self.conditions: dict[str, Reject | None] = {}
 
     @hookimpl
     def kai_session_open(self, session):
         self._reset(session.snapshot.dra)
-        if not any(t.resource_claims for j in session.jobs.values() for t in j.tasks.values()):
-            session.calls.withdraw(self)  # no pod has claims: nothing to filter or account
+        if not self.dra.extended_gpu_nodes and not any(
+                t.resource_claims for j in session.jobs.values() for t in j.tasks.values()):
+            session.calls.withdraw(self)  # no pod has claims, no GPU is DRA-backed: nothing to filter or account
             return
         for job in session.jobs.values():
             for task in job.tasks.values():
@@ -103,6 +124,26 @@ class DynamicResourcesPlugin:
 
     def _claims(self, task: Task) -> list[ResourceClaim | None]:
         return [self.dra.claim_of(task.namespace, c) for c in task.resource_claims]
+
+    def _extended(self, task: Task, node_name: str) -> ResourceClaim | None:
+        """The implicit claim of a pod asking whole GPUs on a node whose ``nvidia.com/gpu`` is DRA-backed."""
+        device_class = self.dra.extended_gpu_nodes.get(node_name)
+        if device_class is None or task.request.gpus <= 0 or task.request.is_shared_gpu \
+                or any(c.name == EXTENDED_ENTRY for c in task.resource_claims):
+            return None
+        key = (task.uid, device_class)
+        claim = self.extended.get(key)
+        if claim is None:
+            gpus = [(i, int(c.amounts.get(GPU_RESOURCE, 0))) for i, c in enumerate(task.containers)]
+            gpus = [(i, n) for i, n in gpus if n > 0] or [(0, task.request.gpus)]
+            requests = tuple(DeviceRequest(f"container-{i}-request-0", device_class, count=n) for i, n in gpus)
+            claim = self.extended[key] = ResourceClaim(task.namespace, f"{EXTENDED_ENTRY}{task.name}", requests,
+                                                       extended_for=task.uid)
+        return claim
+
+    def _mappings(self, task: Task, claim: ResourceClaim) -> tuple[tuple[str, str, str], ...]:
+        names = [c.name for c in task.containers]
+        return tuple((names[int(r.name.split("-")[1])] if names else "", GPU_RESOURCE, r.name) for r in claim.requests)
 
     # --- filtering ------------------------------------------------------------------------------------
 
@@ -117,8 +158,12 @@ class DynamicResourcesPlugin:
     def _condition(self, task: Task) -> Reject | None:
         for pod_claim, claim in zip(task.resource_claims, self._claims(task), strict=True):
             if claim is None:
-                what = (f"the claim of template {pod_claim.template} is not generated yet" if not pod_claim.claim
-                        else f"resource claim {task.namespace}/{pod_claim.claim} does not exist")
+                if pod_claim.claim:
+                    what = f"resource claim {task.namespace}/{pod_claim.claim} does not exist"
+                elif f"{task.namespace}/{pod_claim.template}" in self.dra.templates:
+                    what = f"the claim of template {pod_claim.template} is not generated yet"
+                else:
+                    what = f"resource claim template {task.namespace}/{pod_claim.template} does not exist"
                 return Reject(NAME, f"pod {task.namespace}/{task.name}: {what}")
             if len(claim.reserved_for) >= RESERVED_FOR_MAX and task.uid not in claim.reserved_for:
                 return Reject(NAME, f"resource claim {claim.key} has reached its maximum number of consumers "
@@ -138,10 +183,14 @@ class DynamicResourcesPlugin:
 
     @hookimpl
     def kai_predicate(self, session, task, job, node):
-        if not task.resource_claims:
+        if task.request.is_shared_gpu and node.name in self.dra.extended_gpu_nodes:
+            return Reject(NAME, f"node {node.name} publishes its GPUs through DRA only; GPU sharing is not "
+                                "supported there")
+        extended = self._extended(task, node.name)
+        if not task.resource_claims and extended is None:
             return None
         labels = node.node.labels
-        pending = []
+        pending = [extended] if extended is not None else []
         for claim in self._claims(task):
             if claim is None:
                 return Reject(NAME, f"pod {task.namespace}/{task.name} has a claim that does not exist")
@@ -169,9 +218,12 @@ class DynamicResourcesPlugin:
 
     @hookimpl
     def kai_on_allocate(self, session, task, node):
-        if not task.resource_claims or node is None:
+        extended = self._extended(task, node.name) if node is not None else None
+        if (not task.resource_claims and extended is None) or node is None:
             return
         claims = [c for c in self._claims(task) if c is not None]
+        if extended is not None:
+            claims.append(extended)
         pending = []
         for claim in claims:
             if claim.key in self.ledger.allocations:
@@ -182,20 +234,29 @@ class DynamicResourcesPlugin:
                 self.ledger.hold(claim.key, task.uid, before)
             else:
                 pending.append(claim)
-        if not pending:
-            return
-        search = self._search(pending, node)
-        if not search.run():
-            log.error("dynamicresources: the claims of pod %s cannot be allocated on node %s: %s", task.uid,
-                      node.name, search.reason(task.namespace, self.selectors))
-            return
-        for key, allocation in search.allocations(node.name).items():
-            self.ledger.hold(key, task.uid, allocation)
+        if pending:
+            search = self._search(pending, node)
+            if search.run():
+                for key, allocation in search.allocations(node.name).items():
+                    self.ledger.hold(key, task.uid, allocation)
+            else:
+                log.error("dynamicresources: the claims of pod %s cannot be allocated on node %s: %s", task.uid,
+                          node.name, search.reason(task.namespace, self.selectors))
+        task.claim_allocations = tuple(
+            (entry.name, self.ledger.allocations[f"{task.namespace}/{entry.claim}"]) for entry in task.resource_claims
+            if entry.claim and f"{task.namespace}/{entry.claim}" in self.ledger.allocations)
+        if extended is not None and extended.key in self.ledger.allocations:
+            task.extended_claim = ExtendedClaim(extended, self.ledger.allocations[extended.key],
+                                                self._mappings(task, extended))
 
     @hookimpl
     def kai_on_deallocate(self, session, task, node):
+        if task.extended_claim is not None:
+            self.ledger.release(task.extended_claim.claim.key, task.uid)
+            task.extended_claim = None
         if not task.resource_claims:
             return
+        task.claim_allocations = ()
         for claim in self._claims(task):
             if claim is not None:
                 self.ledger.release(claim.key, task.uid)

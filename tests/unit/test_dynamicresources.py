@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kai import testing as kt
-from kai.api import ResourceRequest, TaskStatus
+from kai.api import ContainerRequest, ResourceRequest, TaskStatus
 from kai.api.dra import (
     ALL,
     Allocation,
@@ -206,7 +206,7 @@ def test_missing_claims_and_device_classes_keep_the_pod_pending_before_any_node(
     assert kt.placements(s) == {}
     assert "device class nope does not exist for claim default/c request gpu" in kt.fit_error(s, "a-0")
     assert "resource claim default/absent does not exist" in kt.fit_error(s, "m-0")
-    assert "the claim of template tpl is not generated yet" in kt.fit_error(s, "t-0")
+    assert "resource claim template default/tpl does not exist" in kt.fit_error(s, "t-0")
 
 
 # --- the ledger -----------------------------------------------------------------------------------------
@@ -295,3 +295,51 @@ def test_in_the_default_plugin_list_at_kais_position():
     assert names.index("nominatednode") < names.index("dynamicresources") < names.index("nodeplacement")
     assert KAI_DEFAULT_PLUGINS.index("dynamicresources") > KAI_DEFAULT_PLUGINS.index("nominatednode")
     assert isinstance(PluginSpec("dynamicresources"), PluginSpec)
+
+
+# --- DRA-backed extended resources (KEP-5004) ---------------------------------------------------------------
+
+
+BACKING = DeviceClass("gpu.example.com", GPU_CLASS.selectors, extended_resource_name="nvidia.com/gpu")
+
+
+def gpu_pod(name, gpus=1, **request):
+    containers = (ContainerRequest({"cpu": 100.0}, name="sidecar"), ContainerRequest({"nvidia.com/gpu": gpus},
+                                                                                      name="main"))
+    return kt.task(name, request=ResourceRequest(cpu=100, memory=1e6, gpus=gpus, **request), containers=containers)
+
+
+def test_a_gpu_pod_on_a_node_whose_gpus_only_dra_publishes_gets_an_implicit_claim():
+    nodes = [kt.node("dra"), kt.node("plugin", gpus=1)]
+    s = run(nodes, [kt.job("a", tasks=[gpu_pod("a-0", 2)]), kt.job("b", tasks=[gpu_pod("b-0", 2)], creation=1.0)],
+            [BACKING, gpus("dra", "A", "A", "A"), gpus("plugin", "A")])
+    assert s.snapshot.dra.extended_gpu_nodes == {"dra": "gpu.example.com"}  # "plugin" has nvidia.com/gpu of its own
+    assert next(n for n in s.snapshot.nodes if n.name == "dra").allocatable.gpu == 3
+    assert kt.placements(s) == {"a-0": "dra"}
+    task = next(d.task for d in s.decisions)
+    extended = task.extended_claim
+    assert [(r.name, r.device_class, r.count) for r in extended.claim.requests] == [
+        ("container-1-request-0", "gpu.example.com", 2)]
+    assert extended.mappings == (("main", "nvidia.com/gpu", "container-1-request-0"),)
+    assert len(extended.allocation.devices) == 2 and extended.allocation.node == "dra"
+    # the third device is left: two more GPUs do not fit, by the node's GPUs and by its devices
+    assert kt.fit_error(s, "b-0") is not None
+    # the cluster counts the DRA node's devices once, as its nvidia.com/gpu (3), and the other node's GPU and
+    # its slice's device as before (1 + 1)
+    assert cluster_capacity(s)[2] == 5
+
+
+def test_a_discarded_placement_gives_the_implicit_claims_devices_back_and_sharing_does_not_fit():
+    session, plugin = opened([kt.node("dra")], [kt.job("a", tasks=[gpu_pod("a-0")]),
+                                                kt.job("f", tasks=[gpu_pod("f-0", 0, gpu_fraction=0.5)])],
+                             [BACKING, gpus("dra", "A")])
+    jobs = {j.name: j for j in session.jobs.values()}
+    task = jobs["a"].tasks["a-0"]
+    statement = Statement(session)
+    statement.allocate(task, "dra")
+    assert task.extended_claim is not None and len(plugin.ledger.in_use) == 1
+    statement.discard()
+    assert task.extended_claim is None and not plugin.ledger.in_use
+    shared = jobs["f"].tasks["f-0"]
+    reject = plugin.kai_predicate(session, shared, jobs["f"], session.node_by_name["dra"])
+    assert "GPU sharing is not supported" in reject.reason

@@ -147,12 +147,12 @@ def test_the_binder_runs_installed_binder_plugins_by_priority_with_their_argumen
         return binder.plugins
 
     first = binder_plugins('{"recorder": {"priority": 150, "arguments": {"level": "3"}}}')
-    assert [p.name for p in first] == ["volumebinding", "recorder", "gpusharing"]
-    assert first[1].arguments == {"level": "3"}
+    assert [p.name for p in first] == ["volumebinding", "dynamicresources", "recorder", "gpusharing"]
+    assert first[2].arguments == {"level": "3"}
     assert [p.name for p in binder_plugins('{"recorder": {}}')] == [
-        "volumebinding", "gpusharing", "recorder"]  # KAI: priority 0
+        "volumebinding", "dynamicresources", "gpusharing", "recorder"]  # KAI: priority 0
     assert [p.name for p in binder_plugins('{"recorder": {"priority": 100}}')] == [
-        "volumebinding", "gpusharing", "recorder"]  # by name
+        "volumebinding", "dynamicresources", "gpusharing", "recorder"]  # by name
 
 
 class NoKube:
@@ -171,7 +171,7 @@ def test_kai_scheduler_plugins_lists_binder_plugins(install, capsys):
     install("kai-recorder-binder", f"[kai.binder_plugins]\nrecorder = {MODULE}:build_recorder\n")
     assert list_main([]) == 0
     out = capsys.readouterr().out
-    listing = out[out.index("binder plugins (3):"):].splitlines()
+    listing = out[out.index("binder plugins (5):"):].splitlines()
     ours = ["gpusharing", "kai-scheduler", version("kai-scheduler"), "kai.binder.gpusharing:build"]
-    assert listing[1].split() == ours
-    assert listing[2].split() == ["recorder", "kai-recorder-binder", "1.2", f"{MODULE}:build_recorder"]
+    assert listing[2].split() == ours
+    assert listing[4].split() == ["recorder", "kai-recorder-binder", "1.2", f"{MODULE}:build_recorder"]

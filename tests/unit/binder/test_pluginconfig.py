@@ -15,11 +15,14 @@ from kai.binder.pluginconfig import (
 from kai.framework.errors import ConfigError
 
 
-def test_the_default_is_volumebinding_then_gpusharing_with_kais_priorities_and_arguments():
+def test_the_default_is_volumebinding_dynamicresources_then_gpusharing_with_kais_priorities_and_arguments():
     volumes = ("volumebinding", {"bindTimeoutSeconds": "120"})
-    assert enabled_plugins(default_config()) == [volumes, ("gpusharing", {"cdiEnabled": "false"})]
-    assert enabled_plugins(default_config(cdi_enabled=True)) == [volumes, ("gpusharing", {"cdiEnabled": "true"})]
+    claims = ("dynamicresources", {"bindTimeoutSeconds": "120"})
+    assert enabled_plugins(default_config()) == [volumes, claims, ("gpusharing", {"cdiEnabled": "false"})]
+    assert enabled_plugins(default_config(cdi_enabled=True)) == [volumes, claims,
+                                                                 ("gpusharing", {"cdiEnabled": "true"})]
     assert default_config()["gpusharing"].priority == 100
+    assert default_config()["dynamicresources"].priority == 200
     assert default_config()["volumebinding"].priority == 300
 
 
@@ -29,7 +32,8 @@ def test_overrides_replace_the_fields_they_give_and_new_plugins_are_enabled_at_p
     resolved = resolve(default_config(cdi_enabled=True), overrides)
     assert resolved["gpusharing"] == PluginConfig(True, 10, {"cdiEnabled": "true"})  # arguments kept
     assert resolved["extra"] == PluginConfig(True, 0, {})
-    assert [name for name, _ in enabled_plugins(resolved)] == ["first", "volumebinding", "gpusharing", "extra", "late"]
+    assert [name for name, _ in enabled_plugins(resolved)] == ["first", "volumebinding", "dynamicresources",
+                                                            "gpusharing", "extra", "late"]
     replaced = resolve(default_config(cdi_enabled=True), parse_config({"gpusharing": {"arguments": {"x": "y"}}}, "x"))
     assert replaced["gpusharing"].arguments == {"x": "y"}  # KAI: given arguments replace the default ones
 

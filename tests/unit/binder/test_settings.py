@@ -23,13 +23,13 @@ def config(**binder) -> dict:
 
 def test_without_a_config_the_flags_choose_the_plugins():
     assert chosen_plugins(FLAGS, None) == chosen_plugins(FLAGS, config()) == [
-        ("volumebinding", {"bindTimeoutSeconds": "120"}),
+        ("volumebinding", {"bindTimeoutSeconds": "120"}), ("dynamicresources", {"bindTimeoutSeconds": "120"}),
         ("gpusharing", {**RESERVATION, "cdiEnabled": "false"})]
 
 
 def test_cdi_and_the_volume_binding_timeout_set_the_default_arguments():
     chosen = dict(chosen_plugins(FLAGS, config(cdiEnabled=True, volumeBindingTimeoutSeconds=30)))
-    assert chosen["volumebinding"] == {"bindTimeoutSeconds": "30"}
+    assert chosen["volumebinding"] == chosen["dynamicresources"] == {"bindTimeoutSeconds": "30"}
     assert chosen["gpusharing"]["cdiEnabled"] == "true"
     # the flag's cdi stays when the Config does not set it
     assert dict(chosen_plugins(BinderFlags({}, True, RESERVATION), config()))["gpusharing"]["cdiEnabled"] == "true"
@@ -38,10 +38,10 @@ def test_cdi_and_the_volume_binding_timeout_set_the_default_arguments():
 def test_the_config_plugins_are_laid_over_the_flag_plugins():
     flags = BinderFlags({"volumebinding": PluginConfig(enabled=False), "gpusharing": PluginConfig(priority=500)},
                         False, RESERVATION)
-    assert [name for name, _ in chosen_plugins(flags, None)] == ["gpusharing"]
+    assert [name for name, _ in chosen_plugins(flags, None)] == ["gpusharing", "dynamicresources"]
     chosen = chosen_plugins(flags, config(cdiEnabled=True, plugins={
         "volumebinding": {"enabled": True, "priority": 900}, "gpusharing": {"arguments": {"appLabel": "x"}}}))
-    assert [name for name, _ in chosen] == ["volumebinding", "gpusharing"]
+    assert [name for name, _ in chosen] == ["volumebinding", "gpusharing", "dynamicresources"]
     # arguments given replace the defaults; cdiEnabled left out comes from binder.cdiEnabled, as KAI's operator does
     assert chosen[1][1] == {**RESERVATION, "appLabel": "x", "cdiEnabled": "true"}
 
@@ -52,7 +52,7 @@ def test_resource_reservation_fields_become_the_gpusharing_arguments():
         "runtimeClassName": "nvidia"})))
     assert chosen["gpusharing"] == {**RESERVATION, "namespace": "rr", "appLabel": "reserve", "serviceAccount": "sa",
                                     "allocationTimeout": "25s", "runtimeClass": "nvidia", "cdiEnabled": "false"}
-    plugin = build_chosen(list(chosen.items()), None).plugins[1]
+    plugin = build_chosen(list(chosen.items()), None).plugins[2]
     assert isinstance(plugin, GpuSharing)
     assert (plugin.reservations.namespace, plugin.reservations.app, plugin.reservations.timeout) == ("rr", "reserve",
                                                                                                       25.0)
@@ -79,9 +79,10 @@ def test_the_builder_keeps_unchanged_plugins_and_names_the_field_of_a_plugin_tha
     build = plugins_builder(FLAGS, kube, lambda: current[0])
     assert build(None, config()) is initial
     changed = build(None, config(resourceReservation={"appLabel": "other"}))
-    volumes, sharing = changed.plugins
+    volumes, claims, sharing = changed.plugins
     assert volumes is initial.plugins[0] and isinstance(volumes, VolumeBinding)
-    assert sharing is not initial.plugins[1] and sharing.reservations.app == "other"
+    assert claims is initial.plugins[1]
+    assert sharing is not initial.plugins[2] and sharing.reservations.app == "other"
     with pytest.raises(ConfigError, match=r"^spec.binder: .*nosuchplugin"):
         build(None, config(plugins={"nosuchplugin": {}}))
     with pytest.raises(ConfigError, match=r"^spec.binder: .*bindTimeoutSeconds must be a number"):

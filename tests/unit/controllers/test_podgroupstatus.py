@@ -8,7 +8,7 @@ import pytest
 
 from kai.api.resources import GpuRequestError
 from kai.controllers.podgroupstatus import PodGroupController, pod_resources, slim_pod, slim_podgroup
-from kai.kube import views
+from kai.kube import dra, views
 
 
 def raw_pod(name, phase="Running", node="n1", requests=({"cpu": "500m", "memory": "1Gi"},), scheduled=True,
@@ -72,7 +72,7 @@ def controller(preemptibility="", priority_class="train"):
     pg = slim_podgroup({"metadata": {"name": "pg", "namespace": "ns"},
                         "spec": {"priorityClassName": priority_class, "preemptibility": preemptibility}})
     c.stores = {"priorityclasses": Store({"train": ("train", 50, False), "inference": ("inference", 125, False)}),
-                    "podgroups": Store({"ns/pg": pg}), "pods": Store()}
+                    "podgroups": Store({"ns/pg": pg}), "pods": Store(), "resourceclaims": Store()}
     return c, pg[0]
 
 
@@ -99,3 +99,28 @@ def test_pod_moving_between_groups_refreshes_both():
     c.on_pod("MODIFIED", slim_pod(raw_pod("p", group="two")))
     assert sorted([c.queue.get(0), c.queue.get(0)]) == ["ns/one", "ns/two"]
     assert c._by_group["ns/one"] == set() and c._by_group["ns/two"] == {"ns/p"}
+
+
+def dra_claim(name, device_class="gpu.nvidia.com", count=2):
+    return dra.resource_claim_view({"metadata": {"name": name, "namespace": "ns"}, "spec": {"devices": {"requests": [
+        {"name": "r", "exactly": {"deviceClassName": device_class, "count": count}}]}}})
+
+
+def test_the_gpus_of_a_pods_resource_claims_count_under_their_device_class_and_a_claim_change_refreshes():
+    c, pg = controller()
+    c.stores["resourceclaims"].update({"ns/gpus": dra_claim("gpus"), "ns/nic": dra_claim("nic", "nic.example.com")})
+    raw = raw_pod("a")
+    raw["spec"]["resourceClaims"] = [{"name": "g", "resourceClaimName": "gpus"},
+                                     {"name": "n", "resourceClaimTemplateName": "nics"}]
+    raw["status"]["resourceClaimStatuses"] = [{"name": "n", "resourceClaimName": "nic"}]
+    pending = raw_pod("b", phase="Pending", node="", scheduled=False)
+    pending["spec"]["resourceClaims"] = [{"name": "g", "resourceClaimName": "absent"}]
+    pods = [slim_pod(raw), slim_pod(pending)]
+    assert pods[0]["claims"] == ("ns/gpus", "ns/nic")
+    status = c.resources_status(pg, pods)
+    assert status["allocated"] == {"cpu": "500m", "memory": "1073741824", "gpu.nvidia.com": "2"}
+    assert status["requested"]["gpu.nvidia.com"] == "2"  # the missing claim of the pending pod adds nothing
+    c.on_pod("ADDED", pods[0])
+    c.queue.done(c.queue.get(0))
+    c.on_claim("MODIFIED", dra_claim("gpus", count=1))
+    assert c.queue.get(0) == "ns/pg"

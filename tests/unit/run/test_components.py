@@ -66,7 +66,7 @@ def test_every_kai_component_is_available():
 def test_the_binder_runs_the_gpusharing_plugin_with_the_gpu_sharing_flags():
     binder = build("binder", "--resource-reservation-namespace", "rr", "--resource-reservation-allocation-timeout",
                    "1m30s", "--runtime-class-name", "nvidia", "--cdi-enabled", "--fake-gpu-nodes")
-    _, plugin = binder.plugins
+    _, _, plugin = binder.plugins
     assert isinstance(plugin, GpuSharing) and plugin.cdi
     assert plugin.kube is binder.kube and plugin.reservations.kube is binder.kube
     r = plugin.reservations
@@ -74,37 +74,37 @@ def test_the_binder_runs_the_gpusharing_plugin_with_the_gpu_sharing_flags():
     assert (r.image, r.app) == (reservation.IMAGE, reservation.APP)
 
 
-def test_the_binder_plugins_default_to_volumebinding_and_gpusharing_and_can_be_switched_off():
-    assert [p.name for p in build("binder").plugins] == ["volumebinding", "gpusharing"]
+def test_the_binder_plugins_default_to_volumebinding_dynamicresources_and_gpusharing_and_can_be_switched_off():
+    assert [p.name for p in build("binder").plugins] == ["volumebinding", "dynamicresources", "gpusharing"]
     assert build("binder", "--binder-plugins", '{"gpusharing": {"enabled": false}}').plugins[0].timeout == 120.0
-    # KAI's plugins this build does not have may be named when they are off
-    off = '{"volumebinding": {"enabled": false}, "dynamicresources": {"enabled": false}}'
+    # plugins this build does not have may be named when they are off
+    off = '{"volumebinding": {"enabled": false}, "dynamicresources": {"enabled": false}, "other": {"enabled": false}}'
     assert [p.name for p in build("binder", "--binder-plugins", off).plugins] == ["gpusharing"]
 
 
 def test_gpusharing_arguments_from_the_configuration_win_over_the_flags():
     config = '{"gpusharing": {"arguments": {"cdiEnabled": "true", "image": "mine:1", "allocationTimeout": "5s"}}}'
-    _, plugin = build("binder", "--resource-reservation-pod-image", "flag:1", "--resource-reservation-namespace",
-                      "rr", "--binder-plugins", config).plugins
+    _, _, plugin = build("binder", "--resource-reservation-pod-image", "flag:1", "--resource-reservation-namespace",
+                         "rr", "--binder-plugins", config).plugins
     assert plugin.cdi
     assert (plugin.reservations.image, plugin.reservations.timeout, plugin.reservations.namespace) == (
         "mine:1", 5.0, "rr")
     # KAI: arguments given replace the default ones, --cdi-enabled's cdiEnabled among them
-    _, plugin = build("binder", "--cdi-enabled", "--binder-plugins", '{"gpusharing": {"arguments": {}}}').plugins
+    *_, plugin = build("binder", "--cdi-enabled", "--binder-plugins", '{"gpusharing": {"arguments": {}}}').plugins
     assert not plugin.cdi
 
 
 def test_the_binder_plugin_configuration_may_be_a_yaml_file(tmp_path):
     path = tmp_path / "binder-plugins.yaml"
     path.write_text("gpusharing:\n  arguments:\n    cdiEnabled: true\n    fakeGpuNodes: true\n")
-    _, plugin = build("binder", "--binder-plugins", str(path)).plugins
+    *_, plugin = build("binder", "--binder-plugins", str(path)).plugins
     assert plugin.cdi and plugin.reservations.fake_gpu_nodes
 
 
 def test_an_unknown_binder_plugin_is_an_error_naming_the_flag():
-    with pytest.raises(PluginError, match="--binder-plugins: unknown binder plugin 'dynamicresources'; "
-                                          "installed binder plugins: gpusharing, volumebinding"):
-        build("binder", "--binder-plugins", '{"dynamicresources": {"arguments": {"x": "60"}}}')
+    with pytest.raises(PluginError, match="--binder-plugins: unknown binder plugin 'nosuchplugin'; installed "
+                                          "binder plugins: dynamicresources, gpusharing, hamicore, volumebinding"):
+        build("binder", "--binder-plugins", '{"nosuchplugin": {"arguments": {"x": "60"}}}')
 
 
 @pytest.mark.parametrize(("value", "message"), [

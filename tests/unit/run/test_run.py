@@ -50,9 +50,9 @@ def test_an_unknown_binder_plugin_exits_2_naming_the_flag(capsys, tmp_path):
         "users": [{"name": "u", "user": {"token": "t"}}],
         "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
     argv = ["--kubeconfig", str(kubeconfig), "--components", "binder", "--metrics-address", "127.0.0.1:0"]
-    assert run.main([*argv, "--binder-plugins", '{"hamicore": {"enabled": true}}']) == 2
+    assert run.main([*argv, "--binder-plugins", '{"nosuchplugin": {"enabled": true}}']) == 2
     err = capsys.readouterr().err
-    assert "--binder-plugins: unknown binder plugin 'hamicore'; installed binder plugins: gpusharing" in err
+    assert "--binder-plugins: unknown binder plugin 'nosuchplugin'; installed binder plugins: dynamicresources" in err
     assert run.main([*argv, "--binder-plugins", '{"gpusharing": {"priority": "high"}}']) == 2
     assert "--binder-plugins: gpusharing.priority: expected an integer, not 'high'" in capsys.readouterr().err
 
