@@ -49,6 +49,7 @@ from kai.api.dra import (
     ResourceSlice,
 )
 from kai.api.model import ACTIVE_USED
+from kai.api.names import QUEUE_LABEL
 from kai.api.numa import POLICIES, QOS_CLASSES, SCOPE_CONTAINER, SCOPES
 from kai.framework import (
     DEFAULT_CONFIG,
@@ -231,7 +232,7 @@ def _nodes(file: str, items: Any, slices: list[ResourceSlice]) -> list[Node]:
         names = [name] if count is None else [f"{name}-{k}" for k in range(count)]
         labels_given = e.labels("labels")
         numa = _numa(e)
-        devices = [_devices(d, f"{where}: devices[{k}]") for k, d in enumerate(e.get("devices", list, []))]
+        devices = e.get("devices", list, [])
         max_pods = e.count("max_pods", 110, minimum=1, maximum=MAX_PODS_PER_NODE)
         for n in names:
             labels = {"kubernetes.io/hostname": n, "nvidia.com/gpu.count": str(gpus)}
@@ -242,9 +243,15 @@ def _nodes(file: str, items: Any, slices: list[ResourceSlice]) -> list[Node]:
             labels.update(labels_given)
             nodes.append(Node(n, allocatable.copy(), labels, taints, max_pods=max_pods, gpu_memory_mib=gpu_mib,
                               numa=numa))
-            slices.extend(ResourceSlice(f"{n}-{driver}", driver, n, tuple(group), node=n)
-                          for driver, group in _by_driver(devices))
+            slices.extend(node_slices(n, devices, f"{where}: devices"))
     return nodes
+
+
+def node_slices(node: str, entries: list, where: str) -> list[ResourceSlice]:
+    """The node-local ResourceSlices of a node's ``devices`` entries: one per driver, its pool the node's name."""
+    devices = [_devices(d, f"{where}[{k}]") for k, d in enumerate(entries)]
+    return [ResourceSlice(f"{node}-{driver}", driver, node, tuple(group), node=node)
+            for driver, group in _by_driver(devices)]
 
 
 def _devices(value: Any, where: str) -> tuple[str, list[Device]]:
@@ -275,7 +282,8 @@ def _by_driver(entries: list[tuple[str, list[Device]]]) -> list[tuple[str, list[
     return list(out.items())
 
 
-def _device_classes(file: str, items: Any) -> list[DeviceClass]:
+def device_classes(file: str, items: Any) -> list[DeviceClass]:
+    """The DeviceClasses of a ``device_classes`` list, each ``{name, selectors, extended_resource_name}``."""
     classes = []
     for where, item in _named(items, file, "device_classes"):
         e = _Entry(item, where, DEVICE_CLASS_FIELDS)
@@ -288,18 +296,26 @@ def _claim_requests(e: _Entry, classes: set[str]) -> list[tuple[str, bool, Devic
     """(claim name, shared, its one request) of each entry of a workload's ``claims``."""
     out = []
     for where, item in _named(e.get("claims", list, []), e.where, "claims"):
-        c = _Entry(item, where, CLAIM_FIELDS)
-        device_class = c.get("device_class", str)
-        if device_class not in classes:
-            raise c.fail("device_class", f"names unknown device class {describe(device_class)}")
-        every = c.get("all", bool, False)
-        if every and c.has("count"):
-            raise ConfigError(f"{where}: fields 'all' and 'count' exclude each other")
-        request = DeviceRequest("devices", device_class, tuple(c.names("selectors")), ALL if every else EXACT_COUNT,
-                                0 if every else c.count("count", 1, minimum=1, maximum=MAX_GPUS),
-                                c.get("admin_access", bool, False))
+        c, request = claim_request(item, where, classes, CLAIM_FIELDS)
         out.append((c.get("name", str), c.get("shared", bool, False), request))
     return out
+
+
+def claim_request(item: Any, where: str, classes: set[str], fields: tuple[str, ...],
+                  max_count: int = MAX_GPUS) -> tuple[_Entry, DeviceRequest]:
+    """A claim entry (fields ``fields``, among them ``{device_class, count, all, selectors, admin_access}``) and
+    its one request: ``count`` devices of the class (at most ``max_count``), or ``all`` the matching ones."""
+    c = _Entry(item, where, fields)
+    device_class = c.get("device_class", str)
+    if device_class not in classes:
+        raise c.fail("device_class", f"names unknown device class {describe(device_class)}")
+    every = c.get("all", bool, False)
+    if every and c.has("count"):
+        raise ConfigError(f"{where}: fields 'all' and 'count' exclude each other")
+    request = DeviceRequest("devices", device_class, tuple(c.names("selectors")), ALL if every else EXACT_COUNT,
+                            0 if every else c.count("count", 1, minimum=1, maximum=max_count),
+                            c.get("admin_access", bool, False))
+    return c, request
 
 
 def _numa(e: _Entry) -> NumaTopology | None:
@@ -454,7 +470,7 @@ def _jobs(file: str, items: Any, node_names: set[str], now: float, classes: set[
 def _claim_pods(job: Job, requests: list[tuple[str, bool, DeviceRequest]], claims: list[ResourceClaim],
                 e: _Entry) -> None:
     """Give every pod of ``job`` its claims: one per pod (``<pod>-<claim>``), or one for all (``shared``)."""
-    shared = {name: ResourceClaim("default", f"{job.name}-{name}", (request,))
+    shared = {name: ResourceClaim("default", f"{job.name}-{name}", (request,), labels={QUEUE_LABEL: job.queue})
               for name, is_shared, request in requests if is_shared}
     claims.extend(shared.values())
     for task in job.tasks.values():
@@ -463,10 +479,12 @@ def _claim_pods(job: Job, requests: list[tuple[str, bool, DeviceRequest]], claim
                               "not known); let them be placed in a first cycle")
         own = []
         for name, is_shared, request in requests:
-            claim = shared[name] if is_shared else ResourceClaim("default", f"{task.name}-{name}", (request,))
-            if not is_shared:
+            if is_shared:
+                claim = shared[name]
+            else:  # as if generated from a template for the pod
+                claim = ResourceClaim("default", f"{task.name}-{name}", (request,), from_template=True)
                 claims.append(claim)
-            own.append((PodResourceClaim(name, claim.name), claim))
+            own.append((PodResourceClaim(name, claim.name, "" if is_shared else name), claim))
         task.resource_claims = tuple(entry for entry, _ in own)
         task.request = attrs.evolve(task.request, dra_gpus=sum(claim.gpus for _, claim in own))
 
@@ -585,7 +603,7 @@ def parse_cluster(data: Any, file: str, now: float) -> ClusterFile:
     slices: list[ResourceSlice] = []
     claims: list[ResourceClaim] = []
     nodes = _nodes(file, data.get("nodes"), slices)
-    classes = _device_classes(file, data.get("device_classes"))
+    classes = device_classes(file, data.get("device_classes"))
     config = parse_config(data["config"], f"{file}: config") if top.has("config") else DEFAULT_CONFIG
     jobs = _jobs(file, data.get("workloads"), {n.name for n in nodes}, now, {c.name for c in classes}, claims)
     return ClusterFile(

@@ -35,7 +35,8 @@ def check_result(session: Session, what: str, name: str, tasks, job: Job, want: 
         if "node" in want and want["node"] is not None and t.node != want["node"]:
             return f"{label}: task {t.name} node expected {want['node']}, got {t.node}"
     sums = {
-        "gpus_required": sum(t.request.gpus_required for t in tasks),
+        # KAI compares the pod's GPU requirement, which holds no DRA devices
+        "gpus_required": sum(t.request.gpus_required - t.request.dra_gpus for t in tasks),
         "gpus_accepted": sum(_accepted_gpus(session, t) for t in tasks),
         "cpu_millis_required": sum(t.request.cpu for t in tasks),
         "memory_bytes_required": sum(t.request.memory for t in tasks),

@@ -14,8 +14,9 @@ from collections.abc import Iterable
 
 from kai.api import Job, TaskStatus
 from kai.framework import Plugins, Session, run_session
+from kai.sim.dra_facts import claim_statuses
 from kai.sim.numa_facts import placement_data
-from kai.sim.scenario import NOW, Scenario, job_uid
+from kai.sim.scenario import NAMESPACE, NOW, Scenario, job_uid
 
 ROUND_SECONDS = 1.0
 
@@ -35,7 +36,9 @@ def settle(status: TaskStatus, node: str | None, deleting: bool = False) -> tupl
 
 
 def feed_back(scenario: Scenario, session: Session) -> None:
-    """Write the session's outcome into the scenario's facts for the next round."""
+    """Write the session's outcome into the scenario's facts for the next round (also the claims' allocations
+    and consumers, as KAI's harness copies them from the session's DRA state)."""
+    placed: dict[str, tuple[str, ...]] = {}
     for jd in scenario.data.get("jobs") or []:
         job = session.jobs.get(job_uid(jd["name"]))
         if job is None:
@@ -46,6 +49,7 @@ def feed_back(scenario: Scenario, session: Session) -> None:
             if task is None:
                 continue
             status, node = settle(task.status, task.node, deleting)
+            placed[task.name] = tuple(c.claim for c in task.resource_claims) if node is not None else ()
             td["state"] = status.value
             if node is None:
                 td.pop("node", None)
@@ -57,6 +61,10 @@ def feed_back(scenario: Scenario, session: Session) -> None:
                 td.pop("numa_placement", None)
             elif task.numa_placement:  # the binder records it on the pod; the node confirms it
                 td["numa_placement"] = placement_data(task.numa_placement)
+    if scenario.data.get("resource_claims"):
+        dra = session.plugins.plugin("dynamicresources")
+        claim_statuses(scenario.data, placed,
+                       lambda name: dra.allocation(NAMESPACE, name) if dra is not None else None)
 
 
 def feed_back_jobs(jobs: Iterable[Job]) -> None:

@@ -37,6 +37,7 @@ from kai.framework import ConfigError, PluginSpec, SchedulerConfig, build_snapsh
 from kai.framework.config import DEFAULT_CONFIG, KAI_DEFAULT_PLUGINS, MAX_SETTING, parse_plugin_list
 from kai.framework.yamlfile import Fields, describe, read_yaml
 from kai.sim.cluster_file import MAX_GPU_MEMORY_MIB, MAX_GPUS, MAX_PODS, MAX_PODS_PER_NODE, MAX_PRIORITY
+from kai.sim.dra_facts import ScenarioDRA
 from kai.sim.numa_facts import amounts, numa_placement, numa_topology
 from kai.sim.scenario_format import needs
 
@@ -202,24 +203,27 @@ class Scenario:
 
     def build(self, now: float = NOW):
         """A fresh Snapshot of the current facts."""
-        return build_snapshot(*self.facts(now))
+        nodes, queues, jobs, now, topologies, dra = self.facts(now)
+        return build_snapshot(nodes, queues, jobs, now, topologies, dra=dra.resources())
 
-    def facts(self, now: float) -> tuple[list[Node], list[Queue], list[Job], float, list[Topology]]:
-        """The domain objects of the current facts: nodes, queues, jobs, ``now`` and topologies."""
+    def facts(self, now: float) -> tuple[list[Node], list[Queue], list[Job], float, list[Topology], ScenarioDRA]:
+        """The domain objects of the current facts: nodes, queues, jobs, ``now``, topologies and the DRA objects."""
         top = _fields(self.data, self.where)
-        nodes = [self._node(name, nd) for name, nd in _entries(top.data.get("nodes"), f"{self.where}: nodes")]
+        dra = ScenarioDRA(self.where, NAMESPACE, top.data.get("device_classes"))
+        nodes = [self._node(name, nd, dra) for name, nd in _entries(top.data.get("nodes"), f"{self.where}: nodes")]
+        dra.read_claims(top.data.get("resource_claims"))
         queues = [self._queue(i, q) for i, q in _items(top, "queues")]
         gpu_memory = {n.name: n.gpu_memory_mib for n in nodes}
-        jobs = [self._job(i, j, now, gpu_memory) for i, j in _items(top, "jobs")]
+        jobs = [self._job(i, j, now, gpu_memory, dra) for i, j in _items(top, "jobs")]
         topologies = [self._topology_def(i, t) for i, t in _items(top, "topologies")]
-        return nodes, queues, jobs, now, topologies
+        return nodes, queues, jobs, now, topologies, dra
 
     def _topology_def(self, i: int, td: Any) -> Topology:
         f = _fields(td, f"{self.where}: topologies[{i}]")
         f.sequence("levels")
         return Topology(f.text("name"), tuple(f.names("levels")))
 
-    def _node(self, name: str, f: Fields) -> Node:
+    def _node(self, name: str, f: Fields, dra: ScenarioDRA) -> Node:
         gpus = f.whole("gpus", 0, 0, MAX_GPUS)
         strategy = f.text("mig_strategy", None)
         gpu_mem = int(f.number("gpu_memory_mib", DEFAULT_GPU_MEMORY_MIB, 0, MAX_GPU_MEMORY_MIB))
@@ -233,6 +237,7 @@ class Scenario:
         }
         labels.update(f.labels("labels"))
         labels["nvidia.com/gpu.memory"] = str(gpu_mem)
+        dra.add_devices(name, f.sequence("devices", []), f"{f.where}: devices")
         allocatable = Resources(
             f.number("cpu_millis", DEFAULT_NODE_CPU, 0),
             f.number("memory_bytes", DEFAULT_NODE_MEMORY, 0),
@@ -267,7 +272,7 @@ class Scenario:
             reclaim_min_runtime=seconds("reclaim_min_runtime_seconds"),
         )
 
-    def _job(self, i: int, jd: Any, now: float, gpu_memory: dict[str, int]) -> Job:
+    def _job(self, i: int, jd: Any, now: float, gpu_memory: dict[str, int], dra: ScenarioDRA) -> Job:
         name = _fields(jd, f"{self.where}: jobs[{i}]").text("name")
         f = _fields(jd, f"{self.where}: job {describe(name)}")
         tasks_data = f.sequence("tasks")
@@ -286,7 +291,7 @@ class Scenario:
         base = self._request(f)
         base["qos_class"] = f.text("qos_class", "", choices=QOS_CLASSES)
         for k, td in enumerate(tasks_data):
-            job.add_task(self._task(job, k, td, base, f.where))
+            job.add_task(self._task(job, k, td, base, f.where, dra))
         if any(t.status in (TaskStatus.ALLOCATED, TaskStatus.BOUND, TaskStatus.BINDING, TaskStatus.RUNNING)
                for t in job.tasks.values()):
             job.last_start = now - 60.0
@@ -332,7 +337,7 @@ class Scenario:
         return {"cpu": cpu, "memory": memory, "gpus": int(g) if g >= 1 else 0, "fraction": g if 0 < g < 1 else 0.0,
                 "gpu_mem": gpu_mem, "devices": devices}
 
-    def _task(self, job: Job, i: int, td: Any, base: dict, where: str) -> Task:
+    def _task(self, job: Job, i: int, td: Any, base: dict, where: str, dra: ScenarioDRA) -> Task:
         name = _fields(td, f"{where}: tasks[{i}]").text("name", None) or f"{job.name}-{i}"
         f = _fields(td, f"{where}: task {describe(name)}")
         state = f.text("state", choices=STATUSES)
@@ -340,10 +345,12 @@ class Scenario:
         task_gpus = f.number("gpus", None, 0, MAX_GPUS)
         if task_gpus is not None and not base["fraction"]:
             gpus = int(task_gpus)
+        claims = dra.pod_claims(f, "resource_claims")
         request = ResourceRequest(
             cpu=base["cpu"], memory=base["memory"], gpus=gpus, gpu_fraction=base["fraction"],
             gpu_memory_mib=0 if base["fraction"] else base["gpu_mem"], mig=_counts(f, "mig"),
             gpu_devices=base["devices"] if base["fraction"] or base["gpu_mem"] else 1,
+            dra_gpus=dra.gpus(claims),
         )
         pod_labels = f.labels("pod_labels")
         labels = {"job-name": name, **pod_labels}
@@ -366,7 +373,7 @@ class Scenario:
             pod_set=sub_group, priority=f.whole("priority", None, -MAX_PRIORITY, MAX_PRIORITY), labels=labels,
             node_affinity=affinity, pod_affinity=pod_aff, pod_anti_affinity=pod_anti,
             gpu_groups=_scalars(f, "gpu_groups"), legacy_mig=f.flag("legacy_mig", False),
-            qos_class=base["qos_class"], numa_recorded=numa_placement(f),
+            qos_class=base["qos_class"], numa_recorded=numa_placement(f), resource_claims=claims,
         )
 
 

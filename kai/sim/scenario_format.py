@@ -10,15 +10,17 @@ from __future__ import annotations
 
 from typing import Any
 
-#: The fields of each part of a scenario (SCHEMA.md §1-§10 and its v0.17 additions).
+#: The fields of each part of a scenario (SCHEMA.md §1-§10 and its v0.17 additions, and this project's DRA
+#: extension: ``device_classes``, ``resource_claims``, node ``devices``, task ``resource_claims``).
 FIELDS: dict[str, frozenset[str]] = {k: frozenset(v.split()) for k, v in {
-    "scenario": "name source actions mode simulation config topologies nodes queues jobs expected features notes",
+    "scenario": "name source actions mode simulation config topologies nodes queues jobs expected features notes "
+                "device_classes resource_claims",
     "simulation": "rounds_until_match rounds_after_match",
     "config": "plugins predicates max_consolidation_preemptees allow_consolidating_reclaim "
               "staleness_grace_period_seconds",
     "topology": "name levels",
     "node": "gpus cpu_millis memory_bytes gpu_memory_mib mig_strategy mig_instances labels max_pods "
-            "gpu_memory_synced numa",
+            "gpu_memory_synced numa devices",
     "queue": "name parent implicit priority deserved_gpus max_allowed_gpus over_quota_weight deserved_cpu_millis "
              "max_allowed_cpu_millis deserved_memory_bytes max_allowed_memory_bytes preempt_min_runtime_seconds "
              "reclaim_min_runtime_seconds",
@@ -30,11 +32,16 @@ FIELDS: dict[str, frozenset[str]] = {k: frozenset(v.split()) for k, v in {
     "pod_set": "name min_available topology_constraint",
     "topology_constraint": "topology required_level preferred_level",
     "task": "name state node gpu_groups sub_group gpus mig legacy_mig node_affinity pod_labels "
-            "pod_affinity_topology_key pod_anti_affinity_topology_key priority numa_placement",
+            "pod_affinity_topology_key pod_anti_affinity_topology_key priority numa_placement resource_claims",
     "expected": "jobs tasks nodes max_binds max_evictions max_pipelines",
     "result": "status node gpus_required gpus_accepted cpu_millis_required memory_bytes_required "
               "last_start_older_than_seconds fit_error_message numa_zones",
     "node_result": "idle_gpus releasing_gpus numa_zones_available",
+    "device_class": "name selectors extended_resource_name",
+    "node_device": "driver count attributes capacity",
+    "resource_claim": "name device_class count all selectors admin_access labels allocation reserved_for "
+                      "other_consumers",
+    "claim_allocation": "node devices",
 }.items()}
 
 #: Fields (``part.field``) and task states of the format that the kernel does not build yet, with their
@@ -81,7 +88,10 @@ def _part(found: dict, part: str, data: Any, where: str) -> None:
 #: Which field of a part holds which sub-part (lists, or mappings of names for the parts in _MAPS).
 _CHILDREN: dict[str, dict[str, str]] = {
     "scenario": {"simulation": "simulation", "config": "config", "topologies": "topology", "nodes": "node",
-                 "queues": "queue", "jobs": "job", "expected": "expected"},
+                 "queues": "queue", "jobs": "job", "expected": "expected", "device_classes": "device_class",
+                 "resource_claims": "resource_claim"},
+    "node": {"devices": "node_device"},
+    "resource_claim": {"allocation": "claim_allocation"},
     "job": {"topology_constraint": "topology_constraint", "subgroups": "subgroup", "pod_sets": "pod_set",
             "tasks": "task"},
     "subgroup": {"topology_constraint": "topology_constraint", "subgroups": "subgroup", "pod_sets": "pod_set"},

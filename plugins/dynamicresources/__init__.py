@@ -1,8 +1,9 @@
 """``dynamicresources``: place pods whose ResourceClaims can be allocated (KAI v0.17's DRA plugin).
 
 * ``kai_pre_predicate``: every claim of the pod exists (a template's claim is generated), has room in
-  ``reservedFor``, and each request of a claim still to allocate names an existing device class whose
-  selectors compile.
+  ``reservedFor`` (counting the pods the session placed with it), a GPU claim the pod names directly carries
+  the queue label of the pod's queue (KAI's rule for shared GPU claims), and each request of a claim still
+  to allocate names an existing device class whose selectors compile.
 * ``kai_predicate``: on the node, the claims already allocated are reachable and the others can be
   allocated from the free devices reachable from it (:mod:`.allocator`); the fit error names the claim,
   the request and why no device matched.
@@ -39,7 +40,9 @@ from kai.api.dra import (
     DynamicResources,
     ExtendedClaim,
     ResourceClaim,
+    is_gpu_name,
 )
+from kai.api.names import QUEUE_LABEL
 from kai.plugins.dynamicresources.allocator import Candidate, Search, reachable
 from kai.plugins.dynamicresources.cel import Selectors
 
@@ -152,10 +155,23 @@ class DynamicResourcesPlugin:
         if not task.resource_claims:
             return None
         if task.uid not in self.conditions:
-            self.conditions[task.uid] = self._condition(task)
-        return self.conditions[task.uid]
+            self.conditions[task.uid] = self._condition(task, job.queue)
+        return self.conditions[task.uid] or self._consumers_full(task)
 
-    def _condition(self, task: Task) -> Reject | None:
+    def _consumers_full(self, task: Task) -> Reject | None:
+        """A claim the pod does not hold yet whose ``reservedFor`` is full, counting the pods the session
+        placed with it."""
+        for claim in self._claims(task):
+            if claim is None:
+                continue
+            consumers = set(claim.reserved_for) | {
+                h for h in self.ledger.holders.get(claim.key, ()) if not h.startswith("reserved:") and h != "allocated"}
+            if len(consumers) >= RESERVED_FOR_MAX and task.uid not in consumers:
+                return Reject(NAME, f"resource claim {claim.key} has reached its maximum number of consumers "
+                                    f"({RESERVED_FOR_MAX})")
+        return None
+
+    def _condition(self, task: Task, queue: str) -> Reject | None:
         for pod_claim, claim in zip(task.resource_claims, self._claims(task), strict=True):
             if claim is None:
                 if pod_claim.claim:
@@ -165,9 +181,12 @@ class DynamicResourcesPlugin:
                 else:
                     what = f"resource claim template {task.namespace}/{pod_claim.template} does not exist"
                 return Reject(NAME, f"pod {task.namespace}/{task.name}: {what}")
-            if len(claim.reserved_for) >= RESERVED_FOR_MAX and task.uid not in claim.reserved_for:
-                return Reject(NAME, f"resource claim {claim.key} has reached its maximum number of consumers "
-                                    f"({RESERVED_FOR_MAX})")
+            if not pod_claim.template and any(is_gpu_name(r.device_class) for r in claim.requests):
+                label = claim.labels.get(QUEUE_LABEL, "")
+                if label != queue:
+                    why = (f"has queue label {QUEUE_LABEL}={label}, not the pod's queue {queue}" if label
+                           else f"has no queue label {QUEUE_LABEL}")
+                    return Reject(NAME, f"pod {task.namespace}/{task.name}: shared GPU claim {claim.key} {why}")
             if claim.allocation is not None:
                 continue
             for request in claim.requests:

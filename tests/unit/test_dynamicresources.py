@@ -20,6 +20,7 @@ from kai.api.dra import (
     pod_gpus,
 )
 from kai.api.model import LabelRequirement
+from kai.api.names import QUEUE_LABEL
 from kai.api.storage import NodeSelectorTerm
 from kai.framework import PluginSpec, Session, cluster_capacity
 from kai.framework.statement import Statement
@@ -40,6 +41,8 @@ def _gi(text):
 
 
 def claim(name, count=1, mode="ExactCount", selectors=(), device_class="gpu.example.com", admin=False, **fields):
+    """A claim pods name directly, labelled with the queue of kai.testing's jobs (KAI requires it of GPU claims)."""
+    fields.setdefault("labels", {QUEUE_LABEL: "default"})
     return ResourceClaim("default", name, (DeviceRequest("gpu", device_class, tuple(selectors), mode, count, admin),),
                          **fields)
 
@@ -158,7 +161,7 @@ def test_two_requests_of_a_pod_never_share_a_device_and_the_search_backtracks():
     c = ResourceClaim("default", "c", (
         DeviceRequest("any", "gpu.example.com"),
         DeviceRequest("h100", "gpu.example.com", ('device.attributes["gpu.example.com"].model == "H100"',)),
-    ))
+    ), labels={QUEUE_LABEL: "default"})
     s = run(NODES[:1], [kt.job("a", tasks=[pod("a-0", c)])], [gpus("n1", "H100", "A100"), c])
     assert kt.placements(s) == {"a-0": "n1"}
     devices = dict(s.plugins.plugin("dynamicresources").allocation("default", "c").devices)
@@ -246,7 +249,7 @@ def test_no_claims_no_work():
 
 
 def test_dra_gpus_count_for_the_queue_and_the_cluster():
-    claims = [claim(f"c{i}") for i in range(3)]
+    claims = [claim(f"c{i}", labels={QUEUE_LABEL: "q"}) for i in range(3)]
     q = kt.queue("q", deserved_gpus=2, limit_gpus=2)
     jobs = [kt.job(f"j{i}", queue="q", tasks=[pod(f"j{i}-0", c)], creation=float(i)) for i, c in enumerate(claims)]
     s = run(NODES[:1], jobs, [gpus("n1", "A", "A", "A", "A"), *claims], queues=[q])
@@ -343,3 +346,28 @@ def test_a_discarded_placement_gives_the_implicit_claims_devices_back_and_sharin
     shared = jobs["f"].tasks["f-0"]
     reject = plugin.kai_predicate(session, shared, jobs["f"], session.node_by_name["dra"])
     assert "GPU sharing is not supported" in reject.reason
+
+
+# --- KAI's queue label on shared GPU claims -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(("labels", "why"), [
+    ({}, "has no queue label kai.scheduler/queue"),
+    ({QUEUE_LABEL: "other"}, "has queue label kai.scheduler/queue=other, not the pod's queue default"),
+])
+def test_a_named_gpu_claim_without_the_pods_queue_label_keeps_the_pod_pending(labels, why):
+    c = claim("c", labels=labels)
+    s = run(NODES[:1], [kt.job("a", tasks=[pod("a-0", c)])], [gpus("n1", "A"), c])
+    assert kt.placements(s) == {}
+    assert why in (kt.fit_error(s, "a-0") or "")
+
+
+def test_the_queue_label_is_not_asked_of_a_template_claim_nor_of_a_claim_of_another_device_class():
+    generated = claim("a-0-gpu", labels={}, from_template=True)
+    other = ResourceClaim("default", "nic", (DeviceRequest("nic", "nic.example.com"),))
+    task = pod("a-0", generated, other)
+    task.resource_claims = (PodResourceClaim("gpu", "a-0-gpu", "gpu-template"), PodResourceClaim("nic", "nic"))
+    nics = ResourceSlice("n1-nic", "nic.example.com", "n1", (Device("nic-0"),), node="n1")
+    s = run(NODES[:1], [kt.job("a", tasks=[task])],
+            [GPU_CLASS, DeviceClass("nic.example.com"), gpus("n1", "A"), nics, generated, other])
+    assert kt.placements(s) == {"a-0": "n1"}

@@ -42,7 +42,8 @@ def requests(model=None, count=1):
 
 
 def claim(name, model=None, status=None):
-    return {"metadata": {"name": name, "namespace": "ns"}, "spec": requests(model), "status": status or {}}
+    return {"metadata": {"name": name, "namespace": "ns", "labels": {"kai.scheduler/queue": "q"}},
+            "spec": requests(model), "status": status or {}}
 
 
 def template(name, count=1):
