@@ -213,8 +213,8 @@ class Scenario:
 
     def facts(self, now: float) -> tuple[list[Node], list[Queue], list[Job], float, list[Topology]]:
         """Fresh domain objects of the current facts: nodes, queues, jobs, ``now`` and topologies."""
-        try:
-            content = marshal.dumps(self.data)
+        try:  # version 0: no references, whose use depends on reference counts, and no interning flags
+            content = marshal.dumps(self.data, 0)
         except ValueError:  # a value marshal does not take (a YAML timestamp): read the facts every time
             return self._read_facts()(now)
         if self._read is None or self._read[0] != content:

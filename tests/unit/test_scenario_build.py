@@ -57,3 +57,23 @@ def test_facts_marshal_cannot_take_are_read_on_every_build():
     sc.build(NOW)
     sc.data["nodes"]["n0"]["gpus"] = 4
     assert sc.build(NOW).nodes[0].allocatable.gpu == 4
+
+
+def test_unchanged_facts_are_read_once(monkeypatch):
+    reads = []
+    read = Scenario._read_facts
+
+    def counted(self):
+        reads.append(self.name)
+        return read(self)
+
+    monkeypatch.setattr(Scenario, "_read_facts", counted)
+    sc = scenario()
+    for now in (NOW, NOW + 1, NOW):
+        sc.build(now)
+    assert reads == ["s"]
+    sc.data["jobs"][0]["tasks"][1]["state"] = "Pending"  # written again, unchanged
+    sc.build(NOW)
+    assert reads == ["s"]
+    sc.data["jobs"][0]["priority"] = 7
+    assert sc.build(NOW).jobs[job_uid("j")].priority == 7 and reads == ["s", "s"]
