@@ -328,3 +328,27 @@ def test_scenarios_without_the_gpus_for_the_probe_are_not_simulated():
     assert log.simulated["preempt"] == 4
     result.statement.commit()
     assert kt.placements(session, "evict") == {"v1-0": "n1", "v2-0": "n2", "v3-0": "n3", "v4-0": "n4"}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_idle_gpus_with_equal_requests_holds_what_the_best_nodes_hold(seed):
+    """Equal requests: the filter passes exactly when the ``size`` nodes with the most GPUs (victims' GPUs
+    counted) hold ``size`` requests, victim by victim, also for nodes the filter did not know."""
+    import random
+    rng = random.Random(seed)
+    gpus = tuple(rng.randint(2, 8) for _ in range(6))
+    victims = [kt.job(f"v{i}", "q", gpus=rng.choice((1, 2)), priority=5, status="Running", node=f"n{n + 1}",
+                      creation=float(i))
+               for i, n in enumerate(rng.randrange(len(gpus)) for _ in range(10))]
+    session = _session(*victims, kt.job("gang", "q", tasks=rng.randint(1, 4), gpus=2, priority=50, creation=99.0),
+                       gpus=gpus)
+    pending = _gpu_tasks(session, "gang")
+    capacity = {n.name: n.idle_gpu_sum() + n.releasing_gpu_sum() for n in session.nodes}
+    idle = IdleGpus(session, pending, capacity)
+    freed = _gpu_tasks(session, *(f"v{i}" for i in range(10)))
+    freed.append(kt.task("elsewhere", gpus=2, status="Running", node="gone"))
+    rng.shuffle(freed)
+    for task in freed:
+        capacity[task.node] = capacity.get(task.node, 0.0) + task.request.gpus
+        best = sorted((int(c // 2) for c in capacity.values()), reverse=True)[:len(pending)]
+        assert idle.passes([task]) == (sum(best) >= len(pending))
