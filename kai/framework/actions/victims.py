@@ -10,7 +10,7 @@ import bisect
 import heapq
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import attrs
 
@@ -52,16 +52,14 @@ class IdleGpus:
         #: hold ``size`` of them; ``holding`` counts the nodes by how many they hold, ``held`` is that sum.
         self.unit = self.required[0] if self.required and self.required[0] == self.required[-1] > 0 else None
         if self.unit:
-            self.holding = Counter(self._holds(c) for c in self.capacity.values())
+            unit = self.unit
+            self.holding = Counter([int(c // unit) for c in self.capacity.values()])
             self.held = self._top_held()
             return
         #: Otherwise the ``size`` nodes with the most GPUs, as (-GPUs, name), best first.
         self.top = sorted((-c, name) for c, name in heapq.nlargest(self.size, ((c, n) for n, c in
                                                                                  self.capacity.items())))
         self.in_top = {name for _, name in self.top}
-
-    def _holds(self, gpus: float) -> int:
-        return int(gpus // self.unit) if self.unit else 0
 
     def _top_held(self) -> int:
         """How many requests the ``size`` nodes holding most hold (the nodes with the most GPUs)."""
@@ -76,9 +74,10 @@ class IdleGpus:
     def _raise_held(self, node: str, gpus: float) -> None:
         old = self.capacity.get(node)
         self.capacity[node] = new = (old or 0.0) + gpus
-        holds = self._holds(new)
+        unit = cast(float, self.unit)
+        holds = int(new // unit)
         if old is not None:
-            before = self._holds(old)
+            before = int(old // unit)
             if before == holds:
                 return
             self.holding[before] -= 1
@@ -105,10 +104,12 @@ class IdleGpus:
         """Count the GPUs ``victims`` free and check the step against the best nodes. Each victim is given
         once (one counted twice would only let a scenario through to the simulation)."""
         if self.unit:
+            raise_held = self._raise_held
             for t in victims:
-                gpus = _gpus(t)
+                r = t.request
+                gpus = r.gpus + r.gpu_fraction * r.gpu_devices  # _gpus, inline on this hot path
                 if gpus and t.node:
-                    self._raise_held(t.node, gpus)
+                    raise_held(t.node, gpus)
             return self.held >= self.size
         for t in victims:
             gpus = _gpus(t)
