@@ -99,7 +99,10 @@ def _states(ctx: SolveContext, accumulated: _Accumulated) -> Iterator[None]:
     for group in ctx.victims.groups({t.uid for t in recorded}):
         add(group)
         tasks = group.tasks.values()
-        if affinities_pass(tasks) & idle_gpus_pass(tasks):
+        passed = idle_gpus_pass(tasks)
+        if affinities.unmatched:  # with every task matched the affinity filter has nothing left to learn
+            passed = affinities_pass(tasks) & passed
+        if passed:
             yield
         else:
             filtered()

@@ -10,7 +10,7 @@ import bisect
 import heapq
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -71,21 +71,6 @@ class IdleGpus:
                 break
         return held
 
-    def _raise_held(self, node: str, gpus: float) -> None:
-        old = self.capacity.get(node)
-        self.capacity[node] = new = (old or 0.0) + gpus
-        unit = cast(float, self.unit)
-        holds = int(new // unit)
-        if old is not None:
-            before = int(old // unit)
-            if before == holds:
-                return
-            self.holding[before] -= 1
-            if not self.holding[before]:
-                del self.holding[before]
-        self.holding[holds] += 1
-        self.held = self._top_held()
-
     def _raise(self, node: str, gpus: float) -> None:
         old = self.capacity.get(node, 0.0)
         self.capacity[node] = new = old + gpus
@@ -104,12 +89,24 @@ class IdleGpus:
         """Count the GPUs ``victims`` free and check the step against the best nodes. Each victim is given
         once (one counted twice would only let a scenario through to the simulation)."""
         if self.unit:
-            raise_held = self._raise_held
-            for t in victims:
-                r = t.request
-                gpus = r.gpus + r.gpu_fraction * r.gpu_devices  # _gpus, inline on this hot path
-                if gpus and t.node:
-                    raise_held(t.node, gpus)
+            unit, capacity, holding = self.unit, self.capacity, self.holding
+            for t in victims:  # _gpus and the held count, inline on this hot path
+                r, node = t.request, t.node
+                gpus = r.gpus + r.gpu_fraction * r.gpu_devices
+                if not gpus or not node:
+                    continue
+                old = capacity.get(node)
+                capacity[node] = new = (old or 0.0) + gpus
+                holds = int(new // unit)
+                if old is not None:
+                    before = int(old // unit)
+                    if before == holds:
+                        continue
+                    holding[before] -= 1
+                    if not holding[before]:
+                        del holding[before]
+                holding[holds] += 1
+                self.held = self._top_held()
             return self.held >= self.size
         for t in victims:
             gpus = _gpus(t)
