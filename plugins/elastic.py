@@ -2,9 +2,11 @@
 
 A job's state changes only when one of its tasks is placed or taken off a node, which the session
 reports through ``kai_on_allocate`` / ``kai_on_deallocate``; between two such moves each job's state
-is worked out once, however many comparisons a sort makes. A step that failed (an error the session
-recorded) may have left those reports unfinished: the states are then worked out afresh.
+is worked out once, however many comparisons a sort makes. A new session, or a step that failed (an
+error the session recorded, which may have left those reports unfinished), starts afresh.
 """
+
+import weakref
 
 from kai import hookimpl
 
@@ -15,7 +17,8 @@ class Elastic:
     def __init__(self) -> None:
         #: id(job) -> (job, state) since the last move; the job is kept so that its id is not reused.
         self.states: dict[int, tuple[object, int]] = {}
-        #: The session's errors when ``states`` was last known good.
+        #: The session ``states`` belong to, and its errors when they were last known good.
+        self.session: weakref.ref | None = None
         self.errors = 0
 
     def _state(self, job) -> int:
@@ -27,14 +30,6 @@ class Elastic:
         return state
 
     @hookimpl
-    def kai_session_open(self, session):
-        self.states, self.errors = {}, len(session.errors)
-
-    @hookimpl
-    def kai_session_close(self, session):
-        self.states = {}
-
-    @hookimpl
     def kai_on_allocate(self, session, task, node):
         self.states.clear()
 
@@ -44,8 +39,8 @@ class Elastic:
 
     @hookimpl
     def kai_job_order(self, session, left, right):
-        if len(session.errors) != self.errors:
-            self.states, self.errors = {}, len(session.errors)
+        if self.session is None or self.session() is not session or len(session.errors) != self.errors:
+            self.states, self.session, self.errors = {}, weakref.ref(session), len(session.errors)
         return self._state(left) - self._state(right) or None
 
 

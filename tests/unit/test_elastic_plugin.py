@@ -64,3 +64,19 @@ def test_a_sort_works_each_state_out_once(monkeypatch):
     ordered = sorted(jobs, key=functools.cmp_to_key(session.compare_jobs))
     assert [j.name for j in ordered][:2] == ["a", "c0"] and ordered[-1].name == "b"
     assert sorted(calls) == sorted(j.name for j in jobs)
+
+
+def test_a_new_session_over_the_same_jobs_starts_afresh():
+    snap = kt.cluster(nodes=[kt.node("n1", gpus=4)],
+                      jobs=[kt.job("a", "q", tasks=2, gpus=1, min_available=2, creation=1.0),
+                            kt.job("b", "q", tasks=2, gpus=1, min_available=1, creation=2.0, status="Running",
+                                   node="n1")])
+    plugins = kt.plugin_manager(["elastic"], actions=())
+    first = Session(snap, plugins).open()
+    assert _first(first) == "a"
+    first.close()
+    for task in snap.jobs["default/b"].tasks.values():  # the next cycle's facts: b's pods are gone
+        task.status, task.node = TaskStatus.PENDING, None
+    for task in snap.jobs["default/a"].tasks.values():
+        task.status, task.node = TaskStatus.RUNNING, "n1"
+    assert _first(Session(snap, plugins).open()) == "b"
