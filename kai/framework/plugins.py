@@ -88,6 +88,12 @@ def _adapt(impl: HookImpl, spec_args: tuple[str, ...]) -> Callable[..., object]:
     if names == spec_args:
         return fn
     picks = tuple(spec_args.index(n) for n in names)
+    if len(picks) == 1:
+        (only,) = picks
+        return lambda *args: fn(args[only])
+    if len(picks) == 2:  # the usual comparator: both objects without the session
+        first, second = picks
+        return lambda *args: fn(args[first], args[second])
     return lambda *args: fn(*[args[i] for i in picks])
 
 

@@ -2,11 +2,15 @@
 
 A :class:`Scenario` keeps the facts as parsed YAML; :meth:`Scenario.build` turns the current facts
 into a fresh Snapshot, so a multi-round simulation can feed decisions back into the facts and
-build again. Malformed input raises :class:`ScenarioError` naming the file, the entry and the field.
+build again. The facts are read and checked once per content: while they are unchanged, a build
+only makes fresh domain objects from what was read. Malformed input raises :class:`ScenarioError`
+naming the file, the entry and the field.
 """
 
 from __future__ import annotations
 
+import marshal
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -53,6 +57,8 @@ STATUSES = {s.value: s for s in TaskStatus}
 #: Largest job age or staleness (minutes): about 1900 years.
 MAX_AGE_MINUTES = 1e9
 ACTIONS = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction")
+#: The domain objects of a scenario's facts: nodes, queues, jobs, ``now``, topologies and the DRA objects.
+Facts = tuple[list[Node], list[Queue], list[Job], float, list[Topology], ScenarioDRA]
 
 
 class ScenarioError(ConfigError):
@@ -121,6 +127,9 @@ class Scenario:
     data: dict[str, Any]
     #: How errors name the scenario (``file: scenario 'name'``).
     where: str = attrs.field(init=False)
+    #: The facts as last read: (their content, marshalled; the maker of their domain objects).
+    _read: tuple[bytes, Callable[[float], tuple]] | None = attrs.field(init=False, default=None, eq=False,
+                                                                      repr=False)
 
     def __attrs_post_init__(self) -> None:
         self.where = f"{self.file}: scenario {describe(self.name)}"
@@ -206,24 +215,38 @@ class Scenario:
         nodes, queues, jobs, now, topologies, dra = self.facts(now)
         return build_snapshot(nodes, queues, jobs, now, topologies, dra=dra.resources())
 
-    def facts(self, now: float) -> tuple[list[Node], list[Queue], list[Job], float, list[Topology], ScenarioDRA]:
-        """The domain objects of the current facts: nodes, queues, jobs, ``now``, topologies and the DRA objects."""
+    def facts(self, now: float) -> Facts:
+        """Fresh domain objects of the current facts: nodes, queues, jobs, ``now``, topologies and the DRA
+        objects (immutable, so shared by the builds of the same facts)."""
+        try:  # version 0: no references, whose use depends on reference counts, and no interning flags
+            content = marshal.dumps(self.data, 0)
+        except ValueError:  # a value marshal does not take (a YAML timestamp): read the facts every time
+            return self._read_facts()(now)
+        if self._read is None or self._read[0] != content:
+            self._read = (content, self._read_facts())
+        return self._read[1](now)
+
+    def _read_facts(self) -> Callable[[float], Facts]:
+        """Read and check the facts; the result makes their domain objects for a given ``now``."""
         top = _fields(self.data, self.where)
         dra = ScenarioDRA(self.where, NAMESPACE, top.data.get("device_classes"))
         nodes = [self._node(name, nd, dra) for name, nd in _entries(top.data.get("nodes"), f"{self.where}: nodes")]
         dra.read_claims(top.data.get("resource_claims"))
         queues = [self._queue(i, q) for i, q in _items(top, "queues")]
-        gpu_memory = {n.name: n.gpu_memory_mib for n in nodes}
-        jobs = [self._job(i, j, now, gpu_memory, dra) for i, j in _items(top, "jobs")]
+        jobs = [self._job(i, j, dra) for i, j in _items(top, "jobs")]
         topologies = [self._topology_def(i, t) for i, t in _items(top, "topologies")]
-        return nodes, queues, jobs, now, topologies, dra
+
+        def make(now: float) -> Facts:
+            return [n() for n in nodes], [q() for q in queues], [j(now) for j in jobs], now, list(topologies), dra
+
+        return make
 
     def _topology_def(self, i: int, td: Any) -> Topology:
         f = _fields(td, f"{self.where}: topologies[{i}]")
         f.sequence("levels")
         return Topology(f.text("name"), tuple(f.names("levels")))
 
-    def _node(self, name: str, f: Fields, dra: ScenarioDRA) -> Node:
+    def _node(self, name: str, f: Fields, dra: ScenarioDRA) -> Callable[[], Node]:
         gpus = f.whole("gpus", 0, 0, MAX_GPUS)
         strategy = f.text("mig_strategy", None)
         gpu_mem = int(f.number("gpu_memory_mib", DEFAULT_GPU_MEMORY_MIB, 0, MAX_GPU_MEMORY_MIB))
@@ -238,17 +261,17 @@ class Scenario:
         labels.update(f.labels("labels"))
         labels["nvidia.com/gpu.memory"] = str(gpu_mem)
         dra.add_devices(name, f.sequence("devices", []), f"{f.where}: devices")
-        allocatable = Resources(
-            f.number("cpu_millis", DEFAULT_NODE_CPU, 0),
-            f.number("memory_bytes", DEFAULT_NODE_MEMORY, 0),
-            0.0 if strategy == "mixed" else float(gpus),
-            scalars,
-        )
-        return Node(name, allocatable, labels, max_pods=f.whole("max_pods", 110, 0, MAX_PODS_PER_NODE),
-                    gpu_memory_mib=gpu_mem, gpu_memory_synced=f.flag("gpu_memory_synced", True),
-                    numa=numa_topology(f))
+        cpu, memory = f.number("cpu_millis", DEFAULT_NODE_CPU, 0), f.number("memory_bytes", DEFAULT_NODE_MEMORY, 0)
+        node_gpus = 0.0 if strategy == "mixed" else float(gpus)
+        rest = {"max_pods": f.whole("max_pods", 110, 0, MAX_PODS_PER_NODE), "gpu_memory_mib": gpu_mem,
+                "gpu_memory_synced": f.flag("gpu_memory_synced", True), "numa": numa_topology(f)}
 
-    def _queue(self, i: int, q: Any) -> Queue:
+        def make() -> Node:
+            return Node(name, Resources(cpu, memory, node_gpus, dict(scalars)), dict(labels), **rest)
+
+        return make
+
+    def _queue(self, i: int, q: Any) -> Callable[[], Queue]:
         name = _fields(q, f"{self.where}: queues[{i}]").text("name")
         f = _fields(q, f"{self.where}: queue {describe(name)}")
 
@@ -258,73 +281,85 @@ class Scenario:
         def seconds(key):  # optional min runtimes (minruntime plugin)
             return f.number(key, None, 0)
 
-        return Queue(
-            name=name,
-            parent=f.text("parent", None),
-            priority=f.whole("priority", 100, -MAX_PRIORITY, MAX_PRIORITY),
-            gpu=QuotaSpec(amount("deserved_gpus", 0.0), amount("max_allowed_gpus", UNLIMITED),
-                          amount("over_quota_weight", 0.0)),
-            cpu=QuotaSpec(amount("deserved_cpu_millis", UNLIMITED), amount("max_allowed_cpu_millis", UNLIMITED), 1.0),
-            memory=QuotaSpec(amount("deserved_memory_bytes", UNLIMITED), amount("max_allowed_memory_bytes", UNLIMITED),
-                             1.0),
-            creation=float(i),
-            preempt_min_runtime=seconds("preempt_min_runtime_seconds"),
-            reclaim_min_runtime=seconds("reclaim_min_runtime_seconds"),
-        )
+        parent = f.text("parent", None)
+        priority = f.whole("priority", 100, -MAX_PRIORITY, MAX_PRIORITY)
+        gpu = (amount("deserved_gpus", 0.0), amount("max_allowed_gpus", UNLIMITED), amount("over_quota_weight", 0.0))
+        cpu = (amount("deserved_cpu_millis", UNLIMITED), amount("max_allowed_cpu_millis", UNLIMITED), 1.0)
+        memory = (amount("deserved_memory_bytes", UNLIMITED), amount("max_allowed_memory_bytes", UNLIMITED), 1.0)
+        runtimes = seconds("preempt_min_runtime_seconds"), seconds("reclaim_min_runtime_seconds")
 
-    def _job(self, i: int, jd: Any, now: float, gpu_memory: dict[str, int], dra: ScenarioDRA) -> Job:
+        def make() -> Queue:
+            return Queue(name=name, parent=parent, priority=priority, gpu=QuotaSpec(*gpu), cpu=QuotaSpec(*cpu),
+                         memory=QuotaSpec(*memory), creation=float(i), preempt_min_runtime=runtimes[0],
+                         reclaim_min_runtime=runtimes[1])
+
+        return make
+
+    def _job(self, i: int, jd: Any, dra: ScenarioDRA) -> Callable[[float], Job]:
         name = _fields(jd, f"{self.where}: jobs[{i}]").text("name")
         f = _fields(jd, f"{self.where}: job {describe(name)}")
         tasks_data = f.sequence("tasks")
-        job = Job(
-            name=name,
-            namespace=NAMESPACE,
-            queue=f.text("queue"),
-            priority=f.whole("priority", 0, -MAX_PRIORITY, MAX_PRIORITY),
-            creation=now - 60.0 * f.number("created_minutes_ago", 0, -MAX_AGE_MINUTES, MAX_AGE_MINUTES),
-            topology=_topology(f, "topology_constraint"),
-        )
-        job.preemptible = f.flag("preemptible", job.priority < 100)
+        queue = f.text("queue")
+        priority = f.whole("priority", 0, -MAX_PRIORITY, MAX_PRIORITY)
+        age = 60.0 * f.number("created_minutes_ago", 0, -MAX_AGE_MINUTES, MAX_AGE_MINUTES)
+        topology = _topology(f, "topology_constraint")
+        preemptible = f.flag("preemptible", priority < 100)
         f.flag("deleting", False)
-        job.pod_sets.clear()
-        self._pod_sets(job, f, len(tasks_data))
+        pod_sets, subgroups = self._pod_sets(f, len(tasks_data))
         base = self._request(f)
         base["qos_class"] = f.text("qos_class", "", choices=QOS_CLASSES)
-        for k, td in enumerate(tasks_data):
-            job.add_task(self._task(job, k, td, base, f.where, dra))
-        if any(t.status in (TaskStatus.ALLOCATED, TaskStatus.BOUND, TaskStatus.BINDING, TaskStatus.RUNNING)
-               for t in job.tasks.values()):
-            job.last_start = now - 60.0
+        sets = {p[0] for p in pod_sets}
+        tasks = [self._task(name, k, td, base, sets, f.where, dra) for k, td in enumerate(tasks_data)]
         stale = f.number("stale_for_seconds", None, -MAX_AGE_MINUTES * 60.0, MAX_AGE_MINUTES * 60.0)
-        if stale is not None:
-            job.stale_since = now - stale
-        job.min_subgroup = f.whole("min_subgroup", None, 0, MAX_PODS)
-        job.preemption_delay = f.number("preemption_delay_seconds", None, 0, MAX_AGE_MINUTES * 60.0)
-        job.staleness_grace_period = f.number("staleness_grace_period_seconds", None, -MAX_AGE_MINUTES * 60.0,
-                                              MAX_AGE_MINUTES * 60.0)
-        return job
+        rest = {"min_subgroup": f.whole("min_subgroup", None, 0, MAX_PODS),
+                "preemption_delay": f.number("preemption_delay_seconds", None, 0, MAX_AGE_MINUTES * 60.0),
+                "staleness_grace_period": f.number("staleness_grace_period_seconds", None, -MAX_AGE_MINUTES * 60.0,
+                                                   MAX_AGE_MINUTES * 60.0)}
 
-    def _pod_sets(self, job: Job, f: Fields, n_tasks: int) -> None:
+        def make(now: float) -> Job:
+            job = Job(name=name, namespace=NAMESPACE, queue=queue, priority=priority, preemptible=preemptible,
+                      creation=now - age, topology=_constraint(topology),
+                      subgroups={g: SubGroup(g, parent, _constraint(tc), least) for g, parent, tc, least in subgroups},
+                      pod_sets={p: PodSet(p, least, parent, _constraint(tc)) for p, least, parent, tc in pod_sets},
+                      **rest)
+            for task in tasks:
+                job.add_task(task())
+            if any(t.status in (TaskStatus.ALLOCATED, TaskStatus.BOUND, TaskStatus.BINDING, TaskStatus.RUNNING)
+                   for t in job.tasks.values()):
+                job.last_start = now - 60.0
+            if stale is not None:
+                job.stale_since = now - stale
+            return job
+
+        return make
+
+    def _pod_sets(self, f: Fields, n_tasks: int) -> tuple[list[tuple], list[tuple]]:
+        """The job's pod sets (name, gang size, parent, constraint) and subgroups (name, parent, constraint,
+        min_subgroup), in file order; a constraint is given as ``(topology, required, preferred)``."""
+        pod_sets: dict[str, tuple] = {}
+        subgroups: dict[str, tuple] = {}
+
         def add_sets(parent_fields: Fields, parent):
             for k, ps in _items(parent_fields, "pod_sets"):
                 name = _fields(ps, f"{parent_fields.where}: pod_sets[{k}]").text("name")
                 p = _fields(ps, f"{f.where}: pod set {describe(name)}")
-                job.pod_sets[name] = PodSet(name, p.whole("min_available", minimum=0, maximum=MAX_PODS), parent,
-                                            _topology(p, "topology_constraint"))
+                pod_sets[name] = (name, p.whole("min_available", minimum=0, maximum=MAX_PODS), parent,
+                                  _topology(p, "topology_constraint"))
 
         def add_groups(parent_fields: Fields, parent):
             for k, sg in _items(parent_fields, "subgroups"):
                 name = _fields(sg, f"{parent_fields.where}: subgroups[{k}]").text("name")
                 g = _fields(sg, f"{f.where}: subgroup {describe(name)}")
-                job.subgroups[name] = SubGroup(name, parent, _topology(g, "topology_constraint"),
-                                               g.whole("min_subgroup", None, 0, MAX_PODS))
+                subgroups[name] = (name, parent, _topology(g, "topology_constraint"),
+                                   g.whole("min_subgroup", None, 0, MAX_PODS))
                 add_groups(g, name)
                 add_sets(g, name)
 
         add_groups(f, None)
         add_sets(f, None)
-        if not job.pod_sets or f.has("min_available"):
-            job.pod_sets["default"] = PodSet("default", f.whole("min_available", n_tasks, 0, MAX_PODS))
+        if not pod_sets or f.has("min_available"):
+            pod_sets["default"] = ("default", f.whole("min_available", n_tasks, 0, MAX_PODS), None, None)
+        return list(pod_sets.values()), list(subgroups.values())
 
     def _request(self, f: Fields) -> dict:
         g = f.number("gpus_per_task", 0, 0, MAX_GPUS)
@@ -337,8 +372,9 @@ class Scenario:
         return {"cpu": cpu, "memory": memory, "gpus": int(g) if g >= 1 else 0, "fraction": g if 0 < g < 1 else 0.0,
                 "gpu_mem": gpu_mem, "devices": devices}
 
-    def _task(self, job: Job, i: int, td: Any, base: dict, where: str, dra: ScenarioDRA) -> Task:
-        name = _fields(td, f"{where}: tasks[{i}]").text("name", None) or f"{job.name}-{i}"
+    def _task(self, job: str, i: int, td: Any, base: dict, pod_sets: set[str], where: str,
+              dra: ScenarioDRA) -> Callable[[], Task]:
+        name = _fields(td, f"{where}: tasks[{i}]").text("name", None) or f"{job}-{i}"
         f = _fields(td, f"{where}: task {describe(name)}")
         state = f.text("state", choices=STATUSES)
         gpus = base["gpus"]
@@ -362,19 +398,22 @@ class Scenario:
         pod_aff = tuple(PodAffinityTerm(selector, k) for k in [f.text("pod_affinity_topology_key", None)] if k)
         pod_anti = tuple(PodAffinityTerm(selector, k) for k in [f.text("pod_anti_affinity_topology_key", None)] if k)
         sub_group = f.text("sub_group", None) or "default"
-        if sub_group not in job.pod_sets:
+        if sub_group not in pod_sets:
             raise f.fail("sub_group", f"names unknown pod set {describe(sub_group)}")
         node = f.text("node", None)
         if node is None and STATUSES[state] in ACTIVE_USED:
             raise f.fail("node", f"is missing: a {state} task occupies a node")
-        return Task(
-            name=name, job=job.uid, namespace=NAMESPACE, request=request, status=STATUSES[state],
-            node=node,
-            pod_set=sub_group, priority=f.whole("priority", None, -MAX_PRIORITY, MAX_PRIORITY), labels=labels,
-            node_affinity=affinity, pod_affinity=pod_aff, pod_anti_affinity=pod_anti,
-            gpu_groups=_scalars(f, "gpu_groups"), legacy_mig=f.flag("legacy_mig", False),
-            qos_class=base["qos_class"], numa_recorded=numa_placement(f), resource_claims=claims,
-        )
+        fields = {"name": name, "job": job_uid(job), "namespace": NAMESPACE, "request": request,
+                  "status": STATUSES[state], "node": node, "pod_set": sub_group,
+                  "priority": f.whole("priority", None, -MAX_PRIORITY, MAX_PRIORITY), "node_affinity": affinity,
+                  "pod_affinity": pod_aff, "pod_anti_affinity": pod_anti, "gpu_groups": _scalars(f, "gpu_groups"),
+                  "legacy_mig": f.flag("legacy_mig", False), "qos_class": base["qos_class"],
+                  "numa_recorded": numa_placement(f), "resource_claims": claims}
+
+        def make() -> Task:
+            return Task(labels=dict(labels), **fields)
+
+        return make
 
 
 def job_uid(name: str) -> str:
@@ -390,15 +429,21 @@ def _has_topology(jd: dict) -> bool:
     return walk(jd.get("subgroups")) or walk(jd.get("pod_sets"))
 
 
-def _topology(f: Fields, key: str) -> TopologyConstraint | None:
-    """The constraint of field ``key`` (``{topology, required_level, preferred_level}``); none without a topology."""
+def _topology(f: Fields, key: str) -> tuple[str, str | None, str | None] | None:
+    """The constraint of field ``key`` (``{topology, required_level, preferred_level}``) as
+    ``(topology, required, preferred)``; none without a topology."""
     if not f.has(key):
         return None
     tc = f.entry(key)
     topology = tc.text("topology", None)
     if not topology:
         return None
-    return TopologyConstraint(topology, tc.text("required_level", None), tc.text("preferred_level", None))
+    return topology, tc.text("required_level", None), tc.text("preferred_level", None)
+
+
+def _constraint(read: tuple[str, str | None, str | None] | None) -> TopologyConstraint | None:
+    """A fresh constraint of what :func:`_topology` read."""
+    return TopologyConstraint(*read) if read is not None else None
 
 
 def load_scenarios(path: str, data: Any = None) -> list[Scenario]:

@@ -360,6 +360,37 @@ def test_config_order_is_call_order():
     assert log == ["z", "x", "y"]
 
 
+class Partial:
+    """Implementations taking some of a hook's arguments, in their own order."""
+
+    name = "partial"
+
+    def __init__(self, log):
+        self.log = log
+
+    @hookimpl
+    def kai_job_order(self, right, left):
+        self.log.append(("job", left, right))
+
+    @hookimpl
+    def kai_task_order(self, right):
+        self.log.append(("task", right))
+
+    @hookimpl
+    def kai_queue_order(self, right_victims, left, session):
+        self.log.append(("queue", right_victims, left, session))
+
+
+def test_call_lists_pass_an_implementation_the_arguments_it_names():
+    log = []
+    manager = kt.plugin_manager(["partial"], extra_plugins={"partial": lambda a: Partial(log)})
+    calls = manager.call_lists()
+    calls.kai_job_order[0]("s", "l", "r")
+    calls.kai_task_order[0]("s", "l", "r")
+    calls.kai_queue_order[0]("s", "l", "r", "lj", "rj", "lv", "rv")
+    assert log == [("job", "l", "r"), ("task", "r"), ("queue", "rv", "l", "s")]
+
+
 def test_call_lists_declare_a_type_for_every_hot_hook():
     assert tuple(plugins_module.CallLists.__annotations__) == plugins_module.HOT_HOOKS
 

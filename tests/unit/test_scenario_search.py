@@ -328,3 +328,28 @@ def test_scenarios_without_the_gpus_for_the_probe_are_not_simulated():
     assert log.simulated["preempt"] == 4
     result.statement.commit()
     assert kt.placements(session, "evict") == {"v1-0": "n1", "v2-0": "n2", "v3-0": "n3", "v4-0": "n4"}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_idle_gpus_with_equal_requests_holds_what_the_best_nodes_hold(seed):
+    """Equal requests: the filter passes exactly when the ``size`` nodes with the most GPUs (victims' GPUs
+    counted) hold ``size`` requests, victim by victim, also for nodes the filter did not know."""
+    import random
+    rng = random.Random(seed)
+    gpus = tuple(rng.randint(2, 6) for _ in range(5))
+    victims = [kt.job(f"v{n}-{k}", "q", gpus=1, priority=5, status="Running", node=f"n{n + 1}", creation=float(k))
+               for n, g in enumerate(gpus) for k in range(g)]
+    size = rng.randint(2, 4)
+    session = _session(*victims, kt.job("gang", "q", tasks=size, gpus=2, priority=50, creation=99.0), gpus=gpus)
+    capacity = {n.name: n.idle_gpu_sum() + n.releasing_gpu_sum() for n in session.nodes}
+    idle = IdleGpus(session, _gpu_tasks(session, "gang"), capacity)
+    freed = [t for j in session.jobs.values() if j.name != "gang" for t in j.tasks.values()]
+    freed.append(kt.task("elsewhere", gpus=2, status="Running", node="gone"))
+    rng.shuffle(freed)
+    outcomes = []
+    for task in freed:
+        capacity[task.node] = capacity.get(task.node, 0.0) + task.request.gpus
+        best = sorted((int(c // 2) for c in capacity.values()), reverse=True)[:size]
+        outcomes.append(idle.passes([task]))
+        assert outcomes[-1] == (sum(best) >= size)
+    assert outcomes[0] is False and outcomes[-1] is True

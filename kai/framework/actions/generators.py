@@ -53,6 +53,8 @@ class SolveContext:
     victims: VictimStream
     #: Called when a filter rejects an accumulated state.
     filtered: Callable[[], None]
+    #: Every node's idle + releasing GPUs before the probe (:func:`~kai.framework.actions.victims.gpu_capacity`).
+    capacity: dict[str, float]
 
 
 Generator = Callable[[SolveContext], Iterator[Candidate]]
@@ -85,19 +87,25 @@ class _Accumulated(list[Job]):
 def _states(ctx: SolveContext, accumulated: _Accumulated) -> Iterator[None]:
     """Advance ``accumulated`` through the states the filters pass: the recorded victims alone, then
     one more victim group each time (KAI's accumulated scenario builder)."""
-    affinities, idle_gpus = NodeAffinities(ctx.session, ctx.pending, ctx.nodes), IdleGpus(ctx.session, ctx.pending)
+    affinities = NodeAffinities(ctx.session, ctx.pending, ctx.nodes)
+    idle_gpus = IdleGpus(ctx.session, ctx.pending, ctx.capacity)
     recorded = [t for g in ctx.recorded for t in g.tasks.values()]
     if affinities.passes(recorded) & idle_gpus.passes(recorded):  # both filters count every victim
         yield
     else:
         ctx.filtered()
+    add, filtered = accumulated.append, ctx.filtered
+    affinities_pass, idle_gpus_pass = affinities.passes, idle_gpus.passes
     for group in ctx.victims.groups({t.uid for t in recorded}):
-        accumulated.append(group)
+        add(group)
         tasks = group.tasks.values()
-        if affinities.passes(tasks) & idle_gpus.passes(tasks):
+        passed = idle_gpus_pass(tasks)
+        if affinities.unmatched:  # with every task matched the affinity filter has nothing left to learn
+            passed = affinities_pass(tasks) & passed
+        if passed:
             yield
         else:
-            ctx.filtered()
+            filtered()
 
 
 def node_local_greedy(ctx: SolveContext) -> Iterator[Candidate]:

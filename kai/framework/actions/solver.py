@@ -33,7 +33,7 @@ from kai.api import ACTIVE_ALLOCATED, Job, Task, TaskStatus
 from kai.framework.actions.allocate import allocate_job
 from kai.framework.actions.generators import PORTFOLIO, Candidate, Generator, SolveContext
 from kai.framework.actions.search import ActionBudget, Deadline, JobBudget, Reason, SearchResult, max_solvable_k
-from kai.framework.actions.victims import GpuRoom, VictimStream
+from kai.framework.actions.victims import GpuRoom, VictimStream, gpu_capacity
 from kai.framework.gang import evictable, tasks_to_allocate
 from kai.framework.jobqueue import JobQueue
 from kai.framework.statement import Statement
@@ -166,6 +166,8 @@ class JobSolver:
         before = _active(job)
         base_nodes = feasible_node_names(session, job)
         self._victims = VictimStream(session, self.victim_queue(job))
+        #: Every probe starts from the session as it is now (each probe's statement is discarded).
+        self._capacity = gpu_capacity(session)
         self._pending_jobs = [j for j in session.jobs.values() if j.has_pending()]
         self._sorted: list[Job] = []
         self._known: set[str] = set()
@@ -236,8 +238,9 @@ class JobSolver:
         def filtered() -> None:
             log.filtered[action] += 1
 
-        gpu_room = GpuRoom(session, pending, recorded_tasks)
-        scenarios = generator(SolveContext(session, pending, list(recorded), nodes, self._victims, filtered))
+        gpu_room = GpuRoom(session, pending, recorded_tasks, self._capacity)
+        scenarios = generator(SolveContext(session, pending, list(recorded), nodes, self._victims, filtered,
+                                           self._capacity))
         while True:
             if budget.exhausted():
                 if self.budget.exhausted():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
@@ -32,24 +33,43 @@ def _gpus(task: Task) -> float:
     return r.gpus + r.gpu_fraction * r.gpu_devices
 
 
+def gpu_capacity(session: Session) -> dict[str, float]:
+    """Every node's idle + releasing GPUs, by name (KAI's sums: whole devices, MIG slices, shared portions)."""
+    return {n.name: n.idle_gpu_sum() + n.releasing_gpu_sum() for n in session.nodes}
+
+
 class IdleGpus:
     """KAI's cheap pre-check of a scenario: the step's GPU requests (largest first) must fit greedily into
-    the nodes with the most idle + releasing GPUs, counting the GPUs the scenario's victims free."""
+    the nodes with the most idle + releasing GPUs, counting the GPUs the scenario's victims free.
 
-    def __init__(self, session: Session, pending: list[Task]) -> None:
+    ``capacity`` is :func:`gpu_capacity` of the session when known (it is copied, not changed)."""
+
+    def __init__(self, session: Session, pending: list[Task], capacity: dict[str, float] | None = None) -> None:
         self.required = sorted((_gpus(t) for t in pending), reverse=True)
-        self.capacity = {n.name: n.idle_gpu_sum() + n.releasing_gpu_sum() for n in session.nodes}
+        self.capacity = dict(capacity) if capacity is not None else gpu_capacity(session)
         self.size = len(self.required)
-        #: The ``size`` nodes with the most GPUs, as (-GPUs, name), best first.
+        #: With equal requests (the usual gang): the step passes when the ``size`` nodes with the most GPUs
+        #: hold ``size`` of them; ``holding`` counts the nodes by how many they hold, ``held`` is that sum.
+        self.unit = self.required[0] if self.required and self.required[0] == self.required[-1] > 0 else None
+        if self.unit:
+            unit = self.unit
+            self.holding = Counter([int(c // unit) for c in self.capacity.values()])
+            self.held = self._top_held()
+            return
+        #: Otherwise the ``size`` nodes with the most GPUs, as (-GPUs, name), best first.
         self.top = sorted((-c, name) for c, name in heapq.nlargest(self.size, ((c, n) for n, c in
                                                                                  self.capacity.items())))
-        #: With equal requests (the usual gang): how many of them the top nodes hold.
-        self.unit = self.required[0] if self.required and self.required[0] == self.required[-1] > 0 else None
-        self.held = sum(self._holds(-neg) for neg, _ in self.top)
         self.in_top = {name for _, name in self.top}
 
-    def _holds(self, gpus: float) -> int:
-        return int(gpus // self.unit) if self.unit else 0
+    def _top_held(self) -> int:
+        """How many requests the ``size`` nodes holding most hold (the nodes with the most GPUs)."""
+        left, held = self.size, 0
+        for holds in sorted(self.holding, reverse=True):
+            n = min(left, self.holding[holds])
+            held, left = held + n * holds, left - n
+            if not left:
+                break
+        return held
 
     def _raise(self, node: str, gpus: float) -> None:
         old = self.capacity.get(node, 0.0)
@@ -57,26 +77,41 @@ class IdleGpus:
         top = self.top
         if node in self.in_top:
             del top[bisect.bisect_left(top, (-old, node))]
-            self.held -= self._holds(old)
         elif len(top) >= self.size and (not top or -new >= top[-1][0]):
             return
         bisect.insort(top, (-new, node))
         self.in_top.add(node)
-        self.held += self._holds(new)
-        for neg, name in top[self.size:]:
-            self.held -= self._holds(-neg)
+        for _, name in top[self.size:]:
             self.in_top.discard(name)
         del top[self.size:]
 
     def passes(self, victims: Iterable[Task]) -> bool:
         """Count the GPUs ``victims`` free and check the step against the best nodes. Each victim is given
         once (one counted twice would only let a scenario through to the simulation)."""
+        if self.unit:
+            unit, capacity, holding = self.unit, self.capacity, self.holding
+            for t in victims:  # _gpus and the held count, inline on this hot path
+                r, node = t.request, t.node
+                gpus = r.gpus + r.gpu_fraction * r.gpu_devices
+                if not gpus or not node:
+                    continue
+                old = capacity.get(node)
+                capacity[node] = new = (old or 0.0) + gpus
+                holds = int(new // unit)
+                if old is not None:
+                    before = int(old // unit)
+                    if before == holds:
+                        continue
+                    holding[before] -= 1
+                    if not holding[before]:
+                        del holding[before]
+                holding[holds] += 1
+                self.held = self._top_held()
+            return self.held >= self.size
         for t in victims:
             gpus = _gpus(t)
             if gpus and t.node:
                 self._raise(t.node, gpus)
-        if self.unit:
-            return self.held >= self.size
         if not self.required or self.required[0] == 0:
             return True
         taken = [0.0] * len(self.top)
@@ -103,10 +138,11 @@ class GpuRoom:
     slots of *v* GPUs among the *m* nodes with the most of them. Unlike :class:`IdleGpus`'s greedy
     fit this never turns away a scenario that could solve the step; victims whose GPUs it does not
     count (MIG slices, GPU memory) let every scenario through. The recorded victims, common to the
-    probe's scenarios, are counted once.
+    probe's scenarios, are counted once. ``capacity`` is as for :class:`IdleGpus`.
     """
 
-    def __init__(self, session: Session, pending: list[Task], recorded: Iterable[Task]) -> None:
+    def __init__(self, session: Session, pending: list[Task], recorded: Iterable[Task],
+                 capacity: dict[str, float] | None = None) -> None:
         required = sorted((g for t in pending if (g := _gpus(t)) > 0), reverse=True)
         self.total = sum(required)
         #: (v, m): the m tasks asking v GPUs or more, one entry per distinct v.
@@ -115,7 +151,7 @@ class GpuRoom:
         #: The nodes by GPUs, most first.
         self.ranked: list[tuple[float, str]] = []
         if self.demands:
-            self.capacity = {n.name: n.idle_gpu_sum() + n.releasing_gpu_sum() for n in session.nodes}
+            self.capacity = dict(capacity) if capacity is not None else gpu_capacity(session)
             if not self._free(self.capacity, recorded):
                 self.demands = []  # GPUs it cannot count: every scenario may place the step
             self.ranked = sorted(((c, n) for n, c in self.capacity.items()), reverse=True)
@@ -198,9 +234,10 @@ class VictimStream:
         if not self.replayable:
             yield from self._pop_all(self.initial.copy(), recorded_uids)
             return
-        for group, uids in self.popped:
-            if recorded_uids.isdisjoint(uids):
-                yield group
+        if recorded_uids:
+            yield from [group for group, uids in self.popped if recorded_uids.isdisjoint(uids)]
+        else:
+            yield from [group for group, _ in self.popped]
         while (view := self.live.pop()) is not None:
             tasks, more = tasks_to_evict(self.session, view)
             if not more and tasks and len(tasks) == len(view.tasks):
