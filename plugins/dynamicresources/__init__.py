@@ -201,6 +201,10 @@ class DynamicResourcesPlugin:
         return None
 
     @hookimpl
+    def kai_nodes_alike(self, session, task, job):
+        return not task.resource_claims
+
+    @hookimpl
     def kai_predicate(self, session, task, job, node):
         if task.request.is_shared_gpu and node.name in self.dra.extended_gpu_nodes:
             return Reject(NAME, f"node {node.name} publishes its GPUs through DRA only; GPU sharing is not "
