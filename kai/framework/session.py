@@ -486,11 +486,14 @@ class Session:
         """``[(best node, fits idle)]`` over one node per class, ``[]`` when no node is feasible (``reasons``
         counted per class), None when the classes cannot be used for ``task``."""
         req = task.request
-        if candidates is not None or req.is_shared_gpu or req.node_resources().scalars:
+        if candidates is not None or req.is_shared_gpu or req.scalars or req.mig:
             return None
         alike = self._alike_calls()
-        if alike is None or not all(fn(self, task, job) for fn in alike):
+        if alike is None:
             return None
+        for same in alike:
+            if not same(self, task, job):
+                return None
         if self._classes is None:
             self._classes = NodeClasses(self.nodes, self.arrays)
         reps, sizes = self._classes.representatives()
