@@ -81,9 +81,10 @@ class NodeClasses:
             self.key_of[i] = new
         changed.clear()
 
-    def representatives(self) -> tuple[list[NodeInfo], list[int]]:
-        """The first node by name of every class, and the size of its class."""
-        self._refresh()
+    def representatives(self) -> tuple[list[NodeInfo], array[int], list[int]]:
+        """The first node by name of every class, its position, and the size of its class."""
+        if self.arrays.changed:
+            self._refresh()
         by_rank = self.by_rank
         reps, sizes = [], []
         for key, members in self.members.items():
@@ -92,7 +93,7 @@ class NodeClasses:
                 heapq.heappop(heap)
             reps.append(by_rank[heap[0]])
             sizes.append(len(members))
-        return reps, sizes
+        return reps, array("i", [n.index for n in reps]), sizes
 
     def key(self, node: NodeInfo) -> Hashable:
         """The class of ``node`` as it is now."""

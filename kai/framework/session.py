@@ -496,11 +496,11 @@ class Session:
                 return None
         if self._classes is None:
             self._classes = NodeClasses(self.nodes, self.arrays)
-        reps, sizes = self._classes.representatives()
-        out = self.fit_mask(task, array("i", (n.index for n in reps)))
+        reps, positions, sizes = self._classes.representatives()
+        out = self.fit_mask(task, positions)
         predicates = self.calls.kai_predicate
         feasible: list[int] = []
-        vetoes: Counter[str] = Counter()
+        vetoes: Counter[str] | None = None
         for k, fit in enumerate(out):
             if not fit:
                 continue
@@ -511,26 +511,31 @@ class Session:
                     break
             if veto is None:
                 feasible.append(k)
-            else:
+            elif reasons is not None:
+                vetoes = vetoes or Counter()
                 vetoes[str(veto)] += sizes[k]
         if not feasible:
             if reasons is not None:
-                reasons.update(vetoes)
+                reasons.update(vetoes or ())
                 for k, fit in enumerate(out):
                     if not fit:
                         for text in self.insufficient(reps[k], task):
                             reasons[text] += sizes[k]
             return []
+        if len(feasible) == 1:  # one class: its first node wins whatever the scores
+            return [(reps[feasible[0]], out[feasible[0]] == 2)]
         nodes = [reps[k] for k in feasible]
         total = [0.0] * len(nodes)
-        if sum(sizes[k] for k in feasible) > 1:
-            for fn in self.calls.kai_node_scores:
-                scores = fn(self, task, nodes)
-                if scores is not None:
-                    for j, score in enumerate(scores):
-                        total[j] += score
-        j = min(range(len(nodes)), key=lambda j: (-total[j], nodes[j].sort_key))
-        return [(nodes[j], out[feasible[j]] == 2)]
+        for fn in self.calls.kai_node_scores:
+            scores = fn(self, task, nodes)
+            if scores is not None:
+                for j, score in enumerate(scores):
+                    total[j] += score
+        best = 0
+        for j in range(1, len(nodes)):
+            if total[j] > total[best] or (total[j] == total[best] and nodes[j].sort_key < nodes[best].sort_key):
+                best = j
+        return [(nodes[best], out[feasible[best]] == 2)]
 
     def ordered_nodes(self, task: Task, job: Job, candidates: array[int] | None = None,
                       reasons: Counter[str] | None = None) -> list[tuple[NodeInfo, bool]]:
