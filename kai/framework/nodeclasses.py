@@ -17,7 +17,7 @@ import heapq
 from array import array
 from collections.abc import Hashable
 
-from kai.api.names import GPU_COUNT_LABEL
+from kai.api import names
 from kai.framework.nodes import NodeArrays, NodeInfo
 
 _TAINT_EFFECTS = ("NoSchedule", "NoExecute")
@@ -31,7 +31,7 @@ def _static_key(node: NodeInfo) -> Hashable | None:
         return None
     taints = tuple(sorted((t.key, t.value, t.effect) for t in n.taints if t.effect in _TAINT_EFFECTS))
     return (n.allocatable.cpu, n.allocatable.memory, n.allocatable.gpu, n.max_pods, n.unschedulable, n.ready, taints,
-            n.labels.get(GPU_COUNT_LABEL))
+            n.labels.get(names.GPU_COUNT_LABEL))
 
 
 class NodeClasses:
