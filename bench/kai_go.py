@@ -44,19 +44,22 @@ def scale_benchmarks(sizes: tuple[int, ...]) -> str:
 
 def build(root: Path, source: Path, sizes: tuple[int, ...]) -> Path:
     """KAI's action benchmarks and the scale ones, compiled into one test binary (cached per sizes)."""
-    target = root / "bin" / KAI_COMMIT / f"actions-bench-{'-'.join(map(str, sizes))}.test"
+    target = root / "bin" / KAI_COMMIT / f"actions-bench-{'-'.join(map(str, sizes)) or 'kai'}.test"
     if os.access(target, os.X_OK):
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="kai-go-bench-") as tmp:
-        added = Path(tmp) / OVERLAY_NAME
-        added.write_text(scale_benchmarks(sizes))
-        overlay = Path(tmp) / "overlay.json"
-        overlay.write_text(json.dumps({"Replace": {str(source / ACTIONS / OVERLAY_NAME): str(added)}}))
+        overlay: list[str] = []
+        if sizes:
+            added = Path(tmp) / OVERLAY_NAME
+            added.write_text(scale_benchmarks(sizes))
+            (Path(tmp) / "overlay.json").write_text(
+                json.dumps({"Replace": {str(source / ACTIONS / OVERLAY_NAME): str(added)}}))
+            overlay = [f"-overlay={Path(tmp) / 'overlay.json'}"]
         print(f"building KAI's action benchmarks at {KAI_COMMIT[:8]} (go test -c; the first build takes minutes)",
               file=sys.stderr, flush=True)
-        subprocess.run([go_command("KAI's benchmarks"), "test", "-c", f"-overlay={overlay}", "-o", str(target),
-                        f"./{ACTIONS}"], cwd=source, env=go_environment(root), check=True, stdin=subprocess.DEVNULL)
+        subprocess.run([go_command("KAI's benchmarks"), "test", "-c", *overlay, "-o", str(target), f"./{ACTIONS}"],
+                       cwd=source, env=go_environment(root), check=True, stdin=subprocess.DEVNULL)
     return target
 
 
