@@ -202,7 +202,9 @@ class DynamicResourcesPlugin:
 
     @hookimpl
     def kai_nodes_alike(self, session, task, job):
-        return not task.resource_claims
+        # A GPU pod is filtered by node where some node's GPUs are DRA-backed (its implicit claim, or no sharing).
+        req = task.request
+        return not task.resource_claims and not (self.dra.extended_gpu_nodes and (req.gpus > 0 or req.is_shared_gpu))
 
     @hookimpl
     def kai_predicate(self, session, task, job, node):
