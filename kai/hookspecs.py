@@ -145,6 +145,19 @@ def kai_predicate(session: Session, task: Task, job: Job, node: NodeInfo) -> Rej
 
 
 @hookspec
+def kai_nodes_alike(session: Session, task: Task, job: Job) -> bool | None:
+    """Whether, for ``task`` (after its pre-predicates), this plugin's ``kai_predicate`` and ``kai_node_scores``
+    see a node only through its node class: its allocatable, idle and releasing amounts and pod slots,
+    schedulability, readiness, NoSchedule/NoExecute taints and GPU-count label; scores per node, or
+    normalised by the minimum and maximum over the nodes given.
+
+    When every plugin with a predicate or node scores answers ``True``, the kernel asks them about one
+    node per class instead of every node. A plugin with either hook that does not implement this one
+    keeps every node looked at.
+    """
+
+
+@hookspec
 def kai_job_over_capacity(session: Session, job: Job, tasks: list[Task]) -> Reject | None:
     """Veto allocating ``tasks`` of ``job`` because of queue capacity (limits, quota), or ``None``."""
 

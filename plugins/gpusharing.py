@@ -34,6 +34,10 @@ class GpuSharingOrder:
     name = "gpusharingorder"
 
     @hookimpl
+    def kai_nodes_alike(self, task):
+        return not task.request.is_shared_gpu
+
+    @hookimpl
     def kai_node_scores(self, task, nodes):
         if not task.request.is_shared_gpu:
             return None

@@ -11,6 +11,10 @@ class NodeAvailability:
     name = "nodeavailability"
 
     @hookimpl
+    def kai_nodes_alike(self):
+        return True  # the resource fit alone
+
+    @hookimpl
     def kai_node_scores(self, session, task, nodes):
         mask = session.fit_mask(task, array("i", (n.index for n in nodes)))
         return [SCORE if fit == 2 else 0.0 for fit in mask]

@@ -35,6 +35,10 @@ class NodePlacement:
         self.spread = {"gpu": gpu == "spread", "cpu": cpu == "spread"}
 
     @hookimpl
+    def kai_nodes_alike(self):
+        return True  # amounts, totals and the GPU-count label, scaled by the least and most free node
+
+    @hookimpl
     def kai_node_scores(self, task, nodes):
         kind = "cpu" if is_cpu_only(task) else "gpu"
         spread = self.spread[kind]

@@ -10,6 +10,10 @@ class NominatedNode:
     name = "nominatednode"
 
     @hookimpl
+    def kai_nodes_alike(self, task):
+        return not task.nominated_node
+
+    @hookimpl
     def kai_node_scores(self, session, task, nodes):
         if not task.nominated_node:
             return None

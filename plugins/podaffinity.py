@@ -66,6 +66,10 @@ class PodAffinity:
         return scores
 
     @hookimpl
+    def kai_nodes_alike(self):
+        return not self.preferring  # preferred terms score nodes by their labels
+
+    @hookimpl
     def kai_node_scores(self, session, task, nodes):
         if not self.preferring:
             return None

@@ -345,6 +345,13 @@ class Predicates:
                 return Reject(NAME, reasons[0])
         return restricted_node(task, node) if self.restrict else None
 
+    @hookimpl
+    def kai_nodes_alike(self, session, task, job):
+        # After the pre-predicates: no label, port, volume, GPU-type or per-node capacity rule applies to the
+        # task, so the verdict depends on schedulability, readiness and taints alone.
+        return (not (task.node_selector or task.node_affinity or task.host_ports or task.claims or self.restrict)
+                and self.gpu_rules.get(task.uid) is False and task.uid not in self.affinity
+                and task.uid in self.capacity)
 
     def _gpu_rules_apply(self, task) -> bool:
         req = task.request

@@ -14,6 +14,10 @@ class ResourceType:
     name = "resourcetype"
 
     @hookimpl
+    def kai_nodes_alike(self):
+        return True  # a node's score follows its allocatable GPUs
+
+    @hookimpl
     def kai_node_scores(self, task, nodes):
         if wants_gpu(task):
             return None

@@ -42,6 +42,8 @@ class NodeArrays:
         self.rel_pods = array("d", bytes(8 * n))
         self.idle_scalars = [dict(x.allocatable.scalars) for x in nodes]
         self.rel_scalars: list[dict[str, float]] = [{} for _ in nodes]
+        #: Positions of the nodes whose amounts changed since the node classes last looked.
+        self.changed: set[int] = set()
 
     def change(self, i: int, kind: str, res: Resources, sign: float) -> None:
         """Add ``sign * res`` (and one pod slot) to the idle (``kind='idle'``) or releasing amounts of node ``i``."""
@@ -54,6 +56,7 @@ class NodeArrays:
         mem[i] += sign * res.memory
         gpu[i] += sign * res.gpu
         pods[i] += sign
+        self.changed.add(i)
         for k, v in res.scalars.items():
             scalars[k] = scalars.get(k, 0.0) + sign * v
 

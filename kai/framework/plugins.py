@@ -37,8 +37,8 @@ BINDER_PLUGIN_GROUP = "kai.binder_plugins"
 #: Hooks called in the scheduling loops; resolved once per session into plain lists.
 HOT_HOOKS = (
     "kai_job_order", "kai_task_order", "kai_subgroup_order", "kai_queue_order", "kai_pre_predicate",
-    "kai_predicate", "kai_job_over_capacity", "kai_task_over_capacity", "kai_node_scores", "kai_gpu_scores",
-    "kai_on_allocate", "kai_on_deallocate", "kai_pre_job_allocation", "kai_subset_nodes",
+    "kai_predicate", "kai_nodes_alike", "kai_job_over_capacity", "kai_task_over_capacity", "kai_node_scores",
+    "kai_gpu_scores", "kai_on_allocate", "kai_on_deallocate", "kai_pre_job_allocation", "kai_subset_nodes",
 )
 
 
@@ -88,12 +88,14 @@ def _adapt(impl: HookImpl, spec_args: tuple[str, ...]) -> Callable[..., object]:
     if names == spec_args:
         return fn
     picks = tuple(spec_args.index(n) for n in names)
+    if not picks:
+        return lambda *args: fn()
     if len(picks) == 1:
-        (only,) = picks
-        return lambda *args: fn(args[only])
-    if len(picks) == 2:  # the usual comparator: both objects without the session
-        first, second = picks
-        return lambda *args: fn(args[first], args[second])
+        (a,) = picks
+        return lambda *args: fn(args[a])
+    if len(picks) == 2:
+        a, b = picks
+        return lambda *args: fn(args[a], args[b])
     return lambda *args: fn(*[args[i] for i in picks])
 
 
@@ -107,6 +109,7 @@ class CallLists:
                                    int | None]]
     kai_pre_predicate: list[Callable[[Session, Task, Job], Reject | None]]
     kai_predicate: list[Callable[[Session, Task, Job, NodeInfo], Reject | None]]
+    kai_nodes_alike: list[Callable[[Session, Task, Job], bool | None]]
     kai_job_over_capacity: list[Callable[[Session, Job, list[Task]], Reject | None]]
     kai_task_over_capacity: list[Callable[[Session, Task, Job, NodeInfo | None], Reject | None]]
     kai_node_scores: list[Callable[[Session, Task, list[NodeInfo]], Sequence[float] | None]]
@@ -128,6 +131,10 @@ class CallLists:
             impls = list(reversed(caller.get_hookimpls()))
             setattr(self, name, [_adapt(i, spec_args) for i in impls])
             self._owners[name] = [i.plugin for i in impls]
+
+    def owners(self, name: str) -> list[object]:
+        """The plugin object behind each entry of the call list of hook ``name``."""
+        return self._owners[name]
 
     def withdraw(self, plugin: object, hooks: Iterable[str] | None = None) -> None:
         """Leave ``plugin`` out of every hot hook (or of ``hooks``) for the rest of the session (it has

@@ -19,7 +19,7 @@ import time
 import uuid
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from kai import _native
@@ -40,6 +40,7 @@ from kai.api import (
 from kai.framework import fiterrors, gpusharing
 from kai.framework.faults import INTERNAL_ERROR_REASON, Contained, SchedulingError, SessionOpenError, describe
 from kai.framework.fiterrors import PLAIN_FIT_ERROR_REASON
+from kai.framework.nodeclasses import NodeClasses
 from kai.framework.nodes import NodeArrays, NodeInfo
 from kai.framework.plugins import Plugins
 from kai.framework.scenariosearch import SearchLog
@@ -109,6 +110,10 @@ class Session:
         #: Positions of the nodes short of an extended resource (MIG profile ...) when the session opened.
         self.short_scalars: set[int] = set()
         self._report_overcommitted()
+        #: The node classes, built on the first placement that can use them.
+        self._classes: NodeClasses | None = None
+        #: The call lists the ``kai_nodes_alike`` calls were worked out from, and those calls.
+        self._alike: tuple[tuple[object, ...], list[Callable[[Session, Task, Job], bool | None]] | None] = ((), None)
         self.job_key = functools.cmp_to_key(self.compare_jobs)
         self.task_key = functools.cmp_to_key(self.compare_tasks)
 
@@ -419,9 +424,118 @@ class Session:
             result.append((node, fit == 2))
         if not result and reasons is not None:
             reasons.update(vetoes)
+            self._count_misfits(task, misfits, reasons)
+        return result
+
+    def _count_misfits(self, task: Task, misfits: list[NodeInfo], reasons: Counter[str]) -> None:
+        """Add why ``task`` fits none of ``misfits``, worked out once per node class (shared-GPU tasks: per node)."""
+        if task.request.is_shared_gpu:
             for node in misfits:
                 reasons.update(self.insufficient(node, task))
-        return result
+            return
+        if self._classes is None:
+            self._classes = NodeClasses(self.nodes, self.arrays)
+        known: dict[Hashable, list[str]] = {}
+        for node in misfits:
+            key = self._classes.key(node)
+            texts = known.get(key)
+            if texts is None:
+                texts = known[key] = self.insufficient(node, task)
+            reasons.update(texts)
+
+    def node_choices(self, task: Task, job: Job, candidates: array[int] | None = None,
+                     reasons: Counter[str] | None = None) -> Iterator[tuple[NodeInfo, bool]]:
+        """The nodes of :meth:`ordered_nodes`, in its order, worked out as the caller asks for them.
+
+        When every plugin with a predicate or node scores treats alike nodes alike for ``task``
+        (``kai_nodes_alike``), the best node and, when none fits, the ``reasons`` come from one node per
+        :mod:`node class <kai.framework.nodeclasses>`; the full order is built only if the caller asks past
+        the best node.
+        """
+        best = self._best_by_class(task, job, candidates, reasons)
+        if best is None:
+            yield from self.ordered_nodes(task, job, candidates, reasons)
+            return
+        if not best:
+            return
+        yield best[0]
+        yield from (choice for choice in self.ordered_nodes(task, job, candidates) if choice[0] is not best[0][0])
+
+    def _alike_calls(self) -> list[Callable[[Session, Task, Job], bool | None]] | None:
+        """The ``kai_nodes_alike`` calls of the plugins with a predicate or node scores; None when one of those
+        plugins does not say."""
+        calls = self.calls
+        lists = (calls.kai_predicate, calls.kai_node_scores, calls.kai_nodes_alike)
+        seen = self._alike[0]
+        if len(seen) == 3 and all(a is b for a, b in zip(seen, lists, strict=True)):
+            return self._alike[1]  # the lists are replaced when a plugin withdraws
+        self._alike = (lists, self._find_alike_calls())
+        return self._alike[1]
+
+    def _find_alike_calls(self) -> list[Callable[[Session, Task, Job], bool | None]] | None:
+        calls = self.calls
+        looking = {id(p) for p in calls.owners("kai_predicate") + calls.owners("kai_node_scores")}
+        answering = {id(p) for p in calls.owners("kai_nodes_alike")}
+        if not looking <= answering:
+            return None
+        return [fn for fn, p in zip(calls.kai_nodes_alike, calls.owners("kai_nodes_alike"), strict=True)
+                if id(p) in looking]
+
+    def _best_by_class(self, task: Task, job: Job, candidates: array[int] | None,
+                       reasons: Counter[str] | None) -> list[tuple[NodeInfo, bool]] | None:
+        """``[(best node, fits idle)]`` over one node per class, ``[]`` when no node is feasible (``reasons``
+        counted per class), None when the classes cannot be used for ``task``."""
+        req = task.request
+        if candidates is not None or req.is_shared_gpu or req.scalars or req.mig:
+            return None
+        alike = self._alike_calls()
+        if alike is None:
+            return None
+        for same in alike:
+            if not same(self, task, job):
+                return None
+        if self._classes is None:
+            self._classes = NodeClasses(self.nodes, self.arrays)
+        reps, positions, sizes = self._classes.representatives()
+        out = self.fit_mask(task, positions)
+        predicates = self.calls.kai_predicate
+        feasible: list[int] = []
+        vetoes: Counter[str] | None = None
+        for k, fit in enumerate(out):
+            if not fit:
+                continue
+            veto = None
+            for check in predicates:
+                veto = check(self, task, job, reps[k])
+                if veto is not None:
+                    break
+            if veto is None:
+                feasible.append(k)
+            elif reasons is not None:
+                vetoes = vetoes or Counter()
+                vetoes[str(veto)] += sizes[k]
+        if not feasible:
+            if reasons is not None:
+                reasons.update(vetoes or ())
+                for k, fit in enumerate(out):
+                    if not fit:
+                        for text in self.insufficient(reps[k], task):
+                            reasons[text] += sizes[k]
+            return []
+        if len(feasible) == 1:  # one class: its first node wins whatever the scores
+            return [(reps[feasible[0]], out[feasible[0]] == 2)]
+        nodes = [reps[k] for k in feasible]
+        total = [0.0] * len(nodes)
+        for fn in self.calls.kai_node_scores:
+            scores = fn(self, task, nodes)
+            if scores is not None:
+                for j, score in enumerate(scores):
+                    total[j] += score
+        best = 0
+        for j in range(1, len(nodes)):
+            if total[j] > total[best] or (total[j] == total[best] and nodes[j].sort_key < nodes[best].sort_key):
+                best = j
+        return [(nodes[best], out[feasible[best]] == 2)]
 
     def ordered_nodes(self, task: Task, job: Job, candidates: array[int] | None = None,
                       reasons: Counter[str] | None = None) -> list[tuple[NodeInfo, bool]]:

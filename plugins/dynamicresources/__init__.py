@@ -201,6 +201,12 @@ class DynamicResourcesPlugin:
         return None
 
     @hookimpl
+    def kai_nodes_alike(self, session, task, job):
+        # A GPU pod is filtered by node where some node's GPUs are DRA-backed (its implicit claim, or no sharing).
+        req = task.request
+        return not task.resource_claims and not (self.dra.extended_gpu_nodes and (req.gpus > 0 or req.is_shared_gpu))
+
+    @hookimpl
     def kai_predicate(self, session, task, job, node):
         if task.request.is_shared_gpu and node.name in self.dra.extended_gpu_nodes:
             return Reject(NAME, f"node {node.name} publishes its GPUs through DRA only; GPU sharing is not "

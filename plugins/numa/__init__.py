@@ -92,6 +92,10 @@ class Numa:
     # --- filtering and scoring ------------------------------------------------------------------------
 
     @hookimpl
+    def kai_nodes_alike(self, task):
+        return not self._wants(task)  # a task no node's NUMA ledger handles is neither filtered nor scored
+
+    @hookimpl
     def kai_predicate(self, session, task, job, node):
         if not self.filtering:
             return None

@@ -85,6 +85,11 @@ class TopologyPlugin:
         return [search.node_set(d) for d in found]
 
     @hookimpl
+    def kai_nodes_alike(self, session, task):
+        job = session.jobs.get(task.job) if self.scores else None
+        return job is None or self._group_scores(job, task.pod_set) is None
+
+    @hookimpl
     def kai_node_scores(self, session, task, nodes):
         job = session.jobs.get(task.job) if self.scores else None
         if job is None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 from collections import defaultdict
 
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kai import hookimpl
 from kai import testing as kt
 from kai.api import ACTIVE_ALLOCATED, TaskStatus
 from kai.framework.config import DEFAULT_CONFIG
@@ -95,3 +97,25 @@ def test_queue_limits_are_held(data):
     for q in session.queues.values():
         if q.gpu.limit >= 0:
             assert used[q.name] <= q.gpu.limit + EPS, (q.name, used[q.name], q.gpu.limit)
+
+
+class _EveryNode:
+    """A predicate that vetoes nothing and does not say it treats alike nodes alike: every node is looked at."""
+
+    @hookimpl
+    def kai_predicate(self, node):
+        return None
+
+
+def _outcome(data, extra_plugins):
+    nodes, queues, jobs = copy.deepcopy(data)
+    snap = kt.cluster(nodes=nodes, queues=queues, jobs=jobs)
+    session = kt.run(snap, plugins=[*DEFAULT_CONFIG.plugins, *extra_plugins],
+                     extra_plugins={"everynode": lambda a: _EveryNode()})
+    return ([(d.kind, d.task.uid, d.node) for d in session.decisions], session.task_fit_errors,
+            {uid: session.job_fit_message(j) for uid, j in session.jobs.items()})
+
+
+@given(clusters())
+def test_node_classes_choose_as_looking_at_every_node_does(data):
+    assert _outcome(data, []) == _outcome(data, ["everynode"])

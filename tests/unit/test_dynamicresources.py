@@ -348,6 +348,15 @@ def test_a_discarded_placement_gives_the_implicit_claims_devices_back_and_sharin
     assert "GPU sharing is not supported" in reject.reason
 
 
+def test_nodes_are_looked_at_one_by_one_for_a_gpu_pod_when_some_node_publishes_its_gpus_through_dra_only():
+    session, plugin = opened([kt.node("dra"), kt.node("plugin", gpus=1)],
+                             [kt.job("a", tasks=[gpu_pod("a-0")]), kt.job("c", tasks=[kt.task("c-0")])],
+                             [BACKING, gpus("dra", "A")])
+    jobs = {j.name: j for j in session.jobs.values()}
+    assert plugin.kai_nodes_alike(session, jobs["a"].tasks["a-0"], jobs["a"]) is False
+    assert plugin.kai_nodes_alike(session, jobs["c"].tasks["c-0"], jobs["c"]) is True
+
+
 # --- KAI's queue label on shared GPU claims -----------------------------------------------------------
 
 

@@ -147,7 +147,7 @@ def allocate_task(session: Session, stmt: Statement, job: Job, task: Task, pipel
             session.task_fit_errors[task.uid] = str(veto)
         return str(veto)
     reasons: Counter[str] | None = None if pipeline_only else Counter()
-    for node, fits_idle in session.ordered_nodes(task, job, candidates, reasons=reasons):
+    for node, fits_idle in session.node_choices(task, job, candidates, reasons=reasons):
         if stmt.place(task, node, fits_idle, pipeline_only) is not None:
             return None
     return "no node fits" if reasons is None else session.set_task_fit_error(task, reasons)

@@ -119,3 +119,51 @@ def test_kai_task_over_capacity_is_asked_per_node_for_gpu_memory_requests():
     quota.asked.clear()
     kt.run(snap(), plugins=["nq"], extra_plugins={"nq": lambda a: quota})
     assert quota.asked == []
+
+
+class Counting:
+    """A predicate that vetoes nothing and counts the nodes it is asked about; ``alike`` is its
+    ``kai_nodes_alike`` answer (None: it does not implement the hook)."""
+
+    def __init__(self, alike, asked):
+        self.asked = asked
+        if alike is not None:
+            self.kai_nodes_alike = hookimpl(lambda: alike)
+
+    @hookimpl
+    def kai_predicate(self, node):
+        self.asked.append(node.name)
+
+
+def _alike_run(answers, gpus=(2, 2, 2, 1)):
+    asked = {name: [] for name in answers}
+    extra = {name: (lambda a, n=name, v=v: Counting(v, asked[n])) for name, v in answers.items()}
+    session = kt.run(_snap(gpus=gpus), plugins=["nodeplacement", *answers], extra_plugins=extra)
+    return session, asked
+
+
+def test_kai_nodes_alike_lets_the_kernel_ask_about_one_node_per_class():
+    session, asked = _alike_run({"a": True})
+    assert asked["a"] == ["n1", "n4"]  # the first node of the 2-GPU class, and n4
+    assert kt.placements(session) == {"j-0": "n4"}  # binpack: the fullest node, as when every node is asked
+    session, asked = _alike_run({"a": None})
+    assert asked["a"] == ["n1", "n2", "n3", "n4"]
+    assert kt.placements(session) == {"j-0": "n4"}
+
+
+def test_kai_nodes_alike_needs_every_plugin_with_a_predicate_to_agree():
+    _, asked = _alike_run({"a": True, "b": False})
+    assert asked["a"] == ["n1", "n2", "n3", "n4"]
+    _, asked = _alike_run({"a": True, "b": None})
+    assert asked["a"] == ["n1", "n2", "n3", "n4"]
+    _, asked = _alike_run({"a": True, "b": True})
+    assert asked["b"] == ["n1", "n4"]
+
+
+def test_kai_nodes_alike_counts_the_fit_error_of_a_class_for_each_of_its_nodes():
+    for answer in (True, None):
+        snap = kt.cluster(nodes=[kt.node(f"n{i}", gpus=1) for i in range(3)] + [kt.node("big", gpus=2)],
+                          jobs=[kt.job("j", queue="q", gpus=2, tasks=2)])
+        session = kt.run(snap, plugins=["a"], extra_plugins={"a": lambda a, v=answer: Counting(v, [])})
+        assert kt.fit_error(session, "j-1") == (
+            "no nodes with enough resources were found: 4 node(s) didn't have enough resources: GPUs.")

@@ -1,0 +1,131 @@
+"""Scale benchmarks: KAI's benchmark shapes grown to thousands of nodes, generated in memory.
+
+Run: ``python bench/scale.py [--shapes allocate-500 allocate-1000 ...] [--repeat N]``. Each shape runs
+in a process of its own, so its peak memory (max RSS) is its own; the timed part is what
+``kai-scheduler bench`` times (snapshot, session, plugins' session open and the actions). Prints one
+line per shape: wall and CPU medians and the peak RSS. Not a test: no pass/fail.
+
+Shapes:
+
+* ``allocate-N``: KAI's ``BenchmarkAllocateAction`` grown to N nodes of 8 GPUs, 5 pending
+  single-GPU jobs per node in 4 queues under 2 departments (allocate alone).
+* ``cycle-5000``: 5,000 nodes of 8 GPUs with 100,000 running pods (4 single-GPU pods and 16
+  CPU pods per node) and 5,000 pending single-GPU jobs in 200 queues, the full cycle
+  (allocate, consolidation, reclaim, preempt, stale-gang eviction).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+
+ALLOCATE_SIZES = (500, 1000, 2000, 5000)
+DEFAULT_SHAPES = ("allocate-500", "allocate-1000", "allocate-2000", "cycle-5000")
+ALL_SHAPES = tuple(f"allocate-{n}" for n in ALLOCATE_SIZES) + ("cycle-5000",)
+CONFIG = {"plugins": "default", "predicates": True, "max_consolidation_preemptees": -1,
+          "allow_consolidating_reclaim": True, "staleness_grace_period_seconds": 0}
+
+
+def _queues(leaves: int, gpus: float) -> list[dict]:
+    """Two departments sharing ``gpus`` half and half, ``leaves`` leaf queues split between them."""
+    depts = [{"name": f"dept-{d}", "priority": 100, "deserved_gpus": gpus / 2, "max_allowed_gpus": -1,
+              "over_quota_weight": gpus / 2} for d in "ab"]
+    leaf = [{"name": f"queue-{q}", "parent": f"dept-{'ab'[q % 2]}", "priority": 100,
+             "deserved_gpus": gpus / leaves, "max_allowed_gpus": -1, "over_quota_weight": 1}
+            for q in range(leaves)]
+    return depts + leaf
+
+
+def _job(name: str, queue: str, age: int, gpus: float, tasks: list[dict], **extra) -> dict:
+    return {"name": name, "queue": queue, "priority": 50, "preemptible": True, "created_minutes_ago": age,
+            "gpus_per_task": gpus, "min_available": 1, "tasks": tasks, **extra}
+
+
+def allocate_shape(nodes: int) -> dict:
+    """KAI's allocate benchmark with ``nodes`` nodes: 8 GPUs each, 5 pending single-GPU jobs per node."""
+    jobs = [_job(f"job-{j}", f"queue-{j % 4}", 5 * nodes - j, 1, [{"name": f"job-{j}-0", "state": "Pending"}])
+            for j in range(5 * nodes)]
+    return {"name": f"allocate-{nodes}", "actions": ["allocate"], "mode": "single_session", "config": CONFIG,
+            "nodes": {f"node-{i}": {"gpus": 8} for i in range(nodes)}, "queues": _queues(4, 8.0 * nodes),
+            "jobs": jobs}
+
+
+def cycle_shape(nodes: int = 5000, running_per_node: int = 20, gpu_pods_per_node: int = 4,
+                pending: int = 5000, queues: int = 200) -> dict:
+    """A full cycle on a busy cluster: every node runs ``running_per_node`` pods, ``gpu_pods_per_node`` of
+    them on one GPU each, the others CPU only; ``pending`` single-GPU jobs wait in ``queues`` queues."""
+    jobs, j = [], 0
+    for i in range(nodes):
+        for k in range(running_per_node):
+            gpus = 1 if k < gpu_pods_per_node else 0
+            jobs.append(_job(f"run-{j}", f"queue-{j % queues}", 10_000, gpus,
+                             [{"name": f"run-{j}-0", "state": "Running", "node": f"node-{i}"}],
+                             cpu_millis_per_task=250, memory_bytes_per_task=2**28))
+            j += 1
+    for p in range(pending):
+        jobs.append(_job(f"job-{p}", f"queue-{p % queues}", pending - p, 1,
+                         [{"name": f"job-{p}-0", "state": "Pending"}]))
+    return {"name": f"cycle-{nodes}", "actions": ["allocate", "consolidation", "reclaim", "preempt",
+                                                   "stalegangeviction"],
+            "mode": "single_session", "config": CONFIG,
+            "nodes": {f"node-{i}": {"gpus": 8, "cpu_millis": 128_000, "memory_bytes": 2**40} for i in range(nodes)},
+            "queues": _queues(queues, 8.0 * nodes), "jobs": jobs}
+
+
+def shape(name: str) -> dict:
+    kind, _, size = name.partition("-")
+    if kind == "allocate" and size.isdigit():
+        return allocate_shape(int(size))
+    if kind == "cycle" and size.isdigit():
+        return cycle_shape(int(size))
+    raise SystemExit(f"unknown shape {name!r}; known: {', '.join(ALL_SHAPES)}")
+
+
+def run_shape(name: str, repeat: int) -> dict:
+    """Time one shape in this process: ``repeat`` runs after a warm-up (skipped for one run)."""
+    from kai.sim.bench import time_once
+    from kai.sim.conformance import Runner
+    from kai.sim.scenario import load_scenarios
+
+    scenario = load_scenarios(f"<{name}>", [shape(name)])[0]
+    plugins = Runner().plugins(scenario)
+    if repeat > 1:
+        time_once(scenario, plugins)
+    runs = [time_once(scenario, plugins) for _ in range(repeat)]
+    return {"shape": name, "median_s": statistics.median(w for w, _ in runs),
+            "cpu_median_s": statistics.median(c for _, c in runs), "repeats": repeat,
+            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shapes", nargs="+", default=list(DEFAULT_SHAPES), metavar="SHAPE",
+                        help=f"shapes to run (default {' '.join(DEFAULT_SHAPES)}; known {' '.join(ALL_SHAPES)})")
+    parser.add_argument("--repeat", type=int, default=1, metavar="N", help="timed runs per shape (default 1)")
+    parser.add_argument("--json", action="store_true", help="print a JSON list instead")
+    parser.add_argument("--one", metavar="SHAPE", help=argparse.SUPPRESS)  # the child process of one shape
+    args = parser.parse_args(argv)
+    if args.one:
+        print(json.dumps(run_shape(args.one, args.repeat)))
+        return 0
+    results = []
+    for name in args.shapes:
+        shape(name)  # an unknown name fails before anything runs
+        out = subprocess.run([sys.executable, __file__, "--one", name, "--repeat", str(args.repeat)],
+                             check=True, capture_output=True, text=True).stdout
+        results.append(json.loads(out.strip().splitlines()[-1]))
+        if not args.json:
+            r = results[-1]
+            print(f"{name}: median {r['median_s']:.3f} s, CPU median {r['cpu_median_s']:.3f} s over "
+                  f"{r['repeats']} runs, peak RSS {r['peak_rss_mib']:.0f} MiB", flush=True)
+    if args.json:
+        print(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

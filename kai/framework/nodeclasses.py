@@ -1,0 +1,101 @@
+"""Node classes: the nodes of a session grouped by what a class-safe plugin may look at.
+
+Two nodes are in one class when they have the same allocatable, idle and releasing amounts and pod
+slots, the same schedulability, readiness, NoSchedule/NoExecute taints and GPU-count label, and
+neither has extended resources (MIG profiles, other scalars) or shared GPU devices -- such a node is
+a class of its own. When every plugin says it treats alike nodes alike for a task
+(``kai_nodes_alike``), the kernel filters and scores one node per class, the first by name, which
+makes the per-task work grow with the number of classes instead of the number of nodes.
+
+The index is kept current lazily: :class:`~kai.framework.nodes.NodeArrays` records the nodes whose
+amounts changed, and :meth:`NodeClasses.representatives` moves only those between classes.
+"""
+
+from __future__ import annotations
+
+import heapq
+from array import array
+from collections.abc import Hashable
+
+from kai.api import names
+from kai.framework.nodes import NodeArrays, NodeInfo
+
+_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+def _static_key(node: NodeInfo) -> Hashable | None:
+    """What of the node does not change in a session and may be looked at; None when the node has extended
+    resources (it is a class of its own)."""
+    n = node.node
+    if n.allocatable.scalars:
+        return None
+    taints = tuple(sorted((t.key, t.value, t.effect) for t in n.taints if t.effect in _TAINT_EFFECTS))
+    return (n.allocatable.cpu, n.allocatable.memory, n.allocatable.gpu, n.max_pods, n.unschedulable, n.ready, taints,
+            n.labels.get(names.GPU_COUNT_LABEL))
+
+
+class NodeClasses:
+    """The classes of a session's nodes, each a set of name ranks (positions in name order) with a heap of
+    them that may hold ranks which left the class (dropped when they reach the top)."""
+
+    def __init__(self, nodes: list[NodeInfo], arrays: NodeArrays):
+        order = sorted(range(len(nodes)), key=lambda i: nodes[i].sort_key)
+        #: Nodes in name (byte) order; a class holds the ranks of its nodes in this list.
+        self.by_rank = [nodes[i] for i in order]
+        self.rank = array("i", bytes(4 * len(nodes)))
+        for r, i in enumerate(order):
+            self.rank[i] = r
+        self.nodes, self.arrays = nodes, arrays
+        self.static = [_static_key(n) for n in nodes]
+        self.key_of: list[Hashable | None] = [None] * len(nodes)
+        self.members: dict[Hashable, set[int]] = {}
+        self.heaps: dict[Hashable, list[int]] = {}
+        arrays.changed.update(range(len(nodes)))
+
+    def _key(self, i: int) -> Hashable:
+        static = self.static[i]
+        a = self.arrays
+        if static is None or a.rel_scalars[i] or a.idle_scalars[i] or self.nodes[i].gpu_groups:
+            return i
+        return (static, a.idle_cpu[i], a.idle_mem[i], a.idle_gpu[i], a.idle_pods[i], a.rel_cpu[i], a.rel_mem[i],
+                a.rel_gpu[i], a.rel_pods[i])
+
+    def _refresh(self) -> None:
+        changed = self.arrays.changed
+        for i in changed:
+            old, new = self.key_of[i], self._key(i)
+            if old == new:
+                continue
+            r = self.rank[i]
+            if old is not None:
+                members = self.members[old]
+                members.discard(r)
+                if not members:
+                    del self.members[old], self.heaps[old]
+            joined = self.members.get(new)
+            if joined is None:
+                self.members[new], self.heaps[new] = {r}, [r]
+            else:
+                joined.add(r)
+                heapq.heappush(self.heaps[new], r)
+            self.key_of[i] = new
+        changed.clear()
+
+    def representatives(self) -> tuple[list[NodeInfo], array[int], list[int]]:
+        """The first node by name of every class, its position, and the size of its class."""
+        if self.arrays.changed:
+            self._refresh()
+        by_rank = self.by_rank
+        reps, sizes = [], []
+        for key, members in self.members.items():
+            heap = self.heaps[key]
+            while heap[0] not in members:
+                heapq.heappop(heap)
+            reps.append(by_rank[heap[0]])
+            sizes.append(len(members))
+        return reps, array("i", [n.index for n in reps]), sizes
+
+    def key(self, node: NodeInfo) -> Hashable:
+        """The class of ``node`` as it is now."""
+        self._refresh()
+        return self.key_of[node.index]
