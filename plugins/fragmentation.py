@@ -1,13 +1,12 @@
 """``fragmentation``: place each task where it least raises the node's expected GPU fragmentation.
 
-The idea is Fragmentation Gradient Descent (Weng et al., USENIX ATC'23). A node's *fragmentation* for a
-workload distribution is the free GPU amount that a task drawn from the distribution could not use,
-weighted by the probability of drawing it: for every task shape the node cannot host at all (CPU, memory,
-GPU model or GPUs lacking) all its free GPU counts; for a shape it can host, the free pieces too small for
-the shape (slivers of shared devices, MIG slices for a whole-GPU shape) count. A task goes to the node
-whose fragmentation grows least when the task lands there; a shared-GPU task goes to the device that does
-the same. Unlike the paper's measure this one checks memory as well as CPU, so a node whose memory ran out
-counts its free GPUs as stranded.
+The idea is Fragmentation Gradient Descent (Weng et al., USENIX ATC'23): a node's *fragmentation* for
+a workload distribution is the free GPU that tasks drawn from the distribution could not use, weighted
+by the probability of drawing them, and a task goes to the node (a shared-GPU task to the device) whose
+fragmentation grows least when it lands there. The paper asks only whether the next task fits; this
+measure asks how much GPU the tasks of each shape could take if the node were filled with them: as many
+as its free devices, its CPU and its memory all allow. Free GPUs the node's CPU or memory cannot feed
+thus count as fragment before the CPU runs out, which is where a GPU-only or fits-now view strands them.
 
 The distribution is the argument ``workload`` (a list of shapes with weights) or, without it, learned
 from the tasks that arrived most recently (argument ``window``, default 2000 tasks): every task the
@@ -20,6 +19,7 @@ default 10), ``model_label`` (node label naming the GPU model, default ``nvidia.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping
@@ -87,29 +87,39 @@ class NodeState:
         return self.whole + sum(self.slivers) + self.mig_gpus
 
 
+def usable_gpus(state: NodeState, shape: Shape) -> float:
+    """GPU amount of ``state`` that tasks of ``shape`` could take if the node were filled with them alone:
+    as many tasks as its free devices, CPU and memory all allow, times the GPU each takes."""
+    if shape.models and state.model not in shape.models:
+        return 0.0
+    if shape.mig:
+        count = dict(state.mig).get(shape.mig, 0.0)
+        per_task = float(mig_gpu_slices(shape.mig))
+    elif shape.gpus:
+        count, per_task = state.whole // shape.gpus, float(shape.gpus)
+    else:
+        f = shape.fraction
+        count = state.whole * math.floor((1 + EPS) / f) + sum(math.floor((s + EPS) / f) for s in state.slivers)
+        per_task = f
+    if shape.cpu > 0:
+        count = min(count, (state.cpu + EPS) // shape.cpu)
+    if shape.memory > 0:
+        count = min(count, (state.memory + EPS) // shape.memory)
+    return max(count, 0.0) * per_task
+
+
 def fragmentation(state: NodeState, workload: Iterable[tuple[Shape, float]]) -> float:
-    """Expected free GPU amount of ``state`` that a task drawn from ``workload`` (shape, probability) cannot use."""
+    """Expected free GPU amount of ``state`` that tasks drawn from ``workload`` ((shape, probability) pairs)
+    could not use: for each GPU shape, the free GPU left over once the node is filled with that shape as far
+    as its devices, CPU and memory allow. CPU-only shapes use no GPU and add nothing; they matter through the
+    CPU and memory they leave to the GPU shapes."""
     total = state.free_gpus
     if total <= EPS:
         return 0.0
-    mig = dict(state.mig)
-    mig_gpus = state.mig_gpus
     out = 0.0
     for shape, p in workload:
-        if shape.cpu > state.cpu + EPS or shape.memory > state.memory + EPS:
-            out += p * total
-        elif shape.cpu_only:
-            continue
-        elif shape.models and state.model not in shape.models:
-            out += p * total
-        elif shape.mig:
-            out += p * (total - mig_gpu_slices(shape.mig) if mig.get(shape.mig, 0.0) >= 1 else total)
-        elif shape.gpus:
-            out += p * (total - state.whole if state.whole >= shape.gpus - EPS else total)
-        elif state.whole >= 1 - EPS or any(s >= shape.fraction - EPS for s in state.slivers):
-            out += p * (mig_gpus + sum(s for s in state.slivers if s < shape.fraction - EPS))
-        else:
-            out += p * total
+        if not shape.cpu_only:
+            out += p * (total - usable_gpus(state, shape))
     return out
 
 
