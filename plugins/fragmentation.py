@@ -28,6 +28,7 @@ from typing import Any
 import attrs
 
 from kai import hookimpl
+from kai.api import TaskStatus
 from kai.api.resources import is_mig_resource, mig_gpu_slices
 from kai.framework.gpusharing import node_gpu_memory, task_gpu_memory
 
@@ -37,6 +38,10 @@ DEFAULT_WEIGHT = 10.0
 #: Tie-break between nodes of equal fragmentation growth: prefer the node left with less CPU and memory.
 TIE_BREAK = 1e-3
 EPS = 1e-9
+#: Adopt a newly learned workload when it is this far (total variation) from the one in use.
+REFRESH_DISTANCE = 0.02
+#: Most cached growth results kept.
+MAX_CACHE = 200_000
 _SUFFIXES = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
 _QUANTITY = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
 
@@ -127,10 +132,12 @@ def node_state(node, model_label: str) -> NodeState:
     """The :class:`NodeState` of a session node (idle plus releasing, as KAI's placement counts)."""
     a, i = node.arrays, node.index
     mem = node_gpu_memory(node)
-    slivers = tuple(1.0 - g.used / mem for g in node.gpu_groups.values() if g.used > 0 and g.used < mem)
+    slivers = tuple(sorted(1.0 - g.used / mem for g in node.gpu_groups.values() if 0 < g.used < mem)
+                    ) if node.gpu_groups else ()
     scalars = a.idle_scalars[i]
     rel = a.rel_scalars[i]
-    mig = tuple(sorted((k, v + rel.get(k, 0.0)) for k, v in scalars.items() if is_mig_resource(k) and v > 0))
+    mig = tuple(sorted((k, v + rel.get(k, 0.0)) for k, v in scalars.items() if is_mig_resource(k) and v > 0)
+                ) if scalars else ()
     return NodeState(a.idle_cpu[i] + a.rel_cpu[i], a.idle_mem[i] + a.rel_mem[i], a.idle_gpu[i] + a.rel_gpu[i],
                      slivers, mig, node.labels.get(model_label, ""))
 
@@ -202,6 +209,16 @@ def normalised(counts: Counter, max_shapes: int) -> list[tuple[Shape, float]]:
     return [(s, w / total) for s, w in top] if total > 0 else []
 
 
+def request_key(request) -> tuple:
+    return request.cpu, request.memory, request.gpus, tuple(sorted(request.mig.items())) if request.mig else ()
+
+
+def distance(a: list[tuple[Shape, float]], b: list[tuple[Shape, float]]) -> float:
+    """Total variation distance between two workloads."""
+    pa, pb = dict(a), dict(b)
+    return 0.5 * sum(abs(pa.get(k, 0.0) - pb.get(k, 0.0)) for k in pa.keys() | pb.keys())
+
+
 class Fragmentation:
     name = "fragmentation"
 
@@ -212,54 +229,70 @@ class Fragmentation:
         self.recent: deque[Shape] = deque(maxlen=window)
         self.seen: set[str] = set()
         self.workload: list[tuple[Shape, float]] = workload or []
+        #: Fragmentation growth by (node state, request): node states repeat across nodes and sessions.
+        self.cache: dict[tuple, tuple[float, tuple[float, ...]]] = {}
 
     @hookimpl
     def kai_session_open(self, session):
+        """Learn the shapes of pending tasks not seen before; adopt the new distribution once it moved."""
         if self.fixed is not None:
             return
-        present: set[str] = set()
+        pending: set[str] = set()
         arrivals = []
         for job in session.jobs.values():
             for task in job.tasks.values():
-                present.add(task.uid)
-                if task.uid not in self.seen:
-                    arrivals.append((job.creation, task.creation, task.uid, task))
+                if task.status is TaskStatus.PENDING:
+                    pending.add(task.uid)
+                    if task.uid not in self.seen and not task.request.is_best_effort:
+                        arrivals.append((job.creation, task.creation, task.uid, task))
+        self.seen = pending
+        if not arrivals:
+            return
         arrivals.sort(key=lambda x: x[:3])
-        for *_, task in arrivals:
-            if not task.request.is_best_effort:
-                self.recent.append(task_shape(task, self.model_label))
-        self.seen = present
-        self.workload = normalised(Counter(self.recent), self.max_shapes)
+        self.recent.extend(task_shape(t, self.model_label) for *_, t in arrivals)
+        learned = normalised(Counter(self.recent), self.max_shapes)
+        if not self.workload or distance(learned, self.workload) > REFRESH_DISTANCE:
+            self.workload = learned
+            self.cache.clear()
 
-    def _growth(self, task, node) -> tuple[float, list[float]]:
-        """The least fragmentation growth of ``node`` over the devices the task could take, and the growth
-        per shared device (then per new device) for a shared task."""
+    def _growth(self, task, node, rkey: tuple) -> tuple[float, tuple[float, ...]]:
+        """The least fragmentation growth of ``node`` over the devices the task could take, and for a shared
+        task the growth per free portion of ``node_state(...).slivers`` (inf where it does not fit) followed
+        by the growth on a device nobody shares."""
         state = node_state(node, self.model_label)
-        before = fragmentation(state, self.workload)
         r = task.request
-        if not r.is_shared_gpu:
-            return fragmentation(after_task(state, r, None, None), self.workload) - before, []
-        portion = task_gpu_memory(node, r) / node_gpu_memory(node)
-        growth = []
-        for s in state.slivers:
-            growth.append(fragmentation(after_task(state, r, portion, state.slivers.index(s)), self.workload) - before
-                          if s >= portion - EPS else float("inf"))
-        if state.whole >= 1 - EPS:
-            growth.append(fragmentation(after_task(state, r, portion, None), self.workload) - before)
-        finite = [g for g in growth if g != float("inf")]
-        return (min(finite) if finite else 0.0), growth
+        portion = task_gpu_memory(node, r) / node_gpu_memory(node) if r.is_shared_gpu else None
+        key = (state, rkey, portion)
+        hit = self.cache.get(key)
+        if hit is not None:
+            return hit
+        before = fragmentation(state, self.workload)
+        if portion is None:
+            growth: tuple[float, ...] = (fragmentation(after_task(state, r, None, None), self.workload) - before,)
+        else:
+            growth = tuple(fragmentation(after_task(state, r, portion, k), self.workload) - before
+                           if s >= portion - EPS else math.inf for k, s in enumerate(state.slivers))
+            if state.whole >= 1 - EPS:
+                growth += (fragmentation(after_task(state, r, portion, None), self.workload) - before,)
+        least = min(growth, default=0.0)
+        result = (0.0 if least == math.inf else least), growth
+        if len(self.cache) >= MAX_CACHE:
+            self.cache.clear()
+        self.cache[key] = result
+        return result
 
     @hookimpl
     def kai_node_scores(self, task, nodes):
         if not self.workload or task.request.is_best_effort:
             return None
         out = []
+        r = task.request
+        rkey = request_key(r)
         for node in nodes:
-            growth, _ = self._growth(task, node)
-            a, i = node.arrays, node.index
-            cap = node.allocatable
-            left = ((a.idle_cpu[i] - task.request.cpu) / cap.cpu if cap.cpu else 0.0) + (
-                (a.idle_mem[i] - task.request.memory) / cap.memory if cap.memory else 0.0)
+            growth, _ = self._growth(task, node, rkey)
+            a, i, cap = node.arrays, node.index, node.allocatable
+            left = ((a.idle_cpu[i] - r.cpu) / cap.cpu if cap.cpu else 0.0) + (
+                (a.idle_mem[i] - r.memory) / cap.memory if cap.memory else 0.0)
             out.append(-self.weight * growth - TIE_BREAK * left)
         return out
 
@@ -268,23 +301,16 @@ class Fragmentation:
         if not self.workload:
             return None
         state = node_state(node, self.model_label)
-        before = fragmentation(state, self.workload)
-        r = task.request
-        portion = task_gpu_memory(node, r) / node_gpu_memory(node)
+        _, growth = self._growth(task, node, request_key(task.request))
         mem = node_gpu_memory(node)
         scores = []
         for gid in groups:
-            if gid is None:
-                after = after_task(state, r, portion, None)
-            else:
-                g = node.gpu_groups[gid]
-                free = 1.0 - g.used / mem
-                rest = [s for s in state.slivers]
-                if free in rest:
-                    after = after_task(state, r, portion, rest.index(free))
-                else:  # an empty group (its tasks are leaving): counts as a fresh device
-                    after = attrs.evolve(after_task(state, r, portion, None), whole=state.whole)
-            scores.append(-self.weight * (fragmentation(after, self.workload) - before))
+            free = None if gid is None else 1.0 - node.gpu_groups[gid].used / mem
+            if free is not None and free in state.slivers:
+                g = growth[state.slivers.index(free)]
+            else:  # a device nobody shares, or a group whose tasks are all leaving
+                g = growth[-1] if state.whole >= 1 - EPS else 0.0
+            scores.append(-self.weight * g if g != math.inf else 0.0)
         return scores
 
 
