@@ -56,8 +56,8 @@ def parse_quantity(value: Any) -> float:
 
 @attrs.define(frozen=True)
 class Shape:
-    """A task shape of the workload: CPU (millicores), memory (bytes), whole GPUs, a GPU fraction or a MIG
-    profile, and the GPU models it may run on (empty: any)."""
+    """A task shape of the workload: CPU (millicores), memory (bytes), whole GPUs, a GPU fraction, an amount
+    of GPU memory (MiB) or a MIG profile, and the GPU models it may run on (empty: any)."""
 
     cpu: float = 0.0
     memory: float = 0.0
@@ -65,16 +65,17 @@ class Shape:
     fraction: float = 0.0
     mig: str = ""
     models: frozenset[str] = frozenset()
+    gpu_memory_mib: int = 0
 
     @property
     def cpu_only(self) -> bool:
-        return not (self.gpus or self.fraction or self.mig)
+        return not (self.gpus or self.fraction or self.mig or self.gpu_memory_mib)
 
 
 @attrs.define(frozen=True)
 class NodeState:
     """What fragmentation looks at on a node: free CPU, memory, whole devices, the free portions of its
-    shared devices, free MIG instances by profile, and its GPU model."""
+    shared devices, free MIG instances by profile, its GPU model and the memory of each GPU (MiB)."""
 
     cpu: float
     memory: float
@@ -82,6 +83,7 @@ class NodeState:
     slivers: tuple[float, ...] = ()
     mig: tuple[tuple[str, float], ...] = ()
     model: str = ""
+    device_memory: float = 0.0
 
     @property
     def mig_gpus(self) -> float:
@@ -103,7 +105,9 @@ def usable_gpus(state: NodeState, shape: Shape) -> float:
     elif shape.gpus:
         count, per_task = state.whole // shape.gpus, float(shape.gpus)
     else:
-        f = shape.fraction
+        f = shape.fraction or (shape.gpu_memory_mib / state.device_memory if state.device_memory else 2.0)
+        if f > 1 + EPS:
+            return 0.0
         count = state.whole * math.floor((1 + EPS) / f) + sum(math.floor((s + EPS) / f) for s in state.slivers)
         per_task = f
     if shape.cpu > 0:
@@ -139,7 +143,7 @@ def node_state(node, model_label: str) -> NodeState:
     mig = tuple(sorted((k, v + rel.get(k, 0.0)) for k, v in scalars.items() if is_mig_resource(k) and v > 0)
                 ) if scalars else ()
     return NodeState(a.idle_cpu[i] + a.rel_cpu[i], a.idle_mem[i] + a.rel_mem[i], a.idle_gpu[i] + a.rel_gpu[i],
-                     slivers, mig, node.labels.get(model_label, ""))
+                     slivers, mig, node.labels.get(model_label, ""), float(mem))
 
 
 def after_task(state: NodeState, request, portion: float | None, sliver: int | None) -> NodeState:
@@ -156,8 +160,8 @@ def after_task(state: NodeState, request, portion: float | None, sliver: int | N
     mig = dict(state.mig)
     for profile, count in request.mig.items():
         mig[profile] = mig.get(profile, 0.0) - count
-    return NodeState(state.cpu - request.cpu, state.memory - request.memory, whole, tuple(slivers),
-                     tuple(sorted((k, v) for k, v in mig.items() if v > 0)), state.model)
+    return NodeState(state.cpu - request.cpu, state.memory - request.memory, whole, tuple(sorted(slivers)),
+                     tuple(sorted((k, v) for k, v in mig.items() if v > 0)), state.model, state.device_memory)
 
 
 def task_shape(task, model_label: str) -> Shape:
@@ -171,9 +175,8 @@ def task_shape(task, model_label: str) -> Shape:
             for req in term:
                 if req.key == model_label and req.operator == "In":
                     models = frozenset(req.values)
-    fraction = r.gpu_fraction if r.gpu_fraction else (min(1.0, r.gpu_memory_mib / 1e5) if r.gpu_memory_mib else 0.0)
-    mig = next(iter(sorted(r.mig)), "") if r.mig else ""
-    return Shape(r.cpu, r.memory, r.gpus, fraction, mig, models)
+    mig = min(r.mig) if r.mig else ""
+    return Shape(r.cpu, r.memory, r.gpus, r.gpu_fraction, mig, models, 0 if r.gpu_fraction else r.gpu_memory_mib)
 
 
 def parse_workload(entries: Any) -> list[tuple[Shape, float]]:
@@ -184,18 +187,21 @@ def parse_workload(entries: Any) -> list[tuple[Shape, float]]:
     for k, e in enumerate(entries):
         if not isinstance(e, Mapping):
             raise ValueError(f"workload[{k}] must be a mapping, not {e!r}")
-        unknown = set(e) - {"cpu", "memory", "gpus", "gpu_fraction", "mig", "models", "weight"}
+        unknown = set(e) - {"cpu", "memory", "gpus", "gpu_fraction", "gpu_memory", "mig", "models", "weight"}
         if unknown:
             raise ValueError(f"workload[{k}] has unknown keys {sorted(unknown)}")
         try:
             shape = Shape(parse_quantity(e.get("cpu", 0)) * 1000, parse_quantity(e.get("memory", 0)),
                           int(e.get("gpus", 0)), float(e.get("gpu_fraction", 0.0)), str(e.get("mig", "")),
-                          frozenset(str(m) for m in e.get("models", ()) or ()))
+                          frozenset(str(m) for m in e.get("models", ()) or ()),
+                          int(parse_quantity(e.get("gpu_memory", 0)) / 2**20))
             weight = float(e.get("weight", 1.0))
         except (TypeError, ValueError) as err:
             raise ValueError(f"workload[{k}]: {err}") from None
-        if weight <= 0 or not 0 <= shape.fraction < 1 or shape.gpus < 0 or (shape.fraction and shape.gpus):
-            raise ValueError(f"workload[{k}]: weight must be positive, gpu_fraction in [0, 1) without gpus")
+        if (weight <= 0 or not 0 <= shape.fraction < 1 or shape.gpus < 0
+                or sum(map(bool, (shape.gpus, shape.fraction, shape.gpu_memory_mib, shape.mig))) > 1):
+            raise ValueError(f"workload[{k}]: weight must be positive, gpu_fraction in [0, 1), and at most one of "
+                             "gpus, gpu_fraction, gpu_memory and mig given")
         if shape.mig and not is_mig_resource(shape.mig):
             raise ValueError(f"workload[{k}]: {shape.mig!r} is not a MIG profile resource name")
         out.append((shape, weight))

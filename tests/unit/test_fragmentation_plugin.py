@@ -62,11 +62,20 @@ def test_gpu_model_and_mig():
     assert fragmentation(mig, [(Shape(cpu=1000, mig="nvidia.com/mig-3g.40gb"), 1.0)]) == pytest.approx(3.0)
 
 
+def test_a_gpu_memory_shape_is_a_fraction_of_the_node_s_devices():
+    shape = Shape(cpu=1000, gpu_memory_mib=20000)
+    assert fragmentation(NodeState(32000, 128 * GI, whole=1, slivers=(0.3,), device_memory=40000),
+                         [(shape, 1.0)]) == pytest.approx(0.3)  # half a device: two fit the free one
+    assert fragmentation(NodeState(32000, 128 * GI, whole=1, device_memory=16000), [(shape, 1.0)]) == 1.0
+
+
 def test_workload_argument_is_checked():
     workload = parse_workload([{"cpu": 8, "memory": "32Gi", "gpus": 1, "weight": 3},
                                {"cpu": "2000m", "memory": "8Gi", "gpu_fraction": 0.5}])
     assert workload == [(ONE_GPU, 0.75), (HALF_GPU, 0.25)]
+    assert parse_workload([{"gpu_memory": "20Gi"}]) == [(Shape(gpu_memory_mib=20480), 1.0)]
     for bad in ([], [{"cpu": "lots"}], [{"gpus": 1, "gpu_fraction": 0.5}], [{"weight": 0}], [{"gpu": 1}],
+                [{"gpu_fraction": 0.5, "gpu_memory": "1Gi"}],
                 [{"mig": "1g"}]):
         with pytest.raises(ValueError):
             parse_workload(bad)
