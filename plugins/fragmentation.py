@@ -180,7 +180,7 @@ def task_shape(task, model_label: str) -> Shape:
 
 
 def parse_workload(entries: Any) -> list[tuple[Shape, float]]:
-    """The ``workload`` argument: a list of ``{cpu, memory, gpus, gpu_fraction, mig, models, weight}``."""
+    """The ``workload`` argument: a list of ``{cpu, memory, gpus|gpu_fraction|gpu_memory|mig, models, weight}``."""
     if not isinstance(entries, list) or not entries:
         raise ValueError("argument 'workload' must be a non-empty list of task shapes")
     out = []
