@@ -142,3 +142,11 @@ def test_fragmentation_keeps_a_gpu_placeable_that_binpack_strands(arguments):
     frag = kt.placements(kt.run(snapshot(), plugins=["predicates", "priority",
                                                      kt.PluginSpec("fragmentation", arguments)]))
     assert frag["prep-0"] == "b" and {frag["train1-0"], frag["train2-0"]} == {"a", "b"}
+
+
+@pytest.mark.parametrize("replicas, placed", [(2, 2), (3, 0)])
+def test_gangs_stay_all_or_nothing(replicas, placed):
+    snap = kt.cluster(nodes=[kt.node("a", gpus=1, cpu=8000), kt.node("b", gpus=1, cpu=32000)],
+                      jobs=[kt.job("gang", tasks=replicas, gpus=1, cpu=4000)])
+    session = kt.run(snap, plugins=["predicates", "proportion", kt.PluginSpec("fragmentation")])
+    assert len(kt.placements(session)) == placed
