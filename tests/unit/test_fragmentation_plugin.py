@@ -1,9 +1,12 @@
 """The ``fragmentation`` plugin: the measure on hand-computed nodes, its scores, and placements."""
 
+from pathlib import Path
+
 import pytest
 
 from kai import testing as kt
 from kai.api.resources import ResourceRequest
+from kai.framework import Plugins, load_config
 from kai.framework.plugins import discover
 from kai.plugins.fragmentation import Fragmentation, NodeState, Shape, build, fragmentation, parse_workload
 
@@ -88,6 +91,13 @@ def test_the_plugin_is_found_through_its_entry_point():
     plugins = kt.plugin_manager(["predicates", kt.PluginSpec("fragmentation", {"window": 10})])
     plugin = plugins.plugin("fragmentation")
     assert isinstance(plugin, Fragmentation) and plugin.window == 10
+
+
+def test_the_example_config_enables_it_in_place_of_kai_s_placement():
+    config = load_config(Path(__file__).parents[2] / "examples" / "configs" / "fragmentation.yaml")
+    names = [s.name for s in config.plugins]
+    assert "fragmentation" in names and not {"nodeplacement", "gpupack", "gpusharingorder"} & set(names)
+    assert isinstance(Plugins(config).plugin("fragmentation"), Fragmentation)
 
 
 def scores(plugin, task, session, names):
