@@ -1,0 +1,259 @@
+"""The placement policies of the FGD paper's evaluation as kai-scheduler plugins.
+
+Weng et al., "Beware of Fragmentation: Scheduling GPU-Sharing Workloads with Fragmentation Gradient
+Descent", USENIX ATC'23. Each plugin scores nodes exactly as the paper's simulator does
+(``pkg/simulator/plugin/*_score.go``), integer scores included, and chooses the device of a shared-GPU
+task as the simulator's ``gpusel`` option used for it does. Ties go to the node name, KAI's rule
+(the simulator breaks them by a seeded random name prefix).
+
+=================  ==========================================================================
+``bestfit``        least leftover CPU and GPU after placing, min-max normalised to 0..100
+``dotprod``        least dot product of the node's free and the task's requested (CPU, GPU)
+``gpupacking``     join a used GPU, then free GPUs of a used node, then an empty node
+``gpuclustering``  nodes already running GPU tasks of the same kind first
+``randomfit``      one feasible node at random (argument ``seed``, default 42)
+``fgd``            least growth of the paper's fragmentation measure (memory-blind) for the
+                   workload of argument ``trace`` (a pod CSV) or ``workload``
+=================  ==========================================================================
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import random
+from collections import Counter
+
+from kai import hookimpl
+from kai.framework.gpusharing import node_gpu_memory, task_gpu_memory
+from kai.plugins.fragmentation import EPS, NodeState, Shape, after_task, node_state, normalised, parse_workload
+
+MAX_SPEC_CPU = 128000.0  # millicores
+MAX_SPEC_GPU = 8.0  # GPUs
+MAX_SCORE = 100
+
+
+def free_gpus(node) -> float:
+    """Idle GPU of the node: whole free devices plus the free portions of shared ones."""
+    s = node_state(node, "")
+    return s.whole + sum(s.slivers)
+
+
+def gpu_request(task) -> float:
+    r = task.request
+    return r.gpu_fraction * r.gpu_devices if r.is_shared_gpu else float(r.gpus)
+
+
+def best_device(task, node, groups):
+    """The simulator's ``best`` device choice: the fitting device with the least idle portion."""
+    mem = node_gpu_memory(node)
+    return [-1.0 if g is None else -(1.0 - node.gpu_groups[g].used / mem) for g in groups]
+
+
+class BestFit:
+    name = "bestfit"
+
+    @hookimpl
+    def kai_node_scores(self, task, nodes):
+        raw = []
+        for n in nodes:
+            cpu_left = n.arrays.idle_cpu[n.index] - task.request.cpu
+            s = 0.5 * cpu_left / MAX_SPEC_CPU + 0.5 * (free_gpus(n) - gpu_request(task)) / MAX_SPEC_GPU
+            raw.append(int((1.0 - s) * MAX_SCORE))
+        lo, hi = min(raw), max(raw)
+        return [0.0 if hi == lo else float((x - lo) * MAX_SCORE // (hi - lo)) for x in raw]
+
+    kai_gpu_scores = hookimpl(staticmethod(best_device))
+
+
+class DotProd:
+    name = "dotprod"
+
+    @hookimpl
+    def kai_node_scores(self, task, nodes):
+        out = []
+        for n in nodes:
+            node_vec = (n.arrays.idle_cpu[n.index] / MAX_SPEC_CPU, free_gpus(n) / MAX_SPEC_GPU)
+            pod_vec = (task.request.cpu / MAX_SPEC_CPU, gpu_request(task) / MAX_SPEC_GPU)
+            dot = node_vec[0] * pod_vec[0] + node_vec[1] * pod_vec[1]
+            out.append(float(int(MAX_SCORE * (1.0 - dot / 2))))
+        return out
+
+    kai_gpu_scores = hookimpl(staticmethod(best_device))
+
+
+class GpuPacking:
+    name = "gpupacking"
+
+    @hookimpl
+    def kai_node_scores(self, task, nodes):
+        if not task.request.wants_gpu:
+            return [0.0] * len(nodes)
+        return [float(self._score(task, n)) for n in nodes]
+
+    @staticmethod
+    def _score(task, node) -> int:
+        s = node_state(node, "")
+        fully_free, total = int(s.whole), int(node.allocatable.gpu)
+        if fully_free == total:
+            return max(MAX_SCORE // 3 - fully_free, fully_free)
+        r = task.request
+        need, want = (1, r.gpu_fraction) if r.is_shared_gpu else (r.gpus, 1.0)
+        devices = sorted(list(s.slivers) + [1.0] * fully_free)
+        used = [d for d in devices if d >= want - EPS][:need]
+        whole_used = sum(1 for d in used if d >= 1.0 - EPS)
+        if whole_used:
+            return max(MAX_SCORE // 2 - whole_used, MAX_SCORE // 3)
+        return max(MAX_SCORE - sum(int(d * 1000) * 100 // 1000 for d in used) // 10, MAX_SCORE // 2)
+
+    kai_gpu_scores = hookimpl(staticmethod(best_device))
+
+
+def gpu_tag(request) -> str | None:
+    if request.is_shared_gpu:
+        return "share-gpu"
+    return f"{request.gpus}-gpu" if request.gpus else None
+
+
+class GpuClustering:
+    name = "gpuclustering"
+
+    @hookimpl
+    def kai_node_scores(self, task, nodes):
+        tag = gpu_tag(task.request)
+        if tag is None:
+            return [0.0] * len(nodes)
+        out = []
+        for n in nodes:
+            tags = {t for t in (gpu_tag(x.request) for x in n.tasks.values()) if t}
+            base = MAX_SCORE // 4 * int(MAX_SPEC_GPU * 1000 - round(free_gpus(n) * 1000)) // int(MAX_SPEC_GPU * 1000)
+            tier = (3 if len(tags) == 1 else 2) if tag in tags else (1 if not tags else 0)
+            out.append(float(base + tier * MAX_SCORE // 4))
+        return out
+
+    kai_gpu_scores = hookimpl(staticmethod(best_device))
+
+
+class RandomFit:
+    name = "randomfit"
+
+    def __init__(self, seed: int):
+        self.rng = random.Random(seed)
+
+    @hookimpl
+    def kai_node_scores(self, task, nodes):
+        pick = self.rng.randrange(len(nodes))
+        return [float(MAX_SCORE) if k == pick else 0.0 for k in range(len(nodes))]
+
+    @hookimpl
+    def kai_gpu_scores(self, task, node, groups):
+        return [self.rng.random() for _ in groups]
+
+
+def trace_workload(path: str, coverage: float = 0.95) -> list[tuple[Shape, float]]:
+    """The paper's target workload: pod shapes (CPU, GPU milli, GPU count, GPU models) of a pod CSV, memory
+    ignored, most frequent first until ``coverage`` of the pods."""
+    counts: Counter[Shape] = Counter()
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            k, milli = int(row["num_gpu"]), int(row["gpu_milli"])
+            models = frozenset(m for m in (row.get("gpu_spec") or "").split("|") if m)
+            if k and milli < 1000:
+                counts[Shape(float(row["cpu_milli"]), 0.0, 0, milli / 1000, "", models)] += 1
+            else:
+                counts[Shape(float(row["cpu_milli"]), 0.0, k, 0.0, "", models if k else frozenset())] += 1
+    total, kept = sum(counts.values()), 0
+    for n, (_, c) in enumerate(counts.most_common(), 1):
+        kept += c
+        if kept >= coverage * total:
+            return normalised(counts, n)
+    return normalised(counts, len(counts))
+
+
+def fragmentation(state: NodeState, workload) -> float:
+    """The paper's measure (``pkg/utils/frag.go``): for each shape, all idle GPU if the shape cannot fit now
+    (CPU, model or devices lacking) or takes no GPU, else the idle GPU of the devices too small for it."""
+    total = state.whole + sum(state.slivers)
+    out = 0.0
+    for shape, p in workload:
+        if shape.cpu_only or (shape.models and state.model not in shape.models) or shape.cpu > state.cpu + EPS:
+            out += p * total
+        elif shape.gpus:
+            out += p * (sum(state.slivers) if state.whole >= shape.gpus - EPS else total)
+        elif state.whole >= 1 - EPS or any(s >= shape.fraction - EPS for s in state.slivers):
+            out += p * sum(s for s in state.slivers if s < shape.fraction - EPS)
+        else:
+            out += p * total
+    return out
+
+
+def sigmoid_score(delta_gpus: float) -> float:
+    return float(int(MAX_SCORE / (1.0 + math.exp(-delta_gpus))))
+
+
+class Fgd:
+    name = "fgd"
+
+    def __init__(self, workload, model_label: str):
+        self.workload, self.model_label = workload, model_label
+
+    def _deltas(self, task, node):
+        state = node_state(node, self.model_label)
+        before = fragmentation(state, self.workload)
+        r = task.request
+        if not r.is_shared_gpu:
+            return [before - fragmentation(after_task(state, r, None, None), self.workload)]
+        portion = task_gpu_memory(node, r) / node_gpu_memory(node)
+        out = [before - fragmentation(after_task(state, r, portion, k), self.workload)
+               for k, s in enumerate(state.slivers) if s >= portion - EPS]
+        if state.whole >= 1 - EPS:
+            out.append(before - fragmentation(after_task(state, r, portion, None), self.workload))
+        return out
+
+    @hookimpl
+    def kai_node_scores(self, task, nodes):
+        return [max(sigmoid_score(d) for d in self._deltas(task, n)) for n in nodes]
+
+    @hookimpl
+    def kai_gpu_scores(self, task, node, groups):
+        state = node_state(node, self.model_label)
+        before = fragmentation(state, self.workload)
+        portion = task_gpu_memory(node, task.request) / node_gpu_memory(node)
+        mem = node_gpu_memory(node)
+        out = []
+        for g in groups:
+            k = None if g is None else state.slivers.index(1.0 - node.gpu_groups[g].used / mem)
+            out.append(sigmoid_score(before - fragmentation(after_task(state, task.request, portion, k),
+                                                            self.workload)))
+        return out
+
+
+def build_bestfit(arguments):
+    return BestFit()
+
+
+def build_dotprod(arguments):
+    return DotProd()
+
+
+def build_gpupacking(arguments):
+    return GpuPacking()
+
+
+def build_gpuclustering(arguments):
+    return GpuClustering()
+
+
+def build_randomfit(arguments):
+    return RandomFit(int(arguments.get("seed", 42)))
+
+
+def build_fgd(arguments):
+    if "trace" in arguments:
+        workload = trace_workload(str(arguments["trace"]))
+    elif "workload" in arguments:
+        workload = [(Shape(s.cpu, 0.0, s.gpus, s.fraction, s.mig, s.models), p)
+                    for s, p in parse_workload(arguments["workload"])]
+    else:
+        raise ValueError("fgd needs argument 'trace' (a pod CSV) or 'workload' (a list of task shapes)")
+    return Fgd(workload, str(arguments.get("model_label", "nvidia.com/gpu.product")))

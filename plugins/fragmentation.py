@@ -1,0 +1,333 @@
+"""``fragmentation``: place each task where it least raises the node's expected GPU fragmentation.
+
+The idea is Fragmentation Gradient Descent (Weng et al., USENIX ATC'23): a node's *fragmentation* for
+a workload distribution is the free GPU that tasks drawn from the distribution could not use, weighted
+by the probability of drawing them, and a task goes to the node (a shared-GPU task to the device) whose
+fragmentation grows least when it lands there. The paper asks only whether the next task fits; this
+measure asks how much GPU the tasks of each shape could take if the node were filled with them: as many
+as its free devices, its CPU and its memory all allow. Free GPUs the node's CPU or memory cannot feed
+thus count as fragment before the CPU runs out, which is where a GPU-only or fits-now view strands them.
+
+The distribution is the argument ``workload`` (a list of shapes with weights) or, without it, learned
+from the tasks that arrived most recently (argument ``window``, default 2000 tasks): every task the
+scheduler sees for the first time counts once. Only the ``max_shapes`` (default 48) most frequent shapes
+are kept. Scores only order feasible nodes and devices; they never change where a task fits.
+
+Arguments: ``workload``, ``window``, ``max_shapes``, ``weight`` (score per GPU of fragmentation avoided,
+default 10), ``model_label`` (node label naming the GPU model, default ``nvidia.com/gpu.product``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter, deque
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import attrs
+
+from kai import hookimpl
+from kai.api import TaskStatus
+from kai.api.resources import is_mig_resource, mig_gpu_slices
+from kai.framework.gpusharing import node_gpu_memory, task_gpu_memory
+
+DEFAULT_MODEL_LABEL = "nvidia.com/gpu.product"
+#: Score of a node per GPU-equivalent of expected fragmentation avoided.
+DEFAULT_WEIGHT = 10.0
+#: Tie-break between nodes of equal fragmentation growth: prefer the node left with less CPU and memory.
+TIE_BREAK = 1e-3
+EPS = 1e-9
+#: Adopt a newly learned workload when it is this far (total variation) from the one in use.
+REFRESH_DISTANCE = 0.02
+#: Most cached growth results kept.
+MAX_CACHE = 200_000
+_SUFFIXES = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+_QUANTITY = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
+
+
+def parse_quantity(value: Any) -> float:
+    """A Kubernetes-style amount (``500m``, ``2``, ``16Gi``) as a number."""
+    m = _QUANTITY.match(str(value).strip())
+    if not m:
+        raise ValueError(f"{value!r} is not an amount like 500m, 4 or 16Gi")
+    return float(m.group(1)) * _SUFFIXES.get(m.group(2) or "", 1.0)
+
+
+@attrs.define(frozen=True)
+class Shape:
+    """A task shape of the workload: CPU (millicores), memory (bytes), whole GPUs, a GPU fraction, an amount
+    of GPU memory (MiB) or a MIG profile, and the GPU models it may run on (empty: any)."""
+
+    cpu: float = 0.0
+    memory: float = 0.0
+    gpus: int = 0
+    fraction: float = 0.0
+    mig: str = ""
+    models: frozenset[str] = frozenset()
+    gpu_memory_mib: int = 0
+
+    @property
+    def cpu_only(self) -> bool:
+        return not (self.gpus or self.fraction or self.mig or self.gpu_memory_mib)
+
+
+@attrs.define(frozen=True)
+class NodeState:
+    """What fragmentation looks at on a node: free CPU, memory, whole devices, the free portions of its
+    shared devices, free MIG instances by profile, its GPU model and the memory of each GPU (MiB)."""
+
+    cpu: float
+    memory: float
+    whole: float
+    slivers: tuple[float, ...] = ()
+    mig: tuple[tuple[str, float], ...] = ()
+    model: str = ""
+    device_memory: float = 0.0
+
+    @property
+    def mig_gpus(self) -> float:
+        return sum(mig_gpu_slices(p) * n for p, n in self.mig)
+
+    @property
+    def free_gpus(self) -> float:
+        return self.whole + sum(self.slivers) + self.mig_gpus
+
+
+def usable_gpus(state: NodeState, shape: Shape) -> float:
+    """GPU amount of ``state`` that tasks of ``shape`` could take if the node were filled with them alone:
+    as many tasks as its free devices, CPU and memory all allow, times the GPU each takes."""
+    if shape.models and state.model not in shape.models:
+        return 0.0
+    if shape.mig:
+        count = dict(state.mig).get(shape.mig, 0.0)
+        per_task = float(mig_gpu_slices(shape.mig))
+    elif shape.gpus:
+        count, per_task = state.whole // shape.gpus, float(shape.gpus)
+    else:
+        f = shape.fraction or (shape.gpu_memory_mib / state.device_memory if state.device_memory else 2.0)
+        if f > 1 + EPS:
+            return 0.0
+        count = state.whole * math.floor((1 + EPS) / f) + sum(math.floor((s + EPS) / f) for s in state.slivers)
+        per_task = f
+    if shape.cpu > 0:
+        count = min(count, (state.cpu + EPS) // shape.cpu)
+    if shape.memory > 0:
+        count = min(count, (state.memory + EPS) // shape.memory)
+    return max(count, 0.0) * per_task
+
+
+def fragmentation(state: NodeState, workload: Iterable[tuple[Shape, float]]) -> float:
+    """Expected free GPU amount of ``state`` that tasks drawn from ``workload`` ((shape, probability) pairs)
+    could not use: for each GPU shape, the free GPU left over once the node is filled with that shape as far
+    as its devices, CPU and memory allow. CPU-only shapes use no GPU and add nothing; they matter through the
+    CPU and memory they leave to the GPU shapes."""
+    total = state.free_gpus
+    if total <= EPS:
+        return 0.0
+    out = 0.0
+    for shape, p in workload:
+        if not shape.cpu_only:
+            out += p * (total - usable_gpus(state, shape))
+    return out
+
+
+def node_state(node, model_label: str) -> NodeState:
+    """The :class:`NodeState` of a session node (idle plus releasing, as KAI's placement counts)."""
+    a, i = node.arrays, node.index
+    mem = node_gpu_memory(node)
+    slivers = tuple(sorted(1.0 - g.used / mem for g in node.gpu_groups.values() if 0 < g.used < mem)
+                    ) if node.gpu_groups else ()
+    scalars = a.idle_scalars[i]
+    rel = a.rel_scalars[i]
+    mig = tuple(sorted((k, v + rel.get(k, 0.0)) for k, v in scalars.items() if is_mig_resource(k) and v > 0)
+                ) if scalars else ()
+    return NodeState(a.idle_cpu[i] + a.rel_cpu[i], a.idle_mem[i] + a.rel_mem[i], a.idle_gpu[i] + a.rel_gpu[i],
+                     slivers, mig, node.labels.get(model_label, ""), float(mem))
+
+
+def after_task(state: NodeState, request, portion: float | None, sliver: int | None) -> NodeState:
+    """``state`` once a task with ``request`` lands; a shared task takes ``portion`` of sliver number
+    ``sliver`` or, with ``sliver`` None, of a device nobody shares yet."""
+    whole, slivers = state.whole - request.gpus, list(state.slivers)
+    if portion is not None:
+        if sliver is None:
+            whole -= 1
+            slivers.append(1.0 - portion)
+        else:
+            slivers[sliver] -= portion
+        slivers = [s for s in slivers if s > EPS]
+    mig = dict(state.mig)
+    for profile, count in request.mig.items():
+        mig[profile] = mig.get(profile, 0.0) - count
+    return NodeState(state.cpu - request.cpu, state.memory - request.memory, whole, tuple(sorted(slivers)),
+                     tuple(sorted((k, v) for k, v in mig.items() if v > 0)), state.model, state.device_memory)
+
+
+def task_shape(task, model_label: str) -> Shape:
+    """The shape of a task: its request and the GPU models its node selector or affinity allow."""
+    r = task.request
+    models: frozenset[str] = frozenset()
+    if model_label in task.node_selector:
+        models = frozenset([task.node_selector[model_label]])
+    else:
+        for term in task.node_affinity:
+            for req in term:
+                if req.key == model_label and req.operator == "In":
+                    models = frozenset(req.values)
+    mig = min(r.mig) if r.mig else ""
+    return Shape(r.cpu, r.memory, r.gpus, r.gpu_fraction, mig, models, 0 if r.gpu_fraction else r.gpu_memory_mib)
+
+
+def parse_workload(entries: Any) -> list[tuple[Shape, float]]:
+    """The ``workload`` argument: a list of ``{cpu, memory, gpus|gpu_fraction|gpu_memory|mig, models, weight}``."""
+    if not isinstance(entries, list) or not entries:
+        raise ValueError("argument 'workload' must be a non-empty list of task shapes")
+    out = []
+    for k, e in enumerate(entries):
+        if not isinstance(e, Mapping):
+            raise ValueError(f"workload[{k}] must be a mapping, not {e!r}")
+        unknown = set(e) - {"cpu", "memory", "gpus", "gpu_fraction", "gpu_memory", "mig", "models", "weight"}
+        if unknown:
+            raise ValueError(f"workload[{k}] has unknown keys {sorted(unknown)}")
+        try:
+            shape = Shape(parse_quantity(e.get("cpu", 0)) * 1000, parse_quantity(e.get("memory", 0)),
+                          int(e.get("gpus", 0)), float(e.get("gpu_fraction", 0.0)), str(e.get("mig", "")),
+                          frozenset(str(m) for m in e.get("models", ()) or ()),
+                          int(parse_quantity(e.get("gpu_memory", 0)) / 2**20))
+            weight = float(e.get("weight", 1.0))
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"workload[{k}]: {err}") from None
+        if (weight <= 0 or not 0 <= shape.fraction < 1 or shape.gpus < 0
+                or sum(map(bool, (shape.gpus, shape.fraction, shape.gpu_memory_mib, shape.mig))) > 1):
+            raise ValueError(f"workload[{k}]: weight must be positive, gpu_fraction in [0, 1), and at most one of "
+                             "gpus, gpu_fraction, gpu_memory and mig given")
+        if shape.mig and not is_mig_resource(shape.mig):
+            raise ValueError(f"workload[{k}]: {shape.mig!r} is not a MIG profile resource name")
+        out.append((shape, weight))
+    return normalised(Counter(dict(out)), len(out))
+
+
+def normalised(counts: Counter, max_shapes: int) -> list[tuple[Shape, float]]:
+    """The ``max_shapes`` most frequent shapes with probabilities summing to 1."""
+    top = counts.most_common(max_shapes)
+    total = sum(w for _, w in top)
+    return [(s, w / total) for s, w in top] if total > 0 else []
+
+
+def request_key(request) -> tuple:
+    return request.cpu, request.memory, request.gpus, tuple(sorted(request.mig.items())) if request.mig else ()
+
+
+def distance(a: list[tuple[Shape, float]], b: list[tuple[Shape, float]]) -> float:
+    """Total variation distance between two workloads."""
+    pa, pb = dict(a), dict(b)
+    return 0.5 * sum(abs(pa.get(k, 0.0) - pb.get(k, 0.0)) for k in pa.keys() | pb.keys())
+
+
+class Fragmentation:
+    name = "fragmentation"
+
+    def __init__(self, workload: list[tuple[Shape, float]] | None, window: int, max_shapes: int, weight: float,
+                 model_label: str):
+        self.fixed = workload
+        self.window, self.max_shapes, self.weight, self.model_label = window, max_shapes, weight, model_label
+        self.recent: deque[Shape] = deque(maxlen=window)
+        self.seen: set[str] = set()
+        self.workload: list[tuple[Shape, float]] = workload or []
+        #: Fragmentation growth by (node state, request): node states repeat across nodes and sessions.
+        self.cache: dict[tuple, tuple[float, tuple[float, ...]]] = {}
+
+    @hookimpl
+    def kai_session_open(self, session):
+        """Learn the shapes of pending tasks not seen before; adopt the new distribution once it moved."""
+        if self.fixed is not None:
+            return
+        pending: set[str] = set()
+        arrivals = []
+        for job in session.jobs.values():
+            for task in job.tasks.values():
+                if task.status is TaskStatus.PENDING:
+                    pending.add(task.uid)
+                    if task.uid not in self.seen and not task.request.is_best_effort:
+                        arrivals.append((job.creation, task.creation, task.uid, task))
+        self.seen = pending
+        if not arrivals:
+            return
+        arrivals.sort(key=lambda x: x[:3])
+        self.recent.extend(task_shape(t, self.model_label) for *_, t in arrivals)
+        learned = normalised(Counter(self.recent), self.max_shapes)
+        if not self.workload or distance(learned, self.workload) > REFRESH_DISTANCE:
+            self.workload = learned
+            self.cache.clear()
+
+    def _growth(self, task, node, rkey: tuple) -> tuple[float, tuple[float, ...]]:
+        """The least fragmentation growth of ``node`` over the devices the task could take, and for a shared
+        task the growth per free portion of ``node_state(...).slivers`` (inf where it does not fit) followed
+        by the growth on a device nobody shares."""
+        state = node_state(node, self.model_label)
+        r = task.request
+        portion = task_gpu_memory(node, r) / node_gpu_memory(node) if r.is_shared_gpu else None
+        key = (state, rkey, portion)
+        hit = self.cache.get(key)
+        if hit is not None:
+            return hit
+        before = fragmentation(state, self.workload)
+        if portion is None:
+            growth: tuple[float, ...] = (fragmentation(after_task(state, r, None, None), self.workload) - before,)
+        else:
+            growth = tuple(fragmentation(after_task(state, r, portion, k), self.workload) - before
+                           if s >= portion - EPS else math.inf for k, s in enumerate(state.slivers))
+            if state.whole >= 1 - EPS:
+                growth += (fragmentation(after_task(state, r, portion, None), self.workload) - before,)
+        least = min(growth, default=0.0)
+        result = (0.0 if least == math.inf else least), growth
+        if len(self.cache) >= MAX_CACHE:
+            self.cache.clear()
+        self.cache[key] = result
+        return result
+
+    @hookimpl
+    def kai_node_scores(self, task, nodes):
+        if not self.workload or task.request.is_best_effort:
+            return None
+        out = []
+        r = task.request
+        rkey = request_key(r)
+        for node in nodes:
+            growth, _ = self._growth(task, node, rkey)
+            a, i, cap = node.arrays, node.index, node.allocatable
+            left = ((a.idle_cpu[i] - r.cpu) / cap.cpu if cap.cpu else 0.0) + (
+                (a.idle_mem[i] - r.memory) / cap.memory if cap.memory else 0.0)
+            out.append(-self.weight * growth - TIE_BREAK * left)
+        return out
+
+    @hookimpl
+    def kai_gpu_scores(self, task, node, groups):
+        if not self.workload:
+            return None
+        state = node_state(node, self.model_label)
+        _, growth = self._growth(task, node, request_key(task.request))
+        mem = node_gpu_memory(node)
+        scores = []
+        for gid in groups:
+            free = None if gid is None else 1.0 - node.gpu_groups[gid].used / mem
+            if free is not None and free in state.slivers:
+                g = growth[state.slivers.index(free)]
+            else:  # a device nobody shares, or a group whose tasks are all leaving
+                g = growth[-1] if state.whole >= 1 - EPS else 0.0
+            scores.append(-self.weight * g if g != math.inf else 0.0)
+        return scores
+
+
+def build(arguments):
+    workload = parse_workload(arguments["workload"]) if "workload" in arguments else None
+    try:
+        window = int(arguments.get("window", 2000))
+        max_shapes = int(arguments.get("max_shapes", 48))
+        weight = float(arguments.get("weight", DEFAULT_WEIGHT))
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"arguments window, max_shapes and weight must be numbers: {err}") from None
+    if window < 1 or max_shapes < 1 or weight <= 0:
+        raise ValueError("arguments window and max_shapes must be at least 1 and weight positive")
+    return Fragmentation(workload, window, max_shapes, weight, str(arguments.get("model_label", DEFAULT_MODEL_LABEL)))
