@@ -88,6 +88,17 @@ def kai_session_close(session: Session) -> None:
     """
 
 
+@hookspec
+def kai_session_job_added(session: Session, job: Job) -> Reject | None:
+    """Called when a job arrives in an open session (:meth:`Session.add_job
+    <kai.framework.session.Session.add_job>`), after it joined ``session.jobs``.
+
+    Plugins whose session state depends on the jobs (queue requests and fair shares, indexes of pods
+    with affinities) bring it up to date. A plugin whose state cannot take the job in place returns a
+    :class:`kai.api.Reject`; the job is then taken out again and the driver opens a new session for it.
+    """
+
+
 # --- ordering (comparators: return <0, >0, or 0/None for "equal / no opinion") -------------------
 # The kernel asks the plugins in configuration order and the first non-zero answer decides; a 0
 # passes the decision on, which pluggy's firstresult would not do.

@@ -46,6 +46,10 @@ class PodAffinity:
     def kai_session_open(self, session):
         self.preferring = [t for j in session.jobs.values() for t in j.tasks.values() if _prefers(t)]
 
+    @hookimpl
+    def kai_session_job_added(self, session, job):
+        self.preferring += [t for t in job.tasks.values() if _prefers(t)]
+
     def _placed(self, session, task: Task) -> Iterable[tuple]:
         """(node, task) of the pods that can matter: all of them when ``task`` prefers, else those that prefer."""
         if _prefers(task):

@@ -260,6 +260,14 @@ class Predicates:
         self.restrict = session.plugins.config.restrict_node_scheduling
 
     @hookimpl
+    def kai_session_job_added(self, session, job):
+        tasks = job.tasks.values()
+        if (any(t.pod_anti_affinity for t in tasks) and not self.anti_affinity_pods) or (
+                self.ports is None and any(t.host_ports or t.claims for t in tasks)):
+            return Reject(NAME, "the session opened without pods with host ports, claims or anti-affinity")
+        return None
+
+    @hookimpl
     def kai_on_allocate(self, session, task, node):
         if task.host_ports and self.ports is not None:
             self.ports.add(task, node)

@@ -164,6 +164,21 @@ class Session:
             with Contained(self, name, None):
                 self.plugins.actions[name](self)
 
+    def add_job(self, job: Job) -> list[Reject]:
+        """Let a job with pending tasks arrive in this open session: it joins :attr:`jobs` and every plugin
+        updates its state through ``kai_session_job_added``. Returns the plugins' vetoes; when there is one the
+        job is taken out again and only a new session can schedule it. A replay adds each arrival this way
+        instead of opening a session per arrival."""
+        if job.uid in self.jobs:
+            raise ValueError(f"job {job.name} is already in the session")
+        if job.queue not in self.queues or any(t.status is not TaskStatus.PENDING for t in job.tasks.values()):
+            raise ValueError(f"job {job.name}: an arriving job needs a known queue and pending tasks only")
+        self.jobs[job.uid] = job
+        vetoes = [r for r in self.hook.kai_session_job_added(session=self, job=job) if r is not None]
+        if vetoes:
+            del self.jobs[job.uid]
+        return vetoes
+
     def close(self) -> None:
         """Close every plugin's session state; one that raises is recorded in :attr:`errors`, the others
         still close, and the decisions stand."""

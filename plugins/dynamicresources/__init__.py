@@ -125,6 +125,13 @@ class DynamicResourcesPlugin:
                         if claim is not None and claim.key in self.ledger.allocations:
                             self.ledger.hold(claim.key, task.uid, None)
 
+    @hookimpl
+    def kai_session_job_added(self, session, job):
+        if any(t.resource_claims for t in job.tasks.values()) or (
+                self.dra.extended_gpu_nodes and any(t.request.gpus for t in job.tasks.values())):
+            return Reject(NAME, "resource claims are followed from the session's start only")
+        return None
+
     def _claims(self, task: Task) -> list[ResourceClaim | None]:
         return [self.dra.claim_of(task.namespace, c) for c in task.resource_claims]
 

@@ -12,7 +12,17 @@ from kai import hookimpl
 from kai.api import ALLOCATED, Resources
 from kai.framework import max_node_gpu_memory, tasks_to_allocate
 from kai.plugins.proportion import capacity, queue_order, reclaim
-from kai.plugins.proportion.shares import CPU, GPU, MEMORY, build_shares, memory_base, min_node_gpu_memory, quantify
+from kai.plugins.proportion.shares import (
+    CPU,
+    GPU,
+    MEMORY,
+    add_job,
+    build_shares,
+    divide,
+    memory_base,
+    min_node_gpu_memory,
+    quantify,
+)
 
 
 class Proportion:
@@ -34,6 +44,11 @@ class Proportion:
         self.requests = {}
         self.gpu_memory = min_node_gpu_memory(session)
         self.max_gpu_memory = max_node_gpu_memory(session)
+
+    @hookimpl
+    def kai_session_job_added(self, session, job):
+        add_job(session, self.shares, job, self.gpu_memory)
+        divide(self.shares, self.totals, self.k_value)
 
     @hookimpl
     def kai_session_close(self, session):

@@ -61,25 +61,37 @@ def build_shares(session, k_value: float) -> tuple[dict[str, QueueShare], list[f
     shares = {name: QueueShare(q) for name, q in session.queues.items()}
     gpu_mem = min_node_gpu_memory(session)
     for job in session.jobs.values():
-        chain = [shares[q.name] for q in session.ancestors(job.queue)]
-        for task in job.tasks.values():
-            if task.status in ALLOCATED:
-                amounts = quantify(task.request, memory_base(session.node_by_name.get(task.node), gpu_mem))
-                for qs in chain:
-                    for r in range(3):
-                        qs.allocated[r] += amounts[r]
-                        qs.request[r] += amounts[r]
-                        if not job.preemptible:
-                            qs.allocated_np[r] += amounts[r]
-            elif task.status is TaskStatus.PENDING:
-                amounts = quantify(task.request, gpu_mem)
-                for qs in chain:
-                    for r in range(3):
-                        qs.request[r] += amounts[r]
+        add_job(session, shares, job, gpu_mem)
     for name, usage in session.snapshot.usage.items():
         if name in shares:
             shares[name].usage = list(usage)
     totals = cluster_capacity(session)
+    divide(shares, totals, k_value)
+    return shares, totals
+
+
+def add_job(session, shares: dict[str, QueueShare], job, gpu_mem: float) -> None:
+    """Count the job's allocated tasks as allocated and requested, its pending ones as requested, up its queue
+    chain (``gpu_mem``: the smallest device's memory, the base of GPU-memory requests)."""
+    chain = [shares[q.name] for q in session.ancestors(job.queue)]
+    for task in job.tasks.values():
+        if task.status in ALLOCATED:
+            amounts = quantify(task.request, memory_base(session.node_by_name.get(task.node), gpu_mem))
+            for qs in chain:
+                for r in range(3):
+                    qs.allocated[r] += amounts[r]
+                    qs.request[r] += amounts[r]
+                    if not job.preemptible:
+                        qs.allocated_np[r] += amounts[r]
+        elif task.status is TaskStatus.PENDING:
+            amounts = quantify(task.request, gpu_mem)
+            for qs in chain:
+                for r in range(3):
+                    qs.request[r] += amounts[r]
+
+
+def divide(shares: dict[str, QueueShare], totals: list[float], k_value: float) -> None:
+    """Set every queue's fair share (and the rule that bounded it) from the requests counted so far."""
     order = sorted(shares.values(), key=lambda s: (s.creation, s.name.encode()))
     index = {s.name: i for i, s in enumerate(order)}
     parent = [index[s.parent] if s.parent in index else -1 for s in order]
@@ -91,4 +103,3 @@ def build_shares(session, k_value: float) -> tuple[dict[str, QueueShare], list[f
         )
         for s, value, reason in zip(order, fair, reasons):
             s.fair_share[r], s.reason[r] = value, reason
-    return shares, totals

@@ -45,6 +45,12 @@ def expected_files() -> dict[str, str]:
             for f in init.parent.iterdir():
                 if f.is_file() and (f.suffix in SOURCE_SUFFIXES or f.name in MARKERS):
                     files[f"{name.replace('.', '/')}/{f.name}"] = name
+    dirs = PYPROJECT["tool"]["setuptools"]["package-dir"]
+    for package, patterns in PYPROJECT["tool"]["setuptools"].get("package-data", {}).items():
+        folder = ROOT / dirs.get(package, package.replace(".", "/"))
+        for pattern in patterns:  # data files pyproject declares (the shipped trace)
+            for f in folder.glob(pattern):
+                files[f"{package.replace('.', '/')}/{f.relative_to(folder).as_posix()}"] = package
     return files
 
 

@@ -48,6 +48,19 @@ def allocate(session: Session) -> None:
                 queue.push(job)
 
 
+def allocate_arrival(session: Session, job: Job) -> bool:
+    """Allocate one job that just arrived in the session (:meth:`Session.add_job`), as allocate would
+    place it if it were the only pending job: steps until it is placed or a step fails. True when it
+    has no pending task left."""
+    if not job.is_ready():
+        session.add_job_fit_error(job, not_ready_message(job))
+        return False
+    with session.contained("allocate", job):
+        while job.has_pending() and allocate_step(session, job):
+            pass
+    return not job.has_pending()
+
+
 def allocate_step(session: Session, job: Job) -> bool:
     """Place the job's next allocation step in a statement of its own and commit it; False (nothing
     changed) when it does not fit completely."""

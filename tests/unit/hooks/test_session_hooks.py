@@ -76,3 +76,40 @@ def test_kai_session_close_sees_the_committed_decisions():
 
     kt.run(_snap(), plugins=["closer"], extra_plugins={"closer": lambda a: Closer()})
     assert seen["decisions"] == [("bind", "j-0", "n1")]
+
+
+class Arrivals:
+    def __init__(self, log, veto=None):
+        self.log, self.veto = log, veto
+
+    @hookimpl
+    def kai_session_job_added(self, session, job):
+        self.log.append((job.name, job.uid in session.jobs))
+        return self.veto
+
+
+def test_kai_session_job_added_sees_the_job_in_the_session_and_allocate_places_it():
+    from kai.framework import Session
+    from kai.framework.actions.allocate import allocate_arrival
+
+    log = []
+    plugins = kt.plugin_manager(["proportion", "arrivals"], extra_plugins={"arrivals": lambda a: Arrivals(log)})
+    session = Session(kt.cluster(nodes=[kt.node("n1", gpus=1)], queues=[kt.queue("q")]), plugins).open()
+    first, second = kt.job("first", queue="q", gpus=1), kt.job("second", queue="q", gpus=1)
+    assert session.add_job(first) == [] and allocate_arrival(session, first)
+    assert session.add_job(second) == [] and not allocate_arrival(session, second)
+    session.close()
+    assert log == [("first", True), ("second", True)]
+    assert kt.placements(session) == {"first-0": "n1"}
+
+
+def test_kai_session_job_added_veto_takes_the_job_out_again():
+    from kai.api import Reject
+    from kai.framework import Session
+
+    veto = Reject("arrivals", "cannot follow it")
+    plugins = kt.plugin_manager(["arrivals"], extra_plugins={"arrivals": lambda a: Arrivals([], veto)})
+    session = Session(kt.cluster(nodes=[kt.node("n1", gpus=1)], queues=[kt.queue("q")]), plugins).open()
+    job = kt.job("late", queue="q", gpus=1)
+    assert session.add_job(job) == [veto]
+    assert job.uid not in session.jobs

@@ -1,0 +1,118 @@
+"""Trace files of ``kai-scheduler replay``: the Alibaba GPU trace v2023 CSV format.
+
+A node list has the columns ``sn, cpu_milli, memory_mib, gpu, model``; a pod list ``name, cpu_milli,
+memory_mib, num_gpu, gpu_milli`` and optionally ``gpu_spec`` (GPU models the pod accepts, ``|``
+separated), ``creation_time``, ``deletion_time`` and ``queue``. A bad row is a
+:class:`~kai.framework.ConfigError` naming the file, the line and the field.
+"""
+
+from __future__ import annotations
+
+import csv
+from importlib import resources
+
+import attrs
+
+from kai.api import LabelRequirement, Node, ResourceRequest, Resources
+from kai.framework import ConfigError
+
+#: The node label carrying a node's GPU model (what ``gpu_spec`` selects on).
+GPU_MODEL_LABEL = "nvidia.com/gpu.product"
+MIB = 2**20
+
+
+@attrs.frozen
+class TracePod:
+    """One pod of a pod list: CPU in millicores, memory in MiB, ``gpu_milli`` per GPU (1000 is a whole GPU)."""
+
+    name: str
+    cpu_milli: float
+    memory_mib: float
+    num_gpu: int
+    gpu_milli: int
+    gpu_spec: tuple[str, ...] = ()
+    creation: float = 0.0
+    deletion: float | None = None
+    queue: str = "default"
+
+    @property
+    def gpu_milli_total(self) -> int:
+        """The GPU milli the pod asks in all, as the paper's metric counts it."""
+        return self.num_gpu * self.gpu_milli
+
+    def request(self) -> ResourceRequest:
+        memory = self.memory_mib * MIB
+        if self.num_gpu and self.gpu_milli < 1000:
+            return ResourceRequest(cpu=self.cpu_milli, memory=memory, gpu_fraction=self.gpu_milli / 1000,
+                                   gpu_devices=self.num_gpu)
+        return ResourceRequest(cpu=self.cpu_milli, memory=memory, gpus=self.num_gpu if self.gpu_milli else 0)
+
+    def node_affinity(self) -> tuple:
+        if not self.gpu_spec:
+            return ()
+        return ((LabelRequirement(GPU_MODEL_LABEL, "In", self.gpu_spec),),)
+
+
+def default_file(name: str) -> str:
+    """The path of a trace file shipped with the package (``nodes`` or ``pods``)."""
+    file = {"nodes": "openb_node_list_gpu_node.csv", "pods": "openb_pod_list_default.csv"}[name]
+    return str(resources.files("kai.sim").joinpath("traces", file))
+
+
+def _rows(path: str, required: tuple[str, ...]):
+    try:
+        f = open(path, newline="")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    with f:
+        reader = csv.DictReader(f)
+        missing = [c for c in required if c not in (reader.fieldnames or ())]
+        if missing:
+            raise ConfigError(f"{path}: missing column(s) {', '.join(missing)}")
+        for row in reader:
+            yield reader.line_num, row
+
+
+def _number(path: str, line: int, row: dict, field: str, kind=float, default=None):
+    text = (row.get(field) or "").strip()
+    if not text and default is not None:
+        return default
+    try:
+        value = kind(text)
+    except ValueError:
+        what = "whole number" if kind is int else "number"
+        raise ConfigError(f"{path}:{line}: field {field}: {text!r} is not a {what}") from None
+    if value < 0:
+        raise ConfigError(f"{path}:{line}: field {field}: {text!r} is negative")
+    return value
+
+
+def read_nodes(path: str) -> list[Node]:
+    """The nodes of an Alibaba v2023 node list, each labelled with its GPU model."""
+    nodes = []
+    for line, row in _rows(path, ("sn", "cpu_milli", "memory_mib", "gpu", "model")):
+        cpu = _number(path, line, row, "cpu_milli")
+        mem = _number(path, line, row, "memory_mib")
+        gpus = _number(path, line, row, "gpu", int)
+        labels = {GPU_MODEL_LABEL: row["model"]} if row.get("model") else {}
+        nodes.append(Node(row["sn"], Resources(cpu, mem * MIB, float(gpus)), labels, (), 1001))
+    return nodes
+
+
+def read_pods(path: str, queue_column: str | None = None) -> list[TracePod]:
+    """The pods of an Alibaba v2023 pod list, in file order."""
+    pods = []
+    for line, row in _rows(path, ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")):
+        num_gpu = _number(path, line, row, "num_gpu", int)
+        milli = _number(path, line, row, "gpu_milli", int)
+        if milli > 1000:
+            raise ConfigError(f"{path}:{line}: field gpu_milli: {milli} is above 1000 (one whole GPU)")
+        deletion = (row.get("deletion_time") or "").strip()
+        pods.append(TracePod(
+            row["name"], _number(path, line, row, "cpu_milli"), _number(path, line, row, "memory_mib"),
+            num_gpu, milli if num_gpu else 0,
+            tuple(s for s in (row.get("gpu_spec") or "").split("|") if s),
+            _number(path, line, row, "creation_time", default=0.0),
+            _number(path, line, row, "deletion_time") if deletion else None,
+            (row.get(queue_column) or "default") if queue_column else "default"))
+    return pods
