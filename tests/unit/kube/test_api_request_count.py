@@ -6,6 +6,7 @@ import pytest
 from kubernetes import client
 
 from kai.kube.client import ApiError, Kube
+from kai.kube.ratelimit import ThrottledKube, TokenBucket
 from kai.metrics import Registry, count_api_requests
 
 
@@ -33,3 +34,13 @@ def test_a_client_without_a_counter_sends_as_before():
     assert kube.on_request is None
     with pytest.raises(ApiError):
         kube.get("/api/v1/pods")
+
+
+def test_a_components_throttled_client_counts_in_the_process_counter():
+    registry = Registry()
+    kube = unreachable_kube()
+    count_api_requests(registry, kube)
+    throttled = ThrottledKube(kube, TokenBucket(0, 0))
+    with pytest.raises(ApiError):
+        throttled.post("/api/v1/namespaces/ns/events", {})
+    assert registry.value("kai_api_requests_total", {"verb": "POST"}) == 1
