@@ -7,7 +7,10 @@ Starts a private control plane (etcd, kube-apiserver, kwok; or uses ``--kubeconf
 KAI's CRDs, creates the nodes and one queue per group of pods, starts the scheduler and the binder
 as two processes, then creates the PodGroups and single-GPU pods and prints the time from the
 first creation until every pod is Running, the peak RSS of each process and the CPU time each
-process (also the control plane's, when private) used meanwhile. ``--staged`` creates everything
+process (also the control plane's, when private) used meanwhile, the scheduler's CPU per placed pod and
+each component's API calls (from its ``kai_api_requests_total``) per bind. ``--versus-floor`` first
+makes the ``--floor`` run on a control plane of its own and reports the live run's time as a ratio to
+it (the issue's target: 2.5x). ``--staged`` creates everything
 first and then starts the scheduler, then the binder, timing each on the whole backlog;
 ``--floor`` starts neither and binds every pod with one Binding call: what the control plane alone
 needs for the same pods. Not a test: numbers, no pass/fail. KAI's own figure for 500 nodes x 8
@@ -18,14 +21,18 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from kai.dev import manifests as m
 from kai.dev.controlplane import ControlPlane
@@ -97,6 +104,32 @@ class Count:
                 self.reached.set()
 
 
+def scrape(log: Path) -> dict[tuple[str, tuple], float]:
+    """The samples of the ``/metrics`` of the component whose log is ``log``, by (name, sorted labels)."""
+    match = re.search(r"serving metrics\S*(?: and probes)? address=(\S+)", log.read_text(errors="replace"))
+    if match is None:
+        return {}
+    with urllib.request.urlopen(f"http://{match.group(1)}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def api_calls(samples: dict[tuple[str, tuple], float]) -> float:
+    return sum(v for (name, _), v in samples.items() if name == "kai_api_requests_total")
+
+
+def report_costs(pods: int, cpu: dict[str, float], before: dict[str, dict], after: dict[str, dict]) -> None:
+    """The scheduler's CPU per placed pod and each component's API calls per bind over the run."""
+    binds = sum(after["binder"].get(("kai_binder_bind_attempts_total", (("result", r),)), 0.0)
+                - before["binder"].get(("kai_binder_bind_attempts_total", (("result", r),)), 0.0)
+                for r in ("succeeded", "already_bound"))
+    print(f"scheduler CPU per placed pod: {cpu['scheduler'] / pods * 1000:.1f} ms")
+    for component in ("scheduler", "binder"):
+        calls = api_calls(after[component]) - api_calls(before[component])
+        print(f"{component}: {calls:.0f} API calls, {calls / max(binds, 1):.2f} per bind ({binds:.0f} binds)")
+
+
 class Components:
     """``kai-scheduler run`` processes, one per component, logging into ``workdir``."""
 
@@ -129,7 +162,7 @@ class Components:
                 proc.kill()
 
 
-def run(args: argparse.Namespace, kubeconfig: str, workdir: Path, plane: dict[str, int]) -> None:
+def run(args: argparse.Namespace, kubeconfig: str, workdir: Path, plane: dict[str, int]) -> float | None:
     """The scale run on ``kubeconfig``; ``plane`` names the control plane's processes (pids) to account CPU for."""
     kube = Kube.connect(kubeconfig, pool_size=64)
     m.install(kube, DEPLOY)
@@ -153,6 +186,8 @@ def run(args: argparse.Namespace, kubeconfig: str, workdir: Path, plane: dict[st
             components.start("scheduler", "binder")
         pids = {**plane, **{c: p.pid for c, p in components.procs.items()}, "this benchmark": os.getpid()}
         cpu0 = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        live = not (args.staged or args.floor)
+        scraped0 = {c: scrape(workdir / f"{c}.log") for c in components.procs} if live else {}
         t0 = time.monotonic()
         create_all(kube, objects)
         print(f"{args.pods} PodGroups and pods created in {time.monotonic() - t0:.1f}s", flush=True)
@@ -179,7 +214,10 @@ def run(args: argparse.Namespace, kubeconfig: str, workdir: Path, plane: dict[st
         used = {name: cpu_seconds(pid) - cpu0[name] for name, pid in pids.items()}
         print(f"CPU seconds during the run ({os.cpu_count()} cores): "
               + ", ".join(f"{name} {sec:.0f}" for name, sec in sorted(used.items(), key=lambda kv: -kv[1])))
+        if live:
+            report_costs(args.pods, used, scraped0, {c: scrape(workdir / f"{c}.log") for c in components.procs})
         report_latencies(kube)
+        return elapsed if finished else None
     finally:
         components.stop()
         running.informer.stop()
@@ -200,14 +238,31 @@ def main() -> None:
                    help="create every object first, then start the scheduler, then the binder: each one's throughput")
     p.add_argument("--kubeconfig", help="use this cluster instead of starting a private control plane")
     p.add_argument("run_args", nargs="*", help="extra arguments of kai-scheduler run (after --)")
+    p.add_argument("--versus-floor", action="store_true",
+                   help="make the --floor run first (its own control plane) and report the ratio to it")
     args = p.parse_args()
-    workdir = Path(tempfile.mkdtemp(prefix="kai-scale-"))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the private control plane too
-    if args.kubeconfig:
-        run(args, args.kubeconfig, workdir, {})
+    if args.versus_floor:
+        if args.kubeconfig or args.floor or args.staged:
+            p.error("--versus-floor makes two private runs: not with --kubeconfig, --floor or --staged")
+        print("-- floor: the control plane alone", flush=True)
+        floor = private_run(argparse.Namespace(**{**vars(args), "floor": True}))
+        print("-- scheduler and binder", flush=True)
+        elapsed = private_run(args)
+        if floor and elapsed:
+            print(f"ratio to the floor: {elapsed / floor:.2f} ({elapsed:.1f}s / {floor:.1f}s)")
         return
+    if args.kubeconfig:
+        run(args, args.kubeconfig, Path(tempfile.mkdtemp(prefix="kai-scale-")), {})
+        return
+    private_run(args)
+
+
+def private_run(args: argparse.Namespace) -> float | None:
+    """``run`` on a private control plane; the seconds until every pod ran, None if they did not."""
+    workdir = Path(tempfile.mkdtemp(prefix="kai-scale-"))
     with ControlPlane(state_dir=workdir / "control-plane") as plane:
-        run(args, str(plane.kubeconfig), workdir, {name: rec.pid for name, rec in plane.processes.items()})
+        return run(args, str(plane.kubeconfig), workdir, {name: rec.pid for name, rec in plane.processes.items()})
 
 
 if __name__ == "__main__":

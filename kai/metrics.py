@@ -264,6 +264,13 @@ class SchedulerMetrics:
         self._pending_podgroups.set(pending_podgroups)
 
 
+def count_api_requests(registry: Registry, kube) -> None:
+    """Counts every request ``kube`` (a :class:`kai.kube.client.Kube`) sends, by verb: ``api_requests_total``."""
+    requests = registry.counter("api_requests", "Requests sent to the API server by verb (a watch counts once)",
+                                ("verb",))
+    kube.on_request = lambda verb: requests.labels(verb).inc()
+
+
 class BinderMetrics:
     """Bind attempts and their duration."""
 

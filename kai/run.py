@@ -38,7 +38,7 @@ from kai.framework.yamlfile import one_line
 from kai.kube.leader import LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD, LeaderElector
 from kai.kube.server import DEFAULT_ADDRESS, METRICS, PROBES, ObservabilityServer
 from kai.logs import FORMATS, configure, fields
-from kai.metrics import DEFAULT_NAMESPACE, Registry
+from kai.metrics import DEFAULT_NAMESPACE, Registry, count_api_requests
 
 log = logging.getLogger(__name__)
 
@@ -376,6 +376,7 @@ def main(argv: list[str]) -> int:
         print(f"kai-scheduler run: cannot load a Kubernetes configuration: {exc}", file=sys.stderr)
         return 2
     registry = Registry(args.metrics_namespace)
+    count_api_requests(registry, kube)
     ctx = Context(args, config, kube, registry)
     try:
         components = [COMPONENTS[name](ctx) for name in names]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import quote
 
@@ -45,6 +45,8 @@ class Kube:
     def __init__(self, api_client: Any, timeout: float = 30.0) -> None:
         self.api_client = api_client
         self.timeout = timeout
+        #: Called with the verb of every request sent (a watch counts once), e.g. to count API calls.
+        self.on_request: Callable[[str], None] | None = None
 
     @classmethod
     def connect(cls, kubeconfig: str | os.PathLike | None = None, pool_size: int = 64) -> Kube:
@@ -79,6 +81,8 @@ class Kube:
             auth_settings=["BearerToken"],
         )
         data = None
+        if self.on_request is not None:
+            self.on_request(method)
         if body is not None:
             headers["Content-Type"] = content_type
             data = orjson.dumps(body)

@@ -39,6 +39,7 @@ class ThrottledKube(Kube):
 
     def __init__(self, kube: Kube, limiter: TokenBucket) -> None:
         super().__init__(kube.api_client, kube.timeout)
+        self.on_request = getattr(kube, "on_request", None)
         self.limiter = limiter
 
     def _request(self, *args: Any, **kwargs: Any):
