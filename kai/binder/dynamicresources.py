@@ -30,7 +30,14 @@ from typing import Any
 
 from kai.api import names
 from kai.api.dra import ExtendedClaim
-from kai.binder.plugins import BindContext, BindError, InvalidBindRequest
+from kai.binder.plugins import (
+    DEFAULT_TIMEOUT,
+    TIMEOUT_ARGUMENT,
+    BindContext,
+    BindError,
+    InvalidBindRequest,
+    bind_timeout,
+)
 from kai.kube import dra
 from kai.kube.client import ApiError, Kube, object_path
 from kai.logs import fields
@@ -43,23 +50,12 @@ FINALIZER = "resource.kubernetes.io/delete-protection"
 ATTEMPTS = 5
 
 
-TIMEOUT_ARGUMENT = "bindTimeoutSeconds"
-DEFAULT_TIMEOUT = 120.0
-
-
 def build(arguments: dict[str, Any]) -> DynamicResources:
     """The plugin; ``bindTimeoutSeconds`` (KAI's argument, default 120) bounds the writes of one bind."""
     unknown = sorted(set(arguments) - {TIMEOUT_ARGUMENT})
     if unknown:
         raise ValueError(f"{NAME}: unknown argument(s) {', '.join(unknown)}; the argument is {TIMEOUT_ARGUMENT}")
-    value = arguments.get(TIMEOUT_ARGUMENT, DEFAULT_TIMEOUT)
-    try:
-        timeout = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{TIMEOUT_ARGUMENT} must be a number of seconds, not {value!r}") from None
-    if timeout <= 0:
-        raise ValueError(f"{TIMEOUT_ARGUMENT} must be positive, not {value!r}")
-    return DynamicResources(timeout)
+    return DynamicResources(bind_timeout(arguments))
 
 
 def _claim_path(namespace: str, name: str) -> str:

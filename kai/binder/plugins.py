@@ -120,6 +120,23 @@ class BindPlugin(Protocol):
     # called for the node of each deleted BindRequest and on every sweep
 
 
+#: The argument of KAI's binder plugins that bounds the API writes of one bind, and its default.
+TIMEOUT_ARGUMENT = "bindTimeoutSeconds"
+DEFAULT_TIMEOUT = 120.0
+
+
+def bind_timeout(arguments: Mapping[str, Any]) -> float:
+    """The plugin's ``bindTimeoutSeconds`` (default 120); ValueError unless a positive number of seconds."""
+    value = arguments.get(TIMEOUT_ARGUMENT, DEFAULT_TIMEOUT)
+    try:
+        timeout = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{TIMEOUT_ARGUMENT} must be a number of seconds, not {value!r}") from None
+    if timeout <= 0:
+        raise ValueError(f"{TIMEOUT_ARGUMENT} must be positive, not {value!r}")
+    return timeout
+
+
 def build_plugins(names: Sequence[str], arguments: Mapping[str, Mapping[str, Any]], kube: Kube,
                   available: Mapping[str, EntryPoint] | None = None) -> list[BindPlugin]:
     """The binder plugins ``names``, in that order, each built with ``arguments[name]`` (default ``{}``)

@@ -31,7 +31,7 @@ from kai.api.storage import (
     Storage,
     static_bindings,
 )
-from kai.binder.plugins import BindContext, BindError
+from kai.binder.plugins import DEFAULT_TIMEOUT, BindContext, BindError, bind_timeout
 from kai.kube.client import ApiError, Kube, object_path
 from kai.kube.storage import claim_view, pod_claims, volume_view
 from kai.kube.watch import Informer
@@ -40,19 +40,10 @@ from kai.logs import fields
 log = logging.getLogger(__name__)
 
 NAME = "volumebinding"
-TIMEOUT_ARGUMENT = "bindTimeoutSeconds"
-DEFAULT_TIMEOUT = 120.0
 
 
 def build(arguments: dict[str, Any]) -> VolumeBinding:
-    value = arguments.get(TIMEOUT_ARGUMENT, DEFAULT_TIMEOUT)
-    try:
-        timeout = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{TIMEOUT_ARGUMENT} must be a number of seconds, not {value!r}") from None
-    if timeout <= 0:
-        raise ValueError(f"{TIMEOUT_ARGUMENT} must be positive, not {value!r}")
-    return VolumeBinding(timeout)
+    return VolumeBinding(bind_timeout(arguments))
 
 
 def _claim_path(namespace: str, name: str) -> str:
