@@ -88,6 +88,9 @@ class Session:
         self.job_fit_errors: dict[str, list[fiterrors.JobFitError]] = {}
         #: Why a task found no node: task uid -> message.
         self.task_fit_errors: dict[str, str] = {}
+        #: Whether a task that finds no node gets KAI's reasons, worked out over every node; a driver that
+        #: reports no fit errors (trace replay) turns it off and such a task gets no message.
+        self.explain = True
         self.decisions: list[Decision] = []
         #: Uids of the tasks evicted in this session (virtually Releasing): the eviction actions' simulations
         #: may place them again, and the queue order counts them in their job's next step.

@@ -78,6 +78,7 @@ class Replay:
         arrivals = inflate(read_pods(self.pods_file), capacity, self.target, seed)
         queues = [Queue(q, None, 100, QuotaSpec(0.0, -1.0, 1.0)) for q in dict.fromkeys(p.queue for p in arrivals)]
         session = Session(build_snapshot(nodes, queues, [], NOW), Plugins(self.config)).open()
+        session.explain = False  # nobody reads why a dropped arrival fitted nowhere
         samples: list[Sample] = []
         arrived = used = placed = 0
         bar = _progress(len(arrivals), progress)

@@ -142,6 +142,21 @@ def test_gang_is_all_or_nothing():
     assert list(session.arrays.idle_gpu) == [0.0, 0.0]
 
 
+def test_without_explanations_placements_are_the_same_and_a_task_that_fits_nowhere_gets_no_reasons():
+    def cluster():
+        return kt.cluster(nodes=[kt.node("n1", gpus=2), kt.node("n2", gpus=1, cpu=500)],
+                          jobs=[kt.job("a", queue="q", tasks=2, gpus=1, creation=1),
+                                kt.job("b", queue="q", tasks=1, gpus=2, creation=2)])
+
+    explained = kt.run(cluster(), plugins=["predicates", "proportion"])
+    quiet = Session(cluster(), kt.plugin_manager(["predicates", "proportion"])).open()
+    quiet.explain = False
+    quiet.run_actions()
+    assert kt.placements(quiet) == kt.placements(explained) and len(kt.placements(quiet)) == 2
+    assert "didn't have enough resources" in kt.fit_error(explained, "b-0")
+    assert kt.fit_error(quiet, "b-0") is None
+
+
 def test_gang_failure_message_counts_each_found_pod_once():
     j = kt.job("g", queue="q", tasks=[kt.task("g-0", gpus=1, status="Running", node="n1"),
                                       *(kt.task(f"g-{i}", gpus=1) for i in (1, 2, 3))], min_available=4)

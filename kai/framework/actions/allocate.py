@@ -159,7 +159,7 @@ def allocate_task(session: Session, stmt: Statement, job: Job, task: Task, pipel
         if not pipeline_only:
             session.task_fit_errors[task.uid] = str(veto)
         return str(veto)
-    reasons: Counter[str] | None = None if pipeline_only else Counter()
+    reasons: Counter[str] | None = Counter() if session.explain and not pipeline_only else None
     for node, fits_idle in session.node_choices(task, job, candidates, reasons=reasons):
         if stmt.place(task, node, fits_idle, pipeline_only) is not None:
             return None
