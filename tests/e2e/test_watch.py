@@ -75,7 +75,7 @@ def test_a_resource_not_served_is_synced_empty_and_read_once_its_crd_is_installe
                      "versions": [{"name": "v1", "served": True, "storage": True, "schema": {
                          "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}})
         wait_for(lambda: any(c["type"] == "Established" and c["status"] == "True"
-                             for c in kube.get(crd).get("status", {}).get("conditions", [])))
+                             for c in (kube.get(crd).get("status") or {}).get("conditions") or ()))
         kube.post(path, {"apiVersion": f"{group}/v1", "kind": "Widget", "metadata": {"name": "w1"}})
         wait_for(lambda: informer.get("w1") is not None, timeout=30)
     finally:
