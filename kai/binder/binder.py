@@ -120,7 +120,6 @@ class Binder(Controller):
         super().__init__(kube, workers=workers, error_delay=max_delay, clock=clock)
         self.plugins = list(plugins)
         self.settings = settings
-        self._settings_version = 0
         self.base_delay, self.max_delay = base_delay, max_delay
         self.sweep_period = sweep_period
         self.metrics = metrics
@@ -153,13 +152,11 @@ class Binder(Controller):
 
     def reconfigure(self) -> bool:
         """Take up the plugins of ``settings`` if they changed; whether they did."""
-        if self.settings is None or self.settings.version == self._settings_version:
+        value = self.changed_settings()
+        if value is None:
             return False
         with self._lock:
-            if self.settings.version == self._settings_version:
-                return False
-            self._settings_version = self.settings.version
-            new = list(self.settings.value.plugins)
+            new = list(value.plugins)
             if [id(p) for p in new] == [id(p) for p in self.plugins]:
                 return False
             old, self.plugins = self.plugins, new

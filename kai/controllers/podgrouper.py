@@ -191,7 +191,6 @@ class PodGrouper(Controller):
         self.reader = KubeObjects(kube, ttl=owner_cache_ttl)
         self.hub = hub or build_hub(self.reader, self.config, args)
         self.settings = settings
-        self._settings_version = 0
         self.scheduler_name = scheduler_name
         self.pod_label_selector = pod_label_selector
         self.base_delay, self.max_delay = base_delay, max_delay
@@ -241,13 +240,10 @@ class PodGrouper(Controller):
 
     def reconfigure(self) -> bool:
         """Take up the settings of ``settings`` if they changed, and group every pod again; whether they did."""
-        if self.settings is None or self.settings.version == self._settings_version:
+        grouping = self.changed_settings()
+        if grouping is None:
             return False
         with self._lock:
-            if self.settings.version == self._settings_version:
-                return False
-            self._settings_version = self.settings.version
-            grouping = self.settings.value
             if grouping.hub is self.hub:
                 return False
             self.hub, self.config = grouping.hub, grouping.flags.config

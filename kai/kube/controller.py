@@ -22,6 +22,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Hashable
+from typing import Any
 
 from kai.kube.client import Kube
 from kai.kube.kaiconfig import KaiObjects
@@ -58,6 +59,8 @@ class Controller:
         self.error_delay = error_delay
         self._errors: dict[Hashable, int] = {}  # failures in a row, by key
         self._errors_lock = threading.Lock()
+        self._settings_version = 0
+        self._settings_lock = threading.Lock()
         self.queue = WorkQueue(clock=clock)
         self._clock = clock
         #: The running informers by name; tests may put in-memory stores here.
@@ -79,6 +82,18 @@ class Controller:
     def reconfigure(self) -> bool:
         """Take up ``settings`` if they changed; whether they did."""
         return False
+
+    def changed_settings(self) -> Any:
+        """The value of ``settings`` when it changed since the last call, else None; of concurrent callers
+        only one gets each new value."""
+        settings = self.settings
+        if settings is None or settings.version == self._settings_version:
+            return None
+        with self._settings_lock:
+            if settings.version == self._settings_version:
+                return None
+            self._settings_version = settings.version
+            return settings.value
 
     # -- shared --------------------------------------------------------------------------------
     @property
