@@ -113,8 +113,6 @@ class Session:
         #: Positions of the nodes short of an extended resource (MIG profile ...) when the session opened.
         self.short_scalars: set[int] = set()
         self._report_overcommitted()
-        #: The node classes, built on the first placement that can use them.
-        self._classes: NodeClasses | None = None
         #: The call lists the ``kai_nodes_alike`` calls were worked out from, and those calls.
         self._alike: tuple[tuple[object, ...], list[Callable[[Session, Task, Job], bool | None]] | None] = ((), None)
         self.job_key = functools.cmp_to_key(self.compare_jobs)
@@ -445,17 +443,20 @@ class Session:
             self._count_misfits(task, misfits, reasons)
         return result
 
+    @functools.cached_property
+    def node_classes(self) -> NodeClasses:
+        """The session's node classes, built on the first placement that uses them."""
+        return NodeClasses(self.nodes, self.arrays)
+
     def _count_misfits(self, task: Task, misfits: list[NodeInfo], reasons: Counter[str]) -> None:
         """Add why ``task`` fits none of ``misfits``, worked out once per node class (shared-GPU tasks: per node)."""
         if task.request.is_shared_gpu:
             for node in misfits:
                 reasons.update(self.insufficient(node, task))
             return
-        if self._classes is None:
-            self._classes = NodeClasses(self.nodes, self.arrays)
         known: dict[Hashable, list[str]] = {}
         for node in misfits:
-            key = self._classes.key(node)
+            key = self.node_classes.key(node)
             texts = known.get(key)
             if texts is None:
                 texts = known[key] = self.insufficient(node, task)
@@ -512,9 +513,7 @@ class Session:
         for same in alike:
             if not same(self, task, job):
                 return None
-        if self._classes is None:
-            self._classes = NodeClasses(self.nodes, self.arrays)
-        reps, positions, sizes = self._classes.representatives()
+        reps, positions, sizes = self.node_classes.representatives()
         out = self.fit_mask(task, positions)
         predicates = self.calls.kai_predicate
         feasible: list[int] = []
