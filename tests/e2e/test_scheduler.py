@@ -122,8 +122,9 @@ def test_quickstart_cpu_and_gpu_pods_are_scheduled(kube, scheduler, ns):
                                     "receivedGPU": {"count": 1, "portion": "1.00"}}
     assert binds["cpu-only"]["spec"]["receivedGPU"] == {"count": 0, "portion": "0.00"}
     assert binds["gpu"]["metadata"]["labels"] == {"selected-node": f"{ns}-n0"}
-    assert ("Scheduled", f"Successfully assigned pod {ns}/gpu to node {ns}-n0 at node-pool default") in \
-        event_reasons(kube, ns, "gpu")
+    scheduled = ("Scheduled", f"Successfully assigned pod {ns}/gpu to node {ns}-n0 at node-pool default")
+    # the scheduler's event is written by its commit workers, possibly after the binder bound the pod
+    wait_until(lambda: scheduled in event_reasons(kube, ns, "gpu"), 10, "the Scheduled event")
     assert {pg["spec"]["queue"] for pg in items(kube, "PodGroup", ns).values()} == {"default-queue"}
 
 
