@@ -21,7 +21,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import attrs
 
-from kai.api import Job, PodSet, Queue, QuotaSpec, Task, TaskStatus
+from kai.api import Job, Node, PodSet, Queue, QuotaSpec, Task, TaskStatus
 from kai.framework import DEFAULT_CONFIG, Plugins, SchedulerConfig, Session, build_snapshot, load_config
 from kai.framework.actions.allocate import allocate_arrival
 from kai.sim.replay_metric import ARRIVED_POINTS, Sample, unallocated_pct_at
@@ -52,6 +52,14 @@ def inflate(pods: list[TracePod], capacity_milli: int, target_pct: float, seed: 
     return order
 
 
+def seeded_names(nodes: list[Node], seed: int) -> list[Node]:
+    """The nodes renamed ``NNNN-<name>`` with a seeded permutation, as the paper's simulator does: the
+    kernel breaks ties between equally scored nodes by name, so ties fall randomly but reproducibly."""
+    order = random.Random(f"nodes-{seed}").sample(range(len(nodes)), len(nodes))
+    width = len(str(len(nodes)))
+    return [attrs.evolve(n, name=f"{k:0{width}d}-{n.name}") for k, n in zip(order, sorted(nodes, key=lambda n: n.name))]
+
+
 def arrival_job(pod: TracePod) -> Job:
     """The one-pod job a trace pod arrives as (preemptible, in its queue)."""
     job = Job(pod.name, pod.queue, 0, True, NOW, uid=pod.name, pod_sets={"default": PodSet("default", 1)})
@@ -73,7 +81,7 @@ class Replay:
 
     def run(self, seed: int, progress: bool = False) -> dict:
         start = time.perf_counter()
-        nodes = read_nodes(self.nodes_file)
+        nodes = seeded_names(read_nodes(self.nodes_file), seed)
         capacity = int(round(sum(n.allocatable.gpu for n in nodes))) * 1000
         arrivals = inflate(read_pods(self.pods_file), capacity, self.target, seed)
         queues = [Queue(q, None, 100, QuotaSpec(0.0, -1.0, 1.0)) for q in dict.fromkeys(p.queue for p in arrivals)]
@@ -165,4 +173,4 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-__all__ = ["ARRIVED_POINTS", "Replay", "inflate", "main", "parse_seeds"]
+__all__ = ["ARRIVED_POINTS", "Replay", "inflate", "main", "parse_seeds", "seeded_names"]

@@ -5,9 +5,9 @@ from pathlib import Path
 
 from kai import cli
 from kai.framework import DEFAULT_CONFIG
-from kai.sim.replay import Replay, inflate, parse_seeds
+from kai.sim.replay import Replay, inflate, parse_seeds, seeded_names
 from kai.sim.replay_metric import Sample, unallocated_pct_at
-from kai.sim.replay_trace import read_pods
+from kai.sim.replay_trace import read_nodes, read_pods
 
 DATA = Path(__file__).parent / "replay_data"
 NODES, PODS = str(DATA / "nodes.csv"), str(DATA / "pods.csv")
@@ -29,6 +29,18 @@ def test_inflate_appends_resampled_pods_until_the_target_and_is_seeded():
     assert sum(p.gpu_milli_total for p in grown) <= 7800 and len(grown) > 5
     assert all("-tuned-" in p.name for p in grown[5:])
     assert [p.name for p in grown] == [p.name for p in inflate(pods, 6000, 130, 7)]
+
+
+def test_node_names_get_a_seeded_prefix_that_orders_ties():
+    nodes = read_nodes(NODES)
+    a, b = seeded_names(nodes, 42), seeded_names(nodes, 42)
+    assert [n.name for n in a] == [n.name for n in b]
+    assert sorted(n.name.split("-", 1)[1] for n in a) == sorted(n.name for n in nodes)
+    assert sorted(n.name.split("-", 1)[0] for n in a) == [str(k) for k in range(len(nodes))]
+    orders = {tuple(sorted(a.name.split("-", 1)[1] for a in seeded_names(nodes, s))) for s in range(20)}
+    assert len(orders) == 1  # the same nodes under every seed
+    firsts = {min(seeded_names(nodes, s), key=lambda n: n.name).name.split("-", 1)[1] for s in range(20)}
+    assert len(firsts) > 1  # but a different node wins a tie
 
 
 def test_replay_is_deterministic_by_seed_and_drops_what_does_not_fit():
