@@ -90,6 +90,10 @@ class Snapshot:
     #: The node amounts and views with the placed tasks on them, as the first session worked them out.
     placed: tuple[NodeArrays, list[NodeInfo]] | None = attrs.field(default=None, init=False)
 
+    #: What plugins work out from the snapshot as built (before a session changes it), by plugin name: kept
+    #: for the next sessions on the snapshot.
+    memo: dict[str, object] = attrs.field(factory=dict, init=False)
+
     def rewind(self) -> None:
         """Undo what the last session changed on the snapshot's tasks, jobs and problems (nothing when none)."""
         if self.journal is not None:

@@ -61,3 +61,15 @@ def test_a_numa_placement_set_when_the_session_opens_is_put_back():
     assert job.tasks["r-0"].numa_placement == (ZonePlacement("node-0", {"cpu": 3000.0}),)
     snap.rewind()
     assert job.tasks["r-0"].numa_placement == ()
+
+
+def test_proportion_counts_the_queues_of_a_snapshot_once_and_divides_each_session():
+    snap = kt.cluster([kt.node("n", gpus=4)], queues=[kt.queue("q", deserved_gpus=1)],
+                      jobs=[kt.job("r", queue="q", gpus=1, status="Running", node="n"), kt.job("p", queue="q", gpus=2)])
+    kt.run(snap, actions=("allocate",))
+    allocated, _, request = snap.memo["proportion"]["q"]
+    assert allocated[2] == 1.0 and request[2] == 3.0  # counted before the session placed p
+    snap.usage = {"q": (0.0, 0.0, 0.5)}
+    session = Session(snap, kt.plugin_manager()).open()
+    shares = session.plugins.plugin("proportion").shares["q"]
+    assert shares.allocated[2] == 1.0 and shares.request[2] == 3.0 and shares.usage == [0.0, 0.0, 0.5]
