@@ -78,10 +78,11 @@ class Session:
         self.children: dict[str | None, list[Queue]] = {}
         for q in self.queues.values():
             self.children.setdefault(q.parent, []).append(q)
+        reused = snapshot.journal is not None
         snapshot.rewind()
         #: What this session changes on the snapshot's tasks and jobs, put back by the next session on it.
         self.journal = snapshot.journal = Journal(len(snapshot.problems))
-        self.arrays, self.nodes = self._place_tasks(snapshot)
+        self.arrays, self.nodes = self._place_tasks(snapshot, reused)
         #: Nodes by name; looking up the node of an unplaced task (None) finds none.
         self.node_by_name: dict[str | None, NodeInfo] = {n.name: n for n in self.nodes}
         self.all_candidates = array("i", range(len(self.nodes)))
@@ -115,9 +116,10 @@ class Session:
         self.task_key = functools.cmp_to_key(self.compare_tasks)
 
     @staticmethod
-    def _place_tasks(snapshot: Snapshot) -> tuple[NodeArrays, list[NodeInfo]]:
-        """The node amounts and views with the snapshot's placed tasks on them: worked out by the first session
-        on the snapshot, copied by the next ones (the snapshot is rewound to the same state in between)."""
+    def _place_tasks(snapshot: Snapshot, reused: bool) -> tuple[NodeArrays, list[NodeInfo]]:
+        """The node amounts and views with the snapshot's placed tasks on them: worked out by the sessions on a
+        snapshot until one finds it reused, which keeps a copy for the next ones (the snapshot is rewound to the
+        same state in between)."""
         if snapshot.placed is None:
             arrays = NodeArrays(snapshot.nodes)
             nodes = [NodeInfo(n, i, arrays) for i, n in enumerate(snapshot.nodes)]
@@ -129,6 +131,8 @@ class Session:
                             # A placed shared task that names no device has one of its own (kept by the snapshot).
                             task.gpu_groups = tuple(str(uuid.uuid4()) for _ in range(task.request.gpu_devices))
                         by_name[task.node].add_task(task)
+            if not reused:
+                return arrays, nodes
             snapshot.placed = (arrays, nodes)
         arrays, nodes = snapshot.placed
         copy = arrays.copy()

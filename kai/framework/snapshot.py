@@ -13,7 +13,7 @@ A session changes the snapshot's tasks and jobs as it decides, and they show its
 snapshot is rewound: :meth:`Snapshot.rewind` (which the next session on the snapshot calls first)
 puts back everything the session changed (:mod:`kai.framework.journal`), so one snapshot serves
 cycle after cycle without rebuilding its domain objects. Its nodes and jobs are not to be changed
-otherwise between sessions: the placed tasks' node accounting of its first session is reused.
+otherwise between sessions: the placed tasks' node accounting of an earlier session is reused.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ class Snapshot:
     dra: DynamicResources = attrs.field(factory=DynamicResources)
     #: What the last session on the snapshot changed (until :meth:`rewind`).
     journal: Journal | None = attrs.field(default=None, init=False)
-    #: The node amounts and views with the placed tasks on them, as the first session worked them out.
+    #: The node amounts and views with the placed tasks on them, kept by the first session that reused the snapshot.
     placed: tuple[NodeArrays, list[NodeInfo]] | None = attrs.field(default=None, init=False)
 
     #: What plugins work out from the snapshot as built (before a session changes it), by plugin name: kept
