@@ -13,16 +13,15 @@ or a job any other way calls ``Session.keep``, :meth:`Journal.task` or :meth:`Jo
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kai.api import Job, Task, TaskStatus, ZonePlacement
-from kai.api.dra import Allocation, ExtendedClaim
 
 if TYPE_CHECKING:
     from kai.framework.snapshot import Snapshot
 
-_TaskFields = tuple[TaskStatus, str | None, tuple[str, ...], tuple[ZonePlacement, ...] | None,
-                    tuple[tuple[str, Allocation], ...], ExtendedClaim | None]
+#: A task's fields in the order of TASK_FIELDS (the claim allocations and the extended claim: DRA types).
+_TaskFields = tuple[TaskStatus, str | None, tuple[str, ...], tuple[ZonePlacement, ...] | None, Any, Any]
 _JobFields = tuple[float | None, float | None, float | None]
 
 #: The fields of a task a session may change.
