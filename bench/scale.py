@@ -1,9 +1,13 @@
 """Scale benchmarks: KAI's benchmark shapes grown to thousands of nodes, generated in memory.
 
-Run: ``python bench/scale.py [--shapes allocate-500 allocate-1000 ...] [--repeat N]``. Each shape runs
-in a process of its own, so its peak memory (max RSS) is its own; the timed part is what
+Run: ``python bench/scale.py [--shapes allocate-500 allocate-1000 ...] [--repeat N] [--steady]``. Each
+shape runs in a process of its own, so its peak memory (max RSS) is its own; the timed part is what
 ``kai-scheduler bench`` times (snapshot, session, plugins' session open and the actions). Prints one
-line per shape: wall and CPU medians and the peak RSS. Not a test: no pass/fail.
+line per shape: wall and CPU medians, the CPU medians of the phases (snapshot: the domain objects, their
+validation and the session's node accounting; open: the plugins' session open; actions; close) and the
+peak RSS. With ``--steady`` every timed cycle reuses the snapshot of two untimed cycles before (rewound
+by the next session), as a scheduler that keeps its domain objects from cycle to cycle does. Not a test:
+no pass/fail.
 
 Shapes:
 
@@ -22,6 +26,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import time
 
 ALLOCATE_SIZES = (500, 1000, 2000, 5000)
 DEFAULT_SHAPES = ("allocate-500", "allocate-1000", "allocate-2000", "cycle-5000")
@@ -85,20 +90,42 @@ def shape(name: str) -> dict:
     raise SystemExit(f"unknown shape {name!r}; known: {', '.join(ALL_SHAPES)}")
 
 
-def run_shape(name: str, repeat: int) -> dict:
-    """Time one shape in this process: ``repeat`` runs after a warm-up (skipped for one run)."""
-    from kai.sim.bench import time_once
+PHASES = ("snapshot", "open", "actions", "close")
+
+
+def time_cycle(scenario, plugins, snapshot=None) -> tuple[float, dict[str, float]]:
+    """Wall seconds of one cycle and the CPU seconds of its phases; the cycle runs on ``snapshot`` when given,
+    else on a fresh one."""
+    from kai.framework import Session
+    from kai.sim.scenario import NOW
+
+    wall, cpu = time.perf_counter(), [time.process_time()]
+    session = Session(scenario.build(NOW) if snapshot is None else snapshot, plugins)
+    cpu.append(time.process_time())
+    session.open()
+    cpu.append(time.process_time())
+    session.run_actions(scenario.actions)
+    cpu.append(time.process_time())
+    session.close()
+    cpu.append(time.process_time())
+    return time.perf_counter() - wall, {p: cpu[k + 1] - cpu[k] for k, p in enumerate(PHASES)}
+
+
+def run_shape(name: str, repeat: int, steady: bool) -> dict:
+    """Time one shape in this process: ``repeat`` cycles after a warm-up one (skipped for one cold cycle)."""
     from kai.sim.conformance import Runner
-    from kai.sim.scenario import load_scenarios
+    from kai.sim.scenario import NOW, load_scenarios
 
     scenario = load_scenarios(f"<{name}>", [shape(name)])[0]
     plugins = Runner().plugins(scenario)
-    if repeat > 1:
-        time_once(scenario, plugins)
-    runs = [time_once(scenario, plugins) for _ in range(repeat)]
-    return {"shape": name, "median_s": statistics.median(w for w, _ in runs),
-            "cpu_median_s": statistics.median(c for _, c in runs), "repeats": repeat,
-            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    snapshot = scenario.build(NOW) if steady else None
+    for _ in range(2 if steady else int(repeat > 1)):  # a reused snapshot keeps its node accounting from the second
+        time_cycle(scenario, plugins, snapshot)
+    runs = [time_cycle(scenario, plugins, snapshot) for _ in range(repeat)]
+    phases = {p: statistics.median(r[p] for _, r in runs) for p in PHASES}
+    return {"shape": name, "steady": steady, "median_s": statistics.median(w for w, _ in runs),
+            "cpu_median_s": statistics.median(sum(r.values()) for _, r in runs), "phases_cpu_median_s": phases,
+            "repeats": repeat, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
 def main(argv: list[str]) -> int:
@@ -106,22 +133,26 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--shapes", nargs="+", default=list(DEFAULT_SHAPES), metavar="SHAPE",
                         help=f"shapes to run (default {' '.join(DEFAULT_SHAPES)}; known {' '.join(ALL_SHAPES)})")
     parser.add_argument("--repeat", type=int, default=1, metavar="N", help="timed runs per shape (default 1)")
+    parser.add_argument("--steady", action="store_true",
+                        help="time cycles on one reused snapshot, after two untimed cycles on it")
     parser.add_argument("--json", action="store_true", help="print a JSON list instead")
     parser.add_argument("--one", metavar="SHAPE", help=argparse.SUPPRESS)  # the child process of one shape
     args = parser.parse_args(argv)
     if args.one:
-        print(json.dumps(run_shape(args.one, args.repeat)))
+        print(json.dumps(run_shape(args.one, args.repeat, args.steady)))
         return 0
     results = []
     for name in args.shapes:
         shape(name)  # an unknown name fails before anything runs
-        out = subprocess.run([sys.executable, __file__, "--one", name, "--repeat", str(args.repeat)],
-                             check=True, capture_output=True, text=True).stdout
+        out = subprocess.run([sys.executable, __file__, "--one", name, "--repeat", str(args.repeat)]
+                             + ["--steady"] * args.steady, check=True, capture_output=True, text=True).stdout
         results.append(json.loads(out.strip().splitlines()[-1]))
         if not args.json:
             r = results[-1]
-            print(f"{name}: median {r['median_s']:.3f} s, CPU median {r['cpu_median_s']:.3f} s over "
-                  f"{r['repeats']} runs, peak RSS {r['peak_rss_mib']:.0f} MiB", flush=True)
+            phases = ", ".join(f"{p} {v:.3f}" for p, v in r["phases_cpu_median_s"].items())
+            print(f"{name}{' (steady)' * r['steady']}: median {r['median_s']:.3f} s, CPU median "
+                  f"{r['cpu_median_s']:.3f} s ({phases}) over {r['repeats']} runs, "
+                  f"peak RSS {r['peak_rss_mib']:.0f} MiB", flush=True)
     if args.json:
         print(json.dumps(results, indent=1))
     return 0

@@ -13,7 +13,8 @@ name -- installed ones by entry-point name, plus any plugin object that is not i
     assert kt.placements(session) == {"train-0": "n2", "train-1": "n2"}
 
 Quantities are the scheduler's units: CPU in millicores, memory in bytes, GPUs in devices.
-A snapshot is consumed by the session that runs on it; build a fresh one for each run.
+A snapshot shows the outcome of the last session run on it until the next session on it (or
+``snapshot.rewind()``) puts its tasks and jobs back as they were built.
 """
 
 from __future__ import annotations

@@ -46,6 +46,12 @@ class GpuGroup:
         #: Where the reservation pod's slot was taken from: "idle" or "rel".
         self.slot = "idle"
 
+    def copy(self) -> GpuGroup:
+        other = GpuGroup()
+        other.used, other.allocated, other.releasing = self.used, self.allocated, self.releasing
+        other.marked, other.slot = self.marked, self.slot
+        return other
+
     def __repr__(self) -> str:
         return f"GpuGroup(used={self.used}, allocated={self.allocated}, releasing={self.releasing})"
 

@@ -45,6 +45,17 @@ class NodeArrays:
         #: Positions of the nodes whose amounts changed since the node classes last looked.
         self.changed: set[int] = set()
 
+    def copy(self) -> NodeArrays:
+        """An independent copy of the amounts."""
+        other = NodeArrays.__new__(NodeArrays)
+        for name, value in vars(self).items():
+            if isinstance(value, array):
+                setattr(other, name, array("d", value))
+        other.idle_scalars = [dict(d) for d in self.idle_scalars]
+        other.rel_scalars = [dict(d) for d in self.rel_scalars]
+        other.changed = set(self.changed)
+        return other
+
     def change(self, i: int, kind: str, res: Resources, sign: float) -> None:
         """Add ``sign * res`` (and one pod slot) to the idle (``kind='idle'``) or releasing amounts of node ``i``."""
         if kind == "idle":
@@ -80,6 +91,13 @@ class NodeInfo:
         self.tasks: dict[str, Task] = {}
         #: Shared GPU devices by group id (see :mod:`kai.framework.gpusharing`).
         self.gpu_groups: dict[str, GpuGroup] = {}
+
+    def copy(self, arrays: NodeArrays) -> NodeInfo:
+        """A copy reading ``arrays`` (a copy of this node's arrays), with its own task and device accounting."""
+        other = NodeInfo(self.node, self.index, arrays)
+        other.tasks = dict(self.tasks)
+        other.gpu_groups = {gid: group.copy() for gid, group in self.gpu_groups.items()}
+        return other
 
     @property
     def labels(self) -> dict[str, str]:

@@ -40,6 +40,7 @@ from kai.api import (
 from kai.framework import fiterrors, gpusharing
 from kai.framework.faults import INTERNAL_ERROR_REASON, Contained, SchedulingError, SessionOpenError, describe
 from kai.framework.fiterrors import PLAIN_FIT_ERROR_REASON
+from kai.framework.journal import Journal
 from kai.framework.nodeclasses import NodeClasses
 from kai.framework.nodes import NodeArrays, NodeInfo
 from kai.framework.plugins import Plugins
@@ -77,8 +78,11 @@ class Session:
         self.children: dict[str | None, list[Queue]] = {}
         for q in self.queues.values():
             self.children.setdefault(q.parent, []).append(q)
-        self.arrays = NodeArrays(snapshot.nodes)
-        self.nodes = [NodeInfo(n, i, self.arrays) for i, n in enumerate(snapshot.nodes)]
+        reused = snapshot.journal is not None
+        snapshot.rewind()
+        #: What this session changes on the snapshot's tasks and jobs, put back by the next session on it.
+        self.journal = snapshot.journal = Journal(len(snapshot.problems))
+        self.arrays, self.nodes = self._place_tasks(snapshot, reused)
         #: Nodes by name; looking up the node of an unplaced task (None) finds none.
         self.node_by_name: dict[str | None, NodeInfo] = {n.name: n for n in self.nodes}
         self.all_candidates = array("i", range(len(self.nodes)))
@@ -103,13 +107,6 @@ class Session:
         self.scenario_search = SearchLog()
         #: Statements with operations not committed or discarded yet, oldest first.
         self.open_statements: list[Statement] = []
-        for job in self.jobs.values():
-            for task in job.tasks.values():
-                if task.status in ACTIVE_USED and task.node in self.node_by_name:
-                    if task.request.is_shared_gpu and not task.gpu_groups:
-                        # A placed shared task that names no device has one of its own.
-                        task.gpu_groups = tuple(str(uuid.uuid4()) for _ in range(task.request.gpu_devices))
-                    self.node_by_name[task.node].add_task(task)
         #: Positions of the nodes short of an extended resource (MIG profile ...) when the session opened.
         self.short_scalars: set[int] = set()
         self._report_overcommitted()
@@ -117,6 +114,29 @@ class Session:
         self._alike: tuple[tuple[object, ...], list[Callable[[Session, Task, Job], bool | None]] | None] = ((), None)
         self.job_key = functools.cmp_to_key(self.compare_jobs)
         self.task_key = functools.cmp_to_key(self.compare_tasks)
+
+    @staticmethod
+    def _place_tasks(snapshot: Snapshot, reused: bool) -> tuple[NodeArrays, list[NodeInfo]]:
+        """The node amounts and views with the snapshot's placed tasks on them: worked out by the sessions on a
+        snapshot until one finds it reused, which keeps a copy for the next ones (the snapshot is rewound to the
+        same state in between)."""
+        if snapshot.placed is None:
+            arrays = NodeArrays(snapshot.nodes)
+            nodes = [NodeInfo(n, i, arrays) for i, n in enumerate(snapshot.nodes)]
+            by_name = {n.name: n for n in nodes}
+            for job in snapshot.jobs.values():
+                for task in job.tasks.values():
+                    if task.status in ACTIVE_USED and task.node in by_name:
+                        if task.request.is_shared_gpu and not task.gpu_groups:
+                            # A placed shared task that names no device has one of its own (kept by the snapshot).
+                            task.gpu_groups = tuple(str(uuid.uuid4()) for _ in range(task.request.gpu_devices))
+                        by_name[task.node].add_task(task)
+            if not reused:
+                return arrays, nodes
+            snapshot.placed = (arrays, nodes)
+        arrays, nodes = snapshot.placed
+        copy = arrays.copy()
+        return copy, [n.copy(copy) for n in nodes]
 
     def _report_overcommitted(self) -> None:
         """A problem for every node whose placed pods ask more than it has; the fit checks keep new pods off
@@ -175,6 +195,7 @@ class Session:
         if job.queue not in self.queues or any(t.status is not TaskStatus.PENDING for t in job.tasks.values()):
             raise ValueError(f"job {job.name}: an arriving job needs a known queue and pending tasks only")
         self.jobs[job.uid] = job
+        self.journal.added_jobs.append(job.uid)
         vetoes = [r for r in self.hook.kai_session_job_added(session=self, job=job) if r is not None]
         if vetoes:
             del self.jobs[job.uid]
@@ -231,6 +252,7 @@ class Session:
         for d in decisions:
             log.info("%s %s on node %s", d.kind, d.task.uid, d.node)
             if d.kind == "evict" and (job := self.jobs.get(d.task.job)) is not None:
+                self.journal.job(job)
                 job.last_eviction = self.now
 
     def withdraw(self, task: Task) -> None:
@@ -249,10 +271,18 @@ class Session:
 
     # --- task placement (used by statements) --------------------------------------------------------
 
+    def keep(self, task: Task) -> None:
+        """Journal ``task`` and its job before the session changes them (see :mod:`kai.framework.journal`)."""
+        self.journal.task(task)
+        if (job := self.jobs.get(task.job)) is not None:
+            self.journal.job(job)
+
     def move_task(self, task: Task, status: TaskStatus, node: str | None,
                   gpu_groups: tuple[str, ...] | None = None) -> None:
         """Set a task's status and node (and its shared GPU groups, when given), keeping node amounts and
         plugin state current."""
+        if id(task) not in self.journal.tasks:
+            self.keep(task)
         old = self.node_by_name.get(task.node) if task.status in ACTIVE_USED else None
         was_placed = task.status in ACTIVE_USED and task.status is not TaskStatus.RELEASING
         if old is not None:

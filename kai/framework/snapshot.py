@@ -7,8 +7,13 @@ is divided over the rest of the tree), a topology breaking the CRD's rules, a jo
 an unknown parent or has a cycle, a job naming an unknown or non-leaf queue, a task on a node that
 is gone -- each is recorded as a :class:`Problem` naming the object and left out; everything else
 is scheduled. A task whose GPU request can never be scheduled is recorded too and stays pending
-with the reason as its fit error. A snapshot is consumed by one session, which changes task
-statuses as it decides.
+with the reason as its fit error.
+
+A session changes the snapshot's tasks and jobs as it decides, and they show its outcome until the
+snapshot is rewound: :meth:`Snapshot.rewind` (which the next session on the snapshot calls first)
+puts back everything the session changed (:mod:`kai.framework.journal`), so one snapshot serves
+cycle after cycle without rebuilding its domain objects. Its nodes and jobs are not to be changed
+otherwise between sessions: the placed tasks' node accounting of an earlier session is reused.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -34,7 +40,11 @@ from kai.api import (
     back_extended_gpus,
     names,
 )
+from kai.framework.journal import Journal
 from kai.framework.usage import Usage
+
+if TYPE_CHECKING:
+    from kai.framework.nodes import NodeArrays, NodeInfo
 
 #: Problem reason of a task (or a placement) on a node that does not exist.
 NODE_NOT_FOUND = names.REASON_NODE_NOT_FOUND
@@ -75,6 +85,20 @@ class Snapshot:
     storage: Storage = attrs.field(factory=Storage)
     #: The cluster's DeviceClasses, ResourceSlices and ResourceClaims (tasks with ``resource_claims``).
     dra: DynamicResources = attrs.field(factory=DynamicResources)
+    #: What the last session on the snapshot changed (until :meth:`rewind`).
+    journal: Journal | None = attrs.field(default=None, init=False)
+    #: The node amounts and views with the placed tasks on them, kept by the first session that reused the snapshot.
+    placed: tuple[NodeArrays, list[NodeInfo]] | None = attrs.field(default=None, init=False)
+
+    #: What plugins work out from the snapshot as built (before a session changes it), by plugin name: kept
+    #: for the next sessions on the snapshot.
+    memo: dict[str, object] = attrs.field(factory=dict, init=False)
+
+    def rewind(self) -> None:
+        """Undo what the last session changed on the snapshot's tasks, jobs and problems (nothing when none)."""
+        if self.journal is not None:
+            self.journal.rewind(self)
+            self.journal = None
 
 
 def _bad_quota(q: Queue) -> str | None:

@@ -78,6 +78,8 @@ class Statement:
         if not self._open:
             self.session.open_statements.append(self)
             self._open = True
+        if id(task) not in self.session.journal.tasks:
+            self.session.keep(task)
         op = Operation(kind, task, node, task.status, task.node, message, task.gpu_groups, task.numa_placement)
         self.ops.append(op)
         if kind in ("allocate", "pipeline"):

@@ -77,6 +77,7 @@ class Numa:
             for task in job.tasks.values():
                 ledger = self.ledgers.get(task.node) if task.status in ACTIVE_USED else None
                 if ledger is not None and self._handles(task, ledger):
+                    session.keep(task)
                     task.numa_placement = ledger.placement_of(task.numa_recorded)
         if self.reconstruct:
             for name, ledger in self.ledgers.items():

@@ -9,6 +9,8 @@ from __future__ import annotations
 from kai.api import ALLOCATED, UNLIMITED, Queue, TaskStatus
 from kai.framework import cluster_capacity, divide_tree_explained, memory_base, min_node_gpu_memory
 
+#: The snapshot memo of the queues' allocations and requests as its first session counted them.
+MEMO = "proportion"
 #: Resource order of every vector here: KAI's (CPU, memory, GPU).
 RESOURCES = ("cpu", "memory", "gpu")
 CPU, MEMORY, GPU = range(3)
@@ -59,9 +61,17 @@ class QueueShare:
 def build_shares(session, k_value: float) -> tuple[dict[str, QueueShare], list[float]]:
     """Queue shares with allocations, requests and fair shares computed for this session."""
     shares = {name: QueueShare(q) for name, q in session.queues.items()}
-    gpu_mem = min_node_gpu_memory(session)
-    for job in session.jobs.values():
-        add_job(session, shares, job, gpu_mem)
+    counted = session.snapshot.memo.get(MEMO)
+    if counted is None:
+        gpu_mem = min_node_gpu_memory(session)
+        for job in session.jobs.values():
+            add_job(session, shares, job, gpu_mem)
+        session.snapshot.memo[MEMO] = {name: (qs.allocated[:], qs.allocated_np[:], qs.request[:])
+                                       for name, qs in shares.items()}
+    else:  # a reused snapshot: its jobs are as they were when the first session on it counted them
+        for name, (allocated, allocated_np, request) in counted.items():
+            qs = shares[name]
+            qs.allocated, qs.allocated_np, qs.request = allocated[:], allocated_np[:], request[:]
     for name, usage in session.snapshot.usage.items():
         if name in shares:
             shares[name].usage = list(usage)

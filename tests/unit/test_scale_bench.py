@@ -48,3 +48,10 @@ def test_an_unknown_shape_is_refused_with_the_known_ones():
         assert "allocate-500" in str(exc) and "cycle-5000" in str(exc)
     else:
         raise AssertionError("an unknown shape was accepted")
+
+
+def test_a_steady_run_reports_the_phases_of_cycles_on_a_reused_snapshot():
+    result = scale.run_shape("allocate-4", 1, steady=True)
+    assert result["steady"] and set(result["phases_cpu_median_s"]) == {"snapshot", "open", "actions", "close"}
+    assert abs(sum(result["phases_cpu_median_s"].values()) - result["cpu_median_s"]) < 1e-9
+    assert result["peak_rss_mib"] > 0

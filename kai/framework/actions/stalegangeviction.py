@@ -47,9 +47,12 @@ def stalegangeviction(session: Session) -> None:
 
 def _evict_if_stale(session: Session, job: Job, grace: float) -> None:
     if not is_stale(job):
-        job.stale_since = None
+        if job.stale_since is not None:
+            session.journal.job(job)
+            job.stale_since = None
         return
     if job.stale_since is None:
+        session.journal.job(job)
         job.stale_since = session.now
     if grace < 0 or session.now - job.stale_since < grace:
         return
