@@ -365,7 +365,8 @@ def _toleration(value: Any, where: str) -> Toleration:
     return Toleration(e.get("key", str, ""), op, str(e.get("value", (str, int, float), "")), e.get("effect", str, ""))
 
 
-def _queues(file: str, items: Any) -> list[Queue]:
+def parse_queues(file: str, items: Any) -> list[Queue]:
+    """The queues of a cluster file's ``queues`` list (also the queue file of a timed trace replay)."""
     queues = []
     for i, (where, item) in enumerate(_named(items, file, "queues")):
         e = _Entry(item, where, QUEUE_FIELDS)
@@ -607,7 +608,7 @@ def parse_cluster(data: Any, file: str, now: float) -> ClusterFile:
     config = parse_config(data["config"], f"{file}: config") if top.has("config") else DEFAULT_CONFIG
     jobs = _jobs(file, data.get("workloads"), {n.name for n in nodes}, now, {c.name for c in classes}, claims)
     return ClusterFile(
-        name=top.get("name", str, file), file=file, nodes=nodes, queues=_queues(file, data.get("queues")),
+        name=top.get("name", str, file), file=file, nodes=nodes, queues=parse_queues(file, data.get("queues")),
         jobs=jobs, config=config, cycles=top.count("cycles", 1, minimum=1, maximum=MAX_CYCLES),
         topologies=_topologies(file, data.get("topologies")), device_classes=classes, slices=slices, claims=claims,
     )

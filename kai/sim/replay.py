@@ -24,11 +24,14 @@ import attrs
 from kai.api import Job, Node, PodSet, Queue, QuotaSpec, Task, TaskStatus
 from kai.framework import DEFAULT_CONFIG, Plugins, SchedulerConfig, Session, build_snapshot, load_config
 from kai.framework.actions.allocate import allocate_arrival
+from kai.sim.replay_frag import Fragmentation
 from kai.sim.replay_metric import ARRIVED_POINTS, Sample, unallocated_pct_at
 from kai.sim.replay_trace import TracePod, default_file, read_nodes, read_pods
 
 PROG = "kai-scheduler replay"
 NOW = 1_800_000_000.0
+#: With ``--out``, the fragmentation is measured every this many arrivals.
+FRAG_EVERY = 100
 
 
 def inflate(pods: list[TracePod], capacity_milli: int, target_pct: float, seed: int) -> list[TracePod]:
@@ -60,14 +63,23 @@ def seeded_names(nodes: list[Node], seed: int) -> list[Node]:
     return [attrs.evolve(n, name=f"{k:0{width}d}-{n.name}") for k, n in zip(order, sorted(nodes, key=lambda n: n.name))]
 
 
-def arrival_job(pod: TracePod) -> Job:
-    """The one-pod job a trace pod arrives as (preemptible, in its queue)."""
-    job = Job(pod.name, pod.queue, 0, True, NOW, uid=pod.name, pod_sets={"default": PodSet("default", 1)})
+def arrival_job(pod: TracePod, creation: float = NOW) -> Job:
+    """The one-pod job a trace pod arrives as (preemptible, in its queue, created at ``creation``)."""
+    job = Job(pod.name, pod.queue, 0, True, creation, uid=pod.name, pod_sets={"default": PodSet("default", 1)})
     task = Task(pod.name, pod.name, pod.request(), TaskStatus.PENDING, None, node_affinity=pod.node_affinity(),
-                creation=NOW)
+                creation=creation)
     task.job = job.uid
     job.add_task(task)
     return job
+
+
+@attrs.define
+class InflateRecord:
+    """What an inflate replay records: a sample per arrival, and (arrival, arrived milli-GPU, fragment
+    milli-GPU, idle milli-GPU) every ``frag_every`` arrivals."""
+
+    samples: list[Sample] = attrs.field(factory=list)
+    fragmentation: list[tuple[int, int, float, float]] = attrs.field(factory=list)
 
 
 @attrs.define
@@ -78,18 +90,23 @@ class Replay:
     pods_file: str
     config: SchedulerConfig
     target: float = 130.0
+    #: Measure the fragmentation every this many arrivals (0: never).
+    frag_every: int = 0
 
-    def run(self, seed: int, progress: bool = False) -> dict:
+    def run(self, seed: int, progress: bool = False) -> tuple[dict, InflateRecord]:
         start = time.perf_counter()
         nodes = seeded_names(read_nodes(self.nodes_file), seed)
         capacity = int(round(sum(n.allocatable.gpu for n in nodes))) * 1000
-        arrivals = inflate(read_pods(self.pods_file), capacity, self.target, seed)
+        trace = read_pods(self.pods_file)
+        arrivals = inflate(trace, capacity, self.target, seed)
+        record = InflateRecord()
+        frag = Fragmentation(trace) if self.frag_every else None
         queues = [Queue(q, None, 100, QuotaSpec(0.0, -1.0, 1.0)) for q in dict.fromkeys(p.queue for p in arrivals)]
         session = Session(build_snapshot(nodes, queues, [], NOW), Plugins(self.config)).open()
         session.explain = False  # nobody reads why a dropped arrival fitted nowhere
-        samples: list[Sample] = []
+        samples = record.samples
         arrived = used = placed = 0
-        bar = _progress(len(arrivals), progress)
+        bar = progress_bar(len(arrivals), progress)
         try:
             for pod in arrivals:
                 job = arrival_job(pod)
@@ -98,6 +115,8 @@ class Replay:
                     placed += 1
                     used += pod.gpu_milli_total
                 samples.append(Sample(arrived, used))
+                if frag is not None and len(samples) % self.frag_every == 0:
+                    record.fragmentation.append((len(samples), arrived, *frag.measure(session)))
                 if bar is not None:
                     bar.update()
         finally:
@@ -107,10 +126,10 @@ class Replay:
         return {"seed": seed, "mode": "inflate", "target": self.target, "nodes": len(nodes),
                 "gpus": capacity // 1000, "pods": len(arrivals), "placed": placed, "failed": len(arrivals) - placed,
                 "unallocated_pct_at": unallocated_pct_at(samples, capacity),
-                "wall_s": round(time.perf_counter() - start, 3)}, samples
+                "wall_s": round(time.perf_counter() - start, 3)}, record
 
 
-def _progress(total: int, wanted: bool):
+def progress_bar(total: int, wanted: bool):
     """A progress bar on stderr when asked and tqdm is installed (the ``progress`` extra)."""
     if not wanted or not sys.stderr.isatty():
         return None
@@ -119,10 +138,6 @@ def _progress(total: int, wanted: bool):
     except ImportError:
         return None
     return tqdm(total=total, unit="pod", file=sys.stderr)
-
-
-def _run_one(replay: Replay, seed: int) -> dict:
-    return replay.run(seed)[0]
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -139,38 +154,77 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--nodes", default=None, help="node list CSV (default: the shipped Alibaba v2023 GPU nodes)")
     parser.add_argument("--pods", default=None, help="pod list CSV (default: the shipped openb_pod_list_default)")
     parser.add_argument("--config", help="scheduler config (KAI's shape; default: the shipped default config)")
-    parser.add_argument("--mode", choices=["inflate"], default="inflate")
-    parser.add_argument("--target", type=float, default=130.0, help="inflate to this %% of GPU capacity (130)")
+    parser.add_argument("--mode", choices=["inflate", "timed"], default="inflate")
+    parser.add_argument("--target", type=float, default=130.0, help="inflate: to this %% of GPU capacity (130)")
+    parser.add_argument("--period", type=float, default=10.0, help="timed: seconds of trace time per cycle (10)")
+    parser.add_argument("--queue-column", metavar="COLUMN", help="timed: the pod list column naming each pod's queue")
+    parser.add_argument("--queues", metavar="FILE", help="timed: the queues (YAML: cluster-file queues or KAI Queues)")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--seeds", type=parse_seeds, help="several seeds, e.g. 42-51 (one result per seed)")
     parser.add_argument("--jobs", type=int, default=1, help="parallel processes for --seeds")
+    parser.add_argument("--ray", metavar="ADDRESS", help="run --seeds as Ray tasks (auto, ray://HOST:PORT, local)")
     parser.add_argument("--json", action="store_true", help="print a JSON object instead of a summary")
-    parser.add_argument("--out", metavar="DIR", help="write the per-arrival CSV of a single run here")
+    parser.add_argument("--out", metavar="DIR", help="write the CSVs (and plots) of a single run here")
     args = parser.parse_args(argv)
-    if args.target <= 0 or args.jobs < 1:
-        parser.error("--target and --jobs must be positive")
+    if args.target <= 0 or args.jobs < 1 or not 0 < args.period < float("inf"):
+        parser.error("--target, --period and --jobs must be positive")
+    if args.mode == "inflate" and (args.queues or args.queue_column):
+        parser.error("--queues and --queue-column are for --mode timed")
     config = load_config(args.config) if args.config else DEFAULT_CONFIG
-    replay = Replay(args.nodes or default_file("nodes"), args.pods or default_file("pods"), config, args.target)
+    nodes, pods = args.nodes or default_file("nodes"), args.pods or default_file("pods")
+    if args.mode == "timed":
+        from kai.sim.replay_timed import TimedReplay
+
+        replay = TimedReplay(nodes, pods, config, args.period, args.queue_column, args.queues)
+    else:
+        replay = Replay(nodes, pods, config, args.target, FRAG_EVERY if args.out else 0)
     if args.seeds:
-        with ProcessPoolExecutor(args.jobs) as pool:
-            results = list(pool.map(_run_one, [replay] * len(args.seeds), args.seeds))
+        results = sweep(replay, args.seeds, args.jobs, args.ray)
         report: dict = {"runs": results}
     else:
-        report, samples = replay.run(args.seed, progress=not args.json)
+        report, record = replay.run(args.seed, progress=not args.json)
         results = [report]
         if args.out:
-            from kai.sim.replay_out import write_samples
+            from kai.sim.replay_out import write_run
 
-            write_samples(args.out, samples, report)
+            note = write_run(args.out, record, report)
+            if note:
+                print(note, file=sys.stderr)
     if args.json:
         print(json.dumps(report))
     else:
         for r in results:
-            at = r["unallocated_pct_at"]
-            print(f"seed {r['seed']}: {r['pods']} pods, {r['placed']} placed, {r['failed']} failed, "
-                  f"unallocated GPU % at arrived " + ", ".join(f"{k}%: {v}" for k, v in at.items())
-                  + f" ({r['wall_s']:.1f} s)")
+            print(summary_line(r))
     return 0
+
+
+def sweep(replay, seeds: list[int], jobs: int, ray_address: str | None) -> list[dict]:
+    """One report per seed, in seed order: on a Ray cluster when ``ray_address`` is given, else in ``jobs``
+    local processes."""
+    if ray_address:
+        from kai.sim.replay_ray import ray_sweep
+
+        return ray_sweep(replay, seeds, ray_address)
+    with ProcessPoolExecutor(jobs) as pool:
+        return list(pool.map(run_one, [replay] * len(seeds), seeds))
+
+
+def run_one(replay, seed: int) -> dict:
+    """The report of one seeded run (what a sweep's worker returns)."""
+    return replay.run(seed)[0]
+
+
+def summary_line(r: dict) -> str:
+    """One run's report as a line of text."""
+    head = f"seed {r['seed']}: {r['pods']} pods, {r['placed']} placed, {r['failed']} failed"
+    if r["mode"] == "timed":
+        delay, jct = r["queueing_delay_s"], r["jct_s"]
+        return (f"{head}, {r['evictions']} evictions, {r['cycles']} cycles, mean GPU utilisation "
+                f"{r['gpu_utilisation_pct']}%, queueing delay p50/p90/p99 {delay['p50']}/{delay['p90']}/"
+                f"{delay['p99']} s, JCT p50 {jct['p50']} s ({r['wall_s']:.1f} s)")
+    at = r["unallocated_pct_at"]
+    return (f"{head}, unallocated GPU % at arrived " + ", ".join(f"{k}%: {v}" for k, v in at.items())
+            + f" ({r['wall_s']:.1f} s)")
 
 
 __all__ = ["ARRIVED_POINTS", "Replay", "inflate", "main", "parse_seeds", "seeded_names"]

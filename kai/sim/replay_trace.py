@@ -9,6 +9,7 @@ separated), ``creation_time``, ``deletion_time`` and ``queue``. A bad row is a
 from __future__ import annotations
 
 import csv
+import math
 from importlib import resources
 
 import attrs
@@ -82,6 +83,8 @@ def _number(path: str, line: int, row: dict, field: str, kind=float, default=Non
     except ValueError:
         what = "whole number" if kind is int else "number"
         raise ConfigError(f"{path}:{line}: field {field}: {text!r} is not a {what}") from None
+    if not math.isfinite(value):
+        raise ConfigError(f"{path}:{line}: field {field}: {text!r} is not a finite number")
     if value < 0:
         raise ConfigError(f"{path}:{line}: field {field}: {text!r} is negative")
     return value
@@ -99,20 +102,28 @@ def read_nodes(path: str) -> list[Node]:
     return nodes
 
 
-def read_pods(path: str, queue_column: str | None = None) -> list[TracePod]:
-    """The pods of an Alibaba v2023 pod list, in file order."""
+def read_pods(path: str, queue_column: str | None = None, timed: bool = False) -> list[TracePod]:
+    """The pods of an Alibaba v2023 pod list, in file order. With ``queue_column`` each pod's queue is that
+    column's value (``default`` when empty); ``timed`` needs the ``creation_time`` column."""
+    required = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
+    required += (queue_column,) if queue_column else ()
+    required += ("creation_time",) if timed else ()
     pods = []
-    for line, row in _rows(path, ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")):
+    for line, row in _rows(path, required):
         num_gpu = _number(path, line, row, "num_gpu", int)
         milli = _number(path, line, row, "gpu_milli", int)
         if milli > 1000:
             raise ConfigError(f"{path}:{line}: field gpu_milli: {milli} is above 1000 (one whole GPU)")
-        deletion = (row.get("deletion_time") or "").strip()
+        creation = _number(path, line, row, "creation_time", default=0.0)
+        deletion = None
+        if (row.get("deletion_time") or "").strip():
+            deletion = _number(path, line, row, "deletion_time")
+            if deletion < creation:
+                raise ConfigError(f"{path}:{line}: field deletion_time: {deletion:g} is before creation_time "
+                                  f"{creation:g}")
         pods.append(TracePod(
             row["name"], _number(path, line, row, "cpu_milli"), _number(path, line, row, "memory_mib"),
             num_gpu, milli if num_gpu else 0,
             tuple(s for s in (row.get("gpu_spec") or "").split("|") if s),
-            _number(path, line, row, "creation_time", default=0.0),
-            _number(path, line, row, "deletion_time") if deletion else None,
-            (row.get(queue_column) or "default") if queue_column else "default"))
+            creation, deletion, ((row.get(queue_column) or "").strip() or "default") if queue_column else "default"))
     return pods

@@ -12,12 +12,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 
 import attrs
 
 from kai.api import TaskStatus
-from kai.framework import ConfigError, PluginError, Plugins, SchedulerConfig, Session, Snapshot, run_session
+from kai.framework import ConfigError, PluginError, Plugins, SchedulerConfig, Session, Snapshot
 from kai.framework.yamlfile import one_line, read_yaml
 from kai.sim.cluster_file import parse_cluster
 from kai.sim.rounds import ROUND_SECONDS, feed_back, feed_back_jobs
@@ -50,33 +50,50 @@ def load_runs(path: str, cycles: int | None) -> list[Run]:
                 lambda s: feed_back_jobs(s.jobs.values()))]
 
 
+def prepare(config: SchedulerConfig, available=None) -> tuple[Plugins, list[str]]:
+    """The plugins of ``config`` and the configured actions they provide, in order."""
+    plugins = Plugins(attrs.evolve(config, actions=()), available)
+    return plugins, [a for a in config.actions if a in plugins.actions]
+
+
+def run_cycles(run: Run, plugins: Plugins, actions: list[str], times: Iterable[float]) -> Iterator[Session]:
+    """One scheduling cycle at each time of ``times``: build the snapshot, give it the usage source's
+    history, run ``actions`` and yield the session while it is still open (so its plugins can be asked);
+    when the caller asks for the next one, close it and feed it back into the facts. ``times`` is read
+    lazily, after the last session was fed back, so a driver may work out the next time from the facts."""
+    usage = make_usage_source(run.config.usage_db)
+    try:
+        for now in times:
+            snapshot = run.build(now)
+            if usage is not None:
+                snapshot.usage = usage.usage(now)
+            session = Session(snapshot, plugins).open()
+            try:
+                session.run_actions(actions)
+                yield session
+            finally:
+                session.close()
+            if usage is not None:
+                usage.record(session)
+            run.feed(session)
+    finally:
+        if usage is not None:
+            usage.close()
+
+
 def simulate(run: Run, available=None) -> dict:
     """Run the cycles of ``run``; the result is the JSON-ready report."""
-    plugins = Plugins(attrs.evolve(run.config, actions=()), available)
-    actions = [a for a in run.config.actions if a in plugins.actions]
+    plugins, actions = prepare(run.config, available)
     report = {
         "name": run.name, "actions": actions,
         "unbuilt_actions": [a for a in run.config.actions if a not in plugins.actions],
         "problems": [], "cycles": [],
     }
-    now = NOW
-    usage = make_usage_source(run.config.usage_db)
-    try:
-        for cycle in range(1, run.cycles + 1):
-            snapshot = run.build(now)
-            if usage is not None:
-                snapshot.usage = usage.usage(now)
-            session = run_session(snapshot, plugins, actions)
-            if usage is not None:
-                usage.record(session)
-            if cycle == 1:
-                report["problems"] = [str(p) for p in session.snapshot.problems]
-            report["cycles"].append(_cycle_report(cycle, session))
-            run.feed(session)
-            now += ROUND_SECONDS
-    finally:
-        if usage is not None:
-            usage.close()
+    times = (NOW + k * ROUND_SECONDS for k in range(run.cycles))
+    for cycle, session in enumerate(run_cycles(run, plugins, actions, times), 1):
+        if cycle == 1:
+            report["problems"] = [str(p) for p in session.snapshot.problems]
+        report["cycles"].append(_cycle_report(cycle, session))
     return report
 
 

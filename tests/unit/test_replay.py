@@ -45,7 +45,8 @@ def test_node_names_get_a_seeded_prefix_that_orders_ties():
 
 def test_replay_is_deterministic_by_seed_and_drops_what_does_not_fit():
     replay = Replay(NODES, PODS, DEFAULT_CONFIG)
-    a, samples = replay.run(42)
+    a, record = replay.run(42)
+    samples = record.samples
     b, _ = replay.run(42)
     a.pop("wall_s"), b.pop("wall_s")
     assert a == b
