@@ -18,9 +18,11 @@ store (an object that stops matching is removed as if deleted). Store keys are
 logged and the informer goes on. A relist (at start, after 410 Gone or after an error) reports the
 difference to the previous store as the same three event types, so a consumer sees every change
 exactly once whatever happened to the connection. A new version whose transformed object equals
-the stored one is stored without an event. ``synced`` is set after the first list; a resource that
-is not served (404: its CRD is not installed) counts as listed and empty, and is listed again with
-the error backoff until it is served.
+the stored one changes nothing: the stored object is kept (so a consumer may key what it derives from
+an object on its identity) and there is no event. ``changes`` counts the changes of the store, so a
+consumer can tell that nothing changed since it last read it. ``synced`` is set after the first list;
+a resource that is not served (404: its CRD is not installed) counts as listed and empty, and is
+listed again with the error backoff until it is served.
 
 The watch asks for bookmarks and resumes from the last resourceVersion seen; a stream that ends
 normally (server timeout) is reopened at once, failed requests are retried with exponential
@@ -89,6 +91,8 @@ class Informer:
         self._response: urllib3.BaseHTTPResponse | None = None
         self._thread: threading.Thread | None = None
         self._failures = 0
+        #: How many times the store changed (an object added, changed or removed).
+        self.changes = 0
 
     # -- reading the store (any thread) --
 
@@ -182,14 +186,14 @@ class Informer:
                 self._versions.pop(key, None)
                 events.append(("DELETED", self._store.pop(key)))
             for key, (obj, version) in fresh.items():
-                if key not in self._store:
-                    events.append(("ADDED", obj))
-                elif self._versions.get(key) == version:
-                    continue
-                elif not self._same(self._store[key], obj):
-                    events.append(("MODIFIED", obj))
-                self._store[key] = obj
+                unchanged = key in self._store and (self._versions.get(key) == version
+                                                    or self._same(self._store[key], obj))
                 self._versions[key] = version
+                if unchanged:
+                    continue
+                events.append(("MODIFIED" if key in self._store else "ADDED", obj))
+                self._store[key] = obj
+            self.changes += len(events)
             self.resource_version = resource_version
         log.debug("%s: listed %d objects at resourceVersion %s", self.name, len(fresh), resource_version)
         for event in events:
@@ -239,13 +243,15 @@ class Informer:
             if obj is None:  # deleted, or no longer of interest
                 known = self._store.pop(key, None)
                 self._versions.pop(key, None)
+                self.changes += known is not None
             else:
                 known = self._store.get(key)
-                self._store[key] = obj
                 self._versions[key] = version
+                if known is not None and self._same(known, obj):
+                    return
+                self._store[key] = obj
+                self.changes += 1
         if obj is not None:
-            if known is not None and self._same(known, obj):
-                return
             self._emit("MODIFIED" if known is not None else "ADDED", obj)
         elif known is not None:
             self._emit("DELETED", self._transform(raw) or known if kind == "DELETED" else known)

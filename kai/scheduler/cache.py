@@ -43,7 +43,7 @@ import time
 
 import attrs
 
-from kai.api import ACTIVE_USED, HostPort, Job, Node, Resources, TaskStatus, names
+from kai.api import ACTIVE_USED, HostPort, Job, Node, Resources, Task, TaskStatus, names
 from kai.api.dra import EXTENDED_ENTRY, Allocation, DynamicResources, ExtendedClaim, PodResourceClaim, ResourceClaim
 from kai.api.storage import Storage
 from kai.framework import Problem, Snapshot, build_snapshot
@@ -55,6 +55,7 @@ from kai.kube.views import BindRequestView, PodGroupView, PodView
 from kai.kube.watch import Informer
 from kai.logs import fields
 from kai.scheduler import convert
+from kai.scheduler.reuse import Reuse
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +157,7 @@ class ClusterCache:
         self._lock = threading.Lock()
         self._bound: dict[str, _Assumed] = {}
         self._evicted: dict[str, _Assumed] = {}
+        self._reuse = Reuse()
         self.kube = kube
 
     def start(self) -> ClusterCache:
@@ -248,8 +250,18 @@ class ClusterCache:
     # --- snapshot -----------------------------------------------------------------------------------
 
     def snapshot(self, now: float | None = None) -> Cycle:
+        """The cycle of the stores as they are; built from the objects of the last one where nothing they derive
+        from has changed (:mod:`kai.scheduler.reuse`)."""
         now = time.time() if now is None else now
         inf = self.informers
+        reuse = self._reuse
+        inputs = (tuple(informer.changes for informer in inf.values()), self.restrict_node_scheduling,
+                  self.reservation_app, self.stuck_after)
+        if reuse.cycle is not None and inputs == reuse.inputs:
+            again = reuse.same_cycle(inputs, self._assumptions(reuse.pods, reuse.binds), now)
+            if again is not None:
+                return again
+        reuse.start()
         pods = {p.key: p for p in inf["pods"].list()}
         restrict = self.restrict_node_scheduling
         node_views = {n.name: n for n in inf["nodes"].list()
@@ -269,17 +281,21 @@ class ClusterCache:
 
         binds, stale = self._live_bind_requests(pods, node_views, problems)
         bound_to_nowhere = {p.name for p in problems if p.reason == NODE_NOT_FOUND}
-        bound, evicted = self._assumptions(pods, binds)
+        assumptions = self._assumptions(pods, binds)
+        bound, evicted = assumptions
 
         classes = {name: value for name, value, _ in inf["priorityclasses"].list()}
         default_priority = next((v for _, v, is_default in inf["priorityclasses"].list() if is_default),
                                 views.DEFAULT_PRIORITY)
         podgroups = {pg.key: pg for pg in inf["podgroups"].list()}
         problems += [Problem("job", pg.key, "InvalidPodGroup", pg.invalid) for pg in podgroups.values() if pg.invalid]
-        jobs: dict[str, Job] = {
-            key: convert.to_job(pg, views.job_priority(pg, classes, default_priority))
-            for key, pg in podgroups.items()
-        }
+        topologies = inf["topologies"].changes  # a job's topology constraint is resolved against them
+        jobs: dict[str, Job] = {}
+        job_inputs: dict[str, tuple] = {}
+        for key, pg in podgroups.items():
+            job_inputs[key] = (views.job_priority(pg, classes, default_priority), topologies)
+            jobs[key] = reuse.job(key, pg, job_inputs[key]) or convert.to_job(pg, job_inputs[key][0])
+        members: dict[str, list[Task]] = {key: [] for key in jobs}
 
         resources = self._dynamic_resources(problems)
         extended_claims = {c.extended_for: c for c in resources.claims.values() if c.extended_for}
@@ -292,6 +308,8 @@ class ClusterCache:
         for pod in pods.values():
             bind = binds.get(pod.key)
             status, node = convert.pod_state(pod, bind, now, self.stuck_after)
+            if (stuck_at := convert.stuck_at(pod, self.stuck_after)) > now:
+                reuse.until = min(reuse.until, stuck_at)
             groups, zones = (bind.gpu_groups, bind.numa_zones) if bind is not None else ((), ())
             allocations = bind.claim_allocations if bind is not None and not pod.node_name else ()
             extended = bind.extended_claim if bind is not None and not pod.node_name else None
@@ -325,14 +343,27 @@ class ClusterCache:
                         reservations.append((node, pod))
                 continue
             entry = _extended_entry(resources, extended_claims, pod, extended if status in ACTIVE_USED else None)
-            task = convert.to_task(pod, job.uid, status, node, groups, zones, resources, entry)
+            task_inputs = (job.uid, status, node, groups, zones)
+            task = reuse.task(pod.key, pod, task_inputs) if not (pod.resource_claims or entry) else None
+            if task is None:
+                task = convert.to_task(pod, job.uid, status, node, groups, zones, resources, entry)
+            if not (pod.resource_claims or entry):
+                reuse.tasks[pod.key] = (pod, task_inputs, task)
             if pod.numa_invalid:
                 problems.append(Problem("task", pod.key, "InvalidNumaPlacement", pod.numa_invalid))
-            job.add_task(task)
+            members[job.uid].append(task)
             kept_pods[pod.key] = pod
             claims_wanted = claims_wanted or bool(pod.claims)
             if task.node and task.status in ACTIVE_USED:
                 shared_in_use.update((task.node, group) for group in task.gpu_groups)
+        for key, tasks in members.items():
+            job = jobs[key]
+            if not reuse.same_tasks(job, tasks):
+                if job.tasks:  # taken again, but its tasks changed: built afresh
+                    job = jobs[key] = convert.to_job(podgroups[key], job_inputs[key][0])
+                for task in tasks:
+                    job.add_task(task)
+            reuse.jobs[key] = (podgroups[key], job_inputs[key], job)
         for node, pod in reservations:  # a group no pod uses any more holds its GPU until its reservation goes
             if not any((node, group) in shared_in_use for group in pod.gpu_groups):
                 _add_usage(used, node, pod, reservation=True, count_gpu=True)
@@ -344,7 +375,9 @@ class ClusterCache:
                               self._storage() if claims_wanted else None, resources)
         _hold_rejected(snap)
         snap.problems[:0] = problems
-        return Cycle(snap, kept_pods, podgroups, stale)
+        cycle = Cycle(snap, kept_pods, podgroups, stale)
+        reuse.keep(cycle, inputs, pods, binds, assumptions)
+        return cycle
 
     def _storage(self) -> Storage:
         """The storage objects, read only in cycles where some pod to schedule has claims."""

@@ -34,6 +34,11 @@ sees the gang's pods that have a BindRequest as Binding and places the rest (or,
 fit, evicts the stale gang). A write still running then may land after another leader has
 started; it cannot decide twice: a BindRequest is named after its pod (a second one is a 409) and
 an eviction carries the pod's UID.
+
+Each write takes what it needs from the decision, the task and the job (the BindRequest's body, the
+node, the message) when it is queued, in :meth:`Committer.commit`: the queued writes read none of the
+session's objects, which the next cycle rewinds and takes again (:mod:`kai.scheduler.reuse`) while
+they may still wait for their turn.
 """
 
 from __future__ import annotations

@@ -1,10 +1,13 @@
-"""Slim views -> the scheduler's domain objects, every cycle.
+"""Slim views -> the scheduler's domain objects.
 
-The ``to_*`` functions build fresh ``kai.api`` objects from the views of :mod:`kai.kube.views` (a
-session mutates them), following KAI's rules for pod status and queue quotas.
+The ``to_*`` functions build fresh ``kai.api`` objects from the views of :mod:`kai.kube.views`,
+following KAI's rules for pod status and queue quotas; the cache takes them again in later cycles
+while their inputs stay the same (:mod:`kai.scheduler.reuse`).
 """
 
 from __future__ import annotations
+
+import math
 
 import attrs
 
@@ -80,6 +83,13 @@ def pod_state(pod: PodView, bind: BindRequestView | None, now: float = 0.0,
     if pod.gated:
         return TaskStatus.GATED, None
     return TaskStatus.PENDING, None
+
+
+def stuck_at(pod: PodView, stuck_after: float = STUCK_IN_RELEASING_THRESHOLD) -> float:
+    """When :func:`pod_state` finds a running pod being deleted stuck in releasing (infinity: never by time alone)."""
+    if pod.phase == "Running" and pod.deleting and pod.deletion is not None:
+        return pod.deletion + stuck_after
+    return math.inf
 
 
 def to_task(pod: PodView, job_uid: str, status: TaskStatus, node: str | None,

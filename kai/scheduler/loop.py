@@ -23,6 +23,7 @@ seconds (:meth:`~kai.scheduler.commit.Committer.close`), and the watches stop.
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
@@ -137,6 +138,7 @@ class Scheduler:
         try:
             if not self._wait_synced(stop):
                 return
+            gc.freeze()  # the listed cluster lives on: the collector need not walk it again and again
             if self.objects is not None and not self.objects.wait_applied(SETTINGS_WAIT):
                 log.warning("SchedulingShard and Config not listed yet; scheduling with the configuration given")
             log.info("scheduler started", **fields(actions=",".join(self.plugins.config.actions),

@@ -217,3 +217,18 @@ def test_a_version_that_changes_nothing_the_transform_keeps_is_stored_without_an
     # heartbeats alone are not reported, in the watch or in the relist after 410
     assert events == [("ADDED", "a"), ("ADDED", "b"), ("MODIFIED", "a"), ("MODIFIED", "b")]
     assert informer.get("ns/a")["phase"] == "Running" and informer._versions["ns/a"] == "7"
+
+
+def test_an_unchanged_object_keeps_its_stored_copy_and_only_changes_are_counted():
+    informer = Informer(None, "/api/v1/pods", transform=lambda raw: dict(phase=raw.get("phase")))
+    informer._replace([obj("a", "1", phase="Pending"), obj("b", "1", phase="Pending")], "1")
+    assert informer.changes == 2
+    stored = informer.get("ns/a")
+    informer._apply({"type": "MODIFIED", "object": obj("a", "2", phase="Pending", heartbeat=1)})
+    informer._replace([obj("a", "3", phase="Pending", heartbeat=2), obj("b", "1", phase="Pending")], "3")
+    assert informer.get("ns/a") is stored and informer.changes == 2 and informer._versions["ns/a"] == "3"
+    informer._apply({"type": "MODIFIED", "object": obj("a", "4", phase="Running")})
+    assert informer.get("ns/a") == {"phase": "Running"} and informer.changes == 3
+    informer._replace([obj("a", "4", phase="Running")], "5")  # b is gone
+    informer._apply({"type": "DELETED", "object": obj("c", "6")})  # never stored: nothing changes
+    assert informer.changes == 4 and informer.get("ns/b") is None

@@ -5,6 +5,8 @@ The end-to-end tests run the same code against a real API server; these reach th
 
 from __future__ import annotations
 
+import threading
+
 from kai import testing as kt
 from kai.api import TaskStatus
 from kai.kube.client import ApiError
@@ -174,3 +176,26 @@ def test_a_queue_capacity_veto_is_explained_with_kais_reason_and_queue_details()
     assert details["queueResourceLimits"]["nvidia.com/gpu"] == "1"
     assert details["podGroupRequestedResources"]["nvidia.com/gpu"] == "2"
     assert details["queueAllocatedResources"] == {"cpu": "0", "memory": "0", "nvidia.com/gpu": "0"}
+
+
+def test_writes_take_what_they_need_when_queued_so_the_next_cycle_may_rewind_the_snapshot():
+    class HeldKube(RecordingKube):
+        def __init__(self) -> None:
+            super().__init__()
+            self.release = threading.Event()
+
+        def request(self, method, path, query=None, body=None, **kw):
+            assert self.release.wait(10)
+            return super().request(method, path, query, body, **kw)
+
+    kube = HeldKube()
+    cache = cache_for(kube, [pod("p", "g")], [podgroup("g")])
+    committer, session = commit_once(kube, cache)  # the writes are queued, none has run
+    task = session.jobs["ns/g"].tasks["p"]
+    assert task.node == "n1"
+    session.snapshot.rewind()  # as the next cycle does, while the writes still wait
+    assert (task.status, task.node) == (TaskStatus.PENDING, None)
+    kube.release.set()
+    wait(committer)
+    [body] = kube.of("POST", "/bindrequests")
+    assert (body["spec"]["podName"], body["spec"]["selectedNode"]) == ("p", "n1")

@@ -1,0 +1,143 @@
+"""The cache keeps its domain objects across cycles: a snapshot built from a reused cache equals one a fresh
+cache builds from the same stores, after sessions changed the objects and the cluster changed under them."""
+
+from __future__ import annotations
+
+import copy
+
+import attrs
+
+from kai import testing as kt
+from kai.api import TaskStatus
+from kai.scheduler.cache import ClusterCache
+
+
+def node(name):
+    return {"metadata": {"name": name}, "status": {
+        "allocatable": {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "8"},
+        "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def pod(name, group="g", node_name="", phase="Pending"):
+    return {"metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}",
+                         "annotations": {"pod-group-name": group}},
+            "spec": {"schedulerName": "kai-scheduler", "nodeName": node_name, "priorityClassName": "high",
+                     "containers": [{"resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+            "status": {"phase": phase}}
+
+
+def podgroup(name="g", queue="q", min_member=1):
+    return {"metadata": {"name": name, "namespace": "ns", "uid": f"pg-{name}"},
+            "spec": {"queue": queue, "minMember": min_member, "priorityClassName": "high"}}
+
+
+def queue(name="q"):
+    return {"metadata": {"name": name}, "spec": {"resources": {"gpu": {"quota": 24, "limit": -1}}}}
+
+
+def bind(pod_name, node_name):
+    return {"metadata": {"name": pod_name, "namespace": "ns",
+                         "ownerReferences": [{"kind": "Pod", "uid": f"uid-{pod_name}"}]},
+            "spec": {"podName": pod_name, "selectedNode": node_name}, "status": {}}
+
+PRIORITY = {"metadata": {"name": "high"}, "value": 1000}
+
+
+def facts(snap) -> dict:
+    """Everything a session starts from, as plain values (tasks and nodes compare by identity)."""
+    return {"nodes": [attrs.asdict(n) for n in snap.nodes],
+            "queues": {k: attrs.asdict(q) for k, q in snap.queues.items()},
+            "jobs": {k: attrs.asdict(j) for k, j in snap.jobs.items()},
+            "rejected": {k: attrs.asdict(j) for k, j in snap.rejected_jobs.items()},
+            "problems": list(snap.problems), "config_maps": snap.config_maps, "topologies": snap.topologies}
+
+
+class Cluster:
+    """The raw objects of each store; ``load`` lists them into a cache (as a relist does)."""
+
+    def __init__(self, **objects) -> None:
+        self.objects = {name: list(items) for name, items in objects.items()}
+        self.version = 1
+
+    def load(self, cache: ClusterCache) -> ClusterCache:
+        self.version += 1
+        for name, informer in cache.informers.items():
+            informer._replace(copy.deepcopy(self.objects.get(name, [])), str(self.version))
+        return cache
+
+    def fresh(self, now: float):
+        return self.load(ClusterCache(kube=None)).snapshot(now=now).snapshot
+
+
+def versioned(obj: dict, version: int) -> dict:
+    obj["metadata"]["resourceVersion"] = str(version)
+    return obj
+
+
+def test_a_reused_snapshot_equals_a_fresh_one_after_sessions_and_cluster_changes():
+    cluster = Cluster(
+        nodes=[node("n1"), node("n2"), node("n3")], queues=[queue()],
+        podgroups=[podgroup("a"), podgroup("b", min_member=2), podgroup("c"), podgroup("lost", queue="missing")],
+        pods=[pod("a0", "a"), pod("b0", "b"), pod("b1", "b"), pod("c0", "c", node_name="n3", phase="Running"),
+              pod("l0", "lost", node_name="n2", phase="Running")],
+        priorityclasses=[PRIORITY])
+    cache = cluster.load(ClusterCache(kube=None))
+    now = 100.0
+
+    def cycle_matches_fresh():
+        nonlocal now
+        now += 1.0
+        cycle = cluster.load(cache).snapshot(now=now)
+        assert facts(cycle.snapshot) == facts(cluster.fresh(now))
+        session = kt.run(cycle.snapshot)  # the session changes the snapshot's tasks and jobs
+        assert session.decisions
+        return cycle
+
+    first = cycle_matches_fresh()
+    assert first.snapshot.jobs["ns/a"].tasks["a0"].status is TaskStatus.BINDING  # changed by the session
+    # nothing changed: the same cycle again, rewound by the next session
+    again = cache.snapshot(now=now + 0.5)
+    assert again is first and again.snapshot.now == now + 0.5
+    again.snapshot.rewind()
+    assert facts(again.snapshot) == facts(cluster.fresh(now + 0.5))
+
+    # a pod is bound by a BindRequest, another deleted, a PodGroup edited, a node gone, a pod added
+    task_c0 = first.snapshot.jobs["ns/c"].tasks["c0"]
+    job_c = first.snapshot.jobs["ns/c"]
+    cluster.objects["bindrequests"] = [bind("a0", "n1")]
+    cluster.objects["pods"] = [p for p in cluster.objects["pods"] if p["metadata"]["name"] != "b1"]
+    cluster.objects["podgroups"][1] = versioned(podgroup("b", min_member=1), 5)
+    cluster.objects["pods"].append(pod("a1", "a"))
+    second = cycle_matches_fresh()
+    assert second.snapshot is not first.snapshot
+    assert second.snapshot.jobs["ns/c"].tasks["c0"] is task_c0 and second.snapshot.jobs["ns/c"] is job_c
+    assert second.snapshot.jobs["ns/a"].tasks["a0"].status is TaskStatus.BINDING
+
+    cluster.objects["nodes"] = [n for n in cluster.objects["nodes"] if n["metadata"]["name"] != "n3"]
+    cluster.objects["podgroups"][0] = versioned(podgroup("a", queue="missing"), 6)
+    cluster.objects["pods"].append(pod("c1", "c"))
+    cluster.objects["priorityclasses"] = []
+    third = cycle_matches_fresh()
+    assert {p.reason for p in third.snapshot.problems} >= {"QueueDoesNotExist", "NodeNotFound"}
+
+
+def test_a_task_turning_stuck_in_releasing_is_not_served_from_the_last_cycle():
+    deleting = pod("p", node_name="n1", phase="Running")
+    deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    cluster = Cluster(nodes=[node("n1")], queues=[queue()], podgroups=[podgroup()], pods=[deleting])
+    cache = cluster.load(ClusterCache(kube=None))
+    deleted = 1767225600.0
+    first = cache.snapshot(now=deleted + 1)
+    assert cache.snapshot(now=deleted + 2) is first
+    stuck = cache.snapshot(now=deleted + 121).snapshot
+    assert stuck.jobs["ns/g"].tasks["p"].status is TaskStatus.STUCK_IN_RELEASING
+
+
+def test_an_assumed_binding_rebuilds_the_cycle():
+    cluster = Cluster(nodes=[node("n1")], queues=[queue()], podgroups=[podgroup()], pods=[pod("p")])
+    cache = cluster.load(ClusterCache(kube=None))
+    first = cache.snapshot(now=1.0)
+    cache.assume_bound(cache.informers["pods"].get("ns/p"), "n1")
+    second = cache.snapshot(now=2.0)
+    assert second is not first
+    assert second.snapshot.jobs["ns/g"].tasks["p"].status is TaskStatus.BINDING
