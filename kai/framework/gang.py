@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 
 def ordered_pod_sets(session: Session, job: Job) -> list[PodSet]:
     """The job's pod sets in subgroup order (each against its gang size)."""
+    if len(job.pod_sets) == 1:
+        return list(job.pod_sets.values())
     counts = job.counts(ACTIVE_ALLOCATED)
     return [job.pod_sets[m.name] for m in _ordered(session, job, [_pod_set_member(ps, counts) for ps in
                                                                   job.pod_sets.values()])]
