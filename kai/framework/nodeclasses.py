@@ -54,8 +54,11 @@ class NodeClasses:
         statics: dict[Hashable, int] = {}
         #: Per node position, the number of its static key, or -1 when the node is a class of its own.
         self.static = [-1 if (s := _static_key(n)) is None else statics.setdefault(s, len(statics)) for n in nodes]
-        #: Class numbers by key, and the class of each node position (-1: none yet).
+        #: Numbers of the classes that have nodes, by key, and their keys; the class of each node position
+        #: (-1: none yet).
         self.ids: dict[Hashable, int] = {}
+        self.keys: dict[int, Hashable] = {}
+        self.numbered = 0
         self.class_of = [-1] * len(nodes)
         self.members: dict[int, set[int]] = {}
         self.heaps: dict[int, list[int]] = {}
@@ -78,7 +81,9 @@ class NodeClasses:
             key = self._key(i)
             new = ids.get(key)
             if new is None:
-                new = ids[key] = len(ids)
+                new = ids[key] = self.numbered
+                self.keys[new] = key
+                self.numbered += 1
             old = self.class_of[i]
             if old == new:
                 continue
@@ -87,7 +92,7 @@ class NodeClasses:
                 left = members[old]
                 left.discard(r)
                 if not left:
-                    del members[old], heaps[old]
+                    del members[old], heaps[old], ids[self.keys.pop(old)]
                 if reps is not None:
                     reps.pop(old, None)
             joined = members.get(new)
