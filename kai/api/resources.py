@@ -211,7 +211,8 @@ class ResourceRequest:
         DRA GPUs (``dra=False``: only the GPUs taken from the nodes' GPU amounts)."""
         gpus = float(self.gpus + (self.dra_gpus if dra else 0)) + self.gpu_fraction * self.gpu_devices
         # A malformed profile name counts nothing (the snapshot reports the task as a problem).
-        gpus += sum(int(m.group(1)) * c for p, c in self.mig.items() if (m := _MIG_RE.match(p)))
+        if self.mig:
+            gpus += sum(int(m.group(1)) * c for p, c in self.mig.items() if (m := _MIG_RE.match(p)))
         if self.gpu_memory_mib and gpu_memory_mib:
             gpus += self.gpu_devices * self.gpu_memory_mib / gpu_memory_mib
         return gpus

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 
 def ordered_pod_sets(session: Session, job: Job) -> list[PodSet]:
     """The job's pod sets in subgroup order (each against its gang size)."""
+    if len(job.pod_sets) == 1:
+        return list(job.pod_sets.values())
     counts = job.counts(ACTIVE_ALLOCATED)
     return [job.pod_sets[m.name] for m in _ordered(session, job, [_pod_set_member(ps, counts) for ps in
                                                                   job.pod_sets.values()])]
@@ -68,6 +70,8 @@ def tasks_to_allocate(session: Session, job: Job, candidates: Container[TaskStat
     set takes the tasks it misses to its gang size. A satisfied node grows elastically: the first
     member with something to take gives it, a pod set one task.
     """
+    if len(job.pod_sets) == 1 and not job.subgroups and job.min_subgroup is None:  # one pod set: no tree to walk
+        return _from_only_pod_set(session, job, candidates, also)
     waiting: dict[str, list[Task]] = {name: [] for name in job.pod_sets}
     counts = dict.fromkeys(job.pod_sets, 0)
     for t in job.tasks.values():
@@ -83,8 +87,6 @@ def tasks_to_allocate(session: Session, job: Job, candidates: Container[TaskStat
         missing = job.pod_sets[name].min_available - counts[name]
         return pending[: missing if missing > 0 else 1]
 
-    if len(job.pod_sets) == 1 and not job.subgroups and job.min_subgroup is None:  # one pod set: no tree to walk
-        return from_pod_set(next(iter(job.pod_sets)))
     tree = _Tree(session, job, counts)
 
     def from_member(m: Member) -> list[Task]:
@@ -102,6 +104,24 @@ def tasks_to_allocate(session: Session, job: Job, candidates: Container[TaskStat
         return []
 
     return from_group(None)
+
+
+def _from_only_pod_set(session: Session, job: Job, candidates: Container[TaskStatus],
+                       also: Container[str]) -> list[Task]:
+    """:func:`tasks_to_allocate` of a job with one pod set and no subgroups."""
+    ((name, ps),) = job.pod_sets.items()
+    active, pending = 0, []
+    for t in job.tasks.values():
+        if t.pod_set != name:
+            continue
+        if t.status in ACTIVE_ALLOCATED:
+            active += 1
+        elif t.status in candidates or t.uid in also:
+            pending.append(t)
+    if len(pending) > 1:
+        pending.sort(key=session.task_key)
+    missing = ps.min_available - active
+    return pending[: missing if missing > 0 else 1]
 
 
 def evictable(session: Session, task: Task) -> bool:

@@ -20,8 +20,8 @@ if TYPE_CHECKING:
 
     #: A job with its sort key (``Session.job_key``).
     Entry = tuple[SupportsAllComparisons, Job]
-    #: The next job under a queue: (child queue, job, path of queues down to the job's leaf).
-    Best = tuple[Queue, Job, list[Queue]]
+    #: The next job under a queue: (child queue, job, name of the job's leaf queue).
+    Best = tuple[Queue, Job, str]
 
 
 def _first(entry: Entry) -> SupportsAllComparisons:
@@ -73,28 +73,28 @@ class JobQueue:
         return any(self.leaves.values())
 
     def _best(self, parent: str | None) -> Best | None:
-        """The child queue of ``parent`` that goes next, with its job and the path to its leaf, or None."""
+        """The child queue of ``parent`` that goes next, with its job and its leaf queue, or None."""
         best: Best | None = None
-        for q in self.session.children.get(parent, ()):
-            entries = self.leaves.get(q.name)
-            found: tuple[Job, list[Queue]]
+        session, leaves, reverse = self.session, self.leaves, self.reverse
+        for q in session.children.get(parent, ()):
+            entries = leaves.get(q.name)
             if entries:
-                found = (entries[-1][1] if self.reverse else entries[0][1], [q])
+                job, leaf = entries[-1][1] if reverse else entries[0][1], q.name
             else:
                 sub = self._best(q.name)
                 if sub is None:
                     continue
-                found = (sub[1], [q] + sub[2])
+                job, leaf = sub[1], sub[2]
             if best is None:
-                best = (q, *found)
+                best = (q, job, leaf)
                 continue
-            if self.reverse:
-                r = self.session.compare_queues(q, best[0], None, None, self._victims(found[1][-1].name, found[0]),
-                                                self._victims(best[2][-1].name, best[1]))
-            else:
-                r = self.session.compare_queues(q, best[0], found[0], best[1])
-            if (r > 0) if self.reverse else (r < 0):
-                best = (q, *found)
+            if reverse:
+                r = session.compare_queues(q, best[0], None, None, self._victims(leaf, job),
+                                           self._victims(best[2], best[1]))
+                if r > 0:
+                    best = (q, job, leaf)
+            elif session.compare_queues(q, best[0], job, best[1]) < 0:
+                best = (q, job, leaf)
         return best
 
     def _victims(self, leaf: str, job: Job) -> list[Job]:
@@ -105,7 +105,7 @@ class JobQueue:
         best = self._best(None)
         if best is None:
             return None
-        leaf = best[2][-1].name
+        leaf = best[2]
         entries = self.leaves[leaf]
         if not self.reverse:
             return entries.pop(0)[1]

@@ -8,7 +8,8 @@ a class of its own. When every plugin says it treats alike nodes alike for a tas
 makes the per-task work grow with the number of classes instead of the number of nodes.
 
 The index is kept current lazily: :class:`~kai.framework.nodes.NodeArrays` records the nodes whose
-amounts changed, and :meth:`NodeClasses.representatives` moves only those between classes.
+amounts changed, and :meth:`NodeClasses.representatives` moves only those between classes; the
+representatives are worked out again only for the classes a move touched.
 """
 
 from __future__ import annotations
@@ -36,7 +37,11 @@ def _static_key(node: NodeInfo) -> Hashable | None:
 
 class NodeClasses:
     """The classes of a session's nodes, each a set of name ranks (positions in name order) with a heap of
-    them that may hold ranks which left the class (dropped when they reach the top)."""
+    them that may hold ranks which left the class (dropped when they reach the top).
+
+    A class is known by a number given to its key when the key is first seen; the static part of a key
+    is numbered too, so a key is a flat tuple that hashes quickly.
+    """
 
     def __init__(self, nodes: list[NodeInfo], arrays: NodeArrays):
         order = sorted(range(len(nodes)), key=lambda i: nodes[i].sort_key)
@@ -46,56 +51,81 @@ class NodeClasses:
         for r, i in enumerate(order):
             self.rank[i] = r
         self.nodes, self.arrays = nodes, arrays
-        self.static = [_static_key(n) for n in nodes]
-        self.key_of: list[Hashable | None] = [None] * len(nodes)
-        self.members: dict[Hashable, set[int]] = {}
-        self.heaps: dict[Hashable, list[int]] = {}
+        statics: dict[Hashable, int] = {}
+        #: Per node position, the number of its static key, or -1 when the node is a class of its own.
+        self.static = [-1 if (s := _static_key(n)) is None else statics.setdefault(s, len(statics)) for n in nodes]
+        #: Numbers of the classes that have nodes, by key, and their keys; the class of each node position
+        #: (-1: none yet).
+        self.ids: dict[Hashable, int] = {}
+        self.keys: dict[int, Hashable] = {}
+        self.numbered = 0
+        self.class_of = [-1] * len(nodes)
+        self.members: dict[int, set[int]] = {}
+        self.heaps: dict[int, list[int]] = {}
+        #: The representatives of the classes as last worked out, by class; None when not worked out yet.
+        self._reps: dict[int, tuple[NodeInfo, int]] | None = None
         arrays.changed.update(range(len(nodes)))
 
     def _key(self, i: int) -> Hashable:
         static = self.static[i]
         a = self.arrays
-        if static is None or a.rel_scalars[i] or a.idle_scalars[i] or self.nodes[i].gpu_groups:
-            return i
+        if static < 0 or a.rel_scalars[i] or a.idle_scalars[i] or self.nodes[i].gpu_groups:
+            return ("node", i)
         return (static, a.idle_cpu[i], a.idle_mem[i], a.idle_gpu[i], a.idle_pods[i], a.rel_cpu[i], a.rel_mem[i],
                 a.rel_gpu[i], a.rel_pods[i])
 
     def _refresh(self) -> None:
         changed = self.arrays.changed
+        ids, members, heaps, reps = self.ids, self.members, self.heaps, self._reps
         for i in changed:
-            old, new = self.key_of[i], self._key(i)
+            key = self._key(i)
+            new = ids.get(key)
+            if new is None:
+                new = ids[key] = self.numbered
+                self.keys[new] = key
+                self.numbered += 1
+            old = self.class_of[i]
             if old == new:
                 continue
             r = self.rank[i]
-            if old is not None:
-                members = self.members[old]
-                members.discard(r)
-                if not members:
-                    del self.members[old], self.heaps[old]
-            joined = self.members.get(new)
+            if old >= 0:
+                left = members[old]
+                left.discard(r)
+                if not left:
+                    del members[old], heaps[old], ids[self.keys.pop(old)]
+                if reps is not None:
+                    reps.pop(old, None)
+            joined = members.get(new)
             if joined is None:
-                self.members[new], self.heaps[new] = {r}, [r]
+                members[new], heaps[new] = {r}, [r]
             else:
                 joined.add(r)
-                heapq.heappush(self.heaps[new], r)
-            self.key_of[i] = new
+                heapq.heappush(heaps[new], r)
+            if reps is not None:
+                reps.pop(new, None)
+            self.class_of[i] = new
         changed.clear()
 
     def representatives(self) -> tuple[list[NodeInfo], array[int], list[int]]:
         """The first node by name of every class, its position, and the size of its class."""
         if self.arrays.changed:
             self._refresh()
-        by_rank = self.by_rank
+        if self._reps is None:
+            self._reps = {}
+        known, by_rank = self._reps, self.by_rank
         reps, sizes = [], []
-        for key, members in self.members.items():
-            heap = self.heaps[key]
-            while heap[0] not in members:
-                heapq.heappop(heap)
-            reps.append(by_rank[heap[0]])
-            sizes.append(len(members))
+        for c, members in self.members.items():
+            rep = known.get(c)
+            if rep is None:
+                heap = self.heaps[c]
+                while heap[0] not in members:
+                    heapq.heappop(heap)
+                rep = known[c] = (by_rank[heap[0]], len(members))
+            reps.append(rep[0])
+            sizes.append(rep[1])
         return reps, array("i", [n.index for n in reps]), sizes
 
     def key(self, node: NodeInfo) -> Hashable:
         """The class of ``node`` as it is now."""
         self._refresh()
-        return self.key_of[node.index]
+        return self.class_of[node.index]

@@ -66,6 +66,8 @@ class LargestNode:
             return self._message(task, "CPU", self.cpu / 1000, "cores")
         if req.memory > self.memory:
             return self._message(task, "memory", self.memory / GB, "GB")
+        if not (req.scalars or req.mig):
+            return None
         for name, value in sorted({**req.scalars, **req.mig}.items()):
             if value > 0 and self.scalars.get(name, 0.0) < value:
                 return self._message(task, name, 0.0, "")

@@ -78,6 +78,8 @@ class Session:
         self.children: dict[str | None, list[Queue]] = {}
         for q in self.queues.values():
             self.children.setdefault(q.parent, []).append(q)
+        #: Each queue's chain up to the root (:meth:`ancestors`), worked out on first use.
+        self._chains: dict[str, list[Queue]] = {}
         reused = snapshot.journal is not None
         snapshot.rewind()
         #: What this session changes on the snapshot's tasks and jobs, put back by the next session on it.
@@ -262,12 +264,15 @@ class Session:
     # --- queue tree ---------------------------------------------------------------------------------
 
     def ancestors(self, queue_name: str) -> list[Queue]:
-        """The queue and its ancestors, leaf first."""
-        chain, q = [], self.queues.get(queue_name)
-        while q is not None:
-            chain.append(q)
-            q = self.queues.get(q.parent) if q.parent else None
-        return chain
+        """The queue and its ancestors, leaf first (a new list each call; the chain is worked out once)."""
+        chain = self._chains.get(queue_name)
+        if chain is None:
+            chain, q = [], self.queues.get(queue_name)
+            while q is not None:
+                chain.append(q)
+                q = self.queues.get(q.parent) if q.parent else None
+            self._chains[queue_name] = chain
+        return list(chain)
 
     # --- task placement (used by statements) --------------------------------------------------------
 
@@ -380,16 +385,16 @@ class Session:
     def fit_mask(self, task: Task, candidates: array[int]) -> array[int]:
         """Per candidate node position: 0 when ``task`` does not fit idle + releasing resources, else 2 when it
         fits the idle resources too, else 1."""
-        res = task.request.node_resources()
+        req = task.request
         a = self.arrays
         out = array("b", bytes(len(candidates)))
         nodefit.fit_nodes(a.idle_cpu, a.idle_mem, a.idle_gpu, a.idle_pods, a.rel_cpu, a.rel_mem, a.rel_gpu,
-                          a.rel_pods, candidates, res.cpu, res.memory, res.gpu, 1.0, out)
+                          a.rel_pods, candidates, req.cpu, req.memory, float(req.gpus), 1.0, out)
         if self.short_scalars:
             for k, fit in enumerate(out):
                 if fit and candidates[k] in self.short_scalars:
                     out[k] = self._scalar_room(candidates[k], fit)
-        if res.scalars:
+        if req.scalars or req.mig:
             for k, fit in enumerate(out):
                 if fit:
                     node = self.nodes[candidates[k]]
@@ -397,7 +402,7 @@ class Session:
                         out[k] = 0
                     elif fit == 2 and not node.scalars_fit(task, False):
                         out[k] = 1
-        if task.request.is_shared_gpu:
+        if req.gpu_fraction > 0 or req.gpu_memory_mib > 0:  # a shared-GPU request
             for k, fit in enumerate(out):
                 if fit:
                     out[k] = self._shared_fit(task, self.nodes[candidates[k]], fit)
@@ -514,11 +519,12 @@ class Session:
         """The ``kai_nodes_alike`` calls of the plugins with a predicate or node scores; None when one of those
         plugins does not say."""
         calls = self.calls
-        lists = (calls.kai_predicate, calls.kai_node_scores, calls.kai_nodes_alike)
-        seen = self._alike[0]
-        if len(seen) == 3 and all(a is b for a, b in zip(seen, lists, strict=True)):
-            return self._alike[1]  # the lists are replaced when a plugin withdraws
-        self._alike = (lists, self._find_alike_calls())
+        seen, found = self._alike
+        # The lists are replaced when a plugin withdraws.
+        if (seen and seen[0] is calls.kai_predicate and seen[1] is calls.kai_node_scores
+                and seen[2] is calls.kai_nodes_alike):
+            return found
+        self._alike = ((calls.kai_predicate, calls.kai_node_scores, calls.kai_nodes_alike), self._find_alike_calls())
         return self._alike[1]
 
     def _find_alike_calls(self) -> list[Callable[[Session, Task, Job], bool | None]] | None:

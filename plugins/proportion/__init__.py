@@ -36,12 +36,15 @@ class Proportion:
         self.gpu_memory = 100.0
         self.max_gpu_memory = 100.0
         self.requests: dict[str, list[float]] = {}
+        #: The shares of each queue's chain up to the root, by leaf queue name (for this session).
+        self.chains: dict[str, list] = {}
         self.solution: reclaim.ReclaimState | None = None
 
     @hookimpl
     def kai_session_open(self, session):
         self.shares, self.totals = build_shares(session, self.k_value)
         self.requests = {}
+        self.chains = {}
         self.gpu_memory = min_node_gpu_memory(session)
         self.max_gpu_memory = max_node_gpu_memory(session)
 
@@ -53,6 +56,7 @@ class Proportion:
     @hookimpl
     def kai_session_close(self, session):
         self.shares = {}
+        self.chains = {}
         self.solution = None
 
     @hookimpl
@@ -117,14 +121,21 @@ class Proportion:
             request[GPU] = task.request.accepted_gpus(memory_base(node, self.gpu_memory))
         return capacity.check(self, session, job, request)
 
+    def chain(self, session, queue: str) -> list:
+        """The shares of ``queue`` and its ancestors that have shares, leaf first."""
+        chain = self.chains.get(queue)
+        if chain is None:
+            shares = self.shares
+            chain = self.chains[queue] = [shares[q.name] for q in session.ancestors(queue) if q.name in shares]
+        return chain
+
     def _charge(self, session, task, sign: float) -> None:
         job = session.jobs.get(task.job)
         if job is None:
             return
         self.requests.pop(job.uid, None)
         amounts = quantify(task.request, memory_base(session.node_by_name.get(task.node), self.gpu_memory))
-        for q in session.ancestors(job.queue):
-            qs = self.shares[q.name]
+        for qs in self.chain(session, job.queue):
             for r in range(3):
                 qs.allocated[r] += sign * amounts[r]
                 if not job.preemptible:

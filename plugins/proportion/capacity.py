@@ -14,7 +14,7 @@ def _h(value: float, divisor: float) -> str:
 
 def check(plugin, session, job, request: list[float]) -> Reject | None:
     """Reject when ``request`` (CPU, memory, GPU) of ``job`` breaks a limit or the non-preemptible quota."""
-    chain = [plugin.shares[q.name] for q in session.ancestors(job.queue) if q.name in plugin.shares]
+    chain = plugin.chain(session, job.queue)
     for qs in chain:
         for r in (CPU, MEMORY, GPU):
             limit = qs.limit[r]

@@ -28,7 +28,10 @@ def compare(plugin, session, lq, rq, ljob, rjob, lvictims, rvictims) -> int | No
 
 
 def _request(plugin, session, job):
-    return NO_REQUEST if job is None else plugin.job_request(session, job)
+    if job is None:
+        return NO_REQUEST
+    request = plugin.requests.get(job.uid)
+    return plugin.job_request(session, job) if request is None else request
 
 
 def _victims(plugin, session, victims):

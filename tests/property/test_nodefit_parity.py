@@ -50,6 +50,18 @@ def test_fit_nodes_native_equals_pure(inputs):
     assert n_pure == sum(1 for v in out_pure if v)
 
 
+@needs_native
+def test_fit_nodes_native_refuses_what_it_cannot_read():
+    arrays = [array("d", [1.0, 1.0]) for _ in range(8)]
+    out = array("b", bytes(1))
+    with pytest.raises(IndexError):
+        nodefit_native.fit_nodes(*arrays, array("i", [2]), 0.0, 0.0, 0.0, 1.0, out)
+    with pytest.raises(ValueError):
+        nodefit_native.fit_nodes(*arrays[:7], array("f", [1.0, 1.0]), array("i", [0]), 0.0, 0.0, 0.0, 1.0, out)
+    with pytest.raises(ValueError):
+        nodefit_native.fit_nodes(*arrays, array("i", [0, 1]), 0.0, 0.0, 0.0, 1.0, out)  # out too short
+
+
 @st.composite
 def score_inputs(draw):
     n = draw(st.integers(0, 12))
