@@ -107,7 +107,7 @@ def test_a_pip_installed_podgrouper_groups_pods_of_its_kind_in_the_live_loop(kub
         assert (pg["spec"]["minMember"], pg["spec"]["queue"]) == (4, "research")
         assert pg["metadata"]["ownerReferences"][0]["kind"] == "Sweep"
         wait_for("the pod's annotation", lambda: (kube.get(object_path("", "v1", "pods", ns, "lr-search-trial-7"))
-                                                  ["metadata"]["annotations"].get("pod-group-name")) == name)
+                                                  ["metadata"].get("annotations", {}).get("pod-group-name")) == name)
     finally:
         assert proc.terminate() == 0, proc.log()[-3000:]
     assert "podgrouper started" in proc.log()
