@@ -60,6 +60,10 @@ class BestFit:
 
     name = "bestfit"
 
+    @hookimpl
+    def kai_nodes_alike(self):
+        return True  # free CPU and devices, min-max over the nodes given: one node per class will do
+
     @staticmethod
     def raw_score(task, node) -> int:
         milli, devices = request_milli(task)
@@ -84,6 +88,10 @@ class DotProd:
     name = "dotprod"
 
     @hookimpl
+    def kai_nodes_alike(self):
+        return True  # free CPU and devices only: one node per class will do
+
+    @hookimpl
     def kai_node_scores(self, task, nodes):
         milli, devices = request_milli(task)
         pod = (task.request.cpu / MAX_SPEC_CPU, milli * devices / MAX_SPEC_GPU)
@@ -102,6 +110,10 @@ class GpuPacking:
     """Tiers: share a used device (tightest first), then free devices of a used node, then an empty node."""
 
     name = "gpupacking"
+
+    @hookimpl
+    def kai_nodes_alike(self):
+        return True  # free and total devices only: one node per class will do
 
     @hookimpl
     def kai_node_scores(self, task, nodes):

@@ -6,6 +6,7 @@ from types import SimpleNamespace
 import pytest
 from kai_fgd_baselines import BestFit, DotProd, Fgd, GpuClustering, GpuPacking, RandomFit, trace_workload, uniform
 
+from kai import hookimpl
 from kai import testing as kt
 from kai.api.resources import ResourceRequest
 from kai.sim.replay import seeded_names
@@ -109,3 +110,28 @@ def test_fgd_prefers_the_node_its_measure_grows_least_on(tmp_path):
 @pytest.mark.parametrize("name", ["bestfit", "dotprod", "gpupacking", "gpuclustering", "randomfit"])
 def test_entry_points(name):
     assert kt.plugin_manager(["predicates", name]).plugin(name).name == name
+
+
+class EveryNode:
+    """A policy's node scores without ``kai_nodes_alike``: the kernel looks at every node."""
+
+    def __init__(self, policy):
+        self.policy, self.name = policy, f"{policy.name}-every-node"
+
+    @hookimpl
+    def kai_node_scores(self, task, nodes):
+        return self.policy.kai_node_scores(task=task, nodes=nodes)
+
+
+@pytest.mark.parametrize("policy", [BestFit, DotProd, GpuPacking])
+def test_node_classes_leave_the_choice_unchanged(policy):
+    shapes = [(8, 96000), (2, 104000), (4, 64000), (8, 96000), (2, 104000)] * 6
+    nodes = seeded_names([kt.node(f"n{k:02d}", gpus=g, cpu=c) for k, (g, c) in enumerate(shapes)], 42)
+
+    def placed(plugins, **extra):
+        jobs = [kt.job(f"j{k}", gpus=k % 3, cpu=1000 + 7000 * (k % 5)) for k in range(60)]
+        return kt.placements(kt.run(kt.cluster(nodes=nodes, jobs=jobs), plugins=plugins, **extra))
+
+    by_class = placed(["predicates", policy.name])
+    every = placed(["predicates", "every"], extra_plugins={"every": lambda arguments: EveryNode(policy())})
+    assert len(by_class) == 60 and by_class == every
