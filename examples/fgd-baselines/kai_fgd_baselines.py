@@ -3,15 +3,16 @@
 Weng et al., "Beware of Fragmentation: Scheduling GPU-Sharing Workloads with Fragmentation Gradient
 Descent", USENIX ATC'23. Each plugin scores nodes exactly as the paper's simulator does
 (``pkg/simulator/plugin/*_score.go``), integer scores included, and chooses the device of a shared-GPU
-task as the simulator's ``gpusel`` option used for it does. Ties go to the node name, KAI's rule
-(the simulator breaks them by a seeded random name prefix).
+task as the simulator's ``gpusel`` option used for it does. Ties go to the node name, KAI's rule; the
+replay prefixes node names with a seeded permutation, as the simulator does, so ties fall randomly per seed.
 
 =================  ==========================================================================
 ``bestfit``        least leftover CPU and GPU after placing, min-max normalised to 0..100
 ``dotprod``        least dot product of the node's free and the task's requested (CPU, GPU)
 ``gpupacking``     join a used GPU, then free GPUs of a used node, then an empty node
 ``gpuclustering``  nodes already running GPU tasks of the same kind first
-``randomfit``      one feasible node at random (argument ``seed``, default 42)
+``randomfit``      one feasible node at random, drawn from a hash of the task's and the node's
+                   names (and argument ``seed``, default 0)
 ``fgd``            least growth of the paper's fragmentation measure (memory-blind) for the
                    workload of argument ``trace`` (a pod CSV) or ``workload``
 =================  ==========================================================================
@@ -20,28 +21,31 @@ task as the simulator's ``gpusel`` option used for it does. Ties go to the node 
 from __future__ import annotations
 
 import csv
+import hashlib
 import math
-import random
 from collections import Counter
 
 from kai import hookimpl
 from kai.framework.gpusharing import node_gpu_memory, task_gpu_memory
 from kai.plugins.fragmentation import EPS, NodeState, Shape, after_task, node_state, normalised, parse_workload
 
-MAX_SPEC_CPU = 128000.0  # millicores
-MAX_SPEC_GPU = 8.0  # GPUs
+MAX_SPEC_CPU = 128000  # millicores
+MAX_SPEC_GPU = 8000  # milli-GPU
 MAX_SCORE = 100
 
 
-def free_gpus(node) -> float:
-    """Idle GPU of the node: whole free devices plus the free portions of shared ones."""
+def device_milli(node) -> list[int]:
+    """Idle milli-GPU of each device of the node: 1000 per free device, the free part of each shared one."""
     s = node_state(node, "")
-    return s.whole + sum(s.slivers)
+    return [1000] * int(s.whole + EPS) + [round(x * 1000) for x in s.slivers]
 
 
-def gpu_request(task) -> float:
+def request_milli(task) -> tuple[int, int]:
+    """``(milli-GPU per device, devices)`` the task asks; ``(0, 0)`` for a task without GPUs."""
     r = task.request
-    return r.gpu_fraction * r.gpu_devices if r.is_shared_gpu else float(r.gpus)
+    if r.is_shared_gpu:
+        return round(r.gpu_fraction * 1000), r.gpu_devices
+    return (1000, r.gpus) if r.gpus else (0, 0)
 
 
 def best_device(task, node, groups):
@@ -51,15 +55,26 @@ def best_device(task, node, groups):
 
 
 class BestFit:
+    """``int(100 * (1 - s))`` with ``s`` the CPU and GPU left after placing, each over its maximum spec and
+    weighted 0.5, then min-max normalised to 0..100 over the feasible nodes (integer arithmetic, as in Go)."""
+
     name = "bestfit"
 
     @hookimpl
+    def kai_nodes_alike(self):
+        return True  # free CPU and devices, min-max over the nodes given: one node per class will do
+
+    @staticmethod
+    def raw_score(task, node) -> int:
+        milli, devices = request_milli(task)
+        s = 0.0
+        s += (node.arrays.idle_cpu[node.index] - task.request.cpu) / MAX_SPEC_CPU * 0.5
+        s += (sum(device_milli(node)) - milli * devices) / MAX_SPEC_GPU * 0.5
+        return int((1.0 - s) * MAX_SCORE)
+
+    @hookimpl
     def kai_node_scores(self, task, nodes):
-        raw = []
-        for n in nodes:
-            cpu_left = n.arrays.idle_cpu[n.index] - task.request.cpu
-            s = 0.5 * cpu_left / MAX_SPEC_CPU + 0.5 * (free_gpus(n) - gpu_request(task)) / MAX_SPEC_GPU
-            raw.append(int((1.0 - s) * MAX_SCORE))
+        raw = [self.raw_score(task, n) for n in nodes]
         lo, hi = min(raw), max(raw)
         return [0.0 if hi == lo else float((x - lo) * MAX_SCORE // (hi - lo)) for x in raw]
 
@@ -67,15 +82,24 @@ class BestFit:
 
 
 class DotProd:
+    """``int(100 * (1 - dot / 2))`` of the node's free and the task's requested (CPU, GPU), each over its
+    maximum spec: the least aligned node wins."""
+
     name = "dotprod"
 
     @hookimpl
+    def kai_nodes_alike(self):
+        return True  # free CPU and devices only: one node per class will do
+
+    @hookimpl
     def kai_node_scores(self, task, nodes):
+        milli, devices = request_milli(task)
+        pod = (task.request.cpu / MAX_SPEC_CPU, milli * devices / MAX_SPEC_GPU)
         out = []
         for n in nodes:
-            node_vec = (n.arrays.idle_cpu[n.index] / MAX_SPEC_CPU, free_gpus(n) / MAX_SPEC_GPU)
-            pod_vec = (task.request.cpu / MAX_SPEC_CPU, gpu_request(task) / MAX_SPEC_GPU)
-            dot = node_vec[0] * pod_vec[0] + node_vec[1] * pod_vec[1]
+            dot = 0.0
+            dot += n.arrays.idle_cpu[n.index] / MAX_SPEC_CPU * pod[0]
+            dot += sum(device_milli(n)) / MAX_SPEC_GPU * pod[1]
             out.append(float(int(MAX_SCORE * (1.0 - dot / 2))))
         return out
 
@@ -83,7 +107,13 @@ class DotProd:
 
 
 class GpuPacking:
+    """Tiers: share a used device (tightest first), then free devices of a used node, then an empty node."""
+
     name = "gpupacking"
+
+    @hookimpl
+    def kai_nodes_alike(self):
+        return True  # free and total devices only: one node per class will do
 
     @hookimpl
     def kai_node_scores(self, task, nodes):
@@ -93,18 +123,16 @@ class GpuPacking:
 
     @staticmethod
     def _score(task, node) -> int:
-        s = node_state(node, "")
-        fully_free, total = int(s.whole), int(node.allocatable.gpu)
-        if fully_free == total:
+        devices = device_milli(node)
+        fully_free = devices.count(1000)
+        if fully_free == int(node.allocatable.gpu):
             return max(MAX_SCORE // 3 - fully_free, fully_free)
-        r = task.request
-        need, want = (1, r.gpu_fraction) if r.is_shared_gpu else (r.gpus, 1.0)
-        devices = sorted(list(s.slivers) + [1.0] * fully_free)
-        used = [d for d in devices if d >= want - EPS][:need]
-        whole_used = sum(1 for d in used if d >= 1.0 - EPS)
+        milli, need = request_milli(task)
+        used = [d for d in sorted(devices) if d >= milli][:need]
+        whole_used = used.count(1000)
         if whole_used:
             return max(MAX_SCORE // 2 - whole_used, MAX_SCORE // 3)
-        return max(MAX_SCORE - sum(int(d * 1000) * 100 // 1000 for d in used) // 10, MAX_SCORE // 2)
+        return max(MAX_SCORE - sum(d * 100 // 1000 for d in used) // 10, MAX_SCORE // 2)
 
     kai_gpu_scores = hookimpl(staticmethod(best_device))
 
@@ -126,7 +154,7 @@ class GpuClustering:
         out = []
         for n in nodes:
             tags = {t for t in (gpu_tag(x.request) for x in n.tasks.values()) if t}
-            base = MAX_SCORE // 4 * int(MAX_SPEC_GPU * 1000 - round(free_gpus(n) * 1000)) // int(MAX_SPEC_GPU * 1000)
+            base = MAX_SCORE // 4 * (MAX_SPEC_GPU - sum(device_milli(n))) // MAX_SPEC_GPU
             tier = (3 if len(tags) == 1 else 2) if tag in tags else (1 if not tags else 0)
             out.append(float(base + tier * MAX_SCORE // 4))
         return out
@@ -134,20 +162,35 @@ class GpuClustering:
     kai_gpu_scores = hookimpl(staticmethod(best_device))
 
 
+def uniform(*parts: object) -> float:
+    """A number in [0, 1) fixed by ``parts``: a stable hash (BLAKE2b), the same in every process and run."""
+    digest = hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64
+
+
 class RandomFit:
+    """Every feasible node gets an independent uniform score drawn from the task's and the node's names, so
+    the best one is a uniform pick among them, reproducible for the same names. The replay prefixes the
+    node names with a seeded permutation, so each seed draws differently. Does not implement
+    ``kai_nodes_alike``: the pick is among nodes, never among node classes."""
+
     name = "randomfit"
 
-    def __init__(self, seed: int):
-        self.rng = random.Random(seed)
+    def __init__(self, seed: int = 0):
+        self.seed = seed
 
     @hookimpl
     def kai_node_scores(self, task, nodes):
-        pick = self.rng.randrange(len(nodes))
-        return [float(MAX_SCORE) if k == pick else 0.0 for k in range(len(nodes))]
+        return [uniform(self.seed, task.name, n.name) for n in nodes]
 
     @hookimpl
     def kai_gpu_scores(self, task, node, groups):
-        return [self.rng.random() for _ in groups]
+        """A uniform pick among the fitting devices: a shared device scores one draw, the entry standing for
+        ``k`` free devices the largest of ``k`` draws (``u ** (1 / k)``)."""
+        a, i = node.arrays, node.index
+        free = int(a.idle_gpu[i] + a.rel_gpu[i] + EPS)
+        return [uniform(self.seed, task.name, node.name, k) ** (1.0 / free if g is None else 1.0)
+                for k, g in enumerate(groups)]
 
 
 def trace_workload(path: str, coverage: float = 0.95) -> list[tuple[Shape, float]]:
@@ -245,7 +288,7 @@ def build_gpuclustering(arguments):
 
 
 def build_randomfit(arguments):
-    return RandomFit(int(arguments.get("seed", 42)))
+    return RandomFit(int(arguments.get("seed", 0)))
 
 
 def build_fgd(arguments):
