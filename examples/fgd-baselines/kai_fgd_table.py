@@ -8,11 +8,12 @@ import json
 import statistics
 import subprocess
 import sys
+from importlib import resources
 from pathlib import Path
 
 from kai.sim.replay_trace import default_file
 
-CONFIGS = Path(__file__).resolve().parent / "configs"
+CONFIGS = Path(str(resources.files("kai_fgd_configs")))
 DEFAULT_PODS = "openb_pod_list_default.csv"
 POLICIES = ("randomfit", "dotprod", "gpuclustering", "gpupacking", "bestfit", "fgd")
 #: The paper's unallocated GPU % on the default pod list over seeds 42-51 (its artifact's results):
