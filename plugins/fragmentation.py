@@ -3,18 +3,21 @@
 The idea is Fragmentation Gradient Descent (Weng et al., USENIX ATC'23): a node's *fragmentation* for
 a workload distribution is the free GPU that tasks drawn from the distribution could not use, weighted
 by the probability of drawing them, and a task goes to the node (a shared-GPU task to the device) whose
-fragmentation grows least when it lands there. The paper asks only whether the next task fits; this
-measure asks how much GPU the tasks of each shape could take if the node were filled with them: as many
-as its free devices, its CPU and its memory all allow. Free GPUs the node's CPU or memory cannot feed
-thus count as fragment before the CPU runs out, which is where a GPU-only or fits-now view strands them.
+fragmentation grows least when it lands there. For each shape this measure adds two parts: what the
+*next* task of the shape could not use (the paper's measure, with memory as well as CPU: all free GPU when
+the task does not fit, else the devices too small for it), and ``lookahead`` times what would be left if
+the node were filled with tasks of the shape as far as its devices, CPU and memory allow -- free GPUs the
+node's CPU or memory cannot feed count before the CPU runs out, which is where a fits-now view strands them.
 
 The distribution is the argument ``workload`` (a list of shapes with weights) or, without it, learned
 from the tasks that arrived most recently (argument ``window``, default 2000 tasks): every task the
-scheduler sees for the first time counts once. Only the ``max_shapes`` (default 48) most frequent shapes
-are kept. Scores only order feasible nodes and devices; they never change where a task fits.
+scheduler sees for the first time counts once, whether it arrives with a new session or joins an open
+one. Only the ``max_shapes`` (default 48) most frequent shapes are kept. Scores only order feasible nodes
+and devices; they never change where a task fits.
 
 Arguments: ``workload``, ``window``, ``max_shapes``, ``weight`` (score per GPU of fragmentation avoided,
-default 10), ``model_label`` (node label naming the GPU model, default ``nvidia.com/gpu.product``).
+default 10), ``lookahead`` (weight of the filled-node part, default 0.5), ``model_label`` (node label
+naming the GPU model, default ``nvidia.com/gpu.product``).
 """
 
 from __future__ import annotations
@@ -35,11 +38,16 @@ from kai.framework.gpusharing import node_gpu_memory, task_gpu_memory
 DEFAULT_MODEL_LABEL = "nvidia.com/gpu.product"
 #: Score of a node per GPU-equivalent of expected fragmentation avoided.
 DEFAULT_WEIGHT = 10.0
-#: Tie-break between nodes of equal fragmentation growth: prefer the node left with less CPU and memory.
+#: Weight of the filled-node part of a shape's fragment beside the next-task part.
+DEFAULT_LOOKAHEAD = 0.5
+#: Tie-break between nodes of equal fragmentation growth: prefer the node left with fewer free GPUs and less
+#: CPU (each counted against the largest node's).
 TIE_BREAK = 1e-3
 EPS = 1e-9
 #: Adopt a newly learned workload when it is this far (total variation) from the one in use.
 REFRESH_DISTANCE = 0.02
+#: Look at the learned distribution again once the new arrivals are this share of the window (1/4).
+REFRESH_SHARE = 4
 #: Most cached growth results kept.
 MAX_CACHE = 200_000
 _SUFFIXES = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
@@ -54,7 +62,7 @@ def parse_quantity(value: Any) -> float:
     return float(m.group(1)) * _SUFFIXES.get(m.group(2) or "", 1.0)
 
 
-@attrs.define(frozen=True)
+@attrs.define(frozen=True, cache_hash=True)
 class Shape:
     """A task shape of the workload: CPU (millicores), memory (bytes), whole GPUs, a GPU fraction, an amount
     of GPU memory (MiB) or a MIG profile, and the GPU models it may run on (empty: any)."""
@@ -72,7 +80,7 @@ class Shape:
         return not (self.gpus or self.fraction or self.mig or self.gpu_memory_mib)
 
 
-@attrs.define(frozen=True)
+@attrs.define(frozen=True, cache_hash=True)
 class NodeState:
     """What fragmentation looks at on a node: free CPU, memory, whole devices, the free portions of its
     shared devices, free MIG instances by profile, its GPU model and the memory of each GPU (MiB)."""
@@ -105,7 +113,7 @@ def usable_gpus(state: NodeState, shape: Shape) -> float:
     elif shape.gpus:
         count, per_task = state.whole // shape.gpus, float(shape.gpus)
     else:
-        f = shape.fraction or (shape.gpu_memory_mib / state.device_memory if state.device_memory else 2.0)
+        f = shape_fraction(state, shape)
         if f > 1 + EPS:
             return 0.0
         count = state.whole * math.floor((1 + EPS) / f) + sum(math.floor((s + EPS) / f) for s in state.slivers)
@@ -117,18 +125,49 @@ def usable_gpus(state: NodeState, shape: Shape) -> float:
     return max(count, 0.0) * per_task
 
 
-def fragmentation(state: NodeState, workload: Iterable[tuple[Shape, float]]) -> float:
+def shape_fraction(state: NodeState, shape: Shape) -> float:
+    """The part of one of the node's devices a shared shape takes."""
+    return shape.fraction or (shape.gpu_memory_mib / state.device_memory if state.device_memory else 2.0)
+
+
+def next_task_fragment(state: NodeState, shape: Shape) -> float:
+    """Free GPU of ``state`` one more task of ``shape`` could not use (the paper's measure, memory included):
+    all of it when the task does not fit (model, CPU, memory or devices lacking), else what the devices it
+    cannot go to hold."""
+    total = state.free_gpus
+    if ((shape.models and state.model not in shape.models) or shape.cpu > state.cpu + EPS
+            or shape.memory > state.memory + EPS):
+        return total
+    if shape.mig:
+        free = dict(state.mig).get(shape.mig, 0.0)
+        return total - mig_gpu_slices(shape.mig) * free if free >= 1 else total
+    if shape.gpus:
+        return total - state.whole if state.whole >= shape.gpus - EPS else total
+    f = shape_fraction(state, shape)
+    if f > 1 + EPS:
+        return total
+    small = sum(s for s in state.slivers if s < f - EPS)
+    if state.whole < 1 - EPS and small >= sum(state.slivers) - EPS:
+        return total
+    return small + state.mig_gpus
+
+
+def fragmentation(state: NodeState, workload: Iterable[tuple[Shape, float]],
+                  lookahead: float = DEFAULT_LOOKAHEAD) -> float:
     """Expected free GPU amount of ``state`` that tasks drawn from ``workload`` ((shape, probability) pairs)
-    could not use: for each GPU shape, the free GPU left over once the node is filled with that shape as far
-    as its devices, CPU and memory allow. CPU-only shapes use no GPU and add nothing; they matter through the
-    CPU and memory they leave to the GPU shapes."""
+    could not use. For each GPU shape, what the next task of that shape could not use
+    (:func:`next_task_fragment`) plus ``lookahead`` times what is left over once the node is filled with that
+    shape as far as its devices, CPU and memory allow. CPU-only shapes use no GPU and add nothing; they matter
+    through the CPU and memory they leave to the GPU shapes."""
     total = state.free_gpus
     if total <= EPS:
         return 0.0
     out = 0.0
     for shape, p in workload:
         if not shape.cpu_only:
-            out += p * (total - usable_gpus(state, shape))
+            out += p * next_task_fragment(state, shape)
+            if lookahead:
+                out += p * lookahead * (total - usable_gpus(state, shape))
     return out
 
 
@@ -229,18 +268,51 @@ class Fragmentation:
     name = "fragmentation"
 
     def __init__(self, workload: list[tuple[Shape, float]] | None, window: int, max_shapes: int, weight: float,
-                 model_label: str):
+                 model_label: str, lookahead: float = DEFAULT_LOOKAHEAD):
         self.fixed = workload
         self.window, self.max_shapes, self.weight, self.model_label = window, max_shapes, weight, model_label
-        self.recent: deque[Shape] = deque(maxlen=window)
+        self.lookahead = lookahead
+        self.recent: deque[Shape] = deque()
+        self.counts: Counter[Shape] = Counter()
+        self.fresh = 0
         self.seen: set[str] = set()
         self.workload: list[tuple[Shape, float]] = workload or []
+        self.by_model = any(s.models or s.gpu_memory_mib for s, _ in self.workload)
         #: Fragmentation growth by (node state, request): node states repeat across nodes and sessions.
         self.cache: dict[tuple, tuple[float, tuple[float, ...]]] = {}
+        #: Fragmentation by node state.
+        self.frag_cache: dict[NodeState, float] = {}
+        self.scale = (1.0, 1.0)
+
+    def _learn(self, task) -> None:
+        shape = task_shape(task, self.model_label)
+        self.recent.append(shape)
+        self.counts[shape] += 1
+        if len(self.recent) > self.window:
+            old = self.recent.popleft()
+            self.counts[old] -= 1
+            if not self.counts[old]:
+                del self.counts[old]
+        self.fresh += 1
+
+    def _adopt(self) -> None:
+        """Adopt the learned distribution once it moved far enough from the one in use."""
+        if not self.fresh or (self.workload and self.fresh < len(self.recent) // REFRESH_SHARE):
+            return
+        self.fresh = 0
+        learned = normalised(self.counts, self.max_shapes)
+        if not self.workload or distance(learned, self.workload) > REFRESH_DISTANCE:
+            self.workload = learned
+            self.by_model = any(s.models or s.gpu_memory_mib for s, _ in learned)
+            self.cache.clear()
+            self.frag_cache.clear()
 
     @hookimpl
     def kai_session_open(self, session):
         """Learn the shapes of pending tasks not seen before; adopt the new distribution once it moved."""
+        nodes = session.nodes
+        self.scale = (max((n.allocatable.cpu for n in nodes), default=0.0) or 1.0,
+                      max((n.allocatable.gpu for n in nodes), default=0.0) or 1.0)
         if self.fixed is not None:
             return
         pending: set[str] = set()
@@ -252,14 +324,34 @@ class Fragmentation:
                     if task.uid not in self.seen and not task.request.is_best_effort:
                         arrivals.append((job.creation, task.creation, task.uid, task))
         self.seen = pending
-        if not arrivals:
-            return
         arrivals.sort(key=lambda x: x[:3])
-        self.recent.extend(task_shape(t, self.model_label) for *_, t in arrivals)
-        learned = normalised(Counter(self.recent), self.max_shapes)
-        if not self.workload or distance(learned, self.workload) > REFRESH_DISTANCE:
-            self.workload = learned
-            self.cache.clear()
+        for *_, task in arrivals:
+            self._learn(task)
+        self._adopt()
+
+    @hookimpl
+    def kai_session_job_added(self, session, job):
+        """Learn the shapes of a job that arrived in the open session."""
+        if self.fixed is not None:
+            return None
+        for task in job.tasks.values():
+            if task.status is TaskStatus.PENDING and task.uid not in self.seen and not task.request.is_best_effort:
+                self.seen.add(task.uid)
+                self._learn(task)
+        self._adopt()
+        return None
+
+    @hookimpl
+    def kai_nodes_alike(self):
+        # Scores read a node's amounts and shared devices (nodes with shared devices are classes of their
+        # own); its GPU model and device memory only when a shape of the workload asks for them.
+        return not self.by_model
+
+    def _fragmentation(self, state: NodeState) -> float:
+        hit = self.frag_cache.get(state)
+        if hit is None:
+            hit = self.frag_cache[state] = fragmentation(state, self.workload, self.lookahead)
+        return hit
 
     def _growth(self, task, node, rkey: tuple) -> tuple[float, tuple[float, ...]]:
         """The least fragmentation growth of ``node`` over the devices the task could take, and for a shared
@@ -272,18 +364,20 @@ class Fragmentation:
         hit = self.cache.get(key)
         if hit is not None:
             return hit
-        before = fragmentation(state, self.workload)
+        frag = self._fragmentation
+        before = frag(state)
         if portion is None:
-            growth: tuple[float, ...] = (fragmentation(after_task(state, r, None, None), self.workload) - before,)
+            growth: tuple[float, ...] = (frag(after_task(state, r, None, None)) - before,)
         else:
-            growth = tuple(fragmentation(after_task(state, r, portion, k), self.workload) - before
+            growth = tuple(frag(after_task(state, r, portion, k)) - before
                            if s >= portion - EPS else math.inf for k, s in enumerate(state.slivers))
             if state.whole >= 1 - EPS:
-                growth += (fragmentation(after_task(state, r, portion, None), self.workload) - before,)
+                growth += (frag(after_task(state, r, portion, None)) - before,)
         least = min(growth, default=0.0)
         result = (0.0 if least == math.inf else least), growth
         if len(self.cache) >= MAX_CACHE:
             self.cache.clear()
+            self.frag_cache.clear()
         self.cache[key] = result
         return result
 
@@ -294,11 +388,11 @@ class Fragmentation:
         out = []
         r = task.request
         rkey = request_key(r)
+        cpu_scale, gpu_scale = self.scale
         for node in nodes:
             growth, _ = self._growth(task, node, rkey)
-            a, i, cap = node.arrays, node.index, node.allocatable
-            left = ((a.idle_cpu[i] - r.cpu) / cap.cpu if cap.cpu else 0.0) + (
-                (a.idle_mem[i] - r.memory) / cap.memory if cap.memory else 0.0)
+            a, i = node.arrays, node.index
+            left = (a.idle_cpu[i] - r.cpu) / cpu_scale + (a.idle_gpu[i] - r.gpus) / gpu_scale
             out.append(-self.weight * growth - TIE_BREAK * left)
         return out
 
@@ -326,8 +420,11 @@ def build(arguments):
         window = int(arguments.get("window", 2000))
         max_shapes = int(arguments.get("max_shapes", 48))
         weight = float(arguments.get("weight", DEFAULT_WEIGHT))
+        lookahead = float(arguments.get("lookahead", DEFAULT_LOOKAHEAD))
     except (TypeError, ValueError) as err:
-        raise ValueError(f"arguments window, max_shapes and weight must be numbers: {err}") from None
-    if window < 1 or max_shapes < 1 or weight <= 0:
-        raise ValueError("arguments window and max_shapes must be at least 1 and weight positive")
-    return Fragmentation(workload, window, max_shapes, weight, str(arguments.get("model_label", DEFAULT_MODEL_LABEL)))
+        raise ValueError(f"arguments window, max_shapes, weight and lookahead must be numbers: {err}") from None
+    if window < 1 or max_shapes < 1 or weight <= 0 or not 0 <= lookahead < math.inf:
+        raise ValueError("arguments window and max_shapes must be at least 1, weight positive and lookahead a "
+                         "number from 0 up")
+    return Fragmentation(workload, window, max_shapes, weight, str(arguments.get("model_label", DEFAULT_MODEL_LABEL)),
+                         lookahead)

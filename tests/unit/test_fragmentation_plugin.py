@@ -16,60 +16,70 @@ HALF_GPU = Shape(cpu=2000, memory=8 * GI, fraction=0.5)
 CPU_ONLY = Shape(cpu=4000, memory=16 * GI)
 
 
+def parts(node, workload):
+    """(next-task part, filled-node part) of the node's fragmentation."""
+    now = fragmentation(node, workload, lookahead=0.0)
+    return now, fragmentation(node, workload, lookahead=1.0) - now
+
+
 def test_a_node_every_shape_fits_has_no_fragmentation():
     node = NodeState(cpu=32000, memory=128 * GI, whole=2)
-    assert fragmentation(node, [(ONE_GPU, 0.5), (HALF_GPU, 0.3), (CPU_ONLY, 0.2)]) == 0.0
+    assert parts(node, [(ONE_GPU, 0.5), (HALF_GPU, 0.3), (CPU_ONLY, 0.2)]) == (0.0, 0.0)
 
 
 def test_slivers_too_small_for_a_shape_are_fragment():
     node = NodeState(cpu=32000, memory=128 * GI, whole=1, slivers=(0.3, 0.6))
-    # A whole-GPU task can use only the free device: both slivers (0.9) are lost to it.
-    assert fragmentation(node, [(ONE_GPU, 1.0)]) == pytest.approx(0.9)
-    # Half-GPU tasks fill the free device twice and the 0.6 sliver once: 0.3 + 0.1 are left over.
-    assert fragmentation(node, [(HALF_GPU, 1.0)]) == pytest.approx(0.4)
-    # Weighted by the shapes' probabilities.
-    assert fragmentation(node, [(ONE_GPU, 0.25), (HALF_GPU, 0.75)]) == pytest.approx(0.25 * 0.9 + 0.75 * 0.4)
+    # A whole-GPU task can use only the free device: both slivers (0.9) are lost to it, now and when filled.
+    assert parts(node, [(ONE_GPU, 1.0)]) == pytest.approx((0.9, 0.9))
+    # The next half-GPU task can use the free device or the 0.6 sliver: only the 0.3 sliver is lost to it.
+    # Filled with half-GPU tasks (the free device twice, the 0.6 sliver once) 0.3 + 0.1 are left over.
+    assert parts(node, [(HALF_GPU, 1.0)]) == pytest.approx((0.3, 0.4))
+    # Weighted by the shapes' probabilities, the filled-node part by the look-ahead.
+    assert fragmentation(node, [(ONE_GPU, 0.25), (HALF_GPU, 0.75)], lookahead=0.5) == pytest.approx(
+        0.25 * (0.9 + 0.45) + 0.75 * (0.3 + 0.2))
 
 
 def test_a_shape_that_cannot_fit_at_all_loses_every_free_gpu():
     node = NodeState(cpu=32000, memory=128 * GI, whole=0, slivers=(0.4,))
-    assert fragmentation(node, [(HALF_GPU, 1.0)]) == pytest.approx(0.4)  # no device has 0.5 free
+    assert parts(node, [(HALF_GPU, 1.0)]) == pytest.approx((0.4, 0.4))  # no device has 0.5 free
     two = Shape(cpu=1000, memory=GI, gpus=2)
-    assert fragmentation(NodeState(32000, 128 * GI, whole=1), [(two, 1.0)]) == pytest.approx(1.0)
+    assert parts(NodeState(32000, 128 * GI, whole=1), [(two, 1.0)]) == pytest.approx((1.0, 1.0))
 
 
 def test_free_gpus_on_a_cpu_or_memory_starved_node_are_stranded():
     cpu_starved = NodeState(cpu=4000, memory=128 * GI, whole=2)
     mem_starved = NodeState(cpu=32000, memory=16 * GI, whole=2)
     for node in (cpu_starved, mem_starved):
-        assert fragmentation(node, [(ONE_GPU, 1.0)]) == pytest.approx(2.0)
+        assert parts(node, [(ONE_GPU, 1.0)]) == pytest.approx((2.0, 2.0))
         # CPU-only shapes take no GPU: they add nothing themselves.
-        assert fragmentation(node, [(Shape(cpu=64000, memory=256 * GI), 1.0)]) == 0.0
+        assert parts(node, [(Shape(cpu=64000, memory=256 * GI), 1.0)]) == (0.0, 0.0)
 
 
 def test_gpus_the_cpu_cannot_feed_are_fragment_before_the_cpu_runs_out():
-    # 8 free GPUs but CPU for two 8-core GPU tasks: 6 GPUs will be stranded (the paper's measure says 0).
+    # 8 free GPUs but CPU for two 8-core GPU tasks: the next task fits (next-task part 0), but 6 GPUs will
+    # be stranded once the node is filled.
     node = NodeState(cpu=20000, memory=512 * GI, whole=8)
-    assert fragmentation(node, [(ONE_GPU, 1.0)]) == pytest.approx(6.0)
-    assert fragmentation(node, [(HALF_GPU, 1.0)]) == pytest.approx(8.0 - 10 * 0.5)
+    assert parts(node, [(ONE_GPU, 1.0)]) == pytest.approx((0.0, 6.0))
+    assert parts(node, [(HALF_GPU, 1.0)]) == pytest.approx((0.0, 8.0 - 10 * 0.5))
 
 
 def test_gpu_model_and_mig():
     t4 = NodeState(cpu=32000, memory=128 * GI, whole=2, model="T4")
-    assert fragmentation(t4, [(Shape(cpu=1000, gpus=1, models=frozenset({"A100"})), 1.0)]) == pytest.approx(2.0)
-    assert fragmentation(t4, [(Shape(cpu=1000, gpus=1, models=frozenset({"T4"})), 1.0)]) == 0.0
+    assert parts(t4, [(Shape(cpu=1000, gpus=1, models=frozenset({"A100"})), 1.0)]) == pytest.approx((2.0, 2.0))
+    assert parts(t4, [(Shape(cpu=1000, gpus=1, models=frozenset({"T4"})), 1.0)]) == (0.0, 0.0)
     mig = NodeState(cpu=32000, memory=128 * GI, whole=1, mig=(("nvidia.com/mig-1g.10gb", 2.0),))
     # Whole-GPU tasks cannot use MIG slices; a 1g task can, and then only the whole device is left over.
-    assert fragmentation(mig, [(Shape(cpu=1000, gpus=1), 1.0)]) == pytest.approx(2.0)
-    assert fragmentation(mig, [(Shape(cpu=1000, mig="nvidia.com/mig-1g.10gb"), 1.0)]) == pytest.approx(1.0)
-    assert fragmentation(mig, [(Shape(cpu=1000, mig="nvidia.com/mig-3g.40gb"), 1.0)]) == pytest.approx(3.0)
+    assert parts(mig, [(Shape(cpu=1000, gpus=1), 1.0)]) == pytest.approx((2.0, 2.0))
+    assert parts(mig, [(Shape(cpu=1000, mig="nvidia.com/mig-1g.10gb"), 1.0)]) == pytest.approx((1.0, 1.0))
+    assert parts(mig, [(Shape(cpu=1000, mig="nvidia.com/mig-3g.40gb"), 1.0)]) == pytest.approx((3.0, 3.0))
 
 
 def test_a_gpu_memory_shape_is_a_fraction_of_the_node_s_devices():
     shape = Shape(cpu=1000, gpu_memory_mib=20000)
-    assert fragmentation(NodeState(32000, 128 * GI, whole=1, slivers=(0.3,), device_memory=40000),
-                         [(shape, 1.0)]) == pytest.approx(0.3)  # half a device: two fit the free one
-    assert fragmentation(NodeState(32000, 128 * GI, whole=1, device_memory=16000), [(shape, 1.0)]) == 1.0
+    # Half a device: the next task fits the free device, two fill it; the 0.3 sliver is lost either way.
+    assert parts(NodeState(32000, 128 * GI, whole=1, slivers=(0.3,), device_memory=40000),
+                 [(shape, 1.0)]) == pytest.approx((0.3, 0.3))
+    assert parts(NodeState(32000, 128 * GI, whole=1, device_memory=16000), [(shape, 1.0)]) == (1.0, 1.0)
 
 
 def test_workload_argument_is_checked():
@@ -84,6 +94,8 @@ def test_workload_argument_is_checked():
             parse_workload(bad)
     with pytest.raises(ValueError, match="window"):
         build({"window": 0})
+    with pytest.raises(ValueError, match="lookahead"):
+        build({"lookahead": -1})
 
 
 def test_the_plugin_is_found_through_its_entry_point():
@@ -113,8 +125,9 @@ def test_node_score_prefers_the_node_whose_fragmentation_grows_least():
     plugin = session.plugins.plugin("fragmentation")
     task = session.jobs[next(iter(session.jobs))].tasks["prep-0"]
     got = scores(plugin, task, session, ["small", "big"])
-    # On "small" the CPU-only task strands its GPU for the 8-core GPU tasks: growth 1 GPU, score -10.
-    assert got["small"] == pytest.approx(-10.0, abs=0.01)
+    # On "small" the CPU-only task strands its GPU for the 8-core GPU tasks, for the next one and once filled:
+    # growth 1 + 0.5 x 1 GPU (look-ahead 0.5), score -15.
+    assert got["small"] == pytest.approx(-15.0, abs=0.01)
     assert got["big"] == pytest.approx(0.0, abs=0.01)
 
 
@@ -130,10 +143,10 @@ def test_shared_task_joins_the_device_it_fills():
     plugin = session.plugins.plugin("fragmentation")
     task = next(t for j in session.jobs.values() for t in j.tasks.values() if t.name == "new-0")
     node = session.node_by_name["n"]
-    # Before: half-GPU tasks fit twice on the free device, not on the 0.4 sliver: 0.4 is fragment.
-    # Filling the sliver leaves the free device (fragment 0, growth -0.4); opening the free device leaves
-    # slivers 0.4 and 0.6, one half-GPU task (fragment 0.5, growth +0.1).
-    assert plugin.kai_gpu_scores(task=task, node=node, groups=["g1", None]) == pytest.approx([4.0, -1.0])
+    # Before: the 0.4 sliver is lost to half-GPU tasks, now and once filled: 0.4 + 0.5 x 0.4 = 0.6.
+    # Filling the sliver leaves the free device (fragment 0, growth -0.6); opening the free device leaves
+    # slivers 0.4 and 0.6: 0.4 lost to the next task, 0.4 + 0.1 once filled (0.65, growth +0.05).
+    assert plugin.kai_gpu_scores(task=task, node=node, groups=["g1", None]) == pytest.approx([6.0, -0.5])
 
 
 def snapshot():
@@ -160,3 +173,21 @@ def test_gangs_stay_all_or_nothing(replicas, placed):
                       jobs=[kt.job("gang", tasks=replicas, gpus=1, cpu=4000)])
     session = kt.run(snap, plugins=["predicates", "proportion", kt.PluginSpec("fragmentation")])
     assert len(kt.placements(session)) == placed
+
+
+def test_the_workload_is_learned_from_jobs_joining_an_open_session():
+    snap = kt.cluster(nodes=[kt.node("a", gpus=1, cpu=8000)], queues=[kt.queue("default")])
+    session = kt.run(snap, plugins=["predicates", kt.PluginSpec("fragmentation")], actions=())
+    plugin = session.plugins.plugin("fragmentation")
+    assert plugin.workload == []
+    session.add_job(kt.job("train", gpus=1, cpu=8000, memory=32 * GI))
+    assert plugin.workload == [(ONE_GPU, 1.0)]
+    for k in range(3):
+        session.add_job(kt.job(f"prep{k}", cpu=4000, memory=16 * GI))
+    assert plugin.workload == [(CPU_ONLY, 0.75), (ONE_GPU, 0.25)]
+
+
+def test_nodes_are_alike_unless_a_shape_names_gpu_models():
+    assert build({"workload": [{"cpu": 8, "gpus": 1}]}).kai_nodes_alike() is True
+    assert build({"workload": [{"cpu": 8, "gpus": 1, "models": ["T4"]}]}).kai_nodes_alike() is False
+    assert build({"workload": [{"cpu": 1, "gpu_memory": "20Gi"}]}).kai_nodes_alike() is False
