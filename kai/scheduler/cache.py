@@ -258,7 +258,7 @@ class ClusterCache:
         inputs = (tuple(informer.changes for informer in inf.values()), self.restrict_node_scheduling,
                   self.reservation_app, self.stuck_after)
         if reuse.cycle is not None and inputs == reuse.inputs:
-            again = reuse.same_cycle(inputs, self._assumptions(reuse.pods, reuse.binds), now)
+            again = reuse.same_cycle(self._assumptions(reuse.pods, reuse.binds), now)
             if again is not None:
                 return again
         reuse.start()

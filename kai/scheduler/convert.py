@@ -65,7 +65,7 @@ def pod_state(pod: PodView, bind: BindRequestView | None, now: float = 0.0,
     if pod.phase == "Running":
         if not pod.deleting:
             return TaskStatus.RUNNING, pod.node_name or None
-        stuck = pod.deletion is not None and now - pod.deletion > stuck_after
+        stuck = now > stuck_at(pod, stuck_after)
         return (TaskStatus.STUCK_IN_RELEASING if stuck else TaskStatus.RELEASING), pod.node_name or None
     if pod.phase == "Succeeded":
         return TaskStatus.SUCCEEDED, pod.node_name or None

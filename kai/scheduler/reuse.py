@@ -48,9 +48,10 @@ class Reuse:
         self._tasks: dict[str, tuple[Any, tuple, Task]] = {}
         self._jobs: dict[str, tuple[Any, tuple, Job]] = {}
 
-    def same_cycle(self, inputs: tuple, assumed: tuple, now: float) -> Cycle | None:
-        """The last cycle when it was built from ``inputs`` and ``assumed`` and still holds at ``now``."""
-        if self.cycle is None or inputs != self.inputs or assumed != self.assumed or now >= self.until:
+    def same_cycle(self, assumed: tuple, now: float) -> Cycle | None:
+        """The last cycle when it was built from the same inputs (the caller's check) and ``assumed`` and still
+        holds at ``now``."""
+        if self.cycle is None or assumed != self.assumed or now >= self.until:
             return None
         self.cycle.snapshot.now = now
         return self.cycle
