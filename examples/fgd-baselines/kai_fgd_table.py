@@ -1,5 +1,6 @@
 """``kai-fgd-table``: the FGD paper's table -- unallocated GPU % at 100 % and 130 % arrival, per policy and
-seed -- by running ``kai-scheduler replay`` (inflate mode) once per policy config over all seeds."""
+seed -- by running ``kai-scheduler replay`` (inflate mode) once per policy config over all seeds, or from the
+saved ``--json`` output of an earlier run (``--results``); ``--plot`` draws the curves of all policies."""
 
 from __future__ import annotations
 
@@ -35,12 +36,74 @@ def replay(config: Path, trace_dir: Path, pods: str, seeds: str, jobs: int) -> l
     return json.loads(out.stdout)["runs"]
 
 
+def reached(runs: list[dict], arrived: str) -> list[float]:
+    """The runs' unallocated GPU % at ``arrived`` % arrival, of those that got there."""
+    return [v for r in runs if (v := r["unallocated_pct_at"].get(arrived)) is not None]
+
+
 def spread(values: list[float]) -> str:
     """``median [p25, p75]`` (quartiles interpolated between the sorted values, as numpy does)."""
+    if not values:
+        return "--"
     if len(values) < 2:
         return f"{values[0]:5.2f} [{values[0]:5.2f}, {values[0]:5.2f}]"
     p25, p50, p75 = statistics.quantiles(values, n=4, method="inclusive")
     return f"{p50:5.2f} [{p25:5.2f}, {p75:5.2f}]"
+
+
+def load_results(path: Path) -> dict[str, list[dict]]:
+    """The saved ``--json`` output of an earlier run: policy name to its runs."""
+    try:
+        results = json.loads(path.read_text())
+        if not isinstance(results, dict) or not results:
+            raise ValueError("expected an object mapping policy names to lists of runs")
+        for name, runs in results.items():
+            if not isinstance(runs, list) or not runs or not all(
+                    isinstance(r, dict) and isinstance(r.get("unallocated_pct_at"), dict) for r in runs):
+                raise ValueError(f"policy {name!r}: expected a non-empty list of runs with 'unallocated_pct_at'")
+    except (OSError, ValueError) as err:
+        sys.stderr.write(f"kai-fgd-table: {path}: {err}\n")
+        raise SystemExit(2) from None
+    return results
+
+
+def curves(runs: list[dict]) -> list[tuple[float, float, float, float]]:
+    """``(arrived %, p25, median, p75)`` of the unallocated GPU % over the runs, at each arrived % they all reached."""
+    points = []
+    for key in runs[0]["unallocated_pct_at"]:
+        values = reached(runs, key)
+        if len(values) == len(runs):
+            p25, p50, p75 = statistics.quantiles(values * 2, n=4, method="inclusive")
+            points.append((float(key), p25, p50, p75))
+    return sorted(points)
+
+
+def plot(results: dict[str, list[dict]], path: Path) -> None:
+    """Unallocated GPU % against arrived workload, one line per policy (median over the seeds, the band
+    between the quartiles), beside the ideal ``max(0, 100 - X)``."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        sys.exit("--plot needs matplotlib: pip install 'kai-scheduler[plot]'")
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    top = 100.0
+    for name, runs in results.items():
+        pts = curves(runs)
+        if not pts:
+            continue
+        x = [p[0] for p in pts]
+        line, = ax.plot(x, [p[2] for p in pts], marker="o", markersize=3, label=f"{name} ({len(runs)} seeds)")
+        ax.fill_between(x, [p[1] for p in pts], [p[3] for p in pts], color=line.get_color(), alpha=0.2)
+        top = max(top, x[-1])
+    ax.plot([0, 100, top], [100, 0, 0], "--", color="grey", label="ideal: max(0, 100 - X)")
+    ax.set(xlabel="arrived workload (% of GPU capacity)", ylabel="unallocated GPUs (%)", xlim=(50, top), ylim=(0, 55))
+    ax.legend(fontsize="small")
+    ax.grid(alpha=0.3)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,28 +118,34 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--extra-config", type=Path, action="append", default=[],
                     help="another scheduler config to put in the table (e.g. examples/configs/fragmentation.yaml)")
     ap.add_argument("--json", action="store_true", help="print every run's result as one JSON object instead")
+    ap.add_argument("--results", type=Path, help="take the runs from this saved --json output instead of replaying")
+    ap.add_argument("--plot", type=Path, help="also draw the policies' curves into this PNG (the plot extra)")
     args = ap.parse_args(argv)
-    configs = [(p, CONFIGS / f"{p}.yaml") for p in args.policies.split(",") if p]
-    unknown = [p for p, c in configs if not c.is_file()]
+    configs = {p: CONFIGS / f"{p}.yaml" for p in args.policies.split(",") if p}
+    unknown = [p for p, c in configs.items() if not c.is_file()]
     if unknown:
         ap.error(f"unknown policies {', '.join(unknown)} (known: {', '.join(POLICIES)})")
-    configs += [(c.stem, c.resolve()) for c in args.extra_config]
+    configs.update((c.stem, c.resolve()) for c in args.extra_config)
+    saved = load_results(args.results) if args.results else None
     results: dict[str, list[dict]] = {}
     if not args.json:
         print(f"{'policy':<14} {'ours at 100 %':>20}  {'paper at 100 %':>20}  {'ours at 130 %':>20}  "
               f"{'paper':>6}  per seed at 100 %")
-    for name, config in configs:
-        runs = results[name] = replay(config, args.trace_dir, args.pods, args.seeds, args.jobs)
+    for name in saved or configs:
+        runs = results[name] = saved[name] if saved else replay(configs[name], args.trace_dir, args.pods, args.seeds,
+                                                                  args.jobs)
         if args.json:
             continue
-        at100 = [r["unallocated_pct_at"]["100"] for r in runs]
-        at130 = [r["unallocated_pct_at"]["130"] for r in runs]
+        at100 = reached(runs, "100")
+        at130 = reached(runs, "130")
         paper100, paper130 = PAPER.get(name, (None, None)) if args.pods == DEFAULT_PODS else (None, None)
         paper = f"{paper100[0]:5.2f} [{paper100[1]:5.2f}, {paper100[2]:5.2f}]" if paper100 else ""
         print(f"{name:<14} {spread(at100):>20}  {paper:>20}  {spread(at130):>20}  {paper130 or '':>6}  "
               + " ".join(f"{x:.2f}" for x in at100), flush=True)
     if args.json:
         print(json.dumps(results))
+    if args.plot:
+        plot(results, args.plot)
     return 0
 
 

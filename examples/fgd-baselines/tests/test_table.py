@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 from kai_fgd_table import main, spread
 
 NODES = "sn,cpu_milli,memory_mib,gpu,model\n" + "".join(
@@ -29,3 +30,25 @@ def test_table_runs_every_policy_over_the_seeds(tmp_path, capsys):
     again = json.loads(capsys.readouterr().out)
     assert [[r["placed"] for r in runs] for runs in again.values()] == [[r["placed"] for r in runs]
                                                                          for runs in first.values()]
+
+
+def test_saved_results_give_the_table_and_the_plot(tmp_path, capsys):
+    runs = [{"seed": s, "unallocated_pct_at": {"50": 0.1, "100": 7.0 + (s - 42) / 5, "130": 6.5}} for s in (42, 43, 44)]
+    saved = tmp_path / "runs.json"
+    saved.write_text(json.dumps({"bestfit": runs, "mine": runs[:1]}))
+    png = tmp_path / "curves.png"
+    assert main(["--results", str(saved), "--plot", str(png)]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[1].startswith("bestfit") and " 7.20 [ 7.10,  7.30]" in table[1] and "7.09" in table[1]
+    assert table[2].startswith("mine") and " 7.00 [ 7.00,  7.00]" in table[2]
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_malformed_results_file_exits_2_naming_it(tmp_path, capsys):
+    saved = tmp_path / "runs.json"
+    saved.write_text(json.dumps({"bestfit": [{"seed": 42}]}))
+    with pytest.raises(SystemExit) as stop:
+        main(["--results", str(saved)])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert str(saved) in err and "'bestfit'" in err
