@@ -79,8 +79,8 @@ def curves(runs: list[dict]) -> list[tuple[float, float, float, float]]:
 
 
 def plot(results: dict[str, list[dict]], path: Path) -> None:
-    """Unallocated GPU % against arrived workload, one line per policy (median over the seeds, the band
-    between the quartiles), beside the ideal ``max(0, 100 - X)``."""
+    """Unallocated GPU % against arrived workload from 80 % on, where the policies part, one line per policy
+    (median over the seeds, the band between the quartiles), beside the ideal ``max(0, 100 - X)``."""
     try:
         import matplotlib
 
@@ -89,17 +89,18 @@ def plot(results: dict[str, list[dict]], path: Path) -> None:
     except ImportError:
         sys.exit("--plot needs matplotlib: pip install 'kai-scheduler[plot]'")
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    top = 100.0
+    top, high = 100.0, 20.0
     for name, runs in results.items():
-        pts = curves(runs)
+        pts = [p for p in curves(runs) if p[0] >= 80]
         if not pts:
             continue
         x = [p[0] for p in pts]
         line, = ax.plot(x, [p[2] for p in pts], marker="o", markersize=3, label=f"{name} ({len(runs)} seeds)")
         ax.fill_between(x, [p[1] for p in pts], [p[3] for p in pts], color=line.get_color(), alpha=0.2)
-        top = max(top, x[-1])
-    ax.plot([0, 100, top], [100, 0, 0], "--", color="grey", label="ideal: max(0, 100 - X)")
-    ax.set(xlabel="arrived workload (% of GPU capacity)", ylabel="unallocated GPUs (%)", xlim=(50, top), ylim=(0, 55))
+        top, high = max(top, x[-1]), max(high, max(p[3] for p in pts))
+    ax.plot([80, 100, top], [20, 0, 0], ":", color="black", label="ideal: max(0, 100 - X)")
+    ax.set(xlabel="arrived workload (% of GPU capacity)", ylabel="unallocated GPUs (%)", xlim=(80, top),
+           ylim=(0, high * 1.05))
     ax.legend(fontsize="small")
     ax.grid(alpha=0.3)
     fig.savefig(path, dpi=110, bbox_inches="tight")
