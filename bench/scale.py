@@ -16,6 +16,9 @@ Shapes:
 * ``cycle-5000``: 5,000 nodes of 8 GPUs with 100,000 running pods (4 single-GPU pods and 16
   CPU pods per node) and 5,000 pending single-GPU jobs in 200 queues, the full cycle
   (allocate, consolidation, reclaim, preempt, stale-gang eviction).
+* ``replay-default``: one decision per cycle on a growing cluster -- the inflate replay of the shipped
+  trace (``kai-scheduler replay --seed 42``, default config: 1,213 nodes, 10,771 arrivals, one
+  allocate step each); prints the CPU per decision instead of phases.
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ import sys
 import time
 
 ALLOCATE_SIZES = (500, 1000, 2000, 5000)
-DEFAULT_SHAPES = ("allocate-500", "allocate-1000", "allocate-2000", "cycle-5000")
-ALL_SHAPES = tuple(f"allocate-{n}" for n in ALLOCATE_SIZES) + ("cycle-5000",)
+DEFAULT_SHAPES = ("allocate-500", "allocate-1000", "allocate-2000", "cycle-5000", "replay-default")
+ALL_SHAPES = tuple(f"allocate-{n}" for n in ALLOCATE_SIZES) + ("cycle-5000", "replay-default")
 CONFIG = {"plugins": "default", "predicates": True, "max_consolidation_preemptees": -1,
           "allow_consolidating_reclaim": True, "staleness_grace_period_seconds": 0}
 
@@ -81,7 +84,10 @@ def cycle_shape(nodes: int = 5000, running_per_node: int = 20, gpu_pods_per_node
             "queues": _queues(queues, 8.0 * nodes), "jobs": jobs}
 
 
-def shape(name: str) -> dict:
+def shape(name: str) -> dict | None:
+    """The scenario of a generated shape (None for ``replay-default``, which reads the shipped trace)."""
+    if name == "replay-default":
+        return None
     kind, _, size = name.partition("-")
     if kind == "allocate" and size.isdigit():
         return allocate_shape(int(size))
@@ -111,8 +117,29 @@ def time_cycle(scenario, plugins, snapshot=None) -> tuple[float, dict[str, float
     return time.perf_counter() - wall, {p: cpu[k + 1] - cpu[k] for k, p in enumerate(PHASES)}
 
 
+def run_replay(repeat: int) -> dict:
+    """Time ``repeat`` inflate replays of the shipped trace with the default config, seed 42."""
+    from kai.framework import DEFAULT_CONFIG
+    from kai.sim.replay import Replay
+    from kai.sim.replay_trace import default_file
+
+    replay = Replay(default_file("nodes"), default_file("pods"), DEFAULT_CONFIG)
+    runs = []
+    for _ in range(repeat):
+        wall, cpu = time.perf_counter(), time.process_time()
+        report, _ = replay.run(42)
+        runs.append((time.perf_counter() - wall, time.process_time() - cpu))
+    cpu_median = statistics.median(c for _, c in runs)
+    return {"shape": "replay-default", "steady": False, "median_s": statistics.median(w for w, _ in runs),
+            "cpu_median_s": cpu_median, "phases_cpu_median_s": {}, "repeats": repeat,
+            "cpu_per_decision_ms": 1000 * cpu_median / report["pods"],
+            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
 def run_shape(name: str, repeat: int, steady: bool) -> dict:
     """Time one shape in this process: ``repeat`` cycles after a warm-up one (skipped for one cold cycle)."""
+    if name == "replay-default":
+        return run_replay(repeat)
     from kai.sim.conformance import Runner
     from kai.sim.scenario import NOW, load_scenarios
 
@@ -150,6 +177,8 @@ def main(argv: list[str]) -> int:
         if not args.json:
             r = results[-1]
             phases = ", ".join(f"{p} {v:.3f}" for p, v in r["phases_cpu_median_s"].items())
+            if "cpu_per_decision_ms" in r:
+                phases = f"{r['cpu_per_decision_ms']:.2f} ms per decision"
             print(f"{name}{' (steady)' * r['steady']}: median {r['median_s']:.3f} s, CPU median "
                   f"{r['cpu_median_s']:.3f} s ({phases}) over {r['repeats']} runs, "
                   f"peak RSS {r['peak_rss_mib']:.0f} MiB", flush=True)
