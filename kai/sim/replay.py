@@ -159,6 +159,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--period", type=float, default=10.0, help="timed: seconds of trace time per cycle (10)")
     parser.add_argument("--queue-column", metavar="COLUMN", help="timed: the pod list column naming each pod's queue")
     parser.add_argument("--queues", metavar="FILE", help="timed: the queues (YAML: cluster-file queues or KAI Queues)")
+    parser.add_argument("--speedup", type=float, default=1.0, metavar="K",
+                        help="timed: arrivals K times as frequent, run times kept (1)")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--seeds", type=parse_seeds, help="several seeds, e.g. 42-51 (one result per seed)")
     parser.add_argument("--jobs", type=int, default=1, help="parallel processes for --seeds")
@@ -166,16 +168,16 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--json", action="store_true", help="print a JSON object instead of a summary")
     parser.add_argument("--out", metavar="DIR", help="write the CSVs (and plots) of a single run here")
     args = parser.parse_args(argv)
-    if args.target <= 0 or args.jobs < 1 or not 0 < args.period < float("inf"):
-        parser.error("--target, --period and --jobs must be positive")
-    if args.mode == "inflate" and (args.queues or args.queue_column):
-        parser.error("--queues and --queue-column are for --mode timed")
+    if args.target <= 0 or args.jobs < 1 or not 0 < args.period < float("inf") or not 0 < args.speedup < float("inf"):
+        parser.error("--target, --period, --speedup and --jobs must be positive")
+    if args.mode == "inflate" and (args.queues or args.queue_column or args.speedup != 1):
+        parser.error("--queues, --queue-column and --speedup are for --mode timed")
     config = load_config(args.config) if args.config else DEFAULT_CONFIG
     nodes, pods = args.nodes or default_file("nodes"), args.pods or default_file("pods")
     if args.mode == "timed":
         from kai.sim.replay_timed import TimedReplay
 
-        replay = TimedReplay(nodes, pods, config, args.period, args.queue_column, args.queues)
+        replay = TimedReplay(nodes, pods, config, args.period, args.queue_column, args.queues, args.speedup)
     else:
         replay = Replay(nodes, pods, config, args.target, FRAG_EVERY if args.out else 0)
     if args.seeds:

@@ -7,7 +7,8 @@ completions. Scheduling cycles run on a grid of ``period`` seconds of trace time
 actions -- and a pod that does not fit waits in its queue for the next cycle. A cycle runs only when a pod
 is pending, and after a cycle that changed nothing the next one waits for the next arrival or completion:
 the same facts would give the same decisions. An evicted pod goes back to pending and, placed again,
-runs its whole run time again. See ``docs/replay.md``.
+runs its whole run time again. ``speedup`` brings the arrivals closer together (their times from the first
+divided by it) and keeps every run time, to load a cluster the trace leaves idle. See ``docs/replay.md``.
 """
 
 from __future__ import annotations
@@ -91,11 +92,12 @@ class TimedReplay:
     period: float = 10.0
     queue_column: str | None = None
     queues_file: str | None = None
+    speedup: float = 1.0
 
     def run(self, seed: int, progress: bool = False) -> tuple[dict, Timeline]:
         start = time.perf_counter()
         nodes = seeded_names(read_nodes(self.nodes_file), seed)
-        trace = read_pods(self.pods_file, self.queue_column, timed=True)
+        trace = sped_up(read_pods(self.pods_file, self.queue_column, timed=True), self.speedup)
         queues = trace_queues(trace, self.queues_file, self.pods_file, self.queue_column)
         state = _State(nodes, queues, trace, float(self.period), progress_bar(len(trace), progress))
         plugins, actions = prepare(self.config)
@@ -107,7 +109,22 @@ class TimedReplay:
             if state.bar is not None:
                 state.bar.close()
         state.finish()
-        return state.report(seed, nodes, float(self.period), time.perf_counter() - start), state.timeline
+        report = state.report(seed, nodes, float(self.period), time.perf_counter() - start)
+        return {**report, "speedup": self.speedup}, state.timeline
+
+
+def sped_up(trace: list[TracePod], speedup: float) -> list[TracePod]:
+    """``trace`` with arrivals ``speedup`` times as frequent (times after the first arrival divided by it) and
+    every pod's run time kept."""
+    if speedup == 1 or not trace:
+        return trace
+    first = min(p.creation for p in trace)
+    out = []
+    for p in trace:
+        creation = first + (p.creation - first) / speedup
+        deletion = None if p.deletion is None else creation + p.deletion - p.creation
+        out.append(attrs.evolve(p, creation=creation, deletion=deletion))
+    return out
 
 
 class _State:

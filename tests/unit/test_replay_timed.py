@@ -67,6 +67,24 @@ def test_cli_timed_json(capsys):
     assert report["evictions"] == 1  # no quota: equal weights give B half the cluster, reclaimed from A
 
 
+def test_speedup_brings_arrivals_closer_and_keeps_run_times():
+    report, timeline = TimedReplay(NODES, PODS, DEFAULT_CONFIG, 10, "qos", speedup=10).run(42)
+    runs = {"pod-0": 100, "pod-1": 190, "pod-2": 280, "pod-3": 370, "pod-4": 460}
+    arrivals = {name: t for t, kind, name, *_ in timeline.events if kind == "arrive"}
+    assert arrivals == {f"pod-{k}": float(k) for k in range(5)}
+    for pod, run in runs.items():
+        placed = [t for t, kind in _pod_events(timeline, pod) if kind == "place"]
+        done = [t for t, kind in _pod_events(timeline, pod) if kind == "complete"]
+        assert done == [placed[-1] + run]
+    assert report["speedup"] == 10 and report["completed"] == 5
+
+
+def test_speedup_is_for_timed_mode_only(capsys):
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["replay", "--nodes", ONE_NODE, "--pods", TEAMS, "--speedup", "2"])
+    assert stop.value.code == 2 and "--speedup" in capsys.readouterr().err
+
+
 def test_percentiles_nearest_rank():
     assert percentiles([float(v) for v in range(1, 101)]) == {"p50": 50.0, "p90": 90.0, "p99": 99.0, "mean": 50.5,
                                                             "max": 100.0}
