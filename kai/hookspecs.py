@@ -135,6 +135,11 @@ def kai_queue_order(session: Session, left: Queue, right: Queue, left_job: Job |
     ``left_victims``/``right_victims`` are the jobs already chosen as victims in that queue when the
     order is used for victim selection (``left_job``/``right_job`` are then ``None``), else empty.
     Fallback: creation time, then name.
+
+    Contract: the answer is an order (transitive, like comparing sort keys) and reads only the two
+    queues, their subtrees' jobs and tasks, and state that changes only when a job arrives in the
+    session. The kernel keeps siblings ordered between pops and compares a queue again only after a
+    job of its subtree was taken or put back or one of their tasks moved.
     """
 
 

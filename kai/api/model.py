@@ -362,7 +362,10 @@ class Job:
         return sum(1 for t in self.tasks.values() if t.pod_set == pod_set and t.status in statuses)
 
     def has_pending(self) -> bool:
-        return any(t.status is TaskStatus.PENDING for t in self.tasks.values())
+        for t in self.tasks.values():  # a loop, not any(): every action asks this of every job
+            if t.status is TaskStatus.PENDING:
+                return True
+        return False
 
     def members(self, group: str | None) -> tuple[list[SubGroup], list[PodSet]]:
         """The direct members of subgroup ``group`` (None: the root): its subgroups, then its pod sets."""
@@ -384,7 +387,10 @@ class Job:
     def tree_satisfied(self, counts: dict[str, int]) -> bool:
         """The subgroup tree is satisfied when each pod set has ``counts[name]`` tasks."""
         if not self.subgroups and self.min_subgroup is None:
-            return all(counts.get(n, 0) >= ps.min_available for n, ps in self.pod_sets.items())
+            for name, ps in self.pod_sets.items():
+                if counts.get(name, 0) < ps.min_available:
+                    return False
+            return True
         return self.satisfied_members(None, counts) >= self.required_members(None)
 
     def counts(self, statuses: Container[TaskStatus]) -> dict[str, int]:

@@ -76,8 +76,17 @@ class Session:
         self.jobs: dict[str, Job] = snapshot.jobs
         self.queues: dict[str, Queue] = snapshot.queues
         self.children: dict[str | None, list[Queue]] = {}
+        #: Each queue's position among its parent's children.
+        self.sibling_slots: dict[str, int] = {}
         for q in self.queues.values():
-            self.children.setdefault(q.parent, []).append(q)
+            siblings = self.children.setdefault(q.parent, [])
+            self.sibling_slots[q.name] = len(siblings)
+            siblings.append(q)
+        #: The queues of the jobs whose tasks moved, in order (a queue moved twice in a row is listed once):
+        #: what a :class:`~kai.framework.jobqueue.JobQueue` reads to know which queues to compare again.
+        self.queue_moves: list[str] = []
+        #: Bumped when every queue's standing may have changed (a job arrived): job queues order afresh.
+        self.order_epoch = 0
         #: Each queue's chain up to the root (:meth:`ancestors`), worked out on first use.
         self._chains: dict[str, list[Queue]] = {}
         reused = snapshot.journal is not None
@@ -199,6 +208,7 @@ class Session:
         self.jobs[job.uid] = job
         self.journal.added_jobs.append(job.uid)
         vetoes = [r for r in self.hook.kai_session_job_added(session=self, job=job) if r is not None]
+        self.order_epoch += 1
         if vetoes:
             del self.jobs[job.uid]
         return vetoes
@@ -288,6 +298,8 @@ class Session:
         plugin state current."""
         if id(task) not in self.journal.tasks:
             self.keep(task)
+        if (job := self.jobs.get(task.job)) is not None and (not self.queue_moves or self.queue_moves[-1] != job.queue):
+            self.queue_moves.append(job.queue)
         old = self.node_by_name.get(task.node) if task.status in ACTIVE_USED else None
         was_placed = task.status in ACTIVE_USED and task.status is not TaskStatus.RELEASING
         if old is not None:

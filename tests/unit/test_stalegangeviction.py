@@ -5,6 +5,7 @@ import pytest
 from kai import testing as kt
 from kai.api import TaskStatus
 from kai.framework import DEFAULT_CONFIG, ConfigError, Plugins, SchedulerConfig, parse_config, run_session
+from kai.framework.actions.stalegangeviction import is_stale
 
 NOW = kt.NOW
 
@@ -69,3 +70,14 @@ def test_a_jobs_own_grace_period_overrides_the_configured_one(own, stale_for, ev
     job = _gang(stale_since=NOW - stale_for)
     job.staleness_grace_period = own
     assert bool(_run([job], grace=60.0).decisions) is evicted
+
+
+@pytest.mark.parametrize(("statuses", "stale"), [
+    (("Running", "Pending", "Pending"), True),  # holds resources, below its gang size
+    (("Pending", "Pending", "Pending"), False),  # holds nothing
+    (("Running", "Succeeded", "Pending"), False),  # a task succeeded: the gang finished
+    (("Releasing", "Pending", "Pending"), True),  # a releasing task still holds its resources
+    (("Running", "Running", "Pipelined"), False),  # a pipelined task counts toward the gang
+])
+def test_is_stale_reads_the_tasks_in_one_pass(statuses, stale):
+    assert is_stale(_gang(statuses=statuses)) is stale

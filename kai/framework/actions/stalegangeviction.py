@@ -19,11 +19,18 @@ if TYPE_CHECKING:
 
 
 def is_stale(job: Job) -> bool:
-    if any(t.status is TaskStatus.SUCCEEDED for t in job.tasks.values()):
-        return False
-    if not any(t.status in ACTIVE_USED for t in job.tasks.values()):
-        return False
-    return not job.is_gang_satisfied()
+    """Whether ``job`` holds resources, has no succeeded task and is below its gang size (one pass over its tasks)."""
+    active = dict.fromkeys(job.pod_sets, 0)
+    holds = False
+    for t in job.tasks.values():
+        status = t.status
+        if status is TaskStatus.SUCCEEDED:
+            return False
+        if status in ACTIVE_USED:
+            holds = True
+            if t.pod_set in active:
+                active[t.pod_set] += 1
+    return holds and not job.tree_satisfied(active)
 
 
 def eviction_message(job: Job, task: Task) -> str:
