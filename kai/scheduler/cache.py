@@ -99,8 +99,8 @@ class Cycle:
 
 def may_unblock(view) -> bool:
     """Whether a changed object can let the scheduler do something new. Not so: a bound pod that
-    starts running or gets a condition, a BindRequest that succeeds; the next periodic cycle sees
-    those anyway."""
+    starts running or gets a condition, a BindRequest that is made or succeeds; the next periodic
+    cycle sees those anyway."""
     if isinstance(view, PodView):
         return not view.node_name or view.deleting or view.terminated
     if isinstance(view, BindRequestView):
@@ -198,7 +198,9 @@ class ClusterCache:
         return [name for name, inf in self.informers.items() if not inf.synced.is_set()]
 
     def _on_event(self, kind: str, obj) -> None:
-        if kind != "MODIFIED" or may_unblock(obj):
+        # A new object may be new work or room -- except a BindRequest, which only takes room (and is,
+        # as a rule, this scheduler's own, assumed already).
+        if kind == "DELETED" or (kind == "ADDED" and not isinstance(obj, BindRequestView)) or may_unblock(obj):
             self.changed.set()
 
     # --- the cache's own writes ---------------------------------------------------------------------
