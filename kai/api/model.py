@@ -362,7 +362,10 @@ class Job:
         return sum(1 for t in self.tasks.values() if t.pod_set == pod_set and t.status in statuses)
 
     def has_pending(self) -> bool:
-        return any(t.status is TaskStatus.PENDING for t in self.tasks.values())
+        for t in self.tasks.values():  # a loop, not any(): asked of every job several times a cycle
+            if t.status is TaskStatus.PENDING:
+                return True
+        return False
 
     def members(self, group: str | None) -> tuple[list[SubGroup], list[PodSet]]:
         """The direct members of subgroup ``group`` (None: the root): its subgroups, then its pod sets."""

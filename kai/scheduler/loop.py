@@ -298,11 +298,9 @@ class Scheduler:
         return session
 
     def _record_snapshot(self, session: Session) -> None:
-        by_status: Counter = Counter()
-        pending = 0
-        for job in session.jobs.values():
-            by_status.update(t.status.value for t in job.tasks.values())
-            pending += job.has_pending()
+        statuses = [t.status for job in session.jobs.values() for t in job.tasks.values()]
+        by_status = Counter({status.value: n for status, n in Counter(statuses).items()})
+        pending = sum(1 for job in session.jobs.values() if job.has_pending())
         self.metrics.snapshot(by_status, len(session.jobs), pending)
 
 

@@ -19,11 +19,12 @@ if TYPE_CHECKING:
 
 
 def is_stale(job: Job) -> bool:
-    if any(t.status is TaskStatus.SUCCEEDED for t in job.tasks.values()):
-        return False
-    if not any(t.status in ACTIVE_USED for t in job.tasks.values()):
-        return False
-    return not job.is_gang_satisfied()
+    holds = False
+    for t in job.tasks.values():  # one pass over the tasks: every job is asked, every cycle
+        if t.status is TaskStatus.SUCCEEDED:
+            return False
+        holds = holds or t.status in ACTIVE_USED
+    return holds and not job.is_gang_satisfied()
 
 
 def eviction_message(job: Job, task: Task) -> str:
