@@ -63,11 +63,9 @@ def test_a_failing_write_is_logged_and_the_lane_goes_on(caplog):
 
 def test_writes_beyond_the_limit_are_dropped_and_counted(caplog):
     lanes = Lanes("test", count=1, limit=2).start()
-    release = threading.Event()
-    lanes.submit("k", "blocker", release.wait)
-    deadline = time.monotonic() + 2
-    while lanes._running == 0 and time.monotonic() < deadline:  # the blocker left the queue
-        time.sleep(0.01)
+    started, release = threading.Event(), threading.Event()
+    lanes.submit("k", "blocker", lambda: (started.set(), release.wait()))
+    assert started.wait(2)  # the blocker left the queue: two may wait behind it
     assert lanes.submit("k", "w1", lambda: None) and lanes.submit("k", "w2", lambda: None)
     assert not lanes.submit("k", "w3", lambda: None)
     assert lanes.dropped == 1 and "write dropped" in caplog.text
