@@ -12,12 +12,14 @@ For each BindRequest that is neither Succeeded nor out of attempts, one bind att
    run in reverse order.
 
 The pod itself is read only when a plugin needs it (shared GPUs), when the BindRequest names no
-owner UID, or when the Binding is refused. That keeps a whole-GPU bind at three writes (Binding,
-BindRequest status, pod condition) plus its event. The Binding API refuses a second bind of a pod
-(409), so a pod is never bound twice. A 404 means the pod is gone and the BindRequest is stale; on
-409 the binder reads the pod: another pod of the same name (owner UID differs) or a pod bound to a
-different node makes the BindRequest stale, and it is deleted; a pod on the selected node counts as
-success (a previous attempt bound it but could not record it).
+owner UID, or when the Binding is refused. That keeps a whole-GPU bind at two writes on the worker's
+path (Binding, BindRequest status); the pod condition and the event that report it follow on lanes of
+their own (:mod:`kai.kube.lanes`), so the worker goes on to the next BindRequest meanwhile. The
+Binding API refuses a second bind of a pod (409), so a pod is never bound twice. A 404 means the pod
+is gone and the BindRequest is stale; on 409 the binder reads the pod: another pod of the same name
+(owner UID differs) or a pod bound to a different node makes the BindRequest stale, and it is
+deleted; a pod on the selected node counts as success (a previous attempt bound it but could not
+record it).
 
 Outcome on the BindRequest status (as KAI): success -> phase ``Succeeded``; failure -> phase
 ``Failed`` with ``reason`` and, while below ``spec.backoffLimit``, one more ``failedAttempts``. The
@@ -25,10 +27,11 @@ scheduler deletes a Failed BindRequest once ``failedAttempts >= backoffLimit`` (
 limit), so the limit counts attempts: the binder retries, after ``base_delay * 2**failedAttempts``
 seconds (capped), only while the count is still below it. A BindRequest out of attempts stays
 Failed until the scheduler deletes it; the pod, still pending, is then scheduled again. The pod
-gets condition ``PodBound`` and an event ``Bound`` / ``BindingError``. Both writes name the object's
-UID (a JSON patch testing the BindRequest's, the pod's in the patch), so an outcome never lands on a
-new object of the same name -- the scheduler replaces a BindRequest whose node vanished, maybe while
-this one was being carried out.
+gets condition ``PodBound`` and an event ``Bound`` / ``BindingError``, in the order of the outcomes
+(one lane per pod); a stopping binder gives the queued ones its stop timeout. The status and the
+condition name the object's UID (a JSON patch testing the BindRequest's, the pod's in the patch), so
+an outcome never lands on a new object of the same name -- the scheduler replaces a BindRequest
+whose node vanished, maybe while this one was being carried out.
 
 With ``settings`` (a :class:`kai.kube.kaiconfig.KaiObjects` of
 :class:`kai.binder.settings.BinderPlugins`, following ``Config kai-config``) the plugin list is replaced
@@ -58,6 +61,7 @@ from kai.kube.client import JSON_PATCH, STRATEGIC_MERGE_PATCH, ApiError, Kube, o
 from kai.kube.controller import Controller
 from kai.kube.events import NORMAL, WARNING, record_event
 from kai.kube.kaiconfig import KaiObjects
+from kai.kube.lanes import Lanes
 from kai.kube.watch import Informer, object_key
 from kai.logs import fields
 from kai.metrics import BinderMetrics
@@ -71,6 +75,8 @@ DEFAULT_WORKERS = 10
 DEFAULT_BASE_DELAY = 1.0
 DEFAULT_MAX_DELAY = 60.0
 DEFAULT_SWEEP_PERIOD = 60.0
+#: Threads writing the pod conditions and events that report outcomes, off the bind workers' path.
+FOLLOWUP_LANES = 4
 
 #: Every API call below (the chart's RBAC is generated from this; see kai.kube.access).
 API_ACCESS = (
@@ -124,9 +130,18 @@ class Binder(Controller):
         self.sweep_period = sweep_period
         self.metrics = metrics
         self._next_sweep = clock() + sweep_period
+        #: Where the pod conditions and events reporting outcomes are written (see :meth:`_report`).
+        self.followups = Lanes("binder-followup", FOLLOWUP_LANES)
         self._lock = threading.Lock()
         self._not_before: dict[str, float] = {}
         self._dirty_nodes: set[str] = set()
+
+    def _run(self, stop: threading.Event) -> None:
+        self.followups.start()
+        try:
+            super()._run(stop)
+        finally:  # after the workers: their last reports are queued
+            self.followups.close(self.stop_timeout)
 
     # -- informer side -------------------------------------------------------------------------
     def on_event(self, kind: str, obj: dict[str, Any]) -> None:
@@ -378,9 +393,8 @@ class Binder(Controller):
             self._not_before.pop(request.key, None)
         pod = ctx.pod_ref()
         if pod is not None and event:
-            message = f"Pod bound successfully to node {request.selected_node}"
-            self._pod_condition(request, "True", names.REASON_BOUND, message)
-            record_event(self.kube, pod, NORMAL, names.REASON_BOUND, message, names.SOURCE_BINDER)
+            self._report(request, pod, NORMAL, "True", names.REASON_BOUND,
+                         f"Pod bound successfully to node {request.selected_node}")
 
     def _failed(self, request: BindRequest, ctx: BindContext, reason: str, ids: dict) -> float | None:
         status: dict[str, Any] = {"phase": "Failed", "reason": reason}
@@ -396,10 +410,9 @@ class Binder(Controller):
         self._set_status(request, status)
         pod = ctx.pod_ref()
         if pod is not None:
-            message = (f"Failed to bind pod {request.namespace}/{request.pod_name} to node "
-                       f"{request.selected_node}: {reason}")
-            self._pod_condition(request, "False", names.REASON_BINDING_ERROR, message)
-            record_event(self.kube, pod, WARNING, names.REASON_BINDING_ERROR, message, names.SOURCE_BINDER)
+            self._report(request, pod, WARNING, "False", names.REASON_BINDING_ERROR,
+                         f"Failed to bind pod {request.namespace}/{request.pod_name} to node "
+                         f"{request.selected_node}: {reason}")
         return retry
 
     def delete_stale(self, request: BindRequest, why: str) -> None:
@@ -436,9 +449,20 @@ class Binder(Controller):
             else:
                 log.error("could not record BindRequest status", **ids)
 
-    def _pod_condition(self, request: BindRequest, status: str, reason: str, message: str) -> None:
+    def _report(self, request: BindRequest, pod: dict[str, Any], event_type: str, status: str, reason: str,
+                message: str) -> None:
+        """The pod's ``PodBound`` condition and event about an outcome, written on the follow-up lanes (in order
+        per pod) while this worker goes on to the next BindRequest."""
         condition = {"type": POD_BOUND_CONDITION, "status": status, "reason": reason, "message": message,
                      "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+        def write() -> None:
+            self._pod_condition(request, condition)
+            record_event(self.kube, pod, event_type, reason, message, names.SOURCE_BINDER)
+
+        self.followups.submit(f"{request.namespace}/{request.pod_name}", f"{reason} condition and event", write)
+
+    def _pod_condition(self, request: BindRequest, condition: dict[str, Any]) -> None:
         body: dict[str, Any] = {"status": {"conditions": [condition]}}
         if request.owner_pod_uid:  # the UID is immutable: a new pod of the same name refuses the patch (422)
             body["metadata"] = {"uid": request.owner_pod_uid}

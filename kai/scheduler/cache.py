@@ -99,8 +99,8 @@ class Cycle:
 
 def may_unblock(view) -> bool:
     """Whether a changed object can let the scheduler do something new. Not so: a bound pod that
-    starts running or gets a condition, a BindRequest that succeeds; the next periodic cycle sees
-    those anyway."""
+    starts running or gets a condition, a BindRequest that is made or succeeds; the next periodic
+    cycle sees those anyway."""
     if isinstance(view, PodView):
         return not view.node_name or view.deleting or view.terminated
     if isinstance(view, BindRequestView):
@@ -198,7 +198,9 @@ class ClusterCache:
         return [name for name, inf in self.informers.items() if not inf.synced.is_set()]
 
     def _on_event(self, kind: str, obj) -> None:
-        if kind != "MODIFIED" or may_unblock(obj):
+        # A new object may be new work or room -- except a BindRequest, which only takes room (and is,
+        # as a rule, this scheduler's own, assumed already).
+        if kind == "DELETED" or (kind == "ADDED" and not isinstance(obj, BindRequestView)) or may_unblock(obj):
             self.changed.set()
 
     # --- the cache's own writes ---------------------------------------------------------------------
@@ -305,10 +307,11 @@ class ClusterCache:
         reservations: list[tuple[str, PodView]] = []
         shared_in_use: set[tuple[str, str]] = set()
         claims_wanted = False
+        pod_state, stuck_after, own = convert.pod_state, self.stuck_after, self.scheduler_name
         for pod in pods.values():
             bind = binds.get(pod.key)
-            status, node = convert.pod_state(pod, bind, now, self.stuck_after)
-            if (stuck_at := convert.stuck_at(pod, self.stuck_after)) > now:
+            status, node = pod_state(pod, bind, now, stuck_after)
+            if pod.deleting and (stuck_at := convert.stuck_at(pod, stuck_after)) > now:
                 reuse.until = min(reuse.until, stuck_at)
             groups, zones = (bind.gpu_groups, bind.numa_zones) if bind is not None else ((), ())
             allocations = bind.claim_allocations if bind is not None and not pod.node_name else ()
@@ -325,7 +328,7 @@ class ClusterCache:
                                             "it is scheduled again"))
             if pod.key in evicted and status in ACTIVE_USED:
                 status = TaskStatus.RELEASING
-            job = jobs.get(f"{pod.namespace}/{pod.pod_group}") if pod.scheduler == self.scheduler_name else None
+            job = jobs.get(f"{pod.namespace}/{pod.pod_group}") if pod.scheduler == own else None
             if job is not None and pod.pod_set not in job.pod_sets:
                 problems.append(Problem("task", pod.key, "UnknownSubGroup",
                                         f"pod names sub-group {pod.pod_set!r}, which PodGroup {job.uid} does not "
@@ -342,7 +345,8 @@ class ClusterCache:
                     if reservation:
                         reservations.append((node, pod))
                 continue
-            entry = _extended_entry(resources, extended_claims, pod, extended if status in ACTIVE_USED else None)
+            entry = _extended_entry(resources, extended_claims, pod, extended if status in ACTIVE_USED else None) \
+                if extended_claims or extended is not None else ()
             task_inputs = (job.uid, status, node, groups, zones)
             task = reuse.task(pod.key, pod, task_inputs) if not (pod.resource_claims or entry) else None
             if task is None:
@@ -354,7 +358,7 @@ class ClusterCache:
             members[job.uid].append(task)
             kept_pods[pod.key] = pod
             claims_wanted = claims_wanted or bool(pod.claims)
-            if task.node and task.status in ACTIVE_USED:
+            if task.gpu_groups and task.node and task.status in ACTIVE_USED:
                 shared_in_use.update((task.node, group) for group in task.gpu_groups)
         for key, tasks in members.items():
             job = jobs[key]

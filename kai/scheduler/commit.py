@@ -372,8 +372,12 @@ class Committer:
 
     def _forget_gone(self, cycle: Cycle) -> None:
         """Drops what was written about objects that no longer exist (the record would only grow)."""
+        nodes = [p.name for p in cycle.snapshot.problems if p.kind == "node"]
+        with self._lock:  # a record no larger than the objects there are needs no look (the usual case)
+            if len(self._written) <= len(cycle.pods) + len(cycle.podgroups) + len(nodes):
+                return
         present = {f"Pod {k}" for k in cycle.pods} | {f"PodGroup {k}" for k in cycle.podgroups} | {
-            f"Node {p.name}" for p in cycle.snapshot.problems if p.kind == "node"}
+            f"Node {name}" for name in nodes}
         with self._lock:
             if len(self._written) > len(present):
                 self._written = {k: v for k, v in self._written.items() if k[0] in present}

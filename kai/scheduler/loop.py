@@ -6,7 +6,10 @@ no scheduling logic here -- and hands the outcome to the :class:`~kai.scheduler.
 A cycle starts ``period`` seconds after the previous one (KAI's ``--schedule-period``, 1 s), or
 ``debounce`` seconds after a change arrives from a watch, whichever comes first; but never sooner
 after the previous cycle ended than that cycle took (at most a period), so that under a stream of
-changes a large cluster's scheduler does not take all the CPU. Faults of one job or one action are
+changes a large cluster's scheduler does not take all the CPU. A cycle that decided something is
+followed by the next one a period after it started, changes or not: while pods stream in, each cycle
+places a period's arrivals (a cycle's cost grows with the cluster, not with the pods it places), and
+the first pod after a quiet spell is still taken up within the debounce. Faults of one job or one action are
 contained in the session (:mod:`kai.framework.faults`); a cycle that fails as a whole is logged,
 counted, and retried after a backoff that doubles with each failure in a row (a period first, at most
 :data:`MAX_BACKOFF`), changes or not -- never a tight loop of failing cycles.
@@ -148,12 +151,12 @@ class Scheduler:
                 self.cache.changed.clear()
                 try:
                     self.reconfigure()
-                    self.run_once()
+                    session = self.run_once()
                 except Exception as exc:  # noqa: BLE001 - one bad cycle must not stop scheduling
                     stop.wait(self._cycle_failed(exc))
                     continue
                 self.failures = 0
-                self._wait_next(stop, started)
+                self._wait_next(stop, started, decided=bool(session.decisions))
         finally:
             self.committer.close(self.stop_timeout)
             if self.usage is not None:
@@ -237,12 +240,14 @@ class Scheduler:
                 return True
         return False
 
-    def _wait_next(self, stop: threading.Event, started: float) -> None:
+    def _wait_next(self, stop: threading.Event, started: float, decided: bool = False) -> None:
         ended = time.monotonic()
         # A long cycle earns a pause as long (up to a period): a busy scheduler leaves half the CPU to
         # the API server and the binder, whose work its decisions just created.
         earliest = ended + min(ended - started, self.period)
         due = max(started + self.period, earliest)
+        if decided:  # in a stream of arrivals: the next cycle takes a whole period's, as KAI's does
+            earliest = due
         while not stop.is_set():
             remaining = due - time.monotonic()
             if remaining <= 0:
@@ -293,11 +298,9 @@ class Scheduler:
         return session
 
     def _record_snapshot(self, session: Session) -> None:
-        by_status: Counter = Counter()
-        pending = 0
-        for job in session.jobs.values():
-            by_status.update(t.status.value for t in job.tasks.values())
-            pending += job.has_pending()
+        statuses = [t.status for job in session.jobs.values() for t in job.tasks.values()]
+        by_status = Counter({status.value: n for status, n in Counter(statuses).items()})
+        pending = sum(1 for job in session.jobs.values() if job.has_pending())
         self.metrics.snapshot(by_status, len(session.jobs), pending)
 
 

@@ -19,6 +19,7 @@ its last cycle and what each of its objects was built from:
 from __future__ import annotations
 
 import math
+import operator
 from typing import TYPE_CHECKING, Any
 
 from kai.api import Job, Task
@@ -78,7 +79,7 @@ class Reuse:
     @staticmethod
     def same_tasks(job: Job, tasks: list[Task]) -> bool:
         """Whether ``job`` holds exactly ``tasks``, these very objects, in this order."""
-        return len(job.tasks) == len(tasks) and all(a is b for a, b in zip(job.tasks.values(), tasks, strict=True))
+        return len(job.tasks) == len(tasks) and all(map(operator.is_, job.tasks.values(), tasks))
 
     def keep(self, cycle: Cycle, inputs: tuple, pods: dict, binds: dict, assumed: tuple) -> None:
         """Remember ``cycle`` and what it was built from; the objects not kept are dropped."""

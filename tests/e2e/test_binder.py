@@ -104,6 +104,12 @@ def status(kube, ns, name) -> dict:
     return (read_bind_request(kube, ns, name) or {}).get("status") or {}
 
 
+def pod_condition(kube, ns, name) -> dict | None:
+    """The pod's ``PodBound`` condition, if it has one."""
+    conditions = kube.get(f"/api/v1/namespaces/{ns}/pods/{name}")["status"].get("conditions") or ()
+    return next((c for c in conditions if c["type"] == "PodBound"), None)
+
+
 def reasons(kube, ns, name) -> list[str]:
     return [e["reason"] for e in kube.get(f"/api/v1/namespaces/{ns}/events").get("items", [])
             if e["involvedObject"]["name"] == name]
@@ -118,8 +124,9 @@ def test_hand_made_bind_request_is_bound(kube, binder, ns, node):
     pod = kube.get(f"/api/v1/namespaces/{ns}/pods/by-hand")
     assert pod["spec"]["nodeName"] == node
     assert pod["metadata"]["annotations"]["received-resource-type"] == "Regular"
-    bound = [c for c in pod["status"]["conditions"] if c["type"] == "PodBound"]
-    assert bound and bound[0]["status"] == "True" and bound[0]["reason"] == "Bound"
+    # the condition and the event report the bind after the BindRequest's status
+    bound = wait_until(lambda: pod_condition(kube, ns, "by-hand"), what="PodBound condition")
+    assert bound["status"] == "True" and bound["reason"] == "Bound"
     wait_until(lambda: "Bound" in reasons(kube, ns, "by-hand"), what="Bound event")
     wait_until(lambda: kube.get(f"/api/v1/namespaces/{ns}/pods/by-hand")["status"].get("phase") == "Running",
                what="kwok runs the bound pod")
@@ -134,10 +141,11 @@ def test_bind_to_a_missing_node_fails_is_recorded_and_the_pod_stays_pending(kube
     assert br["reason"] == "node no-such-node not found"
     time.sleep(2.5)  # the next retry would be due by now: there must be none
     assert read_bind_request(kube, ns, "to-ghost")["status"]["failedAttempts"] == 2
+    wait_until(lambda: reasons(kube, ns, "to-ghost").count("BindingError") >= 2, what="both BindingError events")
     assert reasons(kube, ns, "to-ghost").count("BindingError") == 2
     pod = kube.get(f"/api/v1/namespaces/{ns}/pods/to-ghost")
     assert not pod["spec"].get("nodeName") and pod["status"]["phase"] == "Pending"
-    condition = next(c for c in pod["status"]["conditions"] if c["type"] == "PodBound")
+    condition = pod_condition(kube, ns, "to-ghost")
     assert condition["status"] == "False" and "no-such-node not found" in condition["message"]
 
 

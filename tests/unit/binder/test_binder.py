@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import threading
 
 import pytest
 
@@ -507,3 +508,31 @@ def test_the_binder_takes_new_plugins_up_at_the_next_bind(kube):
     assert [c[:2] for c in calls] == [("pre", "b"), ("post", "b")]
     assert second.watch.running and not first.watch.running
     assert "b-claims" in binder.stores and "a-claims" not in binder.stores
+
+
+def test_a_running_binder_reports_outcomes_off_the_workers_path_in_order_per_pod(kube):
+    clock = Clock()
+    kube.add_pod("p")
+    kube.add_request("br", "p", "n1", backoff_limit=2)
+    kube.fail_binding = [ApiError("POST", "x", 500, "Internal Server Error")]
+    binder, _ = make_binder(kube, clock=clock)
+    binder.followups.start()
+    release = threading.Event()
+    original = kube.request
+
+    def request(method, path, *a, **k):
+        if path.endswith("/pods/p/status"):
+            release.wait(5)  # a slow API server for the reports only
+        return original(method, path, *a, **k)
+
+    kube.request = request
+    assert binder.handle("ns/br") == 1.0  # failed: the worker is free while the report waits
+    clock.now += 1.0
+    assert binder.handle("ns/br") is None
+    assert status(kube)["phase"] == "Succeeded" and kube.bound == [("p", "n1")]
+    assert "conditions" not in kube.pod("p")["status"] and not kube.events
+    release.set()
+    assert binder.followups.flush(5)
+    assert [e["reason"] for e in kube.events] == ["BindingError", "Bound"]
+    assert kube.pod("p")["status"]["conditions"][0]["status"] == "True"  # the later outcome is the one kept
+    assert binder.followups.close(1)

@@ -134,6 +134,9 @@ def test_only_changes_that_can_unblock_scheduling_wake_the_loop():
         assert cache.changed.is_set() is wakes, what
         cache._on_event("DELETED", view)  # a deletion always may free something
         assert cache.changed.is_set(), what
+        cache.changed.clear()
+        cache._on_event("ADDED", view)  # a new object may be new work or room; a new BindRequest only takes room
+        assert cache.changed.is_set() is (what != "bind succeeded"), what
 
 
 def test_a_pods_nominated_node_reaches_its_task():

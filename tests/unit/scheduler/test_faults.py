@@ -4,6 +4,7 @@ backoff after failed cycles."""
 from __future__ import annotations
 
 import threading
+import types
 
 import pytest
 
@@ -209,6 +210,7 @@ def test_a_successful_cycle_resets_the_backoff(scheduler, monkeypatch):
         if outcome is not None:
             raise outcome
         stop.set()
+        return types.SimpleNamespace(decisions=[])  # a cycle that decided nothing
 
     monkeypatch.setattr(scheduler, "run_once", run_once)
     stop = CountingStop(after=100)

@@ -29,3 +29,11 @@ def test_a_long_cycle_is_followed_by_a_pause_as_long_even_with_changes_waiting()
 def test_the_pause_after_a_long_cycle_is_at_most_a_period():
     scheduler = Scheduler(None, period=0.2, debounce=0.01)
     assert 0.19 <= waited(scheduler, 60.0) < 30.0
+
+
+def test_after_a_cycle_that_decided_changes_wait_for_the_period():
+    scheduler = Scheduler(None, period=0.5, debounce=0.01)
+    scheduler.cache.changed.set()
+    begin = time.monotonic()
+    scheduler._wait_next(threading.Event(), started=begin, decided=True)
+    assert time.monotonic() - begin >= 0.49
