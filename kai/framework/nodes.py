@@ -44,6 +44,9 @@ class NodeArrays:
         self.rel_scalars: list[dict[str, float]] = [{} for _ in nodes]
         #: Positions of the nodes whose amounts changed since the node classes last looked.
         self.changed: set[int] = set()
+        #: Per node, how many times its amounts changed: every change of a node's accounting (its shared
+        #: devices included) goes through :meth:`change`, so a plugin may key what it derives from a node on it.
+        self.version = [0] * n
 
     def copy(self) -> NodeArrays:
         """An independent copy of the amounts."""
@@ -54,6 +57,7 @@ class NodeArrays:
         other.idle_scalars = [dict(d) for d in self.idle_scalars]
         other.rel_scalars = [dict(d) for d in self.rel_scalars]
         other.changed = set(self.changed)
+        other.version = list(self.version)
         return other
 
     def change(self, i: int, kind: str, res: Resources, sign: float) -> None:
@@ -68,6 +72,7 @@ class NodeArrays:
         gpu[i] += sign * res.gpu
         pods[i] += sign
         self.changed.add(i)
+        self.version[i] += 1
         for k, v in res.scalars.items():
             scalars[k] = scalars.get(k, 0.0) + sign * v
 

@@ -2,9 +2,11 @@
 
 from pathlib import Path
 
+import attrs
 import pytest
 
 from kai import testing as kt
+from kai.api import TaskStatus
 from kai.api.resources import ResourceRequest
 from kai.framework import Plugins, load_config
 from kai.framework.plugins import discover
@@ -191,3 +193,20 @@ def test_nodes_are_alike_unless_a_shape_names_gpu_models():
     assert build({"workload": [{"cpu": 8, "gpus": 1}]}).kai_nodes_alike() is True
     assert build({"workload": [{"cpu": 8, "gpus": 1, "models": ["T4"]}]}).kai_nodes_alike() is False
     assert build({"workload": [{"cpu": 1, "gpu_memory": "20Gi"}]}).kai_nodes_alike() is False
+
+
+def test_scores_follow_a_node_whose_amounts_changed():
+    fixed = {"workload": [{"cpu": 8, "memory": "32Gi", "gpus": 1}]}
+    snap = kt.cluster(nodes=[kt.node("a", gpus=2, cpu=16000), kt.node("b", gpus=2, cpu=16000)],
+                      jobs=[kt.job("prep", cpu=8000, memory=GI), kt.job("train", gpus=1, cpu=8000)])
+    session = kt.run(snap, plugins=["predicates", kt.PluginSpec("fragmentation", fixed)], actions=())
+    plugin = session.plugins.plugin("fragmentation")
+    tasks = {t.name: t for j in session.jobs.values() for t in j.tasks.values()}
+    before = scores(plugin, tasks["prep-0"], session, ["a", "b"])
+    assert before["a"] == before["b"]
+    version = session.node_by_name["a"].arrays.version[session.node_by_name["a"].index]
+    session.node_by_name["a"].add_task(attrs.evolve(tasks["train-0"], status=TaskStatus.ALLOCATED, node="a"))
+    assert session.node_by_name["a"].arrays.version[session.node_by_name["a"].index] > version
+    # With a GPU task on it, "a" has CPU for its last GPU only: the CPU-only task would strand it there.
+    after = scores(plugin, tasks["prep-0"], session, ["a", "b"])
+    assert after["b"] == before["b"] and after["a"] == pytest.approx(-15.0, abs=0.01)

@@ -42,3 +42,14 @@ def test_a_move_changes_the_class_of_the_node_and_no_other():
     session.move_task(task, TaskStatus.PENDING, None)
     reps, _, sizes = classes.representatives()
     assert [(n.name, s) for n, s in zip(reps, sizes, strict=True)] == [("n0", 4)]  # n0 leads its class again
+
+
+def test_node_versions_count_each_node_s_changes_and_copies_keep_their_own():
+    session = _session([kt.node(f"n{i}", gpus=2) for i in range(2)], [kt.job("j", queue="q", gpus=1)])
+    (task,) = session.jobs[next(iter(session.jobs))].tasks.values()
+    before = list(session.arrays.version)
+    copy = session.arrays.copy()
+    session.move_task(task, TaskStatus.ALLOCATED, "n0")
+    moved = session.node_by_name["n0"].index
+    assert [v > b for v, b in zip(session.arrays.version, before, strict=True)] == [i == moved for i in range(2)]
+    assert copy.version == before
