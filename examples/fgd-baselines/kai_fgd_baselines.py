@@ -32,6 +32,8 @@ from kai.plugins.fragmentation import EPS, NodeState, Shape, after_task, node_st
 MAX_SPEC_CPU = 128000  # millicores
 MAX_SPEC_GPU = 8000  # milli-GPU
 MAX_SCORE = 100
+#: Most entries kept in each of ``fgd``'s caches; a full cache is emptied.
+MAX_CACHE = 200_000
 
 
 def device_milli(node) -> list[int]:
@@ -215,14 +217,16 @@ def trace_workload(path: str, coverage: float = 0.95) -> list[tuple[Shape, float
 
 def fragmentation(state: NodeState, workload) -> float:
     """The paper's measure (``pkg/utils/frag.go``): for each shape, all idle GPU if the shape cannot fit now
-    (CPU, model or devices lacking) or takes no GPU, else the idle GPU of the devices too small for it."""
-    total = state.whole + sum(state.slivers)
+    (CPU, model or devices lacking) or takes no GPU, else the idle GPU of the devices too small for it.
+    Reads only ``state``'s CPU, whole devices, slivers and model."""
+    shared = sum(state.slivers)
+    total = state.whole + shared
     out = 0.0
     for shape, p in workload:
         if shape.cpu_only or (shape.models and state.model not in shape.models) or shape.cpu > state.cpu + EPS:
             out += p * total
         elif shape.gpus:
-            out += p * (sum(state.slivers) if state.whole >= shape.gpus - EPS else total)
+            out += p * (shared if state.whole >= shape.gpus - EPS else total)
         elif state.whole >= 1 - EPS or any(s >= shape.fraction - EPS for s in state.slivers):
             out += p * sum(s for s in state.slivers if s < shape.fraction - EPS)
         else:
@@ -234,41 +238,101 @@ def sigmoid_score(delta_gpus: float) -> float:
     return float(int(MAX_SCORE / (1.0 + math.exp(-delta_gpus))))
 
 
+def slivers(node) -> tuple[float, ...]:
+    """The free portions of the node's shared devices, smallest first, as :func:`node_state` gives them."""
+    mem = node_gpu_memory(node)
+    return tuple(sorted(1.0 - g.used / mem for g in node.gpu_groups.values() if 0 < g.used < mem))
+
+
 class Fgd:
+    """Scores by the growth of :func:`fragmentation`. The measure reads a node's free CPU, whole devices,
+    slivers and -- when a shape names GPU models -- its model, so a node is looked at through those alone
+    (its *state key*): the measure is cached by state, and the score and device growths by state and request;
+    states repeat across nodes and tasks. Memory and MIG never enter the measure."""
+
     name = "fgd"
 
     def __init__(self, workload, model_label: str):
         self.workload, self.model_label = workload, model_label
+        #: A shape names GPU models: the node's model changes its measure.
+        self.by_model = any(s.models for s, _ in workload)
+        #: The measure by node state.
+        self.frag_cache: dict[NodeState, float] = {}
+        #: Node score by (state key, request CPU, request GPUs, shared portion).
+        self.score_cache: dict[tuple, float] = {}
+        #: Growth deltas (``before - after``) by (state key, request CPU, request GPUs, portion, sliver number).
+        self.delta_cache: dict[tuple, float] = {}
 
-    def _deltas(self, task, node):
-        state = node_state(node, self.model_label)
-        before = fragmentation(state, self.workload)
-        r = task.request
-        if not r.is_shared_gpu:
-            return [before - fragmentation(after_task(state, r, None, None), self.workload)]
-        portion = task_gpu_memory(node, r) / node_gpu_memory(node)
-        out = [before - fragmentation(after_task(state, r, portion, k), self.workload)
-               for k, s in enumerate(state.slivers) if s >= portion - EPS]
-        if state.whole >= 1 - EPS:
-            out.append(before - fragmentation(after_task(state, r, portion, None), self.workload))
-        return out
+    @hookimpl
+    def kai_nodes_alike(self):
+        # The scores read free CPU and whole devices (shared devices make a node a class of its own), and the
+        # GPU model label only when a shape names models: then alike nodes may score differently.
+        return not self.by_model
+
+    def _key(self, node) -> tuple:
+        """``(free CPU, free whole devices, slivers, model)``: all of the node the measure reads."""
+        a, i = node.arrays, node.index
+        return (a.idle_cpu[i] + a.rel_cpu[i], a.idle_gpu[i] + a.rel_gpu[i], slivers(node) if node.gpu_groups else (),
+                node.labels.get(self.model_label, "") if self.by_model else "")
+
+    def _fragmentation(self, state: NodeState) -> float:
+        hit = self.frag_cache.get(state)
+        if hit is None:
+            if len(self.frag_cache) >= MAX_CACHE:
+                self.frag_cache.clear()
+            hit = self.frag_cache[state] = fragmentation(state, self.workload)
+        return hit
+
+    def _delta(self, key: tuple, request, portion: float | None, sliver: int | None) -> float:
+        """How much the measure of the node with state ``key`` falls when the task lands (on sliver number
+        ``sliver``, or a device nobody shares, for a shared task)."""
+        ckey = (*key, request.cpu, request.gpus, portion, sliver)
+        hit = self.delta_cache.get(ckey)
+        if hit is None:
+            cpu, whole, shares, model = key
+            state = NodeState(cpu, 0.0, whole, shares, (), model)
+            hit = self._fragmentation(state) - self._fragmentation(after_task(state, request, portion, sliver))
+            if len(self.delta_cache) >= MAX_CACHE:
+                self.delta_cache.clear()
+            self.delta_cache[ckey] = hit
+        return hit
+
+    def _score(self, key: tuple, request, portion: float | None) -> float:
+        """The best score over the devices the task could take on a node with state ``key``."""
+        if portion is None:
+            deltas = [self._delta(key, request, None, None)]
+        else:
+            deltas = [self._delta(key, request, portion, k) for k, s in enumerate(key[2]) if s >= portion - EPS]
+            if key[1] >= 1 - EPS:
+                deltas.append(self._delta(key, request, portion, None))
+        return max(sigmoid_score(d) for d in deltas)
 
     @hookimpl
     def kai_node_scores(self, task, nodes):
-        return [max(sigmoid_score(d) for d in self._deltas(task, n)) for n in nodes]
+        r = task.request
+        shared, cache, out = r.is_shared_gpu, self.score_cache, []
+        portion = None
+        for node in nodes:
+            key = self._key(node)
+            if shared:
+                portion = task_gpu_memory(node, r) / node_gpu_memory(node)
+            skey = (*key, r.cpu, r.gpus, portion)
+            hit = cache.get(skey)
+            if hit is None:
+                if len(cache) >= MAX_CACHE:
+                    cache.clear()
+                hit = cache[skey] = self._score(key, r, portion)
+            out.append(hit)
+        return out
 
     @hookimpl
     def kai_gpu_scores(self, task, node, groups):
-        state = node_state(node, self.model_label)
-        before = fragmentation(state, self.workload)
-        portion = task_gpu_memory(node, task.request) / node_gpu_memory(node)
+        key = self._key(node)
         mem = node_gpu_memory(node)
-        out = []
-        for g in groups:
-            k = None if g is None else state.slivers.index(1.0 - node.gpu_groups[g].used / mem)
-            out.append(sigmoid_score(before - fragmentation(after_task(state, task.request, portion, k),
-                                                            self.workload)))
-        return out
+        portion = task_gpu_memory(node, task.request) / mem
+        return [sigmoid_score(self._delta(key, task.request, portion,
+                                          None if g is None else key[2].index(1.0 - node.gpu_groups[g].used / mem)))
+                for g in groups]
 
 
 def build_bestfit(arguments):
