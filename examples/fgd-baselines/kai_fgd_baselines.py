@@ -330,9 +330,15 @@ class Fgd:
         key = self._key(node)
         mem = node_gpu_memory(node)
         portion = task_gpu_memory(node, task.request) / mem
-        return [sigmoid_score(self._delta(key, task.request, portion,
-                                          None if g is None else key[2].index(1.0 - node.gpu_groups[g].used / mem)))
-                for g in groups]
+        return [self._device_score(key, task.request, portion,
+                                   None if g is None else 1.0 - node.gpu_groups[g].used / mem) for g in groups]
+
+    def _device_score(self, key: tuple, request, portion: float, free: float | None) -> float:
+        """The score of the device with ``free`` part (None: a device nobody shares); a device whose part is
+        not among the node's free slivers (its tasks are all leaving) scores as a device nobody shares."""
+        slivers = key[2]
+        sliver = slivers.index(free) if free is not None and free in slivers else None
+        return sigmoid_score(self._delta(key, request, portion, sliver))
 
 
 def build_bestfit(arguments):

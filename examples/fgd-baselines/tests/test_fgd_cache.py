@@ -178,3 +178,17 @@ def test_a_model_workload_would_make_node_classes_choose_differently():
     workload = [(Shape(8000.0, 0.0, 1, 0.0, "", frozenset({"A"})), 1.0)]
     assert placed(nodes, jobs, workload) == {"j-0": "n1"}
     assert placed(nodes, jobs, workload, ForcedAlike) == {"j-0": "n0"}
+
+
+def test_a_shared_device_whose_tasks_are_all_leaving_gets_a_score():
+    jobs = [kt.job(f"old{k}", status="Releasing", node="n0", gpu_groups=("g0",),
+                   request=ResourceRequest(cpu=1000, memory=GI, gpu_fraction=0.5)) for k in range(2)]
+    jobs.append(kt.job("new", request=ResourceRequest(cpu=1000, memory=GI, gpu_fraction=0.5)))
+    session = kt.run(kt.cluster(nodes=[kt.node("n0", gpus=1, cpu=8000)], jobs=jobs), plugins=["predicates"],
+                     actions=())
+    task = session.jobs["new"].tasks["new-0"] if "new" in session.jobs else next(
+        t for j in session.jobs.values() for t in j.tasks.values() if t.name.startswith("new"))
+    plugin = Fgd(WORKLOAD, MODEL)
+    node = session.nodes[0]
+    assert plugin.kai_gpu_scores(task=task, node=node, groups=["g0"]) == plugin.kai_gpu_scores(task=task, node=node,
+                                                                                        groups=[None])
