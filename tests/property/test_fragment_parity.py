@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kai._native import fragment_py
-from kai.plugins.fragmentation import Measure, NodeState, Shape, fragmentation
+from kai.plugins.fragmentation import Measure, NodeState, Shape, fragmentation, measure_rows
 
 try:
     fragment_native = importlib.import_module("kai._native.fragment")
@@ -65,22 +65,9 @@ def test_the_fast_measure_is_the_definition(workload, lookahead, nodes):
 @settings(max_examples=400, deadline=None)
 @given(workloads, lookaheads, st.lists(states(), min_size=1, max_size=5))
 def test_native_equals_pure(workload, lookahead, nodes):
-    needs: dict[tuple, int] = {}
-    shape_rows = []
-    for shape, p in workload:
-        if shape.cpu_only:
-            continue
-        if shape.mig:
-            need: tuple = (fragment_py.MIG, shape.mig, 1 if shape.mig == MIG_1G else 3)
-        elif shape.gpus:
-            need = (fragment_py.WHOLE, shape.gpus, 0)
-        elif shape.fraction:
-            need = (fragment_py.FRACTION, shape.fraction, 0)
-        else:
-            need = (fragment_py.GPU_MEMORY, shape.gpu_memory_mib, 0)
-        shape_rows.append((needs.setdefault(need, len(needs)), p, shape.cpu, shape.memory, shape.models))
-    pure = fragment_py.Measure(list(needs), shape_rows, lookahead)
-    native = fragment_native.Measure(list(needs), shape_rows, lookahead)
+    needs, shape_rows = measure_rows(workload)
+    pure = fragment_py.Measure(needs, shape_rows, lookahead)
+    native = fragment_native.Measure(needs, shape_rows, lookahead)
     for s in nodes:
         args = (s.whole, s.slivers, s.mig, s.mig_gpus, s.model, s.cpu, s.memory, s.device_memory)
         assert native(*args) == pure(*args)
