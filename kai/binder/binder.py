@@ -134,6 +134,9 @@ class Binder(Controller):
         self.followups = Lanes("binder-followup", FOLLOWUP_LANES)
         self._lock = threading.Lock()
         self._not_before: dict[str, float] = {}
+        #: The ``failedAttempts`` this binder last wrote per BindRequest: a stored copy counting fewer is older
+        #: than its own write, and is not acted on (the watch brings the new one).
+        self._attempts_written: dict[str, int] = {}
         self._dirty_nodes: set[str] = set()
 
     def _run(self, stop: threading.Event) -> None:
@@ -151,6 +154,7 @@ class Binder(Controller):
             node = (obj.get("spec") or {}).get("selectedNode")
             with self._lock:
                 self._not_before.pop(key, None)
+                self._attempts_written.pop(key, None)
                 if node:
                     self._dirty_nodes.add(node)
         else:
@@ -271,6 +275,8 @@ class Binder(Controller):
             return None
         with self._lock:
             not_before = self._not_before.get(key, 0.0)
+            if request.failed_attempts < self._attempts_written.get(key, 0):
+                return None  # the store has not caught up with this binder's last status write yet
         if self._clock() < not_before:
             return not_before - self._clock()  # a retry is already scheduled; an event woke us early
         return self.attempt(request)
@@ -407,7 +413,9 @@ class Binder(Controller):
                     self._not_before[request.key] = self._clock() + retry
         suffix = f"; retrying in {retry:g}s" if retry is not None else ""
         log.warning(f"bind failed{suffix}", **fields(**ids, reason=reason, attempt=request.failed_attempts + 1))
-        self._set_status(request, status)
+        if self._set_status(request, status) and "failedAttempts" in status:
+            with self._lock:
+                self._attempts_written[request.key] = status["failedAttempts"]
         pod = ctx.pod_ref()
         if pod is not None:
             self._report(request, pod, WARNING, "False", names.REASON_BINDING_ERROR,
@@ -431,9 +439,10 @@ class Binder(Controller):
         if self.metrics is not None:
             self.metrics.stale_deleted()
 
-    def _set_status(self, request: BindRequest, status: dict[str, Any]) -> None:
+    def _set_status(self, request: BindRequest, status: dict[str, Any]) -> bool:
         """Writes the outcome to this very BindRequest: a JSON patch whose first operation tests its UID, so
-        that it never lands on a new BindRequest of the same name the scheduler made meanwhile."""
+        that it never lands on a new BindRequest of the same name the scheduler made meanwhile. True if it
+        landed."""
         merged = {k: v for k, v in {**(request.raw.get("status") or {}), **status}.items() if v is not None}
         patch: list[dict[str, Any]] = [{"op": "add", "path": "/status", "value": merged}]
         uid = (request.raw.get("metadata") or {}).get("uid")
@@ -448,6 +457,8 @@ class Binder(Controller):
                 log.info("BindRequest deleted or replaced meanwhile; its status is not recorded", **ids)
             else:
                 log.error("could not record BindRequest status", **ids)
+            return False
+        return True
 
     def _report(self, request: BindRequest, pod: dict[str, Any], event_type: str, status: str, reason: str,
                 message: str) -> None:

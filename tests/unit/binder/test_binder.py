@@ -536,3 +536,20 @@ def test_a_running_binder_reports_outcomes_off_the_workers_path_in_order_per_pod
     assert [e["reason"] for e in kube.events] == ["BindingError", "Bound"]
     assert kube.pod("p")["status"]["conditions"][0]["status"] == "True"  # the later outcome is the one kept
     assert binder.followups.close(1)
+
+
+
+def test_a_stored_copy_older_than_the_binders_own_status_write_is_not_acted_on(kube):
+    """After the last failure the store may still hold the copy the binder wrote over: no further attempt."""
+    clock = Clock()
+    kube.add_pod("p")
+    kube.add_request("br", "p", "n1", backoff_limit=2)
+    kube.fail_binding = [ApiError("POST", "x", 500, "Internal Server Error")] * 2
+    binder, _ = make_binder(kube, clock=clock)
+    assert binder.handle("ns/br") == 1.0
+    first = dict(status(kube))
+    clock.now += 1.0
+    assert binder.handle("ns/br") is None and status(kube)["failedAttempts"] == 2  # out of attempts
+    kube.objects[BR_PATH + "br"]["status"] = first  # the watch has not brought the second write yet
+    assert binder.handle("ns/br") is None
+    assert "nodeName" not in kube.pod("p")["spec"] and len(kube.events) == 2
