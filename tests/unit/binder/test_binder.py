@@ -538,7 +538,6 @@ def test_a_running_binder_reports_outcomes_off_the_workers_path_in_order_per_pod
     assert binder.followups.close(1)
 
 
-
 def test_a_stored_copy_older_than_the_binders_own_status_write_is_not_acted_on(kube):
     """After the last failure the store may still hold the copy the binder wrote over: no further attempt."""
     clock = Clock()
