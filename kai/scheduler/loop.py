@@ -289,6 +289,8 @@ class Scheduler:
             self._observe(self.usage.record, session)
         self.committer.commit(session, cycle)
         self.cycles += 1
+        if self.metrics is not None:
+            self.metrics.cycle_ran(bool(session.decisions))
         if session.decisions or log.isEnabledFor(logging.DEBUG):
             kinds = Counter(d.kind for d in session.decisions)
             log.info("cycle", **fields(cycle=self.cycles, jobs=len(session.jobs), nodes=len(session.nodes),
