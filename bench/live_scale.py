@@ -236,6 +236,7 @@ def run(args: argparse.Namespace, kubeconfig: str, workdir: Path, plane: dict[st
         live = not (args.staged or args.floor)
         scraped0 = {c: scrape(workdir / f"{c}.log") for c in components.procs} if live else {}
         t0 = time.monotonic()
+        phases = Phases(components.procs, workdir, t0) if live else None
         create_all(kube, objects)
         print(f"{args.pods} PodGroups and pods created in {time.monotonic() - t0:.1f}s", flush=True)
         if args.floor:  # no scheduler: each pod bound straight to a node, one Binding call per pod
@@ -252,7 +253,6 @@ def run(args: argparse.Namespace, kubeconfig: str, workdir: Path, plane: dict[st
             print(f"binder: {len(running.names)} pods Running {time.monotonic() - t1:.1f}s after it started")
             for c, p in components.procs.items():
                 pids[c], cpu0[c] = p.pid, 0.0
-        phases = Phases(components.procs, workdir, t0) if live else None
         if phases is not None:
             requested.reached.wait(args.timeout)
             phases.mark("streaming")
