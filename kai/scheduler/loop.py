@@ -4,9 +4,13 @@ Each cycle takes a snapshot from the :class:`~kai.scheduler.cache.ClusterCache`,
 actions in one kernel :class:`~kai.framework.Session` -- the same entry points as the simulator,
 no scheduling logic here -- and hands the outcome to the :class:`~kai.scheduler.commit.Committer`.
 A cycle starts ``period`` seconds after the previous one (KAI's ``--schedule-period``, 1 s), or
-``debounce`` seconds after a change arrives from a watch, whichever comes first; but never sooner
-after the previous cycle ended than that cycle took (at most a period), so that under a stream of
-changes a large cluster's scheduler does not take all the CPU. A cycle that decided something is
+``debounce`` seconds after a watch brings a change that can let a cycle decide something new (new
+work, freed room, a placement withdrawn: :func:`~kai.scheduler.cache.wakes`), whichever comes first;
+but never sooner after the previous cycle ended than that cycle took (at most a period), so that under
+a stream of changes a large cluster's scheduler does not take all the CPU. The other changes -- pods
+turning Running, BindRequests made or succeeding, the scheduler's own records on pods and PodGroups
+written back -- wait for the periodic cycle: once every pod is placed, the scheduler runs one cycle a
+period while the binder catches up, not one after another. A cycle that decided something is
 followed by the next one a period after it started, changes or not: while pods stream in, each cycle
 places a period's arrivals (a cycle's cost grows with the cluster, not with the pods it places), and
 the first pod after a quiet spell is still taken up within the debounce. Faults of one job or one action are
