@@ -144,13 +144,14 @@ class Scheduler:
             self.objects.start()
         if self.usage is not None:
             self.usage.start()
+        thresholds = gc.get_threshold()
         try:
             if not self._wait_synced(stop):
                 return
             gc.freeze()  # the listed cluster lives on: the collector need not walk it again and again
             # A cycle allocates objects by the hundred thousand; collecting the young ones every 700 allocations
-            # made the collector a tenth or more of a cycle's CPU (the setting is the process's).
-            gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
+            # made the collector a tenth or more of a cycle's CPU (the setting is the process's, until the stop).
+            gc.set_threshold(GC_YOUNG_THRESHOLD, *thresholds[1:])
             if self.objects is not None and not self.objects.wait_applied(SETTINGS_WAIT):
                 log.warning("SchedulingShard and Config not listed yet; scheduling with the configuration given")
             log.info("scheduler started", **fields(actions=",".join(self.plugins.config.actions),
@@ -167,6 +168,7 @@ class Scheduler:
                 self.failures = 0
                 self._wait_next(stop, started, decided=bool(session.decisions))
         finally:
+            gc.set_threshold(*thresholds)
             self.committer.close(self.stop_timeout)
             if self.usage is not None:
                 self.usage.close()
