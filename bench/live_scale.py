@@ -7,7 +7,9 @@ Starts a private control plane (etcd, kube-apiserver, kwok; or uses ``--kubeconf
 KAI's CRDs, creates the nodes and one queue per group of pods, starts the scheduler and the binder
 as two processes, then creates the PodGroups and single-GPU pods and prints the time from the
 first creation until every pod is Running, the peak RSS of each process and the CPU time each
-process (also the control plane's, when private) used meanwhile, the scheduler's CPU per placed pod and
+process (also the control plane's, when private) used meanwhile, the scheduler's CPU per placed pod (and
+its CPU and cycles while pods stream in, until its last BindRequest, and in the tail after it, until every
+pod runs: how long the binder lags) and
 each component's API calls (from its ``kai_api_requests_total``) per bind, counted once the components'
 requests have stopped (the pod conditions and events that report binds trail them; how long is
 printed). ``--versus-floor`` first makes the ``--floor`` run on a control plane of its own and reports
@@ -131,6 +133,34 @@ def report_costs(pods: int, cpu: dict[str, float], before: dict[str, dict], afte
         print(f"{component}: {calls:.0f} API calls, {calls / max(binds, 1):.2f} per bind ({binds:.0f} binds)")
 
 
+def cycles(samples: dict[tuple[str, tuple], float], decided: str) -> float:
+    return samples.get(("kai_scheduler_cycles_total", (("decided", decided),)), 0.0)
+
+
+class Phases:
+    """The scheduler's CPU and cycles while pods stream in (until its last BindRequest) and in the tail after
+    it (until every pod runs: the binder's lag)."""
+
+    def __init__(self, procs: dict[str, subprocess.Popen], workdir: Path, t0: float) -> None:
+        self.pid, self.log = procs["scheduler"].pid, workdir / "scheduler.log"
+        self.marks = [("start", t0, cpu_seconds(self.pid), None)]
+
+    def mark(self, phase: str) -> None:
+        """The end of ``phase``: now."""
+        self.marks.append((phase, time.monotonic(), cpu_seconds(self.pid), scrape(self.log)))
+
+    def report(self, scraped0: dict) -> None:
+        previous = (self.marks[0][1], self.marks[0][2], scraped0["scheduler"])
+        for phase, at, cpu, samples in self.marks[1:]:
+            seconds, used = at - previous[0], cpu - previous[1]
+            deciding = cycles(samples, "true") - cycles(previous[2], "true")
+            idle = cycles(samples, "false") - cycles(previous[2], "false")
+            n = deciding + idle
+            print(f"scheduler, {phase}: {seconds:.1f}s, CPU {used:.1f}s, {n:.0f} cycles ({deciding:.0f} deciding), "
+                  f"{used / max(n, 1) * 1000:.0f} ms CPU per cycle")
+            previous = (at, cpu, samples)
+
+
 def settled(workdir: Path, procs: dict[str, subprocess.Popen], quiet: float = 3.0, limit: float = 120.0) -> dict:
     """Each component's samples once its API requests stopped for ``quiet`` seconds (at most ``limit``): the
     reports that trail the binds (pod conditions, events) are counted too; prints how long they trailed."""
@@ -206,6 +236,7 @@ def run(args: argparse.Namespace, kubeconfig: str, workdir: Path, plane: dict[st
         live = not (args.staged or args.floor)
         scraped0 = {c: scrape(workdir / f"{c}.log") for c in components.procs} if live else {}
         t0 = time.monotonic()
+        phases = Phases(components.procs, workdir, t0) if live else None
         create_all(kube, objects)
         print(f"{args.pods} PodGroups and pods created in {time.monotonic() - t0:.1f}s", flush=True)
         if args.floor:  # no scheduler: each pod bound straight to a node, one Binding call per pod
@@ -222,8 +253,13 @@ def run(args: argparse.Namespace, kubeconfig: str, workdir: Path, plane: dict[st
             print(f"binder: {len(running.names)} pods Running {time.monotonic() - t1:.1f}s after it started")
             for c, p in components.procs.items():
                 pids[c], cpu0[c] = p.pid, 0.0
+        if phases is not None:
+            requested.reached.wait(args.timeout)
+            phases.mark("streaming")
         finished = running.reached.wait(args.timeout)
         elapsed = time.monotonic() - t0
+        if phases is not None:
+            phases.mark("tail")
         print(f"{len(running.names)}/{args.pods} pods Running {elapsed:.1f}s after the first creation"
               + ("" if finished else f" (gave up after {args.timeout:.0f}s)"))
         for component, proc in components.procs.items():
@@ -232,6 +268,7 @@ def run(args: argparse.Namespace, kubeconfig: str, workdir: Path, plane: dict[st
         print(f"CPU seconds during the run ({os.cpu_count()} cores): "
               + ", ".join(f"{name} {sec:.0f}" for name, sec in sorted(used.items(), key=lambda kv: -kv[1])))
         if live:
+            phases.report(scraped0)
             report_costs(args.pods, used, scraped0, settled(workdir, components.procs))
         report_latencies(kube)
         return elapsed if finished else None

@@ -153,6 +153,8 @@ class SchedulerMetrics:
         self._podgroups = r.gauge("snapshot_podgroups", "PodGroups in the last snapshot")
         self._pending_podgroups = r.gauge("snapshot_pending_podgroups",
                                           "PodGroups with pods waiting to be scheduled in the last snapshot")
+        self._cycles = r.counter("scheduler_cycles", "Scheduling cycles run, by whether they decided something",
+                                 ("decided",))
         self._cycle_failures = r.counter("scheduler_cycle_failures",
                                          "Scheduling cycles that failed as a whole (retried after a backoff)")
         self._contained = r.counter("scheduler_contained_errors",
@@ -191,6 +193,9 @@ class SchedulerMetrics:
 
     def podgroup_acted_on(self, action: str, count: int = 1) -> None:
         self._acted_on.labels(action).inc(count)
+
+    def cycle_ran(self, decided: bool) -> None:
+        self._cycles.labels("true" if decided else "false").inc()
 
     def cycle_failed(self) -> None:
         self._cycle_failures.inc()

@@ -15,7 +15,9 @@ store (an object that stops matching is removed as if deleted). Store keys are
 
 ``on_event(type, obj)`` runs on the informer's thread after the store has changed, with ``type``
 ``"ADDED"``, ``"MODIFIED"`` or ``"DELETED"`` and the transformed object; an exception in it is
-logged and the informer goes on. A relist (at start, after 410 Gone or after an error) reports the
+logged and the informer goes on. ``on_change(type, obj, previous)`` is the same with the stored
+object the change replaced or removed (None when ADDED), for a consumer that tells changes apart. A
+relist (at start, after 410 Gone or after an error) reports the
 difference to the previous store as the same three event types, so a consumer sees every change
 exactly once whatever happened to the connection. A new version whose transformed object equals
 the stored one changes nothing: the stored object is kept (so a consumer may key what it derives from
@@ -45,6 +47,7 @@ from kai.kube.client import ApiError, Kube
 log = logging.getLogger(__name__)
 
 EventHandler = Callable[[str, Any], None]
+ChangeHandler = Callable[[str, Any, Any], None]
 
 
 class _Gone(Exception):
@@ -67,6 +70,7 @@ class Informer:
         path: str,
         *,
         on_event: EventHandler | None = None,
+        on_change: ChangeHandler | None = None,
         transform: Callable[[dict], Any] | None = None,
         label_selector: str = "",
         field_selector: str = "",
@@ -78,6 +82,7 @@ class Informer:
         self.path = path
         self.name = name or path
         self.on_event = on_event
+        self.on_change = on_change
         self.transform = transform
         self.selectors = {k: v for k, v in (("labelSelector", label_selector), ("fieldSelector", field_selector)) if v}
         self.page_size = page_size
@@ -180,18 +185,20 @@ class Informer:
             obj = self._transform(raw)
             if obj is not None:
                 fresh[object_key(raw)] = (obj, (raw.get("metadata") or {}).get("resourceVersion", ""))
-        events: list[tuple[str, Any]] = []
+        events: list[tuple[str, Any, Any]] = []
         with self._lock:
             for key in [k for k in self._store if k not in fresh]:
                 self._versions.pop(key, None)
-                events.append(("DELETED", self._store.pop(key)))
+                gone = self._store.pop(key)
+                events.append(("DELETED", gone, gone))
             for key, (obj, version) in fresh.items():
                 unchanged = key in self._store and (self._versions.get(key) == version
                                                     or self._same(self._store[key], obj))
                 self._versions[key] = version
                 if unchanged:
                     continue
-                events.append(("MODIFIED" if key in self._store else "ADDED", obj))
+                previous = self._store.get(key)
+                events.append(("MODIFIED" if previous is not None else "ADDED", obj, previous))
                 self._store[key] = obj
             self.changes += len(events)
             self.resource_version = resource_version
@@ -252,9 +259,9 @@ class Informer:
                 self._store[key] = obj
                 self.changes += 1
         if obj is not None:
-            self._emit("MODIFIED" if known is not None else "ADDED", obj)
+            self._emit("MODIFIED" if known is not None else "ADDED", obj, known)
         elif known is not None:
-            self._emit("DELETED", self._transform(raw) or known if kind == "DELETED" else known)
+            self._emit("DELETED", self._transform(raw) or known if kind == "DELETED" else known, known)
 
     def _same(self, known: Any, obj: Any) -> bool:
         """Whether a new version changed nothing the transform keeps (a heartbeat, another component's
@@ -270,10 +277,13 @@ class Informer:
             log.exception("%s: cannot read %s; leaving it out", self.name, object_key(raw))
             return None
 
-    def _emit(self, kind: str, obj: Any) -> None:
-        if self.on_event is None:
+    def _emit(self, kind: str, obj: Any, previous: Any) -> None:
+        if self.on_event is None and self.on_change is None:
             return
         try:
-            self.on_event(kind, obj)
+            if self.on_event is not None:
+                self.on_event(kind, obj)
+            if self.on_change is not None:
+                self.on_change(kind, obj, previous)
         except Exception:  # noqa: BLE001 - a consumer's bug must not stop the informer
             log.exception("%s: event handler failed on %s", self.name, kind)

@@ -5,7 +5,7 @@ Topologies, ConfigMaps (their names only), the storage objects (PersistentVolume
 PersistentVolumes, StorageClasses, CSIStorageCapacities, CSIDrivers; read into the snapshot only in
 cycles where a pod to schedule has claims) and -- when the cluster serves that API --
 NodeResourceTopologies (slim views, :mod:`kai.scheduler.convert`) and sets
-:attr:`ClusterCache.changed` on every change that can affect scheduling (:func:`may_unblock`).
+:attr:`ClusterCache.changed` on every change that can let a cycle decide something new (:func:`wakes`).
 :meth:`ClusterCache.snapshot` builds the kernel's input from the stores, as KAI's cache does:
 
 * a pod with a live BindRequest (not failed, for this very pod, on an existing node) is Binding on
@@ -97,15 +97,40 @@ class Cycle:
     stale_bind_requests: list[BindRequestView]
 
 
-def may_unblock(view) -> bool:
-    """Whether a changed object can let the scheduler do something new. Not so: a bound pod that
-    starts running or gets a condition, a BindRequest that is made or succeeds; the next periodic
-    cycle sees those anyway."""
-    if isinstance(view, PodView):
-        return not view.node_name or view.deleting or view.terminated
-    if isinstance(view, BindRequestView):
+#: What the scheduler itself writes back about a pod (its explanation) and a PodGroup (its explanation and the
+#: times it records): a change of these alone lets no cycle decide anything new.
+POD_RECORDS = frozenset({"unschedulable_message"})
+PODGROUP_RECORDS = frozenset({"conditions", "last_start", "stale_since", "last_eviction"})
+
+
+def wakes(kind: str, view, previous) -> bool:
+    """Whether a change (``kind`` of informer event, the view now and the one it replaced) can let a cycle
+    decide something new -- new work, freed room, a placement withdrawn -- and so should start one soon.
+    Not so: a bound pod that starts running or gets a condition, a BindRequest that is made or succeeds,
+    the scheduler's own records on a pod or PodGroup (:data:`POD_RECORDS`, :data:`PODGROUP_RECORDS`; the
+    times it records count only as time passes), a NodeResourceTopology's availability (an exporter
+    republishes it all the time). The periodic cycle sees those anyway. Anything else wakes a cycle."""
+    if kind == "DELETED":
+        return True
+    if isinstance(view, BindRequestView):  # a new one, as a rule this scheduler's own, only takes room
         return view.failed
-    return not isinstance(view, NrtView)  # an exporter republishes zone availability all the time
+    if kind == "ADDED" or previous is None:
+        return True
+    if isinstance(view, PodView):
+        if view.node_name and not (view.deleting or view.terminated):
+            return False
+        return _differs(view, previous, POD_RECORDS)
+    if isinstance(view, PodGroupView):
+        return _differs(view, previous, PODGROUP_RECORDS)
+    return not isinstance(view, NrtView)
+
+
+def _differs(view, previous, records: frozenset[str]) -> bool:
+    """Whether two versions of a view differ in a field other than ``records``."""
+    if type(view) is not type(previous):
+        return True
+    return any(getattr(view, f.name) != getattr(previous, f.name)
+               for f in attrs.fields(type(view)) if f.name not in records)
 
 
 @attrs.define(slots=True)
@@ -151,7 +176,7 @@ class ClusterCache:
             "resourceclaimtemplates": dra.claim_template_view,
         }
         self.informers = {
-            name: Informer(kube, PATHS[name], transform=transforms[name], on_event=self._on_event, name=name)
+            name: Informer(kube, PATHS[name], transform=transforms[name], on_change=self._on_change, name=name)
             for name in PATHS
         }
         self._lock = threading.Lock()
@@ -197,10 +222,8 @@ class ClusterCache:
             informer.wait_synced(None if deadline is None else max(0.0, deadline - time.monotonic()))
         return [name for name, inf in self.informers.items() if not inf.synced.is_set()]
 
-    def _on_event(self, kind: str, obj) -> None:
-        # A new object may be new work or room -- except a BindRequest, which only takes room (and is,
-        # as a rule, this scheduler's own, assumed already).
-        if kind == "DELETED" or (kind == "ADDED" and not isinstance(obj, BindRequestView)) or may_unblock(obj):
+    def _on_change(self, kind: str, obj, previous) -> None:
+        if wakes(kind, obj, previous):
             self.changed.set()
 
     # --- the cache's own writes ---------------------------------------------------------------------

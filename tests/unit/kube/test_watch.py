@@ -232,3 +232,20 @@ def test_an_unchanged_object_keeps_its_stored_copy_and_only_changes_are_counted(
     informer._replace([obj("a", "4", phase="Running")], "5")  # b is gone
     informer._apply({"type": "DELETED", "object": obj("c", "6")})  # never stored: nothing changes
     assert informer.changes == 4 and informer.get("ns/b") is None
+
+
+def test_on_change_gets_the_version_each_change_replaced_in_the_watch_and_in_a_relist():
+    changes: list = []
+    informer = Informer(None, "/api/v1/pods", transform=lambda raw: dict(phase=raw.get("phase")),
+                        on_change=lambda kind, now, before: changes.append((kind, now, before)))
+    informer._replace([obj("a", "1", phase="Pending"), obj("b", "1", phase="Pending")], "1")
+    informer._apply({"type": "MODIFIED", "object": obj("a", "2", phase="Running")})
+    informer._replace([obj("a", "3", phase="Succeeded")], "3")  # b is gone
+    informer._apply({"type": "DELETED", "object": obj("a", "4", phase="Succeeded")})
+    assert changes == [
+        ("ADDED", {"phase": "Pending"}, None), ("ADDED", {"phase": "Pending"}, None),
+        ("MODIFIED", {"phase": "Running"}, {"phase": "Pending"}),
+        ("DELETED", {"phase": "Pending"}, {"phase": "Pending"}),
+        ("MODIFIED", {"phase": "Succeeded"}, {"phase": "Running"}),
+        ("DELETED", {"phase": "Succeeded"}, {"phase": "Succeeded"}),
+    ]

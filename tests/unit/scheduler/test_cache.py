@@ -117,26 +117,53 @@ def test_pod_of_an_undefined_subgroup_is_a_problem_and_still_holds_its_node():
     assert snap.jobs["ns/g"].tasks == {} and snap.nodes[0].allocatable.gpu == 6.0
 
 
+def woke(cache: ClusterCache, informer: str, kind: str, raw: dict) -> bool:
+    """Whether a watch event of ``informer`` (through its store, as on a live watch) woke the loop."""
+    cache.changed.clear()
+    cache.informers[informer]._apply({"type": kind, "object": raw})
+    return cache.changed.is_set()
+
+
 def test_only_changes_that_can_unblock_scheduling_wake_the_loop():
-    cache = cache_with()
-    views = {
-        "pending pod": (cache.informers["pods"].transform(pod("a")), True),
-        "bound pod running": (cache.informers["pods"].transform(pod("b", node_name="n1", phase="Running")), False),
-        "bound pod finished": (cache.informers["pods"].transform(pod("c", node_name="n1", phase="Succeeded")), True),
-        "bind succeeded": (cache.informers["bindrequests"].transform(bind("a", "n1", phase="Succeeded")), False),
-        "bind failed for good": (cache.informers["bindrequests"].transform(bind("a", "n1", phase="Failed")), True),
-        "podgroup": (cache.informers["podgroups"].transform(podgroup()), True),
-        "node": (cache.informers["nodes"].transform(node("n1")), True),
+    cases = {  # what: (informer, the object before, after, whether the change wakes the loop)
+        "pending pod": ("pods", pod("a", gpus=1), pod("a", gpus=2), True),
+        "bound pod running": ("pods", pod("b", node_name="n1"), pod("b", node_name="n1", phase="Running"), False),
+        "bound pod finished": ("pods", pod("c", node_name="n1", phase="Running"),
+                               pod("c", node_name="n1", phase="Succeeded"), True),
+        "bind succeeded": ("bindrequests", bind("a", "n1"), bind("a", "n1", phase="Succeeded"), False),
+        "bind failed for good": ("bindrequests", bind("a", "n1"), bind("a", "n1", phase="Failed"), True),
+        "podgroup": ("podgroups", podgroup(), podgroup(min_member=2), True),
+        "node": ("nodes", node("n1"), node("n1", gpus=4), True),
     }
-    for what, (view, wakes) in views.items():
-        cache.changed.clear()
-        cache._on_event("MODIFIED", view)
-        assert cache.changed.is_set() is wakes, what
-        cache._on_event("DELETED", view)  # a deletion always may free something
-        assert cache.changed.is_set(), what
-        cache.changed.clear()
-        cache._on_event("ADDED", view)  # a new object may be new work or room; a new BindRequest only takes room
-        assert cache.changed.is_set() is (what != "bind succeeded"), what
+    for what, (informer, before, after, wakes) in cases.items():
+        cache = cache_with(**{informer: [before]})
+        assert woke(cache, informer, "MODIFIED", after) is wakes, what
+        assert woke(cache, informer, "DELETED", after), what  # a deletion always may free something
+        # a new object may be new work or room; a new BindRequest only takes room
+        assert woke(cache, informer, "ADDED", after) is (what != "bind succeeded"), what
+
+
+def test_the_schedulers_own_records_wake_no_cycle_other_changes_of_the_same_objects_do():
+    started = podgroup()
+    started["metadata"]["annotations"] = {"kai.scheduler/last-start-timestamp": "2026-01-01T00:00:00Z",
+                                          "kai.scheduler/stale-podgroup-timestamp": "2026-01-01T00:00:01Z"}
+    explained = podgroup()
+    explained["status"] = {"schedulingConditions": [{"type": "UnschedulableOnNodePool", "nodePool": "default",
+                                                     "reason": "Unschedulable", "message": "no room"}]}
+    moved = podgroup(queue="other")
+    unschedulable = pod("a")
+    unschedulable["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                              "message": "0/2 nodes are available"}]
+    cases = {  # what: (informer, the object before, after, whether the change wakes the loop)
+        "last start and stale times written": ("podgroups", podgroup(), started, False),
+        "scheduling condition written": ("podgroups", podgroup(), explained, False),
+        "queue changed": ("podgroups", started, moved, True),
+        "pending pod marked unschedulable": ("pods", pod("a"), unschedulable, False),
+        "pending pod's request changed": ("pods", unschedulable, pod("a", gpus=2), True),
+    }
+    for what, (informer, before, after, wakes) in cases.items():
+        cache = cache_with(**{informer: [before]})
+        assert woke(cache, informer, "MODIFIED", after) is wakes, what
 
 
 def test_a_pods_nominated_node_reaches_its_task():

@@ -3,6 +3,7 @@ backoff after failed cycles."""
 
 from __future__ import annotations
 
+import gc
 import threading
 import types
 
@@ -16,7 +17,7 @@ from kai.framework.faults import SessionOpenError
 from kai.metrics import Registry, SchedulerMetrics
 from kai.scheduler.cache import ClusterCache
 from kai.scheduler.commit import Committer
-from kai.scheduler.loop import Scheduler, backoff
+from kai.scheduler.loop import GC_YOUNG_THRESHOLD, Scheduler, backoff
 from support.kube import RequestKube
 
 from .test_commit import RecordingKube
@@ -267,3 +268,30 @@ def test_failing_metrics_bookkeeping_still_commits_the_cycle_s_decisions(schedul
     assert scheduler.committer.flush(10)
     assert [d.kind for d in session.decisions] == ["bind"]
     assert kube.of("POST", "/bindrequests")
+
+
+def test_cycles_are_counted_by_whether_they_decided_something(scheduler):
+    kube = RecordingKube()
+    scheduler.cache = cache_with(kube, pods=[pod("a0")], podgroups=[podgroup()])
+    scheduler.committer = Committer(kube, scheduler.cache, workers=2)
+    assert [d.kind for d in scheduler.run_once().decisions] == ["bind"]
+    assert scheduler.run_once().decisions == []  # the binding is assumed: nothing left to decide
+    assert scheduler.committer.flush(10)
+    assert scheduler.registry.value("kai_scheduler_cycles_total", {"decided": "true"}) == 1
+    assert scheduler.registry.value("kai_scheduler_cycles_total", {"decided": "false"}) == 1
+
+
+def test_a_running_scheduler_collects_the_youngest_generation_less_often(scheduler, monkeypatch):
+    before = gc.get_threshold()
+    monkeypatch.setattr(gc, "freeze", lambda: None)  # the test process's objects stay collectable
+    stop, during = threading.Event(), []
+
+    def run_once():
+        during.append(gc.get_threshold())
+        stop.set()
+        return types.SimpleNamespace(decisions=[])
+
+    monkeypatch.setattr(scheduler, "run_once", run_once)
+    scheduler.run(stop)
+    assert during == [(GC_YOUNG_THRESHOLD, *before[1:])] and GC_YOUNG_THRESHOLD > before[0]
+    assert gc.get_threshold() == before  # given back on stop

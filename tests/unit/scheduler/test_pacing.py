@@ -37,3 +37,26 @@ def test_after_a_cycle_that_decided_changes_wait_for_the_period():
     begin = time.monotonic()
     scheduler._wait_next(threading.Event(), started=begin, decided=True)
     assert time.monotonic() - begin >= 0.49
+
+
+def podgroup(annotations: dict | None = None, min_member: int = 1) -> dict:
+    return {"metadata": {"name": "g", "namespace": "ns", "uid": "pg-g", "annotations": annotations or {}},
+            "spec": {"queue": "q", "minMember": min_member}}
+
+
+def waited_after(scheduler: Scheduler, raw: dict) -> float:
+    """Seconds ``_wait_next`` waits after a short cycle when the watch brings ``raw`` (a PodGroup) meanwhile."""
+    informer = scheduler.cache.informers["podgroups"]
+    informer._replace([podgroup()], "1")
+    scheduler.cache.changed.clear()
+    begin = time.monotonic()
+    informer._apply({"type": "MODIFIED", "object": raw})
+    scheduler._wait_next(threading.Event(), started=begin)
+    return time.monotonic() - begin
+
+
+def test_the_schedulers_own_record_written_back_waits_for_the_period_a_spec_change_does_not():
+    scheduler = Scheduler(None, period=0.5, debounce=0.01)
+    stamped = podgroup({"kai.scheduler/last-start-timestamp": "2026-01-01T00:00:00Z"})
+    assert waited_after(scheduler, stamped) >= 0.49  # the last-start time it stamped: no early cycle
+    assert waited_after(scheduler, podgroup(min_member=2)) < 0.3  # a new gang size may let the job run
