@@ -14,7 +14,7 @@ from the tasks that arrived most recently (argument ``window``, default 2000 tas
 scheduler sees for the first time counts once, whether it arrives with a new session or joins an open
 one. Tasks that differ in memory only count as one shape, whose memory is their mean; the most frequent
 shapes are kept until they cover ``coverage`` (default 0.95) of the window, at most ``max_shapes``
-(default 48). Growths are compared in steps of ``resolution`` GPUs (default 0.05): nodes closer than that
+(default 48). Growths are compared in steps of ``resolution`` GPUs (default 0.1): nodes closer than that
 tie, and the tie falls to the kernel's node order rather than to a packing rule. Scores only order
 feasible nodes and devices; they never change where a task fits.
 
@@ -50,7 +50,7 @@ DEFAULT_WEIGHT = 10.0
 #: Weight of the filled-node part of a shape's fragment beside the next-task part.
 DEFAULT_LOOKAHEAD = 0.5
 #: Fragmentation growths are compared in steps of this many GPUs: nodes closer than that tie.
-DEFAULT_RESOLUTION = 0.05
+DEFAULT_RESOLUTION = 0.1
 EPS = 1e-9
 #: Share of the recent arrivals the kept shapes cover (the paper's target workload: 95 % of the pods).
 DEFAULT_COVERAGE = 0.95

@@ -223,14 +223,14 @@ def test_the_most_frequent_shapes_are_kept_until_they_cover_the_share_asked():
 
 def test_nodes_whose_growth_differs_by_less_than_the_resolution_tie():
     # Mostly 1-GPU tasks, a few 2-GPU ones: a 1-GPU task on the 3-GPU node leaves a pair free (growth -0.005 GPU),
-    # on the 2-GPU node it breaks the pair (+0.015). Within 0.05 GPU both score the same; the kernel's order
-    # among equal scores decides.
+    # on the 2-GPU node it breaks the pair (+0.015). Within the default resolution (0.1 GPU) both score the same;
+    # the kernel's order among equal scores decides.
     workload = [{"cpu": 1, "gpus": 1, "weight": 99}, {"cpu": 1, "gpus": 2, "weight": 1}]
     snap = kt.cluster(nodes=[kt.node("a", gpus=3, cpu=32000), kt.node("b", gpus=2, cpu=32000)],
                       jobs=[kt.job("train", gpus=1, cpu=1000)])
-    for resolution, expected in ((0.05, {"a": 0.0, "b": 0.0}), (0.0, {"a": 0.05, "b": -0.15})):
+    for arguments, expected in (({}, {"a": 0.0, "b": 0.0}), ({"resolution": 0}, {"a": 0.05, "b": -0.15})):
         session = kt.run(snap, plugins=["predicates", kt.PluginSpec(
-            "fragmentation", {"workload": workload, "resolution": resolution})], actions=())
+            "fragmentation", {"workload": workload, **arguments})], actions=())
         plugin = session.plugins.plugin("fragmentation")
         task = session.jobs[next(iter(session.jobs))].tasks["train-0"]
         assert scores(plugin, task, session, ["a", "b"]) == pytest.approx(expected, abs=1e-9)
