@@ -12,12 +12,15 @@ node's CPU or memory cannot feed count before the CPU runs out, which is where a
 The distribution is the argument ``workload`` (a list of shapes with weights) or, without it, learned
 from the tasks that arrived most recently (argument ``window``, default 2000 tasks): every task the
 scheduler sees for the first time counts once, whether it arrives with a new session or joins an open
-one. Only the ``max_shapes`` (default 48) most frequent shapes are kept. Scores only order feasible nodes
-and devices; they never change where a task fits.
+one. Tasks that differ in memory only count as one shape, whose memory is their mean; the most frequent
+shapes are kept until they cover ``coverage`` (default 0.95) of the window, at most ``max_shapes``
+(default 48). Growths are compared in steps of ``resolution`` GPUs (default 0.1): nodes closer than that
+tie, and the tie falls to the kernel's node order rather than to a packing rule. Scores only order
+feasible nodes and devices; they never change where a task fits.
 
-Arguments: ``workload``, ``window``, ``max_shapes``, ``weight`` (score per GPU of fragmentation avoided,
-default 10), ``lookahead`` (weight of the filled-node part, default 0.5), ``model_label`` (node label
-naming the GPU model, default ``nvidia.com/gpu.product``).
+Arguments: ``workload``, ``window``, ``coverage``, ``max_shapes``, ``weight`` (score per GPU of
+fragmentation avoided, default 10), ``lookahead`` (weight of the filled-node part, default 0.5),
+``resolution``, ``model_label`` (node label naming the GPU model, default ``nvidia.com/gpu.product``).
 """
 
 from __future__ import annotations
@@ -46,10 +49,11 @@ DEFAULT_MODEL_LABEL = "nvidia.com/gpu.product"
 DEFAULT_WEIGHT = 10.0
 #: Weight of the filled-node part of a shape's fragment beside the next-task part.
 DEFAULT_LOOKAHEAD = 0.5
-#: Tie-break between nodes of equal fragmentation growth: prefer the node left with fewer free GPUs and less
-#: CPU (each counted against the largest node's).
-TIE_BREAK = 1e-3
+#: Fragmentation growths are compared in steps of this many GPUs: nodes closer than that tie.
+DEFAULT_RESOLUTION = 0.1
 EPS = 1e-9
+#: Share of the recent arrivals the kept shapes cover (the paper's target workload: 95 % of the pods).
+DEFAULT_COVERAGE = 0.95
 #: Adopt a newly learned workload when it is this far (total variation) from the one in use.
 REFRESH_DISTANCE = 0.02
 #: Look at the learned distribution again once the new arrivals are this share of the window (1/4).
@@ -293,6 +297,17 @@ def normalised(counts: Counter, max_shapes: int) -> list[tuple[Shape, float]]:
     return [(s, w / total) for s, w in top] if total > 0 else []
 
 
+def covering(counts: Counter, coverage: float, max_shapes: int) -> list[tuple[Shape, float]]:
+    """The most frequent shapes of ``counts`` until they cover ``coverage`` of its total (at most ``max_shapes``
+    of them), with probabilities summing to 1."""
+    need, kept = coverage * sum(counts.values()) - EPS, 0.0
+    for n, (_, c) in enumerate(counts.most_common(max_shapes), 1):
+        kept += c
+        if kept >= need:
+            return normalised(counts, n)
+    return normalised(counts, max_shapes)
+
+
 def request_key(request) -> tuple:
     return request.cpu, request.memory, request.gpus, tuple(sorted(request.mig.items())) if request.mig else ()
 
@@ -303,19 +318,37 @@ def distance(a: list[tuple[Shape, float]], b: list[tuple[Shape, float]]) -> floa
     return 0.5 * sum(abs(pa.get(k, 0.0) - pb.get(k, 0.0)) for k in pa.keys() | pb.keys())
 
 
+def memory_moved(new: list[tuple[Shape, float]], old: list[tuple[Shape, float]]) -> bool:
+    """Whether a shape of ``new`` asks more than ``REFRESH_DISTANCE`` more or less memory than the same shape,
+    memory aside, of ``old``."""
+    before = {attrs.evolve(s, memory=0.0): s.memory for s, _ in old}
+    for shape, _ in new:
+        m = before.get(attrs.evolve(shape, memory=0.0))
+        if m is not None and abs(shape.memory - m) > REFRESH_DISTANCE * max(shape.memory, m):
+            return True
+    return False
+
+
 class Fragmentation:
     name = "fragmentation"
 
     def __init__(self, workload: list[tuple[Shape, float]] | None, window: int, max_shapes: int, weight: float,
-                 model_label: str, lookahead: float = DEFAULT_LOOKAHEAD):
+                 model_label: str, lookahead: float = DEFAULT_LOOKAHEAD, coverage: float = DEFAULT_COVERAGE,
+                 resolution: float = DEFAULT_RESOLUTION):
         self.fixed = workload
         self.window, self.max_shapes, self.weight, self.model_label = window, max_shapes, weight, model_label
+        self.coverage, self.resolution = coverage, resolution
         self.lookahead = lookahead
-        self.recent: deque[Shape] = deque()
+        #: The window: per task its shape without memory (its group) and its memory; per group the number
+        #: of its tasks in the window and their total memory.
+        self.recent: deque[tuple[Shape, float]] = deque()
         self.counts: Counter[Shape] = Counter()
+        self.memory: Counter[Shape] = Counter()
         self.fresh = 0
         self.seen: set[str] = set()
         self.workload: list[tuple[Shape, float]] = workload or []
+        #: The learned distribution in use without memory (compared with a newly learned one).
+        self.groups: list[tuple[Shape, float]] = []
         self.measure = Measure(self.workload, lookahead)
         self.by_model = any(s.models or s.gpu_memory_mib for s, _ in self.workload)
         #: Fragmentation growth by (node state, request): node states repeat across nodes and sessions.
@@ -329,27 +362,35 @@ class Fragmentation:
         self.states: list[NodeState | None] = []
         #: One object per distinct node state read: the caches find them by identity.
         self.interned: dict[NodeState, NodeState] = {}
-        self.scale = (1.0, 1.0)
 
     def _learn(self, task) -> None:
         shape = task_shape(task, self.model_label)
-        self.recent.append(shape)
-        self.counts[shape] += 1
+        group = attrs.evolve(shape, memory=0.0)
+        self.recent.append((group, shape.memory))
+        self.counts[group] += 1
+        self.memory[group] += shape.memory
         if len(self.recent) > self.window:
-            old = self.recent.popleft()
+            old, memory = self.recent.popleft()
             self.counts[old] -= 1
+            self.memory[old] -= memory
             if not self.counts[old]:
-                del self.counts[old]
+                del self.counts[old], self.memory[old]
         self.fresh += 1
+
+    def _with_memory(self, groups: list[tuple[Shape, float]]) -> list[tuple[Shape, float]]:
+        """``groups`` (shapes without memory), each with the mean memory of its tasks in the window."""
+        return [(attrs.evolve(g, memory=self.memory[g] / self.counts[g]), p) for g, p in groups]
 
     def _adopt(self) -> None:
         """Adopt the learned distribution once it moved far enough from the one in use."""
         if not self.fresh or (self.workload and self.fresh < len(self.recent) // REFRESH_SHARE):
             return
         self.fresh = 0
-        learned = normalised(self.counts, self.max_shapes)
-        if not self.workload or distance(learned, self.workload) > REFRESH_DISTANCE:
-            self.workload = learned
+        groups = covering(self.counts, self.coverage, self.max_shapes)
+        learned = self._with_memory(groups)
+        if (not self.workload or distance(groups, self.groups) > REFRESH_DISTANCE
+                or memory_moved(learned, self.workload)):
+            self.groups, self.workload = groups, learned
             self.measure = Measure(learned, self.lookahead)
             self.by_model = any(s.models or s.gpu_memory_mib for s, _ in learned)
             self.cache.clear()
@@ -358,9 +399,6 @@ class Fragmentation:
     @hookimpl
     def kai_session_open(self, session):
         """Learn the shapes of pending tasks not seen before; adopt the new distribution once it moved."""
-        nodes = session.nodes
-        self.scale = (max((n.allocatable.cpu for n in nodes), default=0.0) or 1.0,
-                      max((n.allocatable.gpu for n in nodes), default=0.0) or 1.0)
         if self.fixed is not None:
             return
         pending: set[str] = set()
@@ -454,8 +492,7 @@ class Fragmentation:
         if not self.workload or task.request.is_best_effort or not nodes:
             return None
         r = task.request
-        rkey, cpu, gpus = request_key(r), r.cpu, r.gpus
-        cpu_scale, gpu_scale = self.scale
+        rkey, step = request_key(r), self.resolution
         weight, cache, growth, read = -self.weight, self.cache, self._growth, self._state
         versions, states = self._states(nodes[0].arrays)
         # The portion of a device a shared task takes, by the node's device memory (the same on alike nodes).
@@ -473,8 +510,7 @@ class Fragmentation:
             hit = cache.get(key)
             if hit is None:
                 hit = growth(r, state, key)
-            left = (a.idle_cpu[i] - cpu) / cpu_scale + (a.idle_gpu[i] - gpus) / gpu_scale
-            out.append(weight * hit[0] - TIE_BREAK * left)
+            out.append(weight * (round(hit[0] / step) * step if step else hit[0]))
         return out
 
     @hookimpl
@@ -503,10 +539,14 @@ def build(arguments):
         max_shapes = int(arguments.get("max_shapes", 48))
         weight = float(arguments.get("weight", DEFAULT_WEIGHT))
         lookahead = float(arguments.get("lookahead", DEFAULT_LOOKAHEAD))
+        coverage = float(arguments.get("coverage", DEFAULT_COVERAGE))
+        resolution = float(arguments.get("resolution", DEFAULT_RESOLUTION))
     except (TypeError, ValueError) as err:
-        raise ValueError(f"arguments window, max_shapes, weight and lookahead must be numbers: {err}") from None
-    if window < 1 or max_shapes < 1 or weight <= 0 or not 0 <= lookahead < math.inf:
-        raise ValueError("arguments window and max_shapes must be at least 1, weight positive and lookahead a "
-                         "number from 0 up")
+        raise ValueError("arguments window, max_shapes, weight, lookahead, coverage and resolution must be numbers: "
+                         f"{err}") from None
+    if (window < 1 or max_shapes < 1 or weight <= 0 or not 0 <= lookahead < math.inf or not 0 < coverage <= 1
+            or not 0 <= resolution < math.inf):
+        raise ValueError("arguments window and max_shapes must be at least 1, weight positive, lookahead and "
+                         "resolution numbers from 0 up and coverage in (0, 1]")
     return Fragmentation(workload, window, max_shapes, weight, str(arguments.get("model_label", DEFAULT_MODEL_LABEL)),
-                         lookahead)
+                         lookahead, coverage, resolution)
