@@ -162,11 +162,9 @@ class DryCommitter(Committer):
         return True
 
 
-def run(nodes: int, repeat: int) -> dict:
-    """``repeat`` timed cycles (at least 10) after two untimed ones; CPU medians per part and the decisions' hash."""
-    cluster = LiveCluster(nodes)
-    gc.freeze()  # as the scheduler does once its informers have listed the cluster
-    gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
+def _cycles(cluster: LiveCluster, repeat: int):
+    """Two untimed cycles and ``repeat`` (at least 10) timed ones: the CPU seconds of each timed one's parts, every
+    cycle's wall seconds and the hash of the decisions."""
     now = 1_767_225_600.0
     digest = hashlib.sha256()
     runs: list[dict[str, float]] = []
@@ -183,6 +181,20 @@ def run(nodes: int, repeat: int) -> dict:
         digest.update(";".join(sorted(f"{d.kind}:{d.task.uid}:{d.node}" for d in decisions)).encode())
         if k >= 2:
             runs.append({"watch": watch, **parts})
+    return runs, walls, digest
+
+
+def run(nodes: int, repeat: int) -> dict:
+    """The live cycle at ``nodes`` nodes: CPU medians per part, the wall median, the decisions' hash, the writes."""
+    cluster = LiveCluster(nodes)
+    thresholds = gc.get_threshold()
+    gc.freeze()  # as the scheduler does once its informers have listed the cluster
+    gc.set_threshold(GC_YOUNG_THRESHOLD, *thresholds[1:])
+    try:
+        runs, walls, digest = _cycles(cluster, repeat)
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*thresholds)
     phases = {p: statistics.median(r[p] for r in runs) for p in PARTS}
     return {"median_s": statistics.median(walls[2:]),
             "cpu_median_s": statistics.median(sum(r.values()) for r in runs), "phases_cpu_median_s": phases,
