@@ -13,7 +13,8 @@ A session changes the snapshot's tasks and jobs as it decides, and they show its
 snapshot is rewound: :meth:`Snapshot.rewind` (which the next session on the snapshot calls first)
 puts back everything the session changed (:mod:`kai.framework.journal`), so one snapshot serves
 cycle after cycle without rebuilding its domain objects. Its nodes and jobs are not to be changed
-otherwise between sessions: the placed tasks' node accounting of an earlier session is reused.
+otherwise between sessions: the placed tasks' node accounting of an earlier session is reused, and a snapshot
+that :meth:`~Snapshot.follow` s another takes that accounting over for the nodes that are alike in both.
 """
 
 from __future__ import annotations
@@ -87,12 +88,24 @@ class Snapshot:
     dra: DynamicResources = attrs.field(factory=DynamicResources)
     #: What the last session on the snapshot changed (until :meth:`rewind`).
     journal: Journal | None = attrs.field(default=None, init=False)
-    #: The node amounts and views with the placed tasks on them, kept by the first session that reused the snapshot.
+    #: The node amounts and views with the placed tasks on them, kept by the first session that reused the snapshot
+    #: (by the first session when :attr:`keep_placed`).
     placed: tuple[NodeArrays, list[NodeInfo]] | None = attrs.field(default=None, init=False)
+    #: Whether the first session keeps :attr:`placed` (for the sessions after it and the next snapshot).
+    keep_placed: bool = attrs.field(default=False, init=False)
+    #: The placed accounting of the snapshot this one follows (:meth:`follow`), until a session used it.
+    before: tuple[NodeArrays, list[NodeInfo]] | None = attrs.field(default=None, init=False)
 
     #: What plugins work out from the snapshot as built (before a session changes it), by plugin name: kept
     #: for the next sessions on the snapshot.
     memo: dict[str, object] = attrs.field(factory=dict, init=False)
+
+    def follow(self, previous: Snapshot | None) -> None:
+        """This snapshot follows ``previous`` (rewound; its tasks taken over are as they were built): its first
+        session copies the accounting of each node that ``previous`` had with the same amounts and the very same
+        placed tasks, and keeps its own for the snapshot after it."""
+        self.keep_placed = True
+        self.before = previous.placed if previous is not None else None
 
     def rewind(self) -> None:
         """Undo what the last session changed on the snapshot's tasks, jobs and problems (nothing when none)."""

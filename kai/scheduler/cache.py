@@ -401,6 +401,7 @@ class ClusterCache:
         snap = build_snapshot(nodes, queues, jobs.values(), now, inf["topologies"].list(), inf["configmaps"].list(),
                               self._storage() if claims_wanted else None, resources)
         _hold_rejected(snap)
+        snap.follow(reuse.cycle.snapshot if reuse.cycle is not None else None)
         snap.problems[:0] = problems
         cycle = Cycle(snap, kept_pods, podgroups, stale)
         reuse.keep(cycle, inputs, pods, binds, assumptions)

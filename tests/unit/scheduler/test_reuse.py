@@ -141,3 +141,59 @@ def test_an_assumed_binding_rebuilds_the_cycle():
     second = cache.snapshot(now=2.0)
     assert second is not first
     assert second.snapshot.jobs["ns/g"].tasks["p"].status is TaskStatus.BINDING
+
+
+def accounting(session) -> dict:
+    """Each node's amounts, change count and placed tasks as a session opened them."""
+    a = session.arrays
+    return {n.name: ([getattr(a, f)[n.index] for f in ("idle_cpu", "idle_mem", "idle_gpu", "idle_pods", "rel_cpu",
+                                                         "rel_mem", "rel_gpu", "rel_pods")],
+                     a.idle_scalars[n.index], a.rel_scalars[n.index], a.version[n.index], n.index in a.changed,
+                     [(t.uid, t.status) for t in n.tasks.values()], sorted(n.gpu_groups))
+            for n in session.nodes}
+
+
+def test_a_snapshot_takes_the_node_accounting_over_only_for_nodes_alike_in_the_one_before(monkeypatch):
+    from kai.framework import Session
+    from kai.framework.nodes import NodeInfo
+
+    cluster = Cluster(
+        nodes=[node("n1"), node("n2"), node("n3"), node("n4")], queues=[queue()],
+        podgroups=[podgroup(g) for g in ("a", "b", "c", "d", "e")],
+        pods=[pod("a0", "a", "n1", "Running"), pod("b0", "b", "n2", "Running"), pod("b1", "b", "n2", "Running"),
+              pod("c0", "c", "n3"), pod("d0", "d", "n4", "Running"), pod("e0", "e")],
+        bindrequests=[bind("c0", "n3")], priorityclasses=[PRIORITY])
+    cache = cluster.load(ClusterCache(kube=None))
+    added = []
+    monkeypatch.setattr(NodeInfo, "add_task", lambda self, task, add=NodeInfo.add_task: (
+        added.append(self.name), add(self, task))[1])
+    now = 100.0
+    plugins = kt.plugin_manager(actions=("allocate", "stalegangeviction"))
+
+    def opened():
+        nonlocal now
+        now += 1.0
+        cycle = cluster.load(cache).snapshot(now=now)
+        added.clear()
+        session = Session(cycle.snapshot, plugins)
+        carried_added = list(added)
+        fresh = Session(cluster.fresh(now), plugins)
+        assert accounting(session) == accounting(fresh)
+        session.open().run_actions()  # the session changes tasks and its own copy of the accounting
+        session.close()
+        assert session.decisions
+        return carried_added
+
+    assert sorted(opened()) == ["n1", "n2", "n2", "n3", "n4"]  # every placed task accounted at first
+    # c0 is now bound and runs, b1 is gone, n4's allocatable changed, a pod arrives on no node
+    cluster.objects["pods"][3] = versioned(pod("c0", "c", "n3", "Running"), 7)
+    cluster.objects["pods"] = [p for p in cluster.objects["pods"] if p["metadata"]["name"] != "b1"]
+    bigger = node("n4")
+    bigger["status"]["allocatable"]["cpu"] = "64"
+    cluster.objects["nodes"][3] = versioned(bigger, 8)
+    cluster.objects["pods"].append(pod("f0", "e"))
+    assert sorted(opened()) == ["n2", "n3", "n4"]  # n1 is alike and taken over
+    cache.snapshot(now=now + 0.5)  # nothing changed: the same snapshot, whose sessions copy what it kept
+    added.clear()
+    Session(cache.snapshot(now=now + 0.5).snapshot, plugins)
+    assert added == []
