@@ -99,13 +99,18 @@ class Snapshot:
     #: What plugins work out from the snapshot as built (before a session changes it), by plugin name: kept
     #: for the next sessions on the snapshot.
     memo: dict[str, object] = attrs.field(factory=dict, init=False)
+    #: The memo of the snapshot this one follows (:meth:`follow`): what was worked out per job or node there holds
+    #: for each that this snapshot took over (the very object, as built).
+    memo_before: dict[str, object] = attrs.field(factory=dict, init=False)
 
     def follow(self, previous: Snapshot | None) -> None:
-        """This snapshot follows ``previous`` (rewound; its tasks taken over are as they were built): its first
-        session copies the accounting of each node that ``previous`` had with the same amounts and the very same
-        placed tasks, and keeps its own for the snapshot after it."""
+        """This snapshot follows ``previous`` (rewound; the tasks and jobs taken over from it are as they were
+        built there): its first session copies the accounting of each node that ``previous`` had with the same
+        amounts and the very same placed tasks, and keeps its own for the snapshot after it; what was worked out
+        per job in ``previous``'s memo is there for the jobs taken over (:attr:`memo_before`)."""
         self.keep_placed = True
         self.before = previous.placed if previous is not None else None
+        self.memo_before = previous.memo if previous is not None else {}
 
     def rewind(self) -> None:
         """Undo what the last session changed on the snapshot's tasks, jobs and problems (nothing when none)."""

@@ -197,3 +197,42 @@ def test_a_snapshot_takes_the_node_accounting_over_only_for_nodes_alike_in_the_o
     added.clear()
     Session(cache.snapshot(now=now + 0.5).snapshot, plugins)
     assert added == []
+
+
+def test_the_stale_gang_check_of_a_following_snapshot_looks_at_every_job_that_can_be_stale():
+    from kai.framework import run_session
+
+    def gang(name, min_member=2, stale=None):
+        pg = podgroup(name, min_member=min_member)
+        if stale:
+            pg["metadata"]["annotations"] = {"kai.scheduler/stale-podgroup-timestamp": stale}
+        return pg
+
+    cluster = Cluster(
+        nodes=[node("n1"), node("n2")], queues=[queue()],
+        podgroups=[gang("s"), gang("t", 1), gang("u"), gang("v", 1, stale="2026-01-01T00:00:00Z"),
+                   gang("w", stale="2020-01-01T00:00:00Z")],
+        pods=[pod("s0", "s", "n1", "Running"), pod("t0", "t", "n1", "Running"), pod("u0", "u", "n2", "Running"),
+              pod("u1", "u", "n2", "Running"), pod("v0", "v", "n2", "Running"), pod("w0", "w", "n1", "Running")],
+        priorityclasses=[PRIORITY])
+    cache = cluster.load(ClusterCache(kube=None))
+    plugins = kt.plugin_manager(actions=("stalegangeviction",))
+    now = 1_800_000_000.0
+
+    def outcome(snapshot):
+        session = run_session(snapshot, plugins)
+        return ({k: j.stale_since for k, j in snapshot.jobs.items()},
+                sorted((d.kind, d.task.uid) for d in session.decisions))
+
+    def cycle_matches_fresh():
+        nonlocal now
+        now += 1.0
+        followed = outcome(cluster.load(cache).snapshot(now=now).snapshot)
+        assert followed == outcome(cluster.fresh(now))
+        return followed
+
+    stamps, decisions = cycle_matches_fresh()
+    assert stamps["ns/s"] == now and stamps["ns/v"] is None and decisions == [("evict", "ns/w0")]
+    cluster.objects["pods"] = [p for p in cluster.objects["pods"] if p["metadata"]["name"] != "u1"]
+    stamps, _ = cycle_matches_fresh()  # s is taken over and still stale, u lost a pod and is stale now
+    assert stamps["ns/s"] == now and stamps["ns/u"] == now and stamps["ns/v"] is None
