@@ -8,9 +8,7 @@ its placed tasks are evicted -- except those bound to a node that is gone, which
 pods are not evicted by the scheduler. A job that is no longer stale loses its stamp.
 
 Only the jobs that can be stale or stamped are looked at: those the session changed (a task moved, a time
-set, arrived) and those that were stale or stamped as the snapshot built them. The latter are worked out once
-per snapshot (the snapshot memo) and, for each job the snapshot took over from the one it follows
-(:meth:`~kai.framework.Snapshot.follow`), taken from that one's memo.
+set, arrived) and those that were stale or stamped as the snapshot built them (:mod:`kai.framework.asbuilt`).
 """
 
 from __future__ import annotations
@@ -18,11 +16,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kai.api import ACTIVE_ALLOCATED, ACTIVE_USED, Job, Task, TaskStatus
+from kai.framework.asbuilt import changed_jobs, flagged_as_built
 
 if TYPE_CHECKING:
     from kai.framework.session import Session
 
-#: The snapshot memo: job uid -> (the job, whether it was stale or stamped as built).
+#: The snapshot memo of the jobs stale or stamped as built (:mod:`kai.framework.asbuilt`).
 MEMO = "stalegangeviction"
 
 
@@ -41,6 +40,10 @@ def is_stale(job: Job) -> bool:
     return holds and not job.tree_satisfied(active)
 
 
+def _stale_or_stamped(job: Job) -> bool:
+    return job.stale_since is not None or is_stale(job)
+
+
 def eviction_message(job: Job, task: Task) -> str:
     """KAI's message for a pod evicted from a stale gang."""
     who = f"{task.namespace}/{task.name}"
@@ -55,40 +58,13 @@ def eviction_message(job: Job, task: Task) -> str:
 def stalegangeviction(session: Session) -> None:
     default = session.plugins.config.staleness_grace_period
     touched = changed_jobs(session)
-    built = _as_built(session, touched)
+    built = flagged_as_built(session, MEMO, _stale_or_stamped, touched)
     for uid, job in session.jobs.items():
-        if uid not in touched and not built.get(uid, (None, True))[1]:
+        if uid not in touched and uid not in built:
             continue  # as built: neither stale nor stamped
         grace = default if job.staleness_grace_period is None else job.staleness_grace_period
         with session.contained("stalegangeviction", job):
             _evict_if_stale(session, job, grace)
-
-
-def changed_jobs(session: Session) -> set[str]:
-    """Uids of the jobs the session changed so far: a task of theirs moved, a time of theirs set, or arrived."""
-    journal = session.journal
-    touched = {task.job for task, _ in journal.tasks.values()}
-    touched.update(job.uid for job, _ in journal.jobs.values())
-    touched.update(journal.added_jobs)
-    return touched
-
-
-def _as_built(session: Session, touched: set[str]) -> dict[str, tuple[Job, bool]]:
-    """Whether each job the session has not changed was stale or stamped as the snapshot built it (the memo,
-    completed with the jobs an earlier session on the snapshot had changed)."""
-    snapshot = session.snapshot
-    memo: dict[str, tuple[Job, bool]] | None = snapshot.memo.get(MEMO)  # type: ignore[assignment]
-    if memo is None:
-        memo = snapshot.memo[MEMO] = {}
-    elif len(memo) == len(snapshot.jobs):
-        return memo
-    before: dict[str, tuple[Job, bool]] = snapshot.memo_before.get(MEMO, {})  # type: ignore[assignment]
-    for uid, job in snapshot.jobs.items():
-        if uid in memo or uid in touched:
-            continue
-        kept = before.get(uid)
-        memo[uid] = kept if kept is not None and kept[0] is job else (job, job.stale_since is not None or is_stale(job))
-    return memo
 
 
 def _evict_if_stale(session: Session, job: Job, grace: float) -> None:

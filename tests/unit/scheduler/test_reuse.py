@@ -236,3 +236,42 @@ def test_the_stale_gang_check_of_a_following_snapshot_looks_at_every_job_that_ca
     cluster.objects["pods"] = [p for p in cluster.objects["pods"] if p["metadata"]["name"] != "u1"]
     stamps, _ = cycle_matches_fresh()  # s is taken over and still stale, u lost a pod and is stale now
     assert stamps["ns/s"] == now and stamps["ns/u"] == now and stamps["ns/v"] is None
+
+
+def test_a_full_cycle_on_a_following_snapshot_decides_what_one_on_a_fresh_snapshot_decides():
+    from kai.framework import DEFAULT_CONFIG, run_session
+
+    def gpu_pod(name, group, gpus, node_name="", phase="Pending"):
+        p = pod(name, group, node_name, phase)
+        p["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = str(gpus)
+        return p
+
+    low = {"metadata": {"name": "low"}, "value": 10}
+    cluster = Cluster(
+        nodes=[node("n1"), node("n2")], queues=[queue()], priorityclasses=[PRIORITY, low],
+        podgroups=[podgroup("r0"), podgroup("r1"), podgroup("s", min_member=2), podgroup("big", min_member=2)],
+        pods=[gpu_pod("r0", "r0", 3, "n1", "Running"), gpu_pod("r1", "r1", 3, "n2", "Running"),
+              gpu_pod("s0", "s", 2, "n1", "Running"), gpu_pod("b0", "big", 6), gpu_pod("b1", "big", 6)])
+    for pg in cluster.objects["podgroups"][:2]:
+        pg["spec"]["priorityClassName"] = "low"
+    cache = cluster.load(ClusterCache(kube=None))
+    plugins = kt.plugin_manager(actions=DEFAULT_CONFIG.actions)
+    now = 1_800_000_000.0
+
+    def outcome(snapshot):
+        session = run_session(snapshot, plugins)
+        return (sorted((d.kind, d.task.uid, d.node) for d in session.decisions),
+                {k: (j.stale_since, j.last_start) for k, j in snapshot.jobs.items()})
+
+    decided = []
+    for change in range(3):
+        now += 1.0
+        followed = outcome(cluster.load(cache).snapshot(now=now).snapshot)
+        assert followed == outcome(cluster.fresh(now))
+        decided += followed[0]
+        if change == 0:  # the low-priority pods are gone, another arrives; big stays as it was
+            cluster.objects["pods"] = [p for p in cluster.objects["pods"] if p["metadata"]["name"] not in ("r0",)]
+            cluster.objects["pods"].append(gpu_pod("r2", "r0", 4, "n1", "Running"))
+        elif change == 1:
+            cluster.objects["pods"] = [p for p in cluster.objects["pods"] if p["metadata"]["name"] != "s0"]
+    assert decided
