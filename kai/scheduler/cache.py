@@ -398,10 +398,12 @@ class ClusterCache:
         nodes = [convert.to_node(v, *used.get(name, (None, 0)), tuple(ports.get(name, ())), numa=numa.get(name))
                  for name, v in node_views.items()]
         queues = [convert.to_queue(q) for q in inf["queues"].list()]
+        previous = reuse.cycle.snapshot if reuse.cycle is not None else None
         snap = build_snapshot(nodes, queues, jobs.values(), now, inf["topologies"].list(), inf["configmaps"].list(),
-                              self._storage() if claims_wanted else None, resources)
+                              self._storage() if claims_wanted else None, resources, previous)
+        if previous is None:
+            snap.follow(None)  # the first: kept for the next
         _hold_rejected(snap)
-        snap.follow(reuse.cycle.snapshot if reuse.cycle is not None else None)
         snap.problems[:0] = problems
         cycle = Cycle(snap, kept_pods, podgroups, stale)
         reuse.keep(cycle, inputs, pods, binds, assumptions)

@@ -275,3 +275,20 @@ def test_a_full_cycle_on_a_following_snapshot_decides_what_one_on_a_fresh_snapsh
         elif change == 1:
             cluster.objects["pods"] = [p for p in cluster.objects["pods"] if p["metadata"]["name"] != "s0"]
     assert decided
+
+
+def test_a_job_found_whole_is_checked_again_when_the_nodes_change():
+    cluster = Cluster(nodes=[node("n1"), node("n2")], queues=[queue()], podgroups=[podgroup("a"), podgroup("b")],
+                      pods=[pod("a0", "a", "n2", "Running"), pod("b0", "b", "n1", "Running")],
+                      priorityclasses=[PRIORITY])
+    cache = cluster.load(ClusterCache(kube=None))
+    first = cache.snapshot(now=1.0).snapshot
+    assert set(first.whole) == {"ns/a", "ns/b"} and not first.problems
+    cluster.objects["podgroups"].append(podgroup("c"))  # a new snapshot, the nodes the same: a and b not checked
+    second = cluster.load(cache).snapshot(now=2.0).snapshot
+    assert second.jobs["ns/a"] is first.jobs["ns/a"] and facts(second) == facts(cluster.fresh(2.0))
+    cluster.objects["nodes"] = [node("n1")]  # a's pod now runs on a node that does not exist
+    third = cluster.load(cache).snapshot(now=3.0).snapshot
+    assert third.jobs["ns/a"] is first.jobs["ns/a"] and facts(third) == facts(cluster.fresh(3.0))
+    assert [(p.name, p.reason) for p in third.problems] == [("ns/a0", "NodeNotFound")]
+    assert set(third.whole) == {"ns/b", "ns/c"}
