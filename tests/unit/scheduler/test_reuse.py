@@ -292,3 +292,57 @@ def test_a_job_found_whole_is_checked_again_when_the_nodes_change():
     assert third.jobs["ns/a"] is first.jobs["ns/a"] and facts(third) == facts(cluster.fresh(3.0))
     assert [(p.name, p.reason) for p in third.problems] == [("ns/a0", "NodeNotFound")]
     assert set(third.whole) == {"ns/b", "ns/c"}
+
+
+def shares_of(session) -> dict:
+    return {name: (qs.allocated, qs.allocated_np, qs.request, qs.fair_share)
+            for name, qs in session.plugins.plugin("proportion").shares.items()}
+
+
+def test_proportion_counts_only_the_jobs_that_changed_since_the_snapshot_before():
+    from kai.framework import Session
+
+    def gpu_pod(name, group, gpus, node_name="", phase="Pending", fraction=None):
+        p = pod(name, group, node_name, phase)
+        p["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = str(gpus)
+        if fraction:
+            del p["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"]
+            p["metadata"]["annotations"]["gpu-fraction"] = fraction
+        return p
+
+    parent = queue("dept")
+    queues = [parent] + [queue(f"q{i}") for i in range(2)]
+    for q in queues[1:]:
+        q["spec"]["parentQueue"] = "dept"
+    cluster = Cluster(
+        nodes=[node("n1"), node("n2")], queues=queues, priorityclasses=[PRIORITY],
+        podgroups=[podgroup("a", "q0"), podgroup("b", "q1", min_member=2), podgroup("c", "q1")],
+        pods=[gpu_pod("a0", "a", 2, "n1", "Running"), gpu_pod("b0", "b", 1, "n2", "Running"),
+              gpu_pod("b1", "b", 1), gpu_pod("c0", "c", 3)])
+    cache = cluster.load(ClusterCache(kube=None))
+    plugins = kt.plugin_manager()
+    counted = []
+    now = 100.0
+
+    def opened():
+        nonlocal now
+        now += 1.0
+        snapshot = cluster.load(cache).snapshot(now=now).snapshot
+        session = Session(snapshot, plugins).open()
+        assert shares_of(session) == shares_of(Session(cluster.fresh(now), plugins).open())
+        counted.append(snapshot.memo["proportion"].jobs)
+        session.run_actions()
+        session.close()
+
+    opened()
+    cluster.objects["pods"][2] = versioned(gpu_pod("b1", "b", 1, "n2", "Running"), 5)  # b's second pod runs
+    cluster.objects["pods"] = [p for p in cluster.objects["pods"] if p["metadata"]["name"] != "c0"]  # c waits no more
+    cluster.objects["podgroups"].append(podgroup("d", "q0"))
+    cluster.objects["pods"].append(gpu_pod("d0", "d", 1))
+    opened()
+    assert counted[1]["ns/a"] is counted[0]["ns/a"]  # a is taken over, not counted again
+    cluster.objects["pods"].append(gpu_pod("d1", "d", 0, fraction="0.3"))  # not a whole amount: all counted again
+    opened()
+    assert counted[2]["ns/a"] is not counted[1]["ns/a"]
+    cluster.objects["pods"] = [p for p in cluster.objects["pods"] if p["metadata"]["name"] != "d1"]
+    opened()
