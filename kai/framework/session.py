@@ -134,7 +134,7 @@ class Session:
         if snapshot.placed is None:
             arrays, nodes = place_tasks(snapshot.nodes, snapshot.jobs.values(), snapshot.before)
             snapshot.before = None
-            if not (reused or snapshot.keep_placed):
+            if not (reused or snapshot.followed):
                 return arrays, nodes
             snapshot.placed = (arrays, nodes)
         arrays, nodes = snapshot.placed

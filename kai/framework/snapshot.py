@@ -89,10 +89,11 @@ class Snapshot:
     #: What the last session on the snapshot changed (until :meth:`rewind`).
     journal: Journal | None = attrs.field(default=None, init=False)
     #: The node amounts and views with the placed tasks on them, kept by the first session that reused the snapshot
-    #: (by the first session when :attr:`keep_placed`).
+    #: (by the first session when :attr:`followed`).
     placed: tuple[NodeArrays, list[NodeInfo]] | None = attrs.field(default=None, init=False)
-    #: Whether the first session keeps :attr:`placed` (for the sessions after it and the next snapshot).
-    keep_placed: bool = attrs.field(default=False, init=False)
+    #: Whether another snapshot is to follow this one (:meth:`follow`): its first session keeps :attr:`placed`, and
+    #: plugins keep in the memo what the next snapshot takes over.
+    followed: bool = attrs.field(default=False, init=False)
     #: The placed accounting of the snapshot this one follows (:meth:`follow`), until a session used it.
     before: tuple[NodeArrays, list[NodeInfo]] | None = attrs.field(default=None, init=False)
 
@@ -113,7 +114,7 @@ class Snapshot:
         amounts and the very same placed tasks, and keeps its own for the snapshot after it; what was worked out
         per job in ``previous``'s memo is there for the jobs taken over (:attr:`memo_before`). With no
         ``previous`` there is nothing to take over, and the accounting is kept for the next."""
-        self.keep_placed = True
+        self.followed = True
         self.before = previous.placed if previous is not None else None
         self.memo_before = previous.memo if previous is not None else {}
 

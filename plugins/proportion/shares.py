@@ -98,22 +98,26 @@ def build_shares(session, k_value: float) -> tuple[dict[str, QueueShare], list[f
 
 
 def _count(session, shares: dict[str, QueueShare]) -> Counted:
-    """Count every job of the session into ``shares``, task by task."""
+    """Count every job of the session into ``shares``, task by task; for a snapshot that another is to follow,
+    keep each job's amounts too."""
     gpu_mem = min_node_gpu_memory(session)
     jobs: dict[str, tuple[object, list[int], bool]] = {}
-    whole = True
+    whole = session.snapshot.followed
     for uid, job in session.jobs.items():
-        amounts, portable = add_job(session, shares, job, gpu_mem)
-        if amounts is None:
-            whole = False
-        else:
-            jobs[uid] = (job, amounts, portable)
+        counted: list[tuple[bool, list[float]]] | None = [] if whole else None
+        add_job(session, shares, job, gpu_mem, counted)
+        if counted is not None:
+            amounts, portable = _whole(job, counted)
+            if amounts is None:
+                whole = False
+            else:
+                jobs[uid] = (job, amounts, portable)
     sums = None
     if whole:
         sums = {name: [0] * 9 for name in shares}
         for job, amounts, _ in jobs.values():
             _add_up(session, sums, job.queue, amounts, 1)
-    return Counted({}, _tree(session), jobs, sums)
+    return Counted({}, _tree(session), jobs if whole else {}, sums)
 
 
 def _count_following(session, shares: dict[str, QueueShare]) -> Counted | None:
@@ -189,12 +193,12 @@ def _whole(job, counted: list[tuple[bool, list[float]]]) -> tuple[list[int] | No
     return amounts, not any(t.request.gpu_memory_mib for t in job.tasks.values())
 
 
-def add_job(session, shares: dict[str, QueueShare], job, gpu_mem: float) -> tuple[list[int] | None, bool]:
+def add_job(session, shares: dict[str, QueueShare], job, gpu_mem: float,
+            counted: list[tuple[bool, list[float]]] | None = None) -> None:
     """Count the job's allocated tasks as allocated and requested, its pending ones as requested, up its queue
-    chain (``gpu_mem``: the smallest device's memory, the base of GPU-memory requests). Returns what
-    :func:`job_amounts` does."""
+    chain (``gpu_mem``: the smallest device's memory, the base of GPU-memory requests); each task's amounts
+    (whether allocated, the amounts) are added to ``counted`` when given."""
     chain = [shares[q.name] for q in session.ancestors(job.queue)]
-    counted: list[tuple[bool, list[float]]] = []
     for task in job.tasks.values():
         if task.status in ALLOCATED:
             amounts = quantify(task.request, memory_base(session.node_by_name.get(task.node), gpu_mem))
@@ -204,14 +208,15 @@ def add_job(session, shares: dict[str, QueueShare], job, gpu_mem: float) -> tupl
                     qs.request[r] += amounts[r]
                     if not job.preemptible:
                         qs.allocated_np[r] += amounts[r]
-            counted.append((True, amounts))
+            if counted is not None:
+                counted.append((True, amounts))
         elif task.status is TaskStatus.PENDING:
             amounts = quantify(task.request, gpu_mem)
             for qs in chain:
                 for r in range(3):
                     qs.request[r] += amounts[r]
-            counted.append((False, amounts))
-    return _whole(job, counted)
+            if counted is not None:
+                counted.append((False, amounts))
 
 
 def divide(shares: dict[str, QueueShare], totals: list[float], k_value: float) -> None:
