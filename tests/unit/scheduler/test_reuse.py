@@ -346,3 +346,22 @@ def test_proportion_counts_only_the_jobs_that_changed_since_the_snapshot_before(
     assert counted[2].sums is None
     cluster.objects["pods"] = [p for p in cluster.objects["pods"] if p["metadata"]["name"] != "d1"]
     opened()
+
+
+def test_a_pod_taken_again_as_it_was_still_needs_its_sub_group_in_the_podgroup():
+    def grouped(subgroup, version):
+        pg = versioned(podgroup("g"), version)
+        pg["spec"]["subGroups"] = [{"name": subgroup, "minMember": 1}]
+        return pg
+
+    running = pod("p", "g", "n1", "Running")
+    running["metadata"]["labels"] = {"kai.scheduler/subgroup-name": "w"}
+    cluster = Cluster(nodes=[node("n1")], queues=[queue()], podgroups=[grouped("w", 1)], pods=[running],
+                      priorityclasses=[PRIORITY])
+    cache = cluster.load(ClusterCache(kube=None))
+    first = cache.snapshot(now=1.0).snapshot
+    assert list(first.jobs["ns/g"].tasks) == ["p"]
+    cluster.objects["podgroups"] = [grouped("x", 2)]  # the pod's view is the same, its sub-group is gone
+    second = cluster.load(cache).snapshot(now=2.0).snapshot
+    assert facts(second) == facts(cluster.fresh(2.0))
+    assert [p.reason for p in second.problems] == ["UnknownSubGroup"]
