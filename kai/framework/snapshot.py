@@ -13,8 +13,8 @@ A session changes the snapshot's tasks and jobs as it decides, and they show its
 snapshot is rewound: :meth:`Snapshot.rewind` (which the next session on the snapshot calls first)
 puts back everything the session changed (:mod:`kai.framework.journal`), so one snapshot serves
 cycle after cycle without rebuilding its domain objects. Its nodes and jobs are not to be changed
-otherwise between sessions: the placed tasks' node accounting of an earlier session is reused, and a snapshot
-that :meth:`~Snapshot.follow` s another takes that accounting over for the nodes that are alike in both.
+otherwise between sessions: the placed tasks' node accounting of an earlier session is reused. A snapshot that
+follows another (:meth:`Snapshot.follow`) takes over what was worked out there for the nodes and jobs it kept.
 """
 
 from __future__ import annotations
