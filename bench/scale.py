@@ -7,7 +7,7 @@ line per shape: wall and CPU medians, the CPU medians of the phases (snapshot: t
 validation and the session's node accounting; open: the plugins' session open; actions; close) and the
 peak RSS. With ``--steady`` every timed cycle reuses the snapshot of two untimed cycles before (rewound
 by the next session), as a scheduler that keeps its domain objects from cycle to cycle does. Not a test:
-no pass/fail.
+no pass/fail; each shape prints a hash of its decisions, to compare between versions.
 
 Shapes:
 
@@ -16,6 +16,12 @@ Shapes:
 * ``cycle-5000``: 5,000 nodes of 8 GPUs with 100,000 running pods (4 single-GPU pods and 16
   CPU pods per node) and 5,000 pending single-GPU jobs in 200 queues, the full cycle
   (allocate, consolidation, reclaim, preempt, stale-gang eviction).
+* ``live-cycle-N``: the live scheduler's cycle at N nodes of 8 GPUs (``bench/live_cycle.py``): a
+  ClusterCache filled as its informers fill it (90 % of the GPUs running single-GPU pods, each with its
+  PodGroup and BindRequest), then cycles (snapshot, session, the committer's pass with its writes
+  counted, not sent) while between them 40 bound pods turn Running, the last cycle's binds are bound
+  and 10 pending pods arrive; prints the CPU per part (``watch`` is the informers applying the
+  changes) and a hash of the decisions.
 * ``replay-default``: one decision per cycle on a growing cluster -- the inflate replay of the shipped
   trace (``kai-scheduler replay --seed 42``, default config: 1,213 nodes, 10,771 arrivals, one
   allocate step each); prints the CPU per decision instead of phases.
@@ -24,6 +30,7 @@ Shapes:
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import resource
 import statistics
@@ -32,8 +39,8 @@ import sys
 import time
 
 ALLOCATE_SIZES = (500, 1000, 2000, 5000)
-DEFAULT_SHAPES = ("allocate-500", "allocate-1000", "allocate-2000", "cycle-5000", "replay-default")
-ALL_SHAPES = tuple(f"allocate-{n}" for n in ALLOCATE_SIZES) + ("cycle-5000", "replay-default")
+DEFAULT_SHAPES = ("allocate-500", "allocate-1000", "allocate-2000", "cycle-5000", "live-cycle-500", "replay-default")
+ALL_SHAPES = tuple(f"allocate-{n}" for n in ALLOCATE_SIZES) + ("cycle-5000", "live-cycle-500", "replay-default")
 CONFIG = {"plugins": "default", "predicates": True, "max_consolidation_preemptees": -1,
           "allow_consolidating_reclaim": True, "staleness_grace_period_seconds": 0}
 
@@ -86,7 +93,7 @@ def cycle_shape(nodes: int = 5000, running_per_node: int = 20, gpu_pods_per_node
 
 def shape(name: str) -> dict | None:
     """The scenario of a generated shape (None for ``replay-default``, which reads the shipped trace)."""
-    if name == "replay-default":
+    if name == "replay-default" or _live_nodes(name):
         return None
     kind, _, size = name.partition("-")
     if kind == "allocate" and size.isdigit():
@@ -96,12 +103,24 @@ def shape(name: str) -> dict | None:
     raise SystemExit(f"unknown shape {name!r}; known: {', '.join(ALL_SHAPES)}")
 
 
+def _live_nodes(name: str) -> int:
+    """The node count of a ``live-cycle-N`` shape, else 0."""
+    size = name.removeprefix("live-cycle-")
+    return int(size) if size != name and size.isdigit() else 0
+
+
 PHASES = ("snapshot", "open", "actions", "close")
 
 
-def time_cycle(scenario, plugins, snapshot=None) -> tuple[float, dict[str, float]]:
-    """Wall seconds of one cycle and the CPU seconds of its phases; the cycle runs on ``snapshot`` when given,
-    else on a fresh one."""
+def decision_hash(decisions) -> str:
+    """A short hash of a cycle's decisions (kind, task, node), the same in every run that decides the same."""
+    return hashlib.sha256(";".join(sorted(f"{d.kind}:{d.task.uid}:{d.node}" for d in decisions)).encode()
+                          ).hexdigest()[:16]
+
+
+def time_cycle(scenario, plugins, snapshot=None) -> tuple[float, dict[str, float], str]:
+    """Wall seconds of one cycle, the CPU seconds of its phases and the hash of its decisions; the cycle runs on
+    ``snapshot`` when given, else on a fresh one."""
     from kai.framework import Session
     from kai.sim.scenario import NOW
 
@@ -114,7 +133,8 @@ def time_cycle(scenario, plugins, snapshot=None) -> tuple[float, dict[str, float
     cpu.append(time.process_time())
     session.close()
     cpu.append(time.process_time())
-    return time.perf_counter() - wall, {p: cpu[k + 1] - cpu[k] for k, p in enumerate(PHASES)}
+    return (time.perf_counter() - wall, {p: cpu[k + 1] - cpu[k] for k, p in enumerate(PHASES)},
+            decision_hash(session.decisions))
 
 
 def run_replay(repeat: int) -> dict:
@@ -140,6 +160,12 @@ def run_shape(name: str, repeat: int, steady: bool) -> dict:
     """Time one shape in this process: ``repeat`` cycles after a warm-up one (skipped for one cold cycle)."""
     if name == "replay-default":
         return run_replay(repeat)
+    if _live_nodes(name):
+        import live_cycle
+
+        result = live_cycle.run(_live_nodes(name), repeat)
+        return {"shape": name, "steady": True,
+                "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, **result}
     from kai.sim.conformance import Runner
     from kai.sim.scenario import NOW, load_scenarios
 
@@ -149,10 +175,11 @@ def run_shape(name: str, repeat: int, steady: bool) -> dict:
     for _ in range(2 if steady else int(repeat > 1)):  # a reused snapshot keeps its node accounting from the second
         time_cycle(scenario, plugins, snapshot)
     runs = [time_cycle(scenario, plugins, snapshot) for _ in range(repeat)]
-    phases = {p: statistics.median(r[p] for _, r in runs) for p in PHASES}
-    return {"shape": name, "steady": steady, "median_s": statistics.median(w for w, _ in runs),
-            "cpu_median_s": statistics.median(sum(r.values()) for _, r in runs), "phases_cpu_median_s": phases,
-            "repeats": repeat, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    phases = {p: statistics.median(r[p] for _, r, _ in runs) for p in PHASES}
+    return {"shape": name, "steady": steady, "median_s": statistics.median(w for w, _, _ in runs),
+            "cpu_median_s": statistics.median(sum(r.values()) for _, r, _ in runs), "phases_cpu_median_s": phases,
+            "repeats": repeat, "decisions": runs[-1][2],
+            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
 def main(argv: list[str]) -> int:
@@ -179,6 +206,8 @@ def main(argv: list[str]) -> int:
             phases = ", ".join(f"{p} {v:.3f}" for p, v in r["phases_cpu_median_s"].items())
             if "cpu_per_decision_ms" in r:
                 phases = f"{r['cpu_per_decision_ms']:.2f} ms per decision"
+            if "decisions" in r:
+                phases += f"; decisions {r['decisions']}"
             print(f"{name}{' (steady)' * r['steady']}: median {r['median_s']:.3f} s, CPU median "
                   f"{r['cpu_median_s']:.3f} s ({phases}) over {r['repeats']} runs, "
                   f"peak RSS {r['peak_rss_mib']:.0f} MiB", flush=True)

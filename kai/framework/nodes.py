@@ -8,9 +8,11 @@ GPU devices are tracked per node by :mod:`kai.framework.gpusharing`, only for sh
 
 from __future__ import annotations
 
+import uuid
 from array import array
+from collections.abc import Iterable
 
-from kai.api import EPSILON, Node, Resources, Task, TaskStatus, is_mig_resource, mig_gpu_slices
+from kai.api import ACTIVE_USED, EPSILON, Job, Node, Resources, Task, TaskStatus, is_mig_resource, mig_gpu_slices
 from kai.framework.gpusharing import (
     GpuGroup,
     add_shared,
@@ -60,6 +62,16 @@ class NodeArrays:
         other.version = list(self.version)
         return other
 
+    def take_row(self, i: int, other: NodeArrays, j: int) -> None:
+        """Node ``i``'s amounts, change count and changed mark become those of node ``j`` of ``other``."""
+        for name in ("idle_cpu", "idle_mem", "idle_gpu", "idle_pods", "rel_cpu", "rel_mem", "rel_gpu", "rel_pods"):
+            getattr(self, name)[i] = getattr(other, name)[j]
+        self.idle_scalars[i] = dict(other.idle_scalars[j])
+        self.rel_scalars[i] = dict(other.rel_scalars[j])
+        self.version[i] = other.version[j]
+        if j in other.changed:
+            self.changed.add(i)
+
     def change(self, i: int, kind: str, res: Resources, sign: float) -> None:
         """Add ``sign * res`` (and one pod slot) to the idle (``kind='idle'``) or releasing amounts of node ``i``."""
         if kind == "idle":
@@ -75,6 +87,45 @@ class NodeArrays:
         self.version[i] += 1
         for k, v in res.scalars.items():
             scalars[k] = scalars.get(k, 0.0) + sign * v
+
+
+def place_tasks(nodes: list[Node], jobs: Iterable[Job],
+                before: tuple[NodeArrays, list[NodeInfo]] | None = None) -> tuple[NodeArrays, list[NodeInfo]]:
+    """The amounts and views of ``nodes`` with the placed tasks of ``jobs`` on them (a placed shared-GPU task that
+    names no device is given one of its own, kept on the task).
+
+    ``before`` is an earlier result whose tasks are as they were then: a node it has with the same amounts and
+    the very same tasks, in the same order, is copied from it instead of accounted task by task.
+    """
+    arrays = NodeArrays(nodes)
+    infos = [NodeInfo(n, i, arrays) for i, n in enumerate(nodes)]
+    by_name = {n.name: n for n in infos}
+    on: dict[str, list[Task]] = {}
+    for job in jobs:
+        for task in job.tasks.values():
+            if task.status in ACTIVE_USED and task.node in by_name:
+                if task.request.is_shared_gpu and not task.gpu_groups:
+                    task.gpu_groups = tuple(str(uuid.uuid4()) for _ in range(task.request.gpu_devices))
+                on.setdefault(task.node, []).append(task)
+    earlier = {n.name: n for n in before[1]} if before is not None else {}
+    for name, tasks in on.items():
+        info, old = by_name[name], earlier.get(name)
+        if old is not None and _same_placement(old, info.node, tasks):
+            arrays.take_row(info.index, old.arrays, old.index)
+            info.tasks = dict(old.tasks)
+            info.gpu_groups = {gid: group.copy() for gid, group in old.gpu_groups.items()}
+        else:
+            for task in tasks:
+                info.add_task(task)
+    return arrays, infos
+
+
+def _same_placement(old: NodeInfo, node: Node, tasks: list[Task]) -> bool:
+    """Whether ``old`` accounts ``tasks`` (these very objects, in this order) on a node of ``node``'s amounts."""
+    was = old.node
+    return (len(old.tasks) == len(tasks) and was.max_pods == node.max_pods
+            and was.gpu_memory_mib == node.gpu_memory_mib and was.allocatable == node.allocatable
+            and all(a is b for a, b in zip(old.tasks.values(), tasks)))
 
 
 def _mig_gpus(scalars: dict[str, float]) -> float:

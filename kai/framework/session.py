@@ -16,7 +16,6 @@ from __future__ import annotations
 import functools
 import logging
 import time
-import uuid
 from array import array
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
@@ -42,7 +41,7 @@ from kai.framework.faults import INTERNAL_ERROR_REASON, Contained, SchedulingErr
 from kai.framework.fiterrors import PLAIN_FIT_ERROR_REASON
 from kai.framework.journal import Journal
 from kai.framework.nodeclasses import NodeClasses
-from kai.framework.nodes import NodeArrays, NodeInfo
+from kai.framework.nodes import NodeArrays, NodeInfo, place_tasks
 from kai.framework.plugins import Plugins
 from kai.framework.scenariosearch import SearchLog
 from kai.framework.snapshot import NODE_OVERCOMMITTED, Problem, Snapshot
@@ -129,20 +128,13 @@ class Session:
     @staticmethod
     def _place_tasks(snapshot: Snapshot, reused: bool) -> tuple[NodeArrays, list[NodeInfo]]:
         """The node amounts and views with the snapshot's placed tasks on them: worked out by the sessions on a
-        snapshot until one finds it reused, which keeps a copy for the next ones (the snapshot is rewound to the
-        same state in between)."""
+        snapshot until one finds it reused or the snapshot is to keep them (:meth:`Snapshot.follow`), which keeps
+        them for the next ones (the snapshot is rewound to the same state in between) and works on a copy; the
+        nodes the snapshot before had alike are taken from its accounting."""
         if snapshot.placed is None:
-            arrays = NodeArrays(snapshot.nodes)
-            nodes = [NodeInfo(n, i, arrays) for i, n in enumerate(snapshot.nodes)]
-            by_name = {n.name: n for n in nodes}
-            for job in snapshot.jobs.values():
-                for task in job.tasks.values():
-                    if task.status in ACTIVE_USED and task.node in by_name:
-                        if task.request.is_shared_gpu and not task.gpu_groups:
-                            # A placed shared task that names no device has one of its own (kept by the snapshot).
-                            task.gpu_groups = tuple(str(uuid.uuid4()) for _ in range(task.request.gpu_devices))
-                        by_name[task.node].add_task(task)
-            if not reused:
+            arrays, nodes = place_tasks(snapshot.nodes, snapshot.jobs.values(), snapshot.before)
+            snapshot.before = None
+            if not (reused or snapshot.followed):
                 return arrays, nodes
             snapshot.placed = (arrays, nodes)
         arrays, nodes = snapshot.placed

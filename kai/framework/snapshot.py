@@ -13,7 +13,8 @@ A session changes the snapshot's tasks and jobs as it decides, and they show its
 snapshot is rewound: :meth:`Snapshot.rewind` (which the next session on the snapshot calls first)
 puts back everything the session changed (:mod:`kai.framework.journal`), so one snapshot serves
 cycle after cycle without rebuilding its domain objects. Its nodes and jobs are not to be changed
-otherwise between sessions: the placed tasks' node accounting of an earlier session is reused.
+otherwise between sessions: the placed tasks' node accounting of an earlier session is reused. A snapshot that
+follows another (:meth:`Snapshot.follow`) takes over what was worked out there for the nodes and jobs it kept.
 """
 
 from __future__ import annotations
@@ -87,12 +88,35 @@ class Snapshot:
     dra: DynamicResources = attrs.field(factory=DynamicResources)
     #: What the last session on the snapshot changed (until :meth:`rewind`).
     journal: Journal | None = attrs.field(default=None, init=False)
-    #: The node amounts and views with the placed tasks on them, kept by the first session that reused the snapshot.
+    #: The node amounts and views with the placed tasks on them, kept by the first session that reused the snapshot
+    #: (by the first session when :attr:`followed`).
     placed: tuple[NodeArrays, list[NodeInfo]] | None = attrs.field(default=None, init=False)
+    #: Whether another snapshot is to follow this one (:meth:`follow`): its first session keeps :attr:`placed`, and
+    #: plugins keep in the memo what the next snapshot takes over.
+    followed: bool = attrs.field(default=False, init=False)
+    #: The placed accounting of the snapshot this one follows (:meth:`follow`), until a session used it.
+    before: tuple[NodeArrays, list[NodeInfo]] | None = attrs.field(default=None, init=False)
 
     #: What plugins work out from the snapshot as built (before a session changes it), by plugin name: kept
     #: for the next sessions on the snapshot.
     memo: dict[str, object] = attrs.field(factory=dict, init=False)
+    #: The jobs found whole when the snapshot was built (no problem of their own or of a task) by uid, and the node
+    #: names their placed tasks were checked against: a snapshot built to follow this one checks them no more.
+    whole: dict[str, Job] = attrs.field(factory=dict, init=False)
+    whole_on: frozenset[str] = attrs.field(default=frozenset(), init=False)
+    #: The memo of the snapshot this one follows (:meth:`follow`): what was worked out per job or node there holds
+    #: for each that this snapshot took over (the very object, as built).
+    memo_before: dict[str, object] = attrs.field(factory=dict, init=False)
+
+    def follow(self, previous: Snapshot | None) -> None:
+        """This snapshot follows ``previous`` (rewound; the tasks and jobs taken over from it are as they were
+        built there): its first session copies the accounting of each node that ``previous`` had with the same
+        amounts and the very same placed tasks, and keeps its own for the snapshot after it; what was worked out
+        per job in ``previous``'s memo is there for the jobs taken over (:attr:`memo_before`). With no
+        ``previous`` there is nothing to take over, and the accounting is kept for the next."""
+        self.followed = True
+        self.before = previous.placed if previous is not None else None
+        self.memo_before = previous.memo if previous is not None else {}
 
     def rewind(self) -> None:
         """Undo what the last session changed on the snapshot's tasks, jobs and problems (nothing when none)."""
@@ -211,8 +235,13 @@ def _subgroup_problem(job: Job) -> str | None:
 
 def build_snapshot(nodes: Iterable[Node], queues: Iterable[Queue], jobs: Iterable[Job], now: float | None = None,
                    topologies: Iterable[Topology] = (), config_maps: Iterable[str] = (),
-                   storage: Storage | None = None, dra: DynamicResources | None = None) -> Snapshot:
-    """Validate the facts and assemble a snapshot (see the module docstring for what is left out)."""
+                   storage: Storage | None = None, dra: DynamicResources | None = None,
+                   previous: Snapshot | None = None) -> Snapshot:
+    """Validate the facts and assemble a snapshot (see the module docstring for what is left out).
+
+    With ``previous`` the snapshot follows it (:meth:`Snapshot.follow`): a job it found whole, when it is the
+    very object (as built) and the nodes are the same, has its subgroups and tasks not checked again.
+    """
     problems: list[Problem] = []
     valid_topologies = _valid_topologies(topologies, problems)
     aliased = {name: t for name, t in valid_topologies.items() if t.aliases}
@@ -227,6 +256,9 @@ def build_snapshot(nodes: Iterable[Node], queues: Iterable[Queue], jobs: Iterabl
     invalid: dict[str, str] = {}
     valid_queues = _valid_queues(list(queues), problems, invalid)
     parents = {q.parent for q in valid_queues.values() if q.parent}
+    node_names = frozenset(names)
+    checked = previous.whole if previous is not None and previous.whole_on == node_names else {}
+    whole: dict[str, Job] = {}
     kept: dict[str, Job] = {}
     rejected: dict[str, Job] = {}
     for job in jobs:
@@ -247,27 +279,43 @@ def build_snapshot(nodes: Iterable[Node], queues: Iterable[Queue], jobs: Iterabl
                                     f"Queue '{job.queue}' is not a leaf queue; jobs must reference leaf queues"))
             rejected[job.uid] = job
             continue
-        why = _subgroup_problem(job)
-        if why:
-            problems.append(Problem("job", job.name, "InvalidSubGroups", why))
-            rejected[job.uid] = job
-            continue
-        for task in job.tasks.values():
-            bad = task.request.problem() if task.invalid is None else None
-            if bad is not None:
-                task.invalid = f"invalid GPU request: {bad[1]}"
-            if task.invalid is not None:
-                problems.append(Problem("task", task.uid, "InvalidPod", task.invalid))
-            if task.status in ACTIVE_USED and task.node not in names:
-                problems.append(Problem("task", task.uid, NODE_NOT_FOUND,
-                                        f"task is {task.status} on node {task.node!r}, which does not exist; "
-                                        "it holds no node resources and is not placed again"))
+        if checked.get(job.uid) is not job:
+            why = _subgroup_problem(job)
+            if why:
+                problems.append(Problem("job", job.name, "InvalidSubGroups", why))
+                rejected[job.uid] = job
+                continue
+            if _task_problems(job, names, problems):
+                whole[job.uid] = job
+        else:
+            whole[job.uid] = job
         if aliased:
             _resolve_aliases(job, aliased)
         kept[job.uid] = job
     if dra is not None:
         back_extended_gpus(dra, node_list)
-    return Snapshot(node_list, valid_queues, kept, time.time() if now is None else now,
-                    valid_topologies, problems, rejected, config_maps=frozenset(config_maps),
-                    storage=storage if storage is not None else Storage(),
-                    dra=dra if dra is not None else DynamicResources())
+    snapshot = Snapshot(node_list, valid_queues, kept, time.time() if now is None else now,
+                        valid_topologies, problems, rejected, config_maps=frozenset(config_maps),
+                        storage=storage if storage is not None else Storage(),
+                        dra=dra if dra is not None else DynamicResources())
+    snapshot.whole, snapshot.whole_on = whole, node_names
+    if previous is not None:
+        snapshot.follow(previous)
+    return snapshot
+
+
+def _task_problems(job: Job, nodes: set[str], problems: list[Problem]) -> bool:
+    """Record the problems of the job's tasks (an invalid request, placed on a node not in ``nodes``); whether
+    there was none."""
+    before = len(problems)
+    for task in job.tasks.values():
+        bad = task.request.problem() if task.invalid is None else None
+        if bad is not None:
+            task.invalid = f"invalid GPU request: {bad[1]}"
+        if task.invalid is not None:
+            problems.append(Problem("task", task.uid, "InvalidPod", task.invalid))
+        if task.status in ACTIVE_USED and task.node not in nodes:
+            problems.append(Problem("task", task.uid, NODE_NOT_FOUND,
+                                    f"task is {task.status} on node {task.node!r}, which does not exist; "
+                                    "it holds no node resources and is not placed again"))
+    return len(problems) == before

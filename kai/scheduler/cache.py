@@ -331,8 +331,22 @@ class ClusterCache:
         shared_in_use: set[tuple[str, str]] = set()
         claims_wanted = False
         pod_state, stuck_after, own = convert.pod_state, self.stuck_after, self.scheduler_name
+        settle = not extended_claims  # else a pod may have gained an implicit claim
         for pod in pods.values():
             bind = binds.get(pod.key)
+            if settle and pod.key not in bound and pod.key not in evicted:
+                kept = reuse.settled(pod.key, pod, bind)
+                job = jobs.get(kept[1][0]) if kept is not None else None
+                if job is not None and pod.pod_set in job.pod_sets:  # the same task, as in the last cycle
+                    task = kept[2]
+                    reuse.tasks[pod.key] = kept
+                    reuse.settle(pod.key, bind, kept)
+                    members[job.uid].append(task)
+                    kept_pods[pod.key] = pod
+                    claims_wanted = claims_wanted or bool(pod.claims)
+                    if task.gpu_groups and task.node and task.status in ACTIVE_USED:
+                        shared_in_use.update((task.node, group) for group in task.gpu_groups)
+                    continue
             status, node = pod_state(pod, bind, now, stuck_after)
             if pod.deleting and (stuck_at := convert.stuck_at(pod, stuck_after)) > now:
                 reuse.until = min(reuse.until, stuck_at)
@@ -376,6 +390,9 @@ class ClusterCache:
                 task = convert.to_task(pod, job.uid, status, node, groups, zones, resources, entry)
             if not (pod.resource_claims or entry):
                 reuse.tasks[pod.key] = (pod, task_inputs, task)
+                if not (pod.deleting or allocations or extended is not None or pod.numa_invalid
+                        or pod.key in bound or pod.key in evicted):
+                    reuse.settle(pod.key, bind, reuse.tasks[pod.key])
             if pod.numa_invalid:
                 problems.append(Problem("task", pod.key, "InvalidNumaPlacement", pod.numa_invalid))
             members[job.uid].append(task)
@@ -398,8 +415,11 @@ class ClusterCache:
         nodes = [convert.to_node(v, *used.get(name, (None, 0)), tuple(ports.get(name, ())), numa=numa.get(name))
                  for name, v in node_views.items()]
         queues = [convert.to_queue(q) for q in inf["queues"].list()]
+        previous = reuse.cycle.snapshot if reuse.cycle is not None else None
         snap = build_snapshot(nodes, queues, jobs.values(), now, inf["topologies"].list(), inf["configmaps"].list(),
-                              self._storage() if claims_wanted else None, resources)
+                              self._storage() if claims_wanted else None, resources, previous)
+        if previous is None:
+            snap.follow(None)  # the first: kept for the next
         _hold_rejected(snap)
         snap.problems[:0] = problems
         cycle = Cycle(snap, kept_pods, podgroups, stale)

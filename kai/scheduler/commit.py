@@ -23,9 +23,11 @@
   with the problem's reason;
 * last-start and stale timestamps as PodGroup annotations; stale BindRequests deleted.
 
-Explanations are written when they change, not every cycle. A failed write is logged naming the
-object and is retried in a later cycle; an exception while handling one decision or one job is
-logged and the others go on; nothing here raises into the scheduling loop.
+Only the jobs the session changed, those with pods waiting as the snapshot built them and those with an
+internal error are looked at (:mod:`kai.framework.asbuilt`): any other job has no pod to explain and its times
+are its PodGroup's, so nothing to write. Explanations are written when they change, not every cycle. A failed
+write is logged naming the object and is retried in a later cycle; an exception while handling one decision or
+one job is logged and the others go on; nothing here raises into the scheduling loop.
 
 On stop (:meth:`Committer.close`) the explanations not yet started are dropped -- the next leader
 writes them again -- and the decisions already submitted are finished, for at most a few seconds,
@@ -54,6 +56,7 @@ from decimal import Decimal
 from kai.api import ACTIVE_ALLOCATED, Job, QueueDetails, Task, TaskStatus, ZonePlacement, names
 from kai.framework import Problem, Session
 from kai.framework.actions.allocate import not_ready_message
+from kai.framework.asbuilt import changed_jobs, flagged_as_built
 from kai.framework.faults import INTERNAL_ERROR_REASON
 from kai.framework.snapshot import NODE_NOT_FOUND
 from kai.kube import dra
@@ -68,6 +71,8 @@ from kai.scheduler.cache import ClusterCache, Cycle
 log = logging.getLogger(__name__)
 
 DEFAULT_NODE_POOL = "default"
+#: The snapshot memo of the jobs with pods waiting (pending or gated) as built (:mod:`kai.framework.asbuilt`).
+WAITING_MEMO = "commit-waiting"
 DEFAULT_POD_MESSAGE = "Unable to schedule pod"
 
 
@@ -242,8 +247,12 @@ class Committer:
         for error in session.errors:
             if error.job is not None:
                 internal.setdefault(error.job, []).append(error.fit_error())
-        for job in session.jobs.values():
-            pg = cycle.podgroups.get(job.uid)
+        touched = changed_jobs(session)
+        waiting = flagged_as_built(session, WAITING_MEMO, _has_waiting, touched)
+        for uid, job in session.jobs.items():
+            if uid not in touched and uid not in waiting and uid not in internal:
+                continue  # as built: no pod waits and its times are its PodGroup's, so there is nothing to write
+            pg = cycle.podgroups.get(uid)
             if pg is None:
                 continue
             try:
@@ -454,6 +463,10 @@ class Committer:
                      lambda: self.kube.patch(path, {"status": {"schedulingConditions": [*previous, condition]}},
                                              subresource="status"),
                      dedupe=((f"PodGroup {pg.key}", "condition"), message))
+
+
+def _has_waiting(job: Job) -> bool:
+    return any(t.status in (TaskStatus.PENDING, TaskStatus.GATED) for t in job.tasks.values())
 
 
 def _reason(reason: str, message: str, details: QueueDetails | None) -> dict:

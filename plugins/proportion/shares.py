@@ -9,7 +9,7 @@ from __future__ import annotations
 from kai.api import ALLOCATED, UNLIMITED, Queue, TaskStatus
 from kai.framework import cluster_capacity, divide_tree_explained, memory_base, min_node_gpu_memory
 
-#: The snapshot memo of the queues' allocations and requests as its first session counted them.
+#: The snapshot memo of the queues' allocations and requests as its first session counted them (:class:`Counted`).
 MEMO = "proportion"
 #: Resource order of every vector here: KAI's (CPU, memory, GPU).
 RESOURCES = ("cpu", "memory", "gpu")
@@ -58,18 +58,35 @@ class QueueShare:
         return value if self.limit[r] == UNLIMITED else min(self.limit[r], value)
 
 
+#: Whole amounts below this add up to the same float in any order (every partial sum is exact).
+EXACT = 2.0**53
+
+
+class Counted:
+    """The memo: each queue's allocated, non-preemptible allocated and requested amounts as the snapshot built
+    them, and what the snapshot after it needs to count only the jobs that changed -- the queue tree, each
+    job's amounts as whole numbers (9: allocated, non-preemptible, requested) with whether they hold on any
+    nodes (no GPU-memory request), and the queues' sums of those (None when some amount was not whole)."""
+
+    __slots__ = ("queues", "tree", "jobs", "sums")
+
+    def __init__(self, queues: dict, tree: dict, jobs: dict, sums: dict | None) -> None:
+        self.queues: dict[str, tuple[list[float], list[float], list[float]]] = queues
+        self.tree: dict[str, str | None] = tree
+        self.jobs: dict[str, tuple[object, list[int], bool]] = jobs
+        self.sums: dict[str, list[int]] | None = sums
+
+
 def build_shares(session, k_value: float) -> tuple[dict[str, QueueShare], list[float]]:
     """Queue shares with allocations, requests and fair shares computed for this session."""
     shares = {name: QueueShare(q) for name, q in session.queues.items()}
     counted = session.snapshot.memo.get(MEMO)
-    if counted is None:
-        gpu_mem = min_node_gpu_memory(session)
-        for job in session.jobs.values():
-            add_job(session, shares, job, gpu_mem)
-        session.snapshot.memo[MEMO] = {name: (qs.allocated[:], qs.allocated_np[:], qs.request[:])
-                                       for name, qs in shares.items()}
+    if not isinstance(counted, Counted):
+        counted = _count_following(session, shares) or _count(session, shares)
+        counted.queues = {name: (qs.allocated[:], qs.allocated_np[:], qs.request[:]) for name, qs in shares.items()}
+        session.snapshot.memo[MEMO] = counted
     else:  # a reused snapshot: its jobs are as they were when the first session on it counted them
-        for name, (allocated, allocated_np, request) in counted.items():
+        for name, (allocated, allocated_np, request) in counted.queues.items():
             qs = shares[name]
             qs.allocated, qs.allocated_np, qs.request = allocated[:], allocated_np[:], request[:]
     for name, usage in session.snapshot.usage.items():
@@ -80,9 +97,107 @@ def build_shares(session, k_value: float) -> tuple[dict[str, QueueShare], list[f
     return shares, totals
 
 
-def add_job(session, shares: dict[str, QueueShare], job, gpu_mem: float) -> None:
+def _count(session, shares: dict[str, QueueShare]) -> Counted:
+    """Count every job of the session into ``shares``, task by task; for a snapshot that another is to follow,
+    keep each job's amounts too."""
+    gpu_mem = min_node_gpu_memory(session)
+    jobs: dict[str, tuple[object, list[int], bool]] = {}
+    whole = session.snapshot.followed
+    for uid, job in session.jobs.items():
+        counted: list[tuple[bool, list[float]]] | None = [] if whole else None
+        add_job(session, shares, job, gpu_mem, counted)
+        if counted is not None:
+            amounts, portable = _whole(job, counted)
+            if amounts is None:
+                whole = False
+            else:
+                jobs[uid] = (job, amounts, portable)
+    sums = None
+    if whole:
+        sums = {name: [0] * 9 for name in shares}
+        for job, amounts, _ in jobs.values():
+            _add_up(session, sums, job.queue, amounts, 1)
+    return Counted({}, _tree(session), jobs if whole else {}, sums)
+
+
+def _count_following(session, shares: dict[str, QueueShare]) -> Counted | None:
+    """Count from the memo of the snapshot this one follows: the jobs it took over whose amounts hold on any
+    nodes are not counted again, the others' amounts are taken off or added. Whole amounts whose sums stay
+    below :data:`EXACT` add up to exactly what counting every task gives; otherwise None (count them all)."""
+    before = session.snapshot.memo_before.get(MEMO)
+    if not isinstance(before, Counted) or before.sums is None or before.tree != _tree(session):
+        return None
+    sums = {name: list(v) for name, v in before.sums.items()}
+    jobs: dict[str, tuple[object, list[int], bool]] = {}
+    gpu_mem: float | None = None
+    for uid, job in session.jobs.items():
+        kept = before.jobs.get(uid)
+        if kept is not None and kept[0] is job and kept[2]:
+            jobs[uid] = kept
+            continue
+        if gpu_mem is None:
+            gpu_mem = min_node_gpu_memory(session)
+        amounts, portable = job_amounts(session, job, gpu_mem)
+        if amounts is None:
+            return None
+        _add_up(session, sums, job.queue, amounts, 1)
+        jobs[uid] = (job, amounts, portable)
+    for uid, (job, amounts, _) in before.jobs.items():
+        if jobs.get(uid, (None,))[0] is not job:
+            _add_up(session, sums, job.queue, amounts, -1)  # gone, or counted again above
+    if any(v >= EXACT for values in sums.values() for v in values):
+        return None
+    for name, values in sums.items():
+        qs = shares[name]
+        qs.allocated = [float(v) for v in values[0:3]]
+        qs.allocated_np = [float(v) for v in values[3:6]]
+        qs.request = [float(v) for v in values[6:9]]
+    return Counted({}, before.tree, jobs, sums)
+
+
+def _tree(session) -> dict[str, str | None]:
+    return {name: q.parent for name, q in session.queues.items()}
+
+
+def _add_up(session, sums: dict[str, list[int]], queue: str, amounts: list[int], sign: int) -> None:
+    for q in session.ancestors(queue):
+        values = sums[q.name]
+        for r in range(9):
+            values[r] += sign * amounts[r]
+
+
+def job_amounts(session, job, gpu_mem: float) -> tuple[list[int] | None, bool]:
+    """What :func:`add_job` counts for ``job``, as whole numbers (9: allocated, non-preemptible allocated,
+    requested; None when some amount is not whole), and whether it holds on any nodes."""
+    counted: list[tuple[bool, list[float]]] = []
+    for task in job.tasks.values():
+        if task.status in ALLOCATED:
+            counted.append((True, quantify(task.request, memory_base(session.node_by_name.get(task.node), gpu_mem))))
+        elif task.status is TaskStatus.PENDING:
+            counted.append((False, quantify(task.request, gpu_mem)))
+    return _whole(job, counted)
+
+
+def _whole(job, counted: list[tuple[bool, list[float]]]) -> tuple[list[int] | None, bool]:
+    """The sums of the job's ``counted`` amounts (whether allocated, the amounts), see :func:`job_amounts`."""
+    amounts = [0] * 9
+    for allocated, values in counted:
+        for r, v in enumerate(values):
+            if not float(v).is_integer():
+                return None, False
+            amounts[6 + r] += int(v)
+            if allocated:
+                amounts[r] += int(v)
+                if not job.preemptible:
+                    amounts[3 + r] += int(v)
+    return amounts, not any(t.request.gpu_memory_mib for t in job.tasks.values())
+
+
+def add_job(session, shares: dict[str, QueueShare], job, gpu_mem: float,
+            counted: list[tuple[bool, list[float]]] | None = None) -> None:
     """Count the job's allocated tasks as allocated and requested, its pending ones as requested, up its queue
-    chain (``gpu_mem``: the smallest device's memory, the base of GPU-memory requests)."""
+    chain (``gpu_mem``: the smallest device's memory, the base of GPU-memory requests); each task's amounts
+    (whether allocated, the amounts) are added to ``counted`` when given."""
     chain = [shares[q.name] for q in session.ancestors(job.queue)]
     for task in job.tasks.values():
         if task.status in ALLOCATED:
@@ -93,11 +208,15 @@ def add_job(session, shares: dict[str, QueueShare], job, gpu_mem: float) -> None
                     qs.request[r] += amounts[r]
                     if not job.preemptible:
                         qs.allocated_np[r] += amounts[r]
+            if counted is not None:
+                counted.append((True, amounts))
         elif task.status is TaskStatus.PENDING:
             amounts = quantify(task.request, gpu_mem)
             for qs in chain:
                 for r in range(3):
                     qs.request[r] += amounts[r]
+            if counted is not None:
+                counted.append((False, amounts))
 
 
 def divide(shares: dict[str, QueueShare], totals: list[float], k_value: float) -> None:

@@ -55,3 +55,17 @@ def test_a_steady_run_reports_the_phases_of_cycles_on_a_reused_snapshot():
     assert result["steady"] and set(result["phases_cpu_median_s"]) == {"snapshot", "open", "actions", "close"}
     assert abs(sum(result["phases_cpu_median_s"].values()) - result["cpu_median_s"]) < 1e-9
     assert result["peak_rss_mib"] > 0
+
+
+def test_the_live_cycle_shape_times_the_scheduler_cycle_by_part_while_pods_change():
+    import sys
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import live_cycle
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    result = live_cycle.run(50, 10)  # 400 GPUs: 360 running, 16 bound, 10 pods arriving before each of 12 cycles
+    assert set(result["phases_cpu_median_s"]) == set(live_cycle.PARTS) and result["repeats"] == 10
+    assert result["writes"]["bind"] == 400 - 376  # the free GPUs are taken, no more
+    assert result["decisions"] == live_cycle.run(50, 10)["decisions"]

@@ -81,3 +81,16 @@ def test_a_jobs_own_grace_period_overrides_the_configured_one(own, stale_for, ev
 ])
 def test_is_stale_reads_the_tasks_in_one_pass(statuses, stale):
     assert is_stale(_gang(statuses=statuses)) is stale
+
+
+def test_a_job_the_session_made_stale_is_stamped_though_it_was_not_as_built():
+    from kai.framework import Session
+
+    tasks = [kt.task(f"g-{i}", gpus=1) for i in range(2)]
+    snapshot = kt.cluster([kt.node("n1", gpus=4)], jobs=[kt.job("g", tasks=tasks, min_available=2)], now=NOW)
+    session = Session(snapshot, Plugins(SchedulerConfig(("stalegangeviction",), DEFAULT_CONFIG.plugins, 60.0)))
+    session.open().run_actions()  # as built nothing is placed: not stale
+    assert session.jobs["default/g"].stale_since is None
+    session.move_task(tasks[0], TaskStatus.ALLOCATED, "n1")
+    session.run_actions()
+    assert session.jobs["default/g"].stale_since == NOW

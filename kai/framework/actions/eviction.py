@@ -21,12 +21,16 @@ from typing import TYPE_CHECKING
 
 from kai.api import ACTIVE_ALLOCATED, ALIVE, Job, Task, TaskStatus, names
 from kai.framework.actions.solver import JobSolver
+from kai.framework.asbuilt import changed_jobs, flagged_as_built
 from kai.framework.durations import format_duration
 from kai.framework.gang import evictable
 from kai.framework.jobqueue import JobQueue
 
 if TYPE_CHECKING:
     from kai.framework.session import Session
+
+#: The snapshot memo of the jobs with pending tasks as built (:mod:`kai.framework.asbuilt`).
+PENDING_MEMO = "pending"
 
 
 def has_running_tasks(session: Session, job: Job) -> bool:
@@ -131,9 +135,14 @@ def run(session: Session, action: str, candidates: list[Job], solver: JobSolver,
 
 def pending_ready_jobs(session: Session, preemptible_only: bool = False) -> list[Job]:
     """The jobs an eviction action may make room for: pending, ready, and past their preemption delay
-    (a job still within it gets KAI's ``PreemptionDelayNotElapsed`` fit error, once)."""
+    (a job still within it gets KAI's ``PreemptionDelayNotElapsed`` fit error, once). Only the jobs the session
+    changed and those with pending tasks as built are looked at (:mod:`kai.framework.asbuilt`)."""
+    touched = changed_jobs(session)
+    pending = flagged_as_built(session, PENDING_MEMO, Job.has_pending, touched)
     jobs = []
-    for j in session.jobs.values():
+    for uid, j in session.jobs.items():
+        if uid not in touched and uid not in pending:
+            continue
         if not (j.has_pending() and j.is_ready() and (j.preemptible or not preemptible_only)):
             continue
         end = j.preemption_delay_end()

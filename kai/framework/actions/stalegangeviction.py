@@ -6,6 +6,9 @@ has been stale for its grace period (the job's ``staleness_grace_period``, else 
 negative: never) all
 its placed tasks are evicted -- except those bound to a node that is gone, which hold nothing and whose
 pods are not evicted by the scheduler. A job that is no longer stale loses its stamp.
+
+Only the jobs that can be stale or stamped are looked at: those the session changed (a task moved, a time
+set, arrived) and those that were stale or stamped as the snapshot built them (:mod:`kai.framework.asbuilt`).
 """
 
 from __future__ import annotations
@@ -13,9 +16,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kai.api import ACTIVE_ALLOCATED, ACTIVE_USED, Job, Task, TaskStatus
+from kai.framework.asbuilt import changed_jobs, flagged_as_built
 
 if TYPE_CHECKING:
     from kai.framework.session import Session
+
+#: The snapshot memo of the jobs stale or stamped as built (:mod:`kai.framework.asbuilt`).
+MEMO = "stalegangeviction"
 
 
 def is_stale(job: Job) -> bool:
@@ -33,6 +40,10 @@ def is_stale(job: Job) -> bool:
     return holds and not job.tree_satisfied(active)
 
 
+def _stale_or_stamped(job: Job) -> bool:
+    return job.stale_since is not None or is_stale(job)
+
+
 def eviction_message(job: Job, task: Task) -> str:
     """KAI's message for a pod evicted from a stale gang."""
     who = f"{task.namespace}/{task.name}"
@@ -46,7 +57,11 @@ def eviction_message(job: Job, task: Task) -> str:
 
 def stalegangeviction(session: Session) -> None:
     default = session.plugins.config.staleness_grace_period
-    for job in session.jobs.values():
+    touched = changed_jobs(session)
+    built = flagged_as_built(session, MEMO, _stale_or_stamped, touched)
+    for uid, job in session.jobs.items():
+        if uid not in touched and uid not in built:
+            continue  # as built: neither stale nor stamped
         grace = default if job.staleness_grace_period is None else job.staleness_grace_period
         with session.contained("stalegangeviction", job):
             _evict_if_stale(session, job, grace)

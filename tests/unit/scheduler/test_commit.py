@@ -126,6 +126,20 @@ def test_a_failed_explanation_is_written_again_next_cycle():
     assert len(kube.of("POST", "/events")) == 3  # the events succeeded: not repeated
 
 
+def test_a_waiting_job_the_session_leaves_alone_is_explained_again_from_a_following_snapshot():
+    kube = RecordingKube(fail={("PATCH", "/podgroups/g/status"): 500})  # never written: tried again every cycle
+    cache = cache_for(kube, [pod("p", "g")], [podgroup("g")], gpu_limit=0)  # vetoed before a task moves
+    committer, _ = commit_once(kube, cache)
+    wait(committer)
+    first = cache.snapshot(now=1000.0)
+    cache.informers["podgroups"]._replace([podgroup("g"), podgroup("other")], "2")  # a new snapshot takes g over
+    committer, session = commit_once(kube, cache, committer)
+    wait(committer)
+    assert session.snapshot is not first.snapshot and session.jobs["ns/g"] is first.snapshot.jobs["ns/g"]
+    assert "ns/g" not in {job.uid for job, _ in session.journal.jobs.values()}
+    assert len(kube.of("PATCH", "/podgroups/g/status")) == 2
+
+
 def test_unknown_queue_is_explained_on_the_pods_and_the_podgroup():
     kube = RecordingKube()
     cache = cache_for(kube, [pod("p", "lost")], [podgroup("lost", queue="nope")])

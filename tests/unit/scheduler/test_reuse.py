@@ -141,3 +141,227 @@ def test_an_assumed_binding_rebuilds_the_cycle():
     second = cache.snapshot(now=2.0)
     assert second is not first
     assert second.snapshot.jobs["ns/g"].tasks["p"].status is TaskStatus.BINDING
+
+
+def accounting(session) -> dict:
+    """Each node's amounts, change count and placed tasks as a session opened them."""
+    a = session.arrays
+    return {n.name: ([getattr(a, f)[n.index] for f in ("idle_cpu", "idle_mem", "idle_gpu", "idle_pods", "rel_cpu",
+                                                         "rel_mem", "rel_gpu", "rel_pods")],
+                     a.idle_scalars[n.index], a.rel_scalars[n.index], a.version[n.index], n.index in a.changed,
+                     [(t.uid, t.status) for t in n.tasks.values()], sorted(n.gpu_groups))
+            for n in session.nodes}
+
+
+def test_a_snapshot_takes_the_node_accounting_over_only_for_nodes_alike_in_the_one_before(monkeypatch):
+    from kai.framework import Session
+    from kai.framework.nodes import NodeInfo
+
+    cluster = Cluster(
+        nodes=[node("n1"), node("n2"), node("n3"), node("n4")], queues=[queue()],
+        podgroups=[podgroup(g) for g in ("a", "b", "c", "d", "e")],
+        pods=[pod("a0", "a", "n1", "Running"), pod("b0", "b", "n2", "Running"), pod("b1", "b", "n2", "Running"),
+              pod("c0", "c", "n3"), pod("d0", "d", "n4", "Running"), pod("e0", "e")],
+        bindrequests=[bind("c0", "n3")], priorityclasses=[PRIORITY])
+    cache = cluster.load(ClusterCache(kube=None))
+    added = []
+    monkeypatch.setattr(NodeInfo, "add_task", lambda self, task, add=NodeInfo.add_task: (
+        added.append(self.name), add(self, task))[1])
+    now = 100.0
+    plugins = kt.plugin_manager(actions=("allocate", "stalegangeviction"))
+
+    def opened():
+        nonlocal now
+        now += 1.0
+        cycle = cluster.load(cache).snapshot(now=now)
+        added.clear()
+        session = Session(cycle.snapshot, plugins)
+        carried_added = list(added)
+        fresh = Session(cluster.fresh(now), plugins)
+        assert accounting(session) == accounting(fresh)
+        session.open().run_actions()  # the session changes tasks and its own copy of the accounting
+        session.close()
+        assert session.decisions
+        return carried_added
+
+    assert sorted(opened()) == ["n1", "n2", "n2", "n3", "n4"]  # every placed task accounted at first
+    # c0 is now bound and runs, b1 is gone, n4's allocatable changed, a pod arrives on no node
+    cluster.objects["pods"][3] = versioned(pod("c0", "c", "n3", "Running"), 7)
+    cluster.objects["pods"] = [p for p in cluster.objects["pods"] if p["metadata"]["name"] != "b1"]
+    bigger = node("n4")
+    bigger["status"]["allocatable"]["cpu"] = "64"
+    cluster.objects["nodes"][3] = versioned(bigger, 8)
+    cluster.objects["pods"].append(pod("f0", "e"))
+    assert sorted(opened()) == ["n2", "n3", "n4"]  # n1 is alike and taken over
+    cache.snapshot(now=now + 0.5)  # nothing changed: the same snapshot, whose sessions copy what it kept
+    added.clear()
+    Session(cache.snapshot(now=now + 0.5).snapshot, plugins)
+    assert added == []
+
+
+def test_the_stale_gang_check_of_a_following_snapshot_looks_at_every_job_that_can_be_stale():
+    from kai.framework import run_session
+
+    def gang(name, min_member=2, stale=None):
+        pg = podgroup(name, min_member=min_member)
+        if stale:
+            pg["metadata"]["annotations"] = {"kai.scheduler/stale-podgroup-timestamp": stale}
+        return pg
+
+    cluster = Cluster(
+        nodes=[node("n1"), node("n2")], queues=[queue()],
+        podgroups=[gang("s"), gang("t", 1), gang("u"), gang("v", 1, stale="2026-01-01T00:00:00Z"),
+                   gang("w", stale="2020-01-01T00:00:00Z")],
+        pods=[pod("s0", "s", "n1", "Running"), pod("t0", "t", "n1", "Running"), pod("u0", "u", "n2", "Running"),
+              pod("u1", "u", "n2", "Running"), pod("v0", "v", "n2", "Running"), pod("w0", "w", "n1", "Running")],
+        priorityclasses=[PRIORITY])
+    cache = cluster.load(ClusterCache(kube=None))
+    plugins = kt.plugin_manager(actions=("stalegangeviction",))
+    now = 1_800_000_000.0
+
+    def outcome(snapshot):
+        session = run_session(snapshot, plugins)
+        return ({k: j.stale_since for k, j in snapshot.jobs.items()},
+                sorted((d.kind, d.task.uid) for d in session.decisions))
+
+    def cycle_matches_fresh():
+        nonlocal now
+        now += 1.0
+        followed = outcome(cluster.load(cache).snapshot(now=now).snapshot)
+        assert followed == outcome(cluster.fresh(now))
+        return followed
+
+    stamps, decisions = cycle_matches_fresh()
+    assert stamps["ns/s"] == now and stamps["ns/v"] is None and decisions == [("evict", "ns/w0")]
+    cluster.objects["pods"] = [p for p in cluster.objects["pods"] if p["metadata"]["name"] != "u1"]
+    stamps, _ = cycle_matches_fresh()  # s is taken over and still stale, u lost a pod and is stale now
+    assert stamps["ns/s"] == now and stamps["ns/u"] == now and stamps["ns/v"] is None
+
+
+def test_a_full_cycle_on_a_following_snapshot_decides_what_one_on_a_fresh_snapshot_decides():
+    from kai.framework import DEFAULT_CONFIG, run_session
+
+    def gpu_pod(name, group, gpus, node_name="", phase="Pending"):
+        p = pod(name, group, node_name, phase)
+        p["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = str(gpus)
+        return p
+
+    low = {"metadata": {"name": "low"}, "value": 10}
+    cluster = Cluster(
+        nodes=[node("n1"), node("n2")], queues=[queue()], priorityclasses=[PRIORITY, low],
+        podgroups=[podgroup("r0"), podgroup("r1"), podgroup("s", min_member=2), podgroup("big", min_member=2)],
+        pods=[gpu_pod("r0", "r0", 3, "n1", "Running"), gpu_pod("r1", "r1", 3, "n2", "Running"),
+              gpu_pod("s0", "s", 2, "n1", "Running"), gpu_pod("b0", "big", 6), gpu_pod("b1", "big", 6)])
+    for pg in cluster.objects["podgroups"][:2]:
+        pg["spec"]["priorityClassName"] = "low"
+    cache = cluster.load(ClusterCache(kube=None))
+    plugins = kt.plugin_manager(actions=DEFAULT_CONFIG.actions)
+    now = 1_800_000_000.0
+
+    def outcome(snapshot):
+        session = run_session(snapshot, plugins)
+        return (sorted((d.kind, d.task.uid, d.node) for d in session.decisions),
+                {k: (j.stale_since, j.last_start) for k, j in snapshot.jobs.items()})
+
+    decided = []
+    for change in range(3):
+        now += 1.0
+        followed = outcome(cluster.load(cache).snapshot(now=now).snapshot)
+        assert followed == outcome(cluster.fresh(now))
+        decided += followed[0]
+        if change == 0:  # the low-priority pods are gone, another arrives; big stays as it was
+            cluster.objects["pods"] = [p for p in cluster.objects["pods"] if p["metadata"]["name"] not in ("r0",)]
+            cluster.objects["pods"].append(gpu_pod("r2", "r0", 4, "n1", "Running"))
+        elif change == 1:
+            cluster.objects["pods"] = [p for p in cluster.objects["pods"] if p["metadata"]["name"] != "s0"]
+    assert decided
+
+
+def test_a_job_found_whole_is_checked_again_when_the_nodes_change():
+    cluster = Cluster(nodes=[node("n1"), node("n2")], queues=[queue()], podgroups=[podgroup("a"), podgroup("b")],
+                      pods=[pod("a0", "a", "n2", "Running"), pod("b0", "b", "n1", "Running")],
+                      priorityclasses=[PRIORITY])
+    cache = cluster.load(ClusterCache(kube=None))
+    first = cache.snapshot(now=1.0).snapshot
+    assert set(first.whole) == {"ns/a", "ns/b"} and not first.problems
+    cluster.objects["podgroups"].append(podgroup("c"))  # a new snapshot, the nodes the same: a and b not checked
+    second = cluster.load(cache).snapshot(now=2.0).snapshot
+    assert second.jobs["ns/a"] is first.jobs["ns/a"] and facts(second) == facts(cluster.fresh(2.0))
+    cluster.objects["nodes"] = [node("n1")]  # a's pod now runs on a node that does not exist
+    third = cluster.load(cache).snapshot(now=3.0).snapshot
+    assert third.jobs["ns/a"] is first.jobs["ns/a"] and facts(third) == facts(cluster.fresh(3.0))
+    assert [(p.name, p.reason) for p in third.problems] == [("ns/a0", "NodeNotFound")]
+    assert set(third.whole) == {"ns/b", "ns/c"}
+
+
+def shares_of(session) -> dict:
+    return {name: (qs.allocated, qs.allocated_np, qs.request, qs.fair_share)
+            for name, qs in session.plugins.plugin("proportion").shares.items()}
+
+
+def test_proportion_counts_only_the_jobs_that_changed_since_the_snapshot_before():
+    from kai.framework import Session
+
+    def gpu_pod(name, group, gpus, node_name="", phase="Pending", fraction=None):
+        p = pod(name, group, node_name, phase)
+        p["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = str(gpus)
+        if fraction:
+            del p["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"]
+            p["metadata"]["annotations"]["gpu-fraction"] = fraction
+        return p
+
+    parent = queue("dept")
+    queues = [parent] + [queue(f"q{i}") for i in range(2)]
+    for q in queues[1:]:
+        q["spec"]["parentQueue"] = "dept"
+    cluster = Cluster(
+        nodes=[node("n1"), node("n2")], queues=queues, priorityclasses=[PRIORITY],
+        podgroups=[podgroup("a", "q0"), podgroup("b", "q1", min_member=2), podgroup("c", "q1")],
+        pods=[gpu_pod("a0", "a", 2, "n1", "Running"), gpu_pod("b0", "b", 1, "n2", "Running"),
+              gpu_pod("b1", "b", 1), gpu_pod("c0", "c", 3)])
+    cache = cluster.load(ClusterCache(kube=None))
+    plugins = kt.plugin_manager()
+    counted = []
+    now = 100.0
+
+    def opened():
+        nonlocal now
+        now += 1.0
+        snapshot = cluster.load(cache).snapshot(now=now).snapshot
+        session = Session(snapshot, plugins).open()
+        assert shares_of(session) == shares_of(Session(cluster.fresh(now), plugins).open())
+        counted.append(snapshot.memo["proportion"])
+        session.run_actions()
+        session.close()
+
+    opened()
+    cluster.objects["pods"][2] = versioned(gpu_pod("b1", "b", 1, "n2", "Running"), 5)  # b's second pod runs
+    cluster.objects["pods"] = [p for p in cluster.objects["pods"] if p["metadata"]["name"] != "c0"]  # c waits no more
+    cluster.objects["podgroups"].append(podgroup("d", "q0"))
+    cluster.objects["pods"].append(gpu_pod("d0", "d", 1))
+    opened()
+    assert counted[1].jobs["ns/a"] is counted[0].jobs["ns/a"]  # a is taken over, not counted again
+    cluster.objects["pods"].append(gpu_pod("d1", "d", 0, fraction="0.3"))  # not a whole amount: all counted again
+    opened()
+    assert counted[2].sums is None
+    cluster.objects["pods"] = [p for p in cluster.objects["pods"] if p["metadata"]["name"] != "d1"]
+    opened()
+
+
+def test_a_pod_taken_again_as_it_was_still_needs_its_sub_group_in_the_podgroup():
+    def grouped(subgroup, version):
+        pg = versioned(podgroup("g"), version)
+        pg["spec"]["subGroups"] = [{"name": subgroup, "minMember": 1}]
+        return pg
+
+    running = pod("p", "g", "n1", "Running")
+    running["metadata"]["labels"] = {"kai.scheduler/subgroup-name": "w"}
+    cluster = Cluster(nodes=[node("n1")], queues=[queue()], podgroups=[grouped("w", 1)], pods=[running],
+                      priorityclasses=[PRIORITY])
+    cache = cluster.load(ClusterCache(kube=None))
+    first = cache.snapshot(now=1.0).snapshot
+    assert list(first.jobs["ns/g"].tasks) == ["p"]
+    cluster.objects["podgroups"] = [grouped("x", 2)]  # the pod's view is the same, its sub-group is gone
+    second = cluster.load(cache).snapshot(now=2.0).snapshot
+    assert facts(second) == facts(cluster.fresh(2.0))
+    assert [p.reason for p in second.problems] == ["UnknownSubGroup"]

@@ -1,0 +1,68 @@
+"""Which jobs had a property as their snapshot built them, so that a pass over every job can look at fewer.
+
+A session changes only the jobs it journals (:mod:`kai.framework.journal`); every other job of the snapshot
+is as it was built. So a property of a job as built (stale, has pending tasks, ...) is worked out once per
+snapshot and kept in its memo, and a snapshot that follows another (:meth:`~kai.framework.Snapshot.follow`)
+takes it over for each job that is the very object of the one before. A pass then looks at the jobs the
+session changed (:func:`changed_jobs`) and those flagged as built (:func:`flagged_as_built`), in the
+snapshot's order, and skips the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from kai.api import Job
+
+if TYPE_CHECKING:
+    from kai.framework.session import Session
+
+
+class _Memo:
+    """A property of each job as built: job uid -> (the job, the value); the uids where it holds; the uids of
+    jobs a session had changed when it was worked out, still to be looked at."""
+
+    __slots__ = ("entries", "flagged", "unknown")
+
+    def __init__(self) -> None:
+        self.entries: dict[str, tuple[Job, bool]] = {}
+        self.flagged: set[str] = set()
+        self.unknown: set[str] = set()
+
+
+def changed_jobs(session: Session) -> set[str]:
+    """Uids of the jobs the session changed so far: a task of theirs moved, a time of theirs set, or arrived."""
+    journal = session.journal
+    touched = {task.job for task, _ in journal.tasks.values()}
+    touched.update(job.uid for job, _ in journal.jobs.values())
+    touched.update(journal.added_jobs)
+    return touched
+
+
+def flagged_as_built(session: Session, key: str, test: Callable[[Job], bool], touched: set[str]) -> set[str]:
+    """Uids of the snapshot's jobs not in ``touched`` (:func:`changed_jobs`) for which ``test`` held as the
+    snapshot built them; ``key`` names the property in the memo (one ``test`` per key). Not to be changed."""
+    snapshot = session.snapshot
+    memo = snapshot.memo.get(key)
+    if not isinstance(memo, _Memo):
+        memo = snapshot.memo[key] = _Memo()
+        before = snapshot.memo_before.get(key)
+        earlier = before.entries if isinstance(before, _Memo) else {}
+        todo: list[str] = list(snapshot.jobs)
+    else:
+        earlier, todo, memo.unknown = {}, list(memo.unknown), set()
+    jobs = snapshot.jobs
+    for uid in todo:
+        job = jobs.get(uid)
+        if job is None:
+            continue  # arrived in a session, gone since
+        if uid in touched:
+            memo.unknown.add(uid)
+            continue
+        kept = earlier.get(uid)
+        entry = kept if kept is not None and kept[0] is job else (job, bool(test(job)))
+        memo.entries[uid] = entry
+        if entry[1]:
+            memo.flagged.add(uid)
+    return memo.flagged
