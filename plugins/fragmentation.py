@@ -15,12 +15,14 @@ scheduler sees for the first time counts once, whether it arrives with a new ses
 one. Tasks that differ in memory only count as one shape, whose memory is their mean; the most frequent
 shapes are kept until they cover ``coverage`` (default 0.95) of the window, at most ``max_shapes``
 (default 48). Growths are compared in steps of ``resolution`` GPUs (default 0.1): nodes closer than that
-tie, and the tie falls to the kernel's node order rather than to a packing rule. Scores only order
-feasible nodes and devices; they never change where a task fits.
+tie, and the tie falls to the kernel's node order rather than to a packing rule. Each GPU shape weighs its
+probability times its *scarcity*: the cluster's GPUs over the GPUs of the nodes that could take one task of
+the shape when empty (at most ``scarcity``, default 50), so tasks keep off the few nodes some shapes need.
+Scores only order feasible nodes and devices; they never change where a task fits.
 
 Arguments: ``workload``, ``window``, ``coverage``, ``max_shapes``, ``weight`` (score per GPU of
 fragmentation avoided, default 10), ``lookahead`` (weight of the filled-node part, default 0.5),
-``resolution``, ``model_label`` (node label naming the GPU model, default ``nvidia.com/gpu.product``).
+``resolution``, ``scarcity``, ``model_label`` (node label naming the GPU model, default ``nvidia.com/gpu.product``).
 """
 
 from __future__ import annotations
@@ -58,6 +60,8 @@ DEFAULT_COVERAGE = 0.95
 REFRESH_DISTANCE = 0.02
 #: Look at the learned distribution again once the new arrivals are this share of the window (1/4).
 REFRESH_SHARE = 4
+#: A shape's weight grows by at most this factor for the scarcity of the nodes that can take it.
+DEFAULT_SCARCITY = 50.0
 #: Most cached growth results kept.
 MAX_CACHE = 200_000
 _SUFFIXES = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
@@ -179,6 +183,34 @@ def fragmentation(state: NodeState, workload: Iterable[tuple[Shape, float]],
             if lookahead:
                 out += p * lookahead * (total - usable_gpus(state, shape))
     return out
+
+
+def node_kinds(session, model_label: str) -> Counter:
+    """The session's nodes counted by (GPU model, allocatable CPU, memory and GPUs)."""
+    a = session.arrays
+    return Counter((n.labels.get(model_label, ""), a.alloc_cpu[n.index], a.alloc_mem[n.index], a.alloc_gpu[n.index])
+                   for n in session.nodes)
+
+
+def scarcity(shape: Shape, kinds: Counter, cap: float) -> float:
+    """How much scarcer than GPUs at large the nodes are that can take a task of ``shape``: the cluster's GPUs
+    over the GPUs of the nodes that could hold one such task when empty (GPU model, CPU, memory, devices), at
+    most ``cap``. 1 for CPU-only and MIG shapes and for shapes no node can take."""
+    if shape.cpu_only or shape.mig:
+        return 1.0
+    need = max(shape.gpus, 1)
+    total = supply = 0.0
+    for (model, cpu, memory, gpus), n in kinds.items():
+        total += n * gpus
+        if (gpus >= need and cpu >= shape.cpu and memory >= shape.memory
+                and (not shape.models or model in shape.models)):
+            supply += n * gpus
+    return min(cap, total / supply) if supply > 0 else 1.0
+
+
+def weighted(workload: list[tuple[Shape, float]], kinds: Counter, cap: float) -> list[tuple[Shape, float]]:
+    """``workload`` with each shape's probability times its :func:`scarcity`."""
+    return [(s, p * scarcity(s, kinds, cap)) for s, p in workload]
 
 
 def measure_rows(workload: Iterable[tuple[Shape, float]]) -> tuple[list[tuple], list[tuple]]:
@@ -334,11 +366,13 @@ class Fragmentation:
 
     def __init__(self, workload: list[tuple[Shape, float]] | None, window: int, max_shapes: int, weight: float,
                  model_label: str, lookahead: float = DEFAULT_LOOKAHEAD, coverage: float = DEFAULT_COVERAGE,
-                 resolution: float = DEFAULT_RESOLUTION):
+                 resolution: float = DEFAULT_RESOLUTION, scarcity_cap: float = DEFAULT_SCARCITY):
         self.fixed = workload
         self.window, self.max_shapes, self.weight, self.model_label = window, max_shapes, weight, model_label
         self.coverage, self.resolution = coverage, resolution
-        self.lookahead = lookahead
+        self.lookahead, self.scarcity_cap = lookahead, scarcity_cap
+        #: The nodes the shapes' scarcity was last weighed against (:func:`node_kinds`).
+        self.kinds: Counter = Counter()
         #: The window: per task its shape without memory (its group) and its memory; per group the number
         #: of its tasks in the window and their total memory.
         self.recent: deque[tuple[Shape, float]] = deque()
@@ -391,14 +425,23 @@ class Fragmentation:
         if (not self.workload or distance(groups, self.groups) > REFRESH_DISTANCE
                 or memory_moved(learned, self.workload)):
             self.groups, self.workload = groups, learned
-            self.measure = Measure(learned, self.lookahead)
             self.by_model = any(s.models or s.gpu_memory_mib for s, _ in learned)
-            self.cache.clear()
-            self.frag_cache.clear()
+            self._remeasure()
+
+    def _remeasure(self) -> None:
+        """Measure with the workload in use, its shapes weighted by their scarcity on the known nodes."""
+        self.measure = Measure(weighted(self.workload, self.kinds, self.scarcity_cap), self.lookahead)
+        self.cache.clear()
+        self.frag_cache.clear()
 
     @hookimpl
     def kai_session_open(self, session):
-        """Learn the shapes of pending tasks not seen before; adopt the new distribution once it moved."""
+        """Weigh the shapes against the session's nodes when they changed; learn the shapes of pending tasks
+        not seen before; adopt the new distribution once it moved."""
+        kinds = node_kinds(session, self.model_label)
+        if kinds != self.kinds:
+            self.kinds = kinds
+            self._remeasure()
         if self.fixed is not None:
             return
         pending: set[str] = set()
@@ -541,12 +584,14 @@ def build(arguments):
         lookahead = float(arguments.get("lookahead", DEFAULT_LOOKAHEAD))
         coverage = float(arguments.get("coverage", DEFAULT_COVERAGE))
         resolution = float(arguments.get("resolution", DEFAULT_RESOLUTION))
+        scarcity_cap = float(arguments.get("scarcity", DEFAULT_SCARCITY))
     except (TypeError, ValueError) as err:
-        raise ValueError("arguments window, max_shapes, weight, lookahead, coverage and resolution must be numbers: "
+        raise ValueError("arguments window, max_shapes, weight, lookahead, coverage, resolution and scarcity must be "
+                         "numbers: "
                          f"{err}") from None
     if (window < 1 or max_shapes < 1 or weight <= 0 or not 0 <= lookahead < math.inf or not 0 < coverage <= 1
-            or not 0 <= resolution < math.inf):
+            or not 0 <= resolution < math.inf or not 1 <= scarcity_cap < math.inf):
         raise ValueError("arguments window and max_shapes must be at least 1, weight positive, lookahead and "
-                         "resolution numbers from 0 up and coverage in (0, 1]")
+                         "resolution numbers from 0 up, coverage in (0, 1] and scarcity at least 1")
     return Fragmentation(workload, window, max_shapes, weight, str(arguments.get("model_label", DEFAULT_MODEL_LABEL)),
-                         lookahead, coverage, resolution)
+                         lookahead, coverage, resolution, scarcity_cap)

@@ -11,7 +11,16 @@ from kai.api import TaskStatus
 from kai.api.resources import ResourceRequest
 from kai.framework import Plugins, load_config
 from kai.framework.plugins import discover
-from kai.plugins.fragmentation import Fragmentation, NodeState, Shape, build, covering, fragmentation, parse_workload
+from kai.plugins.fragmentation import (
+    Fragmentation,
+    NodeState,
+    Shape,
+    build,
+    covering,
+    fragmentation,
+    parse_workload,
+    scarcity,
+)
 
 GI = 2**30
 ONE_GPU = Shape(cpu=8000, memory=32 * GI, gpus=1)
@@ -101,6 +110,9 @@ def test_workload_argument_is_checked():
         build({"lookahead": -1})
     for bad in ({"coverage": 0}, {"coverage": 1.5}, {"resolution": -0.1}, {"resolution": "fine"}):
         with pytest.raises(ValueError, match="coverage"):
+            build(bad)
+    for bad in ({"scarcity": 0.5}, {"scarcity": "high"}):
+        with pytest.raises(ValueError, match="scarcity"):
             build(bad)
 
 
@@ -257,3 +269,30 @@ def test_scores_follow_a_node_whose_amounts_changed():
     # With a GPU task on it, "a" has CPU for its last GPU only: the CPU-only task would strand it there.
     after = scores(plugin, tasks["prep-0"], session, ["a", "b"])
     assert after["b"] == before["b"] and after["a"] == pytest.approx(-15.0, abs=0.01)
+
+
+def test_a_shape_only_scarce_nodes_can_take_weighs_more():
+    kinds = Counter({("G2", 96000.0, 384 * GI, 8.0): 3, ("G3", 128000.0, 768 * GI, 8.0): 1,
+                     ("T4", 64000.0, 256 * GI, 2.0): 4})
+    # 40 GPUs in all: 8 on nodes with 120 cores, 32 with 88, 8 of model T4, 40 with one GPU and 8 cores.
+    assert scarcity(Shape(cpu=120000, gpus=8), kinds, 50) == 5.0
+    assert scarcity(Shape(cpu=88000, gpus=8), kinds, 50) == 1.25
+    assert scarcity(Shape(cpu=8000, gpus=1, models=frozenset({"T4"})), kinds, 50) == 5.0
+    assert scarcity(Shape(cpu=8000, fraction=0.5), kinds, 50) == 1.0
+    assert scarcity(Shape(cpu=120000, gpus=8), kinds, 2) == 2.0  # at most the cap
+    assert scarcity(CPU_ONLY, kinds, 50) == scarcity(Shape(cpu=999000, gpus=8), kinds, 50) == 1.0
+
+
+def test_a_task_keeps_off_the_scarce_nodes_only_some_shapes_can_use():
+    # Half the GPU tasks need 88 cores, half 120: a 12-core task breaks either kind of node for one of them. Only
+    # one node in four has the cores for a 120-core task, so it goes to a 96-core node.
+    workload = [{"cpu": 88, "gpus": 8}, {"cpu": 120, "gpus": 8}]
+    nodes = [kt.node(f"small{k}", gpus=8, cpu=96000) for k in range(3)] + [kt.node("large", gpus=8, cpu=128000)]
+    snap = kt.cluster(nodes=nodes, jobs=[kt.job("prep", cpu=12000, memory=GI)])
+    for arguments, expected in (({}, {"small0": -60.0, "large": -240.0}),
+                                ({"scarcity": 1}, {"small0": -60.0, "large": -60.0})):
+        session = kt.run(snap, plugins=["predicates", kt.PluginSpec(
+            "fragmentation", {"workload": workload, **arguments})], actions=())
+        plugin = session.plugins.plugin("fragmentation")
+        task = session.jobs[next(iter(session.jobs))].tasks["prep-0"]
+        assert scores(plugin, task, session, ["small0", "large"]) == pytest.approx(expected, abs=1e-6)
