@@ -164,6 +164,17 @@ def status(kube, name="br"):
     return kube.objects[BR_PATH + name].get("status", {})
 
 
+def failing_binder(kube, backoff_limit: int, failures: int):
+    """A binder on a clock of its own, for BindRequest ``br`` of pod ``p`` on ``n1`` whose first ``failures``
+    Bindings fail with a server error."""
+    clock = Clock()
+    kube.add_pod("p")
+    kube.add_request("br", "p", "n1", backoff_limit=backoff_limit)
+    kube.fail_binding = [ApiError("POST", "x", 500, "Internal Server Error")] * failures
+    binder, _ = make_binder(kube, clock=clock)
+    return binder, clock
+
+
 def test_binds_pod_records_success_condition_and_event(kube):
     kube.add_pod("p")
     kube.add_request("br", "p", "n1")
@@ -227,11 +238,7 @@ def test_missing_node_fails_without_retry_and_leaves_pod_pending(kube):
 
 
 def test_retries_with_exponential_backoff_up_to_backoff_limit(kube):
-    clock = Clock()
-    kube.add_pod("p")
-    kube.add_request("br", "p", "n1", backoff_limit=3)
-    kube.fail_binding = [ApiError("POST", "x", 500, "Internal Server Error")] * 3
-    binder, _ = make_binder(kube, clock=clock)
+    binder, clock = failing_binder(kube, backoff_limit=3, failures=3)
     assert binder.handle("ns/br") == 1.0
     assert status(kube)["failedAttempts"] == 1 and status(kube)["phase"] == "Failed"
     assert binder.handle("ns/br") == 1.0  # woken early (its own status event): waits, no attempt
@@ -511,11 +518,7 @@ def test_the_binder_takes_new_plugins_up_at_the_next_bind(kube):
 
 
 def test_a_running_binder_reports_outcomes_off_the_workers_path_in_order_per_pod(kube):
-    clock = Clock()
-    kube.add_pod("p")
-    kube.add_request("br", "p", "n1", backoff_limit=2)
-    kube.fail_binding = [ApiError("POST", "x", 500, "Internal Server Error")]
-    binder, _ = make_binder(kube, clock=clock)
+    binder, clock = failing_binder(kube, backoff_limit=2, failures=1)
     binder.followups.start()
     release = threading.Event()
     original = kube.request
@@ -540,11 +543,7 @@ def test_a_running_binder_reports_outcomes_off_the_workers_path_in_order_per_pod
 
 def test_a_stored_copy_older_than_the_binders_own_status_write_is_not_acted_on(kube):
     """After the last failure the store may still hold the copy the binder wrote over: no further attempt."""
-    clock = Clock()
-    kube.add_pod("p")
-    kube.add_request("br", "p", "n1", backoff_limit=2)
-    kube.fail_binding = [ApiError("POST", "x", 500, "Internal Server Error")] * 2
-    binder, _ = make_binder(kube, clock=clock)
+    binder, clock = failing_binder(kube, backoff_limit=2, failures=2)
     assert binder.handle("ns/br") == 1.0
     first = dict(status(kube))
     clock.now += 1.0
