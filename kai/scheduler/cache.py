@@ -334,67 +334,62 @@ class ClusterCache:
         settle = not extended_claims  # else a pod may have gained an implicit claim
         for pod in pods.values():
             bind = binds.get(pod.key)
-            if settle and pod.key not in bound and pod.key not in evicted:
-                kept = reuse.settled(pod.key, pod, bind)
-                job = jobs.get(kept[1][0]) if kept is not None else None
-                if job is not None and pod.pod_set in job.pod_sets:  # the same task, as in the last cycle
-                    task = kept[2]
-                    reuse.tasks[pod.key] = kept
-                    reuse.settle(pod.key, bind, kept)
-                    members[job.uid].append(task)
-                    kept_pods[pod.key] = pod
-                    claims_wanted = claims_wanted or bool(pod.claims)
-                    if task.gpu_groups and task.node and task.status in ACTIVE_USED:
-                        shared_in_use.update((task.node, group) for group in task.gpu_groups)
+            kept = reuse.settled(pod.key, pod, bind) if settle and pod.key not in bound and pod.key not in evicted \
+                else None
+            job = jobs.get(kept[1][0]) if kept is not None else None
+            if job is not None and pod.pod_set in job.pod_sets:  # the same task, as in the last cycle
+                task = kept[2]
+                reuse.tasks[pod.key] = kept
+                reuse.settle(pod.key, bind, kept)
+            else:
+                status, node = pod_state(pod, bind, now, stuck_after)
+                if pod.deleting and (stuck_at := convert.stuck_at(pod, stuck_after)) > now:
+                    reuse.until = min(reuse.until, stuck_at)
+                groups, zones = (bind.gpu_groups, bind.numa_zones) if bind is not None else ((), ())
+                allocations = bind.claim_allocations if bind is not None and not pod.node_name else ()
+                extended = bind.extended_claim if bind is not None and not pod.node_name else None
+                if pod.key in bound and status is TaskStatus.PENDING:
+                    assumed = bound[pod.key]
+                    if assumed.node in node_views:
+                        status, node = TaskStatus.BINDING, assumed.node
+                        groups, zones = assumed.gpu_groups, assumed.numa_zones
+                        allocations, extended = assumed.claim_allocations, assumed.extended
+                    elif pod.key not in bound_to_nowhere:
+                        problems.append(Problem("task", pod.key, NODE_NOT_FOUND,
+                                                f"pod was being bound to node {assumed.node!r}, which no longer "
+                                                "exists; it is scheduled again"))
+                if pod.key in evicted and status in ACTIVE_USED:
+                    status = TaskStatus.RELEASING
+                job = jobs.get(f"{pod.namespace}/{pod.pod_group}") if pod.scheduler == own else None
+                if job is not None and pod.pod_set not in job.pod_sets:
+                    problems.append(Problem("task", pod.key, "UnknownSubGroup",
+                                            f"pod names sub-group {pod.pod_set!r}, which PodGroup {job.uid} does not "
+                                            "define; the pod is not scheduled"))
+                    job = None
+                if allocations and status in ACTIVE_USED:
+                    _being_allocated(resources, pod, allocations)
+                if job is None:
+                    if node and status in ACTIVE_USED:
+                        reservation = _is_reservation(pod, self.reservation_app)
+                        _add_usage(used, node, pod, reservation)
+                        if pod.host_ports:
+                            ports.setdefault(node, []).extend(pod.host_ports)
+                        if reservation:
+                            reservations.append((node, pod))
                     continue
-            status, node = pod_state(pod, bind, now, stuck_after)
-            if pod.deleting and (stuck_at := convert.stuck_at(pod, stuck_after)) > now:
-                reuse.until = min(reuse.until, stuck_at)
-            groups, zones = (bind.gpu_groups, bind.numa_zones) if bind is not None else ((), ())
-            allocations = bind.claim_allocations if bind is not None and not pod.node_name else ()
-            extended = bind.extended_claim if bind is not None and not pod.node_name else None
-            if pod.key in bound and status is TaskStatus.PENDING:
-                assumed = bound[pod.key]
-                if assumed.node in node_views:
-                    status, node = TaskStatus.BINDING, assumed.node
-                    groups, zones = assumed.gpu_groups, assumed.numa_zones
-                    allocations, extended = assumed.claim_allocations, assumed.extended
-                elif pod.key not in bound_to_nowhere:
-                    problems.append(Problem("task", pod.key, NODE_NOT_FOUND,
-                                            f"pod was being bound to node {assumed.node!r}, which no longer exists; "
-                                            "it is scheduled again"))
-            if pod.key in evicted and status in ACTIVE_USED:
-                status = TaskStatus.RELEASING
-            job = jobs.get(f"{pod.namespace}/{pod.pod_group}") if pod.scheduler == own else None
-            if job is not None and pod.pod_set not in job.pod_sets:
-                problems.append(Problem("task", pod.key, "UnknownSubGroup",
-                                        f"pod names sub-group {pod.pod_set!r}, which PodGroup {job.uid} does not "
-                                        "define; the pod is not scheduled"))
-                job = None
-            if allocations and status in ACTIVE_USED:
-                _being_allocated(resources, pod, allocations)
-            if job is None:
-                if node and status in ACTIVE_USED:
-                    reservation = _is_reservation(pod, self.reservation_app)
-                    _add_usage(used, node, pod, reservation)
-                    if pod.host_ports:
-                        ports.setdefault(node, []).extend(pod.host_ports)
-                    if reservation:
-                        reservations.append((node, pod))
-                continue
-            entry = _extended_entry(resources, extended_claims, pod, extended if status in ACTIVE_USED else None) \
-                if extended_claims or extended is not None else ()
-            task_inputs = (job.uid, status, node, groups, zones)
-            task = reuse.task(pod.key, pod, task_inputs) if not (pod.resource_claims or entry) else None
-            if task is None:
-                task = convert.to_task(pod, job.uid, status, node, groups, zones, resources, entry)
-            if not (pod.resource_claims or entry):
-                reuse.tasks[pod.key] = (pod, task_inputs, task)
-                if not (pod.deleting or allocations or extended is not None or pod.numa_invalid
-                        or pod.key in bound or pod.key in evicted):
-                    reuse.settle(pod.key, bind, reuse.tasks[pod.key])
-            if pod.numa_invalid:
-                problems.append(Problem("task", pod.key, "InvalidNumaPlacement", pod.numa_invalid))
+                entry = _extended_entry(resources, extended_claims, pod, extended if status in ACTIVE_USED else None) \
+                    if extended_claims or extended is not None else ()
+                task_inputs = (job.uid, status, node, groups, zones)
+                task = reuse.task(pod.key, pod, task_inputs) if not (pod.resource_claims or entry) else None
+                if task is None:
+                    task = convert.to_task(pod, job.uid, status, node, groups, zones, resources, entry)
+                if not (pod.resource_claims or entry):
+                    reuse.tasks[pod.key] = (pod, task_inputs, task)
+                    if not (pod.deleting or allocations or extended is not None or pod.numa_invalid
+                            or pod.key in bound or pod.key in evicted):
+                        reuse.settle(pod.key, bind, reuse.tasks[pod.key])
+                if pod.numa_invalid:
+                    problems.append(Problem("task", pod.key, "InvalidNumaPlacement", pod.numa_invalid))
             members[job.uid].append(task)
             kept_pods[pod.key] = pod
             claims_wanted = claims_wanted or bool(pod.claims)
