@@ -104,9 +104,8 @@ def _count(session, shares: dict[str, QueueShare]) -> Counted:
     jobs: dict[str, tuple[object, list[int], bool]] = {}
     whole = session.snapshot.followed
     for uid, job in session.jobs.items():
-        counted: list[tuple[bool, list[float]]] | None = [] if whole else None
-        add_job(session, shares, job, gpu_mem, counted)
-        if counted is not None:
+        counted = add_job(session, shares, job, gpu_mem)
+        if whole:
             amounts, portable = _whole(job, counted)
             if amounts is None:
                 whole = False
@@ -169,13 +168,7 @@ def _add_up(session, sums: dict[str, list[int]], queue: str, amounts: list[int],
 def job_amounts(session, job, gpu_mem: float) -> tuple[list[int] | None, bool]:
     """What :func:`add_job` counts for ``job``, as whole numbers (9: allocated, non-preemptible allocated,
     requested; None when some amount is not whole), and whether it holds on any nodes."""
-    counted: list[tuple[bool, list[float]]] = []
-    for task in job.tasks.values():
-        if task.status in ALLOCATED:
-            counted.append((True, quantify(task.request, memory_base(session.node_by_name.get(task.node), gpu_mem))))
-        elif task.status is TaskStatus.PENDING:
-            counted.append((False, quantify(task.request, gpu_mem)))
-    return _whole(job, counted)
+    return _whole(job, list(task_amounts(session, job, gpu_mem)))
 
 
 def _whole(job, counted: list[tuple[bool, list[float]]]) -> tuple[list[int] | None, bool]:
@@ -193,30 +186,30 @@ def _whole(job, counted: list[tuple[bool, list[float]]]) -> tuple[list[int] | No
     return amounts, not any(t.request.gpu_memory_mib for t in job.tasks.values())
 
 
-def add_job(session, shares: dict[str, QueueShare], job, gpu_mem: float,
-            counted: list[tuple[bool, list[float]]] | None = None) -> None:
-    """Count the job's allocated tasks as allocated and requested, its pending ones as requested, up its queue
-    chain (``gpu_mem``: the smallest device's memory, the base of GPU-memory requests); each task's amounts
-    (whether allocated, the amounts) are added to ``counted`` when given."""
-    chain = [shares[q.name] for q in session.ancestors(job.queue)]
+def task_amounts(session, job, gpu_mem: float):
+    """Whether allocated, and the amounts, of each of the job's tasks that counts: allocated tasks on their node's
+    memory base, pending ones on ``gpu_mem`` (the smallest device's memory, the base of GPU-memory requests)."""
     for task in job.tasks.values():
         if task.status in ALLOCATED:
-            amounts = quantify(task.request, memory_base(session.node_by_name.get(task.node), gpu_mem))
-            for qs in chain:
-                for r in range(3):
-                    qs.allocated[r] += amounts[r]
-                    qs.request[r] += amounts[r]
-                    if not job.preemptible:
-                        qs.allocated_np[r] += amounts[r]
-            if counted is not None:
-                counted.append((True, amounts))
+            yield True, quantify(task.request, memory_base(session.node_by_name.get(task.node), gpu_mem))
         elif task.status is TaskStatus.PENDING:
-            amounts = quantify(task.request, gpu_mem)
-            for qs in chain:
-                for r in range(3):
-                    qs.request[r] += amounts[r]
-            if counted is not None:
-                counted.append((False, amounts))
+            yield False, quantify(task.request, gpu_mem)
+
+
+def add_job(session, shares: dict[str, QueueShare], job, gpu_mem: float) -> list[tuple[bool, list[float]]]:
+    """Count the job's allocated tasks as allocated and requested, its pending ones as requested, up its queue
+    chain; what was counted per task (:func:`task_amounts`)."""
+    chain = [shares[q.name] for q in session.ancestors(job.queue)]
+    counted = list(task_amounts(session, job, gpu_mem))
+    for allocated, amounts in counted:
+        for qs in chain:
+            for r in range(3):
+                if allocated:
+                    qs.allocated[r] += amounts[r]
+                qs.request[r] += amounts[r]
+                if allocated and not job.preemptible:
+                    qs.allocated_np[r] += amounts[r]
+    return counted
 
 
 def divide(shares: dict[str, QueueShare], totals: list[float], k_value: float) -> None:
