@@ -61,8 +61,17 @@ def flagged_as_built(session: Session, key: str, test: Callable[[Job], bool], to
             memo.unknown.add(uid)
             continue
         kept = earlier.get(uid)
-        entry = kept if kept is not None and kept[0] is job else (job, bool(test(job)))
+        entry = kept if kept is not None and kept[0] is job else (job, _holds(test, job))
         memo.entries[uid] = entry
         if entry[1]:
             memo.flagged.add(uid)
     return memo.flagged
+
+
+def _holds(test: Callable[[Job], bool], job: Job) -> bool:
+    """``test(job)``; True when it raises, so that the job's own step, where errors are contained per job, meets
+    the error instead of the pass over every job."""
+    try:
+        return bool(test(job))
+    except Exception:  # noqa: BLE001 - one bad job must not stop the pass for the others
+        return True

@@ -1,11 +1,14 @@
 """The stalegangeviction action: gangs below their minimum are evicted once the grace period passed."""
 
+from types import SimpleNamespace
+
 import pytest
 
 from kai import testing as kt
 from kai.api import TaskStatus
 from kai.framework import DEFAULT_CONFIG, ConfigError, Plugins, SchedulerConfig, parse_config, run_session
 from kai.framework.actions.stalegangeviction import is_stale
+from kai.framework.asbuilt import flagged_as_built
 
 NOW = kt.NOW
 
@@ -94,3 +97,13 @@ def test_a_job_the_session_made_stale_is_stamped_though_it_was_not_as_built():
     session.move_task(tasks[0], TaskStatus.ALLOCATED, "n1")
     session.run_actions()
     assert session.jobs["default/g"].stale_since == NOW
+
+
+def test_a_job_whose_property_cannot_be_worked_out_is_looked_at_not_fatal_to_the_pass():
+    def test(job):
+        if job == "bad":
+            raise ValueError("malformed")
+        return job == "flagged"
+
+    snapshot = SimpleNamespace(memo={}, memo_before={}, jobs={"a": "plain", "b": "bad", "c": "flagged"})
+    assert flagged_as_built(SimpleNamespace(snapshot=snapshot), "key", test, set()) == {"b", "c"}
