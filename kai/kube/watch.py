@@ -22,7 +22,8 @@ difference to the previous store as the same three event types, so a consumer se
 exactly once whatever happened to the connection. A new version whose transformed object equals
 the stored one changes nothing: the stored object is kept (so a consumer may key what it derives from
 an object on its identity) and there is no event. ``changes`` counts the changes of the store, so a
-consumer can tell that nothing changed since it last read it. ``synced`` is set after the first list;
+consumer can tell that nothing changed since it last read it; :meth:`Informer.take` gives its one consumer
+the store together with the keys changed since its last take. ``synced`` is set after the first list;
 a resource that is not served (404: its CRD is not installed) counts as listed and empty, and is
 listed again with the error backoff until it is served.
 
@@ -98,6 +99,7 @@ class Informer:
         self._failures = 0
         #: How many times the store changed (an object added, changed or removed).
         self.changes = 0
+        self._touched: set[str] = set()
 
     # -- reading the store (any thread) --
 
@@ -107,6 +109,13 @@ class Informer:
     def list(self) -> list:
         with self._lock:
             return list(self._store.values())
+
+    def take(self) -> tuple[dict[str, Any], set[str]]:
+        """A copy of the store by key and the keys added, changed or removed since the last take (all of them
+        at the first): for one consumer that keeps what it derives from each object."""
+        with self._lock:
+            touched, self._touched = self._touched, set()
+            return dict(self._store), touched
 
     def __len__(self) -> int:
         return len(self._store)
@@ -190,6 +199,7 @@ class Informer:
             for key in [k for k in self._store if k not in fresh]:
                 self._versions.pop(key, None)
                 gone = self._store.pop(key)
+                self._touched.add(key)
                 events.append(("DELETED", gone, gone))
             for key, (obj, version) in fresh.items():
                 unchanged = key in self._store and (self._versions.get(key) == version
@@ -200,6 +210,7 @@ class Informer:
                 previous = self._store.get(key)
                 events.append(("MODIFIED" if previous is not None else "ADDED", obj, previous))
                 self._store[key] = obj
+                self._touched.add(key)
             self.changes += len(events)
             self.resource_version = resource_version
         log.debug("%s: listed %d objects at resourceVersion %s", self.name, len(fresh), resource_version)
@@ -251,6 +262,7 @@ class Informer:
                 known = self._store.pop(key, None)
                 self._versions.pop(key, None)
                 self.changes += known is not None
+                self._touched.add(key)
             else:
                 known = self._store.get(key)
                 self._versions[key] = version
@@ -258,6 +270,7 @@ class Informer:
                     return
                 self._store[key] = obj
                 self.changes += 1
+                self._touched.add(key)
         if obj is not None:
             self._emit("MODIFIED" if known is not None else "ADDED", obj, known)
         elif known is not None:

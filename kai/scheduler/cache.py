@@ -43,7 +43,7 @@ import time
 
 import attrs
 
-from kai.api import ACTIVE_USED, HostPort, Job, Node, Resources, Task, TaskStatus, names
+from kai.api import ACTIVE_USED, HostPort, Job, Node, Resources, TaskStatus, names
 from kai.api.dra import EXTENDED_ENTRY, Allocation, DynamicResources, ExtendedClaim, PodResourceClaim, ResourceClaim
 from kai.api.storage import Storage
 from kai.framework import Problem, Snapshot, build_snapshot
@@ -287,7 +287,16 @@ class ClusterCache:
             if again is not None:
                 return again
         reuse.start()
-        pods = {p.key: p for p in inf["pods"].list()}
+        try:
+            return self._build(now, inputs)
+        except BaseException:
+            self._reuse = Reuse()  # what the failed build had taken from the informers is lost: start afresh
+            raise
+
+    def _build(self, now: float, inputs: tuple) -> Cycle:
+        inf = self.informers
+        reuse = self._reuse
+        pods, pods_touched = inf["pods"].take()
         restrict = self.restrict_node_scheduling
         node_views = {n.name: n for n in inf["nodes"].list()
                       if not restrict or names.GPU_WORKER_LABEL in n.labels or names.CPU_WORKER_LABEL in n.labels}
@@ -312,27 +321,32 @@ class ClusterCache:
         classes = {name: value for name, value, _ in inf["priorityclasses"].list()}
         default_priority = next((v for _, v, is_default in inf["priorityclasses"].list() if is_default),
                                 views.DEFAULT_PRIORITY)
-        podgroups = {pg.key: pg for pg in inf["podgroups"].list()}
+        podgroups, groups_touched = inf["podgroups"].take()
         problems += [Problem("job", pg.key, "InvalidPodGroup", pg.invalid) for pg in podgroups.values() if pg.invalid]
         topologies = inf["topologies"].changes  # a job's topology constraint is resolved against them
+        resources = self._dynamic_resources(problems)
+        extended_claims = {c.extended_for: c for c in resources.claims.values() if c.extended_for}
+        settle = not extended_claims  # else a pod may have gained an implicit claim
+        context = (inf["priorityclasses"].changes, topologies, settle, *inputs[1:])
+        # The pods worked out afresh and the jobs whose tasks are gathered again; the rest is taken over.
+        redo, affected = reuse.redo(pods, pods_touched, binds, groups_touched, assumptions, context)
         jobs: dict[str, Job] = {}
         job_inputs: dict[str, tuple] = {}
         for key, pg in podgroups.items():
+            if affected is not None and key not in affected and (entry := reuse.job_entry(key)) is not None:
+                job_inputs[key], jobs[key] = entry[1], entry[2]
+                continue
             job_inputs[key] = (views.job_priority(pg, classes, default_priority), topologies)
             jobs[key] = reuse.job(key, pg, job_inputs[key]) or convert.to_job(pg, job_inputs[key][0])
-        members: dict[str, list[Task]] = {key: [] for key in jobs}
+        members = reuse.members_of(jobs, affected)
 
-        resources = self._dynamic_resources(problems)
-        extended_claims = {c.extended_for: c for c in resources.claims.values() if c.extended_for}
         used: dict[str, tuple[Resources, int]] = {}
         ports: dict[str, list[HostPort]] = {}
-        kept_pods: dict[str, PodView] = {}
         reservations: list[tuple[str, PodView]] = []
-        shared_in_use: set[tuple[str, str]] = set()
-        claims_wanted = False
+        shared_in_use = reuse.shared_in_use()
+        claims_wanted = reuse.claims_wanted()
         pod_state, stuck_after, own = convert.pod_state, self.stuck_after, self.scheduler_name
-        settle = not extended_claims  # else a pod may have gained an implicit claim
-        for pod in pods.values():
+        for pod in (pods.values() if redo is None else (pods[k] for k in pods if k in redo)):
             bind = binds.get(pod.key)
             kept = reuse.settled(pod.key, pod, bind) if settle and pod.key not in bound and pod.key not in evicted \
                 else None
@@ -391,14 +405,15 @@ class ClusterCache:
                 if pod.numa_invalid:
                     problems.append(Problem("task", pod.key, "InvalidNumaPlacement", pod.numa_invalid))
             members[job.uid].append(task)
-            kept_pods[pod.key] = pod
-            claims_wanted = claims_wanted or bool(pod.claims)
+            reuse.member(job.uid, pod, task)
+            if pod.claims:
+                claims_wanted = True
             if task.gpu_groups and task.node and task.status in ACTIVE_USED:
                 shared_in_use.update((task.node, group) for group in task.gpu_groups)
         for key, tasks in members.items():
             job = jobs[key]
             if not reuse.same_tasks(job, tasks):
-                if job.tasks:  # taken again, but its tasks changed: built afresh
+                if reuse.taken_again(key, job):  # its tasks changed: built afresh, to be checked as a new job
                     job = jobs[key] = convert.to_job(podgroups[key], job_inputs[key][0])
                 for task in tasks:
                     job.add_task(task)
@@ -417,7 +432,7 @@ class ClusterCache:
             snap.follow(None)  # the first: kept for the next
         _hold_rejected(snap)
         snap.problems[:0] = problems
-        cycle = Cycle(snap, kept_pods, podgroups, stale)
+        cycle = Cycle(snap, reuse.kept_pods, podgroups, stale)
         reuse.keep(cycle, inputs, pods, binds, assumptions)
         return cycle
 

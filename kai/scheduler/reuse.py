@@ -17,7 +17,13 @@ its last cycle and what each of its objects was built from:
   objects of the last cycle, is taken again without working its status out (:meth:`Reuse.settled`). Nodes
   and queues are built afresh, and the new snapshot follows the last one
   (:meth:`~kai.framework.Snapshot.follow`): what the kernel and the plugins worked out for the nodes and jobs
-  that did not change is taken over.
+  that did not change is taken over;
+* the informers say which keys changed since the last cycle (:meth:`~kai.kube.watch.Informer.take`), so
+  a cycle goes only over the pods that can have changed (:meth:`Reuse.redo`): those changed or gone, whose
+  live BindRequest or assumed write changed, those not settled in the last cycle (not of a job, being
+  deleted, with claims ...), and every pod of a job one of them belonged to or belongs to now, or whose
+  PodGroup changed. Every other job is taken over whole, with its settled pods, unless the priority
+  classes, the topologies or the cache's settings changed (then every pod is gone over).
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ import math
 import operator
 from typing import TYPE_CHECKING, Any
 
-from kai.api import Job, Task
+from kai.api import ACTIVE_USED, Job, Task
 
 if TYPE_CHECKING:
     from kai.scheduler.cache import Cycle
@@ -36,7 +42,8 @@ class Reuse:
     """The last cycle, the inputs it was built from and its tasks and jobs by pod and PodGroup key."""
 
     __slots__ = ("cycle", "inputs", "until", "pods", "binds", "assumed", "tasks", "jobs", "_tasks", "_jobs",
-                 "_settled", "_settling")
+                 "_settled", "_settling", "context", "kept_pods", "_kept_pods", "_members", "_last_members",
+                 "_shared", "_last_shared", "_claims", "_last_claims")
 
     def __init__(self) -> None:
         self.cycle: Cycle | None = None
@@ -57,6 +64,18 @@ class Reuse:
         #: cycle and in the cycle being built (:meth:`settle`).
         self._settled: dict[str, tuple[Any, tuple[Any, tuple, Task]]] = {}
         self._settling: dict[str, tuple[Any, tuple[Any, tuple, Task]]] = {}
+        #: What the jobs are built against besides their PodGroups and pods (priority classes, topologies ...).
+        self.context: tuple | None = None
+        #: Of the cycle being built (and of the last): the pod views of jobs' tasks, each job's pod keys in the
+        #: order of the store, the shared GPU devices a pod's task holds on its node, the pods with volume claims.
+        self.kept_pods: dict[str, Any] = {}
+        self._kept_pods: dict[str, Any] = {}
+        self._members: dict[str, list[str]] = {}
+        self._last_members: dict[str, list[str]] = {}
+        self._shared: dict[str, tuple[tuple[str, str], ...]] = {}
+        self._last_shared: dict[str, tuple[tuple[str, str], ...]] = {}
+        self._claims: set[str] = set()
+        self._last_claims: set[str] = set()
 
     def same_cycle(self, assumed: tuple, now: float) -> Cycle | None:
         """The last cycle when it was built from the same inputs (the caller's check) and ``assumed`` and still
@@ -73,7 +92,69 @@ class Reuse:
         self._tasks, self._jobs = self.tasks, self.jobs
         self.tasks, self.jobs = {}, {}
         self._settled, self._settling = self._settling, {}
+        self._kept_pods, self.kept_pods = self.kept_pods, {}
+        self._last_members, self._members = self._members, {}
+        self._last_shared, self._shared = self._shared, {}
+        self._last_claims, self._claims = self._claims, set()
         self.until = math.inf
+
+    def redo(self, pods: dict, touched: set[str], binds: dict, groups_touched: set[str], assumed: tuple,
+             context: tuple) -> tuple[set[str] | None, set[str] | None]:
+        """The keys of the pods to work out in this cycle and of the PodGroups whose jobs gather their tasks
+        again (None and None: all of them); what the other pods and jobs had in the last cycle is taken over.
+        ``pods`` and ``binds`` (the live BindRequests by pod key) are the cycle's, ``touched`` and
+        ``groups_touched`` the pod and PodGroup keys changed since the last cycle, ``assumed`` the cycle's
+        assumed writes (bound by pod key, evicted keys)."""
+        same = self.cycle is not None and context == self.context
+        self.context = context
+        if not same:
+            return None, None
+        last_binds = self.binds
+        redo = pods.keys() - self._settled.keys()  # not settled: worked out every cycle
+        redo |= touched
+        redo.update(k for k, b in binds.items() if last_binds.get(k) is not b)
+        redo |= last_binds.keys() - binds.keys()
+        for bound, evicted in (assumed, self.assumed):
+            redo.update(bound)
+            redo |= evicted
+        affected = set(groups_touched)
+        for key in redo:  # the job the pod was a task of, and the one it names now
+            for pod in (self._kept_pods.get(key), pods.get(key)):
+                if pod is not None:
+                    affected.add(f"{pod.namespace}/{pod.pod_group}")
+        for job in affected:
+            redo.update(self._last_members.get(job, ()))
+        self.tasks, self._settling = _without(self._tasks, redo), _without(self._settled, redo)
+        self.kept_pods, self._shared = _without(self._kept_pods, redo), _without(self._last_shared, redo)
+        self._claims = self._last_claims - redo
+        self._members = _without(self._last_members, affected)
+        self.jobs = _without(self._jobs, affected)
+        return redo, affected
+
+    def job_entry(self, key: str) -> tuple[Any, tuple, Job] | None:
+        """The job of PodGroup ``key`` taken over whole (:meth:`redo`), with its view and inputs."""
+        return self.jobs.get(key)
+
+    def members_of(self, jobs: dict[str, Job], affected: set[str] | None) -> dict[str, list[Task]]:
+        """An empty list of tasks for each of ``jobs`` that gathers its tasks again."""
+        return {key: [] for key in jobs if affected is None or key in affected}
+
+    def member(self, job: str, pod: Any, task: Task) -> None:
+        """``pod`` (its ``task``) is a member of ``job`` in the cycle being built."""
+        self.kept_pods[pod.key] = pod
+        self._members.setdefault(job, []).append(pod.key)
+        if task.gpu_groups and task.node and task.status in ACTIVE_USED:
+            self._shared[pod.key] = tuple((task.node, group) for group in task.gpu_groups)
+        if pod.claims:
+            self._claims.add(pod.key)
+
+    def shared_in_use(self) -> set[tuple[str, str]]:
+        """The (node, shared GPU device) pairs held by the tasks taken over so far."""
+        return {pair for pairs in self._shared.values() for pair in pairs}
+
+    def claims_wanted(self) -> bool:
+        """Whether a pod taken over so far has volume claims."""
+        return bool(self._claims)
 
     def task(self, key: str, view: Any, inputs: tuple) -> Task | None:
         """The last cycle's task of pod ``key`` when it was built from ``view`` (this very object) and ``inputs``."""
@@ -97,6 +178,11 @@ class Reuse:
         kept = self._jobs.get(key)
         return kept[2] if kept is not None and kept[0] is view and kept[1] == inputs else None
 
+    def taken_again(self, key: str, job: Job) -> bool:
+        """Whether ``job`` is the last cycle's job of PodGroup ``key`` (:meth:`job`)."""
+        kept = self._jobs.get(key)
+        return kept is not None and kept[2] is job
+
     @staticmethod
     def same_tasks(job: Job, tasks: list[Task]) -> bool:
         """Whether ``job`` holds exactly ``tasks``, these very objects, in this order."""
@@ -106,3 +192,12 @@ class Reuse:
         """Remember ``cycle`` and what it was built from; the objects not kept are dropped."""
         self.cycle, self.inputs, self.pods, self.binds, self.assumed = cycle, inputs, pods, binds, assumed
         self._tasks, self._jobs, self._settled = {}, {}, {}
+        self._kept_pods, self._last_members, self._last_shared, self._last_claims = {}, {}, {}, set()
+
+
+def _without(entries: dict, keys: set[str]) -> dict:
+    """A copy of ``entries`` without ``keys``."""
+    kept = dict(entries)
+    for key in keys & entries.keys():
+        del kept[key]
+    return kept
