@@ -50,6 +50,14 @@ def flagged_as_built(session: Session, key: str, test: Callable[[Job], bool], to
         before = snapshot.memo_before.get(key)
         earlier = before.entries if isinstance(before, _Memo) else {}
         todo: list[str] = list(snapshot.jobs)
+        if isinstance(before, _Memo) and snapshot.changed is not None:
+            # only jobs new or built again, and those the session before changed, were not worked out there
+            redo = snapshot.changed | before.unknown | snapshot.gone
+            memo.entries = dict(before.entries)
+            for uid in redo & memo.entries.keys():
+                del memo.entries[uid]
+            memo.flagged = before.flagged - redo
+            earlier, todo = {}, [uid for uid in redo if uid in snapshot.jobs]
     else:
         earlier, todo, memo.unknown = {}, list(memo.unknown), set()
     jobs = snapshot.jobs

@@ -107,6 +107,10 @@ class Snapshot:
     #: The memo of the snapshot this one follows (:meth:`follow`): what was worked out per job or node there holds
     #: for each that this snapshot took over (the very object, as built).
     memo_before: dict[str, object] = attrs.field(factory=dict, init=False)
+    #: The uids of the jobs that are not the very objects of the snapshot this one follows (new or built again),
+    #: and of its jobs this one has no more; None when it follows none.
+    changed: set[str] | None = attrs.field(default=None, init=False)
+    gone: set[str] = attrs.field(factory=set, init=False)
 
     def follow(self, previous: Snapshot | None) -> None:
         """This snapshot follows ``previous`` (rewound; the tasks and jobs taken over from it are as they were
@@ -117,6 +121,10 @@ class Snapshot:
         self.followed = True
         self.before = previous.placed if previous is not None else None
         self.memo_before = previous.memo if previous is not None else {}
+        if previous is not None:
+            before = previous.jobs
+            self.changed = {uid for uid, job in self.jobs.items() if before.get(uid) is not job}
+            self.gone = before.keys() - self.jobs.keys()
 
     def rewind(self) -> None:
         """Undo what the last session changed on the snapshot's tasks, jobs and problems (nothing when none)."""

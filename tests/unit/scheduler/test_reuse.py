@@ -374,6 +374,8 @@ def test_a_cache_following_random_changes_builds_what_a_fresh_cache_builds(seed)
     cache that goes only over what changed equals a fresh cache's cycle of the same stores and assumptions."""
     import random
 
+    from kai.framework import DEFAULT_CONFIG, run_session
+
     rng = random.Random(seed)
     groups = [f"g{i}" for i in range(6)]
     cluster = Cluster(nodes=[node(f"n{i}") for i in range(4)], queues=[queue()], priorityclasses=[PRIORITY],
@@ -446,7 +448,13 @@ def test_a_cache_following_random_changes_builds_what_a_fresh_cache_builds(seed)
             if view is not None:
                 target.assume_bound(view, node_name)
 
-    plugins = kt.plugin_manager(actions=("allocate", "stalegangeviction"))
+    plugins = kt.plugin_manager(actions=DEFAULT_CONFIG.actions)
+
+    def decided(snapshot):
+        session = run_session(snapshot, plugins)
+        return (sorted((d.kind, d.task.uid, d.node) for d in session.decisions),
+                {k: (j.stale_since, j.last_start) for k, j in snapshot.jobs.items()})
+
     for step in range(60):
         for _ in range(rng.randint(0, 4)):
             moves()
@@ -466,12 +474,13 @@ def test_a_cache_following_random_changes_builds_what_a_fresh_cache_builds(seed)
         cycle.snapshot.rewind()  # as the next session does, when the last cycle is served again
         fresh = cluster.load(ClusterCache(kube=None))
         assume(fresh, {key: a.node for key, a in cache._bound.items()})  # those the watch has not shown yet
-        built, expected = facts(cycle.snapshot), facts(fresh.snapshot(now=now).snapshot)
+        fresh_snapshot = fresh.snapshot(now=now).snapshot
+        built, expected = facts(cycle.snapshot), facts(fresh_snapshot)
         for f in (built, expected):  # the fresh cache's store lists a pod that came back under its old name last
             f["problems"] = sorted(f["problems"], key=repr)
         assert built == expected, step
         assert cycle.pods.keys() == {k for job in cycle.snapshot.jobs.values() for k in
                                      (f"ns/{t}" for t in job.tasks)} | {
             f"ns/{t}" for job in cycle.snapshot.rejected_jobs.values() for t in job.tasks}
-        from kai.framework import run_session
-        run_session(cycle.snapshot, plugins)  # sessions change the snapshot's objects; the next rewinds them
+        # sessions change the snapshot's objects (the next rewinds them) and decide alike on both
+        assert decided(cycle.snapshot) == decided(fresh_snapshot), step
