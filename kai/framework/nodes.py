@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from array import array
-from collections.abc import Iterable
+from collections.abc import Container
 
 from kai.api import ACTIVE_USED, EPSILON, Job, Node, Resources, Task, TaskStatus, is_mig_resource, mig_gpu_slices
 from kai.framework.gpusharing import (
@@ -89,25 +89,27 @@ class NodeArrays:
             scalars[k] = scalars.get(k, 0.0) + sign * v
 
 
-def place_tasks(nodes: list[Node], jobs: Iterable[Job],
-                before: tuple[NodeArrays, list[NodeInfo]] | None = None) -> tuple[NodeArrays, list[NodeInfo]]:
-    """The amounts and views of ``nodes`` with the placed tasks of ``jobs`` on them (a placed shared-GPU task that
-    names no device is given one of its own, kept on the task).
+def place_tasks(nodes: list[Node], jobs: dict[str, Job],
+                before: tuple[NodeArrays, list[NodeInfo]] | None = None,
+                changes: tuple[set[str], dict[str, Job]] | None = None) -> tuple[NodeArrays, list[NodeInfo]]:
+    """The amounts and views of ``nodes`` with the placed tasks of ``jobs`` (by uid, in order) on them (a placed
+    shared-GPU task that names no device is given one of its own, kept on the task).
 
     ``before`` is an earlier result whose tasks are as they were then: a node it has with the same amounts and
-    the very same tasks, in the same order, is copied from it instead of accounted task by task.
+    the very same tasks, in the same order, is copied from it instead of accounted task by task. ``changes`` says
+    which jobs are not the very objects ``before`` was worked out from (their uids, and those objects): then only
+    the nodes their tasks were or are on are gathered again.
     """
     arrays = NodeArrays(nodes)
     infos = [NodeInfo(n, i, arrays) for i, n in enumerate(nodes)]
     by_name = {n.name: n for n in infos}
-    on: dict[str, list[Task]] = {}
-    for job in jobs:
-        for task in job.tasks.values():
-            if task.status in ACTIVE_USED and task.node in by_name:
-                if task.request.is_shared_gpu and not task.gpu_groups:
-                    task.gpu_groups = tuple(str(uuid.uuid4()) for _ in range(task.request.gpu_devices))
-                on.setdefault(task.node, []).append(task)
     earlier = {n.name: n for n in before[1]} if before is not None else {}
+    if changes is not None and earlier.keys() == by_name.keys():
+        on = _following(jobs, earlier, *changes)
+    else:
+        on = {}
+        for job in jobs.values():
+            _gather(job, by_name, on)
     for name, tasks in on.items():
         info, old = by_name[name], earlier.get(name)
         if old is not None and _same_placement(old, info.node, tasks):
@@ -118,6 +120,42 @@ def place_tasks(nodes: list[Node], jobs: Iterable[Job],
             for task in tasks:
                 info.add_task(task)
     return arrays, infos
+
+
+def _gather(job: Job, nodes: Container[str], on: dict[str, list[Task]]) -> None:
+    """Adds the placed tasks of ``job`` on ``nodes`` to the lists of ``on``, by node name."""
+    for task in job.tasks.values():
+        node = task.node
+        if task.status in ACTIVE_USED and node is not None and node in nodes:
+            if task.request.is_shared_gpu and not task.gpu_groups:
+                task.gpu_groups = tuple(str(uuid.uuid4()) for _ in range(task.request.gpu_devices))
+            on.setdefault(node, []).append(task)
+
+
+def _following(jobs: dict[str, Job], earlier: dict[str, NodeInfo], changed: set[str],
+               replaced: dict[str, Job]) -> dict[str, list[Task]]:
+    """The placed tasks by node, from ``earlier``'s for the nodes no job of ``changed`` had or has a task on; on the
+    others, job by job in the order of ``jobs``, as :func:`place_tasks` gathers them."""
+    now: dict[str, list[Task]] = {}
+    for uid in changed:
+        if uid in jobs:
+            _gather(jobs[uid], earlier, now)
+    touched = set(now)
+    for job in (replaced[uid] for uid in changed if uid in replaced):
+        touched.update(t.node for t in job.tasks.values() if t.status in ACTIVE_USED and t.node in earlier)
+    on = {name: list(info.tasks.values()) for name, info in earlier.items() if info.tasks and name not in touched}
+    if touched:
+        order = {uid: i for i, uid in enumerate(jobs)}
+        for name in touched:
+            by_job: dict[str, list[Task]] = {}
+            for task in earlier[name].tasks.values():
+                if task.job not in changed:
+                    by_job.setdefault(task.job, []).append(task)
+            for task in now.get(name, ()):
+                by_job.setdefault(task.job, []).append(task)
+            if by_job:
+                on[name] = [t for uid in sorted(by_job, key=order.__getitem__) for t in by_job[uid]]
+    return on
 
 
 def _same_placement(old: NodeInfo, node: Node, tasks: list[Task]) -> bool:

@@ -132,7 +132,8 @@ class Session:
         them for the next ones (the snapshot is rewound to the same state in between) and works on a copy; the
         nodes the snapshot before had alike are taken from its accounting."""
         if snapshot.placed is None:
-            arrays, nodes = place_tasks(snapshot.nodes, snapshot.jobs.values(), snapshot.before)
+            changes = None if snapshot.changed is None else (snapshot.changed | snapshot.gone, snapshot.replaced)
+            arrays, nodes = place_tasks(snapshot.nodes, snapshot.jobs, snapshot.before, changes)
             snapshot.before = None
             if not (reused or snapshot.followed):
                 return arrays, nodes

@@ -111,6 +111,8 @@ class Snapshot:
     #: and of its jobs this one has no more; None when it follows none.
     changed: set[str] | None = attrs.field(default=None, init=False)
     gone: set[str] = attrs.field(factory=set, init=False)
+    #: The jobs of :attr:`changed` and :attr:`gone` as the snapshot this one follows had them, by uid.
+    replaced: dict[str, Job] = attrs.field(factory=dict, init=False)
 
     def follow(self, previous: Snapshot | None) -> None:
         """This snapshot follows ``previous`` (rewound; the tasks and jobs taken over from it are as they were
@@ -125,6 +127,7 @@ class Snapshot:
             before = previous.jobs
             self.changed = {uid for uid, job in self.jobs.items() if before.get(uid) is not job}
             self.gone = before.keys() - self.jobs.keys()
+            self.replaced = {uid: before[uid] for uid in self.changed | self.gone if uid in before}
 
     def rewind(self) -> None:
         """Undo what the last session changed on the snapshot's tasks, jobs and problems (nothing when none)."""
