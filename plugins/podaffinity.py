@@ -15,6 +15,7 @@ from collections.abc import Iterable
 
 from kai import hookimpl
 from kai.api import Task
+from kai.framework.asbuilt import jobs_where
 
 #: KAI's weight of the scores of Kubernetes' plugins, on this scheduler's scale (a tenth of the nominated
 #: node's score, as in KAI).
@@ -23,6 +24,10 @@ SCORE = 100_000.0
 
 def _prefers(task: Task) -> bool:
     return bool(task.preferred_pod_affinity or task.preferred_pod_anti_affinity)
+
+
+def _any_prefers(job) -> bool:
+    return any(_prefers(t) for t in job.tasks.values())
 
 
 def _add(scores: dict[str, dict[str, float]], terms, sign: int, owner: Task, other: Task, labels: dict) -> None:
@@ -44,7 +49,9 @@ class PodAffinity:
 
     @hookimpl
     def kai_session_open(self, session):
-        self.preferring = [t for j in session.jobs.values() for t in j.tasks.values() if _prefers(t)]
+        preferring = jobs_where(session, "podaffinity/preferring", _any_prefers)
+        self.preferring = [t for uid, j in session.jobs.items() if uid in preferring
+                           for t in j.tasks.values() if _prefers(t)] if preferring else []
 
     @hookimpl
     def kai_session_job_added(self, session, job):

@@ -23,6 +23,7 @@ from kai import hookimpl
 from kai.api import Reject, TaskStatus, is_mig_resource
 from kai.api.names import CPU_WORKER_LABEL, GPU_WORKER_LABEL, MIG_STRATEGY_LABEL
 from kai.api.storage import UNBOUND_IMMEDIATE, PodClaims, claims_problem, classify, node_reasons, static_bindings
+from kai.framework.asbuilt import jobs_where
 from kai.framework.fiterrors import scheduling_conditions_message
 from kai.framework.nodepool import LargestNode
 
@@ -186,6 +187,18 @@ def restricted_node(task, node) -> Reject | None:
     return None
 
 
+def _has_anti_affinity(job) -> bool:
+    return any(t.pod_anti_affinity for t in job.tasks.values())
+
+
+def _has_host_ports(job) -> bool:
+    return any(t.host_ports for t in job.tasks.values())
+
+
+def _has_claims(job) -> bool:
+    return any(t.claims for t in job.tasks.values())
+
+
 class _HostPorts:
     """The host ports in use on each node: pods outside the snapshot's jobs, and every task on the node --
     placed, pipelined or releasing -- kept current through the allocation events."""
@@ -240,20 +253,18 @@ class Predicates:
     def kai_session_open(self, session):
         self.affinity = {}
         self.capacity = {}
-        self.anti_affinity_pods = any(
-            t.pod_anti_affinity for j in session.jobs.values() for t in j.tasks.values()
-        )
+        self.anti_affinity_pods = bool(jobs_where(session, "predicates/anti-affinity", _has_anti_affinity))
         self.mig_nodes = {n.name: s for n in session.nodes if (s := mig_strategy(n)) is not None}
         self.gpu_rules = {}
         self.conditions = {}
         self.claims = {}
         self.volumes = _Volumes()
-        if any(t.host_ports for j in session.jobs.values() for t in j.tasks.values()) or any(
+        if jobs_where(session, "predicates/host-ports", _has_host_ports) or any(
                 n.node.host_ports for n in session.nodes):
             self.ports = _HostPorts(session)
         else:
             self.ports = None
-        if self.ports is None and not any(t.claims for j in session.jobs.values() for t in j.tasks.values()):
+        if self.ports is None and not jobs_where(session, "predicates/claims", _has_claims):
             # no host ports and no claims in this session: nothing to follow
             session.calls.withdraw(self, ("kai_on_allocate", "kai_on_deallocate"))
         self.largest = LargestNode(session.nodes)

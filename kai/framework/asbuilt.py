@@ -83,3 +83,9 @@ def _holds(test: Callable[[Job], bool], job: Job) -> bool:
         return bool(test(job))
     except Exception:  # noqa: BLE001 - one bad job must not stop the pass for the others
         return True
+
+
+def jobs_where(session: Session, key: str, test: Callable[[Job], bool]) -> set[str]:
+    """Uids of the snapshot's jobs for which ``test`` holds, for a plugin opening a session (before the session
+    changed any job): worked out as :func:`flagged_as_built` does, so mostly taken over from the snapshot before."""
+    return flagged_as_built(session, key, test, set())

@@ -43,6 +43,7 @@ from kai.api.dra import (
     is_gpu_name,
 )
 from kai.api.names import QUEUE_LABEL
+from kai.framework.asbuilt import jobs_where
 from kai.plugins.dynamicresources.allocator import Candidate, Search, reachable
 from kai.plugins.dynamicresources.cel import Selectors
 
@@ -96,6 +97,10 @@ class Ledger:
         return not any(d in self.in_use for d in allocation.taken)
 
 
+def _has_resource_claims(job) -> bool:
+    return any(t.resource_claims for t in job.tasks.values())
+
+
 class DynamicResourcesPlugin:
     name = NAME
 
@@ -114,11 +119,13 @@ class DynamicResourcesPlugin:
     @hookimpl
     def kai_session_open(self, session):
         self._reset(session.snapshot.dra)
-        if not self.dra.extended_gpu_nodes and not any(
-                t.resource_claims for j in session.jobs.values() for t in j.tasks.values()):
+        with_claims = jobs_where(session, "dynamicresources/claims", _has_resource_claims)
+        if not self.dra.extended_gpu_nodes and not with_claims:
             session.calls.withdraw(self)  # no pod has claims, no GPU is DRA-backed: nothing to filter or account
             return
-        for job in session.jobs.values():
+        for uid, job in session.jobs.items():
+            if uid not in with_claims:
+                continue
             for task in job.tasks.values():
                 if task.resource_claims and task.status in ACTIVE_USED:
                     for claim in self._claims(task):

@@ -405,7 +405,14 @@ def test_a_cache_following_random_changes_builds_what_a_fresh_cache_builds(seed)
         move = rng.randrange(10)
         if move <= 2 or not pods:
             serial += 1
-            cluster.objects["pods"].append(pod(f"p{serial}", rng.choice(groups + ["nogroup"])))
+            new = pod(f"p{serial}", rng.choice(groups + ["nogroup"]))
+            if rng.random() < 0.2:  # a host port: the ports predicate follows the session's placements
+                new["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 8080}]
+            if rng.random() < 0.2:  # a preferred anti-affinity to the other pods: podaffinity scores nodes
+                new["spec"]["affinity"] = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 10, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
+                                                       "labelSelector": {}}}]}}
+            cluster.objects["pods"].append(new)
         elif move == 3:
             name, version = rng.choice(pods), version + 1
             cluster.objects["bindrequests"] = [b for b in cluster.objects["bindrequests"]
