@@ -89,3 +89,9 @@ def jobs_where(session: Session, key: str, test: Callable[[Job], bool]) -> set[s
     """Uids of the snapshot's jobs for which ``test`` holds, for a plugin opening a session (before the session
     changed any job): worked out as :func:`flagged_as_built` does, so mostly taken over from the snapshot before."""
     return flagged_as_built(session, key, test, set())
+
+
+def pending_as_built(session: Session, touched: set[str]) -> set[str]:
+    """Uids of the jobs not in ``touched`` (:func:`changed_jobs`) with pending tasks as built: with those in
+    ``touched``, the jobs a pass over pending work looks at."""
+    return flagged_as_built(session, "pending", Job.has_pending, touched)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from kai.api import ACTIVE_ALLOCATED, ALIVE, ALLOCATED, Job, Task, TaskStatus
+from kai.framework.asbuilt import changed_jobs, pending_as_built
 from kai.framework.gang import group_children, pod_sets_under, root_group, should_pipeline, tasks_to_allocate
 from kai.framework.jobqueue import JobQueue
 
@@ -34,8 +35,10 @@ if TYPE_CHECKING:
 
 def allocate(session: Session) -> None:
     jobs: list[Job] = []
-    for candidate in session.jobs.values():
-        if not candidate.has_pending():
+    touched = changed_jobs(session)
+    pending = pending_as_built(session, touched)
+    for uid, candidate in session.jobs.items():
+        if uid not in touched and uid not in pending or not candidate.has_pending():
             continue
         if not candidate.is_ready():
             session.add_job_fit_error(candidate, not_ready_message(candidate))

@@ -21,16 +21,13 @@ from typing import TYPE_CHECKING
 
 from kai.api import ACTIVE_ALLOCATED, ALIVE, Job, Task, TaskStatus, names
 from kai.framework.actions.solver import JobSolver
-from kai.framework.asbuilt import changed_jobs, flagged_as_built
+from kai.framework.asbuilt import changed_jobs, pending_as_built
 from kai.framework.durations import format_duration
 from kai.framework.gang import evictable
 from kai.framework.jobqueue import JobQueue
 
 if TYPE_CHECKING:
     from kai.framework.session import Session
-
-#: The snapshot memo of the jobs with pending tasks as built (:mod:`kai.framework.asbuilt`).
-PENDING_MEMO = "pending"
 
 
 def has_running_tasks(session: Session, job: Job) -> bool:
@@ -138,7 +135,7 @@ def pending_ready_jobs(session: Session, preemptible_only: bool = False) -> list
     (a job still within it gets KAI's ``PreemptionDelayNotElapsed`` fit error, once). Only the jobs the session
     changed and those with pending tasks as built are looked at (:mod:`kai.framework.asbuilt`)."""
     touched = changed_jobs(session)
-    pending = flagged_as_built(session, PENDING_MEMO, Job.has_pending, touched)
+    pending = pending_as_built(session, touched)
     jobs = []
     for uid, j in session.jobs.items():
         if uid not in touched and uid not in pending:
