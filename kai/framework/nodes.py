@@ -104,15 +104,17 @@ def place_tasks(nodes: list[Node], jobs: dict[str, Job],
     infos = [NodeInfo(n, i, arrays) for i, n in enumerate(nodes)]
     by_name = {n.name: n for n in infos}
     earlier = {n.name: n for n in before[1]} if before is not None else {}
+    carried: set[str] = set()  # nodes whose tasks are those of ``before``, the very objects in the same order
     if changes is not None and earlier.keys() == by_name.keys():
-        on = _following(jobs, earlier, *changes)
+        on, carried = _following(jobs, earlier, *changes)
     else:
         on = {}
         for job in jobs.values():
             _gather(job, by_name, on)
     for name, tasks in on.items():
         info, old = by_name[name], earlier.get(name)
-        if old is not None and _same_placement(old, info.node, tasks):
+        if old is not None and (_same_amounts(old.node, info.node) if name in carried
+                                else _same_placement(old, info.node, tasks)):
             arrays.take_row(info.index, old.arrays, old.index)
             info.tasks = dict(old.tasks)
             info.gpu_groups = {gid: group.copy() for gid, group in old.gpu_groups.items()}
@@ -133,9 +135,9 @@ def _gather(job: Job, nodes: Container[str], on: dict[str, list[Task]]) -> None:
 
 
 def _following(jobs: dict[str, Job], earlier: dict[str, NodeInfo], changed: set[str],
-               replaced: dict[str, Job]) -> dict[str, list[Task]]:
-    """The placed tasks by node, from ``earlier``'s for the nodes no job of ``changed`` had or has a task on; on the
-    others, job by job in the order of ``jobs``, as :func:`place_tasks` gathers them."""
+               replaced: dict[str, Job]) -> tuple[dict[str, list[Task]], set[str]]:
+    """The placed tasks by node, from ``earlier``'s for the nodes no job of ``changed`` had or has a task on (those
+    nodes too); on the others, job by job in the order of ``jobs``, as :func:`place_tasks` gathers them."""
     now: dict[str, list[Task]] = {}
     for uid in changed:
         if uid in jobs:
@@ -144,6 +146,7 @@ def _following(jobs: dict[str, Job], earlier: dict[str, NodeInfo], changed: set[
     for job in (replaced[uid] for uid in changed if uid in replaced):
         touched.update(t.node for t in job.tasks.values() if t.status in ACTIVE_USED and t.node in earlier)
     on = {name: list(info.tasks.values()) for name, info in earlier.items() if info.tasks and name not in touched}
+    carried = set(on)
     if touched:
         order = {uid: i for i, uid in enumerate(jobs)}
         for name in touched:
@@ -155,15 +158,18 @@ def _following(jobs: dict[str, Job], earlier: dict[str, NodeInfo], changed: set[
                 by_job.setdefault(task.job, []).append(task)
             if by_job:
                 on[name] = [t for uid in sorted(by_job, key=order.__getitem__) for t in by_job[uid]]
-    return on
+    return on, carried
 
 
 def _same_placement(old: NodeInfo, node: Node, tasks: list[Task]) -> bool:
     """Whether ``old`` accounts ``tasks`` (these very objects, in this order) on a node of ``node``'s amounts."""
-    was = old.node
-    return (len(old.tasks) == len(tasks) and was.max_pods == node.max_pods
-            and was.gpu_memory_mib == node.gpu_memory_mib and was.allocatable == node.allocatable
+    return (len(old.tasks) == len(tasks) and _same_amounts(old.node, node)
             and all(a is b for a, b in zip(old.tasks.values(), tasks)))
+
+
+def _same_amounts(was: Node, node: Node) -> bool:
+    return was.max_pods == node.max_pods and was.gpu_memory_mib == node.gpu_memory_mib and \
+        was.allocatable == node.allocatable
 
 
 def _mig_gpus(scalars: dict[str, float]) -> float:
