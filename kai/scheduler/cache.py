@@ -55,6 +55,7 @@ from kai.kube.views import BindRequestView, PodGroupView, PodView
 from kai.kube.watch import Informer
 from kai.logs import fields
 from kai.scheduler import convert
+from kai.scheduler.bindrequests import LiveBindRequests
 from kai.scheduler.reuse import Reuse
 
 log = logging.getLogger(__name__)
@@ -183,6 +184,7 @@ class ClusterCache:
         self._bound: dict[str, _Assumed] = {}
         self._evicted: dict[str, _Assumed] = {}
         self._reuse = Reuse()
+        self._binds = LiveBindRequests()
         self.kube = kube
 
     def start(self) -> ClusterCache:
@@ -290,7 +292,8 @@ class ClusterCache:
         try:
             return self._build(now, inputs)
         except BaseException:
-            self._reuse = Reuse()  # what the failed build had taken from the informers is lost: start afresh
+            # what the failed build had taken from the informers is lost: start afresh
+            self._reuse, self._binds = Reuse(), LiveBindRequests()
             raise
 
     def _build(self, now: float, inputs: tuple) -> Cycle:
@@ -313,7 +316,8 @@ class ClusterCache:
                 problems.append(Problem("node", nrt.name, "InvalidNodeResourceTopology", nrt.invalid))
             numa[nrt.name] = nrt.topology
 
-        binds, stale = self._live_bind_requests(pods, node_views, problems)
+        brs, brs_touched = inf["bindrequests"].take()
+        binds, stale, binds_changed = self._binds.update(brs, brs_touched, pods, pods_touched, node_views, problems)
         bound_to_nowhere = {p.name for p in problems if p.reason == NODE_NOT_FOUND}
         assumptions = self._assumptions(pods, binds)
         bound, evicted = assumptions
@@ -329,7 +333,7 @@ class ClusterCache:
         settle = not extended_claims  # else a pod may have gained an implicit claim
         context = (inf["priorityclasses"].changes, topologies, settle, *inputs[1:])
         # The pods worked out afresh and the jobs whose tasks are gathered again; the rest is taken over.
-        redo, affected = reuse.redo(pods, pods_touched, binds, groups_touched, assumptions, context)
+        redo, affected = reuse.redo(pods, pods_touched | binds_changed, groups_touched, assumptions, context)
         jobs: dict[str, Job] = {}
         job_inputs: dict[str, tuple] = {}
         for key, pg in podgroups.items():
@@ -453,26 +457,6 @@ class ClusterCache:
         kept = {name: [o for o in objects if not isinstance(o, dra.Unreadable)] for name, objects in read.items()}
         return DynamicResources.of(kept["deviceclasses"], kept["resourceslices"], kept["resourceclaims"],
                                    kept["resourceclaimtemplates"])
-
-    def _live_bind_requests(self, pods: dict[str, PodView], nodes: dict, problems: list[Problem]):
-        """BindRequests by pod key that make their pod Binding, and the stale ones to delete; one that
-        would bind its pod to a node that does not exist is a problem too."""
-        live: dict[str, BindRequestView] = {}
-        stale: list[BindRequestView] = []
-        for br in self.informers["bindrequests"].list():
-            pod_key = f"{br.namespace}/{br.pod_name}"
-            pod = pods.get(pod_key)
-            if br.failed or pod is None or (br.pod_uid and br.pod_uid != pod.uid):
-                stale.append(br)
-            elif br.node not in nodes:
-                stale.append(br)
-                if not pod.node_name:
-                    problems.append(Problem("task", pod_key, NODE_NOT_FOUND,
-                                            f"BindRequest {br.key} selects node {br.node!r}, which does not exist; "
-                                            "it is deleted and the pod is scheduled again"))
-            else:
-                live[pod_key] = br
-        return live, stale
 
 
 def _being_allocated(resources: DynamicResources, pod: PodView, allocations: tuple) -> None:

@@ -98,22 +98,19 @@ class Reuse:
         self._last_claims, self._claims = self._claims, set()
         self.until = math.inf
 
-    def redo(self, pods: dict, touched: set[str], binds: dict, groups_touched: set[str], assumed: tuple,
+    def redo(self, pods: dict, touched: set[str], groups_touched: set[str], assumed: tuple,
              context: tuple) -> tuple[set[str] | None, set[str] | None]:
         """The keys of the pods to work out in this cycle and of the PodGroups whose jobs gather their tasks
         again (None and None: all of them); what the other pods and jobs had in the last cycle is taken over.
-        ``pods`` and ``binds`` (the live BindRequests by pod key) are the cycle's, ``touched`` and
-        ``groups_touched`` the pod and PodGroup keys changed since the last cycle, ``assumed`` the cycle's
-        assumed writes (bound by pod key, evicted keys)."""
+        ``pods`` are the cycle's, ``touched`` the keys of the pods changed since the last cycle or whose live
+        BindRequest changed, ``groups_touched`` the PodGroup keys changed, ``assumed`` the cycle's assumed
+        writes (bound by pod key, evicted keys)."""
         same = self.cycle is not None and context == self.context
         self.context = context
         if not same:
             return None, None
-        last_binds = self.binds
         redo = pods.keys() - self._settled.keys()  # not settled: worked out every cycle
         redo |= touched
-        redo.update(k for k, b in binds.items() if last_binds.get(k) is not b)
-        redo |= last_binds.keys() - binds.keys()
         for bound, evicted in (assumed, self.assumed):
             redo.update(bound)
             redo |= evicted
