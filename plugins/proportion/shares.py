@@ -66,15 +66,17 @@ class Counted:
     """The memo: each queue's allocated, non-preemptible allocated and requested amounts as the snapshot built
     them, and what the snapshot after it needs to count only the jobs that changed -- the queue tree, each
     job's amounts as whole numbers (9: allocated, non-preemptible, requested) with whether they hold on any
-    nodes (no GPU-memory request), and the queues' sums of those (None when some amount was not whole)."""
+    nodes (no GPU-memory request), the uids of those whose amounts do not, and the queues' sums of the amounts
+    (None when some amount was not whole)."""
 
-    __slots__ = ("queues", "tree", "jobs", "sums")
+    __slots__ = ("queues", "tree", "jobs", "sums", "bound")
 
     def __init__(self, queues: dict, tree: dict, jobs: dict, sums: dict | None) -> None:
         self.queues: dict[str, tuple[list[float], list[float], list[float]]] = queues
         self.tree: dict[str, str | None] = tree
         self.jobs: dict[str, tuple[object, list[int], bool]] = jobs
         self.sums: dict[str, list[int]] | None = sums
+        self.bound: set[str] = set()
 
 
 def build_shares(session, k_value: float) -> tuple[dict[str, QueueShare], list[float]]:
@@ -116,23 +118,35 @@ def _count(session, shares: dict[str, QueueShare]) -> Counted:
         sums = {name: [0] * 9 for name in shares}
         for job, amounts, _ in jobs.values():
             _add_up(session, sums, job.queue, amounts, 1)
-    return Counted({}, _tree(session), jobs if whole else {}, sums)
+    counted = Counted({}, _tree(session), jobs if whole else {}, sums)
+    counted.bound = {uid for uid, (_, _, portable) in counted.jobs.items() if not portable}
+    return counted
 
 
 def _count_following(session, shares: dict[str, QueueShare]) -> Counted | None:
     """Count from the memo of the snapshot this one follows: the jobs it took over whose amounts hold on any
-    nodes are not counted again, the others' amounts are taken off or added. Whole amounts whose sums stay
-    below :data:`EXACT` add up to exactly what counting every task gives; otherwise None (count them all)."""
-    before = session.snapshot.memo_before.get(MEMO)
-    if not isinstance(before, Counted) or before.sums is None or before.tree != _tree(session):
+    nodes are not counted again (nor looked at), the others' amounts are taken off or added. Whole amounts
+    whose sums stay below :data:`EXACT` add up to exactly what counting every task gives; otherwise None
+    (count them all)."""
+    snapshot = session.snapshot
+    before = snapshot.memo_before.get(MEMO)
+    if not isinstance(before, Counted) or before.sums is None or snapshot.changed is None or \
+            before.tree != _tree(session):
         return None
     sums = {name: list(v) for name, v in before.sums.items()}
-    jobs: dict[str, tuple[object, list[int], bool]] = {}
+    redo = snapshot.changed | snapshot.gone | before.bound  # the jobs not the very objects of before, and the bound
+    jobs = dict(before.jobs)
+    bound = before.bound - redo
     gpu_mem: float | None = None
-    for uid, job in session.jobs.items():
-        kept = before.jobs.get(uid)
+    for uid in redo:
+        kept = jobs.pop(uid, None)
+        job = session.jobs.get(uid)
         if kept is not None and kept[0] is job and kept[2]:
             jobs[uid] = kept
+            continue
+        if kept is not None:
+            _add_up(session, sums, kept[0].queue, kept[1], -1)  # gone, or counted again below
+        if job is None:
             continue
         if gpu_mem is None:
             gpu_mem = min_node_gpu_memory(session)
@@ -141,9 +155,8 @@ def _count_following(session, shares: dict[str, QueueShare]) -> Counted | None:
             return None
         _add_up(session, sums, job.queue, amounts, 1)
         jobs[uid] = (job, amounts, portable)
-    for uid, (job, amounts, _) in before.jobs.items():
-        if jobs.get(uid, (None,))[0] is not job:
-            _add_up(session, sums, job.queue, amounts, -1)  # gone, or counted again above
+        if not portable:
+            bound.add(uid)
     if any(v >= EXACT for values in sums.values() for v in values):
         return None
     for name, values in sums.items():
@@ -151,7 +164,9 @@ def _count_following(session, shares: dict[str, QueueShare]) -> Counted | None:
         qs.allocated = [float(v) for v in values[0:3]]
         qs.allocated_np = [float(v) for v in values[3:6]]
         qs.request = [float(v) for v in values[6:9]]
-    return Counted({}, before.tree, jobs, sums)
+    counted = Counted({}, before.tree, jobs, sums)
+    counted.bound = bound
+    return counted
 
 
 def _tree(session) -> dict[str, str | None]:
