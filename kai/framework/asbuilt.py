@@ -10,10 +10,11 @@ snapshot's order, and skips the rest.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from kai.api import Job
+from kai.api import Job, TaskStatus
 
 if TYPE_CHECKING:
     from kai.framework.session import Session
@@ -91,7 +92,57 @@ def jobs_where(session: Session, key: str, test: Callable[[Job], bool]) -> set[s
     return flagged_as_built(session, key, test, set())
 
 
+def pending_jobs(session: Session) -> int:
+    """How many of the session's jobs have pending tasks now."""
+    touched = changed_jobs(session)
+    jobs = session.jobs
+    return len(pending_as_built(session, touched) - touched) + sum(
+        1 for uid in touched if (job := jobs.get(uid)) is not None and job.has_pending())
+
+
 def pending_as_built(session: Session, touched: set[str]) -> set[str]:
     """Uids of the jobs not in ``touched`` (:func:`changed_jobs`) with pending tasks as built: with those in
     ``touched``, the jobs a pass over pending work looks at."""
     return flagged_as_built(session, "pending", Job.has_pending, touched)
+
+
+class _Statuses:
+    """How many tasks of each job had each status as built, and the sums over the jobs."""
+
+    __slots__ = ("per_job", "total")
+
+    def __init__(self, per_job: dict[str, Counter[TaskStatus]], total: Counter[TaskStatus]) -> None:
+        self.per_job, self.total = per_job, total
+
+
+def task_statuses(session: Session) -> Counter[TaskStatus]:
+    """How many tasks of the session's jobs have each status now: counted per job as built (taken over from the
+    snapshot before for the jobs it had, the very objects), with what the session changed since."""
+    snapshot, journal = session.snapshot, session.journal
+    added = set(journal.added_jobs)
+    memo = snapshot.memo.get("task-statuses")
+    if not isinstance(memo, _Statuses):
+        before = snapshot.memo_before.get("task-statuses")
+        if isinstance(before, _Statuses) and snapshot.changed is not None:
+            memo = _Statuses(dict(before.per_job), Counter(before.total))
+            redo = snapshot.changed | snapshot.gone
+            for uid in redo & memo.per_job.keys():
+                memo.total.subtract(memo.per_job.pop(uid))
+        else:
+            memo, redo = _Statuses({}, Counter()), set(snapshot.jobs)
+        was = {id(task): fields[0] for task, fields in journal.tasks.values()}
+        for uid in redo:
+            job = snapshot.jobs.get(uid)
+            if job is not None and uid not in added:
+                memo.per_job[uid] = Counter(was.get(id(t), t.status) for t in job.tasks.values())
+                memo.total.update(memo.per_job[uid])
+        snapshot.memo["task-statuses"] = memo
+    now = Counter(memo.total)
+    for task, fields in journal.tasks.values():
+        if task.job not in added:
+            now[fields[0]] -= 1
+            now[task.status] += 1
+    for uid in added:
+        if (job := session.jobs.get(uid)) is not None:  # not taken out again by a plugin's veto
+            now.update(t.status for t in job.tasks.values())
+    return +now

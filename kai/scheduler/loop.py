@@ -38,6 +38,7 @@ from collections import Counter
 
 from kai.api import names
 from kai.framework import DEFAULT_CONFIG, Plugins, SchedulerConfig, Session
+from kai.framework.asbuilt import pending_jobs, task_statuses
 from kai.kube.access import Access
 from kai.kube.client import Kube
 from kai.kube.kaiconfig import KaiObjects
@@ -311,10 +312,8 @@ class Scheduler:
         return session
 
     def _record_snapshot(self, session: Session) -> None:
-        statuses = [t.status for job in session.jobs.values() for t in job.tasks.values()]
-        by_status = Counter({status.value: n for status, n in Counter(statuses).items()})
-        pending = sum(1 for job in session.jobs.values() if job.has_pending())
-        self.metrics.snapshot(by_status, len(session.jobs), pending)
+        by_status = Counter({status.value: n for status, n in task_statuses(session).items()})
+        self.metrics.snapshot(by_status, len(session.jobs), pending_jobs(session))
 
 
 def backoff(failures: int, period: float) -> float:

@@ -373,8 +373,10 @@ def test_a_cache_following_random_changes_builds_what_a_fresh_cache_builds(seed)
     """Pods, BindRequests, PodGroups, nodes and assumed writes change at random between cycles; each cycle of a
     cache that goes only over what changed equals a fresh cache's cycle of the same stores and assumptions."""
     import random
+    from collections import Counter
 
     from kai.framework import DEFAULT_CONFIG, Session
+    from kai.framework.asbuilt import pending_jobs, task_statuses
     from kai.framework.nodes import place_tasks
 
     rng = random.Random(seed)
@@ -467,6 +469,9 @@ def test_a_cache_following_random_changes_builds_what_a_fresh_cache_builds(seed)
         placed = {name: (*rest, sorted(tasks), groups) for name, (*rest, tasks, groups) in accounting(session).items()}
         session.open().run_actions()
         session.close()
+        tasks = [t for job in session.jobs.values() for t in job.tasks.values()]  # counted as the metrics count
+        assert task_statuses(session) == Counter(t.status for t in tasks)
+        assert pending_jobs(session) == sum(job.has_pending() for job in session.jobs.values())
         return (placed, sorted((d.kind, d.task.uid, d.node) for d in session.decisions),
                 {k: (j.stale_since, j.last_start) for k, j in snapshot.jobs.items()})
 
