@@ -128,9 +128,13 @@ class Kube:
             headers["Content-Type"] = content_type
             data = orjson.dumps(body)
         timeout = timeout or self.timeout
-        if self._connections is not None:
+        try:
+            connections = self._connections
+        except (OSError, ValueError) as exc:  # an unreadable CA or client certificate, a malformed server URL
+            raise ApiError(method, path, 0, f"{type(exc).__name__}: {exc}") from exc
+        if connections is not None:
             try:
-                status, reason, raw = self._connections.send(
+                status, reason, raw = connections.send(
                     method, path + (f"?{query_string(query)}" if query else ""), data, headers, timeout)
             except (OSError, http.client.HTTPException) as exc:
                 raise ApiError(method, path, 0, f"{type(exc).__name__}: {exc}") from exc

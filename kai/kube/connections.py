@@ -72,13 +72,13 @@ class Connections:
             raise ValueError(f"cannot connect to {configuration.host!r}: not an http(s) URL")
         context = None
         if url.scheme == "https":
-            context = ssl.create_default_context(cafile=configuration.ssl_ca_cert, cadata=configuration.ca_cert_data)
-            if not configuration.verify_ssl or configuration.assert_hostname is False:
-                context.check_hostname = False
-            if not configuration.verify_ssl:
-                context.verify_mode = ssl.CERT_NONE
-            if configuration.cert_file:
-                context.load_cert_chain(configuration.cert_file, configuration.key_file)
+            try:
+                context = _tls_context(configuration)
+            except OSError as exc:  # ssl.SSLError included
+                files = ", ".join(f"{what} {name}" for what, name in (
+                    ("CA", configuration.ssl_ca_cert), ("certificate", configuration.cert_file),
+                    ("key", configuration.key_file)) if name)
+                raise OSError(f"cannot read the TLS files ({files}): {exc}") from exc
         assert_hostname = configuration.assert_hostname if isinstance(configuration.assert_hostname, str) else ""
         server_name = configuration.tls_server_name or assert_hostname or url.hostname
         default_port = 443 if context is not None else 80
@@ -139,6 +139,17 @@ class Connections:
         conn.sock.settimeout(timeout)
         conn.request(method, target, body, headers)
         return conn.getresponse()
+
+
+def _tls_context(configuration: Any) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert, cadata=configuration.ca_cert_data)
+    if not configuration.verify_ssl or configuration.assert_hostname is False:
+        context.check_hostname = False
+    if not configuration.verify_ssl:
+        context.verify_mode = ssl.CERT_NONE
+    if configuration.cert_file:
+        context.load_cert_chain(configuration.cert_file, configuration.key_file)
+    return context
 
 
 def _closed_by_server(sock: socket.socket | None) -> bool:

@@ -180,3 +180,14 @@ def test_https_verifies_the_tls_server_name_when_one_is_set():
     assert (connections.host, connections.port, connections.server_name, connections.prefix) == (
         "10.0.0.1", 6443, "kubernetes.default", "")
     assert connections.context.check_hostname
+
+
+def test_an_unreadable_client_certificate_fails_each_request_with_an_api_error(tmp_path):
+    configuration = client.Configuration()
+    configuration.host = "https://127.0.0.1:6443"
+    configuration.cert_file = str(tmp_path / "missing.crt")
+    k = Kube(client.ApiClient(configuration))
+    for _ in range(2):
+        with pytest.raises(ApiError) as failed:
+            k.get("/api/v1/pods")
+        assert failed.value.status == 0 and "missing.crt" in str(failed.value)
