@@ -109,14 +109,6 @@ class Connections:
             self._idle.append(conn)
         return resp.status, resp.reason, data
 
-    def close(self) -> None:
-        """Closes the idle connections (those in use close after their request)."""
-        while self._idle:
-            try:
-                self._idle.pop().close()
-            except IndexError:
-                break
-
     def _take(self) -> tuple[_Connection, bool]:
         """An idle connection still open (and True), else a new one (and False)."""
         while True:
