@@ -1,9 +1,10 @@
 """Raw JSON requests to the Kubernetes API server.
 
 The ``kubernetes`` package provides configuration (kubeconfig, in-cluster service account, exec
-plugins, token refresh) and the connection pool; the generated models are skipped: bodies are
-encoded and decoded with orjson. One :class:`Kube` is shared by every thread of a process
-(urllib3's pool is thread-safe).
+plugins, token refresh); the generated models are skipped: bodies are encoded and decoded with
+orjson. Requests go over :mod:`kai.kube.connections` (urllib3's pool manager when a proxy is
+configured), watches over urllib3's pool. One :class:`Kube` is shared by every thread of a process
+(both pools are thread-safe); Kubes made from the same ``ApiClient`` share its connections.
 
     kube = Kube.connect(kubeconfig=None)          # KUBECONFIG / ~/.kube/config, else in-cluster
     pod = kube.get("/api/v1/namespaces/ns/pods/p")  # dict, or raises ApiError
@@ -15,13 +16,19 @@ encoded and decoded with orjson. One :class:`Kube` is shared by every thread of 
 from __future__ import annotations
 
 import contextlib
+import functools
+import http.client
 import os
+import threading
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import quote
 
 import orjson
 import urllib3
+
+from kai.kube.connections import Connections
 
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
@@ -37,6 +44,24 @@ class ApiError(RuntimeError):
         self.body = body or {}
         message = self.body.get("message") or reason
         super().__init__(f"{method} {path}: {status} {message}")
+
+
+_shared: weakref.WeakKeyDictionary[Any, Connections | None] = weakref.WeakKeyDictionary()
+_shared_lock = threading.Lock()
+
+
+def _connections(api_client: Any) -> Connections | None:
+    """The connections of ``api_client``'s server, made once per client."""
+    with _shared_lock:
+        if api_client not in _shared:
+            _shared[api_client] = Connections.for_configuration(
+                api_client.configuration, api_client.configuration.connection_pool_maxsize or 64)
+        return _shared[api_client]
+
+
+def query_string(query: dict) -> str:
+    """``query`` as the ``kubernetes`` package encodes it: booleans lower case, values percent-encoded."""
+    return "&".join(f"{k}={quote(str(v).lower() if isinstance(v, bool) else str(v))}" for k, v in query.items())
 
 
 class Kube:
@@ -64,56 +89,70 @@ class Kube:
         configuration.connection_pool_maxsize = pool_size
         return cls(client.ApiClient(configuration))
 
-    def _request(
-        self,
-        method: str,
-        path: str,
-        query: dict | None = None,
-        body: Any = None,
-        content_type: str = "application/json",
-        timeout: Any = None,
-    ) -> urllib3.BaseHTTPResponse:
-        _, url, headers, _, _ = self.api_client.param_serialize(
-            method=method,
-            resource_path=path,
-            query_params=list((query or {}).items()),
-            header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"],
-        )
-        data = None
+    @functools.cached_property
+    def _connections(self) -> Connections | None:
+        return _connections(self.api_client)
+
+    def _started(self, method: str) -> None:
+        """Runs before each request is sent (a watch counts once)."""
         if self.on_request is not None:
             self.on_request(method)
-        if body is not None:
-            headers["Content-Type"] = content_type
-            data = orjson.dumps(body)
+
+    def _headers(self) -> dict[str, str]:
+        """The client's default headers (User-Agent) and its bearer token, refreshed as configured."""
+        headers = {**self.api_client.default_headers, "Accept": "application/json"}
+        token = self.api_client.configuration.auth_settings().get("BearerToken")
+        if token and token["value"]:
+            headers[token["key"]] = token["value"]
+        return headers
+
+    def _urllib3(self, method: str, path: str, query: dict | None, data: bytes | None, headers: dict[str, str],
+                 timeout: float) -> urllib3.BaseHTTPResponse:
+        """An unread response from urllib3's pool (watches, and every request behind a proxy)."""
+        url = self.api_client.configuration.host + path + (f"?{query_string(query)}" if query else "")
         try:
             return self.api_client.rest_client.pool_manager.request(
-                method,
-                url,
-                body=data,
-                headers=headers,
-                timeout=urllib3.Timeout(connect=10.0, read=timeout or self.timeout),
-                preload_content=False,
-                retries=False,
+                method, url, body=data, headers=headers, timeout=urllib3.Timeout(connect=10.0, read=timeout),
+                preload_content=False, retries=False,
             )
         except urllib3.exceptions.HTTPError as exc:
             raise ApiError(method, path, 0, f"{type(exc).__name__}: {exc}") from exc
 
-    def request(self, method: str, path: str, query: dict | None = None, body: Any = None, **kw: Any) -> dict:
+    def request(self, method: str, path: str, query: dict | None = None, body: Any = None,
+                content_type: str = "application/json", timeout: float | None = None) -> dict:
         """The decoded reply of a request; raises :class:`ApiError` on a non-2xx status."""
-        resp = self._request(method, path, query, body, **kw)
+        headers = self._headers()
+        self._started(method)
+        data = None
+        if body is not None:
+            headers["Content-Type"] = content_type
+            data = orjson.dumps(body)
+        timeout = timeout or self.timeout
         try:
-            raw = resp.read()
-        except urllib3.exceptions.HTTPError as exc:
+            connections = self._connections
+        except (OSError, ValueError) as exc:  # an unreadable CA or client certificate, a malformed server URL
             raise ApiError(method, path, 0, f"{type(exc).__name__}: {exc}") from exc
-        finally:
-            resp.release_conn()
+        if connections is not None:
+            try:
+                status, reason, raw = connections.send(
+                    method, path + (f"?{query_string(query)}" if query else ""), data, headers, timeout)
+            except (OSError, http.client.HTTPException) as exc:
+                raise ApiError(method, path, 0, f"{type(exc).__name__}: {exc}") from exc
+        else:
+            resp = self._urllib3(method, path, query, data, headers, timeout)
+            try:
+                raw = resp.read()
+            except urllib3.exceptions.HTTPError as exc:
+                raise ApiError(method, path, 0, f"{type(exc).__name__}: {exc}") from exc
+            finally:
+                resp.release_conn()
+            status, reason = resp.status, resp.reason or ""
         try:
             decoded = orjson.loads(raw) if raw else {}
         except orjson.JSONDecodeError:
             decoded = {"message": raw[:200].decode(errors="replace")}
-        if not 200 <= resp.status < 300:
-            raise ApiError(method, path, resp.status, resp.reason or "", decoded if isinstance(decoded, dict) else None)
+        if not 200 <= status < 300:
+            raise ApiError(method, path, status, reason or "", decoded if isinstance(decoded, dict) else None)
         return decoded
 
     def get(self, path: str, query: dict | None = None) -> dict:
@@ -133,7 +172,9 @@ class Kube:
     @contextlib.contextmanager
     def stream(self, path: str, query: dict, read_timeout: float) -> Iterator[urllib3.BaseHTTPResponse]:
         """An open streaming response (status checked); closed on exit."""
-        resp = self._request("GET", path, query, timeout=read_timeout)
+        headers = self._headers()
+        self._started("GET")
+        resp = self._urllib3("GET", path, query, None, headers, read_timeout)
         try:
             if not 200 <= resp.status < 300:
                 raw = resp.read()

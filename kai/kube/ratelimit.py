@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
 
 from kai.kube.client import Kube
 
@@ -42,6 +41,6 @@ class ThrottledKube(Kube):
         self.on_request = getattr(kube, "on_request", None)
         self.limiter = limiter
 
-    def _request(self, *args: Any, **kwargs: Any):
+    def _started(self, method: str) -> None:
         self.limiter.acquire()
-        return super()._request(*args, **kwargs)
+        super()._started(method)

@@ -179,19 +179,30 @@ def is_sidecar(container: dict) -> bool:
     return container.get("restartPolicy") == "Always"
 
 
-def pod_amounts(spec: dict) -> dict[str, float]:
+#: Each container with its requests (:func:`_container_requests`), the regular ones and the init ones.
+Parsed = tuple[list[tuple[dict, dict[str, float]]], list[tuple[dict, dict[str, float]]]]
+
+
+def _parse_containers(spec: dict) -> Parsed:
+    """Each container's requests read once, for :func:`pod_amounts` and :func:`container_requests` both."""
+    return ([(c, _container_requests(c, f"spec.containers[{i}]")) for i, c in enumerate(spec.get("containers") or ())],
+            [(c, _container_requests(c, f"spec.initContainers[{i}]"))
+             for i, c in enumerate(spec.get("initContainers") or ())])
+
+
+def pod_amounts(spec: dict, parsed: Parsed | None = None) -> dict[str, float]:
     """What a pod needs, as the kubelet counts it (Kubernetes' ``PodRequests``), in base units by resource name.
 
     The containers and the native sidecars run together; each regular init container runs alone beside
     the sidecars declared before it; the pod needs the larger of the two, plus ``spec.overhead``.
     """
+    containers, inits = parsed or _parse_containers(spec)
     amounts: dict[str, float] = {}
-    for i, c in enumerate(spec.get("containers") or ()):
-        _add(amounts, _container_requests(c, f"spec.containers[{i}]"))
+    for _, request in containers:
+        _add(amounts, request)
     sidecars: dict[str, float] = {}
     init_peak: dict[str, float] = {}
-    for i, c in enumerate(spec.get("initContainers") or ()):
-        request = _container_requests(c, f"spec.initContainers[{i}]")
+    for c, request in inits:
         if is_sidecar(c):
             _add(sidecars, request)
             continue
@@ -205,14 +216,14 @@ def pod_amounts(spec: dict) -> dict[str, float]:
     return amounts
 
 
-def container_requests(spec: dict) -> tuple[ContainerRequest, ...]:
+def container_requests(spec: dict, parsed: Parsed | None = None) -> tuple[ContainerRequest, ...]:
     """Each container's requests in the scheduler's units (CPU millicores): init containers first, in order."""
+    containers, inits = parsed or _parse_containers(spec)
     out = []
-    for key, init in (("initContainers", True), ("containers", False)):
-        for i, c in enumerate(spec.get(key) or ()):
-            amounts = _container_requests(c, f"spec.{key}[{i}]")
+    for group, init in ((inits, True), (containers, False)):
+        for c, amounts in group:
             if "cpu" in amounts:
-                amounts["cpu"] *= 1000.0
+                amounts = {**amounts, "cpu": amounts["cpu"] * 1000.0}
             out.append(ContainerRequest(amounts, init, init and is_sidecar(c), str(c.get("name") or "")))
     return tuple(out)
 
@@ -223,12 +234,12 @@ def _numa_records(annotations: dict) -> tuple[tuple, tuple, str | None]:
     return observed, predicted, why_observed or why_predicted
 
 
-def pod_request(spec: dict, annotations: dict) -> ResourceRequest:
+def pod_request(spec: dict, annotations: dict, parsed: Parsed | None = None) -> ResourceRequest:
     """KAI's pod request: :func:`pod_amounts` with the GPU-sharing annotations read.
 
     Raises ValueError (GpuRequestError for the GPU-sharing annotations) naming the field at fault.
     """
-    amounts = pod_amounts(spec)
+    amounts = pod_amounts(spec, parsed)
     gpus = amounts.pop(GPU, 0.0)
     if gpus != int(gpus):
         raise ValueError(f"resource {GPU}={gpus:g} is not a whole number of GPUs")
@@ -312,8 +323,9 @@ def pod_view(raw: dict, scheduler_name: str = SCHEDULER_NAME) -> PodView | None:
     labels, annotations = _strings(meta.get("labels")), _strings(meta.get("annotations"))
     invalid, request, containers = None, None, ()
     try:
-        request = pod_request(spec, annotations)
-        containers = container_requests(spec)
+        parsed = _parse_containers(spec)
+        request = pod_request(spec, annotations, parsed)
+        containers = container_requests(spec, parsed)
     except ValueError as exc:  # GpuRequestError included: its message names the annotation
         invalid = str(exc)
     priority = labels.get(TASK_PRIORITY_LABEL)
@@ -333,10 +345,10 @@ def pod_view(raw: dict, scheduler_name: str = SCHEDULER_NAME) -> PodView | None:
         task_priority=int(priority) if priority and priority.lstrip("-").isdigit() else None,
         request=request, invalid=invalid, node_selector=_strings(spec.get("nodeSelector")),
         node_affinity=tuple(tuple(_requirement(e) for e in term.get("matchExpressions") or ()) for term in node_terms),
-        pod_affinity=_affinity_terms(affinity.get("podAffinity")),
-        pod_anti_affinity=_affinity_terms(affinity.get("podAntiAffinity")),
-        preferred_pod_affinity=_preferred_terms(affinity.get("podAffinity")),
-        preferred_pod_anti_affinity=_preferred_terms(affinity.get("podAntiAffinity")),
+        pod_affinity=_affinity_terms(affinity.get("podAffinity")) if affinity else (),
+        pod_anti_affinity=_affinity_terms(affinity.get("podAntiAffinity")) if affinity else (),
+        preferred_pod_affinity=_preferred_terms(affinity.get("podAffinity")) if affinity else (),
+        preferred_pod_anti_affinity=_preferred_terms(affinity.get("podAntiAffinity")) if affinity else (),
         tolerations=tuple(Toleration(str(t.get("key") or ""), str(t.get("operator") or "Equal"),
                                      str(t.get("value") or ""), str(t.get("effect") or ""))
                           for t in spec.get("tolerations") or ()),
