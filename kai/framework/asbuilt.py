@@ -107,11 +107,11 @@ def pending_as_built(session: Session, touched: set[str]) -> set[str]:
 
 
 class _Statuses:
-    """How many tasks of each job had each status as built, and the sums over the jobs."""
+    """How many tasks of each job had each status as built (status, count pairs), and the sums over the jobs."""
 
     __slots__ = ("per_job", "total")
 
-    def __init__(self, per_job: dict[str, Counter[TaskStatus]], total: Counter[TaskStatus]) -> None:
+    def __init__(self, per_job: dict[str, tuple[tuple[TaskStatus, int], ...]], total: Counter[TaskStatus]) -> None:
         self.per_job, self.total = per_job, total
 
 
@@ -127,15 +127,16 @@ def task_statuses(session: Session) -> Counter[TaskStatus]:
             memo = _Statuses(dict(before.per_job), Counter(before.total))
             redo = snapshot.changed | snapshot.gone
             for uid in redo & memo.per_job.keys():
-                memo.total.subtract(memo.per_job.pop(uid))
+                memo.total.subtract(dict(memo.per_job.pop(uid)))
         else:
             memo, redo = _Statuses({}, Counter()), set(snapshot.jobs)
         was = {id(task): fields[0] for task, fields in journal.tasks.values()}
         for uid in redo:
             job = snapshot.jobs.get(uid)
             if job is not None and uid not in added:
-                memo.per_job[uid] = Counter(was.get(id(t), t.status) for t in job.tasks.values())
-                memo.total.update(memo.per_job[uid])
+                counts = Counter(was.get(id(t), t.status) for t in job.tasks.values())
+                memo.per_job[uid] = tuple(counts.items())
+                memo.total.update(counts)
         snapshot.memo["task-statuses"] = memo
     now = Counter(memo.total)
     for task, fields in journal.tasks.values():
