@@ -49,6 +49,8 @@ class NodeArrays:
         #: Per node, how many times its amounts changed: every change of a node's accounting (its shared
         #: devices included) goes through :meth:`change`, so a plugin may key what it derives from a node on it.
         self.version = [0] * n
+        #: How many times any node's amounts changed, so that a sum over every node can be kept while it stays.
+        self.changes = 0
 
     def copy(self) -> NodeArrays:
         """An independent copy of the amounts."""
@@ -60,6 +62,7 @@ class NodeArrays:
         other.rel_scalars = [dict(d) for d in self.rel_scalars]
         other.changed = set(self.changed)
         other.version = list(self.version)
+        other.changes = self.changes
         return other
 
     def take_row(self, i: int, other: NodeArrays, j: int) -> None:
@@ -69,6 +72,7 @@ class NodeArrays:
         self.idle_scalars[i] = dict(other.idle_scalars[j])
         self.rel_scalars[i] = dict(other.rel_scalars[j])
         self.version[i] = other.version[j]
+        self.changes += 1
         if j in other.changed:
             self.changed.add(i)
 
@@ -85,6 +89,7 @@ class NodeArrays:
         pods[i] += sign
         self.changed.add(i)
         self.version[i] += 1
+        self.changes += 1
         for k, v in res.scalars.items():
             scalars[k] = scalars.get(k, 0.0) + sign * v
 

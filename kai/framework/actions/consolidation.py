@@ -9,6 +9,7 @@ moves pods, it never evicts a job for good.
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING
 
 from kai.api import Job, Task
@@ -18,6 +19,7 @@ from kai.framework.gang import tasks_to_allocate
 from kai.framework.jobqueue import JobQueue
 
 if TYPE_CHECKING:
+    from kai.framework.nodes import NodeArrays
     from kai.framework.session import Session
 
 NO_LIMIT = -1
@@ -46,10 +48,18 @@ def victims(session: Session, preemptor: Job, limit: int) -> JobQueue:
 
 def enough_gpus(session: Session, job: Job) -> bool:
     """The ready nodes' idle and releasing GPUs could hold the job's next step (KAI's pre-check); an
-    over-committed node counts as none."""
+    over-committed node counts as none. The sum over the nodes is kept while no node's amounts change."""
     wanted = sum(t.request.quota_gpus(dra=False) for t in tasks_to_allocate(session, job))
-    have = sum(max(n.idle_gpu_sum() + n.releasing_gpu_sum(), 0.0) for n in session.nodes if n.node.ready)
-    return have + 1e-9 >= wanted
+    arrays = session.arrays
+    kept = _FREE_GPUS.get(arrays)
+    if kept is None or kept[0] != arrays.changes:
+        have = sum(max(n.idle_gpu_sum() + n.releasing_gpu_sum(), 0.0) for n in session.nodes if n.node.ready)
+        kept = _FREE_GPUS[arrays] = (arrays.changes, have)
+    return kept[1] + 1e-9 >= wanted
+
+
+#: Per session's node amounts: their change count and the ready nodes' free GPUs summed at that count.
+_FREE_GPUS: weakref.WeakKeyDictionary[NodeArrays, tuple[int, float]] = weakref.WeakKeyDictionary()
 
 
 def consolidation(session: Session) -> None:
