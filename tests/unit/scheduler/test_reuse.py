@@ -504,3 +504,23 @@ def test_a_cache_following_random_changes_builds_what_a_fresh_cache_builds(seed)
             f"ns/{t}" for job in cycle.snapshot.rejected_jobs.values() for t in job.tasks}
         # sessions account the nodes alike, change the snapshot's objects (the next rewinds them) and decide alike
         assert decided(cycle.snapshot) == decided(fresh_snapshot), step
+
+
+@pytest.mark.parametrize("breaks", ["kai.scheduler.cache.ClusterCache._dynamic_resources",
+                                    "kai.scheduler.convert.to_task", "kai.scheduler.cache.build_snapshot"])
+def test_a_build_that_fails_loses_nothing_the_informers_reported(monkeypatch, breaks):
+    """The keys the informers reported are taken by a build that fails before, while or after it goes over the
+    pods; the next cycle still sees every change."""
+    cluster = Cluster(nodes=[node("n1")], queues=[queue()], podgroups=[podgroup("a"), podgroup("b")],
+                      pods=[pod("a0", "a"), pod("b0", "b")], priorityclasses=[PRIORITY])
+    cache = cluster.load(ClusterCache(kube=None))
+    cache.snapshot(now=1.0)
+    cluster.objects["pods"][0] = versioned(pod("a0", "a", "n1", "Running"), 5)  # a0 runs now
+    cluster.load(cache)
+    with monkeypatch.context() as patch:
+        patch.setattr(breaks, lambda *a, **k: (_ for _ in ()).throw(RuntimeError("broken")))
+        with pytest.raises(RuntimeError):
+            cache.snapshot(now=2.0)
+    again = cache.snapshot(now=3.0).snapshot
+    assert again.jobs["ns/a"].tasks["a0"].status is TaskStatus.RUNNING
+    assert facts(again) == facts(cluster.fresh(3.0))
