@@ -347,8 +347,6 @@ class ClusterCache:
         used: dict[str, tuple[Resources, int]] = {}
         ports: dict[str, list[HostPort]] = {}
         reservations: list[tuple[str, PodView]] = []
-        shared_in_use = reuse.shared_in_use()
-        claims_wanted = reuse.claims_wanted()
         pod_state, stuck_after, own = convert.pod_state, self.stuck_after, self.scheduler_name
         for pod in (pods.values() if redo is None else (pods[k] for k in pods if k in redo)):
             bind = binds.get(pod.key)
@@ -410,10 +408,6 @@ class ClusterCache:
                     problems.append(Problem("task", pod.key, "InvalidNumaPlacement", pod.numa_invalid))
             members[job.uid].append(task)
             reuse.member(job.uid, pod, task)
-            if pod.claims:
-                claims_wanted = True
-            if task.gpu_groups and task.node and task.status in ACTIVE_USED:
-                shared_in_use.update((task.node, group) for group in task.gpu_groups)
         for key, tasks in members.items():
             job = jobs[key]
             if not reuse.same_tasks(job, tasks):
@@ -422,6 +416,7 @@ class ClusterCache:
                 for task in tasks:
                     job.add_task(task)
             reuse.jobs[key] = (podgroups[key], job_inputs[key], job)
+        shared_in_use = reuse.shared_in_use()
         for node, pod in reservations:  # a group no pod uses any more holds its GPU until its reservation goes
             if not any((node, group) in shared_in_use for group in pod.gpu_groups):
                 _add_usage(used, node, pod, reservation=True, count_gpu=True)
@@ -431,7 +426,7 @@ class ClusterCache:
         queues = [convert.to_queue(q) for q in inf["queues"].list()]
         previous = reuse.cycle.snapshot if reuse.cycle is not None else None
         snap = build_snapshot(nodes, queues, jobs.values(), now, inf["topologies"].list(), inf["configmaps"].list(),
-                              self._storage() if claims_wanted else None, resources, previous)
+                              self._storage() if reuse.claims_wanted() else None, resources, previous)
         if previous is None:
             snap.follow(None)  # the first: kept for the next
         _hold_rejected(snap)

@@ -146,11 +146,11 @@ class Reuse:
             self._claims.add(pod.key)
 
     def shared_in_use(self) -> set[tuple[str, str]]:
-        """The (node, shared GPU device) pairs held by the tasks taken over so far."""
+        """The (node, shared GPU device) pairs held by the jobs' tasks of the cycle being built."""
         return {pair for pairs in self._shared.values() for pair in pairs}
 
     def claims_wanted(self) -> bool:
-        """Whether a pod taken over so far has volume claims."""
+        """Whether a pod of the jobs of the cycle being built has volume claims."""
         return bool(self._claims)
 
     def task(self, key: str, view: Any, inputs: tuple) -> Task | None:
