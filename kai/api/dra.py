@@ -231,19 +231,21 @@ def pod_gpus(claims: Iterable[ResourceClaim]) -> int:
     return sum(c.gpus for c in claims)
 
 
-def back_extended_gpus(dra: DynamicResources, nodes: Iterable[Node]) -> None:
+def back_extended_gpus(dra: DynamicResources, nodes: list[Node]) -> None:
     """KAI's DRA GPUs for extended resources: when a device class backs ``nvidia.com/gpu``, each node without
-    ``nvidia.com/gpu`` of its own but with GPUs in its node-local slices gets
+    ``nvidia.com/gpu`` of its own but with GPUs in its node-local slices is replaced in ``nodes`` by a copy with
     those GPUs as its ``nvidia.com/gpu`` and is recorded in ``dra.extended_gpu_nodes``."""
     backing = dra.extended_class(GPU_RESOURCE)
     if backing is None:
         return
-    for node in nodes:
+    for i, node in enumerate(nodes):
         own = node.capacity.gpu if node.capacity is not None else node.allocatable.gpu
         devices = dra.node_gpu_devices(node.name)
         if own or not devices:
             continue
-        node.allocatable.gpu += devices
-        if node.capacity is not None:
-            node.capacity.gpu += devices
+        allocatable, capacity = node.allocatable.copy(), node.capacity.copy() if node.capacity is not None else None
+        allocatable.gpu += devices
+        if capacity is not None:
+            capacity.gpu += devices
+        nodes[i] = attrs.evolve(node, allocatable=allocatable, capacity=capacity)
         dra.extended_gpu_nodes[node.name] = backing.name

@@ -65,16 +65,17 @@ class NodeArrays:
         other.changes = self.changes
         return other
 
-    def take_row(self, i: int, other: NodeArrays, j: int) -> None:
-        """Node ``i``'s amounts, change count and changed mark become those of node ``j`` of ``other``."""
-        for name in ("idle_cpu", "idle_mem", "idle_gpu", "idle_pods", "rel_cpu", "rel_mem", "rel_gpu", "rel_pods"):
-            getattr(self, name)[i] = getattr(other, name)[j]
-        self.idle_scalars[i] = dict(other.idle_scalars[j])
-        self.rel_scalars[i] = dict(other.rel_scalars[j])
-        self.version[i] = other.version[j]
+    def reset(self, i: int, node: Node) -> None:
+        """Node ``i`` becomes ``node`` with nothing on it (a change, as :meth:`change` counts them)."""
+        alloc = node.allocatable
+        for name, value in (("cpu", alloc.cpu), ("mem", alloc.memory), ("gpu", alloc.gpu)):
+            getattr(self, "alloc_" + name)[i] = getattr(self, "idle_" + name)[i] = value
+            getattr(self, "rel_" + name)[i] = 0.0
+        self.idle_pods[i], self.rel_pods[i] = float(node.max_pods), 0.0
+        self.idle_scalars[i], self.rel_scalars[i] = dict(alloc.scalars), {}
+        self.changed.add(i)
+        self.version[i] += 1
         self.changes += 1
-        if j in other.changed:
-            self.changed.add(i)
 
     def change(self, i: int, kind: str, res: Resources, sign: float) -> None:
         """Add ``sign * res`` (and one pod slot) to the idle (``kind='idle'``) or releasing amounts of node ``i``."""
@@ -100,32 +101,24 @@ def place_tasks(nodes: list[Node], jobs: dict[str, Job],
     """The amounts and views of ``nodes`` with the placed tasks of ``jobs`` (by uid, in order) on them (a placed
     shared-GPU task that names no device is given one of its own, kept on the task).
 
-    ``before`` is an earlier result whose tasks are as they were then: a node it has with the same amounts and
-    the very same tasks, in the same order, is copied from it instead of accounted task by task. ``changes`` says
-    which jobs are not the very objects ``before`` was worked out from (their uids, and those objects): then only
-    the nodes their tasks were or are on are gathered again.
+    ``before`` is an earlier result whose tasks are as they were then, handed over with ``changes``: the jobs
+    that are not the very objects it was worked out from (their uids, and those objects). With the same node
+    names in the same order it is brought up to date and returned: only the nodes those jobs' tasks were or are
+    on, and those whose Node object has other amounts, are accounted again.
     """
+    if before is not None and changes is not None and len(before[1]) == len(nodes) and all(
+            info.name == node.name for info, node in zip(before[1], nodes)):
+        return _follow(nodes, jobs, before, *changes)
     arrays = NodeArrays(nodes)
     infos = [NodeInfo(n, i, arrays) for i, n in enumerate(nodes)]
     by_name = {n.name: n for n in infos}
-    earlier = {n.name: n for n in before[1]} if before is not None else {}
-    carried: set[str] = set()  # nodes whose tasks are those of ``before``, the very objects in the same order
-    if changes is not None and earlier.keys() == by_name.keys():
-        on, carried = _following(jobs, earlier, *changes)
-    else:
-        on = {}
-        for job in jobs.values():
-            _gather(job, by_name, on)
+    on: dict[str, list[Task]] = {}
+    for job in jobs.values():
+        _gather(job, by_name, on)
     for name, tasks in on.items():
-        info, old = by_name[name], earlier.get(name)
-        if old is not None and (_same_amounts(old.node, info.node) if name in carried
-                                else _same_placement(old, info.node, tasks)):
-            arrays.take_row(info.index, old.arrays, old.index)
-            info.tasks = dict(old.tasks)
-            info.gpu_groups = {gid: group.copy() for gid, group in old.gpu_groups.items()}
-        else:
-            for task in tasks:
-                info.add_task(task)
+        info = by_name[name]
+        for task in tasks:
+            info.add_task(task)
     return arrays, infos
 
 
@@ -139,37 +132,41 @@ def _gather(job: Job, nodes: Container[str], on: dict[str, list[Task]]) -> None:
             on.setdefault(node, []).append(task)
 
 
-def _following(jobs: dict[str, Job], earlier: dict[str, NodeInfo], changed: set[str],
-               replaced: dict[str, Job]) -> tuple[dict[str, list[Task]], set[str]]:
-    """The placed tasks by node, from ``earlier``'s for the nodes no job of ``changed`` had or has a task on (those
-    nodes too); on the others, job by job in the order of ``jobs``, as :func:`place_tasks` gathers them."""
+def _follow(nodes: list[Node], jobs: dict[str, Job], before: tuple[NodeArrays, list[NodeInfo]], changed: set[str],
+            replaced: dict[str, Job]) -> tuple[NodeArrays, list[NodeInfo]]:
+    """``before`` brought up to date (see :func:`place_tasks`): the nodes a job of ``changed`` had or has a task
+    on, or whose amounts changed, get their tasks again, job by job in the order of ``jobs``."""
+    arrays, infos = before
+    by_name = {info.name: info for info in infos}
     now: dict[str, list[Task]] = {}
     for uid in changed:
         if uid in jobs:
-            _gather(jobs[uid], earlier, now)
+            _gather(jobs[uid], by_name, now)
     touched = set(now)
     for job in (replaced[uid] for uid in changed if uid in replaced):
-        touched.update(t.node for t in job.tasks.values() if t.status in ACTIVE_USED and t.node in earlier)
-    on = {name: list(info.tasks.values()) for name, info in earlier.items() if info.tasks and name not in touched}
-    carried = set(on)
-    if touched:
-        order = {uid: i for i, uid in enumerate(jobs)}
-        for name in touched:
-            by_job: dict[str, list[Task]] = {}
-            for task in earlier[name].tasks.values():
-                if task.job not in changed:
-                    by_job.setdefault(task.job, []).append(task)
-            for task in now.get(name, ()):
+        touched.update(t.node for t in job.tasks.values() if t.status in ACTIVE_USED and t.node in by_name)
+    for info, node in zip(infos, nodes):
+        if info.node is not node:
+            if not _same_amounts(info.node, node):
+                touched.add(info.name)
+            info.node = node
+    if not touched:
+        return before
+    order = {uid: i for i, uid in enumerate(jobs)}
+    for name in touched:
+        info = by_name[name]
+        by_job: dict[str, list[Task]] = {}
+        for task in info.tasks.values():
+            if task.job not in changed:
                 by_job.setdefault(task.job, []).append(task)
-            if by_job:
-                on[name] = [t for uid in sorted(by_job, key=order.__getitem__) for t in by_job[uid]]
-    return on, carried
-
-
-def _same_placement(old: NodeInfo, node: Node, tasks: list[Task]) -> bool:
-    """Whether ``old`` accounts ``tasks`` (these very objects, in this order) on a node of ``node``'s amounts."""
-    return (len(old.tasks) == len(tasks) and _same_amounts(old.node, node)
-            and all(a is b for a, b in zip(old.tasks.values(), tasks)))
+        for task in now.get(name, ()):
+            by_job.setdefault(task.job, []).append(task)
+        arrays.reset(info.index, info.node)
+        info.tasks, info.gpu_groups = {}, {}
+        for uid in sorted(by_job, key=order.__getitem__):
+            for task in by_job[uid]:
+                info.add_task(task)
+    return before
 
 
 def _same_amounts(was: Node, node: Node) -> bool:

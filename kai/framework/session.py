@@ -130,11 +130,11 @@ class Session:
         """The node amounts and views with the snapshot's placed tasks on them: worked out by the sessions on a
         snapshot until one finds it reused or the snapshot is to keep them (:meth:`Snapshot.follow`), which keeps
         them for the next ones (the snapshot is rewound to the same state in between) and works on a copy; the
-        nodes the snapshot before had alike are taken from its accounting."""
+        accounting of the snapshot before is brought up to date where it can be (:func:`place_tasks`)."""
         if snapshot.placed is None:
             changes = None if snapshot.changed is None else (snapshot.changed | snapshot.gone, snapshot.replaced)
-            arrays, nodes = place_tasks(snapshot.nodes, snapshot.jobs, snapshot.before, changes)
-            snapshot.before = None
+            before, snapshot.before = snapshot.before, None  # handed over: a failure below starts afresh next time
+            arrays, nodes = place_tasks(snapshot.nodes, snapshot.jobs, before, changes)
             if not (reused or snapshot.followed):
                 return arrays, nodes
             snapshot.placed = (arrays, nodes)

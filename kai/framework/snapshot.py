@@ -94,7 +94,7 @@ class Snapshot:
     #: Whether another snapshot is to follow this one (:meth:`follow`): its first session keeps :attr:`placed`, and
     #: plugins keep in the memo what the next snapshot takes over.
     followed: bool = attrs.field(default=False, init=False)
-    #: The placed accounting of the snapshot this one follows (:meth:`follow`), until a session used it.
+    #: The placed accounting of the snapshot this one follows (:meth:`follow`), until a session takes it over.
     before: tuple[NodeArrays, list[NodeInfo]] | None = attrs.field(default=None, init=False)
 
     #: What plugins work out from the snapshot as built (before a session changes it), by plugin name: kept
@@ -116,14 +116,16 @@ class Snapshot:
 
     def follow(self, previous: Snapshot | None) -> None:
         """This snapshot follows ``previous`` (rewound; the tasks and jobs taken over from it are as they were
-        built there): its first session copies the accounting of each node that ``previous`` had with the same
-        amounts and the very same placed tasks, and keeps its own for the snapshot after it; what was worked out
-        per job in ``previous``'s memo is there for the jobs taken over (:attr:`memo_before`). With no
-        ``previous`` there is nothing to take over, and the accounting is kept for the next."""
+        built there): its first session takes over the node accounting ``previous`` kept (``previous`` has it no
+        more), accounts again only the nodes whose tasks or amounts changed, and keeps it for the snapshot after
+        it; what was worked out per job in ``previous``'s memo is there for the jobs taken over
+        (:attr:`memo_before`). With no ``previous`` there is nothing to take over, and the accounting is kept for
+        the next."""
         self.followed = True
         self.before = previous.placed if previous is not None else None
         self.memo_before = previous.memo if previous is not None else {}
         if previous is not None:
+            previous.placed = None
             before = previous.jobs
             self.changed = {uid for uid, job in self.jobs.items() if before.get(uid) is not job}
             self.gone = before.keys() - self.jobs.keys()

@@ -43,7 +43,7 @@ import time
 
 import attrs
 
-from kai.api import ACTIVE_USED, HostPort, Job, Node, Resources, TaskStatus, names
+from kai.api import ACTIVE_USED, HostPort, Job, Resources, TaskStatus, names
 from kai.api.dra import EXTENDED_ENTRY, Allocation, DynamicResources, ExtendedClaim, PodResourceClaim, ResourceClaim
 from kai.api.storage import Storage
 from kai.framework import Problem, Snapshot, build_snapshot
@@ -421,7 +421,7 @@ class ClusterCache:
             if not any((node, group) in shared_in_use for group in pod.gpu_groups):
                 _add_usage(used, node, pod, reservation=True, count_gpu=True)
 
-        nodes = [convert.to_node(v, *used.get(name, (None, 0)), tuple(ports.get(name, ())), numa=numa.get(name))
+        nodes = [reuse.node(v, used.get(name), tuple(ports.get(name, ())), numa.get(name))
                  for name, v in node_views.items()]
         queues = [convert.to_queue(q) for q in inf["queues"].list()]
         previous = reuse.cycle.snapshot if reuse.cycle is not None else None
@@ -499,10 +499,16 @@ def _add_usage(used: dict, node: str, pod: PodView, reservation: bool = False, c
 
 def _hold_rejected(snap: Snapshot) -> None:
     """Jobs the snapshot left out (unknown queue ...) still hold the nodes their pods run on."""
-    by_name: dict[str, Node] = {n.name: n for n in snap.nodes}
+    position = {n.name: i for i, n in enumerate(snap.nodes)} if snap.rejected_jobs else {}
+    own: set[int] = set()  # the nodes copied here: the others are kept from cycle to cycle and not changed
     for job in snap.rejected_jobs.values():
         for task in job.tasks.values():
-            node = by_name.get(task.node) if task.status in ACTIVE_USED else None
-            if node is not None:
+            i = position.get(task.node) if task.status in ACTIVE_USED else None
+            if i is not None:
+                if i not in own:
+                    node = snap.nodes[i]
+                    snap.nodes[i] = attrs.evolve(node, allocatable=node.allocatable.copy())
+                    own.add(i)
+                node = snap.nodes[i]
                 convert.take(node.allocatable, task.request.node_resources())
                 node.max_pods = max(node.max_pods - 1, 0)

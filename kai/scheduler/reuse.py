@@ -14,8 +14,9 @@ its last cycle and what each of its objects was built from:
   or an implicit claim is always built afresh, its request depends on the DRA objects -- and a job when
   its PodGroup view, its priority and the topologies are the same and every one of its tasks was taken
   again, in the same order -- a pod whose task depended on its view and BindRequest alone, both the very
-  objects of the last cycle, is taken again without working its status out (:meth:`Reuse.settled`). Nodes
-  and queues are built afresh, and the new snapshot follows the last one
+  objects of the last cycle, is taken again without working its status out (:meth:`Reuse.settled`). A node
+  is taken again when its view is the very object and what pods outside the jobs hold on it is the same
+  (:meth:`Reuse.node`); queues are built afresh, and the new snapshot follows the last one
   (:meth:`~kai.framework.Snapshot.follow`): what the kernel and the plugins worked out for the nodes and jobs
   that did not change is taken over;
 * the informers say which keys changed since the last cycle (:meth:`~kai.kube.watch.Informer.take`), so
@@ -32,7 +33,8 @@ import math
 import operator
 from typing import TYPE_CHECKING, Any
 
-from kai.api import ACTIVE_USED, Job, Task
+from kai.api import ACTIVE_USED, Job, Node, Task
+from kai.scheduler import convert
 
 if TYPE_CHECKING:
     from kai.scheduler.cache import Cycle
@@ -43,7 +45,7 @@ class Reuse:
 
     __slots__ = ("cycle", "inputs", "until", "pods", "binds", "assumed", "tasks", "jobs", "_tasks", "_jobs",
                  "_settled", "_settling", "context", "kept_pods", "_kept_pods", "_members", "_last_members",
-                 "_shared", "_last_shared", "_claims", "_last_claims")
+                 "_shared", "_last_shared", "_claims", "_last_claims", "nodes", "_nodes")
 
     def __init__(self) -> None:
         self.cycle: Cycle | None = None
@@ -76,6 +78,9 @@ class Reuse:
         self._last_shared: dict[str, tuple[tuple[str, str], ...]] = {}
         self._claims: set[str] = set()
         self._last_claims: set[str] = set()
+        #: Node name -> (node view, the other inputs, Node) of the cycle being built and of the last.
+        self.nodes: dict[str, tuple[Any, tuple, Node]] = {}
+        self._nodes: dict[str, tuple[Any, tuple, Node]] = {}
 
     def same_cycle(self, assumed: tuple, now: float) -> Cycle | None:
         """The last cycle when it was built from the same inputs (the caller's check) and ``assumed`` and still
@@ -96,6 +101,7 @@ class Reuse:
         self._last_members, self._members = self._members, {}
         self._last_shared, self._shared = self._shared, {}
         self._last_claims, self._claims = self._claims, set()
+        self._nodes, self.nodes = self.nodes, {}
         self.until = math.inf
 
     def redo(self, pods: dict, touched: set[str], groups_touched: set[str], assumed: tuple,
@@ -127,6 +133,19 @@ class Reuse:
         self._members = _without(self._last_members, affected)
         self.jobs = _without(self._jobs, affected)
         return redo, affected
+
+    def node(self, view: Any, used: tuple | None, host_ports: tuple, numa: Any) -> Node:
+        """The Node of ``view`` less ``used`` (what pods outside the jobs hold: resources and pod count) and
+        ``host_ports``, with ``numa``: the last cycle's very object when built from the same (sessions do not
+        change nodes), so what follows can tell the nodes that did not change by identity."""
+        inputs = (used, host_ports, numa)
+        kept = self._nodes.get(view.name)
+        if kept is not None and kept[0] is view and kept[1] == inputs:
+            node = kept[2]
+        else:
+            node = convert.to_node(view, *(used or (None, 0)), host_ports, numa=numa)
+        self.nodes[view.name] = (view, inputs, node)
+        return node
 
     def job_entry(self, key: str) -> tuple[Any, tuple, Job] | None:
         """The job of PodGroup ``key`` taken over whole (:meth:`redo`), with its view and inputs."""
@@ -190,6 +209,7 @@ class Reuse:
         self.cycle, self.inputs, self.pods, self.binds, self.assumed = cycle, inputs, pods, binds, assumed
         self._tasks, self._jobs, self._settled = {}, {}, {}
         self._kept_pods, self._last_members, self._last_shared, self._last_claims = {}, {}, {}, set()
+        self._nodes = {}
 
 
 def _without(entries: dict, keys: set[str]) -> dict:

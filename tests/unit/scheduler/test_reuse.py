@@ -145,11 +145,13 @@ def test_an_assumed_binding_rebuilds_the_cycle():
 
 
 def accounting(session) -> dict:
-    """Each node's amounts, change count and placed tasks as a session opened them."""
+    """Each node's Node, amounts and placed tasks as a session opened them (change counts only grow, from
+    whatever the accounting taken over had)."""
     a = session.arrays
-    return {n.name: ([getattr(a, f)[n.index] for f in ("idle_cpu", "idle_mem", "idle_gpu", "idle_pods", "rel_cpu",
-                                                         "rel_mem", "rel_gpu", "rel_pods")],
-                     a.idle_scalars[n.index], a.rel_scalars[n.index], a.version[n.index], n.index in a.changed,
+    return {n.name: ([getattr(a, f)[n.index] for f in ("alloc_cpu", "alloc_mem", "alloc_gpu", "idle_cpu", "idle_mem",
+                                                         "idle_gpu", "idle_pods", "rel_cpu", "rel_mem", "rel_gpu",
+                                                         "rel_pods")],
+                     a.idle_scalars[n.index], a.rel_scalars[n.index], n.node.allocatable, n.node.max_pods,
                      [(t.uid, t.status) for t in n.tasks.values()], sorted(n.gpu_groups))
             for n in session.nodes}
 
