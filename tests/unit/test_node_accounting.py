@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import attrs
 
-from kai.api import Job, Node, PodSet, Resources, ResourceRequest, Task, TaskStatus
+from kai.api import Job, Node, PodSet, ResourceRequest, Resources, Task, TaskStatus
 from kai.framework.nodes import place_tasks
 
 MIG = "nvidia.com/mig-1g.10gb"
