@@ -23,7 +23,7 @@ import time
 
 from kai.framework import DEFAULT_CONFIG, Session
 from kai.scheduler.commit import Committer
-from kai.scheduler.loop import GC_YOUNG_THRESHOLD, Scheduler
+from kai.scheduler.loop import GC_MIDDLE_THRESHOLD, GC_YOUNG_THRESHOLD, Scheduler
 
 GPUS_PER_NODE = 8
 QUEUES = 4
@@ -189,7 +189,7 @@ def run(nodes: int, repeat: int) -> dict:
     cluster = LiveCluster(nodes)
     thresholds = gc.get_threshold()
     gc.freeze()  # as the scheduler does once its informers have listed the cluster
-    gc.set_threshold(GC_YOUNG_THRESHOLD, *thresholds[1:])
+    gc.set_threshold(GC_YOUNG_THRESHOLD, GC_MIDDLE_THRESHOLD, thresholds[2])
     try:
         runs, walls, digest = _cycles(cluster, repeat)
     finally:

@@ -44,6 +44,8 @@ class NodeArrays:
         self.rel_pods = array("d", bytes(8 * n))
         self.idle_scalars = [dict(x.allocatable.scalars) for x in nodes]
         self.rel_scalars: list[dict[str, float]] = [{} for _ in nodes]
+        #: Per node, whether its two scalar dicts are this object's own: a copy shares them until one changes.
+        self._own = bytearray(b"\x01") * n
         #: Positions of the nodes whose amounts changed since the node classes last looked.
         self.changed: set[int] = set()
         #: Per node, how many times its amounts changed: every change of a node's accounting (its shared
@@ -58,8 +60,9 @@ class NodeArrays:
         for name, value in vars(self).items():
             if isinstance(value, array):
                 setattr(other, name, array("d", value))
-        other.idle_scalars = [dict(d) for d in self.idle_scalars]
-        other.rel_scalars = [dict(d) for d in self.rel_scalars]
+        other.idle_scalars, other.rel_scalars = list(self.idle_scalars), list(self.rel_scalars)
+        self._own = bytearray(len(self._own))  # shared now: each copies a node's dicts before changing them
+        other._own = bytearray(len(self._own))
         other.changed = set(self.changed)
         other.version = list(self.version)
         other.changes = self.changes
@@ -73,6 +76,7 @@ class NodeArrays:
             getattr(self, "rel_" + name)[i] = 0.0
         self.idle_pods[i], self.rel_pods[i] = float(node.max_pods), 0.0
         self.idle_scalars[i], self.rel_scalars[i] = dict(alloc.scalars), {}
+        self._own[i] = 1
         self.changed.add(i)
         self.version[i] += 1
         self.changes += 1
@@ -81,9 +85,8 @@ class NodeArrays:
         """Add ``sign * res`` (and one pod slot) to the idle (``kind='idle'``) or releasing amounts of node ``i``."""
         if kind == "idle":
             cpu, mem, gpu, pods = self.idle_cpu, self.idle_mem, self.idle_gpu, self.idle_pods
-            scalars = self.idle_scalars[i]
         else:
-            cpu, mem, gpu, pods, scalars = self.rel_cpu, self.rel_mem, self.rel_gpu, self.rel_pods, self.rel_scalars[i]
+            cpu, mem, gpu, pods = self.rel_cpu, self.rel_mem, self.rel_gpu, self.rel_pods
         cpu[i] += sign * res.cpu
         mem[i] += sign * res.memory
         gpu[i] += sign * res.gpu
@@ -91,8 +94,13 @@ class NodeArrays:
         self.changed.add(i)
         self.version[i] += 1
         self.changes += 1
-        for k, v in res.scalars.items():
-            scalars[k] = scalars.get(k, 0.0) + sign * v
+        if res.scalars:
+            if not self._own[i]:
+                self.idle_scalars[i], self.rel_scalars[i] = dict(self.idle_scalars[i]), dict(self.rel_scalars[i])
+                self._own[i] = 1
+            scalars = (self.idle_scalars if kind == "idle" else self.rel_scalars)[i]
+            for k, v in res.scalars.items():
+                scalars[k] = scalars.get(k, 0.0) + sign * v
 
 
 def place_tasks(nodes: list[Node], jobs: dict[str, Job],
@@ -196,9 +204,11 @@ class NodeInfo:
 
     def copy(self, arrays: NodeArrays) -> NodeInfo:
         """A copy reading ``arrays`` (a copy of this node's arrays), with its own task and device accounting."""
-        other = NodeInfo(self.node, self.index, arrays)
+        other = NodeInfo.__new__(NodeInfo)
+        other.node, other.name, other.sort_key, other.index = self.node, self.name, self.sort_key, self.index
+        other.arrays = arrays
         other.tasks = dict(self.tasks)
-        other.gpu_groups = {gid: group.copy() for gid, group in self.gpu_groups.items()}
+        other.gpu_groups = {gid: group.copy() for gid, group in self.gpu_groups.items()} if self.gpu_groups else {}
         return other
 
     @property

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import http.client
 import os
 import threading
 import weakref
@@ -136,7 +135,7 @@ class Kube:
             try:
                 status, reason, raw = connections.send(
                     method, path + (f"?{query_string(query)}" if query else ""), data, headers, timeout)
-            except (OSError, http.client.HTTPException) as exc:
+            except OSError as exc:
                 raise ApiError(method, path, 0, f"{type(exc).__name__}: {exc}") from exc
         else:
             resp = self._urllib3(method, path, query, data, headers, timeout)

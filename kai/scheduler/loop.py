@@ -68,6 +68,8 @@ MAX_BACKOFF = 30.0
 SETTINGS_WAIT = 5.0
 #: Allocations between two collections of the youngest generation while the scheduler runs (Python's default: 700).
 GC_YOUNG_THRESHOLD = 10_000
+#: Collections of the youngest generation between two of the middle one while the scheduler runs (default: 10).
+GC_MIDDLE_THRESHOLD = 50
 
 #: Every API call of the scheduler (its cache watches the cluster, its committer writes decisions).
 API_ACCESS = (
@@ -151,8 +153,10 @@ class Scheduler:
                 return
             gc.freeze()  # the listed cluster lives on: the collector need not walk it again and again
             # A cycle allocates objects by the hundred thousand; collecting the young ones every 700 allocations
-            # made the collector a tenth or more of a cycle's CPU (the setting is the process's, until the stop).
-            gc.set_threshold(GC_YOUNG_THRESHOLD, *thresholds[1:])
+            # made the collector a tenth or more of a cycle's CPU, and most of what a cycle keeps lives until the
+            # next one, so a collection of the middle generation every ten of the youngest walked it again and
+            # again (the setting is the process's, until the stop).
+            gc.set_threshold(GC_YOUNG_THRESHOLD, GC_MIDDLE_THRESHOLD, thresholds[2])
             if self.objects is not None and not self.objects.wait_applied(SETTINGS_WAIT):
                 log.warning("SchedulingShard and Config not listed yet; scheduling with the configuration given")
             log.info("scheduler started", **fields(actions=",".join(self.plugins.config.actions),

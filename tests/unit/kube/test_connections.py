@@ -20,9 +20,12 @@ class Server:
     connection answers; the next one on it is read and the connection closed without a reply
     (0: close right after the last answer, as an idle timeout does)."""
 
-    def __init__(self, answers: int | None = None, close_idle: bool = False) -> None:
+    def __init__(self, answers: int | None = None, close_idle: bool = False, framing: str = "length") -> None:
         self.answers = answers
         self.close_idle = close_idle
+        #: How each response is framed: "length" (Content-Length), "chunked" (in 3-byte chunks), "close"
+        #: (Content-Length and ``Connection: close``, then closed) or "garbage" (not HTTP).
+        self.framing = framing
         self.received: list[tuple[str, str]] = []
         self.connections = 0
         self.tokens: list[str] = []
@@ -61,13 +64,25 @@ class Server:
                 if self.answers is not None and answered >= self.answers:
                     return  # read, not answered: the connection closes under the request
                 body = b'{"n": %d}' % len(self.received)
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
-                             % (len(body), body))
+                conn.sendall(self._response(body))
                 answered += 1
+                if self.framing == "close":
+                    time.sleep(0.5)  # said it closes, and does so only later: a request sent on it gets no answer
+                    return
                 if self.close_idle:
                     conn.shutdown(socket.SHUT_RDWR)
                     self.closed_idle.set()
                     return
+
+    def _response(self, body: bytes) -> bytes:
+        if self.framing == "garbage":
+            return b"SPDY/9 what\r\n\r\n"
+        if self.framing == "chunked":
+            chunks = b"".join(b"%x\r\n%s\r\n" % (len(body[i:i + 3]), body[i:i + 3]) for i in range(0, len(body), 3))
+            return b"HTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\n\r\n%s0\r\n\r\n" % chunks
+        close = b"Connection: close\r\n" if self.framing == "close" else b""
+        return b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n%sContent-Length: %d\r\n\r\n%s" % (
+            close, len(body), body)
 
     def close(self) -> None:
         self.listener.close()
@@ -98,6 +113,26 @@ def test_requests_share_one_kept_connection(server_factory):
     assert [k.get("/api/v1/pods", {"limit": 2})["n"] for _ in range(3)] == [1, 2, 3]
     assert server.connections == 1
     assert server.received[0] == ("GET", "/api/v1/pods?limit=2")
+
+
+def test_a_chunked_response_is_read_whole_and_its_connection_kept(server_factory):
+    server = server_factory(framing="chunked")
+    k = kube(server)
+    assert [k.post("/api/v1/namespaces/ns/events", {})["n"] for _ in range(2)] == [1, 2]
+    assert server.connections == 1
+
+
+def test_a_connection_the_server_says_it_closes_is_not_kept(server_factory):
+    server = server_factory(framing="close")
+    k = kube(server)
+    assert [k.post("/api/v1/namespaces/ns/events", {})["n"] for _ in range(2)] == [1, 2]
+    assert server.connections == 2
+
+
+def test_a_response_that_is_not_http_fails_the_request(server_factory):
+    with pytest.raises(ApiError) as failed:
+        kube(server_factory(framing="garbage")).get("/api/v1/pods")
+    assert failed.value.status == 0 and "malformed response" in str(failed.value)
 
 
 def test_a_read_on_a_connection_closed_under_it_is_sent_again_on_a_new_one(server_factory):

@@ -17,7 +17,7 @@ from kai.framework.faults import SessionOpenError
 from kai.metrics import Registry, SchedulerMetrics
 from kai.scheduler.cache import ClusterCache
 from kai.scheduler.commit import Committer
-from kai.scheduler.loop import GC_YOUNG_THRESHOLD, Scheduler, backoff
+from kai.scheduler.loop import GC_MIDDLE_THRESHOLD, GC_YOUNG_THRESHOLD, Scheduler, backoff
 from support.kube import RequestKube
 
 from .test_commit import RecordingKube
@@ -281,7 +281,7 @@ def test_cycles_are_counted_by_whether_they_decided_something(scheduler):
     assert scheduler.registry.value("kai_scheduler_cycles_total", {"decided": "false"}) == 1
 
 
-def test_a_running_scheduler_collects_the_youngest_generation_less_often(scheduler, monkeypatch):
+def test_a_running_scheduler_collects_the_young_generations_less_often(scheduler, monkeypatch):
     before = gc.get_threshold()
     monkeypatch.setattr(gc, "freeze", lambda: None)  # the test process's objects stay collectable
     stop, during = threading.Event(), []
@@ -293,5 +293,6 @@ def test_a_running_scheduler_collects_the_youngest_generation_less_often(schedul
 
     monkeypatch.setattr(scheduler, "run_once", run_once)
     scheduler.run(stop)
-    assert during == [(GC_YOUNG_THRESHOLD, *before[1:])] and GC_YOUNG_THRESHOLD > before[0]
+    assert during == [(GC_YOUNG_THRESHOLD, GC_MIDDLE_THRESHOLD, before[2])]
+    assert GC_YOUNG_THRESHOLD > before[0] and GC_MIDDLE_THRESHOLD > before[1]
     assert gc.get_threshold() == before  # given back on stop
