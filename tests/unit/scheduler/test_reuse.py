@@ -48,7 +48,7 @@ def facts(snap) -> dict:
     """Everything a session starts from, as plain values (tasks and nodes compare by identity)."""
     return {"nodes": [attrs.asdict(n) for n in snap.nodes],
             "queues": {k: attrs.asdict(q) for k, q in snap.queues.items()},
-            "jobs": {k: attrs.asdict(j) for k, j in snap.jobs.items()},
+            "jobs": {k: attrs.asdict(j) for k, j in snap.jobs.items()}, "job order": list(snap.jobs),
             "rejected": {k: attrs.asdict(j) for k, j in snap.rejected_jobs.items()},
             "problems": list(snap.problems), "config_maps": snap.config_maps, "topologies": snap.topologies}
 
