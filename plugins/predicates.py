@@ -23,7 +23,7 @@ from kai import hookimpl
 from kai.api import Reject, TaskStatus, is_mig_resource
 from kai.api.names import CPU_WORKER_LABEL, GPU_WORKER_LABEL, MIG_STRATEGY_LABEL
 from kai.api.storage import UNBOUND_IMMEDIATE, PodClaims, claims_problem, classify, node_reasons, static_bindings
-from kai.framework.asbuilt import jobs_where
+from kai.framework.asbuilt import jobs_where, nodes_as_built
 from kai.framework.fiterrors import scheduling_conditions_message
 from kai.framework.nodepool import LargestNode
 
@@ -254,7 +254,8 @@ class Predicates:
         self.affinity = {}
         self.capacity = {}
         self.anti_affinity_pods = bool(jobs_where(session, "predicates/anti-affinity", _has_anti_affinity))
-        self.mig_nodes = {n.name: s for n in session.nodes if (s := mig_strategy(n)) is not None}
+        self.mig_nodes = nodes_as_built(session, "predicates/mig-nodes", lambda: {
+            n.name: s for n in session.nodes if (s := mig_strategy(n)) is not None})
         self.gpu_rules = {}
         self.conditions = {}
         self.claims = {}
@@ -267,7 +268,7 @@ class Predicates:
         if self.ports is None and not jobs_where(session, "predicates/claims", _has_claims):
             # no host ports and no claims in this session: nothing to follow
             session.calls.withdraw(self, ("kai_on_allocate", "kai_on_deallocate"))
-        self.largest = LargestNode(session.nodes)
+        self.largest = nodes_as_built(session, "predicates/largest-node", lambda: LargestNode(session.nodes))
         self.restrict = session.plugins.config.restrict_node_scheduling
 
     @hookimpl

@@ -5,19 +5,23 @@ is as it was built. So a property of a job as built (stale, has pending tasks, .
 snapshot and kept in its memo, and a snapshot that follows another (:meth:`~kai.framework.Snapshot.follow`)
 takes it over for each job that is the very object of the one before. A pass then looks at the jobs the
 session changed (:func:`changed_jobs`) and those flagged as built (:func:`flagged_as_built`), in the
-snapshot's order, and skips the rest.
+snapshot's order, and skips the rest. A value worked out from the nodes as built (:func:`nodes_as_built`)
+is kept likewise, while the snapshots' ``Node`` objects are the very same.
 """
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar, cast
 
-from kai.api import Job, TaskStatus
+from kai.api import Job, Node, TaskStatus
 
 if TYPE_CHECKING:
     from kai.framework.session import Session
+
+T = TypeVar("T")
 
 
 class _Memo:
@@ -90,6 +94,33 @@ def jobs_where(session: Session, key: str, test: Callable[[Job], bool]) -> set[s
     """Uids of the snapshot's jobs for which ``test`` holds, for a plugin opening a session (before the session
     changed any job): worked out as :func:`flagged_as_built` does, so mostly taken over from the snapshot before."""
     return flagged_as_built(session, key, test, set())
+
+
+def nodes_as_built(session: Session, key: str, compute: Callable[[], T]) -> T:
+    """``compute()``, a value worked out from the snapshot's nodes as built (their ``Node`` objects, which sessions
+    do not change), once per snapshot and kept in its memo under ``key``; taken over from the snapshot before when
+    its nodes are the very same objects in the same order. Not to be changed."""
+    snapshot = session.snapshot
+    memo = snapshot.memo.get(key)
+    if not isinstance(memo, _NodesValue):
+        nodes = snapshot.nodes
+        before = snapshot.memo_before.get(key)
+        if isinstance(before, _NodesValue) and len(before.nodes) == len(nodes) and all(
+                map(operator.is_, before.nodes, nodes)):
+            memo = before
+        else:
+            memo = _NodesValue(list(nodes), compute())
+        snapshot.memo[key] = memo
+    return cast(T, memo.value)
+
+
+class _NodesValue:
+    """A value worked out from these nodes."""
+
+    __slots__ = ("nodes", "value")
+
+    def __init__(self, nodes: list[Node], value: object) -> None:
+        self.nodes, self.value = nodes, value
 
 
 def pending_jobs(session: Session) -> int:

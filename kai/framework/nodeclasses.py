@@ -35,6 +35,22 @@ def _static_key(node: NodeInfo) -> Hashable | None:
             n.labels.get(names.GPU_COUNT_LABEL))
 
 
+#: Node positions in name order, each position's rank in that order, and the number of its static key (-1:
+#: the node is a class of its own); the same for every session on the same nodes (:func:`node_layout`).
+Layout = tuple[list[int], "array[int]", list[int]]
+
+
+def node_layout(nodes: list[NodeInfo]) -> Layout:
+    """The :data:`Layout` of ``nodes``: what of the node classes depends on the nodes alone."""
+    order = sorted(range(len(nodes)), key=lambda i: nodes[i].sort_key)
+    rank = array("i", bytes(4 * len(nodes)))
+    for r, i in enumerate(order):
+        rank[i] = r
+    statics: dict[Hashable, int] = {}
+    static = [-1 if (s := _static_key(n)) is None else statics.setdefault(s, len(statics)) for n in nodes]
+    return order, rank, static
+
+
 class NodeClasses:
     """The classes of a session's nodes, each a set of name ranks (positions in name order) with a heap of
     them that may hold ranks which left the class (dropped when they reach the top).
@@ -43,17 +59,11 @@ class NodeClasses:
     is numbered too, so a key is a flat tuple that hashes quickly.
     """
 
-    def __init__(self, nodes: list[NodeInfo], arrays: NodeArrays):
-        order = sorted(range(len(nodes)), key=lambda i: nodes[i].sort_key)
+    def __init__(self, nodes: list[NodeInfo], arrays: NodeArrays, layout: Layout | None = None):
+        order, self.rank, self.static = layout if layout is not None else node_layout(nodes)
         #: Nodes in name (byte) order; a class holds the ranks of its nodes in this list.
         self.by_rank = [nodes[i] for i in order]
-        self.rank = array("i", bytes(4 * len(nodes)))
-        for r, i in enumerate(order):
-            self.rank[i] = r
         self.nodes, self.arrays = nodes, arrays
-        statics: dict[Hashable, int] = {}
-        #: Per node position, the number of its static key, or -1 when the node is a class of its own.
-        self.static = [-1 if (s := _static_key(n)) is None else statics.setdefault(s, len(statics)) for n in nodes]
         #: Numbers of the classes that have nodes, by key, and their keys; the class of each node position
         #: (-1: none yet).
         self.ids: dict[Hashable, int] = {}

@@ -37,10 +37,11 @@ from kai.api import (
     is_mig_resource,
 )
 from kai.framework import fiterrors, gpusharing
+from kai.framework.asbuilt import nodes_as_built
 from kai.framework.faults import INTERNAL_ERROR_REASON, Contained, SchedulingError, SessionOpenError, describe
 from kai.framework.fiterrors import PLAIN_FIT_ERROR_REASON
 from kai.framework.journal import Journal
-from kai.framework.nodeclasses import NodeClasses
+from kai.framework.nodeclasses import NodeClasses, node_layout
 from kai.framework.nodes import NodeArrays, NodeInfo, place_tasks
 from kai.framework.plugins import Plugins
 from kai.framework.scenariosearch import SearchLog
@@ -486,7 +487,8 @@ class Session:
     @functools.cached_property
     def node_classes(self) -> NodeClasses:
         """The session's node classes, built on the first placement that uses them."""
-        return NodeClasses(self.nodes, self.arrays)
+        layout = nodes_as_built(self, "node-classes/layout", lambda: node_layout(self.nodes))
+        return NodeClasses(self.nodes, self.arrays, layout)
 
     def _count_misfits(self, task: Task, misfits: list[NodeInfo], reasons: Counter[str]) -> None:
         """Add why ``task`` fits none of ``misfits``, worked out once per node class (shared-GPU tasks: per node)."""

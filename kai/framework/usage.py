@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 import attrs
 
 from kai.api import ALLOCATED, MIG_PREFIX, mig_gpu_slices, names
+from kai.framework.asbuilt import nodes_as_built
 from kai.framework.durations import parse_duration
 from kai.framework.errors import ConfigError
 from kai.framework.yamlfile import Fields, describe
@@ -199,6 +200,13 @@ def cluster_capacity(session: Session) -> list[float]:
     """(CPU, memory, GPU) of ready, schedulable nodes, MIG slices counted as GPUs. A node's amount below zero
     (pods of other schedulers hold more than it has) counts as zero; with ``restrictSchedulingNodes`` the GPUs
     of a node not labelled as a GPU worker do not count. The GPUs of node-local DRA slices count as the node's."""
+    if session.snapshot.dra:
+        return _capacity(session)
+    key = f"cluster-capacity/{session.plugins.config.restrict_node_scheduling}"
+    return list(nodes_as_built(session, key, lambda: _capacity(session)))
+
+
+def _capacity(session: Session) -> list[float]:
     totals = [0.0, 0.0, 0.0]
     counted: list[str] = []  # the nodes whose GPUs count
     restrict = session.plugins.config.restrict_node_scheduling

@@ -43,7 +43,7 @@ import time
 
 import attrs
 
-from kai.api import ACTIVE_USED, HostPort, Job, Resources, TaskStatus, names
+from kai.api import ACTIVE_USED, HostPort, Job, Resources, Task, TaskStatus, names
 from kai.api.dra import EXTENDED_ENTRY, Allocation, DynamicResources, ExtendedClaim, PodResourceClaim, ResourceClaim
 from kai.api.storage import Storage
 from kai.framework import Problem, Snapshot, build_snapshot
@@ -334,15 +334,15 @@ class ClusterCache:
         context = (inf["priorityclasses"].changes, topologies, settle, *inputs[1:])
         # The pods worked out afresh and the jobs whose tasks are gathered again; the rest is taken over.
         redo, affected = reuse.redo(pods, pods_touched | binds_changed, groups_touched, assumptions, context)
-        jobs: dict[str, Job] = {}
-        job_inputs: dict[str, tuple] = {}
-        for key, pg in podgroups.items():
-            if affected is not None and key not in affected and (entry := reuse.job_entry(key)) is not None:
-                job_inputs[key], jobs[key] = entry[1], entry[2]
-                continue
-            job_inputs[key] = (views.job_priority(pg, classes, default_priority), topologies)
-            jobs[key] = reuse.job(key, pg, job_inputs[key]) or convert.to_job(pg, job_inputs[key][0])
-        members = reuse.members_of(jobs, affected)
+        # (view, inputs, job) by PodGroup key in the order of the store: taken over, or None to work out here
+        entries = dict.fromkeys(podgroups) if affected is None else \
+            {key: None if key in affected else reuse.jobs.get(key) for key in podgroups}
+        members: dict[str, list[Task]] = {key: [] for key, entry in entries.items() if entry is None}
+        for key in members:
+            pg = podgroups[key]
+            job_inputs = (views.job_priority(pg, classes, default_priority), topologies)
+            entries[key] = (pg, job_inputs, reuse.job(key, pg, job_inputs) or convert.to_job(pg, job_inputs[0]))
+        jobs: dict[str, Job] = {key: entry[2] for key, entry in entries.items()}
 
         used: dict[str, tuple[Resources, int]] = {}
         ports: dict[str, list[HostPort]] = {}
@@ -410,12 +410,13 @@ class ClusterCache:
             reuse.member(job.uid, pod, task)
         for key, tasks in members.items():
             job = jobs[key]
+            pg, job_inputs, _ = entries[key]
             if not reuse.same_tasks(job, tasks):
                 if reuse.taken_again(key, job):  # its tasks changed: built afresh, to be checked as a new job
-                    job = jobs[key] = convert.to_job(podgroups[key], job_inputs[key][0])
+                    job = jobs[key] = convert.to_job(pg, job_inputs[0])
                 for task in tasks:
                     job.add_task(task)
-            reuse.jobs[key] = (podgroups[key], job_inputs[key], job)
+            reuse.jobs[key] = (pg, job_inputs, job)
         shared_in_use = reuse.shared_in_use()
         for node, pod in reservations:  # a group no pod uses any more holds its GPU until its reservation goes
             if not any((node, group) in shared_in_use for group in pod.gpu_groups):

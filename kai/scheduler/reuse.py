@@ -147,14 +147,6 @@ class Reuse:
         self.nodes[view.name] = (view, inputs, node)
         return node
 
-    def job_entry(self, key: str) -> tuple[Any, tuple, Job] | None:
-        """The job of PodGroup ``key`` taken over whole (:meth:`redo`), with its view and inputs."""
-        return self.jobs.get(key)
-
-    def members_of(self, jobs: dict[str, Job], affected: set[str] | None) -> dict[str, list[Task]]:
-        """An empty list of tasks for each of ``jobs`` that gathers its tasks again."""
-        return {key: [] for key in jobs if affected is None or key in affected}
-
     def member(self, job: str, pod: Any, task: Task) -> None:
         """``pod`` (its ``task``) is a member of ``job`` in the cycle being built."""
         self.kept_pods[pod.key] = pod

@@ -48,7 +48,7 @@ def facts(snap) -> dict:
     """Everything a session starts from, as plain values (tasks and nodes compare by identity)."""
     return {"nodes": [attrs.asdict(n) for n in snap.nodes],
             "queues": {k: attrs.asdict(q) for k, q in snap.queues.items()},
-            "jobs": {k: attrs.asdict(j) for k, j in snap.jobs.items()},
+            "jobs": {k: attrs.asdict(j) for k, j in snap.jobs.items()}, "job order": list(snap.jobs),
             "rejected": {k: attrs.asdict(j) for k, j in snap.rejected_jobs.items()},
             "problems": list(snap.problems), "config_maps": snap.config_maps, "topologies": snap.topologies}
 
@@ -154,6 +154,42 @@ def accounting(session) -> dict:
                      a.idle_scalars[n.index], a.rel_scalars[n.index], n.node.allocatable, n.node.max_pods,
                      [(t.uid, t.status) for t in n.tasks.values()], sorted(n.gpu_groups))
             for n in session.nodes}
+
+
+def test_what_is_worked_out_from_the_nodes_is_taken_over_while_they_are_the_very_same(monkeypatch):
+    from kai.framework import Session, usage
+    from kai.framework import session as sessions
+
+    cluster = Cluster(nodes=[node("n1"), node("n2")], queues=[queue()], podgroups=[podgroup("a"), podgroup("b")],
+                      pods=[pod("a0", "a")], priorityclasses=[PRIORITY])
+    cache = cluster.load(ClusterCache(kube=None))
+    worked_out = []
+
+    def counted(name, work):
+        return lambda *args: (worked_out.append(name), work(*args))[1]
+
+    monkeypatch.setattr(usage, "_capacity", counted("_capacity", usage._capacity))
+    monkeypatch.setattr(sessions, "node_layout", counted("node_layout", sessions.node_layout))
+    plugins = kt.plugin_manager()
+
+    def cycle(now):
+        session = Session(cluster.load(cache).snapshot(now=now).snapshot, plugins).open()
+        session.run_actions()
+        session.close()
+        return session
+
+    assert cycle(1.0).decisions
+    assert sorted(worked_out) == ["_capacity", "node_layout"]
+    cluster.objects["pods"].append(pod("b0", "b"))  # a pod arrives: the nodes stay the same objects
+    second = cycle(2.0)
+    assert second.decisions and sorted(worked_out) == ["_capacity", "node_layout"]
+    bigger = node("n2")
+    bigger["status"]["allocatable"]["nvidia.com/gpu"] = "16"
+    cluster.objects["nodes"][1] = versioned(bigger, 9)
+    cluster.objects["pods"].append(pod("b1", "b"))
+    third = cycle(3.0)
+    assert sorted(worked_out) == ["_capacity", "_capacity", "node_layout", "node_layout"]
+    assert usage.cluster_capacity(third)[2] == usage._capacity(third)[2] > usage._capacity(second)[2]
 
 
 def test_a_snapshot_takes_the_node_accounting_over_only_for_nodes_alike_in_the_one_before(monkeypatch):
