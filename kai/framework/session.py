@@ -147,8 +147,11 @@ class Session:
         """A problem for every node whose placed pods ask more than it has; the fit checks keep new pods off
         it (every amount must be covered) until it has room."""
         a = self.arrays
-        for n in self.nodes:
-            i = n.index
+        over = {i for amounts in (a.idle_cpu, a.idle_mem, a.idle_gpu, a.idle_pods)
+                for i, idle in enumerate(amounts) if idle < -EPSILON}
+        over.update(i for i, scalars in enumerate(a.idle_scalars) if scalars)
+        for i in sorted(over):
+            n = self.nodes[i]
             short = [f"{name} {total - idle:g} of {total:g}" for name, idle, total in (
                 ("CPU (millicores)", a.idle_cpu[i], a.alloc_cpu[i]), ("memory (bytes)", a.idle_mem[i], a.alloc_mem[i]),
                 ("GPUs", a.idle_gpu[i], a.alloc_gpu[i]), ("pods", a.idle_pods[i], float(n.node.max_pods)))
