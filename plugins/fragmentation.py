@@ -3,11 +3,13 @@
 The idea is Fragmentation Gradient Descent (Weng et al., USENIX ATC'23): a node's *fragmentation* for
 a workload distribution is the free GPU that tasks drawn from the distribution could not use, weighted
 by the probability of drawing them, and a task goes to the node (a shared-GPU task to the device) whose
-fragmentation grows least when it lands there. For each shape this measure adds two parts: what the
+fragmentation grows least when it lands there. For each shape this measure adds up to three parts: what the
 *next* task of the shape could not use (the paper's measure, with memory as well as CPU: all free GPU when
 the task does not fit, else the devices too small for it), and ``lookahead`` times what would be left if
 the node were filled with tasks of the shape as far as its devices, CPU and memory allow -- free GPUs the
 node's CPU or memory cannot feed count before the CPU runs out, which is where a fits-now view strands them.
+A third part, ``stranded`` times the free parts of shared devices the shape fits by GPU on a node whose CPU or
+memory cannot hold one more task of it, makes a sliver stranded that way weigh more than the rounding below.
 
 The distribution is the argument ``workload`` (a list of shapes with weights) or, without it, learned
 from the tasks that arrived most recently (argument ``window``, default 2000 tasks): every task the
@@ -22,7 +24,8 @@ Scores only order feasible nodes and devices; they never change where a task fit
 
 Arguments: ``workload``, ``window``, ``coverage``, ``max_shapes``, ``weight`` (score per GPU of
 fragmentation avoided, default 10), ``lookahead`` (weight of the filled-node part, default 0.5),
-``resolution``, ``scarcity``, ``model_label`` (node label naming the GPU model, default ``nvidia.com/gpu.product``).
+``resolution``, ``scarcity``, ``stranded`` (default 8), ``model_label`` (node label naming the GPU model, default
+``nvidia.com/gpu.product``).
 """
 
 from __future__ import annotations
@@ -51,6 +54,8 @@ DEFAULT_MODEL_LABEL = "nvidia.com/gpu.product"
 DEFAULT_WEIGHT = 10.0
 #: Weight of the filled-node part of a shape's fragment beside the next-task part.
 DEFAULT_LOOKAHEAD = 0.5
+#: Weight of the free shared-device parts a shape fits by GPU on a node whose CPU or memory cannot hold it.
+DEFAULT_STRANDED = 8.0
 #: Fragmentation growths are compared in steps of this many GPUs: nodes closer than that tie.
 DEFAULT_RESOLUTION = 0.1
 EPS = 1e-9
@@ -166,13 +171,26 @@ def next_task_fragment(state: NodeState, shape: Shape) -> float:
     return small + state.mig_gpus
 
 
+def stranded_gpus(state: NodeState, shape: Shape) -> float:
+    """Free parts of ``state``'s shared devices a task of shared ``shape`` fits by GPU but the node's CPU or memory
+    cannot hold (0 for other shapes, and when the task fits)."""
+    if (not (shape.fraction or shape.gpu_memory_mib) or (shape.models and state.model not in shape.models)
+            or (shape.cpu <= state.cpu + EPS and shape.memory <= state.memory + EPS)):
+        return 0.0
+    f = shape_fraction(state, shape)
+    if f > 1 + EPS:
+        return 0.0
+    return sum(state.slivers) - sum(s for s in state.slivers if s < f - EPS)
+
+
 def fragmentation(state: NodeState, workload: Iterable[tuple[Shape, float]],
-                  lookahead: float = DEFAULT_LOOKAHEAD) -> float:
+                  lookahead: float = DEFAULT_LOOKAHEAD, stranded: float = DEFAULT_STRANDED) -> float:
     """Expected free GPU amount of ``state`` that tasks drawn from ``workload`` ((shape, probability) pairs)
     could not use. For each GPU shape, what the next task of that shape could not use
     (:func:`next_task_fragment`) plus ``lookahead`` times what is left over once the node is filled with that
-    shape as far as its devices, CPU and memory allow. CPU-only shapes use no GPU and add nothing; they matter
-    through the CPU and memory they leave to the GPU shapes."""
+    shape as far as its devices, CPU and memory allow, plus ``stranded`` times the shared-device parts it fits by
+    GPU while the node's CPU or memory cannot hold it (:func:`stranded_gpus`). CPU-only shapes use no GPU and add
+    nothing; they matter through the CPU and memory they leave to the GPU shapes."""
     total = state.free_gpus
     if total <= EPS:
         return 0.0
@@ -180,6 +198,8 @@ def fragmentation(state: NodeState, workload: Iterable[tuple[Shape, float]],
     for shape, p in workload:
         if not shape.cpu_only:
             out += p * next_task_fragment(state, shape)
+            if stranded:
+                out += p * stranded * stranded_gpus(state, shape)
             if lookahead:
                 out += p * lookahead * (total - usable_gpus(state, shape))
     return out
@@ -238,8 +258,9 @@ class Measure:
     order, so the same numbers to the last bit, many times faster. Shapes that ask the same of a node's devices
     and differ in CPU or memory only share what depends on the devices."""
 
-    def __init__(self, workload: Iterable[tuple[Shape, float]], lookahead: float = DEFAULT_LOOKAHEAD):
-        self.compiled = fragment.Measure(*measure_rows(workload), lookahead)
+    def __init__(self, workload: Iterable[tuple[Shape, float]], lookahead: float = DEFAULT_LOOKAHEAD,
+                 stranded: float = DEFAULT_STRANDED):
+        self.compiled = fragment.Measure(*measure_rows(workload), lookahead, stranded)
 
     def __call__(self, state: NodeState) -> float:
         return self.compiled(state.whole, state.slivers, state.mig, state.mig_gpus, state.model, state.cpu,
@@ -366,11 +387,12 @@ class Fragmentation:
 
     def __init__(self, workload: list[tuple[Shape, float]] | None, window: int, max_shapes: int, weight: float,
                  model_label: str, lookahead: float = DEFAULT_LOOKAHEAD, coverage: float = DEFAULT_COVERAGE,
-                 resolution: float = DEFAULT_RESOLUTION, scarcity_cap: float = DEFAULT_SCARCITY):
+                 resolution: float = DEFAULT_RESOLUTION, scarcity_cap: float = DEFAULT_SCARCITY,
+                 stranded: float = DEFAULT_STRANDED):
         self.fixed = workload
         self.window, self.max_shapes, self.weight, self.model_label = window, max_shapes, weight, model_label
         self.coverage, self.resolution = coverage, resolution
-        self.lookahead, self.scarcity_cap = lookahead, scarcity_cap
+        self.lookahead, self.scarcity_cap, self.stranded = lookahead, scarcity_cap, stranded
         #: The nodes the shapes' scarcity was last weighed against (:func:`node_kinds`).
         self.kinds: Counter = Counter()
         #: The window: per task its shape without memory (its group) and its memory; per group the number
@@ -383,7 +405,7 @@ class Fragmentation:
         self.workload: list[tuple[Shape, float]] = workload or []
         #: The learned distribution in use without memory (compared with a newly learned one).
         self.groups: list[tuple[Shape, float]] = []
-        self.measure = Measure(self.workload, lookahead)
+        self.measure = Measure(self.workload, lookahead, stranded)
         self.by_model = any(s.models or s.gpu_memory_mib for s, _ in self.workload)
         #: Fragmentation growth by (node state, request): node states repeat across nodes and sessions.
         self.cache: dict[tuple, tuple[float, tuple[float, ...]]] = {}
@@ -430,7 +452,7 @@ class Fragmentation:
 
     def _remeasure(self) -> None:
         """Measure with the workload in use, its shapes weighted by their scarcity on the known nodes."""
-        self.measure = Measure(weighted(self.workload, self.kinds, self.scarcity_cap), self.lookahead)
+        self.measure = Measure(weighted(self.workload, self.kinds, self.scarcity_cap), self.lookahead, self.stranded)
         self.cache.clear()
         self.frag_cache.clear()
 
@@ -585,13 +607,13 @@ def build(arguments):
         coverage = float(arguments.get("coverage", DEFAULT_COVERAGE))
         resolution = float(arguments.get("resolution", DEFAULT_RESOLUTION))
         scarcity_cap = float(arguments.get("scarcity", DEFAULT_SCARCITY))
+        stranded = float(arguments.get("stranded", DEFAULT_STRANDED))
     except (TypeError, ValueError) as err:
-        raise ValueError("arguments window, max_shapes, weight, lookahead, coverage, resolution and scarcity must be "
-                         "numbers: "
-                         f"{err}") from None
+        raise ValueError("arguments window, max_shapes, weight, lookahead, coverage, resolution, scarcity and stranded "
+                         f"must be numbers: {err}") from None
     if (window < 1 or max_shapes < 1 or weight <= 0 or not 0 <= lookahead < math.inf or not 0 < coverage <= 1
-            or not 0 <= resolution < math.inf or not 1 <= scarcity_cap < math.inf):
-        raise ValueError("arguments window and max_shapes must be at least 1, weight positive, lookahead and "
-                         "resolution numbers from 0 up, coverage in (0, 1] and scarcity at least 1")
+            or not 0 <= resolution < math.inf or not 1 <= scarcity_cap < math.inf or not 0 <= stranded < math.inf):
+        raise ValueError("arguments window and max_shapes must be at least 1, weight positive, lookahead, resolution "
+                         "and stranded numbers from 0 up, coverage in (0, 1] and scarcity at least 1")
     return Fragmentation(workload, window, max_shapes, weight, str(arguments.get("model_label", DEFAULT_MODEL_LABEL)),
-                         lookahead, coverage, resolution, scarcity_cap)
+                         lookahead, coverage, resolution, scarcity_cap, stranded)

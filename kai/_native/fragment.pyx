@@ -40,16 +40,19 @@ cdef class Measure:
     cdef int* need
     cdef double* p
     cdef double* pl
+    cdef double* ps
     cdef double* c
     cdef double* m
     cdef list models
     cdef double* now
     cdef double* count
     cdef double* per_task
+    cdef double* fitting
     cdef char* possible
     cdef readonly double lookahead
+    cdef readonly double stranded
 
-    def __cinit__(self, needs, shapes, double lookahead):
+    def __cinit__(self, needs, shapes, double lookahead, double stranded=0.0):
         self.n_needs, self.n_shapes = len(needs), len(shapes)
         cdef int nn = max(self.n_needs, 1), ns = max(self.n_shapes, 1)
         self.kind = <int*>malloc(nn * sizeof(int))
@@ -58,19 +61,23 @@ cdef class Measure:
         self.now = <double*>malloc(nn * sizeof(double))
         self.count = <double*>malloc(nn * sizeof(double))
         self.per_task = <double*>malloc(nn * sizeof(double))
+        self.fitting = <double*>malloc(nn * sizeof(double))
         self.possible = <char*>malloc(nn * sizeof(char))
         self.need = <int*>malloc(ns * sizeof(int))
         self.p = <double*>malloc(ns * sizeof(double))
         self.pl = <double*>malloc(ns * sizeof(double))
+        self.ps = <double*>malloc(ns * sizeof(double))
         self.c = <double*>malloc(ns * sizeof(double))
         self.m = <double*>malloc(ns * sizeof(double))
         if not (self.kind and self.amount and self.slices and self.now and self.count and self.per_task
-                and self.possible and self.need and self.p and self.pl and self.c and self.m):
+                and self.fitting and self.possible and self.need and self.p and self.pl and self.ps and self.c
+                and self.m):
             raise MemoryError()
 
-    def __init__(self, needs, shapes, double lookahead):
+    def __init__(self, needs, shapes, double lookahead, double stranded=0.0):
         cdef int k
         self.lookahead = lookahead
+        self.stranded = stranded
         self.profiles = []
         for k, (kind, amount, slices) in enumerate(needs):
             self.kind[k] = kind
@@ -84,6 +91,7 @@ cdef class Measure:
             self.need[k] = index
             self.p[k] = p
             self.pl[k] = <double>p * lookahead
+            self.ps[k] = <double>p * stranded
             self.c[k] = c
             self.m[k] = m
             self.models.append(frozenset(models) or None)
@@ -95,10 +103,12 @@ cdef class Measure:
         free(self.now)
         free(self.count)
         free(self.per_task)
+        free(self.fitting)
         free(self.possible)
         free(self.need)
         free(self.p)
         free(self.pl)
+        free(self.ps)
         free(self.c)
         free(self.m)
 
@@ -125,6 +135,7 @@ cdef class Measure:
             for k in range(self.n_needs):
                 kind = self.kind[k]
                 self.possible[k] = 1
+                self.fitting[k] = 0.0
                 if kind == 0:  # WHOLE
                     self.now[k] = total - whole if whole >= self.amount[k] - EPS else total
                     self.count[k] = _floordiv(whole, self.amount[k])
@@ -157,6 +168,7 @@ cdef class Measure:
                         tasks += floor((sv[j] + EPS) / f)
                     self.count[k] = whole * floor((1 + EPS) / f) + tasks
                     self.per_task[k] = f
+                    self.fitting[k] = sliver_sum - small
             cpu += EPS
             memory += EPS
             for k in range(self.n_shapes):
@@ -167,7 +179,12 @@ cdef class Measure:
                     if la:
                         out += self.pl[k] * total
                     continue
-                out += self.p[k] * (self.now[j] if self.c[k] <= cpu and self.m[k] <= memory else total)
+                if self.c[k] <= cpu and self.m[k] <= memory:
+                    out += self.p[k] * self.now[j]
+                else:
+                    out += self.p[k] * total
+                    if self.fitting[j]:
+                        out += self.ps[k] * self.fitting[j]
                 if la:
                     cnt = self.count[j]
                     if self.c[k] > 0:

@@ -18,7 +18,8 @@ differ in CPU or memory only -- and *shapes*:
 For each shape the measure adds, weighted by its probability, the free GPU the next task of the shape
 could not use (all of it when the task does not fit, else what the devices it cannot go to hold), and
 ``lookahead`` times the free GPU left once the node is filled with tasks of the shape as far as its
-devices, CPU and memory allow.
+devices, CPU and memory allow; and, when the node's CPU or memory cannot hold one more task of the shape,
+``stranded`` times the free parts of shared devices big enough for it (GPU the node's CPU or memory strands).
 """
 
 from __future__ import annotations
@@ -35,11 +36,13 @@ class Measure:
     """The measure for one workload; call it with a node's free amounts."""
 
     def __init__(self, needs: Sequence[tuple[int, Any, float]],
-                 shapes: Sequence[tuple[int, float, float, float, Iterable[str]]], lookahead: float):
+                 shapes: Sequence[tuple[int, float, float, float, Iterable[str]]], lookahead: float,
+                 stranded: float = 0.0):
         self.needs = [tuple(n) for n in needs]
-        self.shapes = [(int(k), float(p), float(p) * lookahead, float(c), float(m), frozenset(models))
-                       for k, p, c, m, models in shapes]
+        self.shapes = [(int(k), float(p), float(p) * lookahead, float(p) * stranded, float(c), float(m),
+                        frozenset(models)) for k, p, c, m, models in shapes]
         self.lookahead = float(lookahead)
+        self.stranded = float(stranded)
         for k, *_ in self.shapes:
             if not 0 <= k < len(self.needs):
                 raise ValueError(f"shape names need {k}, not one of the {len(self.needs)} given")
@@ -55,19 +58,19 @@ class Measure:
         total = whole + sliver_sum + mig_gpus
         if total <= EPS:
             return 0.0
-        # Per need: the next task's fragment when CPU and memory allow it, how many tasks the devices take and
-        # the GPU each takes; None when no device can take one.
-        parts: list[tuple[float, float, float] | None] = []
+        # Per need: the next task's fragment when CPU and memory allow it, how many tasks the devices take, the
+        # GPU each takes and the free parts of shared devices big enough for one; None when no device can take one.
+        parts: list[tuple[float, float, float, float] | None] = []
         for kind, amount, slices in self.needs:
             if kind == WHOLE:
-                parts.append((total - whole if whole >= amount - EPS else total, whole // amount, float(amount)))
+                parts.append((total - whole if whole >= amount - EPS else total, whole // amount, float(amount), 0.0))
             elif kind == MIG:
                 count = 0.0
                 for profile, n in mig:
                     if profile == amount:
                         count = n
                         break
-                parts.append((total - slices * count if count >= 1 else total, count, float(slices)))
+                parts.append((total - slices * count if count >= 1 else total, count, float(slices), 0.0))
             else:
                 if kind == FRACTION:
                     f = amount
@@ -86,19 +89,24 @@ class Measure:
                 tasks = 0
                 for s in slivers:
                     tasks += math.floor((s + EPS) / f)
-                parts.append((now, count + tasks, f))
+                parts.append((now, count + tasks, f, sliver_sum - small))
         cpu, memory = cpu + EPS, memory + EPS
         lookahead = self.lookahead
         out = 0.0
-        for k, p, pl, c, m, models in self.shapes:
+        for k, p, pl, ps, c, m, models in self.shapes:
             part = parts[k]
             if part is None or (models and model not in models):
                 out += p * total
                 if lookahead:
                     out += pl * total
                 continue
-            now, count, per_task = part
-            out += p * (now if c <= cpu and m <= memory else total)
+            now, count, per_task, fitting = part
+            if c <= cpu and m <= memory:
+                out += p * now
+            else:
+                out += p * total
+                if fitting:
+                    out += ps * fitting
             if lookahead:
                 if c > 0:
                     count = min(count, cpu // c)

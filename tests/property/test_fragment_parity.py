@@ -51,23 +51,25 @@ def states(draw):
 
 workloads = st.lists(st.tuples(shapes(), st.floats(0.01, 1.0)), min_size=1, max_size=12)
 lookaheads = st.sampled_from([0.0, 0.5, 1.0, 0.37])
+strandeds = st.sampled_from([0.0, 1.0, 4.0, 0.3])
 
 
 @settings(max_examples=400, deadline=None)
-@given(workloads, lookaheads, st.lists(states(), min_size=1, max_size=5))
-def test_the_fast_measure_is_the_definition(workload, lookahead, nodes):
-    measure = Measure(workload, lookahead)
+@given(workloads, lookaheads, strandeds, st.lists(states(), min_size=1, max_size=5))
+def test_the_fast_measure_is_the_definition(workload, lookahead, stranded, nodes):
+    measure = Measure(workload, lookahead, stranded)
     for state in nodes:
-        assert measure(state) == pytest.approx(fragmentation(state, workload, lookahead), rel=1e-12, abs=1e-12)
+        assert measure(state) == pytest.approx(fragmentation(state, workload, lookahead, stranded), rel=1e-12,
+                                               abs=1e-12)
 
 
 @pytest.mark.skipif(fragment_native is None, reason="compiled kai._native.fragment is not built")
 @settings(max_examples=400, deadline=None)
-@given(workloads, lookaheads, st.lists(states(), min_size=1, max_size=5))
-def test_native_equals_pure(workload, lookahead, nodes):
+@given(workloads, lookaheads, strandeds, st.lists(states(), min_size=1, max_size=5))
+def test_native_equals_pure(workload, lookahead, stranded, nodes):
     needs, shape_rows = measure_rows(workload)
-    pure = fragment_py.Measure(needs, shape_rows, lookahead)
-    native = fragment_native.Measure(needs, shape_rows, lookahead)
+    pure = fragment_py.Measure(needs, shape_rows, lookahead, stranded)
+    native = fragment_native.Measure(needs, shape_rows, lookahead, stranded)
     for s in nodes:
         args = (s.whole, s.slivers, s.mig, s.mig_gpus, s.model, s.cpu, s.memory, s.device_memory)
         assert native(*args) == pure(*args)

@@ -30,8 +30,8 @@ CPU_ONLY = Shape(cpu=4000, memory=16 * GI)
 
 def parts(node, workload):
     """(next-task part, filled-node part) of the node's fragmentation."""
-    now = fragmentation(node, workload, lookahead=0.0)
-    return now, fragmentation(node, workload, lookahead=1.0) - now
+    now = fragmentation(node, workload, lookahead=0.0, stranded=0.0)
+    return now, fragmentation(node, workload, lookahead=1.0, stranded=0.0) - now
 
 
 def test_a_node_every_shape_fits_has_no_fragmentation():
@@ -113,6 +113,9 @@ def test_workload_argument_is_checked():
             build(bad)
     for bad in ({"scarcity": 0.5}, {"scarcity": "high"}):
         with pytest.raises(ValueError, match="scarcity"):
+            build(bad)
+    for bad in ({"stranded": -1}, {"stranded": "much"}):
+        with pytest.raises(ValueError, match="stranded"):
             build(bad)
 
 
@@ -296,3 +299,35 @@ def test_a_task_keeps_off_the_scarce_nodes_only_some_shapes_can_use():
         plugin = session.plugins.plugin("fragmentation")
         task = session.jobs[next(iter(session.jobs))].tasks["prep-0"]
         assert scores(plugin, task, session, ["small0", "large"]) == pytest.approx(expected, abs=1e-6)
+
+
+def test_a_shared_device_part_the_node_s_cpu_cannot_feed_counts_more():
+    # The next 0.4-GPU task fits the 0.5 sliver by GPU, but 2 cores are too few for it: the sliver counts once
+    # more per unit of `stranded` (here 2 x 0.5) beside its next-task and filled-node parts (0.5 + 0.25).
+    shape = Shape(cpu=4000, fraction=0.4)
+    starved = NodeState(cpu=2000, memory=128 * GI, whole=0, slivers=(0.5,))
+    assert fragmentation(starved, [(shape, 1.0)], lookahead=0.5, stranded=0.0) == pytest.approx(0.75)
+    assert fragmentation(starved, [(shape, 1.0)], lookahead=0.5, stranded=2.0) == pytest.approx(1.75)
+    # Not when the CPU is there, and not for parts too small for the shape or for whole-GPU shapes.
+    fed = attrs.evolve(starved, cpu=8000)
+    assert fragmentation(fed, [(shape, 1.0)], lookahead=0.5, stranded=2.0) == pytest.approx(0.05)
+    small = attrs.evolve(starved, slivers=(0.3,))
+    assert fragmentation(small, [(shape, 1.0)], lookahead=0.5, stranded=2.0) == pytest.approx(0.45)
+    assert fragmentation(starved, [(ONE_GPU, 1.0)], lookahead=0.5, stranded=2.0) == pytest.approx(0.75)
+
+
+def test_a_shared_task_keeps_off_a_node_whose_cpu_would_strand_its_device():
+    # Mostly 1-GPU tasks, a few 0.4-GPU 4-core ones. A half-GPU 4-core task on "tight" leaves its 0.5 sliver with
+    # 2 cores, too few for a 0.4-GPU task; on "roomy" the sliver stays usable. The growths (0.72 and 0.67 GPU
+    # without the stranded weight) round to the same 0.7: the nodes tie. The default stranded weight (8) adds
+    # 8 x 0.1 x 0.5 = 0.4 GPU to "tight" (1.12, rounded 1.1) and the task goes to "roomy".
+    workload = [{"cpu": 1, "gpus": 1, "weight": 9}, {"cpu": 4, "gpu_fraction": 0.4, "weight": 1}]
+    snap = kt.cluster(nodes=[kt.node("tight", gpus=1, cpu=6000), kt.node("roomy", gpus=1, cpu=32000)],
+                      jobs=[kt.job("infer", request=ResourceRequest(cpu=4000, memory=GI, gpu_fraction=0.5))])
+    for arguments, expected in (({"stranded": 0}, {"tight": -7.0, "roomy": -7.0}),
+                                ({}, {"tight": -11.0, "roomy": -7.0})):
+        session = kt.run(snap, plugins=["predicates", kt.PluginSpec(
+            "fragmentation", {"workload": workload, **arguments})], actions=())
+        plugin = session.plugins.plugin("fragmentation")
+        task = session.jobs[next(iter(session.jobs))].tasks["infer-0"]
+        assert scores(plugin, task, session, ["tight", "roomy"]) == pytest.approx(expected, abs=1e-6)
