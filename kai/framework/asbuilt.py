@@ -99,28 +99,49 @@ def jobs_where(session: Session, key: str, test: Callable[[Job], bool]) -> set[s
 def nodes_as_built(session: Session, key: str, compute: Callable[[], T]) -> T:
     """``compute()``, a value worked out from the snapshot's nodes as built (their ``Node`` objects, which sessions
     do not change), once per snapshot and kept in its memo under ``key``; taken over from the snapshot before when
-    its nodes are the very same objects in the same order. Not to be changed."""
+    its nodes are the very same objects in the same order (:func:`_same_nodes`). Not to be changed."""
     snapshot = session.snapshot
     memo = snapshot.memo.get(key)
     if not isinstance(memo, _NodesValue):
-        nodes = snapshot.nodes
         before = snapshot.memo_before.get(key)
-        if isinstance(before, _NodesValue) and len(before.nodes) == len(nodes) and all(
-                map(operator.is_, before.nodes, nodes)):
-            memo = before
-        else:
-            memo = _NodesValue(list(nodes), compute())
+        memo = before if _same_nodes(session) and isinstance(before, _NodesValue) else _NodesValue(compute())
         snapshot.memo[key] = memo
     return cast(T, memo.value)
 
 
 class _NodesValue:
-    """A value worked out from these nodes."""
+    """A value worked out from a snapshot's nodes."""
 
-    __slots__ = ("nodes", "value")
+    __slots__ = ("value",)
 
-    def __init__(self, nodes: list[Node], value: object) -> None:
-        self.nodes, self.value = nodes, value
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+
+def _same_nodes(session: Session) -> bool:
+    """Whether the snapshot's nodes are the very ``Node`` objects of the snapshot before, in the same order: looked
+    at once per snapshot, as a session finds them (after the driver has made them)."""
+    snapshot = session.snapshot
+    same = snapshot.memo.get(NODES)
+    if not isinstance(same, _Nodes):
+        before = snapshot.memo_before.get(NODES)
+        nodes = snapshot.nodes
+        same = snapshot.memo[NODES] = _Nodes(list(nodes), isinstance(before, _Nodes) and len(before.nodes) == len(
+            nodes) and all(map(operator.is_, before.nodes, nodes)))
+    return same.same
+
+
+#: The memo key of the snapshot's nodes (:func:`_same_nodes`).
+NODES = "nodes"
+
+
+class _Nodes:
+    """A snapshot's nodes, and whether they are those of the snapshot before."""
+
+    __slots__ = ("nodes", "same")
+
+    def __init__(self, nodes: list[Node], same: bool) -> None:
+        self.nodes, self.same = nodes, same
 
 
 def pending_jobs(session: Session) -> int:

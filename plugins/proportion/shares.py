@@ -71,12 +71,12 @@ class Counted:
 
     __slots__ = ("queues", "tree", "jobs", "sums", "bound")
 
-    def __init__(self, queues: dict, tree: dict, jobs: dict, sums: dict | None) -> None:
+    def __init__(self, queues: dict, tree: dict, jobs: dict, sums: dict | None, bound: set[str] | None = None) -> None:
         self.queues: dict[str, tuple[list[float], list[float], list[float]]] = queues
         self.tree: dict[str, str | None] = tree
         self.jobs: dict[str, tuple[object, list[int], bool]] = jobs
         self.sums: dict[str, list[int]] | None = sums
-        self.bound: set[str] = set()
+        self.bound: set[str] = bound if bound is not None else set()
 
 
 def build_shares(session, k_value: float) -> tuple[dict[str, QueueShare], list[float]]:
@@ -118,9 +118,8 @@ def _count(session, shares: dict[str, QueueShare]) -> Counted:
         sums = {name: [0] * 9 for name in shares}
         for job, amounts, _ in jobs.values():
             _add_up(session, sums, job.queue, amounts, 1)
-    counted = Counted({}, _tree(session), jobs if whole else {}, sums)
-    counted.bound = {uid for uid, (_, _, portable) in counted.jobs.items() if not portable}
-    return counted
+    kept = jobs if whole else {}
+    return Counted({}, _tree(session), kept, sums, {uid for uid, (_, _, portable) in kept.items() if not portable})
 
 
 def _count_following(session, shares: dict[str, QueueShare]) -> Counted | None:
@@ -164,9 +163,7 @@ def _count_following(session, shares: dict[str, QueueShare]) -> Counted | None:
         qs.allocated = [float(v) for v in values[0:3]]
         qs.allocated_np = [float(v) for v in values[3:6]]
         qs.request = [float(v) for v in values[6:9]]
-    counted = Counted({}, before.tree, jobs, sums)
-    counted.bound = bound
-    return counted
+    return Counted({}, before.tree, jobs, sums, bound)
 
 
 def _tree(session) -> dict[str, str | None]:
