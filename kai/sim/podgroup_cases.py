@@ -65,6 +65,8 @@ def group_case(case: dict) -> PodGroupMetadata:
     top_owner = copy.deepcopy(objects[index]) if index is not None else None
     owners = [pod if ref == "pod" else copy.deepcopy(objects[ref]) for ref in case.get("owners") or []]
     if grouper == _DISPATCH:
+        if top_owner is None:
+            raise UnsupportedCase("a hub case needs a top owner")
         return hub.metadata(top_owner, pod, owners)
     if grouper not in hub.names:
         raise UnsupportedCase(f"no podgrouper named {grouper!r} is installed")
