@@ -125,7 +125,7 @@ def _check_subgroups(expected: dict, metadata: PodGroupMetadata) -> str | None:
             if reason:
                 return reason
     else:
-        by_name = {}
+        by_name: dict[str, SubGroupMetadata] = {}
         for subgroup in subgroups:
             by_name.setdefault(subgroup.name, subgroup)
         for want in wanted:
@@ -182,9 +182,9 @@ def check_metadata(expected: dict, metadata: PodGroupMetadata, pod: dict) -> str
         elif key == "pod_subgroup":
             meta = pod.get("metadata") or {}
             found = metadata.subgroup_for_pod(meta.get("namespace") or "", meta.get("name") or "")
-            got = found.name if found else None
-            if got != want:
-                return _mismatch("pod_subgroup", want, got)
+            name = found.name if found else None
+            if name != want:
+                return _mismatch("pod_subgroup", want, name)
         elif key not in ("subgroups", "subgroups_ordered", "subgroups_each"):
             raise UnsupportedCase(f"assertion {key!r}")
     return _check_subgroups(expected, metadata)
