@@ -44,8 +44,9 @@ from kai.api.dra import (
 )
 from kai.api.names import QUEUE_LABEL
 from kai.framework.asbuilt import jobs_where
-from kai.plugins.dynamicresources.allocator import Candidate, Search, reachable
-from kai.plugins.dynamicresources.cel import Selectors
+
+from .allocator import Candidate, Search, reachable
+from .cel import Selectors
 
 NAME = "dynamicresources"
 log = logging.getLogger("kai.plugins.dynamicresources")

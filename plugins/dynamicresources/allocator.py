@@ -16,7 +16,8 @@ from collections.abc import Collection, Iterable
 import attrs
 
 from kai.api.dra import ALL, Allocation, Device, DeviceClass, DeviceId, DeviceRequest, ResourceClaim, ResourceSlice
-from kai.plugins.dynamicresources.cel import Selectors
+
+from .cel import Selectors
 
 #: Most devices the search tries for one pod on one node before it gives up (the allocator's budget).
 MAX_STEPS = 10_000

@@ -26,8 +26,9 @@ from collections.abc import Sequence
 from kai import hookimpl
 from kai.api import ACTIVE_ALLOCATED, ACTIVE_USED, Reject, Task
 from kai.api.numa import GUARANTEED, POLICY_NONE
-from kai.plugins.numa.align import SCORED, Allocation, Ledger, log, solve
-from kai.plugins.numa.units import Units, units_of
+
+from .align import SCORED, Allocation, Ledger, log, solve
+from .units import Units, units_of
 
 #: Most a node scores (one zone): above the resource-type and placement scores, below node availability,
 #: as in KAI's score ranks.

@@ -11,8 +11,9 @@ from __future__ import annotations
 from kai import hookimpl
 from kai.api import ALLOCATED, Resources
 from kai.framework import max_node_gpu_memory, tasks_to_allocate
-from kai.plugins.proportion import capacity, queue_order, reclaim
-from kai.plugins.proportion.shares import (
+
+from . import capacity, queue_order, reclaim
+from .shares import (
     CPU,
     GPU,
     MEMORY,

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from kai.api import UNLIMITED, QueueDetails, Reject, names
-from kai.plugins.proportion.shares import CPU, GPU, MEMORY
+
+from .shares import CPU, GPU, MEMORY
 
 _UNITS = {GPU: ("GPUs", "GPUs", 1.0), CPU: ("CPU cores", "cores", 1000.0), MEMORY: ("memory", "GB", 1e9)}
 

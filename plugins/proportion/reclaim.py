@@ -24,7 +24,8 @@ from __future__ import annotations
 import math
 
 from kai.api import ACTIVE_ALLOCATED, UNLIMITED, Reject
-from kai.plugins.proportion.shares import leq, memory_base, quantify
+
+from .shares import leq, memory_base, quantify
 
 RESOURCES = range(3)
 
