@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter, deque
+from collections import Counter, defaultdict, deque
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -399,7 +399,7 @@ class Fragmentation:
         #: of its tasks in the window and their total memory.
         self.recent: deque[tuple[Shape, float]] = deque()
         self.counts: Counter[Shape] = Counter()
-        self.memory: Counter[Shape] = Counter()
+        self.memory: defaultdict[Shape, float] = defaultdict(float)
         self.fresh = 0
         self.seen: set[str] = set()
         self.workload: list[tuple[Shape, float]] = workload or []

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 from kai.api.dra import Device
@@ -22,7 +23,7 @@ try:
     import celpy
     from celpy import celtypes
 except ImportError:  # the ``dra`` extra is not installed
-    celpy = None
+    celpy = None  # type: ignore[assignment]  # the module or None, tested before each use
 
 MISSING = "CEL selectors need the cel-python package (install kai-scheduler[dra])"
 
@@ -64,7 +65,7 @@ if celpy is not None:
         except ValueError as exc:
             return celpy.CELEvalError(str(exc), ValueError, None)
 
-    FUNCTIONS = {
+    FUNCTIONS: dict[str, Callable[..., Any]] = {
         "quantity": _quantity,
         "compareTo": lambda a, b: celtypes.IntType(_sign(float(a), float(b))),
         "isGreaterThan": lambda a, b: celtypes.BoolType(float(a) > float(b)),

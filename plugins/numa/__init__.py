@@ -61,6 +61,7 @@ class Numa:
     def kai_session_open(self, session):
         self._reset()
         devices: set[str] = set()
+        ledger: Ledger | None
         for n in session.nodes:
             topology = n.node.numa
             if topology is None or not topology.zones:

@@ -17,6 +17,7 @@ from .shares import (
     CPU,
     GPU,
     MEMORY,
+    QueueShare,
     add_job,
     build_shares,
     divide,
@@ -32,7 +33,7 @@ class Proportion:
     def __init__(self, k_value: float = 1.0, saturation_multiplier: float = 1.0):
         self.k_value = max(0.0, k_value)
         self.saturation_multiplier = max(1.0, saturation_multiplier)
-        self.shares = {}
+        self.shares: dict[str, QueueShare] = {}
         self.totals = [0.0, 0.0, 0.0]
         self.gpu_memory = 100.0
         self.max_gpu_memory = 100.0
