@@ -1,8 +1,6 @@
 """Podgroupers for job-like kinds: ``batch/v1`` Job (one PodGroup per Job), CronJob (one PodGroup per
 Job run) and ``run.ai/v1`` RunaiJob (pods sharing a name stem share a PodGroup)."""
 
-from __future__ import annotations
-
 from kai import hookimpl
 from kai.api.names import BATCH_MIN_MEMBER_ANNOTATION, PODGROUP_API_VERSION
 from kai.api.podgroup import GroupingError, NotFoundError

@@ -1,8 +1,6 @@
 """Podgrouper for Grove (``grove.io/v1alpha1`` PodCliqueSet, formerly PodGangSet): the PodGroup mirrors
 the PodGang named by the pod's ``grove.io/podgang`` label, with hierarchical sub-groups."""
 
-from __future__ import annotations
-
 from kai import hookimpl
 from kai.api.names import (
     PREEMPTIBILITY_LABEL,
@@ -46,7 +44,8 @@ def _parent_subgroups(podgang, where, topology):
         configs, found = nested_list(podgang, "spec", "topologyConstraintGroupConfigs")
     except GroupingError as err:
         raise GroupingError(f"failed to parse 'topologyConstraintGroupConfigs' field. Err: {err}") from err
-    parents, parent_of = [], {}
+    parents: list[SubGroupMetadata] = []
+    parent_of: dict[str, str] = {}
     for index, config in enumerate(configs or []):
         if not isinstance(config, dict):
             raise GroupingError(f"invalid structure of spec.topologyConstraintGroupConfigs[{index}] in PodGang {where}")

@@ -5,8 +5,6 @@ A JobSet whose pods were grouped by an older release (a PodGroup of its name wit
 keeps the older flat shape until it ends, so that no running pod changes PodGroup.
 """
 
-from __future__ import annotations
-
 from kai import hookimpl
 from kai.api.names import (
     BATCH_MIN_MEMBER_ANNOTATION,

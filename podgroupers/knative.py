@@ -1,8 +1,6 @@
 """Podgrouper for Knative Serving ``Service``: one gang per Revision (``autoscaling.knative.dev/min-scale``
 pods), or one PodGroup per pod when gang scheduling is off or the revision predates it."""
 
-from __future__ import annotations
-
 from kai import hookimpl
 from kai.api.names import POD_GROUP_ANNOTATION, PODGROUP_API_VERSION
 from kai.api.podgroup import INFERENCE_PRIORITY, GroupingError, NotFoundError, OwnerReference, PodGroupMetadata

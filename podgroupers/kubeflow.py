@@ -6,8 +6,6 @@ sum of the replicas of all its replica specs. A PyTorchJob also gets ``master`` 
 sub-groups and, with a segment size, fixed-size worker segments ``worker-0``, ``worker-1``, ...
 """
 
-from __future__ import annotations
-
 from kai import hookimpl
 from kai.api.names import SEGMENT_SIZE_ANNOTATION
 from kai.api.podgroup import BUILD_PRIORITY, GroupingError, SubGroupMetadata

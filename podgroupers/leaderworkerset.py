@@ -1,8 +1,6 @@
 """Podgrouper for ``leaderworkerset.x-k8s.io/v1`` LeaderWorkerSet: one gang per replica group
 (leader + workers), with ``leader``/``workers`` sub-groups or fixed-size segments."""
 
-from __future__ import annotations
-
 from kai import hookimpl
 from kai.api.names import SEGMENT_SIZE_ANNOTATION
 from kai.api.podgroup import GroupingError, SubGroupMetadata
