@@ -10,10 +10,10 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from kai import _native
+from kai.common.durations import format_duration, parse_duration
+from kai.common.errors import ConfigError
 from kai.framework.actions.solver import Scenario
 from kai.framework.config import DEFAULT_CONFIG, PluginSpec, SchedulerConfig, load_config, parse_config
-from kai.framework.durations import format_duration, parse_duration
-from kai.framework.errors import ConfigError
 from kai.framework.gang import ROOT_GROUP, ordered_pod_sets, should_pipeline, tasks_to_allocate
 from kai.framework.nodes import NodeInfo
 from kai.framework.plugins import PluginError, Plugins

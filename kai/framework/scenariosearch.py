@@ -24,9 +24,9 @@ from typing import Any
 
 import attrs
 
-from kai.framework.durations import parse_duration
-from kai.framework.errors import ConfigError
-from kai.framework.yamlfile import Fields, describe
+from kai.common.durations import parse_duration
+from kai.common.errors import ConfigError
+from kai.common.yamlfile import Fields, describe
 
 DEFAULT = "default"
 #: The keys of ``maxActionSearchDuration``: the three eviction actions and the fallback.

@@ -51,16 +51,10 @@ from kai.api.dra import (
 from kai.api.model import ACTIVE_USED
 from kai.api.names import QUEUE_LABEL
 from kai.api.numa import POLICIES, QOS_CLASSES, SCOPE_CONTAINER, SCOPES
-from kai.framework import (
-    DEFAULT_CONFIG,
-    ConfigError,
-    SchedulerConfig,
-    Snapshot,
-    build_snapshot,
-    parse_config,
-    parse_duration,
-)
-from kai.framework.yamlfile import MAX_NUMBER, Fields, check_number, describe
+from kai.common.durations import parse_duration
+from kai.common.errors import ConfigError
+from kai.common.yamlfile import MAX_NUMBER, Fields, check_number, describe
+from kai.framework import DEFAULT_CONFIG, SchedulerConfig, Snapshot, build_snapshot, parse_config
 from kai.sim.numa_facts import MAX_ZONES
 
 #: KAI's priority classes and their values.
@@ -113,7 +107,7 @@ _FACTORS = {
 
 def parse_quantity(value: Any, where: str, field: str) -> float:
     """A Kubernetes quantity (a number or a string such as ``500m`` or ``16Gi``) in base units, at most
-    :data:`~kai.framework.yamlfile.MAX_NUMBER` in size."""
+    :data:`~kai.common.yamlfile.MAX_NUMBER` in size."""
 
     def fail(message: str) -> ConfigError:
         return ConfigError(f"{where}: field '{field}' {message}")

@@ -7,6 +7,8 @@ rules (only the API, the native modules and itself; no cycle) are in test_kernel
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,6 +72,17 @@ def test_the_source_tree_is_found():
 
 def test_api_imports_nothing_else_of_kai():
     assert _violations(lambda name, dep: not _within(name, ("kai.api",)) or _within(dep, ("kai.api",))) == []
+
+
+def test_common_imports_nothing_else_of_kai():
+    assert _violations(lambda name, dep: not _within(name, ("kai.common",)) or _within(dep, ("kai.common",))) == []
+
+
+def test_importing_common_loads_no_other_module_of_kai():
+    code = ("import sys, kai.common, kai.common.durations, kai.common.errors, kai.common.yamlfile; "
+            "print(sorted(m for m in sys.modules if m.startswith('kai.') and not m.startswith('kai.common')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
 
 
 def test_grouping_imports_no_driver_plugin_or_podgrouper():

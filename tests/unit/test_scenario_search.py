@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from kai import testing as kt
-from kai.framework import ConfigError, Session, parse_config
+from kai.common.errors import ConfigError
+from kai.framework import Session, parse_config
 from kai.framework.actions import eviction
 from kai.framework.actions.preempt import messages as preempt_messages
 from kai.framework.actions.preempt import victims as preempt_victims
