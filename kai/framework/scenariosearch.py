@@ -1,7 +1,7 @@
 """KAI's bounded scenario search: its budgets (``scenarioSearchBudgets``) and what one session's search did.
 
 The eviction actions' job solver stops looking for victims when a time budget runs out
-(:mod:`kai.framework.actions.search`). The budgets are configured in KAI's shape, in the scheduler
+(:mod:`kai.actions.search`). The budgets are configured in KAI's shape, in the scheduler
 configuration file or a SchedulingShard's ``spec``::
 
     scenarioSearchBudgets:

@@ -53,10 +53,10 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from datetime import datetime, timezone
 from decimal import Decimal
 
+from kai.actions.allocate import not_ready_message
 from kai.api import ACTIVE_ALLOCATED, Job, QueueDetails, Task, TaskStatus, ZonePlacement, names
 from kai.common.quantity import format_quantity
 from kai.framework import Problem, Session
-from kai.framework.actions.allocate import not_ready_message
 from kai.framework.asbuilt import changed_jobs, flagged_as_built
 from kai.framework.faults import INTERNAL_ERROR_REASON
 from kai.framework.snapshot import NODE_NOT_FOUND

@@ -18,6 +18,7 @@ SOURCES = {"kai": "kai", "plugins": "kai.plugins", "podgroupers": "kai.podgroupe
 COMPONENTS = ("kai.scheduler", "kai.binder", "kai.controllers", "kai.admission")
 DRIVERS = (*COMPONENTS, "kai.kube", "kai.dev", "kai.sim", "kai.usagedb", "kai.run", "kai.rbac", "kai.cli")
 EXTENSIONS = ("kai.plugins", "kai.podgroupers")
+KERNEL = ("kai.framework", "kai.hookspecs", "kai._native")
 
 
 def _modules() -> dict[str, Path]:
@@ -83,6 +84,21 @@ def test_importing_common_loads_no_other_module_of_kai():
             "for m in pkgutil.iter_modules(kai.common.__path__, 'kai.common.'):\n"
             "    importlib.import_module(m.name)\n"
             "print(sorted(m for m in sys.modules if m.startswith('kai.') and not m.startswith('kai.common')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_the_kernel_imports_no_action():
+    assert _violations(lambda name, dep: not _within(name, KERNEL) or not _within(dep, ("kai.actions",))) == []
+
+
+def test_actions_import_the_kernel_the_api_and_common_only():
+    allowed = ("kai", "kai.actions", "kai.api", "kai.common", *KERNEL)
+    assert _violations(lambda name, dep: not _within(name, ("kai.actions",)) or _within(dep, allowed)) == []
+
+
+def test_importing_the_kernel_loads_no_action():
+    code = "import sys, kai.framework; print(sorted(m for m in sys.modules if m.startswith('kai.actions')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
