@@ -1,4 +1,4 @@
-"""The scheduling kernel: plugin manager, Session, Statement, actions.
+"""The scheduling kernel: plugin manager, Session, Statement (the actions are in kai.actions).
 
 Public names for plugins: :class:`Session`, :class:`Statement`, :class:`NodeInfo`,
 :func:`placement_scores` (the compiled scoring loop), the gang helpers and the configuration types.
