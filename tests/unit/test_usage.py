@@ -14,7 +14,8 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 
 from kai import testing as kt
-from kai.framework import ConfigError, Session, parse_config
+from kai.common.errors import ConfigError
+from kai.framework import Session, parse_config
 from kai.framework.usage import UsageParams, parse_usage_db
 from kai.usagedb import make_usage_source
 from kai.usagedb.inprocess import InProcessUsage

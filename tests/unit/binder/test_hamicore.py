@@ -12,7 +12,7 @@ from kai.admission.pods import PodPolicy, prepared
 from kai.binder.hamicore import MEMORY_LIMIT, SM_LIMIT, build, limits
 from kai.binder.pluginconfig import default_config, enabled_plugins, parse_config, resolve
 from kai.binder.plugins import BindContext, BindRequest
-from kai.framework.errors import ConfigError
+from kai.common.errors import ConfigError
 from support.chart import render_chart
 from support.kube import RequestKube
 
