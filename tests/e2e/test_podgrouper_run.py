@@ -7,7 +7,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-import time
 import uuid
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 
 from kai.dev import manifests as m
 from kai.kube.client import ApiError, Kube, object_path
+from support.waiting import wait_until
 from support.wheel import wheel
 
 pytestmark = pytest.mark.e2e
@@ -42,14 +42,6 @@ spec:
           properties:
             spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
 """
-
-
-def wait_for(what: str, probe, timeout: float = 30.0):
-    deadline = time.monotonic() + timeout
-    while not (value := probe()):
-        assert time.monotonic() < deadline, f"timed out after {timeout:.0f}s waiting for {what}"
-        time.sleep(0.2)
-    return value
 
 
 def pip(*args: str) -> subprocess.CompletedProcess:
@@ -103,11 +95,12 @@ def test_a_pip_installed_podgrouper_groups_pods_of_its_kind_in_the_live_loop(kub
     m.apply(kube, pod)
     name = f"pg-lr-search-{sweep['metadata']['uid']}"
     try:
-        pg = wait_for("the Sweep's PodGroup", lambda: podgroup(kube, ns, name))
+        pg = wait_until(lambda: podgroup(kube, ns, name), what="the Sweep's PodGroup")
         assert (pg["spec"]["minMember"], pg["spec"]["queue"]) == (4, "research")
         assert pg["metadata"]["ownerReferences"][0]["kind"] == "Sweep"
-        wait_for("the pod's annotation", lambda: (kube.get(object_path("", "v1", "pods", ns, "lr-search-trial-7"))
-                                                  ["metadata"].get("annotations", {}).get("pod-group-name")) == name)
+        wait_until(lambda: (kube.get(object_path("", "v1", "pods", ns, "lr-search-trial-7"))
+                            ["metadata"].get("annotations", {}).get("pod-group-name")) == name,
+                   what="the pod's annotation")
     finally:
         assert proc.terminate() == 0, proc.log()[-3000:]
     assert "podgrouper started" in proc.log()
@@ -119,9 +112,10 @@ def events(kube: Kube, ns: str) -> list[dict]:
 
 def node(kube: Kube, ns: str, name: str, gpus: int) -> None:
     m.apply(kube, m.gpu_node(name, gpus=gpus, labels={"e2e": ns}))
-    wait_for(f"node {name} Ready", lambda: any(
+    wait_until(lambda: any(
         c["type"] == "Ready" and c["status"] == "True"
-        for c in kube.get(f"/api/v1/nodes/{name}").get("status", {}).get("conditions", [])))
+        for c in kube.get(f"/api/v1/nodes/{name}").get("status", {}).get("conditions", [])),
+        what=f"node {name} Ready")
 
 
 def test_pytorchjob_waits_whole_for_room_then_binds_whole(kube, workload_crds, kai_run, control_plane, ns):
@@ -143,21 +137,22 @@ def test_pytorchjob_waits_whole_for_room_then_binds_whole(kube, workload_crds, k
         m.apply(kube, pod)
     group = f"pg-bert-{job['metadata']['uid']}"
     try:
-        pg = wait_for("the PyTorchJob's PodGroup", lambda: podgroup(kube, ns, group))
+        pg = wait_until(lambda: podgroup(kube, ns, group), what="the PyTorchJob's PodGroup")
         assert pg["spec"]["minMember"] == 4
         # room for 3 of the 4: the scheduler says the gang (its worker sub-group) cannot be completed, and why
         gang = ("Resources were found for 3 pods from all sub-groups while sub-group worker requires 3 pods for "
                 "gang scheduling")
-        (event, *_) = wait_for("the gang's Unschedulable event", lambda: [
+        (event, *_) = wait_until(lambda: [
             e for e in events(kube, ns) if e["involvedObject"]["name"] == group and e["reason"] == "Unschedulable"
-            and gang in e["message"]])
+            and gang in e["message"]], what="the gang's Unschedulable event")
         assert "didn't have enough resources: GPUs" in event["message"]
         pods = kube.get(f"/api/v1/namespaces/{ns}/pods")["items"]
         assert not [p["metadata"]["name"] for p in pods if p["spec"].get("nodeName")]  # none bound: all or nothing
 
         node(kube, ns, f"{ns}-b", gpus=3)
-        wait_for("all four pods bound", lambda: all(
-            p["spec"].get("nodeName") for p in kube.get(f"/api/v1/namespaces/{ns}/pods")["items"]), timeout=60)
+        wait_until(lambda: all(
+            p["spec"].get("nodeName") for p in kube.get(f"/api/v1/namespaces/{ns}/pods")["items"]), timeout=60,
+            what="all four pods bound")
         pods = {p["metadata"]["name"]: p for p in kube.get(f"/api/v1/namespaces/{ns}/pods")["items"]}
         assert {n: p["metadata"]["labels"]["kai.scheduler/subgroup-name"] for n, p in pods.items()} == names
         assert {p["metadata"]["annotations"]["pod-group-name"] for p in pods.values()} == {group}

@@ -29,6 +29,7 @@ from kai.admission.webhook import (
 from kai.framework import DEFAULT_CONFIG
 from kai.metrics import Registry
 from kai.run import Context, _parser
+from support.waiting import wait_until
 
 
 def pod(annotations=None, gpus=None, scheduler="kai-scheduler", init_gpus=None):
@@ -202,10 +203,8 @@ def test_stop_answers_the_review_in_progress_and_accepts_nothing_new(tmp_path):
     time.sleep(0.2)  # the server has the request and waits for the rest of its body
     stopping = threading.Thread(target=server.stop, kwargs={"timeout": 10})
     stopping.start()
-    deadline = time.monotonic() + 5
-    while _accepts(port) and time.monotonic() < deadline:  # the accept loop ends within its poll interval
-        time.sleep(0.05)
-    assert not _accepts(port)
+    # the accept loop ends within its poll interval
+    wait_until(lambda: not _accepts(port), 5, "the accept loop to end", interval=0.05)
     assert stopping.is_alive()  # waiting for the review in progress
     tls.sendall(body[10:])
     reply = b""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import queue
 import threading
-import time
 
 import orjson
 import pytest
@@ -16,6 +15,7 @@ from kai.framework.shard import apply_shard
 from kai.kube.client import object_path
 from kai.kube.kaiconfig import KaiObjects
 from kai.scheduler.settings import Settings, settings_builder
+from support.waiting import wait_until
 
 SHARDS = object_path(*names.SCHEDULINGSHARDS)
 CONFIGS = object_path(*names.CONFIGS)
@@ -80,13 +80,6 @@ def shard(spec: dict, generation: int = 1) -> dict:
             "metadata": {"name": "default", "uid": "u1", "generation": generation}, "spec": spec}
 
 
-def wait_for(predicate, timeout: float = 5.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
-
-
 def placement(shard_obj, _config):
     return apply_shard(DEFAULT_CONFIG, shard_obj).config.plugins
 
@@ -100,11 +93,11 @@ def test_objects_listed_at_start_are_applied_and_changes_follow():
         assert "gpuspread" in {p.name for p in objects.value}
         assert kube.conditions(f"{SHARDS}/default")["Deployed"] == ("True", 1)
         kube.change(SHARDS, "MODIFIED", shard({"placementStrategy": {"gpu": "binpack"}}, generation=2))
-        wait_for(lambda: objects.version == 2)
+        wait_until(lambda: objects.version == 2, 5, "version 2", interval=0.01)
         assert "gpupack" in {p.name for p in objects.value}
         assert objects.describe() == "SchedulingShard/default@2"
         kube.change(SHARDS, "DELETED", shard({}, generation=2))
-        wait_for(lambda: objects.version == 3)
+        wait_until(lambda: objects.version == 3, 5, "version 3", interval=0.01)
         assert objects.value == DEFAULT_CONFIG.plugins  # without the shard: the configuration given
     finally:
         objects.stop()
@@ -126,9 +119,10 @@ def test_a_malformed_change_keeps_the_last_good_value_and_is_reported_on_the_obj
         assert objects.wait_applied(5)
         good = objects.value
         kube.change(SHARDS, "MODIFIED", shard({"placementStrategy": {"gpu": "sideways"}}, generation=2))
-        wait_for(lambda: kube.events)
+        wait_until(lambda: kube.events, 5, "an event", interval=0.01)
         assert objects.value is good and objects.version == 1
-        wait_for(lambda: kube.conditions(f"{SHARDS}/default")["Deployed"] == ("False", 2))
+        wait_until(lambda: kube.conditions(f"{SHARDS}/default")["Deployed"] == ("False", 2), 5, "Deployed False",
+                   interval=0.01)
         assert kube.conditions(f"{SHARDS}/default")["Available"] == ("True", 2)
         (event,) = kube.events
         assert event["reason"] == names.REASON_INVALID_CONFIGURATION and event["type"] == "Warning"
@@ -136,7 +130,7 @@ def test_a_malformed_change_keeps_the_last_good_value_and_is_reported_on_the_obj
         assert "spec.placementStrategy: field 'gpu'" in event["message"]
         assert any("spec.placementStrategy: field 'gpu'" in str(vars(r)) for r in caplog.records)
         kube.change(SHARDS, "MODIFIED", shard({"kValue": 2}, generation=3))
-        wait_for(lambda: objects.version == 2)  # a later good change is applied
+        wait_until(lambda: objects.version == 2, 5, "version 2", interval=0.01)  # a later good change is applied
     finally:
         objects.stop()
 

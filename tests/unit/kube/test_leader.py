@@ -16,6 +16,7 @@ import pytest
 from kai.kube import leader as leader_mod
 from kai.kube.client import ApiError
 from kai.kube.leader import LeaderElector
+from support.waiting import wait_until
 
 
 class LeaseStore:
@@ -261,9 +262,7 @@ def test_a_watching_standby_takes_over_as_soon_as_the_leader_releases(store):
     threads = [_campaign(a, stop_a, a_leads)]
     assert a_leads.wait(5)
     threads.append(_campaign(b, stop_b, b_leads))
-    deadline = time.monotonic() + 5
-    while b._observed is None and time.monotonic() < deadline:  # b has read the lease: it now waits
-        time.sleep(0.01)
+    wait_until(lambda: b._observed is not None, 5, "b reading the lease", interval=0.01)  # then it waits
     assert b._observed is not None and not b_leads.is_set()
     released = time.monotonic()
     stop_a.set()
