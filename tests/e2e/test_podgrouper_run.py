@@ -4,8 +4,6 @@ as one gang from its hand-made pods to bound pods.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 import uuid
 from pathlib import Path
@@ -15,7 +13,7 @@ import pytest
 from kai.dev import manifests as m
 from kai.kube.client import ApiError, Kube, object_path
 from support.waiting import wait_until
-from support.wheel import wheel
+from support.wheel import environment, install, wheel
 
 pytestmark = pytest.mark.e2e
 
@@ -44,11 +42,6 @@ spec:
 """
 
 
-def pip(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", *args],
-                          capture_output=True, text=True, timeout=300)
-
-
 def podgroup(kube: Kube, ns: str, name: str) -> dict | None:
     try:
         return kube.get(object_path("scheduling.run.ai", "v2alpha2", "podgroups", ns, name))
@@ -69,22 +62,19 @@ def ns(kube: Kube):
 
 @pytest.fixture
 def sweep_podgrouper(tmp_path, apply_crds, sweep_podgrouper_source):
-    installed = pip("install", "--no-deps", "--no-index",
-                    wheel(tmp_path, DIST, {f"{MODULE}.py": sweep_podgrouper_source},
-                          f"[kai.podgroupers]\nsweep = {MODULE}:build\n"))
-    assert installed.returncode == 0, installed.stdout + installed.stderr
+    """The environment of a process that has the docs' Sweep podgrouper installed with pip (into a folder of its
+    own); its CRD is applied."""
+    site = install(wheel(tmp_path, DIST, {f"{MODULE}.py": sweep_podgrouper_source},
+                         f"[kai.podgroupers]\nsweep = {MODULE}:build\n"), tmp_path / "site")
     (tmp_path / "crds").mkdir()
     (tmp_path / "crds" / "sweep.yaml").write_text(textwrap.dedent(SWEEP_CRD))
     apply_crds(tmp_path / "crds")
-    try:
-        yield
-    finally:
-        pip("uninstall", "-y", DIST)
+    return environment(site)
 
 
 def test_a_pip_installed_podgrouper_groups_pods_of_its_kind_in_the_live_loop(kube, kai_crds, sweep_podgrouper,
                                                                              kai_run, control_plane, ns):
-    proc = kai_run(["--components", "podgrouper"], control_plane.kubeconfig, name="podgrouper")
+    proc = kai_run(["--components", "podgrouper"], control_plane.kubeconfig, name="podgrouper", env=sweep_podgrouper)
     sweep = kube.post(object_path("tuning.example.com", "v1", "sweeps", ns),
                       {"apiVersion": "tuning.example.com/v1", "kind": "Sweep", "metadata": {"name": "lr-search"},
                        "spec": {"parallelTrials": 4, "queue": "research"}})
