@@ -31,7 +31,6 @@ fragmentation avoided, default 10), ``lookahead`` (weight of the filled-node par
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter, defaultdict, deque
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -41,6 +40,7 @@ import attrs
 from kai import _native, hookimpl
 from kai.api import TaskStatus
 from kai.api.resources import is_mig_resource, mig_gpu_slices
+from kai.common.quantity import QuantityError, parse
 from kai.framework.gpusharing import node_gpu_memory, task_gpu_memory
 from kai.framework.nodes import NodeArrays
 
@@ -69,16 +69,17 @@ REFRESH_SHARE = 4
 DEFAULT_SCARCITY = 50.0
 #: Most cached growth results kept.
 MAX_CACHE = 200_000
-_SUFFIXES = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
-_QUANTITY = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
 
 
 def parse_quantity(value: Any) -> float:
-    """A Kubernetes-style amount (``500m``, ``2``, ``16Gi``) as a number."""
-    m = _QUANTITY.match(str(value).strip())
-    if not m:
+    """A Kubernetes-style amount (``500m``, ``2``, ``16Gi``) as a number, finite and not negative."""
+    try:
+        number = float(parse(str(value)))
+    except QuantityError:
+        number = math.nan
+    if not 0 <= number < math.inf:
         raise ValueError(f"{value!r} is not an amount like 500m, 4 or 16Gi")
-    return float(m.group(1)) * _SUFFIXES.get(m.group(2) or "", 1.0)
+    return number
 
 
 @attrs.define(frozen=True, cache_hash=True)

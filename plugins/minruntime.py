@@ -21,7 +21,7 @@ from collections import Counter
 
 from kai import hookimpl
 from kai.api import ACTIVE_USED, Reject
-from kai.framework import format_duration, parse_duration
+from kai.common.durations import format_duration, parse_duration
 
 PREEMPT, RECLAIM = "preempt", "reclaim"
 METHODS = ("lca", "queue")

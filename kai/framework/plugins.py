@@ -4,22 +4,23 @@ Every scheduling plugin -- shipped or third-party -- is an entry point in the gr
 ``kai.plugins`` naming a builder ``build(arguments: dict) -> object``; the object carries
 ``@kai.hookimpl`` methods, each named after a hook of :mod:`kai.hookspecs` (a plugin implementing
 any other hook fails to load). The configuration says which plugins run, with which arguments, in
-which order. :func:`discover` and :func:`build_plugin` also serve the other entry-point groups
-(podgroupers, binder plugins).
+which order. Every action -- the shipped ones too -- is an entry point in the group ``kai.actions``
+naming a callable that takes a session, or is offered by a plugin through ``kai_actions``.
+:func:`discover` and :func:`build_plugin` also serve the other entry-point groups (podgroupers,
+binder plugins).
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from importlib.metadata import EntryPoint, entry_points
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import pluggy
 from pluggy import HookImpl
 
 from kai import PROJECT, _native, hookspecs
-from kai.framework import actions as builtin_actions
 from kai.framework.config import SchedulerConfig
 
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     Action = Callable[[Session], None]
 
 PLUGIN_GROUP = "kai.plugins"
+ACTION_GROUP = "kai.actions"
 PODGROUPER_GROUP = "kai.podgroupers"
 BINDER_PLUGIN_GROUP = "kai.binder_plugins"
 
@@ -42,6 +44,12 @@ HOT_HOOKS = (
 )
 
 
+class Installed(Protocol):
+    """One reading of every installed entry point (``importlib.metadata.entry_points()``)."""
+
+    def select(self, *, group: str) -> Iterable[EntryPoint]: ...
+
+
 class PluginError(Exception):
     """A plugin cannot be found, loaded or built, or two distributions claim one name."""
 
@@ -51,10 +59,11 @@ def _dist_name(ep: EntryPoint | None) -> str:
     return f"{dist.name} {dist.version}" if dist is not None else "?"
 
 
-def discover(group: str = PLUGIN_GROUP) -> dict[str, EntryPoint]:
-    """Entry points of ``group`` by name; two distributions claiming one name is an error naming both."""
+def discover(group: str = PLUGIN_GROUP, installed: Installed | None = None) -> dict[str, EntryPoint]:
+    """Entry points of ``group`` (among ``installed``, one reading of every group, or those installed now)
+    by name; two distributions claiming one name is an error naming both."""
     found: dict[str, EntryPoint] = {}
-    for ep in entry_points(group=group):
+    for ep in entry_points(group=group) if installed is None else installed.select(group=group):
         other = found.get(ep.name)
         if other is not None and other.value != ep.value and _dist_name(other) != _dist_name(ep):
             raise PluginError(
@@ -148,12 +157,44 @@ class CallLists:
             self._owners[name] = [owner for owner in owners if owner is not plugin]
 
 
-class Plugins:
-    """The plugins of one scheduler configuration, with the actions they offer."""
+class Actions(Mapping[str, "Action"]):
+    """The actions a configuration may run, by name: those plugins offer through ``kai_actions`` and the
+    entry points of group ``kai.actions``, each loaded when first asked for."""
 
-    def __init__(self, config: SchedulerConfig, available: dict[str, EntryPoint] | None = None):
+    def __init__(self, offered: Mapping[str, Action], available: Mapping[str, EntryPoint]):
+        self._loaded = dict(offered)
+        self._available = available
+
+    def __getitem__(self, name: str) -> Action:
+        action = self._loaded.get(name)
+        if action is None:
+            ep = self._available[name]
+            try:
+                action = cast("Action", ep.load())
+            except Exception as exc:  # a broken third-party distribution must not look like our bug
+                raise PluginError(f"action {name!r} ({_dist_name(ep)}): cannot load {ep.value}: {exc}") from exc
+            self._loaded[name] = action
+        return action
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._loaded or name in self._available
+
+    def __iter__(self) -> Iterator[str]:
+        return iter({**self._available, **self._loaded})
+
+    def __len__(self) -> int:
+        return len(self._available.keys() | self._loaded.keys())
+
+
+class Plugins:
+    """The plugins of one scheduler configuration, with the actions it may run."""
+
+    def __init__(self, config: SchedulerConfig, available: dict[str, EntryPoint] | None = None,
+                 available_actions: Mapping[str, EntryPoint] | None = None):
         self.config = config
-        available = discover() if available is None else available
+        installed: Installed | None = entry_points() if available is None or available_actions is None else None
+        available = discover(PLUGIN_GROUP, installed) if available is None else available
+        available_actions = discover(ACTION_GROUP, installed) if available_actions is None else available_actions
         self.pm = pluggy.PluginManager(PROJECT)
         self.pm.add_hookspecs(hookspecs)
         self.names: list[str] = []
@@ -168,22 +209,27 @@ class Plugins:
         if unknown is not None:
             name, what = unknown
             raise PluginError(f"plugin {name!r} ({_dist_name(available.get(name))}) implements {what}")
-        self.pm.register(builtin_actions, name="kai.actions")
-        self.actions = self._collect_actions()
+        self.actions = Actions(self._offered_actions(available_actions), available_actions)
         missing = [a for a in config.actions if a not in self.actions]
         if missing:
             raise PluginError(
                 f"unknown action(s) {', '.join(missing)}; available actions: {', '.join(sorted(self.actions))}"
             )
+        for name in config.actions:
+            self.actions[name]  # load the configured ones now: a broken one is a configuration error
 
-    def _collect_actions(self) -> dict[str, Action]:
+    def _offered_actions(self, available: Mapping[str, EntryPoint]) -> dict[str, Action]:
+        """The actions the plugins offer (``kai_actions``); one name offered twice is an error naming both."""
         actions: dict[str, Action] = {}
+        by = {name: f"entry point {ep.value} ({_dist_name(ep)})" for name, ep in available.items()}
         for impl in self.pm.hook.kai_actions.get_hookimpls():
             offered = cast("dict[str, Action]", impl.function() or {})
             for name, fn in offered.items():
-                if name in actions:
-                    raise PluginError(f"action {name!r} is offered twice (by {impl.plugin_name} and another plugin)")
+                if name in by:
+                    raise PluginError(f"action {name!r} is offered twice: by {by[name]} and by plugin "
+                                      f"{impl.plugin_name!r}")
                 actions[name] = fn
+                by[name] = f"plugin {impl.plugin_name!r}"
         return actions
 
     def plugin(self, name: str) -> Any:

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from kai import _native
-from kai.framework import ConfigError, PluginError, Session
-from kai.framework.yamlfile import one_line
+from kai.common.errors import ConfigError
+from kai.common.yamlfile import one_line
+from kai.framework import PluginError, Session
 from kai.sim.conformance import Runner, _files
 from kai.sim.scenario import NOW, Scenario, load_scenarios
 
