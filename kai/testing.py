@@ -39,7 +39,7 @@ from kai.api.dra import DynamicResources
 from kai.api.storage import Storage
 from kai.framework import Plugins, PluginSpec, SchedulerConfig, Session, Snapshot, build_snapshot, run_session
 from kai.framework.config import DEFAULT_CONFIG
-from kai.framework.plugins import discover
+from kai.plugin_loader import discover
 
 NOW = 1_800_000_000.0
 NODE_CPU = 64_000.0

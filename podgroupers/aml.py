@@ -27,5 +27,5 @@ class AmlGrouper:
         return metadata
 
 
-def build(args):
+def build(arguments):
     return AmlGrouper()

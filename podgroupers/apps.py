@@ -41,13 +41,13 @@ class OwnerGrouper:
         return hub.default_metadata(top_owner, pod, owners)
 
 
-def build_deployment(args):
+def build_deployment(arguments):
     return DeploymentGrouper()
 
 
-def build_statefulset(args):
+def build_statefulset(arguments):
     return OwnerGrouper(("apps", "v1", "StatefulSet"))
 
 
-def build_replicaset(args):
+def build_replicaset(arguments):
     return OwnerGrouper(("apps", "v1", "ReplicaSet"))

@@ -107,13 +107,13 @@ class RunaiJobGrouper:
         return metadata
 
 
-def build_job(args):
-    return JobGrouper(bool(args.get("searchForLegacyPodGroups", True)))
+def build_job(arguments):
+    return JobGrouper(bool(arguments.get("searchForLegacyPodGroups", True)))
 
 
-def build_cronjob(args):
+def build_cronjob(arguments):
     return CronJobGrouper()
 
 
-def build_runaijob(args):
-    return RunaiJobGrouper(bool(args.get("searchForLegacyPodGroups", True)))
+def build_runaijob(arguments):
+    return RunaiJobGrouper(bool(arguments.get("searchForLegacyPodGroups", True)))

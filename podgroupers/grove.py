@@ -226,5 +226,5 @@ class GroveGrouper:
         topology.topology = topology.topology or metadata.annotations.get(TOPOLOGY_ANNOTATION, "")
 
 
-def build(args):
+def build(arguments):
     return GroveGrouper()

@@ -205,5 +205,5 @@ class JobSetGrouper:
         return metadata
 
 
-def build(args):
+def build(arguments):
     return JobSetGrouper()

@@ -107,5 +107,5 @@ class KnativeGrouper:
         raise GroupingError(f"podgroup {seen[0]} has unexpected owner reference: {refs[0]}")
 
 
-def build(args):
-    return KnativeGrouper(bool(args.get("gangSchedule", True)))
+def build(arguments):
+    return KnativeGrouper(bool(arguments.get("gangSchedule", True)))

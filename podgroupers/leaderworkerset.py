@@ -213,5 +213,5 @@ def _segments(kind, size, topology, replicas, pod):
     return subgroups
 
 
-def build(args):
+def build(arguments):
     return LwsGrouper()

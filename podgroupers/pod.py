@@ -44,9 +44,9 @@ class SparkGrouper:
         return spark_metadata(hub, top_owner, pod)
 
 
-def build_podjob(args):
+def build_podjob(arguments):
     return PodJobGrouper()
 
 
-def build_spark(args):
+def build_spark(arguments):
     return SparkGrouper()

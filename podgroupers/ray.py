@@ -148,15 +148,15 @@ class RayGrouper:
         return bool((existing.get("spec") or {}).get("subGroups"))
 
 
-def build_raycluster(args):
+def build_raycluster(arguments):
     return RayGrouper("RayCluster")
 
 
-def build_rayjob(args):
+def build_rayjob(arguments):
     return RayGrouper("RayJob", [("status", "rayClusterName")])
 
 
-def build_rayservice(args):
+def build_rayservice(arguments):
     return RayGrouper(
         "RayService",
         [("status", "activeServiceStatus", "rayClusterName"), ("status", "pendingServiceStatus", "rayClusterName")],

@@ -16,5 +16,5 @@ class SpotRequestGrouper:
         return hub.default_metadata(top_owner, pod, fallback_priority=INFERENCE_PRIORITY)
 
 
-def build(args):
+def build(arguments):
     return SpotRequestGrouper()

@@ -1,18 +1,17 @@
-"""Plugin discovery through entry points, the pluggy manager, and per-session call lists.
+"""The pluggy manager of the scheduling plugins, and per-session call lists.
 
 Every scheduling plugin -- shipped or third-party -- is an entry point in the group
-``kai.plugins`` naming a builder ``build(arguments: dict) -> object``; the object carries
-``@kai.hookimpl`` methods, each named after a hook of :mod:`kai.hookspecs` (a plugin implementing
-any other hook fails to load). The configuration says which plugins run, with which arguments, in
-which order. :func:`discover` and :func:`build_plugin` also serve the other entry-point groups
-(podgroupers, binder plugins).
+``kai.plugins`` naming a builder ``build(arguments: dict) -> object``, found and built by
+:mod:`kai.plugin_loader`; the object carries ``@kai.hookimpl`` methods, each named after a hook of
+:mod:`kai.hookspecs` and declaring only arguments of that hook (a plugin doing otherwise fails to load).
+The configuration says which plugins run, with which arguments, in which order.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from importlib.metadata import EntryPoint, entry_points
+from collections.abc import Callable, Iterable, Sequence
+from importlib.metadata import EntryPoint
 from typing import TYPE_CHECKING, Any, cast
 
 import pluggy
@@ -21,6 +20,16 @@ from pluggy import HookImpl
 from kai import PROJECT, _native, hookspecs
 from kai.framework import actions as builtin_actions
 from kai.framework.config import SchedulerConfig
+from kai.plugin_loader import (
+    BINDER_PLUGIN_GROUP,
+    PLUGIN_GROUP,
+    PODGROUPER_GROUP,
+    PluginError,
+    build_plugin,
+    discover,
+    distribution,
+    register,
+)
 
 if TYPE_CHECKING:
     from kai.api import Job, Member, PodSet, Queue, Reject, SubGroup, Task
@@ -30,55 +39,12 @@ if TYPE_CHECKING:
     #: An action: runs on a session (``kai_actions`` offers them by name).
     Action = Callable[[Session], None]
 
-PLUGIN_GROUP = "kai.plugins"
-PODGROUPER_GROUP = "kai.podgroupers"
-BINDER_PLUGIN_GROUP = "kai.binder_plugins"
-
 #: Hooks called in the scheduling loops; resolved once per session into plain lists.
 HOT_HOOKS = (
     "kai_job_order", "kai_task_order", "kai_subgroup_order", "kai_queue_order", "kai_pre_predicate",
     "kai_predicate", "kai_nodes_alike", "kai_job_over_capacity", "kai_task_over_capacity", "kai_node_scores",
     "kai_gpu_scores", "kai_on_allocate", "kai_on_deallocate", "kai_pre_job_allocation", "kai_subset_nodes",
 )
-
-
-class PluginError(Exception):
-    """A plugin cannot be found, loaded or built, or two distributions claim one name."""
-
-
-def _dist_name(ep: EntryPoint | None) -> str:
-    dist = getattr(ep, "dist", None)
-    return f"{dist.name} {dist.version}" if dist is not None else "?"
-
-
-def discover(group: str = PLUGIN_GROUP) -> dict[str, EntryPoint]:
-    """Entry points of ``group`` by name; two distributions claiming one name is an error naming both."""
-    found: dict[str, EntryPoint] = {}
-    for ep in entry_points(group=group):
-        other = found.get(ep.name)
-        if other is not None and other.value != ep.value and _dist_name(other) != _dist_name(ep):
-            raise PluginError(
-                f"plugin name {ep.name!r} in group {group} is claimed by two distributions: "
-                f"{_dist_name(other)} ({other.value}) and {_dist_name(ep)} ({ep.value})"
-            )
-        found[ep.name] = ep
-    return found
-
-
-def build_plugin(name: str, arguments: Mapping[str, Any], available: dict[str, EntryPoint],
-                 kind: str = "plugin") -> object:
-    """Load and build one ``kind`` of plugin; an unknown name is an error that lists the installed ones."""
-    ep = available.get(name)
-    if ep is None:
-        raise PluginError(f"unknown {kind} {name!r}; installed {kind}s: {', '.join(sorted(available)) or 'none'}")
-    try:
-        builder = ep.load()
-    except Exception as exc:  # a broken third-party distribution must not look like our bug
-        raise PluginError(f"{kind} {name!r} ({_dist_name(ep)}): cannot load {ep.value}: {exc}") from exc
-    try:
-        return builder(dict(arguments))
-    except Exception as exc:
-        raise PluginError(f"{kind} {name!r}: invalid arguments {arguments!r}: {exc}") from exc
 
 
 def _adapt(impl: HookImpl, spec_args: tuple[str, ...]) -> Callable[..., object]:
@@ -156,18 +122,14 @@ class Plugins:
         available = discover() if available is None else available
         self.pm = pluggy.PluginManager(PROJECT)
         self.pm.add_hookspecs(hookspecs)
-        self.names: list[str] = []
         built = [(spec.name, build_plugin(spec.name, spec.arguments, available)) for spec in config.plugins]
-        for name, obj in reversed(built):
+        self.names: list[str] = []
+        for name, _ in reversed(built):
             if name in self.names:
                 raise PluginError(f"plugin {name!r} is configured twice")
-            self.pm.register(obj, name=name)
             self.names.append(name)
         self.names.reverse()
-        unknown = hookspecs.unknown_hook(self.pm)
-        if unknown is not None:
-            name, what = unknown
-            raise PluginError(f"plugin {name!r} ({_dist_name(available.get(name))}) implements {what}")
+        register(self.pm, reversed(built), available)
         self.pm.register(builtin_actions, name="kai.actions")
         self.actions = self._collect_actions()
         missing = [a for a in config.actions if a not in self.actions]
@@ -215,7 +177,7 @@ def list_main(argv: list[str]) -> int:
     for title, eps in groups.items():
         print(f"{title} ({len(eps)}):")
         for name, ep in sorted(eps.items()):
-            print(f"  {name:28} {_dist_name(ep):28} {ep.value}")
+            print(f"  {name:28} {distribution(ep):28} {ep.value}")
     for mod in ("nodefit", "division", "queueorder"):
         _native.load(mod)
     print(f"native extensions loaded: {', '.join(sorted(_native.NATIVE_LOADED)) or 'none (pure Python)'}")

@@ -16,8 +16,8 @@ from pathlib import Path
 import attrs
 
 from kai.framework import ConfigError, PluginError, Plugins
-from kai.framework.plugins import discover
 from kai.framework.yamlfile import Fields, one_line, read_yaml
+from kai.plugin_loader import discover
 from kai.sim.expect import check_expected
 from kai.sim.rounds import ROUND_SECONDS, feed_back, run_round
 from kai.sim.scenario import NOW, Scenario, ScenarioError, load_scenarios

@@ -10,7 +10,7 @@ from kai import testing as kt
 from kai.api import TaskStatus
 from kai.api.resources import ResourceRequest
 from kai.framework import Plugins, load_config
-from kai.framework.plugins import discover
+from kai.plugin_loader import discover
 from kai.plugins.fragmentation import (
     Fragmentation,
     NodeState,
