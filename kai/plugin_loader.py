@@ -3,8 +3,8 @@
 A scheduling plugin (group ``kai.plugins``), a podgrouper (``kai.podgroupers``) or a binder plugin
 (``kai.binder_plugins``) is an entry point naming a builder ``build(arguments: dict) -> object``.
 :func:`discover` finds a group's entry points, :func:`build_plugin` loads and builds one, and
-:func:`register` puts hook-carrying plugins into a pluggy manager, refusing a hook :mod:`kai.hookspecs`
-does not declare. Every failure is a :class:`PluginError` naming the plugin and its
+:func:`register` puts hook-carrying plugins into a pluggy manager, refusing a hook or a hook argument
+:mod:`kai.hookspecs` does not declare. Every failure is a :class:`PluginError` naming the plugin and its
 distribution. Importing this module loads neither the scheduling kernel nor the grouping hub.
 """
 
@@ -67,11 +67,18 @@ def register(pm: pluggy.PluginManager, plugins: Iterable[tuple[str, object]], av
              kind: str = "plugin") -> None:
     """Register ``(name, plugin)`` pairs in ``pm`` (whose specifications are added) in that order.
 
-    A plugin implementing a hook no specification declares (``optionalhook=True`` excepted) is a
-    :class:`PluginError` naming the plugin and the distribution ``available`` gives it.
+    A hook implementation declaring an argument its specification does not have, or implementing a hook no
+    specification declares (``optionalhook=True`` excepted), is a :class:`PluginError` naming the plugin and
+    the distribution ``available`` gives it.
     """
     for name, plugin in plugins:
-        pm.register(plugin, name=name)
+        try:
+            pm.register(plugin, name=name)
+        except pluggy.PluginValidationError:
+            what = hookspecs.unknown_argument(pm, plugin)
+            if what is None:
+                raise
+            raise PluginError(f"{kind} {name!r} ({distribution(available.get(name))}): {what}") from None
     unknown = hookspecs.unknown_hook(pm)
     if unknown is not None:
         name, what = unknown

@@ -1,5 +1,5 @@
 """Plugins of every entry-point group installed from a distribution: found, loaded and built the same way,
-hooks checked against the specs, binder plugins discovered and listed like the others."""
+hooks and their arguments checked against the specs, binder plugins discovered and listed like the others."""
 
 from __future__ import annotations
 
@@ -32,6 +32,12 @@ class Scores:
         return [1.0 for _ in nodes]
 
 
+class ScoresByTsk:
+    @hookimpl
+    def kai_node_scores(self, session, tsk, nodes):
+        return [1.0 for _ in nodes]
+
+
 class Grouper:
     @hookimpl
     def kai_podgrouper_kinds(self):
@@ -40,6 +46,12 @@ class Grouper:
     @hookimpl
     def kai_podgroup_metdata(self, hub, top_owner, pod, owners):
         return hub.default_metadata(top_owner, pod)
+
+
+class GrouperByPd(Grouper):
+    @hookimpl
+    def kai_podgroup_metadata(self, hub, top_owner, pd, owners):
+        return hub.default_metadata(top_owner, pd)
 
 
 class Recorder:
@@ -56,8 +68,16 @@ def build_scores(arguments):
     return Scores()
 
 
+def build_scores_by_tsk(arguments):
+    return ScoresByTsk()
+
+
 def build_grouper(arguments):
     return Grouper()
+
+
+def build_grouper_by_pd(arguments):
+    return GrouperByPd()
 
 
 def build_recorder(arguments):
@@ -98,6 +118,23 @@ def test_a_podgrouper_implementing_an_unknown_hook_fails_to_load_naming_its_dist
                               "'kai_podgroup_metdata' (did you mean 'kai_podgroup_metadata'?)")
 
 
+def test_a_plugin_declaring_an_argument_its_hook_lacks_fails_to_load_naming_its_distribution(install):
+    install("kai-typo-plugins", f"[kai.plugins]\nscores = {MODULE}:build_scores_by_tsk\n")
+    config = SchedulerConfig(("allocate",), (PluginSpec("predicates"), PluginSpec("scores")))
+    with pytest.raises(PluginError) as err:
+        Plugins(config, discover())
+    assert str(err.value) == ("plugin 'scores' (kai-typo-plugins 1.2): hook 'kai_node_scores' has no argument 'tsk' "
+                              "(did you mean 'task'?)")
+
+
+def test_a_podgrouper_declaring_an_argument_its_hook_lacks_fails_to_load_naming_its_distribution(install):
+    install("kai-typo-podgroupers", f"[kai.podgroupers]\nsweep = {MODULE}:build_grouper_by_pd\n")
+    with pytest.raises(PluginError) as err:
+        ktp.hub()
+    assert str(err.value) == ("podgrouper 'sweep' (kai-typo-podgroupers 1.2): hook 'kai_podgroup_metadata' has no "
+                              "argument 'pd' (did you mean 'pod'?)")
+
+
 class Misspelt:
     @hookimpl
     def kai_job_ordr(self, left, right):
@@ -124,6 +161,28 @@ def test_an_unknown_hook_is_an_error_without_a_distribution_too_unless_it_is_opt
 def test_a_podgrouper_given_built_with_an_unknown_hook_is_an_error():
     with pytest.raises(PluginError, match=r"podgrouper 'mine' \(\?\) implements unknown hook 'kai_job_ordr'"):
         ktp.hub(plugins={"mine": Misspelt()})
+
+
+class MisspeltArgument:
+    @hookimpl
+    def kai_job_order(self, left, rigth):
+        return None
+
+
+class UnlikeArgument:
+    @hookimpl(specname="kai_task_order")
+    def order_by_label(self, session, left, tasks):
+        return None
+
+
+def test_an_unknown_hook_argument_is_an_error_without_a_distribution_too():
+    with pytest.raises(PluginError, match=r"^plugin 'mine' \(\?\): hook 'kai_job_order' has no argument 'rigth' "
+                                          r"\(did you mean 'right'\?\)$"):
+        kt.plugin_manager(["predicates", "mine"], extra_plugins={"mine": lambda a: MisspeltArgument()})
+    with pytest.raises(PluginError, match=r"^plugin 'mine' \(\?\): hook 'kai_task_order' has no argument 'tasks'$"):
+        kt.plugin_manager(["mine"], extra_plugins={"mine": lambda a: UnlikeArgument()})
+    with pytest.raises(PluginError, match=r"^podgrouper 'mine' \(\?\): hook 'kai_job_order' has no argument 'rigth'"):
+        ktp.hub(plugins={"mine": MisspeltArgument()})
 
 
 def test_a_podgrouper_name_claimed_by_two_distributions_is_an_error(install):
