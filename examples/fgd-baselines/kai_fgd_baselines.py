@@ -26,8 +26,9 @@ import math
 from collections import Counter
 
 from kai import hookimpl
+from kai.api import EPSILON as EPS
 from kai.framework.gpusharing import node_gpu_memory, task_gpu_memory
-from kai.plugins.fragmentation import EPS, NodeState, Shape, after_task, node_state, normalised, parse_workload
+from kai.framework.shapes import NodeState, Shape, after_task, node_state, normalised, parse_workload
 
 MAX_SPEC_CPU = 128000  # millicores
 MAX_SPEC_GPU = 8000  # milli-GPU

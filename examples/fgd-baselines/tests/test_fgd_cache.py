@@ -8,9 +8,10 @@ from kai_fgd_baselines import Fgd, build_fgd, fragmentation, sigmoid_score
 
 from kai import hookimpl
 from kai import testing as kt
+from kai.api import EPSILON as EPS
 from kai.api.resources import ResourceRequest
 from kai.framework.gpusharing import node_gpu_memory, task_gpu_memory
-from kai.plugins.fragmentation import EPS, Shape, after_task, node_state
+from kai.framework.shapes import Shape, after_task, node_state
 
 GI = 2**30
 MODEL = "nvidia.com/gpu.product"
