@@ -194,6 +194,9 @@ def kai_nodes_alike(session: Session, task: Task, job: Job) -> bool | None:
     """
 
 
+# --- capacity (vetoes, asked like the filters) -----------------------------------------------------
+
+
 @hookspec
 def kai_job_over_capacity(session: Session, job: Job, tasks: list[Task]) -> Reject | None:
     """Veto allocating ``tasks`` of ``job`` because of queue capacity (limits, quota), or ``None``."""
