@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from kai import hookimpl
-from kai.api.podgroup import INFERENCE_PRIORITY, OwnerReference
-from kai.grouping.unstructured import meta_str
+from kai.sdk import INFERENCE_PRIORITY, OwnerReference, hookimpl, meta_str
 
 
 class DeploymentGrouper:

@@ -7,9 +7,7 @@ entry points of this module claim the kinds KAI's table maps to the default rule
 
 from __future__ import annotations
 
-from kai import hookimpl
-from kai.grouping.hub import FALLBACK_KIND
-from kai.grouping.karta import karta_for, karta_metadata
+from kai.sdk import FALLBACK_KIND, hookimpl, karta_for, karta_metadata
 
 
 class DefaultGrouper:

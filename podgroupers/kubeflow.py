@@ -8,20 +8,22 @@ sub-groups and, with a segment size, fixed-size worker segments ``worker-0``, ``
 
 from __future__ import annotations
 
-from kai import hookimpl
-from kai.api.names import SEGMENT_SIZE_ANNOTATION
-from kai.api.podgroup import BUILD_PRIORITY, GroupingError, SubGroupMetadata
-from kai.grouping.segments import segment_topology
-from kai.grouping.unstructured import (
+from kai.sdk import (
+    BUILD_PRIORITY,
+    SEGMENT_SIZE_ANNOTATION,
     FieldError,
-    annotations,
+    GroupingError,
+    SubGroupMetadata,
+    annotations_of,
     atoi,
+    hookimpl,
     labels,
     meta_str,
     nested,
     nested_int,
     nested_map,
     nested_str,
+    segment_topology,
 )
 
 
@@ -211,7 +213,7 @@ class PyTorchGrouper(DistributedGrouper):
     @staticmethod
     def _segment_size(pod, specs, template):
         where = f"{meta_str(pod, 'namespace')}/{meta_str(pod, 'name')}"
-        text = annotations(pod).get(SEGMENT_SIZE_ANNOTATION)
+        text = annotations_of(pod).get(SEGMENT_SIZE_ANNOTATION)
         source = f"on pod {where}"
         if not text:
             try:

@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import copy
 
-from kai import hookimpl
-from kai.api.names import PREEMPTIBILITY_LABEL, PRIORITY_CLASS_LABEL
-from kai.api.podgroup import GroupingError
-from kai.grouping.unstructured import meta_str
+from kai.sdk import PREEMPTIBILITY_LABEL, PRIORITY_CLASS_LABEL, GroupingError, hookimpl, meta_str
 
 RUNAI_WORKLOADS = (
     "TrainingWorkload",

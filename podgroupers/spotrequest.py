@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from kai import hookimpl
-from kai.api.podgroup import INFERENCE_PRIORITY
+from kai.sdk import INFERENCE_PRIORITY, hookimpl
 
 
 class SpotRequestGrouper:

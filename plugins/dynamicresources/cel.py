@@ -16,7 +16,7 @@ import math
 import re
 from typing import Any
 
-from kai.api.dra import Device
+from kai.sdk import Device
 
 try:
     import celpy

@@ -3,18 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
-from kai import _native
-from kai.api import mig_gpu_slices
-from kai.framework.shapes import NodeState, Shape
+from kai.sdk import NodeState, Shape, fragment, mig_gpu_slices
 
 from .measure import DEFAULT_LOOKAHEAD, DEFAULT_STRANDED
-
-if TYPE_CHECKING:  # the compiled module has the class of its pure-Python twin
-    from kai._native import fragment_py as fragment
-else:
-    fragment = _native.load("fragment")
 
 
 def measure_rows(workload: Iterable[tuple[Shape, float]]) -> tuple[list[tuple], list[tuple]]:

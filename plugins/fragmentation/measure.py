@@ -17,9 +17,8 @@ import math
 from collections import Counter
 from collections.abc import Iterable
 
-from kai.api import EPSILON as EPS
-from kai.api import mig_gpu_slices
-from kai.framework.shapes import NodeState, Shape
+from kai.sdk import EPSILON as EPS
+from kai.sdk import NodeState, Shape, mig_gpu_slices
 
 #: Weight of the filled-node part of a shape's fragment beside the next-task part.
 DEFAULT_LOOKAHEAD = 0.5

@@ -25,12 +25,21 @@ from collections import Counter, deque
 
 import attrs
 
-from kai import hookimpl
-from kai.api import EPSILON as EPS
-from kai.api import TaskStatus
-from kai.framework.gpusharing import node_gpu_memory, task_gpu_memory
-from kai.framework.nodes import NodeArrays
-from kai.framework.shapes import NodeState, Shape, after_task, node_state, normalised, parse_workload, task_shape
+from kai.sdk import EPSILON as EPS
+from kai.sdk import (
+    NodeArrays,
+    NodeState,
+    Shape,
+    TaskStatus,
+    after_task,
+    hookimpl,
+    node_gpu_memory,
+    node_state,
+    normalised,
+    parse_workload,
+    task_gpu_memory,
+    task_shape,
+)
 
 from .kernel import Measure
 from .measure import DEFAULT_LOOKAHEAD, DEFAULT_STRANDED, node_kinds, weighted
