@@ -9,6 +9,9 @@ PodGrouper hooks by objects built from ``kai.podgroupers``. Each hook is documen
 implementing a hook not specified here (``optionalhook=True`` excepted), or declaring an argument the
 hook's specification does not have, fails to load.
 
+Each ``# ---`` section below is a family of hooks with a protocol of the same signatures in
+:mod:`kai.sdk` (``ScoreHooks``, ``FilterHooks``, ...) for plugin authors' type checking.
+
 The hot hooks (ordering, predicates, capacity, node subsets, scores, allocation events) are resolved
 once per session into plain call lists (:class:`kai.framework.plugins.CallLists`) that the kernel
 walks itself, in the order of the plugins in the scheduler configuration; their specs carry no
