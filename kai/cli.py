@@ -3,7 +3,7 @@
 Each entry of :data:`SUBCOMMANDS` names ``module:function``; the function takes the remaining
 arguments (a list of strings) and returns the exit code. Modules are imported only when their
 subcommand runs, so ``kai-scheduler simulate`` never loads the Kubernetes client. A malformed input
-file (:class:`~kai.framework.ConfigError`) that a subcommand does not report itself ends in exit
+file (:class:`~kai.common.errors.ConfigError`) that a subcommand does not report itself ends in exit
 code 2 and one line on stderr; any other exception is a bug and keeps its traceback.
 """
 
@@ -54,8 +54,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     module_name, func_name = entry[0].split(":")
     func = getattr(importlib.import_module(module_name), func_name)
-    from kai.framework.errors import ConfigError
-    from kai.framework.yamlfile import one_line
+    from kai.common.errors import ConfigError
+    from kai.common.yamlfile import one_line
 
     try:
         return func(args[1:])

@@ -32,8 +32,8 @@ from kai import PROJECT
 if TYPE_CHECKING:
     from kai.api import Job, Member, PodSet, Queue, Reject, Resources, SubGroup, Task
     from kai.api.podgroup import PodGroupMetadata
-    from kai.framework.actions.solver import Scenario
     from kai.framework.nodes import NodeInfo
+    from kai.framework.scenario import Scenario
     from kai.framework.session import Session
     from kai.grouping.hub import PodGrouperHub
 
@@ -88,9 +88,9 @@ def unknown_argument(pm: pluggy.PluginManager, plugin: object) -> str | None:
 def kai_actions() -> Mapping[str, Callable[[Session], None]] | None:
     """Return a mapping ``{action name: callable(session) -> None}`` of the actions this plugin offers.
 
-    Called once when the plugin manager is built. The kernel offers ``allocate`` itself; the
-    configuration's ``actions`` list says which actions run and in which order. Two providers of
-    one action name are an error.
+    Called once when the plugin manager is built. The shipped actions (``allocate``, ...) come from the
+    entry-point group ``kai.actions`` instead; the configuration's ``actions`` list says which actions
+    run and in which order. Two providers of one action name are an error.
     """
 
 

@@ -1,7 +1,8 @@
 """Plugins of every family found through their entry-point groups, built and registered the same way.
 
 A scheduling plugin (group ``kai.plugins``), a podgrouper (``kai.podgroupers``) or a binder plugin
-(``kai.binder_plugins``) is an entry point naming a builder ``build(arguments: dict) -> object``.
+(``kai.binder_plugins``) is an entry point naming a builder ``build(arguments: dict) -> object``; an
+action (``kai.actions``) one naming a callable that takes a session.
 :func:`discover` finds a group's entry points, :func:`build_plugin` loads and builds one, and
 :func:`register` puts hook-carrying plugins into a pluggy manager, refusing a hook or a hook argument
 :mod:`kai.hookspecs` does not declare. Every failure is a :class:`PluginError` naming the plugin and its
@@ -12,15 +13,22 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from importlib.metadata import EntryPoint, entry_points
-from typing import Any
+from typing import Any, Protocol
 
 import pluggy
 
 from kai import hookspecs
 
 PLUGIN_GROUP = "kai.plugins"
+ACTION_GROUP = "kai.actions"
 PODGROUPER_GROUP = "kai.podgroupers"
 BINDER_PLUGIN_GROUP = "kai.binder_plugins"
+
+
+class Installed(Protocol):
+    """One reading of every installed entry point (``importlib.metadata.entry_points()``)."""
+
+    def select(self, *, group: str) -> Iterable[EntryPoint]: ...
 
 
 class PluginError(Exception):
@@ -33,10 +41,11 @@ def distribution(ep: EntryPoint | None) -> str:
     return f"{dist.name} {dist.version}" if dist is not None else "?"
 
 
-def discover(group: str = PLUGIN_GROUP) -> dict[str, EntryPoint]:
-    """Entry points of ``group`` by name; two distributions claiming one name is an error naming both."""
+def discover(group: str = PLUGIN_GROUP, installed: Installed | None = None) -> dict[str, EntryPoint]:
+    """Entry points of ``group`` (among ``installed``, one reading of every group, or those installed now)
+    by name; two distributions claiming one name is an error naming both."""
     found: dict[str, EntryPoint] = {}
-    for ep in entry_points(group=group):
+    for ep in entry_points(group=group) if installed is None else installed.select(group=group):
         other = found.get(ep.name)
         if other is not None and other.value != ep.value and distribution(other) != distribution(ep):
             raise PluginError(

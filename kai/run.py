@@ -32,9 +32,10 @@ import attrs
 from kai.api import names
 from kai.binder import reservation
 from kai.binder.binder import DEFAULT_WORKERS
-from kai.framework import DEFAULT_CONFIG, ConfigError, PluginError, SchedulerConfig, load_config
-from kai.framework.durations import duration_flag
-from kai.framework.yamlfile import one_line
+from kai.common.durations import duration_flag
+from kai.common.errors import ConfigError
+from kai.common.yamlfile import one_line
+from kai.framework import DEFAULT_CONFIG, PluginError, SchedulerConfig, load_config
 from kai.kube.leader import LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD, LeaderElector
 from kai.kube.server import DEFAULT_ADDRESS, METRICS, PROBES, ObservabilityServer
 from kai.logs import FORMATS, configure, fields

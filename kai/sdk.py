@@ -14,7 +14,7 @@
   shapes and node states (:class:`Shape`, :class:`NodeState`);
 * pod grouping: the hub podgroupers are given, readers of unstructured objects (``annotations_of``, not
   ``annotations``, which ``from __future__ import annotations`` would shadow), segments and Karta;
-* errors and durations.
+* errors, durations and Kubernetes quantities.
 
 What is stable: the names in ``__all__``, with the signatures and meaning their own documentation gives.
 Removing or changing one is a breaking change, listed in the CHANGELOG. Where a name is defined is not:
@@ -136,6 +136,9 @@ from kai.api.storage import (
     node_reasons,
     static_bindings,
 )
+from kai.common.durations import format_duration, parse_duration
+from kai.common.quantity import QuantityError
+from kai.common.quantity import parse as parse_quantity
 from kai.framework import (
     FAIR_SHARE_REASONS,
     ROOT_GROUP,
@@ -146,12 +149,10 @@ from kai.framework import (
     Statement,
     cluster_capacity,
     divide_tree_explained,
-    format_duration,
     max_node_gpu_memory,
     memory_base,
     min_node_gpu_memory,
     ordered_pod_sets,
-    parse_duration,
     placement_scores,
     queue_order_compare,
     should_pipeline,
@@ -359,6 +360,7 @@ __all__ = [
     "PodGrouperHub", "ANY", "FALLBACK_KIND", "first_duration", "karta_for", "karta_metadata", "kept_topology",
     "segment_topology", "trunc_div", "FieldError", "annotations_of", "labels", "meta_str", "gvk", "atoi", "parse_int32",
     "nested", "nested_bool", "nested_int", "nested_list", "nested_map", "nested_str", "nested_str_list",
-    # errors and durations
-    "PluginError", "GroupingError", "NotFoundError", "parse_duration", "format_duration",
+    # errors, durations and quantities
+    "PluginError", "GroupingError", "NotFoundError", "parse_duration", "format_duration", "parse_quantity",
+    "QuantityError",
 ]

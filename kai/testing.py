@@ -20,6 +20,7 @@ A snapshot shows the outcome of the last session run on it until the next sessio
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from importlib.metadata import entry_points
 
 from kai.api import (
     UNLIMITED,
@@ -39,7 +40,7 @@ from kai.api.dra import DynamicResources
 from kai.api.storage import Storage
 from kai.framework import Plugins, PluginSpec, SchedulerConfig, Session, Snapshot, build_snapshot, run_session
 from kai.framework.config import DEFAULT_CONFIG
-from kai.plugin_loader import discover
+from kai.plugin_loader import ACTION_GROUP, PLUGIN_GROUP, discover
 from kai.sim import replay, replay_trace
 
 NOW = 1_800_000_000.0
@@ -134,10 +135,11 @@ def plugin_manager(names: Iterable[str | PluginSpec] | None = None, actions: Seq
     ``names`` like an installed plugin (and hides an installed one of the same name).
     """
     specs = DEFAULT_CONFIG.plugins if names is None else tuple(_spec(p) for p in names)
-    available = dict(discover())
+    installed = entry_points()
+    available = dict(discover(PLUGIN_GROUP, installed))
     for name, builder in (extra_plugins or {}).items():
         available[name] = _LocalEntryPoint(name, builder)
-    return Plugins(SchedulerConfig(tuple(actions), specs), available)
+    return Plugins(SchedulerConfig(tuple(actions), specs), available, discover(ACTION_GROUP, installed))
 
 
 def run(snapshot: Snapshot, plugins: Iterable[str | PluginSpec] | None = None, actions: Sequence[str] = ("allocate",),

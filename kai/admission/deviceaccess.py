@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from kai.api.names import GPU, MIG_PREFIX
-from kai.kube.quantity import QuantityError, parse
+from kai.common.quantity import QuantityError, parse
 from kai.kube.sharedgpu import VISIBLE_DEVICES, fraction_container, requests_sharing
 
 ALLOWED_VALUES = ("void", "none")

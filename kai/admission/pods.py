@@ -29,7 +29,7 @@ from kai.admission import deviceaccess
 from kai.admission.responses import allow, deny, kind, object_name, refusal
 from kai.api.names import GPU, SCHEDULER_NAME
 from kai.api.resources import parse_gpu_sharing
-from kai.kube.quantity import parse
+from kai.common.quantity import parse
 from kai.kube.sharedgpu import json_patch, mutate, requests_sharing
 
 #: KAI's annotation asking for an MPS server next to a shared GPU.

@@ -24,7 +24,7 @@ from typing import Any
 
 from kai.binder.plugins import BindContext, BindError, InvalidBindRequest
 from kai.binder.reservation import Reservations
-from kai.framework.durations import parse_duration
+from kai.common.durations import parse_duration
 from kai.kube.client import ApiError, Kube, object_path
 from kai.kube.sharedgpu import CONFIGMAP_ANNOTATION, FRACTION, configmap_data, fraction_container, index_tag
 from kai.logs import fields

@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kai.framework.errors import ConfigError
-from kai.framework.yamlfile import describe, read_yaml
+from kai.common.errors import ConfigError
+from kai.common.yamlfile import describe, read_yaml
 
 FIELDS = ("enabled", "priority", "arguments")
 #: KAI's priorities of its binder plugins.

@@ -39,8 +39,8 @@ from kai import __version__
 from kai.api import names
 from kai.api.names import GPU_GROUP_LABEL, RESERVATION_APP
 from kai.binder.plugins import BindError
+from kai.common.quantity import parse
 from kai.kube.client import ApiError, Kube, object_path
-from kai.kube.quantity import parse
 from kai.logs import fields
 
 log = logging.getLogger(__name__)

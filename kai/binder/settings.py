@@ -32,7 +32,7 @@ from kai.binder.pluginconfig import (
     resolve,
 )
 from kai.binder.plugins import BindPlugin, build_plugins
-from kai.framework.errors import ConfigError
+from kai.common.errors import ConfigError
 from kai.kube.client import Kube
 from kai.kube.kaiconfig import config_field
 

@@ -41,11 +41,11 @@ from kai.api.names import (
     RECEIVED_RESOURCE_TYPE,
 )
 from kai.api.resources import GpuRequestError, gpu_memory_from_label, parse_gpu_sharing
+from kai.common.quantity import QuantityError, format_resources, parse, resource_list_patch, sum_resources
 from kai.kube import dra, views
 from kai.kube.access import Access
 from kai.kube.client import ApiError, Kube, object_path
 from kai.kube.controller import Controller
-from kai.kube.quantity import QuantityError, format_resources, parse, resource_list_patch, sum_resources
 from kai.kube.watch import Informer, object_key
 from kai.logs import fields
 

@@ -22,10 +22,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from kai.api import names
+from kai.common.quantity import QuantityError, format_resources, parse, resource_list_patch, sum_resources
 from kai.kube.access import Access
 from kai.kube.client import ApiError, Kube, object_path
 from kai.kube.controller import Controller
-from kai.kube.quantity import QuantityError, format_resources, parse, resource_list_patch, sum_resources
 from kai.kube.watch import Informer, object_key
 from kai.logs import fields
 from kai.metrics import QueueMetrics

@@ -7,9 +7,9 @@ import signal
 import sys
 from pathlib import Path
 
+from kai.common.durations import parse_duration
 from kai.dev.controlplane import ControlPlane
 from kai.dev.gobuild import ControlPlaneError, MissingToolError, ensure_binaries
-from kai.framework.durations import parse_duration
 
 EPILOG = """\
 environment:

@@ -32,11 +32,11 @@ from pathlib import Path
 
 from kai.admission.webhook import MUTATE_PATH, PODGROUP_PATH, QUEUE_PATH, TOPOLOGY_PATH, VALIDATE_PATH
 from kai.api.names import SCHEDULER_NAME
+from kai.common.yamlfile import read_yaml
 from kai.dev import manifests as m
 from kai.dev.controlplane import ControlPlane, free_ports
 from kai.dev.gobuild import ControlPlaneError, cache_root, go_command, go_environment
 from kai.dev.kaisuites import Catalogue, SuiteResult, details, ginkgo_args, read_report, summarize, table
-from kai.framework.yamlfile import read_yaml
 from kai.kube.certs import serving_certificate
 from kai.kube.client import Kube
 

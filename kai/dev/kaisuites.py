@@ -18,8 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kai.framework.errors import ConfigError
-from kai.framework.yamlfile import Fields, read_yaml
+from kai.common.errors import ConfigError
+from kai.common.yamlfile import Fields, read_yaml
 
 #: Why a suite, label or spec is left out.
 EXCLUSION_CATEGORIES = ("real-containers", "real-gpus", "third-party-operator", "kai-install", "nightly")

@@ -1,4 +1,4 @@
-"""The scheduling kernel: plugin manager, Session, Statement, actions.
+"""The scheduling kernel: plugin manager, Session, Statement (the actions are in kai.actions).
 
 Public names for plugins: :class:`Session`, :class:`Statement`, :class:`NodeInfo`,
 :func:`placement_scores` (the compiled scoring loop), the gang helpers and the configuration types.
@@ -10,13 +10,13 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from kai import _native
-from kai.framework.actions.solver import Scenario
+from kai.common.durations import format_duration, parse_duration
+from kai.common.errors import ConfigError
 from kai.framework.config import DEFAULT_CONFIG, PluginSpec, SchedulerConfig, load_config, parse_config
-from kai.framework.durations import format_duration, parse_duration
-from kai.framework.errors import ConfigError
 from kai.framework.gang import ROOT_GROUP, ordered_pod_sets, should_pipeline, tasks_to_allocate
 from kai.framework.nodes import NodeInfo
 from kai.framework.plugins import Plugins
+from kai.framework.scenario import Scenario
 from kai.framework.session import Session
 from kai.framework.snapshot import Problem, Snapshot, build_snapshot
 from kai.framework.statement import Decision, Statement

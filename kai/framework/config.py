@@ -22,10 +22,10 @@ from typing import Any
 
 import attrs
 
-from kai.framework.errors import ConfigError
+from kai.common.errors import ConfigError
+from kai.common.yamlfile import Fields, describe, read_yaml
 from kai.framework.scenariosearch import SearchBudgets, parse_search_budgets
 from kai.framework.usage import UsageDBConfig, parse_usage_db
-from kai.framework.yamlfile import Fields, describe, read_yaml
 
 
 @attrs.define(frozen=True)

@@ -1,29 +1,33 @@
-"""The pluggy manager of the scheduling plugins, and per-session call lists.
+"""The pluggy manager of the scheduling plugins, the actions a configuration may run, and per-session
+call lists.
 
 Every scheduling plugin -- shipped or third-party -- is an entry point in the group
 ``kai.plugins`` naming a builder ``build(arguments: dict) -> object``, found and built by
 :mod:`kai.plugin_loader`; the object carries ``@kai.hookimpl`` methods, each named after a hook of
 :mod:`kai.hookspecs` and declaring only arguments of that hook (a plugin doing otherwise fails to load).
-The configuration says which plugins run, with which arguments, in which order.
+The configuration says which plugins run, with which arguments, in which order. Every action -- the
+shipped ones too -- is an entry point in the group ``kai.actions`` naming a callable that takes a
+session, or is offered by a plugin through ``kai_actions``.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable, Sequence
-from importlib.metadata import EntryPoint
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any, cast
 
 import pluggy
 from pluggy import HookImpl
 
 from kai import PROJECT, _native, hookspecs
-from kai.framework import actions as builtin_actions
 from kai.framework.config import SchedulerConfig
 from kai.plugin_loader import (
+    ACTION_GROUP,
     BINDER_PLUGIN_GROUP,
     PLUGIN_GROUP,
     PODGROUPER_GROUP,
+    Installed,
     PluginError,
     build_plugin,
     discover,
@@ -114,12 +118,44 @@ class CallLists:
             self._owners[name] = [owner for owner in owners if owner is not plugin]
 
 
-class Plugins:
-    """The plugins of one scheduler configuration, with the actions they offer."""
+class Actions(Mapping[str, "Action"]):
+    """The actions a configuration may run, by name: those plugins offer through ``kai_actions`` and the
+    entry points of group ``kai.actions``, each loaded when first asked for."""
 
-    def __init__(self, config: SchedulerConfig, available: dict[str, EntryPoint] | None = None):
+    def __init__(self, offered: Mapping[str, Action], available: Mapping[str, EntryPoint]):
+        self._loaded = dict(offered)
+        self._available = available
+
+    def __getitem__(self, name: str) -> Action:
+        action = self._loaded.get(name)
+        if action is None:
+            ep = self._available[name]
+            try:
+                action = cast("Action", ep.load())
+            except Exception as exc:  # a broken third-party distribution must not look like our bug
+                raise PluginError(f"action {name!r} ({distribution(ep)}): cannot load {ep.value}: {exc}") from exc
+            self._loaded[name] = action
+        return action
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._loaded or name in self._available
+
+    def __iter__(self) -> Iterator[str]:
+        return iter({**self._available, **self._loaded})
+
+    def __len__(self) -> int:
+        return len(self._available.keys() | self._loaded.keys())
+
+
+class Plugins:
+    """The plugins of one scheduler configuration, with the actions it may run."""
+
+    def __init__(self, config: SchedulerConfig, available: dict[str, EntryPoint] | None = None,
+                 available_actions: Mapping[str, EntryPoint] | None = None):
         self.config = config
-        available = discover() if available is None else available
+        installed: Installed | None = entry_points() if available is None or available_actions is None else None
+        available = discover(PLUGIN_GROUP, installed) if available is None else available
+        available_actions = discover(ACTION_GROUP, installed) if available_actions is None else available_actions
         self.pm = pluggy.PluginManager(PROJECT)
         self.pm.add_hookspecs(hookspecs)
         built = [(spec.name, build_plugin(spec.name, spec.arguments, available)) for spec in config.plugins]
@@ -130,22 +166,27 @@ class Plugins:
             self.names.append(name)
         self.names.reverse()
         register(self.pm, reversed(built), available)
-        self.pm.register(builtin_actions, name="kai.actions")
-        self.actions = self._collect_actions()
+        self.actions = Actions(self._offered_actions(available_actions), available_actions)
         missing = [a for a in config.actions if a not in self.actions]
         if missing:
             raise PluginError(
                 f"unknown action(s) {', '.join(missing)}; available actions: {', '.join(sorted(self.actions))}"
             )
+        for name in config.actions:
+            self.actions[name]  # load the configured ones now: a broken one is a configuration error
 
-    def _collect_actions(self) -> dict[str, Action]:
+    def _offered_actions(self, available: Mapping[str, EntryPoint]) -> dict[str, Action]:
+        """The actions the plugins offer (``kai_actions``); one name offered twice is an error naming both."""
         actions: dict[str, Action] = {}
+        by = {name: f"entry point {ep.value} ({distribution(ep)})" for name, ep in available.items()}
         for impl in self.pm.hook.kai_actions.get_hookimpls():
             offered = cast("dict[str, Action]", impl.function() or {})
             for name, fn in offered.items():
-                if name in actions:
-                    raise PluginError(f"action {name!r} is offered twice (by {impl.plugin_name} and another plugin)")
+                if name in by:
+                    raise PluginError(f"action {name!r} is offered twice: by {by[name]} and by plugin "
+                                      f"{impl.plugin_name!r}")
                 actions[name] = fn
+                by[name] = f"plugin {impl.plugin_name!r}"
         return actions
 
     def plugin(self, name: str) -> Any:

@@ -1,7 +1,7 @@
 """KAI's bounded scenario search: its budgets (``scenarioSearchBudgets``) and what one session's search did.
 
 The eviction actions' job solver stops looking for victims when a time budget runs out
-(:mod:`kai.framework.actions.search`). The budgets are configured in KAI's shape, in the scheduler
+(:mod:`kai.actions.search`). The budgets are configured in KAI's shape, in the scheduler
 configuration file or a SchedulingShard's ``spec``::
 
     scenarioSearchBudgets:
@@ -24,9 +24,9 @@ from typing import Any
 
 import attrs
 
-from kai.framework.durations import parse_duration
-from kai.framework.errors import ConfigError
-from kai.framework.yamlfile import Fields, describe
+from kai.common.durations import parse_duration
+from kai.common.errors import ConfigError
+from kai.common.yamlfile import Fields, describe
 
 DEFAULT = "default"
 #: The keys of ``maxActionSearchDuration``: the three eviction actions and the fallback.

@@ -10,7 +10,7 @@ pairs, given as a plugin argument (:func:`parse_workload`) or counted from tasks
 
 from __future__ import annotations
 
-import re
+import math
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
@@ -18,19 +18,20 @@ from typing import Any
 import attrs
 
 from kai.api import EPSILON, ResourceRequest, Task, is_mig_resource, mig_gpu_slices
+from kai.common.quantity import QuantityError, parse
 from kai.framework.gpusharing import node_gpu_memory
 from kai.framework.nodes import NodeInfo
 
-_SUFFIXES = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
-_QUANTITY = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
 
-
-def parse_quantity(value: Any) -> float:
-    """A Kubernetes-style amount (``500m``, ``2``, ``16Gi``) as a number."""
-    m = _QUANTITY.match(str(value).strip())
-    if not m:
+def _amount(value: Any) -> float:
+    """A Kubernetes-style amount (``500m``, ``2``, ``16Gi``) as a number, finite and not negative."""
+    try:
+        number = float(parse(str(value)))
+    except QuantityError:
+        number = math.nan
+    if not 0 <= number < math.inf:
         raise ValueError(f"{value!r} is not an amount like 500m, 4 or 16Gi")
-    return float(m.group(1)) * _SUFFIXES.get(m.group(2) or "", 1.0)
+    return number
 
 
 @attrs.define(frozen=True, cache_hash=True)
@@ -132,10 +133,10 @@ def parse_workload(entries: Any) -> list[tuple[Shape, float]]:
         if unknown:
             raise ValueError(f"workload[{k}] has unknown keys {sorted(unknown)}")
         try:
-            shape = Shape(parse_quantity(e.get("cpu", 0)) * 1000, parse_quantity(e.get("memory", 0)),
+            shape = Shape(_amount(e.get("cpu", 0)) * 1000, _amount(e.get("memory", 0)),
                           int(e.get("gpus", 0)), float(e.get("gpu_fraction", 0.0)), str(e.get("mig", "")),
                           frozenset(str(m) for m in e.get("models", ()) or ()),
-                          int(parse_quantity(e.get("gpu_memory", 0)) / 2**20))
+                          int(_amount(e.get("gpu_memory", 0)) / 2**20))
             weight = float(e.get("weight", 1.0))
         except (TypeError, ValueError) as err:
             raise ValueError(f"workload[{k}]: {err}") from None

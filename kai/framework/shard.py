@@ -31,12 +31,12 @@ from typing import Any
 
 import attrs
 
+from kai.common.durations import parse_duration
+from kai.common.errors import ConfigError
+from kai.common.yamlfile import Fields, describe
 from kai.framework.config import MAX_SETTING, PluginSpec, SchedulerConfig, parse_queue_depths
-from kai.framework.durations import parse_duration
-from kai.framework.errors import ConfigError
 from kai.framework.scenariosearch import parse_search_budgets
 from kai.framework.usage import parse_usage_db
-from kai.framework.yamlfile import Fields, describe
 
 PLACEMENTS = ("binpack", "spread")
 #: KAI's default plugin priorities (higher runs first); a plugin not named here has 0.

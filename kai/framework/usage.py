@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any, cast
 import attrs
 
 from kai.api import ALLOCATED, MIG_PREFIX, mig_gpu_slices, names
+from kai.common.durations import parse_duration
+from kai.common.errors import ConfigError
+from kai.common.yamlfile import Fields, describe
 from kai.framework.asbuilt import nodes_as_built
-from kai.framework.durations import parse_duration
-from kai.framework.errors import ConfigError
-from kai.framework.yamlfile import Fields, describe
 
 if TYPE_CHECKING:
     from kai.framework.nodes import NodeInfo

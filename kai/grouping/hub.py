@@ -55,7 +55,7 @@ from kai.api.podgroup import (
     TopologyConstraint,
     parse_preemptibility,
 )
-from kai.framework import parse_duration
+from kai.common.durations import parse_duration
 from kai.grouping.objects import ObjectReader
 from kai.grouping.owners import resolve_owners
 from kai.grouping.podgroups import GroupingSkipped, podgroup_object

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from kai.api.names import POD_GROUP_ANNOTATION, PODGROUP_API_VERSION, SKIP_PODGROUPER_ANNOTATION, SUBGROUP_LABEL
 from kai.api.podgroup import GroupingError, PodGroupMetadata
-from kai.framework import format_duration
+from kai.common.durations import format_duration
 from kai.grouping.unstructured import annotations as annotations_of  # "annotations": the __future__ feature
 from kai.grouping.unstructured import meta_str
 

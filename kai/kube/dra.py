@@ -28,7 +28,7 @@ from kai.api.dra import (
 )
 from kai.api.model import LabelRequirement
 from kai.api.storage import NodeSelectorTerm
-from kai.kube.quantity import QuantityError, parse
+from kai.common.quantity import QuantityError, parse
 from kai.kube.storage import node_selector_terms
 
 API_VERSION = "resource.k8s.io/v1"

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from kai.api import names
-from kai.framework.yamlfile import describe
+from kai.common.yamlfile import describe
 from kai.kube.client import Kube, object_path
 from kai.kube.events import WARNING, record_event
 from kai.kube.shardstatus import report_shard_status

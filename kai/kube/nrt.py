@@ -18,7 +18,7 @@ import attrs
 
 from kai.api import NumaTopology, NumaZone, ZonePlacement
 from kai.api.numa import POLICIES, POLICY_NONE, SCOPE_CONTAINER, SCOPE_POD, SCOPES
-from kai.kube.quantity import QuantityError, parse
+from kai.common.quantity import QuantityError, parse
 
 #: The deprecated ``topologyPolicies`` values: (policy, scope).
 LEGACY_POLICIES = {

@@ -20,7 +20,7 @@ from kai.api.storage import (
     StorageClass,
     Volume,
 )
-from kai.kube.quantity import QuantityError, parse
+from kai.common.quantity import QuantityError, parse
 
 
 def _bytes(value) -> float | None:

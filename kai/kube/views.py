@@ -50,10 +50,10 @@ from kai.api.names import (
 )
 from kai.api.podgroup import NON_PREEMPTIBLE, PREEMPTIBLE
 from kai.api.resources import gpu_memory_from_label, parse_gpu_sharing
-from kai.framework import parse_duration
+from kai.common.durations import parse_duration
+from kai.common.quantity import QuantityError, parse
 from kai.kube.dra import claim_allocations, extended_claim, pod_resource_claims
 from kai.kube.nrt import placement_annotation, placement_record
-from kai.kube.quantity import QuantityError, parse
 from kai.kube.storage import pod_claims
 
 #: Job priority when the PodGroup's class is unknown and no class is the global default (KAI's).

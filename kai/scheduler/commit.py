@@ -53,9 +53,10 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from datetime import datetime, timezone
 from decimal import Decimal
 
+from kai.actions.allocate import not_ready_message
 from kai.api import ACTIVE_ALLOCATED, Job, QueueDetails, Task, TaskStatus, ZonePlacement, names
+from kai.common.quantity import format_quantity
 from kai.framework import Problem, Session
-from kai.framework.actions.allocate import not_ready_message
 from kai.framework.asbuilt import changed_jobs, flagged_as_built
 from kai.framework.faults import INTERNAL_ERROR_REASON
 from kai.framework.snapshot import NODE_NOT_FOUND
@@ -63,7 +64,6 @@ from kai.kube import dra
 from kai.kube.client import STRATEGIC_MERGE_PATCH, ApiError, Kube, object_path
 from kai.kube.events import NORMAL, WARNING, record_event
 from kai.kube.nrt import placement_json
-from kai.kube.quantity import format_quantity
 from kai.kube.views import BindRequestView, PodGroupView, PodView
 from kai.logs import fields
 from kai.scheduler.cache import ClusterCache, Cycle

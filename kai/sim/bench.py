@@ -16,8 +16,9 @@ import time
 from pathlib import Path
 
 from kai import _native
-from kai.framework import ConfigError, PluginError, Session
-from kai.framework.yamlfile import one_line
+from kai.common.errors import ConfigError
+from kai.common.yamlfile import one_line
+from kai.framework import PluginError, Session
 from kai.sim.conformance import Runner, _files
 from kai.sim.scenario import NOW, Scenario, load_scenarios
 

@@ -7,7 +7,6 @@ the entry and the field, and unknown fields are errors (a typo must not be silen
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any
 
@@ -51,16 +50,11 @@ from kai.api.dra import (
 from kai.api.model import ACTIVE_USED
 from kai.api.names import QUEUE_LABEL
 from kai.api.numa import POLICIES, QOS_CLASSES, SCOPE_CONTAINER, SCOPES
-from kai.framework import (
-    DEFAULT_CONFIG,
-    ConfigError,
-    SchedulerConfig,
-    Snapshot,
-    build_snapshot,
-    parse_config,
-    parse_duration,
-)
-from kai.framework.yamlfile import MAX_NUMBER, Fields, check_number, describe
+from kai.common.durations import parse_duration
+from kai.common.errors import ConfigError
+from kai.common.quantity import QuantityError, parse
+from kai.common.yamlfile import MAX_NUMBER, Fields, check_number, describe
+from kai.framework import DEFAULT_CONFIG, SchedulerConfig, Snapshot, build_snapshot, parse_config
 from kai.sim.numa_facts import MAX_ZONES
 
 #: KAI's priority classes and their values.
@@ -104,35 +98,23 @@ MAX_PODS_PER_NODE = 10_000
 MAX_GPU_MEMORY_MIB = 2**31 - 1
 MAX_PRIORITY = 2**31 - 1
 
-_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?\d+)?$")
-_FACTORS = {
-    None: 1.0, "n": 1e-9, "u": 1e-6, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
-    "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50, "Ei": 2.0**60,
-}
-
 
 def parse_quantity(value: Any, where: str, field: str) -> float:
     """A Kubernetes quantity (a number or a string such as ``500m`` or ``16Gi``) in base units, at most
-    :data:`~kai.framework.yamlfile.MAX_NUMBER` in size."""
+    :data:`~kai.common.yamlfile.MAX_NUMBER` in size."""
 
     def fail(message: str) -> ConfigError:
         return ConfigError(f"{where}: field '{field}' {message}")
 
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return check_number(value, -MAX_NUMBER, MAX_NUMBER, fail)
-    m = _QUANTITY.match(value.strip()) if isinstance(value, str) else None
-    if m is None:
+    try:
+        number = float(parse(value)) if isinstance(value, str) else None
+    except QuantityError:
+        number = None
+    if number is None:
         raise ConfigError(f"{where}: field '{field}': {describe(value)} is not a Kubernetes quantity "
                           "(like 500m, 4, 16Gi)")
-    number, suffix = float(m.group(1)), m.group(2)
-    if suffix and suffix[0] in "eE" and suffix not in _FACTORS:
-        exponent = int(suffix[1:]) if len(suffix) < 8 else (-999 if suffix[1] == "-" else 999)
-        try:
-            number *= 10.0 ** exponent
-        except OverflowError:
-            number = math.inf
-    else:
-        number *= _FACTORS[suffix]
     if not abs(number) <= MAX_NUMBER:  # also catches inf and nan
         raise fail(f"must be at most {MAX_NUMBER:g} in size, not {describe(value)}")
     return number

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import attrs
 
-from kai.framework import ConfigError, PluginError, Plugins
-from kai.framework.yamlfile import Fields, one_line, read_yaml
+from kai.common.errors import ConfigError
+from kai.common.yamlfile import Fields, one_line, read_yaml
+from kai.framework import PluginError, Plugins
 from kai.plugin_loader import discover
 from kai.sim.expect import check_expected
 from kai.sim.rounds import ROUND_SECONDS, feed_back, run_round

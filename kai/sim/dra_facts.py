@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from kai.api.dra import Allocation, DeviceId, DynamicResources, PodResourceClaim, ResourceClaim, ResourceSlice
-from kai.framework.yamlfile import Fields, describe
+from kai.common.yamlfile import Fields, describe
 from kai.sim.cluster_file import CLAIM_FIELDS, claim_request, device_classes, node_slices
 
 #: The fields of an entry of ``resource_claims``.

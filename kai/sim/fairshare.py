@@ -12,7 +12,8 @@ import argparse
 
 import attrs
 
-from kai.framework import FAIR_SHARE_REASONS, ConfigError, Plugins, Session
+from kai.common.errors import ConfigError
+from kai.framework import FAIR_SHARE_REASONS, Plugins, Session
 from kai.sim.scenario import NOW
 from kai.sim.simulate import Run, print_reports
 from kai.usagedb import make_usage_source

@@ -18,7 +18,7 @@ from typing import Any
 
 from kai.api import GPU, NumaTopology, NumaZone, ZonePlacement
 from kai.api.numa import POLICIES, SCOPES
-from kai.framework.yamlfile import Fields, describe
+from kai.common.yamlfile import Fields, describe
 
 #: File field -> resource name, in the file's units (CPU millicores, memory bytes, whole GPUs).
 AMOUNT_FIELDS = {"cpu_millis": "cpu", "memory_bytes": "memory", "gpus": GPU}

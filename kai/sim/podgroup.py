@@ -18,8 +18,8 @@ import yaml
 
 from kai.api.names import NODE_POOL_LABEL, QUEUE_LABEL
 from kai.api.podgroup import GroupingError
-from kai.framework.errors import ConfigError
-from kai.framework.yamlfile import one_line, read_yaml_documents
+from kai.common.errors import ConfigError
+from kai.common.yamlfile import one_line, read_yaml_documents
 from kai.grouping.hub import GroupingConfig, build_hub, podgrouper_arguments
 from kai.grouping.objects import MemoryObjects
 from kai.grouping.podgroups import skip_reason

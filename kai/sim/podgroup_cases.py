@@ -11,7 +11,7 @@ import copy
 from typing import Any
 
 from kai.api.podgroup import GroupingError, PodGroupMetadata, SubGroupMetadata
-from kai.framework.yamlfile import Fields, describe, read_yaml
+from kai.common.yamlfile import Fields, describe, read_yaml
 from kai.grouping.hub import GroupingConfig, build_hub
 from kai.grouping.objects import MemoryObjects
 
@@ -218,7 +218,7 @@ def run_case(case: dict, file: str) -> dict:
 
 def load_cases(path, data: Any = None) -> list[dict]:
     """The cases of a podgrouper case file (``data``: its content when already read), their shape checked;
-    a malformed case raises :class:`~kai.framework.ConfigError` naming the file, the case and the field."""
+    a malformed case raises :class:`~kai.common.errors.ConfigError` naming the file, the case and the field."""
     if data is None:
         data = read_yaml(path, top=(list, type(None)), what="a YAML list of podgrouper cases")
     for i, case in enumerate(data or []):

@@ -6,7 +6,7 @@ appended until the arrived GPU request reaches ``--target`` % of the cluster's G
 arrives on its own and gets one scheduling decision, and a pod that finds no node is dropped.
 Nothing finishes. All arrivals share one session: each joins it through
 :meth:`Session.add_job <kai.framework.session.Session.add_job>` and the allocate action's
-:func:`~kai.framework.actions.allocate.allocate_arrival` places it with the configured plugins, so
+:func:`~kai.actions.allocate.allocate_arrival` places it with the configured plugins, so
 a placement policy is a scheduler config (``--config``). See ``docs/replay.md``.
 """
 
@@ -21,9 +21,9 @@ from concurrent.futures import ProcessPoolExecutor
 
 import attrs
 
+from kai.actions.allocate import allocate_arrival
 from kai.api import Job, Node, PodSet, Queue, QuotaSpec, Task, TaskStatus
 from kai.framework import DEFAULT_CONFIG, Plugins, SchedulerConfig, Session, build_snapshot, load_config
-from kai.framework.actions.allocate import allocate_arrival
 from kai.sim.replay_frag import Fragmentation
 from kai.sim.replay_metric import ARRIVED_POINTS, Sample, unallocated_pct_at
 from kai.sim.replay_trace import TracePod, default_file, read_nodes, read_pods

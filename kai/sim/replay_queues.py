@@ -18,8 +18,8 @@ from typing import Any
 import attrs
 
 from kai.api import Queue
-from kai.framework import ConfigError
-from kai.framework.yamlfile import Fields, describe, read_yaml_documents
+from kai.common.errors import ConfigError
+from kai.common.yamlfile import Fields, describe, read_yaml_documents
 from kai.kube.views import queue_view
 from kai.sim.cluster_file import parse_queues
 

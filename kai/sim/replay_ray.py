@@ -10,7 +10,7 @@ installed).
 
 from __future__ import annotations
 
-from kai.framework import ConfigError
+from kai.common.errors import ConfigError
 
 
 def ray_sweep(replay, seeds: list[int], address: str) -> list[dict]:

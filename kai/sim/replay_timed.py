@@ -20,7 +20,8 @@ import time
 import attrs
 
 from kai.api import Job, Queue, QuotaSpec, TaskStatus
-from kai.framework import ConfigError, SchedulerConfig, Session, build_snapshot
+from kai.common.errors import ConfigError
+from kai.framework import SchedulerConfig, Session, build_snapshot
 from kai.sim.replay import arrival_job, progress_bar, seeded_names
 from kai.sim.replay_queues import read_queue_file
 from kai.sim.replay_trace import TracePod, read_nodes, read_pods

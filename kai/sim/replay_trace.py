@@ -3,7 +3,7 @@
 A node list has the columns ``sn, cpu_milli, memory_mib, gpu, model``; a pod list ``name, cpu_milli,
 memory_mib, num_gpu, gpu_milli`` and optionally ``gpu_spec`` (GPU models the pod accepts, ``|``
 separated), ``creation_time``, ``deletion_time`` and ``queue``. A bad row is a
-:class:`~kai.framework.ConfigError` naming the file, the line and the field.
+:class:`~kai.common.errors.ConfigError` naming the file, the line and the field.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from importlib import resources
 import attrs
 
 from kai.api import LabelRequirement, Node, ResourceRequest, Resources
-from kai.framework import ConfigError
+from kai.common.errors import ConfigError
 
 #: The node label carrying a node's GPU model (what ``gpu_spec`` selects on).
 GPU_MODEL_LABEL = "nvidia.com/gpu.product"

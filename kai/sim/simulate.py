@@ -17,8 +17,9 @@ from collections.abc import Callable, Iterable, Iterator
 import attrs
 
 from kai.api import TaskStatus
-from kai.framework import ConfigError, PluginError, Plugins, SchedulerConfig, Session, Snapshot
-from kai.framework.yamlfile import one_line, read_yaml
+from kai.common.errors import ConfigError
+from kai.common.yamlfile import one_line, read_yaml
+from kai.framework import PluginError, Plugins, SchedulerConfig, Session, Snapshot
 from kai.sim.cluster_file import parse_cluster
 from kai.sim.rounds import ROUND_SECONDS, feed_back, feed_back_jobs
 from kai.sim.scenario import NOW, load_scenarios

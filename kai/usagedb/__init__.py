@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 from typing import Protocol
 
-from kai.framework import ConfigError
+from kai.common.errors import ConfigError
 from kai.framework.usage import Usage, UsageDBConfig
 from kai.usagedb.inprocess import InProcessUsage
 from kai.usagedb.prometheus import PrometheusClient, UsageLister

@@ -25,7 +25,7 @@ import urllib.request
 from typing import cast
 
 from kai.api.names import GPU
-from kai.framework.durations import format_duration
+from kai.common.durations import format_duration
 from kai.framework.usage import Usage, UsageParams
 
 log = logging.getLogger("kai.usage")

@@ -13,10 +13,9 @@ device (a missing attribute), does not match; the reason is kept for the fit err
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
-from kai.sdk import Device
+from kai.sdk import Device, QuantityError, parse_quantity
 
 try:
     import celpy
@@ -25,21 +24,6 @@ except ImportError:  # the ``dra`` extra is not installed
     celpy = None
 
 MISSING = "CEL selectors need the cel-python package (install kai-scheduler[dra])"
-
-_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
-_FACTORS = {
-    None: 1.0, "n": 1e-9, "u": 1e-6, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
-    "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50, "Ei": 2.0**60,
-}
-
-
-def parse_quantity(text: str) -> float:
-    """A Kubernetes quantity (``500m``, ``40Gi``) in base units; ValueError when it is not one."""
-    m = _QUANTITY.match(text.strip())
-    if m is None:
-        raise ValueError(f"{text!r} is not a Kubernetes quantity")
-    return float(m.group(1)) * _FACTORS[m.group(2)]
-
 
 if celpy is not None:
 
@@ -60,9 +44,9 @@ if celpy is not None:
 
     def _quantity(text):
         try:
-            return Quantity(parse_quantity(str(text)))
-        except ValueError as exc:
-            return celpy.CELEvalError(str(exc), ValueError, None)
+            return Quantity(float(parse_quantity(str(text))))
+        except QuantityError:
+            return celpy.CELEvalError(f"{str(text)!r} is not a Kubernetes quantity", ValueError, None)
 
     FUNCTIONS = {
         "quantity": _quantity,

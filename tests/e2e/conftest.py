@@ -23,6 +23,7 @@ import yaml
 
 from kai.dev.controlplane import ControlPlane, ControlPlaneError
 from kai.kube.client import ApiError, Kube
+from support.waiting import wait_until
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 WORKLOAD_CRDS = Path(__file__).resolve().parent / "crds"
@@ -75,10 +76,10 @@ def _apply_crds(kube: Kube, folder: Path, timeout: float = 60.0) -> list[str]:
         names.append(body["metadata"]["name"])
     deadline = time.monotonic() + timeout
     for name in names:
-        while not any(c.get("type") == "Established" and c.get("status") == "True"
-                      for c in (kube.get(f"{CRD_PATH}/{name}").get("status") or {}).get("conditions") or ()):
-            assert time.monotonic() < deadline, f"CRD {name} not established after {timeout:.0f}s"
-            time.sleep(0.1)
+        wait_until(lambda name=name: any(
+            c.get("type") == "Established" and c.get("status") == "True"
+            for c in (kube.get(f"{CRD_PATH}/{name}").get("status") or {}).get("conditions") or ()),
+            max(0.0, deadline - time.monotonic()), f"CRD {name} established")
     return names
 
 

@@ -20,6 +20,7 @@ from kai.admission.webhook import AdmissionServer
 from kai.api.names import PODGROUPS, QUEUES, TOPOLOGIES
 from kai.kube.client import ApiError, Kube, object_path
 from support.chart import render_chart
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -83,19 +84,20 @@ def wait_until_enforced(kube: Kube, namespace: str, timeout: float = 30.0) -> No
         lambda: create_topology(kube, namespace, [{"nodeLabel": "a", "alias": "a"}], dry_run=True),
     ]
     deadline = time.monotonic() + timeout
+
+    def denied(probe) -> bool:
+        try:
+            probe()
+        except ApiError as exc:
+            if exc.status == 403 and "denied the request" in str(exc):
+                return True
+            raise
+        return False
+
     for probe in probes:
-        while True:
-            try:
-                probe()
-            except ApiError as exc:
-                if exc.status == 403 and "denied the request" in str(exc):
-                    break
-                raise
-            assert time.monotonic() < deadline, "a webhook was not called"
-            time.sleep(0.2)
-    while not create(kube, namespace, {"gpu-fraction": "0.5"}, dry_run=True)["spec"].get("runtimeClassName"):
-        assert time.monotonic() < deadline, "the mutating webhook was not called"
-        time.sleep(0.2)
+        wait_until(lambda probe=probe: denied(probe), max(0.0, deadline - time.monotonic()), "a webhook to be called")
+    wait_until(lambda: create(kube, namespace, {"gpu-fraction": "0.5"}, dry_run=True)["spec"].get("runtimeClassName"),
+               max(0.0, deadline - time.monotonic()), "the mutating webhook to be called")
 
 
 POD = {"spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "main", "image": "busybox"}]}}

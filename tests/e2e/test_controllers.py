@@ -15,17 +15,12 @@ import pytest
 
 from kai.dev import manifests as m
 from kai.kube.client import ApiError, object_path
-from support.waiting import wait_until as _wait_until
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 PODGROUPS = ("scheduling.run.ai", "v2alpha2", "podgroups")
-
-
-def wait_until(predicate, timeout: float = 60.0, what: str = "condition"):
-    """Waits a minute unless told otherwise (the controllers take their time)."""
-    return _wait_until(predicate, timeout, what)
 
 
 def listed(kube, path: str, **params) -> dict[str, dict]:
@@ -56,7 +51,7 @@ def components(kube, kai_run, control_plane):
     """The scheduler, the binder and the podgrouper as one ``kai-scheduler run``."""
     m.install(kube, DEPLOY)
     proc = kai_run(["--components", "scheduler,binder,podgrouper"], control_plane.kubeconfig, name="controllers")
-    wait_until(lambda: proc.get("/readyz")[0] == 200, what="the components ready")
+    wait_until(lambda: proc.get("/readyz")[0] == 200, timeout=60, what="the components ready")
     yield proc
     assert proc.terminate() == 0, proc.log()[-3000:]
 
@@ -72,7 +67,8 @@ def stranded(kube):
     pod = m.pod(ns, "stranded", scheduler_name="nobody")
     pod["spec"]["nodeName"] = name  # placed directly: kwok runs it
     m.apply(kube, pod)
-    wait_until(lambda: pods(kube, ns)["stranded"]["status"].get("phase") == "Running", what="the pod Running")
+    wait_until(lambda: pods(kube, ns)["stranded"]["status"].get("phase") == "Running", timeout=60,
+               what="the pod Running")
     kube.delete(f"/api/v1/nodes/{name}")
     yield ns, time.monotonic()
     kube.request("DELETE", f"/api/v1/namespaces/{ns}")
@@ -93,7 +89,7 @@ def node(kube, ns: str, name: str, gpus: int) -> str:
     m.apply(kube, m.gpu_node(name, gpus=gpus, labels={"e2e": ns}))
     wait_until(lambda: any(c["type"] == "Ready" and c["status"] == "True"
                            for c in kube.get(f"/api/v1/nodes/{name}").get("status", {}).get("conditions", [])),
-               what=f"node {name} Ready")
+               timeout=60, what=f"node {name} Ready")
     return name
 
 
@@ -124,7 +120,8 @@ def test_a_job_of_four_runs_as_one_gang_and_its_pods_go_with_it(kube, components
     selector = {"labelSelector": "batch.kubernetes.io/job-name=train"}
 
     done = wait_until(lambda: (ps := pods(kube, ns, **selector)) and all(
-        p["status"].get("phase") == "Succeeded" for p in ps.values()) and ps, what="the Job's pods bound and done")
+        p["status"].get("phase") == "Succeeded" for p in ps.values()) and ps, timeout=60,
+        what="the Job's pods bound and done")
     assert len(done) == 4  # made by the Job controller, not by hand
     assert {p["metadata"]["annotations"]["pod-group-name"] for p in done.values()} == {group}
     assert {p["spec"]["nodeName"] for p in done.values()} == {f"{ns}-a"}
@@ -132,10 +129,10 @@ def test_a_job_of_four_runs_as_one_gang_and_its_pods_go_with_it(kube, components
     assert pg["spec"]["minMember"] == 4
     assert pg["metadata"]["ownerReferences"][0]["uid"] == job["metadata"]["uid"]
     wait_until(lambda: kube.get(object_path("batch", "v1", "jobs", ns, "train"))["status"].get("succeeded") == 4,
-               what="the Job controller counting four successes")
+               timeout=60, what="the Job controller counting four successes")
 
     kube.request("DELETE", object_path("batch", "v1", "jobs", ns, "train"), body={"propagationPolicy": "Background"})
-    wait_until(lambda: not pods(kube, ns, **selector), what="the garbage collector deleting the Job's pods")
+    wait_until(lambda: not pods(kube, ns, **selector), timeout=60, what="the garbage collector deleting the Job's pods")
     # The garbage collector finds a new CRD's objects at its next discovery, every 30 s.
     wait_until(lambda: gone(kube, object_path(*PODGROUPS, ns, group)), timeout=120, what="the Job's PodGroup deleted")
 
@@ -146,15 +143,15 @@ def test_a_job_of_four_with_room_for_three_binds_none_until_there_is_room_for_al
     group = f"pg-wide-{job['metadata']['uid']}"
     wait_until(lambda: len(ps := pods(kube, ns)) == 4 and all(
         p["metadata"].get("annotations", {}).get("pod-group-name") == group for p in ps.values()),
-        what="the Job's four pods in its PodGroup")
+        timeout=60, what="the Job's four pods in its PodGroup")
     gang = "Resources were found for 3 pods while 4 are required for gang scheduling"
     wait_until(lambda: any(e["reason"] == "Unschedulable" and gang in e["message"] for e in events(kube, ns, group)),
-               what="the gang's Unschedulable event")
+               timeout=60, what="the gang's Unschedulable event")
     assert not [n for n, p in pods(kube, ns).items() if p["spec"].get("nodeName")]  # all or nothing
 
     node(kube, ns, f"{ns}-b", gpus=1)
     placed = wait_until(lambda: (ps := pods(kube, ns)) and all(p["spec"].get("nodeName") for p in ps.values()) and ps,
-                        what="all four pods bound")
+                        timeout=60, what="all four pods bound")
     assert sorted(p["spec"]["nodeName"] for p in placed.values()) == [f"{ns}-a"] * 3 + [f"{ns}-b"]
 
 
@@ -178,12 +175,13 @@ def test_the_pods_of_a_workload_controller_are_scheduled_and_collected_with_it(k
         "spec": {**WORKLOADS[kind], "template": pod_template(ns)},
     })
     running = wait_until(lambda: len(ps := pods(kube, ns)) == 2 and all(
-        p["status"].get("phase") == "Running" for p in ps.values()) and ps, what=f"the {kind}'s two pods Running")
+        p["status"].get("phase") == "Running" for p in ps.values()) and ps, timeout=60,
+        what=f"the {kind}'s two pods Running")
     assert all(p["metadata"]["annotations"].get("pod-group-name") for p in running.values())
     assert {p["spec"]["nodeName"] for p in running.values()} == {f"{ns}-a"}
 
     kube.request("DELETE", object_path("apps", "v1", plural, ns, "serve"), body={"propagationPolicy": "Background"})
-    wait_until(lambda: not pods(kube, ns), what=f"the garbage collector deleting the {kind}'s pods")
+    wait_until(lambda: not pods(kube, ns), timeout=60, what=f"the garbage collector deleting the {kind}'s pods")
     assert not listed(kube, object_path("apps", "v1", "replicasets", ns))
 
 
@@ -200,7 +198,7 @@ def test_a_resource_claim_template_gets_a_claim_per_pod(kube, ns):
     uid = kube.post(object_path("", "v1", "pods", ns), pod)["metadata"]["uid"]
 
     statuses = wait_until(lambda: pods(kube, ns)["claimer"]["status"].get("resourceClaimStatuses"),
-                          what="the pod's generated ResourceClaim")
+                          timeout=60, what="the pod's generated ResourceClaim")
     assert [s["name"] for s in statuses] == ["gpu"]
     claim = kube.get(object_path(*claims, "resourceclaims", ns, statuses[0]["resourceClaimName"]))
     assert claim["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] == "gpu.example.com"
@@ -208,7 +206,7 @@ def test_a_resource_claim_template_gets_a_claim_per_pod(kube, ns):
 
     kube.delete(object_path("", "v1", "pods", ns, "claimer"))
     wait_until(lambda: not listed(kube, object_path(*claims, "resourceclaims", ns)),
-               what="the claim deleted with its pod")
+               timeout=60, what="the claim deleted with its pod")
 
 
 def test_the_pods_of_a_deleted_node_are_deleted(kube, stranded):

@@ -4,13 +4,13 @@ may do exactly what the component's declaration says (checked with SelfSubjectAc
 from __future__ import annotations
 
 import re
-import time
 import uuid
 
 import pytest
 
 from kai.kube.client import Kube, object_path
 from kai.rbac import components
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -68,10 +68,8 @@ def test_podgrouper_groups_a_job_pod_under_its_service_account(kube, kai_run, co
         pods = kube.get(f"/api/v1/namespaces/{ns}/pods", {"labelSelector": "batch.kubernetes.io/job-name=train"})
         return next((p["metadata"].get("annotations", {}).get("pod-group-name") for p in pods["items"]), None)
 
-    deadline = time.monotonic() + 30
-    while not (group := group_of_the_job_controllers_pod()):
-        assert time.monotonic() < deadline, process.log()[-3000:]
-        time.sleep(0.2)
+    group = wait_until(group_of_the_job_controllers_pod, 30, "the Job controller's pod grouped",
+                       detail=lambda: process.log()[-3000:])
     assert group == f"pg-train-{job['metadata']['uid']}"
     podgroup = kube.get(object_path("scheduling.run.ai", "v2alpha2", "podgroups", ns, group))
     assert podgroup["metadata"]["ownerReferences"][0]["name"] == "train"

@@ -16,16 +16,11 @@ from kubernetes.client.rest import ApiException
 from kai.dev import cli as devcluster
 from kai.dev.controlplane import ControlPlane
 from kai.dev.gobuild import K8S_VERSION
-from support.waiting import wait_until as _wait_until
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
-
-
-def wait_until(predicate, timeout: float = 60.0, what: str = "condition"):
-    """Waits a minute unless told otherwise (the controllers take their time)."""
-    return _wait_until(predicate, timeout, what)
 
 
 def created_or_present(create, *args) -> None:
@@ -58,7 +53,7 @@ def test_pod_on_kwok_node_becomes_running(api_client):
             "status": {"allocatable": resources, "capacity": resources},
         }
     )
-    wait_until(lambda: node_ready(core, node_name), what=f"node {node_name} Ready")
+    wait_until(lambda: node_ready(core, node_name), timeout=60, what=f"node {node_name} Ready")
     node = core.read_node(node_name)
     assert node.status.allocatable["nvidia.com/gpu"] == "8"
     assert not node.spec.taints  # no not-ready taint: the scheduler may use the node at once
@@ -77,14 +72,14 @@ def test_pod_on_kwok_node_becomes_running(api_client):
     )
     pod = wait_until(
         lambda: (p := core.read_namespaced_pod(pod_name, "default")).status.phase == "Running" and p,
-        what=f"pod {pod_name} Running",
+        timeout=60, what=f"pod {pod_name} Running",
     )
     assert pod.status.pod_ip
 
     core.delete_namespaced_pod(pod_name, "default")
     wait_until(
         lambda: not core.list_namespaced_pod("default", field_selector=f"metadata.name={pod_name}").items,
-        what=f"pod {pod_name} deleted",
+        timeout=60, what=f"pod {pod_name} deleted",
     )
     core.delete_node(node_name)
 
@@ -95,14 +90,14 @@ def test_controller_manager_acts_through_a_service_account_per_controller(api_cl
     core.create_namespace({"metadata": {"name": ns}})
     # the ServiceAccount and root-CA controllers fill every new namespace
     wait_until(lambda: core.list_namespaced_service_account(ns, field_selector="metadata.name=default").items,
-               what="the namespace's default ServiceAccount")
+               timeout=60, what="the namespace's default ServiceAccount")
     root_ca = wait_until(lambda: core.list_namespaced_config_map(ns, field_selector="metadata.name=kube-root-ca.crt")
-                         .items, what="the namespace's kube-root-ca.crt")
+                         .items, timeout=60, what="the namespace's kube-root-ca.crt")
     assert root_ca[0].data["ca.crt"] == (control_plane.pki / "ca.crt").read_text()
     # --use-service-account-credentials: each controller got its own identity in kube-system
     wanted = {"job-controller", "generic-garbage-collector", "pod-garbage-collector", "resource-claim-controller"}
     wait_until(lambda: wanted <= {a.metadata.name for a in core.list_namespaced_service_account("kube-system").items},
-               what=f"the ServiceAccounts {sorted(wanted)}")
+               timeout=60, what=f"the ServiceAccounts {sorted(wanted)}")
     core.delete_namespace(ns)
 
 

@@ -15,20 +15,11 @@ import pytest
 
 from kai.controllers.podgrouper import PodGrouper
 from kai.kube.client import ApiError, Kube, object_path
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
 PG = ("scheduling.run.ai", "v2alpha2", "podgroups")
-
-
-def wait_for(what: str, probe, timeout: float = 30.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out after {timeout:.0f}s waiting for {what}"
-        time.sleep(0.1)
 
 
 @pytest.fixture(scope="module")
@@ -104,13 +95,13 @@ def test_pytorchjob_master_and_workers_make_one_gang_with_subgroups(kube, podgro
         make_pod(kube, ns, name, job, {"training.kubeflow.org/replica-type": role,
                                        "training.kubeflow.org/replica-index": name[-1]})
     name = f"pg-mnist-{job['metadata']['uid']}"
-    pg = wait_for("the PyTorchJob's PodGroup", lambda: podgroup(kube, ns, name))
+    pg = wait_until(lambda: podgroup(kube, ns, name), what="the PyTorchJob's PodGroup")
     assert pg["spec"]["minMember"] == 4
     assert pg["spec"]["queue"] == "team-a"
     assert subgroups(pg) == [("master", 1), ("worker", 3)]
     assert pg["metadata"]["ownerReferences"][0]["uid"] == job["metadata"]["uid"]
     for pod, role in pods.items():
-        wait_for(f"{pod} assigned", lambda pod=pod, role=role: assigned(kube, ns, pod) == (name, role))
+        wait_until(lambda pod=pod, role=role: assigned(kube, ns, pod) == (name, role), what=f"{pod} assigned")
 
     # grouping everything again changes nothing
     versions = {pod: kube.get(object_path("", "v1", "pods", ns, pod))["metadata"]["resourceVersion"] for pod in pods}
@@ -130,11 +121,11 @@ def test_raycluster_head_and_worker_group(kube, podgrouper, ns):
     make_pod(kube, ns, "ray-head", cluster, {"ray.io/group": "headgroup", "ray.io/node-type": "head"})
     make_pod(kube, ns, "ray-gpu-0", cluster, {"ray.io/group": "gpu", "ray.io/node-type": "worker"})
     name = f"pg-ray-{cluster['metadata']['uid']}"
-    pg = wait_for("the RayCluster's PodGroup", lambda: podgroup(kube, ns, name))
+    pg = wait_until(lambda: podgroup(kube, ns, name), what="the RayCluster's PodGroup")
     assert pg["spec"]["minMember"] == 3
     assert subgroups(pg) == [("headgroup", 1), ("gpu", 2)]
-    wait_for("the head assigned", lambda: assigned(kube, ns, "ray-head") == (name, "headgroup"))
-    wait_for("the worker assigned", lambda: assigned(kube, ns, "ray-gpu-0") == (name, "gpu"))
+    wait_until(lambda: assigned(kube, ns, "ray-head") == (name, "headgroup"), what="the head assigned")
+    wait_until(lambda: assigned(kube, ns, "ray-gpu-0") == (name, "gpu"), what="the worker assigned")
 
 
 def test_jobset_one_gang_with_a_subgroup_per_replica_through_its_jobs(kube, podgrouper, ns):
@@ -149,7 +140,7 @@ def test_jobset_one_gang_with_a_subgroup_per_replica_through_its_jobs(kube, podg
                                       "containers": [{"name": "m", "image": "busybox"}]}}}
     create(kube, ns, "batch/v1", "Job", "jobs", "train-workers-1", job_spec, ownerReferences=[ref(jobset)])
     name = f"pg-train-{jobset['metadata']['uid']}"
-    pg = wait_for("the JobSet's PodGroup", lambda: podgroup(kube, ns, name))
+    pg = wait_until(lambda: podgroup(kube, ns, name), what="the JobSet's PodGroup")
     leaves = [(s["name"], s.get("parent"), s.get("minMember")) for s in pg["spec"]["subGroups"] if s.get("parent")]
     assert leaves == [("leader-replica-0", "leader", 1), ("workers-replica-0", "workers", 2),
                       ("workers-replica-1", "workers", 2)]
@@ -157,7 +148,7 @@ def test_jobset_one_gang_with_a_subgroup_per_replica_through_its_jobs(kube, podg
     pods = kube.get(object_path("", "v1", "pods", ns),
                     {"labelSelector": "batch.kubernetes.io/job-name=train-workers-1"})
     (pod,) = [p["metadata"]["name"] for p in pods["items"]]  # the Job controller's
-    wait_for("the pod assigned", lambda: assigned(kube, ns, pod) == (name, "workers-replica-1"))
+    wait_until(lambda: assigned(kube, ns, pod) == (name, "workers-replica-1"), what="the pod assigned")
 
 
 def test_leaderworkerset_group_with_leader_and_workers(kube, podgrouper, ns):
@@ -167,11 +158,11 @@ def test_leaderworkerset_group_with_leader_and_workers(kube, podgrouper, ns):
     make_pod(kube, ns, "serve-1", lws, {**index, "leaderworkerset.sigs.k8s.io/worker-index": "0"})
     make_pod(kube, ns, "serve-1-2", lws, {**index, "leaderworkerset.sigs.k8s.io/worker-index": "2"})
     name = f"pg-serve-{lws['metadata']['uid']}-group-1"
-    pg = wait_for("the LeaderWorkerSet group's PodGroup", lambda: podgroup(kube, ns, name))
+    pg = wait_until(lambda: podgroup(kube, ns, name), what="the LeaderWorkerSet group's PodGroup")
     assert pg["spec"]["minMember"] == 4
     assert subgroups(pg) == [("leader", 1), ("workers", 3)]
-    wait_for("the leader assigned", lambda: assigned(kube, ns, "serve-1") == (name, "leader"))
-    wait_for("the worker assigned", lambda: assigned(kube, ns, "serve-1-2") == (name, "workers"))
+    wait_until(lambda: assigned(kube, ns, "serve-1") == (name, "leader"), what="the leader assigned")
+    wait_until(lambda: assigned(kube, ns, "serve-1-2") == (name, "workers"), what="the worker assigned")
 
 
 def test_a_pod_whose_owner_is_gone_gets_one_event_naming_the_owner(kube, podgrouper, ns):
@@ -181,7 +172,7 @@ def test_a_pod_whose_owner_is_gone_gets_one_event_naming_the_owner(kube, podgrou
     # look one of them up: a second owner of a kind nobody serves keeps the pod for the podgrouper.
     unserved = {"apiVersion": "example.kai.test/v1", "kind": "Gadget", "name": "g", "uid": str(uuid.uuid4())}
     make_pod(kube, ns, "orphan", ghost, ownerReferences=[ref(ghost), unserved])
-    messages = wait_for("a PodGrouperWarning event", lambda: warnings(kube, ns, "orphan"))
+    messages = wait_until(lambda: warnings(kube, ns, "orphan"), what="a PodGrouperWarning event")
     assert "PyTorchJob" in messages[0] and "vanished" in messages[0] and "not found" in messages[0]
     time.sleep(3.5)  # retried meanwhile (1 s, 2 s): the same reason is not reported again
     assert len(warnings(kube, ns, "orphan")) == 1
@@ -191,7 +182,7 @@ def test_a_pod_whose_owner_is_gone_gets_one_event_naming_the_owner(kube, podgrou
 def test_a_pod_owned_by_a_kind_nobody_serves_gets_an_event(kube, podgrouper, ns):
     owner = {"apiVersion": "example.kai.test/v1", "kind": "Gadget", "metadata": {"name": "g", "uid": "u-1"}}
     make_pod(kube, ns, "gadget-0", owner)
-    messages = wait_for("a PodGrouperWarning event", lambda: warnings(kube, ns, "gadget-0"))
+    messages = wait_until(lambda: warnings(kube, ns, "gadget-0"), what="a PodGrouperWarning event")
     assert "Gadget" in messages[0] and "example.kai.test/v1" in messages[0]
 
 
@@ -200,10 +191,10 @@ def test_a_deleted_podgroup_is_made_again(kube, podgrouper, ns):
                  {"pytorchReplicaSpecs": {"Worker": {"replicas": 2, "template": {}}}})
     make_pod(kube, ns, "again-worker-0", job, {"training.kubeflow.org/replica-type": "worker"})
     name = f"pg-again-{job['metadata']['uid']}"
-    first = wait_for("the PodGroup", lambda: podgroup(kube, ns, name))
+    first = wait_until(lambda: podgroup(kube, ns, name), what="the PodGroup")
     kube.delete(object_path(*PG, ns, name))
-    second = wait_for("the PodGroup made again", lambda: (pg := podgroup(kube, ns, name)) and
-                      pg["metadata"]["uid"] != first["metadata"]["uid"] and pg)
+    second = wait_until(lambda: (pg := podgroup(kube, ns, name)) and pg["metadata"]["uid"] != first["metadata"]["uid"]
+                        and pg, what="the PodGroup made again")
     assert second["spec"]["minMember"] == 2
 
 
@@ -220,8 +211,8 @@ def test_skip_podgrouper_on_a_pod_or_an_owner_leaves_them_alone(kube, podgrouper
                      {"pytorchReplicaSpecs": {"Worker": {"replicas": 1, "template": {}}}})
     make_pod(kube, ns, "grouped-worker-0", control, {"training.kubeflow.org/replica-type": "worker"})
     make_pod(kube, ns, "bare-grouped", None)
-    wait_for("the control pods assigned", lambda: assigned(kube, ns, "grouped-worker-0")[0]
-             and assigned(kube, ns, "bare-grouped")[0])
+    wait_until(lambda: assigned(kube, ns, "grouped-worker-0")[0] and assigned(kube, ns, "bare-grouped")[0],
+               what="the control pods assigned")
     time.sleep(1.0)
     pgs = kube.get(object_path(*PG, ns))["items"]
     owners = sorted(o["name"] for pg in pgs for o in pg["metadata"].get("ownerReferences") or ())

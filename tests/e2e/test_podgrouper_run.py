@@ -4,10 +4,7 @@ as one gang from its hand-made pods to bound pods.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
-import time
 import uuid
 from pathlib import Path
 
@@ -15,7 +12,8 @@ import pytest
 
 from kai.dev import manifests as m
 from kai.kube.client import ApiError, Kube, object_path
-from support.wheel import wheel
+from support.waiting import wait_until
+from support.wheel import environment, install, wheel
 
 pytestmark = pytest.mark.e2e
 
@@ -44,19 +42,6 @@ spec:
 """
 
 
-def wait_for(what: str, probe, timeout: float = 30.0):
-    deadline = time.monotonic() + timeout
-    while not (value := probe()):
-        assert time.monotonic() < deadline, f"timed out after {timeout:.0f}s waiting for {what}"
-        time.sleep(0.2)
-    return value
-
-
-def pip(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", *args],
-                          capture_output=True, text=True, timeout=300)
-
-
 def podgroup(kube: Kube, ns: str, name: str) -> dict | None:
     try:
         return kube.get(object_path("scheduling.run.ai", "v2alpha2", "podgroups", ns, name))
@@ -77,22 +62,19 @@ def ns(kube: Kube):
 
 @pytest.fixture
 def sweep_podgrouper(tmp_path, apply_crds, sweep_podgrouper_source):
-    installed = pip("install", "--no-deps", "--no-index",
-                    wheel(tmp_path, DIST, {f"{MODULE}.py": sweep_podgrouper_source},
-                          f"[kai.podgroupers]\nsweep = {MODULE}:build\n"))
-    assert installed.returncode == 0, installed.stdout + installed.stderr
+    """The environment of a process that has the docs' Sweep podgrouper installed with pip (into a folder of its
+    own); its CRD is applied."""
+    site = install(wheel(tmp_path, DIST, {f"{MODULE}.py": sweep_podgrouper_source},
+                         f"[kai.podgroupers]\nsweep = {MODULE}:build\n"), tmp_path / "site")
     (tmp_path / "crds").mkdir()
     (tmp_path / "crds" / "sweep.yaml").write_text(textwrap.dedent(SWEEP_CRD))
     apply_crds(tmp_path / "crds")
-    try:
-        yield
-    finally:
-        pip("uninstall", "-y", DIST)
+    return environment(site)
 
 
 def test_a_pip_installed_podgrouper_groups_pods_of_its_kind_in_the_live_loop(kube, kai_crds, sweep_podgrouper,
                                                                              kai_run, control_plane, ns):
-    proc = kai_run(["--components", "podgrouper"], control_plane.kubeconfig, name="podgrouper")
+    proc = kai_run(["--components", "podgrouper"], control_plane.kubeconfig, name="podgrouper", env=sweep_podgrouper)
     sweep = kube.post(object_path("tuning.example.com", "v1", "sweeps", ns),
                       {"apiVersion": "tuning.example.com/v1", "kind": "Sweep", "metadata": {"name": "lr-search"},
                        "spec": {"parallelTrials": 4, "queue": "research"}})
@@ -103,11 +85,12 @@ def test_a_pip_installed_podgrouper_groups_pods_of_its_kind_in_the_live_loop(kub
     m.apply(kube, pod)
     name = f"pg-lr-search-{sweep['metadata']['uid']}"
     try:
-        pg = wait_for("the Sweep's PodGroup", lambda: podgroup(kube, ns, name))
+        pg = wait_until(lambda: podgroup(kube, ns, name), what="the Sweep's PodGroup")
         assert (pg["spec"]["minMember"], pg["spec"]["queue"]) == (4, "research")
         assert pg["metadata"]["ownerReferences"][0]["kind"] == "Sweep"
-        wait_for("the pod's annotation", lambda: (kube.get(object_path("", "v1", "pods", ns, "lr-search-trial-7"))
-                                                  ["metadata"].get("annotations", {}).get("pod-group-name")) == name)
+        wait_until(lambda: (kube.get(object_path("", "v1", "pods", ns, "lr-search-trial-7"))
+                            ["metadata"].get("annotations", {}).get("pod-group-name")) == name,
+                   what="the pod's annotation")
     finally:
         assert proc.terminate() == 0, proc.log()[-3000:]
     assert "podgrouper started" in proc.log()
@@ -119,9 +102,10 @@ def events(kube: Kube, ns: str) -> list[dict]:
 
 def node(kube: Kube, ns: str, name: str, gpus: int) -> None:
     m.apply(kube, m.gpu_node(name, gpus=gpus, labels={"e2e": ns}))
-    wait_for(f"node {name} Ready", lambda: any(
+    wait_until(lambda: any(
         c["type"] == "Ready" and c["status"] == "True"
-        for c in kube.get(f"/api/v1/nodes/{name}").get("status", {}).get("conditions", [])))
+        for c in kube.get(f"/api/v1/nodes/{name}").get("status", {}).get("conditions", [])),
+        what=f"node {name} Ready")
 
 
 def test_pytorchjob_waits_whole_for_room_then_binds_whole(kube, workload_crds, kai_run, control_plane, ns):
@@ -143,21 +127,22 @@ def test_pytorchjob_waits_whole_for_room_then_binds_whole(kube, workload_crds, k
         m.apply(kube, pod)
     group = f"pg-bert-{job['metadata']['uid']}"
     try:
-        pg = wait_for("the PyTorchJob's PodGroup", lambda: podgroup(kube, ns, group))
+        pg = wait_until(lambda: podgroup(kube, ns, group), what="the PyTorchJob's PodGroup")
         assert pg["spec"]["minMember"] == 4
         # room for 3 of the 4: the scheduler says the gang (its worker sub-group) cannot be completed, and why
         gang = ("Resources were found for 3 pods from all sub-groups while sub-group worker requires 3 pods for "
                 "gang scheduling")
-        (event, *_) = wait_for("the gang's Unschedulable event", lambda: [
+        (event, *_) = wait_until(lambda: [
             e for e in events(kube, ns) if e["involvedObject"]["name"] == group and e["reason"] == "Unschedulable"
-            and gang in e["message"]])
+            and gang in e["message"]], what="the gang's Unschedulable event")
         assert "didn't have enough resources: GPUs" in event["message"]
         pods = kube.get(f"/api/v1/namespaces/{ns}/pods")["items"]
         assert not [p["metadata"]["name"] for p in pods if p["spec"].get("nodeName")]  # none bound: all or nothing
 
         node(kube, ns, f"{ns}-b", gpus=3)
-        wait_for("all four pods bound", lambda: all(
-            p["spec"].get("nodeName") for p in kube.get(f"/api/v1/namespaces/{ns}/pods")["items"]), timeout=60)
+        wait_until(lambda: all(
+            p["spec"].get("nodeName") for p in kube.get(f"/api/v1/namespaces/{ns}/pods")["items"]), timeout=60,
+            what="all four pods bound")
         pods = {p["metadata"]["name"]: p for p in kube.get(f"/api/v1/namespaces/{ns}/pods")["items"]}
         assert {n: p["metadata"]["labels"]["kai.scheduler/subgroup-name"] for n, p in pods.items()} == names
         assert {p["metadata"]["annotations"]["pod-group-name"] for p in pods.values()} == {group}

@@ -10,6 +10,7 @@ import pytest
 
 from kai.kube.client import ApiError, Kube
 from kai.kube.watch import Informer
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -17,13 +18,6 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture(scope="module")
 def kube(control_plane):
     return Kube.connect(control_plane.kubeconfig)
-
-
-def wait_for(predicate, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
 def test_informer_lists_watches_and_stops(kube):
@@ -44,7 +38,7 @@ def test_informer_lists_watches_and_stops(kube):
         kube.post(path, {"metadata": {"name": "after"}, "data": {"v": "1"}})
         kube.patch(f"{path}/after", {"data": {"v": "2"}})
         kube.delete(f"{path}/before")
-        wait_for(lambda: len(events) >= 4)
+        wait_until(lambda: len(events) >= 4, timeout=20, what="four events")
         assert events == [
             ("ADDED", "before", "0"),
             ("ADDED", "after", "1"),
@@ -74,10 +68,11 @@ def test_a_resource_not_served_is_synced_empty_and_read_once_its_crd_is_installe
             "spec": {"group": group, "scope": "Cluster", "names": {"plural": "widgets", "kind": "Widget"},
                      "versions": [{"name": "v1", "served": True, "storage": True, "schema": {
                          "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}})
-        wait_for(lambda: any(c["type"] == "Established" and c["status"] == "True"
-                             for c in (kube.get(crd).get("status") or {}).get("conditions") or ()))
+        wait_until(lambda: any(c["type"] == "Established" and c["status"] == "True"
+                               for c in (kube.get(crd).get("status") or {}).get("conditions") or ()),
+                   timeout=20, what="the CRD established")
         kube.post(path, {"apiVersion": f"{group}/v1", "kind": "Widget", "metadata": {"name": "w1"}})
-        wait_for(lambda: informer.get("w1") is not None, timeout=30)
+        wait_until(lambda: informer.get("w1") is not None, timeout=30, what="w1 in the informer")
     finally:
         informer.stop()
         kube.delete(crd)

@@ -13,7 +13,7 @@ from decimal import Decimal
 
 from kai.api import names
 from kai.binder.reservation import pod_groups
-from kai.kube.quantity import parse
+from kai.common.quantity import parse
 
 GPU = "nvidia.com/gpu"
 #: The resources a node must not give out more of than it has.

@@ -1,4 +1,4 @@
-"""Waiting in end-to-end tests for what the components do asynchronously."""
+"""Waiting in tests for what runs asynchronously (components, informers, servers, threads)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,13 @@ T = TypeVar("T")
 
 
 def wait_until(predicate: Callable[[], T], timeout: float = 30.0, what: str = "condition",
-               interval: float = 0.2) -> T:
+               interval: float = 0.2, detail: Callable[[], str] | None = None) -> T:
     """``predicate()``'s first truthy value, asking every ``interval`` seconds; AssertionError naming ``what``
-    after ``timeout`` seconds."""
+    (and ``detail()``, e.g. a process's log, read then) after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while not (value := predicate()):
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+            message = f"timed out after {timeout:.0f}s waiting for {what}"
+            raise AssertionError(f"{message}\n{detail()}" if detail is not None else message)
         time.sleep(interval)
     return value

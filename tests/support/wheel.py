@@ -1,16 +1,22 @@
-"""A throwaway distribution as a wheel, for testing plugins and podgroupers installed with pip.
+"""A throwaway distribution as a wheel, installed with pip into a folder of its own, for testing plugins and
+podgroupers installed with pip.
 
-    path = wheel(tmp_path, "my-plugin", {"my_plugin.py": SOURCE}, "[kai.plugins]\\nmine = my_plugin:build\\n")
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", path])
+    site = install(wheel(tmp_path, "my-plugin", {"my_plugin.py": SOURCE}, "[kai.plugins]\\nmine = my_plugin:build\\n"),
+                   tmp_path / "site")
+    subprocess.run([sys.executable, "-m", "kai.cli", "plugins"], env=environment(site))
 
 The wheel is written directly (a zip with its metadata and RECORD), so pip installs it offline
-without a build step.
+without a build step. It is never installed into the running interpreter's environment: a Python
+started with :func:`environment` finds its modules and, through ``importlib.metadata``, its entry points.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import os
+import subprocess
+import sys
 import textwrap
 import zipfile
 from collections.abc import Mapping
@@ -35,6 +41,20 @@ def wheel(folder: Path, dist: str, modules: Mapping[str, str], entry_points: str
         for name, text in files.items():
             whl.writestr(name, text)
     return str(path)
+
+
+def install(wheel_path: str, target: Path) -> Path:
+    """``pip install`` the wheel (offline, without dependencies) into the folder ``target``; returns it."""
+    result = subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", "install",
+                             "--no-deps", "--no-index", "--target", str(target), wheel_path],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return target
+
+
+def environment(site: Path) -> dict[str, str]:
+    """This process's environment with ``site`` first on ``PYTHONPATH``."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(site), os.environ.get("PYTHONPATH"))))}
 
 
 def _digest(text: str) -> str:

@@ -10,7 +10,7 @@ import pytest
 import kai.cli
 import kai.run
 from kai.cli import main
-from kai.framework import ConfigError
+from kai.common.errors import ConfigError
 
 NODE = "{name: a, cpu: '8', memory: 8Gi"
 SCENARIO = """\

@@ -1,8 +1,8 @@
 """Consolidation's pre-check keeps the ready nodes' free GPUs summed while no node's amounts change."""
 
 from kai import testing as kt
+from kai.actions.consolidation import enough_gpus
 from kai.framework import Session
-from kai.framework.actions.consolidation import enough_gpus
 
 
 def test_the_free_gpus_kept_for_the_pre_check_follow_every_change_of_the_nodes():

@@ -7,11 +7,12 @@ import pytest
 
 from kai import hookimpl
 from kai import testing as kt
+from kai.actions.preempt import messages as preempt_messages
+from kai.actions.preempt import victims as preempt_victims
+from kai.actions.solver import JobSolver, validator_hook
 from kai.api import Reject, TaskStatus
-from kai.framework import ConfigError, Session, parse_config, run_session
-from kai.framework.actions.preempt import messages as preempt_messages
-from kai.framework.actions.preempt import victims as preempt_victims
-from kai.framework.actions.solver import JobSolver, validator_hook
+from kai.common.errors import ConfigError
+from kai.framework import Session, parse_config, run_session
 
 PLUGINS = ["predicates", "proportion", "priority", "elastic", "taskorder", "nodeplacement"]
 

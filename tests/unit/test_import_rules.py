@@ -7,6 +7,8 @@ rules (only the API, the native modules and itself; no cycle) are in test_kernel
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,6 +22,7 @@ TESTING = ("kai.testing", "kai.testing_podgroupers")
 COMPONENTS = ("kai.scheduler", "kai.binder", "kai.controllers", "kai.admission")
 DRIVERS = (*COMPONENTS, "kai.kube", "kai.dev", "kai.sim", "kai.usagedb", "kai.run", "kai.rbac", "kai.cli")
 EXTENSIONS = ("kai.plugins", "kai.podgroupers")
+KERNEL = ("kai.framework", "kai.hookspecs", "kai._native")
 
 
 def _modules() -> dict[str, Path]:
@@ -85,6 +88,34 @@ def test_the_source_tree_is_found():
 
 def test_api_imports_nothing_else_of_kai():
     assert _violations(lambda name, dep: not _within(name, ("kai.api",)) or _within(dep, ("kai.api",))) == []
+
+
+def test_common_imports_nothing_else_of_kai():
+    assert _violations(lambda name, dep: not _within(name, ("kai.common",)) or _within(dep, ("kai.common",))) == []
+
+
+def test_importing_common_loads_no_other_module_of_kai():
+    code = ("import importlib, pkgutil, sys, kai.common\n"
+            "for m in pkgutil.iter_modules(kai.common.__path__, 'kai.common.'):\n"
+            "    importlib.import_module(m.name)\n"
+            "print(sorted(m for m in sys.modules if m.startswith('kai.') and not m.startswith('kai.common')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_the_kernel_imports_no_action():
+    assert _violations(lambda name, dep: not _within(name, KERNEL) or not _within(dep, ("kai.actions",))) == []
+
+
+def test_actions_import_the_kernel_the_api_and_common_only():
+    allowed = ("kai", "kai.actions", "kai.api", "kai.common", *KERNEL)
+    assert _violations(lambda name, dep: not _within(name, ("kai.actions",)) or _within(dep, allowed)) == []
+
+
+def test_importing_the_kernel_loads_no_action():
+    code = "import sys, kai.framework; print(sorted(m for m in sys.modules if m.startswith('kai.actions')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
 
 
 def test_grouping_imports_no_driver_plugin_or_podgrouper():

@@ -4,6 +4,7 @@ and the plugin manager."""
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import pytest
 
@@ -19,8 +20,9 @@ from kai.api import (
     TaskStatus,
     Toleration,
 )
-from kai.framework import PluginError, Session
+from kai.framework import PluginError, Plugins, SchedulerConfig, Session
 from kai.framework import plugins as plugins_module
+from kai.plugin_loader import ACTION_GROUP, discover
 
 # --- statements -------------------------------------------------------------------------------------
 
@@ -430,6 +432,31 @@ def test_unknown_action_is_an_error_listing_the_available_ones():
     with pytest.raises(PluginError, match=r"unknown action\(s\) backfill; available actions: allocate, consolidation, "
                                           r"preempt, reclaim, stalegangeviction"):
         kt.plugin_manager(["predicates"], actions=("allocate", "backfill"))
+
+
+def test_the_shipped_actions_are_entry_points_loaded_when_configured():
+    class BrokenEntryPoint(SimpleNamespace):
+        def load(self):
+            raise ImportError("no module named backfill_magic")
+
+    actions = {**discover(ACTION_GROUP),
+               "backfill": BrokenEntryPoint(name="backfill", value="magic:backfill", dist=None)}
+    assert set(actions) >= {"allocate", "consolidation", "reclaim", "preempt", "stalegangeviction"}
+    plugins = Plugins(SchedulerConfig(("allocate",), ()), {}, actions)
+    assert "backfill" in plugins.actions and plugins.actions["allocate"].__module__ == "kai.actions.allocate"
+    with pytest.raises(PluginError, match=r"action 'backfill' \(\?\): cannot load magic:backfill"):
+        Plugins(SchedulerConfig(("backfill",), ()), {}, actions)
+
+
+def test_an_action_offered_by_an_entry_point_and_a_plugin_names_both():
+    class Allocator:
+        @hookimpl
+        def kai_actions(self):
+            return {"allocate": lambda session: None}
+
+    with pytest.raises(PluginError, match=r"action 'allocate' is offered twice: by entry point "
+                                          r"kai.actions.allocate:allocate \(kai-scheduler .*\) and by plugin 'mine'"):
+        kt.plugin_manager(["mine"], extra_plugins={"mine": lambda args: Allocator()})
 
 
 def test_veto_objects_name_the_plugin():

@@ -159,7 +159,7 @@ def test_results_are_cached_per_session():
 
 
 def test_cluster_file_queues_carry_min_runtimes():
-    from kai.framework import ConfigError
+    from kai.common.errors import ConfigError
     from kai.sim.cluster_file import parse_cluster
 
     data = {"queues": [{"name": "dept", "preempt_min_runtime": "1h30m"},

@@ -5,7 +5,7 @@ import copy
 import pytest
 import yaml
 
-from kai.framework import ConfigError
+from kai.common.errors import ConfigError
 from kai.sim.conformance import Runner
 from kai.sim.rounds import feed_back, run_round
 from kai.sim.scenario import load_scenarios

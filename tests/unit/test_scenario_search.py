@@ -5,13 +5,14 @@ from __future__ import annotations
 import pytest
 
 from kai import testing as kt
-from kai.framework import ConfigError, Session, parse_config
-from kai.framework.actions import eviction
-from kai.framework.actions.preempt import messages as preempt_messages
-from kai.framework.actions.preempt import victims as preempt_victims
-from kai.framework.actions.search import ActionBudget, Reason, SearchResult, max_solvable_k
-from kai.framework.actions.solver import JobSolver, validator_hook
-from kai.framework.actions.victims import GpuRoom, IdleGpus
+from kai.actions import eviction
+from kai.actions.preempt import messages as preempt_messages
+from kai.actions.preempt import victims as preempt_victims
+from kai.actions.search import ActionBudget, Reason, SearchResult, max_solvable_k
+from kai.actions.solver import JobSolver, validator_hook
+from kai.actions.victims import GpuRoom, IdleGpus
+from kai.common.errors import ConfigError
+from kai.framework import Session, parse_config
 from kai.framework.scenariosearch import SearchBudgets, parse_search_budgets
 from kai.framework.shard import apply_shard
 from kai.metrics import Registry, SchedulerMetrics

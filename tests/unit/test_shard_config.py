@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kai.framework import DEFAULT_CONFIG, ConfigError, Plugins, parse_config
+from kai.common.errors import ConfigError
+from kai.framework import DEFAULT_CONFIG, Plugins, parse_config
 from kai.framework.shard import apply_shard
 from kai.framework.usage import UsageDBConfig
 

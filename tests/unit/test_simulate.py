@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from kai.cli import main
-from kai.framework import ConfigError
+from kai.common.errors import ConfigError
 from kai.sim.cluster_file import parse_quantity
 
 ROOT = Path(__file__).resolve().parents[2]

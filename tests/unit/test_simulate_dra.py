@@ -10,7 +10,7 @@ import pytest
 
 from kai import testing as kt
 from kai.cli import main
-from kai.framework import ConfigError
+from kai.common.errors import ConfigError
 from kai.sim.cluster_file import parse_cluster
 
 ROOT = Path(__file__).resolve().parents[1].parent

@@ -2,10 +2,10 @@
 the idle-GPU scenario filter and the victim stream."""
 
 from kai import testing as kt
+from kai.actions.eviction import victim_queue
+from kai.actions.victims import IdleGpus, NodeAffinities, VictimStream
 from kai.api import TaskStatus
 from kai.framework import Session
-from kai.framework.actions.eviction import victim_queue
-from kai.framework.actions.victims import IdleGpus, NodeAffinities, VictimStream
 from kai.framework.gang import tasks_to_evict
 
 PLUGINS = ["predicates", "proportion", "priority", "elastic", "taskorder"]

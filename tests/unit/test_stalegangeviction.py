@@ -5,9 +5,10 @@ from types import SimpleNamespace
 import pytest
 
 from kai import testing as kt
+from kai.actions.stalegangeviction import is_stale
 from kai.api import TaskStatus
-from kai.framework import DEFAULT_CONFIG, ConfigError, Plugins, SchedulerConfig, parse_config, run_session
-from kai.framework.actions.stalegangeviction import is_stale
+from kai.common.errors import ConfigError
+from kai.framework import DEFAULT_CONFIG, Plugins, SchedulerConfig, parse_config, run_session
 from kai.framework.asbuilt import flagged_as_built
 
 NOW = kt.NOW

@@ -1,8 +1,8 @@
 """Hierarchical PodGroups: a subgroup tree placed as one unit, gangs per pod set, topology per subgroup."""
 
 from kai import testing as kt
+from kai.actions.stalegangeviction import is_stale
 from kai.api import Job, PodSet, SubGroup, TaskStatus, Topology, TopologyConstraint
-from kai.framework.actions.stalegangeviction import is_stale
 from kai.framework.gang import tasks_to_evict
 
 RACK = "rack"

@@ -1,4 +1,5 @@
-"""A plugin from another distribution: installed with pip, listed, configured, changes a placement."""
+"""A plugin from another distribution: installed with pip (into a folder of its own, on the ``PYTHONPATH`` of the
+processes that use it), listed, configured, changes a placement."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import sys
 
 import pytest
 
-from support.wheel import wheel
+from support.wheel import environment, install, wheel
 
 DIST = "kai-zone-b-test-plugin"
 MODULE = "kai_zone_b_test_plugin"
@@ -47,39 +48,30 @@ print(kt.placements(kt.run(snap, plugins=plugins))["train-0"])
 '''
 
 
-def _pip(*args):
-    return subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", *args],
-                          capture_output=True, text=True, timeout=300)
-
-
 @pytest.fixture
-def installed(tmp_path):
-    result = _pip("install", "--no-deps", "--no-index", wheel(tmp_path, DIST, {f"{MODULE}.py": PLUGIN}, ENTRY_POINTS))
-    assert result.returncode == 0, result.stdout + result.stderr
-    try:
-        yield
-    finally:
-        _pip("uninstall", "-y", DIST)
+def site(tmp_path):
+    """The plugin's distribution, installed with pip into a folder of its own."""
+    return install(wheel(tmp_path, DIST, {f"{MODULE}.py": PLUGIN}, ENTRY_POINTS), tmp_path / "site")
 
 
 # ``-P``: the working directory (the source tree) must not shadow the installed package.
-def _kai(*args):
+def _kai(site, *args):
     return subprocess.run([sys.executable, "-P", "-c", "import sys; from kai.cli import main; sys.exit(main())", *args],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, env=environment(site))
 
 
-def _place(*plugins):
+def _place(site, *plugins):
     result = subprocess.run([sys.executable, "-P", "-c", SESSION, *plugins],
-                            capture_output=True, text=True, timeout=120)
+                            capture_output=True, text=True, timeout=120, env=environment(site))
     assert result.returncode == 0, result.stderr
     return result.stdout.strip()
 
 
-def test_third_party_plugin_is_listed_and_changes_a_placement(installed):
-    listing = _kai("plugins")
+def test_third_party_plugin_is_listed_and_changes_a_placement(site):
+    listing = _kai(site, "plugins")
     assert listing.returncode == 0, listing.stderr
     line = next(x for x in listing.stdout.splitlines() if x.split()[:1] == ["zoneb"])
     assert f"{DIST} 0.0.1" in line and f"{MODULE}:build" in line
     # Bin-packing alone puts the task on the fuller node a1; the plugin's score outweighs that.
-    assert _place() == "a1"
-    assert _place("zoneb") == "b1"
+    assert _place(site) == "a1"
+    assert _place(site, "zoneb") == "b1"

@@ -7,18 +7,19 @@ import contextlib
 import json
 import logging
 import threading
-import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
 from kai import testing as kt
-from kai.framework import ConfigError, Session, parse_config
+from kai.common.errors import ConfigError
+from kai.framework import Session, parse_config
 from kai.framework.usage import UsageParams, parse_usage_db
 from kai.usagedb import make_usage_source
 from kai.usagedb.inprocess import InProcessUsage
 from kai.usagedb.prometheus import PrometheusClient, UsageError, UsageLister
+from support.waiting import wait_until
 
 GPU = 2  # index in (CPU, memory, GPU)
 
@@ -306,10 +307,7 @@ def test_lister_fetches_in_the_background(prometheus):
     try:
         assert lister.usage(0.0)["team-b"][GPU] == pytest.approx(0.1)  # waited for the first fetch
         seen = len(FakePrometheus.queries)
-        deadline = time.monotonic() + 5
-        while len(FakePrometheus.queries) == seen and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert len(FakePrometheus.queries) > seen  # and keeps fetching
+        wait_until(lambda: len(FakePrometheus.queries) > seen, 5, "another fetch", interval=0.01)  # and keeps fetching
     finally:
         lister.close()
     assert not lister._thread.is_alive()

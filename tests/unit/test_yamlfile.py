@@ -1,4 +1,4 @@
-"""The bounded YAML loader of every file input, and the typed field accessors (kai.framework.yamlfile)."""
+"""The bounded YAML loader of every file input, and the typed field accessors (kai.common.yamlfile)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from kai.framework import ConfigError
-from kai.framework.yamlfile import (
+from kai.common.errors import ConfigError
+from kai.common.yamlfile import (
     MAX_BYTES,
     MAX_DEPTH,
     MAX_VALUES,

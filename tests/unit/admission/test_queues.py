@@ -7,7 +7,9 @@ import pytest
 
 from kai.admission.queues import QueueLookupError, review
 from kai.admission.webhook import queue_reader
-from kai.kube.client import ApiError
+from kai.api.names import QUEUES
+from kai.kube.client import object_path
+from support.kube import FakeApi
 
 
 def queue(name, cpu=0, gpu=0, memory=0, parent=None, children=(), resources=True):
@@ -118,22 +120,15 @@ def test_a_child_update_checks_both_directions():
     ]
 
 
-class FakeKube:
-    def __init__(self, status):
-        self.status = status
-
-    def get(self, path):
-        if self.status == 200:
-            return queue(path.rsplit("/", 1)[1])
-        raise ApiError("GET", path, self.status, "Boom", {"message": "the server is unhappy"})
-
-
 @pytest.mark.parametrize(("status", "message"), [
     (404, 'queues.scheduling.run.ai "p" not found'),
     (500, "GET /apis/scheduling.run.ai/v2/queues/p: 500 the server is unhappy"),
 ])
 def test_the_api_reader_turns_api_errors_into_lookup_errors(status, message):
+    kube = FakeApi()
+    kube.add(object_path(*QUEUES, name="p"), queue("p"))
+    kube.fail(status, "Boom", "GET", message="the server is unhappy")
     with pytest.raises(QueueLookupError) as error:
-        queue_reader(FakeKube(status))("p")
+        queue_reader(kube)("p")
     assert str(error.value) == message
-    assert queue_reader(FakeKube(200))("p")["metadata"]["name"] == "p"
+    assert queue_reader(kube)("p")["metadata"]["name"] == "p"

@@ -26,9 +26,13 @@ from kai.admission.webhook import (
     AdmissionServer,
     review,
 )
+from kai.api.names import QUEUES
 from kai.framework import DEFAULT_CONFIG
+from kai.kube.client import object_path
 from kai.metrics import Registry
 from kai.run import Context, _parser
+from support.kube import FakeApi
+from support.waiting import wait_until
 
 
 def pod(annotations=None, gpus=None, scheduler="kai-scheduler", init_gpus=None):
@@ -202,10 +206,8 @@ def test_stop_answers_the_review_in_progress_and_accepts_nothing_new(tmp_path):
     time.sleep(0.2)  # the server has the request and waits for the rest of its body
     stopping = threading.Thread(target=server.stop, kwargs={"timeout": 10})
     stopping.start()
-    deadline = time.monotonic() + 5
-    while _accepts(port) and time.monotonic() < deadline:  # the accept loop ends within its poll interval
-        time.sleep(0.05)
-    assert not _accepts(port)
+    # the accept loop ends within its poll interval
+    wait_until(lambda: not _accepts(port), 5, "the accept loop to end", interval=0.05)
     assert stopping.is_alive()  # waiting for the review in progress
     tls.sendall(body[10:])
     reply = b""
@@ -233,16 +235,12 @@ def test_stop_does_not_wait_past_its_timeout_for_a_stalled_client(tmp_path):
 # -- kai-scheduler run's admission flags ------------------------------------------------------------------------
 
 
-class QueuesOnly:
-    """The client through which the Queue webhook's quota validation reads a parent queue."""
-
-    api_client, timeout = None, 30.0
-
-    def __init__(self, *queues):
-        self.queues = {q["metadata"]["name"]: q for q in queues}
-
-    def get(self, path):
-        return self.queues[path.rsplit("/", 1)[1]]
+def queues_only(*queues) -> FakeApi:
+    """The API through which the Queue webhook's quota validation reads a parent queue."""
+    kube = FakeApi()
+    for queue in queues:
+        kube.add(object_path(*QUEUES, name=queue["metadata"]["name"]), queue)
+    return kube
 
 
 class LocalContext(Context):
@@ -254,7 +252,7 @@ def admission(*argv, kube=None):
     from kai.run import COMPONENTS
 
     return COMPONENTS["admission"](LocalContext(_parser().parse_args(["--webhook-host", "localhost", *argv]),
-                                                DEFAULT_CONFIG, kube or QueuesOnly(), Registry()))
+                                                DEFAULT_CONFIG, kube or queues_only(), Registry()))
 
 
 FRACTIONAL = request(pod({"gpu-fraction": "0.5"}))
@@ -295,6 +293,6 @@ def test_run_turns_quota_validation_on_with_its_flag():
              "object": {"metadata": {"name": "child"},
                         "spec": {"parentQueue": "parent", "resources": {"gpu": {"quota": 2}}}}}
     assert "warnings" not in admission().routes[QUEUE_PATH](child)
-    warned = admission("--enable-quota-validation", kube=QueuesOnly(parent)).routes[QUEUE_PATH](child)
+    warned = admission("--enable-quota-validation", kube=queues_only(parent)).routes[QUEUE_PATH](child)
     assert warned["allowed"] and warned["warnings"] == [
         "child queue GPU quota (2.00) exceeds parent queue parent GPU quota (1.00)"]

@@ -18,18 +18,16 @@ from kai.binder.settings import BinderPlugins
 from kai.kube.client import ApiError
 from kai.kube.kaiconfig import KaiObjects
 from kai.metrics import BinderMetrics, Registry
-from support.kube import RequestKube, json_patch, merge_patch
+from support.kube import FakeApi
 
 BR_PATH = "/apis/scheduling.run.ai/v1alpha2/namespaces/ns/bindrequests/"
 
 
-class FakeKube(RequestKube):
-    """Pods, nodes and BindRequests by path, with the Binding subresource's rules."""
+class FakeKube(FakeApi):
+    """The in-memory API with the Binding subresource scripted: failures, lost replies and races."""
 
     def __init__(self) -> None:
-        self.objects: dict[str, dict] = {}
-        self.calls: list[tuple[str, str]] = []
-        self.events: list[dict] = []
+        super().__init__()
         self.fail_binding: list[ApiError] = []  # raised by the next POST .../binding calls
         self.bind_anyway_on_failure = False  # the bind happens but its reply is lost
         self.race_bind_to = ""  # another binder binds the pod to this node just before our POST
@@ -38,11 +36,10 @@ class FakeKube(RequestKube):
     def add_pod(self, name: str, uid: str = "uid-1", node: str = "") -> dict:
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "ns", "uid": uid},
                "spec": {"nodeName": node} if node else {}, "status": {}}
-        self.objects[f"/api/v1/namespaces/ns/pods/{name}"] = pod
-        return pod
+        return self.add(f"/api/v1/namespaces/ns/pods/{name}", pod)
 
     def add_node(self, name: str) -> None:
-        self.objects[f"/api/v1/nodes/{name}"] = {"metadata": {"name": name}}
+        self.add(f"/api/v1/nodes/{name}", {"metadata": {"name": name}})
 
     def add_request(self, name: str, pod: str, node: str, backoff_limit=None, owner_uid="uid-1", **status) -> dict:
         obj = {"metadata": {"name": name, "namespace": "ns",
@@ -51,71 +48,25 @@ class FakeKube(RequestKube):
                "status": status}
         if backoff_limit is not None:
             obj["spec"]["backoffLimit"] = backoff_limit
-        self.objects[BR_PATH + name] = obj
-        return obj
+        return self.add(BR_PATH + name, obj)
 
     def pod(self, name: str) -> dict:
         return self.objects[f"/api/v1/namespaces/ns/pods/{name}"]
 
-    def request(self, method, path, query=None, body=None, content_type="application/json"):
-        self.calls.append((method, path))
-        if method == "GET":
-            return self._get(path)
-        if method == "DELETE":
-            current = self.objects.get(path)
-            if current is None:
-                raise ApiError(method, path, 404, "Not Found")
-            wanted = ((body or {}).get("preconditions") or {}).get("uid")
-            if wanted and wanted != current["metadata"].get("uid"):
-                raise ApiError(method, path, 409, "Conflict", {"message": "Precondition failed: UID"})
-            del self.objects[path]
-            return {}
-        if method == "POST" and path.endswith("/events"):
-            self.events.append(body)
-            return body
-        if method == "POST" and path.endswith("/binding"):
-            pod = self.objects.get(path.rsplit("/", 1)[0])
-            if pod is None:
-                raise ApiError(method, path, 404, "Not Found")
-            if self.race_bind_to:
-                pod["spec"]["nodeName"] = self.race_bind_to
-            if self.fail_binding:
-                if self.bind_anyway_on_failure:
-                    pod["spec"]["nodeName"] = body["target"]["name"]
-                    self.bound.append((pod["metadata"]["name"], body["target"]["name"]))
-                raise self.fail_binding.pop(0)
-            if pod["spec"].get("nodeName") or body["metadata"]["uid"] != pod["metadata"]["uid"]:
-                raise ApiError(method, path, 409, "Conflict", {"message": "pod is already assigned"})
-            pod["spec"]["nodeName"] = body["target"]["name"]
-            self.bound.append((pod["metadata"]["name"], body["target"]["name"]))
-            pod["metadata"].setdefault("annotations", {}).update(body["metadata"].get("annotations") or {})
-            return {}
-        if method == "PATCH":
-            target_path = path[: -len("/status")] if path.endswith("/status") else path
-            target = self.objects.get(target_path)
-            if target is None:
-                raise ApiError(method, path, 404, "Not Found")
-            if isinstance(body, list):
-                json_patch(target, body, path)
-                return target
-            uid = (body.get("metadata") or {}).get("uid")
-            if uid and uid != target["metadata"].get("uid"):
-                raise ApiError(method, path, 422, "Invalid", {"message": "metadata.uid: field is immutable"})
-            if "conditions" in (body.get("status") or {}):
-                conditions = target.setdefault("status", {}).setdefault("conditions", [])
-                for cond in body["status"]["conditions"]:
-                    conditions[:] = [c for c in conditions if c["type"] != cond["type"]] + [cond]
-            else:
-                merge_patch(target, body)
-            return target
-        raise AssertionError(f"unexpected {method} {path}")
-
-    def _get(self, path):
-        if path == "/api/v1/pods":
-            return {"items": [o for p, o in self.objects.items() if "/pods/" in p], "metadata": {}}
-        if path not in self.objects:
-            raise ApiError("GET", path, 404, "Not Found")
-        return copy.deepcopy(self.objects[path])
+    def serve(self, method, path, query, body, content_type):
+        if not (method == "POST" and path.endswith("/binding")):
+            return super().serve(method, path, query, body, content_type)
+        pod = self.objects.get(path.rsplit("/", 1)[0])
+        if pod is not None and self.race_bind_to:
+            pod["spec"]["nodeName"] = self.race_bind_to
+        if pod is not None and self.fail_binding:
+            if self.bind_anyway_on_failure:
+                pod["spec"]["nodeName"] = body["target"]["name"]
+                self.bound.append((pod["metadata"]["name"], body["target"]["name"]))
+            raise self.fail_binding.pop(0)
+        reply = super().serve(method, path, query, body, content_type)
+        self.bound.append((pod["metadata"]["name"], body["target"]["name"]))
+        return reply
 
 
 class Store(dict):
@@ -201,7 +152,7 @@ def test_a_whole_gpu_bind_reads_nothing_and_writes_binding_status_condition_and_
     binder.stores["nodes"] = {"n1": kube.get("/api/v1/nodes/n1")}  # what the node informer holds
     kube.calls.clear()
     binder.handle("ns/br")
-    assert [(m, p.rsplit("/", 1)[1]) for m, p in kube.calls] == [
+    assert [(m, p.rsplit("/", 1)[1]) for m, p, _ in kube.calls] == [
         ("POST", "binding"), ("PATCH", "status"), ("PATCH", "status"), ("POST", "events")]
     assert kube.pod("p")["metadata"]["annotations"]["received-resource-type"] == "Regular"
 

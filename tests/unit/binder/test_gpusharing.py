@@ -29,87 +29,25 @@ from kai.binder.reservation import (
 )
 from kai.kube.client import ApiError
 from kai.kube.sharedgpu import CONFIGMAP_ANNOTATION, configmap_data, configmap_prefix, mutate, mutation_patch
-from support.kube import json_patch, merge_patch
+from support.kube import FakeApi
 
 BR = "/apis/scheduling.run.ai/v1alpha2/namespaces/ns/bindrequests/"
 
 
-def _selected(obj: dict, query: dict | None) -> bool:
-    query = query or {}
-    labels = obj["metadata"].get("labels") or {}
-    for term in filter(None, (query.get("labelSelector") or "").split(",")):
-        key, _, value = term.partition("=")
-        if labels.get(key) != value:
-            return False
-    field = query.get("fieldSelector")
-    return not field or obj.get("spec", {}).get("nodeName") == field.split("=", 1)[1]
-
-
-class FakeKube:
-    """Pods, ConfigMaps, nodes and BindRequests by path; lists honour equality selectors."""
+class FakeKube(FakeApi):
+    """The in-memory API, whose node starts the reservation pods created in their namespace."""
 
     def __init__(self, on_reservation=None) -> None:
-        self.objects: dict[str, dict] = {}
-        self.uids = 0
+        super().__init__()
         self.on_reservation = on_reservation  # what the node does with a new reservation pod
-        self.fail_binding = False
 
-    def add(self, path: str, obj: dict) -> dict:
-        self.uids += 1
-        obj["metadata"].setdefault("uid", f"uid-{self.uids}")
-        self.objects[path] = obj
-        return obj
-
-    def get(self, path, query=None):
-        if path in self.objects:
-            return copy.deepcopy(self.objects[path])
-        if path.endswith(("/pods", "/configmaps")):  # a collection: all namespaces for /api/v1/pods
-            parent = (lambda p: p.rsplit("/", 1)[0]) if path != "/api/v1/pods" else (
-                lambda p: p.rsplit("/", 1)[0] if "/pods/" in p and "/pods/" not in p.split("/pods/", 1)[1] else "")
-            return {"items": [copy.deepcopy(o) for p, o in self.objects.items()
-                              if (parent(p) == path or (path == "/api/v1/pods" and parent(p).endswith("/pods")))
-                              and _selected(o, query)], "metadata": {}}
-        raise ApiError("GET", path, 404, "Not Found")
-
-    def post(self, path, body):
-        if path.endswith("/binding"):
-            if self.fail_binding:
-                raise ApiError("POST", path, 500, "Internal Server Error")
-            self.objects[path.rsplit("/", 1)[0]]["spec"]["nodeName"] = body["target"]["name"]
-            return {}
-        if path.endswith("/events"):
-            return body
-        target = f"{path}/{body['metadata']['name']}"
-        if target in self.objects:
-            raise ApiError("POST", path, 409, "AlreadyExists")
-        obj = self.add(target, copy.deepcopy(body))
-        if self.on_reservation is not None and body["metadata"].get("namespace") == NAMESPACE:
-            self.on_reservation(obj)
-        return copy.deepcopy(obj)
-
-    def patch(self, path, body, subresource=""):
-        target = self.objects.get(path)
-        if target is None:
-            raise ApiError("PATCH", path, 404, "Not Found")
-        merge_patch(target, body)
-        return copy.deepcopy(target)
-
-    def request(self, method, path, query=None, body=None, content_type=None):
-        if method == "PATCH" and isinstance(body, list):  # BindRequest status
-            target = self.objects.get(path[: -len("/status")])
-            if target is None:
-                raise ApiError("PATCH", path, 404, "Not Found")
-            json_patch(target, body, path)
-            return copy.deepcopy(target)
-        if method == "PATCH":  # pod conditions
-            return self.patch(path[: -len("/status")] if path.endswith("/status") else path, {})
-        raise AssertionError(f"unexpected {method} {path}")
-
-    def delete(self, path, body=None):
-        if path not in self.objects:
-            raise ApiError("DELETE", path, 404, "Not Found")
-        del self.objects[path]
-        return {}
+    def serve(self, method, path, query, body, content_type):
+        reply = super().serve(method, path, query, body, content_type)
+        if method == "POST" and path == f"/api/v1/namespaces/{NAMESPACE}/pods" and self.on_reservation is not None:
+            created = self.objects[f"{path}/{reply['metadata']['name']}"]
+            self.on_reservation(created)
+            reply = copy.deepcopy(created)
+        return reply
 
     def pods(self, namespace: str) -> dict[str, dict]:
         prefix = f"/api/v1/namespaces/{namespace}/pods/"
@@ -362,14 +300,14 @@ def test_no_device_reported_in_time_deletes_the_new_reservation_pod_and_fails_fo
 def test_a_failed_binding_rolls_back_labels_configmaps_and_the_unused_reservation_pod():
     kube, binder, _ = setup()
     shared_pod(kube, "a")
-    kube.fail_binding = True
+    kube.fail(500, "Internal Server Error", "POST", "/binding", times=None)
     binder.handle(bind_request(kube, "a", ["g1"]))
     pod = kube.objects["/api/v1/namespaces/ns/pods/a"]
     assert kube.objects[BR + "a"]["status"]["phase"] == "Failed"
     assert not pod["metadata"].get("labels") and reservation_pods(kube) == {}
     assert not [p for p in kube.objects if "/configmaps/" in p]
     # the retry binds it, once
-    kube.fail_binding = False
+    kube.faults.clear()
     binder._not_before.clear()
     binder.handle("ns/a")
     assert kube.objects[BR + "a"]["status"]["phase"] == "Succeeded" and len(reservation_pods(kube)) == 1
@@ -381,7 +319,7 @@ def test_a_failed_binding_keeps_a_reservation_pod_other_pods_use():
     shared_pod(kube, "b")
     binder.handle(bind_request(kube, "a", ["g1"]))
     kube.objects["/api/v1/namespaces/ns/pods/a"]["status"]["phase"] = "Running"
-    kube.fail_binding = True
+    kube.fail(500, "Internal Server Error", "POST", "/binding", times=None)
     binder.handle(bind_request(kube, "b", ["g1"]))
     assert len(reservation_pods(kube)) == 1 and kube.objects[BR + "b"]["status"]["phase"] == "Failed"
 

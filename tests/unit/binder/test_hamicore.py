@@ -12,9 +12,9 @@ from kai.admission.pods import PodPolicy, prepared
 from kai.binder.hamicore import MEMORY_LIMIT, SM_LIMIT, build, limits
 from kai.binder.pluginconfig import default_config, enabled_plugins, parse_config, resolve
 from kai.binder.plugins import BindContext, BindRequest
-from kai.framework.errors import ConfigError
+from kai.common.errors import ConfigError
 from support.chart import render_chart
-from support.kube import RequestKube
+from support.kube import FakeApi
 
 CHART = Path(__file__).resolve().parents[3] / "deploy" / "chart" / "kai-scheduler"
 POD = {"metadata": {"name": "app", "namespace": "ns", "uid": "u",
@@ -22,15 +22,19 @@ POD = {"metadata": {"name": "app", "namespace": "ns", "uid": "u",
        "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "main"}]}}
 
 
-class Patches(RequestKube):
+CAPABILITIES = "/api/v1/namespaces/ns/configmaps/app-abc-shared-gpu-0"
+
+
+class Patches(FakeApi):
+    """The in-memory API with the pod's capabilities ConfigMap, and the patches it was sent."""
+
     def __init__(self) -> None:
         super().__init__()
-        self.patches: list[tuple[str, dict]] = []
+        self.add(CAPABILITIES, {"metadata": {"name": "app-abc-shared-gpu-0", "namespace": "ns"}, "data": {}})
 
-    def request(self, method, path, query=None, body=None, **kw):
-        assert method == "PATCH"
-        self.patches.append((path, body))
-        return {}
+    @property
+    def patches(self) -> list[tuple[str, dict]]:
+        return [(call.path, call.body) for call in self.calls if call.method == "PATCH"]
 
 
 def bind(plugin, kube, kind="Fraction", portion="0.27", memory="15360"):
@@ -46,8 +50,8 @@ def test_the_limit_is_the_received_portion_of_the_nodes_gpu_memory_as_kai_writes
     kube = Patches()
     bind(build({}), kube)
     # KAI's example: 4096 MiB of a 15360 MiB T4 is a 0.27 portion, enforced as 4147m
-    assert kube.patches == [("/api/v1/namespaces/ns/configmaps/app-abc-shared-gpu-0", {"data": {
-        MEMORY_LIMIT: "4147m"}})]
+    assert kube.patches == [(CAPABILITIES, {"data": {MEMORY_LIMIT: "4147m"}})]
+    assert kube.objects[CAPABILITIES]["data"] == {MEMORY_LIMIT: "4147m"}
     with_sm = Patches()
     bind(build({"smLimit": "true"}), with_sm, portion="0.50", memory="81920")
     assert with_sm.patches[0][1]["data"] == {MEMORY_LIMIT: "40960m", SM_LIMIT: "50"}

@@ -12,7 +12,7 @@ from kai.binder.pluginconfig import (
     parse_config,
     resolve,
 )
-from kai.framework.errors import ConfigError
+from kai.common.errors import ConfigError
 
 
 def test_the_default_is_volumebinding_dynamicresources_then_gpusharing_with_kais_priorities_and_arguments():

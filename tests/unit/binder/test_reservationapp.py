@@ -28,7 +28,9 @@ ENV = {"POD_NAMESPACE": "kai-resource-reservation", "POD_NAME": "gpu-reservation
 UUID = "GPU-4c0d7e6c-1f0b-5a43-9c9e-2f8a1a3b5d11"
 
 
-class FakeApi:
+class FakePodApi:
+    """The program's pod API (:class:`~kai.binder.reservationapp.PodApi`): its own pod, and the annotations written."""
+
     def __init__(self, annotations: dict | None = None) -> None:
         self.pod = {"metadata": {"name": ENV["POD_NAME"], "annotations": dict(annotations or {})}}
         self.patches: list[tuple[str, str, str, str]] = []
@@ -60,7 +62,7 @@ def test_exactly_one_visible_gpu_is_the_pods():
 
 
 def test_the_device_is_written_into_kais_annotation_once():
-    api = FakeApi()
+    api = FakePodApi()
     assert report_device(api, *pod_identity(ENV), lambda: [UUID]) == (UUID, True)
     assert api.patches == [(*pod_identity(ENV), "run.ai/reserve_for_gpu_index", UUID)]
     # a restarted container finds its device reported and reads no GPU
@@ -122,7 +124,7 @@ def test_without_nvidia_ml_py_nvidia_smi_is_asked(monkeypatch):
 
 
 def test_main_reports_then_sleeps_until_stopped(capsys):
-    api, stop = FakeApi(), threading.Event()
+    api, stop = FakePodApi(), threading.Event()
     result: list[int] = []
     thread = threading.Thread(target=lambda: result.append(app.main([], env=ENV, api=api, read=lambda: [UUID],
                                                                      stop=stop)))
@@ -138,14 +140,14 @@ def test_main_reports_then_sleeps_until_stopped(capsys):
 def test_main_without_a_gpu_or_a_pod_name_exits_1_with_the_reason(capsys):
     stop = threading.Event()
     stop.set()
-    assert app.main([], env=ENV, api=FakeApi(), read=list, stop=stop) == 1
+    assert app.main([], env=ENV, api=FakePodApi(), read=list, stop=stop) == 1
     assert "kai-resource-reservation: no GPU is visible to this container" in capsys.readouterr().err
-    assert app.main([], env={}, api=FakeApi(), read=list, stop=stop) == 1
+    assert app.main([], env={}, api=FakePodApi(), read=list, stop=stop) == 1
     assert "POD_NAMESPACE, POD_NAME not set" in capsys.readouterr().err
     assert app.main([], env={**ENV}, read=list, stop=stop) == 1  # the default API needs a cluster
     assert "not running in a cluster" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exited:
-        app.main(["--sleep"], env=ENV, api=FakeApi(), read=list, stop=stop)
+        app.main(["--sleep"], env=ENV, api=FakePodApi(), read=list, stop=stop)
     assert exited.value.code == 2
 
 

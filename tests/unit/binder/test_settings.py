@@ -9,7 +9,7 @@ from kai.binder.gpusharing import GpuSharing
 from kai.binder.pluginconfig import PluginConfig
 from kai.binder.settings import BinderFlags, build_chosen, chosen_plugins, plugins_builder
 from kai.binder.volumebinding import VolumeBinding
-from kai.framework.errors import ConfigError
+from kai.common.errors import ConfigError
 
 RESERVATION = {"namespace": "kai-resource-reservation", "appLabel": "kai-resource-reservation",
                "serviceAccount": "kai-resource-reservation", "allocationTimeout": 40.0, "fakeGpuNodes": True}

@@ -2,53 +2,37 @@
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 
 from kai.binder.plugins import BindContext, BindError, BindRequest
 from kai.binder.volumebinding import VolumeBinding, build
-from support.kube import RequestKube, merge_patch
+from support.kube import FakeApi, merge_patch
 
 PV_PATH = "/api/v1/persistentvolumes"
 CLAIM = "/api/v1/namespaces/ns/persistentvolumeclaims/data"
 
 
-class Objects(RequestKube):
-    def __init__(self, objects: dict[str, dict]) -> None:
-        super().__init__()
-        self.objects = objects
-        self.patches: list[str] = []
-
-    def request(self, method, path, query=None, body=None, **kw):
-        if method == "GET" and path == PV_PATH:
-            return {"items": [copy.deepcopy(o) for p, o in self.objects.items() if p.startswith(PV_PATH + "/")]}
-        if method == "GET":
-            return copy.deepcopy(self.objects[path])
-        assert method == "PATCH"
-        self.patches.append(path)
-        merge_patch(self.objects[path], body)
-        return copy.deepcopy(self.objects[path])
-
-
-def cluster(provisioner="kubernetes.io/no-provisioner", volume_host="node-b"):
-    return Objects({
+def cluster(provisioner="kubernetes.io/no-provisioner", volume_host="node-b") -> FakeApi:
+    kube = FakeApi()
+    for path, obj in {
         "/api/v1/namespaces/ns/pods/app": {"metadata": {"name": "app", "namespace": "ns", "uid": "pod-1"},
                                            "spec": {"volumes": [{"name": "v", "persistentVolumeClaim": {
                                                "claimName": "data"}}]}},
-        CLAIM: {"metadata": {"name": "data", "namespace": "ns", "uid": "c-1", "resourceVersion": "7"},
+        CLAIM: {"metadata": {"name": "data", "namespace": "ns", "uid": "c-1"},
                 "spec": {"storageClassName": "local", "accessModes": ["ReadWriteOnce"],
                          "resources": {"requests": {"storage": "1Gi"}}}},
         "/apis/storage.k8s.io/v1/storageclasses/local": {"metadata": {"name": "local"}, "provisioner": provisioner,
                                                          "volumeBindingMode": "WaitForFirstConsumer"},
-        PV_PATH + "/pv-b": {"metadata": {"name": "pv-b", "resourceVersion": "3"},
+        PV_PATH + "/pv-b": {"metadata": {"name": "pv-b"},
                             "spec": {"storageClassName": "local", "capacity": {"storage": "5Gi"},
                                      "accessModes": ["ReadWriteOnce"], "nodeAffinity": {"required": {
                                          "nodeSelectorTerms": [{"matchExpressions": [{
                                              "key": "kubernetes.io/hostname", "operator": "In",
                                              "values": [volume_host]}]}]}}},
                             "status": {"phase": "Available"}},
-    })
+    }.items():
+        kube.add(path, obj)
+    return kube
 
 
 def context(kube, node="node-b"):
@@ -85,6 +69,7 @@ def test_a_claim_is_bound_to_the_static_volume_of_the_selected_node():
     ref = kube.objects[PV_PATH + "/pv-b"]["spec"]["claimRef"]
     assert (ref["namespace"], ref["name"], ref["uid"], ref["kind"]) == ("ns", "data", "c-1", "PersistentVolumeClaim")
     assert kube.objects[CLAIM]["spec"]["volumeName"] == "pv-b"
+    assert {call.method for call in kube.calls} <= {"GET", "PATCH"}
 
 
 def test_a_claim_without_a_static_volume_is_annotated_for_its_provisioner():
@@ -124,7 +109,7 @@ def test_bound_claims_need_nothing_and_the_timeout_argument_is_checked():
     kube = cluster()
     merge_patch(kube.objects[CLAIM], {"spec": {"volumeName": "pv-b"}})
     plugin(kube).pre_bind(context(kube))
-    assert kube.patches == []
+    assert kube.paths("PATCH") == []
     assert build({"bindTimeoutSeconds": "30"}).timeout == 30.0
     with pytest.raises(ValueError, match="bindTimeoutSeconds must be a number of seconds"):
         build({"bindTimeoutSeconds": "soon"})

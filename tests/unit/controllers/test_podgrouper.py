@@ -5,7 +5,6 @@ The real API server is exercised by tests/e2e/test_podgrouper.py.
 
 from __future__ import annotations
 
-import copy
 import threading
 import time
 
@@ -18,7 +17,7 @@ from kai.grouping.hub import GroupingConfig
 from kai.kube.client import ApiError
 from kai.kube.kaiconfig import KaiObjects
 from kai.kube.objects import KubeObjects
-from support.kube import merge_patch
+from support.kube import FakeApi
 
 PG_PATH = "/apis/scheduling.run.ai/v2alpha2/namespaces/ns/podgroups"
 DISCOVERY = {
@@ -29,48 +28,22 @@ DISCOVERY = {
 }
 
 
-class FakeKube:
-    """Objects by path, discovery documents, and a log of writes."""
+class FakeKube(FakeApi):
+    """The in-memory API with the discovery documents of the kinds the podgrouper reads."""
 
     def __init__(self) -> None:
-        self.objects: dict[str, dict] = {}
-        self.writes: list[tuple[str, str]] = []
-        self.reads: list[str] = []
-        self.events: list[dict] = []
-        self.fail_next_post: ApiError | None = None
+        super().__init__()
+        for path, resources in DISCOVERY.items():
+            self.add(path, {"resources": [{"kind": k, "name": n, "namespaced": ns} for k, n, ns in resources]})
 
-    def get(self, path: str, query: dict | None = None) -> dict:
-        self.reads.append(path)
-        if path in DISCOVERY:
-            return {"resources": [{"kind": k, "name": n, "namespaced": ns} for k, n, ns in DISCOVERY[path]]}
-        if path not in self.objects:
-            raise ApiError("GET", path, 404, "Not Found")
-        return copy.deepcopy(self.objects[path])
+    @property
+    def writes(self) -> list[tuple[str, str]]:
+        """The writes sent, but Events."""
+        return [(c.method, c.path) for c in self.calls if c.method != "GET" and not c.path.endswith("/events")]
 
-    def post(self, path: str, body: dict) -> dict:
-        if path.endswith("/events"):
-            self.events.append(body)
-            return body
-        self.writes.append(("POST", path))
-        if self.fail_next_post is not None:
-            exc, self.fail_next_post = self.fail_next_post, None
-            raise exc
-        target = f"{path}/{body['metadata']['name']}"
-        if target in self.objects:
-            raise ApiError("POST", path, 409, "Conflict")
-        self.objects[target] = copy.deepcopy(body)
-        return body
-
-    def request(self, method: str, path: str, body: dict | None = None, **_) -> dict:
-        assert method == "PUT"
-        self.writes.append(("PUT", path))
-        self.objects[path] = copy.deepcopy(body)
-        return body
-
-    def patch(self, path: str, body: dict, subresource: str = "") -> dict:
-        self.writes.append(("PATCH", path))
-        merge_patch(self.objects[path], body)
-        return self.objects[path]
+    @property
+    def reads(self) -> list[str]:
+        return self.paths("GET")
 
 
 class Store(dict):
@@ -79,8 +52,7 @@ class Store(dict):
 
 
 def add(kube: FakeKube, obj: dict, path: str) -> dict:
-    kube.objects[path] = obj
-    return obj
+    return kube.add(path, obj)
 
 
 def job(kube: FakeKube, name: str = "train", uid: str = "job-uid", **labels) -> dict:
@@ -125,7 +97,7 @@ def test_a_pod_gets_its_podgroup_and_annotation_and_a_second_pass_writes_nothing
 
     g.stores["pods"]["ns/train-0"] = kube.objects["/api/v1/namespaces/ns/pods/train-0"]
     g.stores["podgroups"]["ns/pg-train-job-uid"] = pg
-    kube.writes.clear()
+    kube.calls.clear()
     assert g.handle("ns/train-0") is None
     assert kube.writes == []
     assert kube.events == []
@@ -135,7 +107,7 @@ def test_a_podgroup_the_store_has_not_seen_yet_is_not_written_twice(kube):
     pod(kube, owner=job(kube))
     g = grouper(kube)
     g.handle("ns/train-0")
-    kube.writes.clear()
+    kube.calls.clear()
     g.stores["pods"]["ns/train-0"] = kube.objects["/api/v1/namespaces/ns/pods/train-0"]
     assert g.handle("ns/train-0") is None  # the PodGroup it wrote is remembered while the store lags
     assert kube.writes == []
@@ -218,7 +190,7 @@ def test_other_schedulers_pods_and_user_managed_podgroups_are_left_alone(kube):
 def test_api_errors_are_retried_without_an_event(kube):
     pod(kube, owner=job(kube))
     g = grouper(kube)
-    kube.fail_next_post = ApiError("POST", PG_PATH, 500, "Internal Server Error")
+    kube.fail(500, "Internal Server Error", "POST", PG_PATH)
     assert g.handle("ns/train-0") == 1.0
     assert kube.events == []
     assert g.handle("ns/train-0") is None

@@ -6,8 +6,8 @@ from decimal import Decimal
 
 import pytest
 
+from kai.common.quantity import QuantityError, format_quantity, parse, sum_resources
 from kai.controllers.queuestatus import metric_values, queue_status, slim_podgroup, status_patch
-from kai.kube.quantity import QuantityError, format_quantity, parse, sum_resources
 
 
 def queue(name, parent="", allocated=None, requested=None, **resources):

@@ -118,7 +118,7 @@ def test_deployments_run_each_component_under_its_account_with_probes(docs):
         assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
         assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
         assert container["securityContext"]["readOnlyRootFilesystem"] is True
-        assert container["image"] == "kai-scheduler:0.1.0"
+        assert container["image"] == "kai-scheduler:0.2.0"
 
 
 def test_probe_paths_are_served(docs):

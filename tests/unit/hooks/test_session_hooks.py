@@ -89,8 +89,8 @@ class Arrivals:
 
 
 def test_kai_session_job_added_sees_the_job_in_the_session_and_allocate_places_it():
+    from kai.actions.allocate import allocate_arrival
     from kai.framework import Session
-    from kai.framework.actions.allocate import allocate_arrival
 
     log = []
     plugins = kt.plugin_manager(["proportion", "arrivals"], extra_plugins={"arrivals": lambda a: Arrivals(log)})

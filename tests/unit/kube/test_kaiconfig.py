@@ -2,12 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import queue
-import threading
-import time
-
-import orjson
 import pytest
 
 from kai.api import names
@@ -16,63 +10,12 @@ from kai.framework.shard import apply_shard
 from kai.kube.client import object_path
 from kai.kube.kaiconfig import KaiObjects
 from kai.scheduler.settings import Settings, settings_builder
+from support.kube import FakeApi
+from support.waiting import wait_until
 
 SHARDS = object_path(*names.SCHEDULINGSHARDS)
 CONFIGS = object_path(*names.CONFIGS)
-
-
-class LiveStream:
-    def __init__(self, events: queue.Queue) -> None:
-        self.events, self.closed = events, threading.Event()
-
-    def stream(self, _amt):
-        while not self.closed.is_set():
-            with contextlib.suppress(queue.Empty):
-                yield orjson.dumps(self.events.get(timeout=0.02)) + b"\n"
-
-    def shutdown(self) -> None:
-        self.closed.set()
-
-
-class MemoryKube:
-    """Lists and watches of cluster-scoped objects by collection path; records the Events posted."""
-
-    def __init__(self, objects: dict[str, list[dict]]) -> None:
-        self.objects = objects
-        self.version = 1
-        self.watches: dict[str, queue.Queue] = {}
-        self.events: list[dict] = []
-
-    def get(self, path, query=None):
-        if query is None:  # one object: <collection>/<name>
-            collection, name = path.rsplit("/", 1)
-            (found,) = [o for o in self.objects.get(collection, []) if o["metadata"]["name"] == name]
-            return found
-        name = query.get("fieldSelector", "").removeprefix("metadata.name=")
-        return {"metadata": {"resourceVersion": str(self.version)},
-                "items": [o for o in self.objects.get(path, []) if o["metadata"]["name"] == name]}
-
-    def patch(self, path, body, subresource=""):
-        assert subresource == "status" and set(body) == {"status"}
-        self.get(path)["status"] = body["status"]
-
-    def conditions(self, path: str) -> dict[str, tuple[str, int]]:
-        return {c["type"]: (c["status"], c["observedGeneration"])
-                for c in self.get(path).get("status", {}).get("conditions", [])}
-
-    @contextlib.contextmanager
-    def stream(self, path, query, read_timeout):
-        yield LiveStream(self.watches.setdefault(path, queue.Queue()))
-
-    def post(self, path, body):
-        self.events.append(body)
-
-    def change(self, path: str, kind: str, obj: dict) -> None:
-        self.version += 1
-        obj["metadata"]["resourceVersion"] = str(self.version)
-        kept = [o for o in self.objects.get(path, []) if o["metadata"]["name"] != obj["metadata"]["name"]]
-        self.objects[path] = kept + ([] if kind == "DELETED" else [obj])
-        self.watches.setdefault(path, queue.Queue()).put({"type": kind, "object": obj})
+SHARD = f"{SHARDS}/default"
 
 
 def shard(spec: dict, generation: int = 1) -> dict:
@@ -80,11 +23,19 @@ def shard(spec: dict, generation: int = 1) -> dict:
             "metadata": {"name": "default", "uid": "u1", "generation": generation}, "spec": spec}
 
 
-def wait_for(predicate, timeout: float = 5.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
+def cluster(*shards: dict) -> FakeApi:
+    kube = FakeApi()
+    for obj in shards:
+        kube.add(SHARD, obj)
+    return kube
+
+
+def conditions(kube: FakeApi) -> dict[str, tuple[str, int]]:
+    """The shard's conditions, (status, observedGeneration) by type; every write so far was of its status alone."""
+    assert all(path == f"{SHARD}/status" and set(body) == {"status"} for method, path, body in kube.calls
+               if method in ("PATCH", "PUT")), kube.calls
+    return {c["type"]: (c["status"], c["observedGeneration"])
+            for c in kube.objects[SHARD].get("status", {}).get("conditions", [])}
 
 
 def placement(shard_obj, _config):
@@ -92,26 +43,26 @@ def placement(shard_obj, _config):
 
 
 def test_objects_listed_at_start_are_applied_and_changes_follow():
-    kube = MemoryKube({SHARDS: [shard({"placementStrategy": {"gpu": "spread"}})]})
+    kube = cluster(shard({"placementStrategy": {"gpu": "spread"}}))
     objects = KaiObjects(kube, placement, DEFAULT_CONFIG.plugins, component="test").start()
     try:
         assert objects.wait_applied(5)
         assert objects.version == 1
         assert "gpuspread" in {p.name for p in objects.value}
-        assert kube.conditions(f"{SHARDS}/default")["Deployed"] == ("True", 1)
-        kube.change(SHARDS, "MODIFIED", shard({"placementStrategy": {"gpu": "binpack"}}, generation=2))
-        wait_for(lambda: objects.version == 2)
+        assert conditions(kube)["Deployed"] == ("True", 1)
+        kube.add(SHARD, shard({"placementStrategy": {"gpu": "binpack"}}, generation=2))
+        wait_until(lambda: objects.version == 2, 5, "version 2", interval=0.01)
         assert "gpupack" in {p.name for p in objects.value}
         assert objects.describe() == "SchedulingShard/default@2"
-        kube.change(SHARDS, "DELETED", shard({}, generation=2))
-        wait_for(lambda: objects.version == 3)
+        kube.delete(SHARD)
+        wait_until(lambda: objects.version == 3, 5, "version 3", interval=0.01)
         assert objects.value == DEFAULT_CONFIG.plugins  # without the shard: the configuration given
     finally:
         objects.stop()
 
 
 def test_absent_objects_leave_the_configuration_given():
-    objects = KaiObjects(MemoryKube({}), placement, DEFAULT_CONFIG.plugins, component="test").start()
+    objects = KaiObjects(cluster(), placement, DEFAULT_CONFIG.plugins, component="test").start()
     try:
         assert objects.wait_applied(5)
         assert objects.value == DEFAULT_CONFIG.plugins and objects.version == 0
@@ -120,23 +71,24 @@ def test_absent_objects_leave_the_configuration_given():
 
 
 def test_a_malformed_change_keeps_the_last_good_value_and_is_reported_on_the_object(caplog):
-    kube = MemoryKube({SHARDS: [shard({"placementStrategy": {"gpu": "spread"}})]})
+    kube = cluster(shard({"placementStrategy": {"gpu": "spread"}}))
     objects = KaiObjects(kube, placement, DEFAULT_CONFIG.plugins, component="kai-scheduler").start()
     try:
         assert objects.wait_applied(5)
         good = objects.value
-        kube.change(SHARDS, "MODIFIED", shard({"placementStrategy": {"gpu": "sideways"}}, generation=2))
-        wait_for(lambda: kube.events)
+        kube.add(SHARD, shard({"placementStrategy": {"gpu": "sideways"}}, generation=2))
+        wait_until(lambda: kube.events, 5, "an event", interval=0.01)
         assert objects.value is good and objects.version == 1
-        wait_for(lambda: kube.conditions(f"{SHARDS}/default")["Deployed"] == ("False", 2))
-        assert kube.conditions(f"{SHARDS}/default")["Available"] == ("True", 2)
+        wait_until(lambda: conditions(kube)["Deployed"] == ("False", 2), 5, "Deployed False",
+                   interval=0.01)
+        assert conditions(kube)["Available"] == ("True", 2)
         (event,) = kube.events
         assert event["reason"] == names.REASON_INVALID_CONFIGURATION and event["type"] == "Warning"
         assert event["involvedObject"]["kind"] == "SchedulingShard" and event["involvedObject"]["name"] == "default"
         assert "spec.placementStrategy: field 'gpu'" in event["message"]
         assert any("spec.placementStrategy: field 'gpu'" in str(vars(r)) for r in caplog.records)
-        kube.change(SHARDS, "MODIFIED", shard({"kValue": 2}, generation=3))
-        wait_for(lambda: objects.version == 2)  # a later good change is applied
+        kube.add(SHARD, shard({"kValue": 2}, generation=3))
+        wait_until(lambda: objects.version == 2, 5, "version 2", interval=0.01)  # a later good change is applied
     finally:
         objects.stop()
 

@@ -5,124 +5,18 @@ Two processes with real timing are exercised in tests/e2e/test_leader.py.
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import json
 import threading
 import time
 
 import pytest
 
 from kai.kube import leader as leader_mod
-from kai.kube.client import ApiError
 from kai.kube.leader import LeaderElector
+from support.kube import FakeApi
+from support.waiting import wait_until
 
-
-class LeaseStore:
-    """One namespace's Leases: create (409 if present), get, list and watch by name, and PUT with
-    resourceVersion checks."""
-
-    def __init__(self) -> None:
-        self.leases: dict[str, dict] = {}
-        self.version = 0
-        self.fail = False
-        self.forbid_watch = False
-        self.events: list[tuple[int, str, dict]] = []
-        self.changed = threading.Condition()
-
-    def handle(self, method, path, body=None, query=None):
-        if self.fail:
-            raise ApiError(method, path, 0, "connection refused")
-        name = path.rsplit("/", 1)[1]
-        if method == "GET" and name == "leases":  # a list, by field selector metadata.name
-            wanted = (query or {})["fieldSelector"].removeprefix("metadata.name=")
-            items = [copy.deepcopy(lease) for n, lease in self.leases.items() if n == wanted]
-            return {"items": items, "metadata": {"resourceVersion": str(self.version)}}
-        if method == "GET":
-            if name not in self.leases:
-                raise ApiError(method, path, 404, "Not Found")
-            return copy.deepcopy(self.leases[name])
-        if method == "POST":
-            name = body["metadata"]["name"]
-            if name in self.leases:
-                raise ApiError(method, path, 409, "AlreadyExists")
-            return self._store(name, body)
-        if method == "PUT":
-            current = self.leases[name]
-            if body["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]:
-                raise ApiError(method, path, 409, "Conflict")
-            return self._store(name, body)
-        raise AssertionError(method)
-
-    def _store(self, name, body):
-        with self.changed:
-            self.version += 1
-            stored = copy.deepcopy(body)
-            stored["metadata"]["resourceVersion"] = str(self.version)
-            kind = "MODIFIED" if name in self.leases else "ADDED"
-            self.leases[name] = stored
-            self.events.append((self.version, kind, copy.deepcopy(stored)))
-            self.changed.notify_all()
-        return copy.deepcopy(stored)
-
-    def delete(self, name):
-        with self.changed:
-            self.version += 1
-            lease = self.leases.pop(name)
-            lease["metadata"]["resourceVersion"] = str(self.version)
-            self.events.append((self.version, "DELETED", lease))
-            self.changed.notify_all()
-
-
-class WatchStream:
-    """The open response of a watch: events after ``since`` for the lease ``name``, one JSON line each."""
-
-    def __init__(self, store: LeaseStore, name: str, since: int) -> None:
-        self.store, self.name, self.since = store, name, since
-        self.closed = False
-
-    def stream(self, _size):
-        while True:
-            with self.store.changed:
-                self.store.changed.wait_for(lambda: self.closed or self.store.version > self.since)
-                if self.closed:
-                    return
-                events = [e for e in self.store.events if e[0] > self.since]
-                self.since = self.store.version
-            yield b"".join(json.dumps({"type": kind, "object": obj}).encode() + b"\n"
-                           for _, kind, obj in events if obj["metadata"]["name"] == self.name)
-
-    def shutdown(self):
-        with self.store.changed:
-            self.closed = True
-            self.store.changed.notify_all()
-
-
-class FakeKube:
-    timeout = 30.0
-
-    def __init__(self, store: LeaseStore) -> None:
-        self.api_client = store
-
-    def get(self, path, query=None):
-        return self.api_client.handle("GET", path, query=query)
-
-    def post(self, path, body):
-        return self.api_client.handle("POST", path, body)
-
-    def request(self, method, path, query=None, body=None, **kw):
-        return self.api_client.handle(method, path, body)
-
-    @contextlib.contextmanager
-    def stream(self, path, query, read_timeout):
-        if self.api_client.forbid_watch:
-            raise ApiError("GET", path, 403, "Forbidden")
-        response = WatchStream(self.api_client, query["fieldSelector"].removeprefix("metadata.name="),
-                               int(query["resourceVersion"]))
-        try:
-            yield response
-        finally:
-            response.shutdown()
+LEASE = "/apis/coordination.k8s.io/v1/namespaces/kai/leases/kai-scheduler"
 
 
 class Clock:
@@ -134,25 +28,29 @@ class Clock:
 
 
 @pytest.fixture
-def store(monkeypatch):
-    store = LeaseStore()
-    monkeypatch.setattr(leader_mod, "Kube", lambda api_client, timeout: FakeKube(api_client))
-    return store
+def kube(monkeypatch):
+    kube = FakeApi()
+    monkeypatch.setattr(leader_mod, "Kube", lambda api_client, timeout: kube)  # the elector's own client
+    return kube
 
 
-def elector(store, identity, clock, **kw):
-    return LeaderElector(FakeKube(store), "kai-scheduler", "kai", identity, clock=clock, wall=clock,
+def elector(kube, identity, clock, **kw):
+    return LeaderElector(kube, "kai-scheduler", "kai", identity, clock=clock, wall=clock,
                          lease_duration=15, renew_deadline=10, retry_period=5, **kw)
 
 
-def holder(store):
-    return store.leases["kai-scheduler"]["spec"]["holderIdentity"]
+def lease(kube):
+    return kube.objects[LEASE]
 
 
-def test_first_takes_the_lease_second_stands_by_until_it_expires(store):
+def holder(kube):
+    return lease(kube)["spec"]["holderIdentity"]
+
+
+def test_first_takes_the_lease_second_stands_by_until_it_expires(kube):
     clock = Clock()
-    a, b = elector(store, "a", clock), elector(store, "b", clock)
-    assert a.try_acquire_or_renew() and holder(store) == "a"
+    a, b = elector(kube, "a", clock), elector(kube, "b", clock)
+    assert a.try_acquire_or_renew() and holder(kube) == "a"
     assert not b.try_acquire_or_renew()
     clock.now += 5
     assert a.try_acquire_or_renew()  # renewal
@@ -160,60 +58,60 @@ def test_first_takes_the_lease_second_stands_by_until_it_expires(store):
     clock.now += 14
     assert not b.try_acquire_or_renew()  # b saw the renewal 14 s ago: still valid
     clock.now += 2
-    assert b.try_acquire_or_renew() and holder(store) == "b"  # a stopped renewing (died)
-    spec = store.leases["kai-scheduler"]["spec"]
+    assert b.try_acquire_or_renew() and holder(kube) == "b"  # a stopped renewing (died)
+    spec = lease(kube)["spec"]
     assert spec["leaseTransitions"] == 1 and spec["leaseDurationSeconds"] == 15
     assert not a.try_acquire_or_renew()  # the old leader cannot renew someone else's lease
 
 
-def test_expiry_uses_the_local_observation_not_the_remote_timestamp(store):
+def test_expiry_uses_the_local_observation_not_the_remote_timestamp(kube):
     clock = Clock()
-    a = elector(store, "a", clock)
+    a = elector(kube, "a", clock)
     assert a.try_acquire_or_renew()
-    store.leases["kai-scheduler"]["spec"]["renewTime"] = "2000-01-01T00:00:00.000000Z"  # skewed writer
-    b = elector(store, "b", clock)
+    lease(kube)["spec"]["renewTime"] = "2000-01-01T00:00:00.000000Z"  # skewed writer
+    b = elector(kube, "b", clock)
     assert not b.try_acquire_or_renew()  # first sight of the lease starts b's own 15 s
 
 
-def test_racing_standbys_only_one_wins(store):
+def test_racing_standbys_only_one_wins(kube):
     clock = Clock()
-    a, b, c = (elector(store, n, clock) for n in "abc")
+    a, b, c = (elector(kube, n, clock) for n in "abc")
     assert a.try_acquire_or_renew()
     assert not b.try_acquire_or_renew() and not c.try_acquire_or_renew()
     clock.now += 16
-    original = store.handle
+    original = kube.request
     reads = []
 
-    def interleaved(method, path, body=None, query=None):  # both read before either writes
+    def interleaved(method, path, *args, **kwargs):  # both read before either writes
         if method == "GET" and len(reads) < 1:
             reads.append(1)
             c_result.append(c.try_acquire_or_renew())
-        return original(method, path, body, query)
+        return original(method, path, *args, **kwargs)
 
     c_result: list[bool] = []
-    store.handle = interleaved
+    kube.request = interleaved
     b_result = b.try_acquire_or_renew()
-    assert c_result == [True] and b_result is False and holder(store) == "c"
+    assert c_result == [True] and b_result is False and holder(kube) == "c"
 
 
-def test_release_lets_a_standby_take_over_at_once(store):
+def test_release_lets_a_standby_take_over_at_once(kube):
     clock = Clock()
-    a, b = elector(store, "a", clock), elector(store, "b", clock)
+    a, b = elector(kube, "a", clock), elector(kube, "b", clock)
     assert a.try_acquire_or_renew()
     assert not b.try_acquire_or_renew()
     a.release()
-    assert holder(store) == ""
-    assert b.try_acquire_or_renew() and holder(store) == "b"
+    assert holder(kube) == ""
+    assert b.try_acquire_or_renew() and holder(kube) == "b"
 
 
-def test_timings_must_be_ordered(store):
+def test_timings_must_be_ordered(kube):
     with pytest.raises(ValueError, match="renew deadline"):
-        LeaderElector(FakeKube(store), "x", "kai", "a", lease_duration=10, renew_deadline=10, retry_period=2)
+        LeaderElector(kube, "x", "kai", "a", lease_duration=10, renew_deadline=10, retry_period=2)
 
 
-def test_run_leads_until_stopped_then_releases(store):
+def test_run_leads_until_stopped_then_releases(kube):
     stop = threading.Event()
-    a = LeaderElector(FakeKube(store), "kai-scheduler", "kai", "a", lease_duration=3, renew_deadline=2,
+    a = LeaderElector(kube, "kai-scheduler", "kai", "a", lease_duration=3, renew_deadline=2,
                       retry_period=0.05)
     states = []
 
@@ -223,16 +121,16 @@ def test_run_leads_until_stopped_then_releases(store):
         assert over.wait(5)
 
     assert a.run(stop, lead) is True
-    assert states == ["leading"] and holder(store) == "" and a.state == "standing by"
+    assert states == ["leading"] and holder(kube) == "" and a.state == "standing by"
 
 
-def test_run_ends_leading_when_renewal_fails_past_the_deadline(store):
+def test_run_ends_leading_when_renewal_fails_past_the_deadline(kube):
     stop = threading.Event()
-    a = LeaderElector(FakeKube(store), "kai-scheduler", "kai", "a", lease_duration=0.6, renew_deadline=0.3,
+    a = LeaderElector(kube, "kai-scheduler", "kai", "a", lease_duration=0.6, renew_deadline=0.3,
                       retry_period=0.05)
 
     def lead(over):
-        store.fail = True  # the API server becomes unreachable
+        kube.fail(0, "connection refused", times=None)  # the API server becomes unreachable
         assert over.wait(5)
 
     assert a.run(stop, lead) is False
@@ -253,75 +151,73 @@ def _campaign(elector_, stop, leads) -> threading.Thread:
     return thread
 
 
-def test_a_watching_standby_takes_over_as_soon_as_the_leader_releases(store):
+def test_a_watching_standby_takes_over_as_soon_as_the_leader_releases(kube):
     timings = dict(lease_duration=60, renew_deadline=45, retry_period=30)  # polling alone would take 30 s
-    a = LeaderElector(FakeKube(store), "kai-scheduler", "kai", "a", **timings)
-    b = LeaderElector(FakeKube(store), "kai-scheduler", "kai", "b", **timings)
+    a = LeaderElector(kube, "kai-scheduler", "kai", "a", **timings)
+    b = LeaderElector(kube, "kai-scheduler", "kai", "b", **timings)
     stop_a, stop_b, a_leads, b_leads = (threading.Event() for _ in range(4))
     threads = [_campaign(a, stop_a, a_leads)]
     assert a_leads.wait(5)
     threads.append(_campaign(b, stop_b, b_leads))
-    deadline = time.monotonic() + 5
-    while b._observed is None and time.monotonic() < deadline:  # b has read the lease: it now waits
-        time.sleep(0.01)
+    wait_until(lambda: b._observed is not None, 5, "b reading the lease", interval=0.01)  # then it waits
     assert b._observed is not None and not b_leads.is_set()
     released = time.monotonic()
     stop_a.set()
     assert b_leads.wait(10), "the standby did not take over"
     took = time.monotonic() - released
     assert took < timings["retry_period"] / 3, f"took {took:.1f}s"
-    assert holder(store) == "b" and store.leases["kai-scheduler"]["spec"]["leaseTransitions"] == 1
+    assert holder(kube) == "b" and lease(kube)["spec"]["leaseTransitions"] == 1
     stop_b.set()
     for thread in threads:
         thread.join(5)
         assert not thread.is_alive()
-    assert holder(store) == ""
+    assert holder(kube) == ""
 
 
-def test_without_the_watch_a_standby_still_takes_over_by_reading_every_retry_period(store):
-    store.forbid_watch = True  # no RBAC for watch: the watch fails, the periodic read remains
+def test_without_the_watch_a_standby_still_takes_over_by_reading_every_retry_period(kube):
+    kube.fail(403, "Forbidden", "WATCH", times=None)  # no RBAC for watch: the periodic read remains
     timings = dict(lease_duration=3, renew_deadline=2, retry_period=0.2)
-    a = LeaderElector(FakeKube(store), "kai-scheduler", "kai", "a", **timings)
-    b = LeaderElector(FakeKube(store), "kai-scheduler", "kai", "b", **timings)
+    a = LeaderElector(kube, "kai-scheduler", "kai", "a", **timings)
+    b = LeaderElector(kube, "kai-scheduler", "kai", "b", **timings)
     stop_a, stop_b, a_leads, b_leads = (threading.Event() for _ in range(4))
     threads = [_campaign(a, stop_a, a_leads)]
     assert a_leads.wait(5)
     threads.append(_campaign(b, stop_b, b_leads))
     stop_a.set()
-    assert b_leads.wait(10) and holder(store) == "b"
+    assert b_leads.wait(10) and holder(kube) == "b"
     stop_b.set()
     for thread in threads:
         thread.join(5)
 
 
-def test_renewals_seen_by_the_watch_restart_the_standby_s_expiry_clock(store):
+def test_renewals_seen_by_the_watch_restart_the_standby_s_expiry_clock(kube):
     clock = Clock()
-    a, b = elector(store, "a", clock), elector(store, "b", clock)
+    a, b = elector(kube, "a", clock), elector(kube, "b", clock)
     assert a.try_acquire_or_renew()
     assert not b.try_acquire_or_renew()  # b reads the lease at 1000
     clock.now += 10
     assert a.try_acquire_or_renew()
-    b._on_watch("MODIFIED", copy.deepcopy(store.leases["kai-scheduler"]))  # b sees the renewal at 1010
+    b._on_watch("MODIFIED", copy.deepcopy(lease(kube)))  # b sees the renewal at 1010
     clock.now += 6  # 16 s after b's read, 6 s after the renewal it saw
-    assert not b.try_acquire_or_renew() and holder(store) == "a"
+    assert not b.try_acquire_or_renew() and holder(kube) == "a"
     clock.now += 9
-    assert b.try_acquire_or_renew() and holder(store) == "b"
+    assert b.try_acquire_or_renew() and holder(kube) == "b"
 
 
-def test_a_standby_waits_until_the_lease_it_saw_expires_not_until_its_next_read(store):
+def test_a_standby_waits_until_the_lease_it_saw_expires_not_until_its_next_read(kube):
     class Ticking(Clock):
         def __call__(self) -> float:
             self.now += 0.25
             return self.now
 
     clock = Ticking()
-    a, b = elector(store, "a", clock), elector(store, "b", clock)
+    a, b = elector(kube, "a", clock), elector(kube, "b", clock)
     assert a.try_acquire_or_renew() and not b.try_acquire_or_renew()
     expiry = b._observed_at + 15
     clock.now = expiry - 1
     b._wait_for_chance(threading.Event(), attempted=expiry - 3)  # the next read is due at expiry + 2
     assert expiry <= clock.now < expiry + 1
-    assert b.try_acquire_or_renew() and holder(store) == "b"
+    assert b.try_acquire_or_renew() and holder(kube) == "b"
 
 
 def _returns(fn, *args, timeout: float = 5.0) -> bool:
@@ -331,19 +227,19 @@ def _returns(fn, *args, timeout: float = 5.0) -> bool:
     return not thread.is_alive()
 
 
-def test_a_release_or_deletion_seen_by_the_watch_ends_the_wait_at_once(store):
+def test_a_release_or_deletion_seen_by_the_watch_ends_the_wait_at_once(kube):
     clock = Clock()  # stands still: only a wake can end the wait
-    a, b = elector(store, "a", clock), elector(store, "b", clock)
+    a, b = elector(kube, "a", clock), elector(kube, "b", clock)
     assert a.try_acquire_or_renew() and not b.try_acquire_or_renew()
     stop = threading.Event()
-    b._on_watch("MODIFIED", copy.deepcopy(store.leases["kai-scheduler"]))  # a renewal does not wake
+    b._on_watch("MODIFIED", copy.deepcopy(lease(kube)))  # a renewal does not wake
     assert not _returns(b._wait_for_chance, stop, clock.now, timeout=0.3)
     a.release()
-    b._on_watch("MODIFIED", copy.deepcopy(store.leases["kai-scheduler"]))
+    b._on_watch("MODIFIED", copy.deepcopy(lease(kube)))
     assert _returns(b._wait_for_chance, stop, clock.now)
-    assert b.try_acquire_or_renew() and holder(store) == "b"
+    assert b.try_acquire_or_renew() and holder(kube) == "b"
     b._freed.clear()
-    store.delete("kai-scheduler")
+    kube.delete(LEASE)
     b._on_watch("DELETED", {"metadata": {"name": "kai-scheduler"}})
     assert _returns(b._wait_for_chance, stop, clock.now)
     stop.set()  # ends the first wait's thread

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kai.framework.durations import duration_flag
+from kai.common.durations import duration_flag
 from kai.kube.server import parse_address
 from kai.metrics import Registry
 from kai.run import _parser, _readiness, lease_name, observability_servers, run_as_leader, scheduler_config

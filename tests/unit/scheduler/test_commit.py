@@ -9,23 +9,20 @@ import threading
 
 from kai import testing as kt
 from kai.api import TaskStatus
-from kai.kube.client import ApiError
 from kai.scheduler.cache import ClusterCache
 from kai.scheduler.commit import Committer
-from support.kube import RequestKube
+from support.kube import FakeApi
 
 
-class RecordingKube(RequestKube):
+class RecordingKube(FakeApi):
+    """Accepts every request (replying ``{}``) but those of ``fail``: (method, path suffix) -> HTTP status."""
+
     def __init__(self, fail: dict[tuple[str, str], int] | None = None) -> None:
         super().__init__()
-        self.calls: list[tuple[str, str, dict | None]] = []
-        self.fail = fail or {}  # (method, path suffix) -> HTTP status
+        for (method, suffix), status in (fail or {}).items():
+            self.fail(status, "refused", method, suffix, times=None)
 
-    def request(self, method, path, query=None, body=None, **_kw):
-        self.calls.append((method, path, body))
-        for (m, suffix), status in self.fail.items():
-            if m == method and path.endswith(suffix):
-                raise ApiError(method, path, status, "refused")
+    def serve(self, method, path, query, body, content_type):
         return {}
 
     def of(self, method, suffix):

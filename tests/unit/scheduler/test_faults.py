@@ -18,7 +18,7 @@ from kai.metrics import Registry, SchedulerMetrics
 from kai.scheduler.cache import ClusterCache
 from kai.scheduler.commit import Committer
 from kai.scheduler.loop import GC_MIDDLE_THRESHOLD, GC_YOUNG_THRESHOLD, Scheduler, backoff
-from support.kube import RequestKube
+from support.kube import FakeApi
 
 from .test_commit import RecordingKube
 
@@ -179,7 +179,7 @@ class CountingStop(threading.Event):
 @pytest.fixture
 def scheduler(monkeypatch):
     registry = Registry()
-    s = Scheduler(RequestKube(), period=1.0, metrics=SchedulerMetrics(registry))
+    s = Scheduler(FakeApi(), period=1.0, metrics=SchedulerMetrics(registry))
     monkeypatch.setattr(s.cache, "start", lambda: s.cache)
     monkeypatch.setattr(s.cache, "stop", lambda: None)
     monkeypatch.setattr(s, "_wait_synced", lambda stop: True)

@@ -8,11 +8,10 @@ import json
 from kai import testing as kt
 from kai.api import NumaZone, ZonePlacement
 from kai.framework import PluginSpec
-from kai.kube.client import ApiError
 from kai.kube.nrt import nrt_view, placement_annotation, placement_json
 from kai.scheduler.cache import ClusterCache
 from kai.scheduler.commit import Committer
-from support.kube import RequestKube
+from support.kube import FakeApi
 
 OBSERVED = "kai.scheduler/numa-placement-observed"
 
@@ -96,16 +95,15 @@ def test_the_cache_gives_nodes_their_zones_and_placed_pods_their_records():
     assert session.plugins.plugin("numa").zones_available("n1") == [{"cpu": 1000.0}, {"cpu": 4000.0}]
 
 
-class RecordingKube(RequestKube):
+class RecordingKube(FakeApi):
+    """Accepts every request (replying ``{}``); without ``served``, the NodeResourceTopology API is not there."""
+
     def __init__(self, served: bool = True) -> None:
         super().__init__()
-        self.served = served
-        self.calls: list[tuple[str, str, dict | None]] = []
+        if not served:
+            self.fail(404, "Not Found", "GET", "/apis/topology.node.k8s.io/v1alpha2", times=None)
 
-    def request(self, method, path, query=None, body=None, **_kw):
-        self.calls.append((method, path, body))
-        if path == "/apis/topology.node.k8s.io/v1alpha2" and not self.served:
-            raise ApiError(method, path, 404, "Not Found")
+    def serve(self, method, path, query, body, content_type):
         return {}
 
 

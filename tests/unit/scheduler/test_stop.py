@@ -11,31 +11,30 @@ from kai import testing as kt
 from kai.kube.client import ApiError
 from kai.scheduler.commit import Committer
 from kai.scheduler.loop import Scheduler
-from support.kube import RequestKube
+from support.kube import FakeApi
 
 from .test_commit import cache_for, pod, podgroup
 
 
-class GatedKube(RequestKube):
-    """Records requests; a POST of a BindRequest waits for ``gate`` (at most ``hold`` seconds)."""
+class GatedKube(FakeApi):
+    """Accepts every request (replying ``{}``); a POST of a BindRequest waits for ``gate`` (at most ``hold``
+    seconds) before it reaches the server."""
 
     def __init__(self, hold: float = 0.0) -> None:
         super().__init__()
         self.gate = threading.Event()
         self.hold = hold
-        self.lock = threading.Lock()
-        self.calls: list[tuple[str, str]] = []
 
-    def request(self, method, path, query=None, body=None, **_kw):
+    def request(self, method, path, *args, **kwargs):
         if method == "POST" and path.endswith("/bindrequests"):
             self.gate.wait(self.hold)
-        with self.lock:
-            self.calls.append((method, path.rsplit("/", 1)[-1]))
+        return super().request(method, path, *args, **kwargs)
+
+    def serve(self, method, path, query, body, content_type):
         return {}
 
     def posted(self, what: str) -> int:
-        with self.lock:
-            return sum(1 for method, name in self.calls if method == "POST" and name == what)
+        return sum(1 for path in self.paths("POST") if path.rsplit("/", 1)[-1] == what)
 
 
 def submit_gang(kube, pods: int = 4) -> Committer:

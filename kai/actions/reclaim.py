@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, cast
 
+from kai.actions import eviction
+from kai.actions.solver import JobSolver, validator_hook
 from kai.api import Job, Resources, Task
-from kai.framework.actions import eviction
-from kai.framework.actions.solver import JobSolver, validator_hook
 from kai.framework.jobqueue import JobQueue
 
 if TYPE_CHECKING:

@@ -12,11 +12,12 @@ from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING
 
+from kai.actions import eviction
+from kai.actions.solver import JobSolver
 from kai.api import Job, Task
-from kai.framework.actions import eviction
-from kai.framework.actions.solver import JobSolver, Scenario
 from kai.framework.gang import tasks_to_allocate
 from kai.framework.jobqueue import JobQueue
+from kai.framework.scenario import Scenario
 
 if TYPE_CHECKING:
     from kai.framework.nodes import NodeArrays

@@ -1,10 +1,14 @@
-"""Kubernetes resource quantities ("500m", "16Gi", "1e3") as exact decimals, and ResourceList sums."""
+"""Kubernetes resource quantities ("500m", "16Gi", "1e3") as exact decimals, and ResourceList sums.
+
+The project's one quantity parser: whoever needs a number in base units as a float takes
+``float(parse(value))``, correctly rounded from the exact value.
+"""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, DecimalException
 
 _QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?\d+)?$")
 _FACTORS = {
@@ -35,7 +39,7 @@ def parse(value: str | int | float | Decimal) -> Decimal:
         if suffix and suffix[0] in "eE" and suffix not in _FACTORS:
             return number.scaleb(int(suffix[1:]))
         return number * _FACTORS[suffix]
-    except InvalidOperation as exc:
+    except (DecimalException, ValueError) as exc:  # an exponent beyond what Decimal (or int) reads
         raise QuantityError(f"{value!r} is out of range") from exc
 
 

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from kai.actions.victims import IdleGpus, NodeAffinities, VictimStream
 from kai.api import Job, Task
-from kai.framework.actions.victims import IdleGpus, NodeAffinities, VictimStream
 from kai.framework.scenariosearch import MULTI_NODE_GANG, NODE_LOCAL_GREEDY
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ class SolveContext:
     victims: VictimStream
     #: Called when a filter rejects an accumulated state.
     filtered: Callable[[], None]
-    #: Every node's idle + releasing GPUs before the probe (:func:`~kai.framework.actions.victims.gpu_capacity`).
+    #: Every node's idle + releasing GPUs before the probe (:func:`~kai.actions.victims.gpu_capacity`).
     capacity: dict[str, float]
 
 

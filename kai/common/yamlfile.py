@@ -30,7 +30,7 @@ from yaml.nodes import Node, ScalarNode
 from yaml.reader import ReaderError
 from yaml.resolver import Resolver
 
-from kai.framework.errors import ConfigError
+from kai.common.errors import ConfigError
 
 #: Largest file read (bytes).
 MAX_BYTES = 64 * 2**20

@@ -1,7 +1,7 @@
 """The job solver of the eviction actions (consolidation, reclaim, preempt): KAI v0.17's bounded search.
 
 For a pending job the solver looks for victims whose eviction lets the job's next allocation step
-fit. The scenario generators (:mod:`kai.framework.actions.generators`) are tried in turn, each for
+fit. The scenario generators (:mod:`kai.actions.generators`) are tried in turn, each for
 the whole job: with one generator the solver searches how many of the step's tasks it can make
 room for -- *k* = 1, 2, 4, ... until a probe fails, then bisecting (:func:`max_solvable_k`) -- the
 victims that solved a probe being kept (recorded) for the next. If some *k* was solved, the whole
@@ -15,7 +15,7 @@ victim tasks, in whatever order they came.
 Simulating a scenario evicts its victims, then places the victims again and the job, pipeline-only,
 in queue order. Victims that found a place elsewhere are *moved*, the others stay evicted. The
 action's validator judges the result. Everything happens in one Statement per scenario; the caller
-commits the solution. Time budgets (:mod:`kai.framework.actions.search`) bound the search; what it
+commits the solution. Time budgets (:mod:`kai.actions.search`) bound the search; what it
 did is counted in the session's :class:`~kai.framework.scenariosearch.SearchLog`.
 """
 
@@ -29,35 +29,18 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from kai.actions.allocate import allocate_job
+from kai.actions.generators import PORTFOLIO, Candidate, Generator, SolveContext
+from kai.actions.search import ActionBudget, Deadline, JobBudget, Reason, SearchResult, max_solvable_k
+from kai.actions.victims import GpuRoom, VictimStream, gpu_capacity
 from kai.api import ACTIVE_ALLOCATED, Job, Task, TaskStatus
-from kai.framework.actions.allocate import allocate_job
-from kai.framework.actions.generators import PORTFOLIO, Candidate, Generator, SolveContext
-from kai.framework.actions.search import ActionBudget, Deadline, JobBudget, Reason, SearchResult, max_solvable_k
-from kai.framework.actions.victims import GpuRoom, VictimStream, gpu_capacity
 from kai.framework.gang import evictable, tasks_to_allocate
 from kai.framework.jobqueue import JobQueue
+from kai.framework.scenario import Scenario
 from kai.framework.statement import Statement
 
 if TYPE_CHECKING:
     from kai.framework.session import Session
-
-
-@attrs.define(eq=False)
-class Scenario:
-    """A solved scenario as validators see it (``kai_scenario_validator``)."""
-
-    #: The job being placed.
-    preemptor: Job
-    #: Its tasks placed in this scenario (a prefix of its next allocation step).
-    preemptor_tasks: list[Task]
-    #: Every victim candidate task of the scenario, in the order the solver added them (recorded first).
-    candidates: list[Task]
-    #: Victim tasks evicted for good: still Releasing after the simulation.
-    victims: list[Task] = attrs.Factory(list)
-    #: Victim tasks placed again elsewhere (Pipelined on their new node).
-    moved: list[Task] = attrs.Factory(list)
-    #: The jobs owning the tasks of ``victims`` and ``moved``.
-    victim_jobs: list[Job] = attrs.Factory(list)
 
 
 #: A validator: ``(session, scenario) -> True`` when the scenario is acceptable.

@@ -19,10 +19,10 @@ import datetime
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from kai.actions.solver import JobSolver
 from kai.api import ACTIVE_ALLOCATED, ALIVE, Job, Task, TaskStatus, names
-from kai.framework.actions.solver import JobSolver
+from kai.common.durations import format_duration
 from kai.framework.asbuilt import changed_jobs, pending_as_built
-from kai.framework.durations import format_duration
 from kai.framework.gang import evictable
 from kai.framework.jobqueue import JobQueue
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kai.actions import eviction
+from kai.actions.solver import JobSolver, validator_hook
 from kai.api import Job, Task
-from kai.framework.actions import eviction
-from kai.framework.actions.solver import JobSolver, validator_hook
 from kai.framework.jobqueue import JobQueue
 
 if TYPE_CHECKING:
