@@ -6,12 +6,12 @@
   argument, in the specification's order). Their methods are not hook implementations themselves: only
   the ``@hookimpl`` methods of a plugin are registered.
 * the domain model (:mod:`kai.api`): resources, nodes, tasks, jobs, queues, statuses, vetoes, NUMA,
-  storage and DRA objects, KAI's labels and annotations (each by name, and all in :data:`names`), and the
-  PodGroup metadata podgroupers return;
+  storage and DRA objects, the labels and annotations plugins and podgroupers read (by name; every name
+  of KAI's API is in :data:`names`), and the PodGroup metadata podgroupers return;
 * the kernel's services: :class:`Session`, :class:`Statement`, :class:`NodeInfo` and the node arrays,
-  orderings and gang helpers, the compiled placement scores, what a session works out once per snapshot
-  (:func:`jobs_where`, :func:`nodes_as_built`), GPU memory and fair-share helpers, fit-error texts, task
-  shapes and node states (:class:`Shape`, :class:`NodeState`);
+  orderings and gang helpers, the compiled placement scores and fragmentation measure (:data:`fragment`),
+  what a session works out once per snapshot (:func:`jobs_where`, :func:`nodes_as_built`), GPU memory and
+  fair-share helpers, fit-error texts, task shapes and node states (:class:`Shape`, :class:`NodeState`);
 * pod grouping: the hub podgroupers are given, readers of unstructured objects (``annotations_of``, not
   ``annotations``, which ``from __future__ import annotations`` would shadow), segments and Karta;
 * errors, durations and Kubernetes quantities.
