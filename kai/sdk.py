@@ -9,9 +9,9 @@
   storage and DRA objects, the labels and annotations plugins and podgroupers read (by name; every name
   of KAI's API is in :data:`names`), and the PodGroup metadata podgroupers return;
 * the kernel's services: :class:`Session`, :class:`Statement`, :class:`NodeInfo` and the node arrays,
-  orderings and gang helpers, the compiled placement scores and fragmentation measure (:data:`fragment`),
+  orderings and gang functions, the compiled placement scores and fragmentation measure (:data:`fragment`),
   what a session works out once per snapshot (:func:`jobs_where`, :func:`nodes_as_built`), GPU memory and
-  fair-share helpers, fit-error texts, task shapes and node states (:class:`Shape`, :class:`NodeState`);
+  fair-share functions, fit-error texts, task shapes and node states (:class:`Shape`, :class:`NodeState`);
 * pod grouping: the hub podgroupers are given, readers of unstructured objects (``annotations_of``, not
   ``annotations``, which ``from __future__ import annotations`` would shadow), segments and Karta;
 * errors, durations and Kubernetes quantities.

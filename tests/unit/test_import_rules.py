@@ -132,7 +132,7 @@ def test_plugins_and_podgroupers_import_only_the_sdk_and_their_own_package():
     assert _violations(_sdk_only) == []
 
 
-def test_the_examples_import_only_the_sdk_and_the_testing_helpers():
+def test_the_examples_import_only_the_sdk_and_the_testing_modules():
     assert {"examples.plugin.kai_prefer_label", "examples.fgd-baselines.kai_fgd_baselines"} <= set(EXAMPLE_MODULES)
     assert _violations(lambda name, dep: dep in (SDK, *TESTING), EXAMPLE_MODULES) == []
 
