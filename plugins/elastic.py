@@ -8,7 +8,7 @@ error the session recorded, which may have left those reports unfinished), start
 
 import weakref
 
-from kai import hookimpl
+from kai.sdk import hookimpl
 
 
 class Elastic:

@@ -23,11 +23,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kai import hookimpl
-from kai.api import ACTIVE_ALLOCATED, ACTIVE_USED, Reject, Task
-from kai.api.numa import GUARANTEED, POLICY_NONE
 from kai.plugins.numa.align import SCORED, Allocation, Ledger, log, solve
 from kai.plugins.numa.units import Units, units_of
+from kai.sdk import ACTIVE_ALLOCATED, ACTIVE_USED, GUARANTEED, POLICY_NONE, Reject, Task, hookimpl
 
 #: Most a node scores (one zone): above the resource-type and placement scores, below node availability,
 #: as in KAI's score ranks.

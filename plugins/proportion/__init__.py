@@ -8,9 +8,6 @@ that would take a queue over its limit, or a non-preemptible job over its deserv
 
 from __future__ import annotations
 
-from kai import hookimpl
-from kai.api import ALLOCATED, Resources
-from kai.framework import max_node_gpu_memory, tasks_to_allocate
 from kai.plugins.proportion import capacity, queue_order, reclaim
 from kai.plugins.proportion.shares import (
     CPU,
@@ -23,6 +20,7 @@ from kai.plugins.proportion.shares import (
     min_node_gpu_memory,
     quantify,
 )
+from kai.sdk import ALLOCATED, Resources, hookimpl, max_node_gpu_memory, tasks_to_allocate
 
 
 class Proportion:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kai.api import UNLIMITED, QueueDetails, Reject, names
 from kai.plugins.proportion.shares import CPU, GPU, MEMORY
+from kai.sdk import UNLIMITED, QueueDetails, Reject, names
 
 _UNITS = {GPU: ("GPUs", "GPUs", 1.0), CPU: ("CPU cores", "cores", 1000.0), MEMORY: ("memory", "GB", 1e9)}
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import math
 
-from kai.api import ACTIVE_ALLOCATED, UNLIMITED, Reject
 from kai.plugins.proportion.shares import leq, memory_base, quantify
+from kai.sdk import ACTIVE_ALLOCATED, UNLIMITED, Reject
 
 RESOURCES = range(3)
 
