@@ -6,7 +6,11 @@ Every hook name starts with ``kai_``. Returning ``None`` means "no opinion". Vet
 Scheduling hooks are implemented by objects built from the ``kai.plugins`` entry-point group;
 PodGrouper hooks by objects built from ``kai.podgroupers``. Each hook is documented in
 ``docs/plugins.md``; a test fails when one is missing there or has no test of its own. A plugin
-implementing a hook not specified here fails to load (``optionalhook=True`` excepted).
+implementing a hook not specified here (``optionalhook=True`` excepted), or declaring an argument the
+hook's specification does not have, fails to load.
+
+Each ``# ---`` section below is a family of hooks with a protocol of the same signatures in
+:mod:`kai.sdk` (``ScoreHooks``, ``FilterHooks``, ...) for plugin authors' type checking.
 
 The hot hooks (ordering, predicates, capacity, node subsets, scores, allocation events) are resolved
 once per session into plain call lists (:class:`kai.framework.plugins.CallLists`) that the kernel
@@ -54,6 +58,26 @@ def unknown_hook(pm: pluggy.PluginManager) -> tuple[str, str] | None:
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             return pm.get_name(plugin) or "?", f"unknown hook {caller.name!r}{hint}"
         raise
+    return None
+
+
+def unknown_argument(pm: pluggy.PluginManager, plugin: object) -> str | None:
+    """What is wrong with a hook implementation of ``plugin`` declaring an argument its specification in ``pm``
+    does not have, or None: ``hook 'kai_node_scores' has no argument 'tsk' (did you mean 'task'?)``."""
+    for attr in dir(plugin):
+        opts = pm.parse_hookimpl_opts(plugin, attr)
+        if opts is None:
+            continue
+        hook = opts.get("specname") or attr
+        caller = getattr(pm.hook, hook, None)
+        if caller is None or caller.spec is None:
+            continue
+        spec_args = [*caller.spec.argnames, *caller.spec.kwargnames]
+        for arg in pluggy.HookImpl(plugin, "", getattr(plugin, attr), opts).argnames:
+            if arg not in spec_args:
+                close = difflib.get_close_matches(arg, spec_args, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                return f"hook {hook!r} has no argument {arg!r}{hint}"
     return None
 
 
@@ -171,6 +195,9 @@ def kai_nodes_alike(session: Session, task: Task, job: Job) -> bool | None:
     node per class instead of every node. A plugin with either hook that does not implement this one
     keeps every node looked at.
     """
+
+
+# --- capacity (vetoes, asked like the filters) -----------------------------------------------------
 
 
 @hookspec

@@ -136,9 +136,9 @@ def _podgrouper(ctx: Context):
     flags = GroupingFlags(config, a.search_legacy_pg == "true", a.knative_gang_schedule == "true",
                           a.generic_karta_fallback == "true")
     try:
-        grouper = PodGrouper(kube, config=config, scheduler_name=a.scheduler_name, args=flags.args(),
+        grouper = PodGrouper(kube, config=config, scheduler_name=a.scheduler_name, arguments=flags.arguments(),
                              pod_label_selector=a.pod_label_selector, workers=a.podgrouper_workers)
-    except GroupingError as exc:  # two podgroupers claiming one kind, a podgrouper without its hook
+    except (GroupingError, PluginError) as exc:  # two podgroupers claiming one kind, a podgrouper that cannot load
         raise ValueError(f"podgrouper: {exc}") from exc
     if a.kai_config:
         grouper.settings = KaiObjects(

@@ -42,7 +42,8 @@ from kai.api.storage import Storage
 from kai.framework import Plugins, SchedulerConfig, Session, Snapshot, build_snapshot, run_session
 from kai.framework import PluginSpec as PluginSpec  # part of this module's API: ``kt.PluginSpec(name, arguments)``
 from kai.framework.config import DEFAULT_CONFIG
-from kai.framework.plugins import ACTION_GROUP, PLUGIN_GROUP, discover
+from kai.plugin_loader import ACTION_GROUP, PLUGIN_GROUP, discover
+from kai.sim import replay, replay_trace
 
 NOW = 1_800_000_000.0
 NODE_CPU = 64_000.0
@@ -164,3 +165,15 @@ def fit_error(session: Session, task_name: str) -> str | None:
         if t is not None:
             return session.task_fit_errors.get(t.uid)
     return None
+
+
+def seeded_names(nodes: Sequence[Node], seed: int) -> list[Node]:
+    """The nodes renamed as ``kai-scheduler replay`` names them for ``seed`` (``NNNN-<name>``, a seeded
+    permutation), so that ties between equally scored nodes fall as in that replay."""
+    return replay.seeded_names(list(nodes), seed)
+
+
+def trace_file(name: str) -> str:
+    """The path of a trace file shipped with kai-scheduler: ``"nodes"`` or ``"pods"`` (the node list and the
+    default pod list of the Alibaba GPU trace ``kai-scheduler replay`` reads)."""
+    return replay_trace.default_file(name)

@@ -79,22 +79,22 @@ def pod(
 def hub(
     *objects: dict[str, Any],
     config: GroupingConfig | None = None,
-    args: Mapping[str, Mapping[str, Any]] | None = None,
+    arguments: Mapping[str, Mapping[str, Any]] | None = None,
     plugins: Mapping[str, object] | None = None,
 ) -> PodGrouperHub:
     """A hub over an in-memory cluster holding ``objects``."""
-    return build_hub(MemoryObjects(objects), config, args, plugins)
+    return build_hub(MemoryObjects(objects), config, arguments, plugins)
 
 
 def group(
     the_pod: dict[str, Any],
     *objects: dict[str, Any],
     config: GroupingConfig | None = None,
-    args: Mapping[str, Mapping[str, Any]] | None = None,
+    arguments: Mapping[str, Mapping[str, Any]] | None = None,
     plugins: Mapping[str, object] | None = None,
 ) -> PodGroupMetadata:
     """The PodGroup metadata of ``the_pod`` in a cluster holding the pod and ``objects``."""
-    return hub(the_pod, *objects, config=config, args=args, plugins=plugins).group(the_pod)
+    return hub(the_pod, *objects, config=config, arguments=arguments, plugins=plugins).group(the_pod)
 
 
 def subgroup_of(metadata: PodGroupMetadata, the_pod: dict[str, Any]) -> str | None:

@@ -8,8 +8,7 @@ error the session recorded, which may have left those reports unfinished), start
 
 import weakref
 
-from kai import hookimpl
-from kai.framework import Session
+from kai.sdk import Session, hookimpl
 
 
 class Elastic:

@@ -8,7 +8,7 @@
 * ``gpusharingorder``: +1000 node score when the node has a shared device the task fits on.
 """
 
-from kai import hookimpl
+from kai.sdk import hookimpl
 
 #: KAI's score of a node with a fitting shared device: above fits-now (100) and placement (<= 10).
 GPU_SHARING_SCORE = 1000.0

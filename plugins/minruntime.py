@@ -19,9 +19,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from kai import hookimpl
-from kai.api import ACTIVE_USED, Reject
-from kai.common.durations import format_duration, parse_duration
+from kai.sdk import ACTIVE_USED, Reject, format_duration, hookimpl, parse_duration
 
 PREEMPT, RECLAIM = "preempt", "reclaim"
 METHODS = ("lca", "queue")

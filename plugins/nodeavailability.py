@@ -2,7 +2,7 @@
 
 from array import array
 
-from kai import hookimpl
+from kai.sdk import hookimpl
 
 SCORE = 100.0
 

@@ -7,9 +7,7 @@ least and the most free candidate; spread prefers the largest free fraction (0..
 
 from array import array
 
-from kai import hookimpl
-from kai.api.names import GPU_COUNT_LABEL
-from kai.framework import placement_scores
+from kai.sdk import GPU_COUNT_LABEL, hookimpl, placement_scores
 
 MAX_HIGH_DENSITY = 9.0
 STRATEGIES = ("binpack", "spread")

@@ -1,6 +1,6 @@
 """``nominatednode``: a pod's ``status.nominatedNodeName`` wins over every other node score."""
 
-from kai import hookimpl
+from kai.sdk import hookimpl
 
 #: KAI's score for the nominated node: above every other plugin's, so it decides among feasible nodes.
 SCORE = 1_000_000.0

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kai import hookimpl
-from kai.api import Task
-from kai.framework.asbuilt import jobs_where
+from kai.sdk import Task, hookimpl, jobs_where
 
 #: KAI's weight of the scores of Kubernetes' plugins, on this scheduler's scale (a tenth of the nominated
 #: node's score, as in KAI).

@@ -19,13 +19,25 @@ new shared GPU) are checked by the kernel before any predicate.
 
 from __future__ import annotations
 
-from kai import hookimpl
-from kai.api import Reject, TaskStatus, is_mig_resource
-from kai.api.names import CPU_WORKER_LABEL, GPU_WORKER_LABEL, MIG_STRATEGY_LABEL
-from kai.api.storage import UNBOUND_IMMEDIATE, PodClaims, claims_problem, classify, node_reasons, static_bindings
-from kai.framework.asbuilt import jobs_where, nodes_as_built
-from kai.framework.fiterrors import scheduling_conditions_message
-from kai.framework.nodepool import LargestNode
+from kai.sdk import (
+    CPU_WORKER_LABEL,
+    GPU_WORKER_LABEL,
+    MIG_STRATEGY_LABEL,
+    UNBOUND_IMMEDIATE,
+    LargestNode,
+    PodClaims,
+    Reject,
+    TaskStatus,
+    claims_problem,
+    classify,
+    hookimpl,
+    is_mig_resource,
+    jobs_where,
+    node_reasons,
+    nodes_as_built,
+    scheduling_conditions_message,
+    static_bindings,
+)
 
 NAME = "predicates"
 UNSCHEDULABLE = Reject(NAME, "node(s) were unschedulable")

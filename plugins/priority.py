@@ -1,6 +1,6 @@
 """``priority``: jobs with a higher priority go first."""
 
-from kai import hookimpl
+from kai.sdk import hookimpl
 
 
 class Priority:

@@ -1,6 +1,6 @@
 """``resourcetype``: prefer CPU-only nodes for tasks that ask for no GPU."""
 
-from kai import hookimpl
+from kai.sdk import hookimpl
 
 SCORE = 10.0
 

@@ -1,6 +1,6 @@
 """``kubeflow`` and ``ray``: a training job's master or launcher, and a Ray head, are placed first."""
 
-from kai import hookimpl
+from kai.sdk import hookimpl
 
 
 class RoleFirst:

@@ -2,7 +2,7 @@
 optional (gang size or ``min_subgroup`` 0) ones; then the lowest ratio of satisfied to needed (among
 optional ones, the fewest satisfied)."""
 
-from kai import hookimpl
+from kai.sdk import hookimpl
 
 
 class SubGroupOrder:

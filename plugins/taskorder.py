@@ -3,8 +3,7 @@
 A task whose label does not parse as an integer is ordered after the ones that do.
 """
 
-from kai import hookimpl
-from kai.api.names import TASK_PRIORITY_LABEL
+from kai.sdk import TASK_PRIORITY_LABEL, hookimpl
 
 
 def task_priority(task):

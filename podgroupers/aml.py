@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from kai import hookimpl
-from kai.api.podgroup import GroupingError
-from kai.grouping.unstructured import FieldError, nested_int
+from kai.sdk import FieldError, GroupingError, hookimpl, nested_int
 
 
 class AmlGrouper:
@@ -27,5 +25,5 @@ class AmlGrouper:
         return metadata
 
 
-def build(args):
+def build(arguments):
     return AmlGrouper()

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from kai import hookimpl
-from kai.api.podgroup import INFERENCE_PRIORITY, OwnerReference
-from kai.grouping.unstructured import meta_str
+from kai.sdk import INFERENCE_PRIORITY, OwnerReference, hookimpl, meta_str
 
 
 class DeploymentGrouper:
@@ -41,13 +39,13 @@ class OwnerGrouper:
         return hub.default_metadata(top_owner, pod, owners)
 
 
-def build_deployment(args):
+def build_deployment(arguments):
     return DeploymentGrouper()
 
 
-def build_statefulset(args):
+def build_statefulset(arguments):
     return OwnerGrouper(("apps", "v1", "StatefulSet"))
 
 
-def build_replicaset(args):
+def build_replicaset(arguments):
     return OwnerGrouper(("apps", "v1", "ReplicaSet"))

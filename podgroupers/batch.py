@@ -1,10 +1,20 @@
 """Podgroupers for job-like kinds: ``batch/v1`` Job (one PodGroup per Job), CronJob (one PodGroup per
 Job run) and ``run.ai/v1`` RunaiJob (pods sharing a name stem share a PodGroup)."""
 
-from kai import hookimpl
-from kai.api.names import BATCH_MIN_MEMBER_ANNOTATION, PODGROUP_API_VERSION
-from kai.api.podgroup import GroupingError, NotFoundError
-from kai.grouping.unstructured import FieldError, annotations, meta_str, nested_int, parse_int32
+from __future__ import annotations
+
+from kai.sdk import (
+    BATCH_MIN_MEMBER_ANNOTATION,
+    PODGROUP_API_VERSION,
+    FieldError,
+    GroupingError,
+    NotFoundError,
+    annotations_of,
+    hookimpl,
+    meta_str,
+    nested_int,
+    parse_int32,
+)
 
 
 def _exists(hub, namespace: str, name: str) -> bool:
@@ -31,7 +41,7 @@ def legacy_podgroup_name(hub, top_owner, pod):
 
 def batch_min_member(top_owner) -> int:
     """The Job's ``kai.scheduler/batch-min-member`` annotation, else 1."""
-    override = annotations(top_owner).get(BATCH_MIN_MEMBER_ANNOTATION)
+    override = annotations_of(top_owner).get(BATCH_MIN_MEMBER_ANNOTATION)
     if override is None:
         return 1
     try:
@@ -105,13 +115,13 @@ class RunaiJobGrouper:
         return metadata
 
 
-def build_job(args):
-    return JobGrouper(bool(args.get("searchForLegacyPodGroups", True)))
+def build_job(arguments):
+    return JobGrouper(bool(arguments.get("searchForLegacyPodGroups", True)))
 
 
-def build_cronjob(args):
+def build_cronjob(arguments):
     return CronJobGrouper()
 
 
-def build_runaijob(args):
-    return RunaiJobGrouper(bool(args.get("searchForLegacyPodGroups", True)))
+def build_runaijob(arguments):
+    return RunaiJobGrouper(bool(arguments.get("searchForLegacyPodGroups", True)))

@@ -7,9 +7,7 @@ entry points of this module claim the kinds KAI's table maps to the default rule
 
 from __future__ import annotations
 
-from kai import hookimpl
-from kai.grouping.hub import FALLBACK_KIND
-from kai.grouping.karta import karta_for, karta_metadata
+from kai.sdk import FALLBACK_KIND, hookimpl, karta_for, karta_metadata
 
 
 class DefaultGrouper:
@@ -41,13 +39,13 @@ class FallbackGrouper(DefaultGrouper):
         return karta_metadata(karta, metadata, top_owner, pod) if karta is not None else metadata
 
 
-def build(args):
-    """The fallback podgrouper for every kind without a podgrouper of its own; ``args["kartaFallback"]``
+def build(arguments):
+    """The fallback podgrouper for every kind without a podgrouper of its own; ``arguments["kartaFallback"]``
     (default true) turns the Karta fallback on (KAI's ``--generic-karta-fallback``)."""
-    return FallbackGrouper(bool(args.get("kartaFallback", True)))
+    return FallbackGrouper(bool(arguments.get("kartaFallback", True)))
 
 
-def build_seldondeployment(args):
+def build_seldondeployment(arguments):
     return DefaultGrouper(
         [
             ("machinelearning.seldon.io", "v1alpha2", "SeldonDeployment"),
@@ -56,17 +54,17 @@ def build_seldondeployment(args):
     )
 
 
-def build_virtualmachineinstance(args):
+def build_virtualmachineinstance(arguments):
     return DefaultGrouper([("kubevirt.io", "v1", "VirtualMachineInstance")])
 
 
-def build_devworkspace(args):
+def build_devworkspace(arguments):
     return DefaultGrouper([("workspace.devfile.io", "v1alpha2", "DevWorkspace")])
 
 
-def build_pipelinerun(args):
+def build_pipelinerun(arguments):
     return DefaultGrouper([("tekton.dev", "v1", "PipelineRun")])
 
 
-def build_taskrun(args):
+def build_taskrun(arguments):
     return DefaultGrouper([("tekton.dev", "v1", "TaskRun")])

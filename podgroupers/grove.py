@@ -1,25 +1,28 @@
 """Podgrouper for Grove (``grove.io/v1alpha1`` PodCliqueSet, formerly PodGangSet): the PodGroup mirrors
 the PodGang named by the pod's ``grove.io/podgang`` label, with hierarchical sub-groups."""
 
-from kai import hookimpl
-from kai.api.names import (
+from __future__ import annotations
+
+from kai.sdk import (
     PREEMPTIBILITY_LABEL,
     PREEMPTION_DELAY_ANNOTATION,
     PRIORITY_CLASS_LABEL,
     TOPOLOGY_ANNOTATION,
     TOPOLOGY_PREFERRED_ANNOTATION,
     TOPOLOGY_REQUIRED_ANNOTATION,
-)
-from kai.api.podgroup import GroupingError, SubGroupMetadata, TopologyConstraint, parse_preemptibility
-from kai.grouping.hub import first_duration
-from kai.grouping.unstructured import (
-    annotations,
+    GroupingError,
+    PodGroupTopology,
+    SubGroupMetadata,
+    annotations_of,
+    first_duration,
+    hookimpl,
     labels,
     meta_str,
     nested_int,
     nested_list,
     nested_str,
     nested_str_list,
+    parse_preemptibility,
 )
 
 PODGANG_LABEL = "grove.io/podgang"
@@ -27,7 +30,7 @@ TOPOLOGY_NAME_ANNOTATION = "grove.io/topology-name"
 PODGANG_API_VERSION = "scheduler.grove.io/v1alpha1"
 
 
-def pack_constraint(obj, topology: str, *path) -> TopologyConstraint | None:
+def pack_constraint(obj, topology: str, *path) -> PodGroupTopology | None:
     """The ``required``/``preferred`` levels at ``path`` (only present keys), or ``None`` if neither is set."""
     preferred, has_preferred = nested_str(obj, *path, "preferred")
     required, has_required = nested_str(obj, *path, "required")
@@ -35,7 +38,7 @@ def pack_constraint(obj, topology: str, *path) -> TopologyConstraint | None:
         return None
     if not topology:
         raise GroupingError("topology name cannot be empty when topology constraints are defined")
-    return TopologyConstraint(topology=topology, required_level=required or "", preferred_level=preferred or "")
+    return PodGroupTopology(topology=topology, required_level=required or "", preferred_level=preferred or "")
 
 
 def _parent_subgroups(podgang, where, topology):
@@ -168,7 +171,7 @@ class GroveGrouper:
         podgang["apiVersion"] = podgang.get("apiVersion") or PODGANG_API_VERSION
         podgang["kind"] = podgang.get("kind") or "PodGang"
         metadata = hub.default_metadata(podgang, pod)
-        gang_annotations = annotations(podgang)
+        gang_annotations = annotations_of(podgang)
         topology = gang_annotations.get(TOPOLOGY_NAME_ANNOTATION, gang_annotations.get(TOPOLOGY_ANNOTATION, ""))
         try:
             constraint = pack_constraint(podgang, topology, "spec", "topologyConstraint", "packConstraint")
@@ -191,7 +194,7 @@ class GroveGrouper:
         if top_owner is not None:
             for key, value in labels(top_owner).items():
                 metadata.labels.setdefault(key, value)
-            for key, value in annotations(top_owner).items():
+            for key, value in annotations_of(top_owner).items():
                 metadata.annotations.setdefault(key, value)
         self._apply_merged_metadata(metadata, where)
         parents, parent_of = _parent_subgroups(podgang, where, topology)
@@ -225,5 +228,5 @@ class GroveGrouper:
         topology.topology = topology.topology or metadata.annotations.get(TOPOLOGY_ANNOTATION, "")
 
 
-def build(args):
+def build(arguments):
     return GroveGrouper()

@@ -5,16 +5,27 @@ A JobSet whose pods were grouped by an older release (a PodGroup of its name wit
 keeps the older flat shape until it ends, so that no running pod changes PodGroup.
 """
 
-from kai import hookimpl
-from kai.api.names import (
+from __future__ import annotations
+
+from kai.sdk import (
     BATCH_MIN_MEMBER_ANNOTATION,
     PODGROUP_API_VERSION,
     TOPOLOGY_ANNOTATION,
     TOPOLOGY_PREFERRED_ANNOTATION,
     TOPOLOGY_REQUIRED_ANNOTATION,
+    GroupingError,
+    NotFoundError,
+    PodGroupTopology,
+    SubGroupMetadata,
+    annotations_of,
+    hookimpl,
+    labels,
+    meta_str,
+    nested_int,
+    nested_list,
+    nested_str,
+    parse_int32,
 )
-from kai.api.podgroup import GroupingError, NotFoundError, SubGroupMetadata, TopologyConstraint
-from kai.grouping.unstructured import annotations, labels, meta_str, nested_int, nested_list, nested_str, parse_int32
 
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
@@ -69,7 +80,7 @@ def _positive_override(value: str, where: str) -> int:
 def root_min_subgroup(jobset, count: int) -> int:
     """The annotation ``kai.scheduler/batch-min-member`` (at most ``count``), else 1 for ``InOrder``
     (the JobSet controller starts one replicated job at a time), else every replicated job."""
-    override = annotations(jobset).get(BATCH_MIN_MEMBER_ANNOTATION)
+    override = annotations_of(jobset).get(BATCH_MIN_MEMBER_ANNOTATION)
     if override is not None:
         return min(_positive_override(override, "JobSet"), count)
     return 1 if startup_order(jobset) == IN_ORDER else count
@@ -98,14 +109,14 @@ def leaf_min_member(job) -> int:
     return _positive_override(override, "replicatedJob template") if override else parallelism
 
 
-def leaf_topology(job) -> TopologyConstraint | None:
+def leaf_topology(job) -> PodGroupTopology | None:
     """The replica's topology from the template's topology annotations; ``None`` without a name or a level."""
     topology = _template_annotation(job, TOPOLOGY_ANNOTATION)
     required = _template_annotation(job, TOPOLOGY_REQUIRED_ANNOTATION)
     preferred = _template_annotation(job, TOPOLOGY_PREFERRED_ANNOTATION)
     if not topology or not (required or preferred):
         return None
-    return TopologyConstraint(topology=topology, required_level=required, preferred_level=preferred)
+    return PodGroupTopology(topology=topology, required_level=required, preferred_level=preferred)
 
 
 def subgroup_tree(jobs: list[dict]) -> list[SubGroupMetadata]:
@@ -159,7 +170,7 @@ def legacy_metadata(metadata, jobset, pod):
     job_name = _pod_label(pod, REPLICATED_JOB_LABEL)
     if startup_order(jobset) == IN_ORDER:
         metadata.name = f"{metadata.name}-{job_name}"
-    override = annotations(jobset).get(BATCH_MIN_MEMBER_ANNOTATION)
+    override = annotations_of(jobset).get(BATCH_MIN_MEMBER_ANNOTATION)
     try:
         metadata.min_available = parse_int32(override) if override is not None else 1
     except ValueError as err:
@@ -203,5 +214,5 @@ class JobSetGrouper:
         return metadata
 
 
-def build(args):
+def build(arguments):
     return JobSetGrouper()

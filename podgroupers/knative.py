@@ -1,10 +1,22 @@
 """Podgrouper for Knative Serving ``Service``: one gang per Revision (``autoscaling.knative.dev/min-scale``
 pods), or one PodGroup per pod when gang scheduling is off or the revision predates it."""
 
-from kai import hookimpl
-from kai.api.names import POD_GROUP_ANNOTATION, PODGROUP_API_VERSION
-from kai.api.podgroup import INFERENCE_PRIORITY, GroupingError, NotFoundError, OwnerReference, PodGroupMetadata
-from kai.grouping.unstructured import annotations, atoi, labels, meta_str
+from __future__ import annotations
+
+from kai.sdk import (
+    INFERENCE_PRIORITY,
+    POD_GROUP_ANNOTATION,
+    PODGROUP_API_VERSION,
+    GroupingError,
+    NotFoundError,
+    OwnerReference,
+    PodGroupMetadata,
+    annotations_of,
+    atoi,
+    hookimpl,
+    labels,
+    meta_str,
+)
 
 REVISION_LABEL = "serving.knative.dev/revision"
 MIN_SCALE_ANNOTATION = "autoscaling.knative.dev/min-scale"
@@ -50,7 +62,7 @@ class KnativeGrouper:
 
     def _per_revision(self, hub, revision, pod):
         try:
-            min_scale = atoi(annotations(revision).get(MIN_SCALE_ANNOTATION, "1"))
+            min_scale = atoi(annotations_of(revision).get(MIN_SCALE_ANNOTATION, "1"))
         except ValueError:
             min_scale = 1
         return PodGroupMetadata(
@@ -78,7 +90,7 @@ class KnativeGrouper:
         namespace = meta_str(revision, "namespace")
         seen: list[str] = []
         for pod in hub.list_pods(namespace, {REVISION_LABEL: meta_str(revision, "name")}):
-            group = annotations(pod).get(POD_GROUP_ANNOTATION)
+            group = annotations_of(pod).get(POD_GROUP_ANNOTATION)
             if group is None:
                 continue
             if group in seen:
@@ -105,5 +117,5 @@ class KnativeGrouper:
         raise GroupingError(f"podgroup {seen[0]} has unexpected owner reference: {refs[0]}")
 
 
-def build(args):
-    return KnativeGrouper(bool(args.get("gangSchedule", True)))
+def build(arguments):
+    return KnativeGrouper(bool(arguments.get("gangSchedule", True)))

@@ -6,20 +6,24 @@ sum of the replicas of all its replica specs. A PyTorchJob also gets ``master`` 
 sub-groups and, with a segment size, fixed-size worker segments ``worker-0``, ``worker-1``, ...
 """
 
-from kai import hookimpl
-from kai.api.names import SEGMENT_SIZE_ANNOTATION
-from kai.api.podgroup import BUILD_PRIORITY, GroupingError, SubGroupMetadata
-from kai.grouping.segments import segment_topology
-from kai.grouping.unstructured import (
+from __future__ import annotations
+
+from kai.sdk import (
+    BUILD_PRIORITY,
+    SEGMENT_SIZE_ANNOTATION,
     FieldError,
-    annotations,
+    GroupingError,
+    SubGroupMetadata,
+    annotations_of,
     atoi,
+    hookimpl,
     labels,
     meta_str,
     nested,
     nested_int,
     nested_map,
     nested_str,
+    segment_topology,
 )
 
 
@@ -209,7 +213,7 @@ class PyTorchGrouper(DistributedGrouper):
     @staticmethod
     def _segment_size(pod, specs, template):
         where = f"{meta_str(pod, 'namespace')}/{meta_str(pod, 'name')}"
-        text = annotations(pod).get(SEGMENT_SIZE_ANNOTATION)
+        text = annotations_of(pod).get(SEGMENT_SIZE_ANNOTATION)
         source = f"on pod {where}"
         if not text:
             try:
@@ -267,37 +271,36 @@ class DefaultRulesGrouper:
         return hub.default_metadata(top_owner, pod, owners if self.use_owners else ())
 
 
-def build_distributed(args):
+def build_distributed(arguments):
     """A distributed grouper configured by ``replicaSpecName``, ``mandatorySpecNames`` and ``kinds``
     (``[[group, version, kind], ...]``, default none), for Kubeflow-style custom resources."""
-    return DistributedGrouper(
-        args.get("kinds") or [], str(args.get("replicaSpecName") or ""), args.get("mandatorySpecNames") or []
-    )
+    return DistributedGrouper(arguments.get("kinds") or [], str(arguments.get("replicaSpecName") or ""),
+                              arguments.get("mandatorySpecNames") or [])
 
 
-def build_pytorchjob(args):
+def build_pytorchjob(arguments):
     return PyTorchGrouper()
 
 
-def build_tfjob(args):
+def build_tfjob(arguments):
     return DistributedGrouper([("kubeflow.org", "v1", "TFJob")], "tfReplicaSpecs")
 
 
-def build_xgboostjob(args):
+def build_xgboostjob(arguments):
     return DistributedGrouper([("kubeflow.org", "v1", "XGBoostJob")], "xgbReplicaSpecs", ["Master", "Worker"])
 
 
-def build_jaxjob(args):
+def build_jaxjob(arguments):
     return DistributedGrouper([("kubeflow.org", "v1", "JAXJob")], "jaxReplicaSpecs", ["Worker"])
 
 
-def build_mpijob(args):
+def build_mpijob(arguments):
     return MpiGrouper()
 
 
-def build_notebook(args):
+def build_notebook(arguments):
     return DefaultRulesGrouper(("kubeflow.org", "v1beta1", "Notebook"), fallback_priority=BUILD_PRIORITY)
 
 
-def build_scheduledworkflow(args):
+def build_scheduledworkflow(arguments):
     return DefaultRulesGrouper(("kubeflow.org", "v1alpha1", "ScheduledWorkflow"), use_owners=True)

@@ -1,18 +1,22 @@
 """Podgrouper for ``leaderworkerset.x-k8s.io/v1`` LeaderWorkerSet: one gang per replica group
 (leader + workers), with ``leader``/``workers`` sub-groups or fixed-size segments."""
 
-from kai import hookimpl
-from kai.api.names import SEGMENT_SIZE_ANNOTATION
-from kai.api.podgroup import GroupingError, SubGroupMetadata
-from kai.grouping.segments import segment_topology, trunc_div
-from kai.grouping.unstructured import (
-    annotations,
+from __future__ import annotations
+
+from kai.sdk import (
+    SEGMENT_SIZE_ANNOTATION,
+    GroupingError,
+    SubGroupMetadata,
+    annotations_of,
     atoi,
+    hookimpl,
     labels,
     meta_str,
     nested_int,
     nested_map,
     nested_str,
+    segment_topology,
+    trunc_div,
 )
 
 SIZE_ANNOTATION = "leaderworkerset.sigs.k8s.io/size"
@@ -91,7 +95,7 @@ class LwsGrouper:
     @staticmethod
     def _leader_ready_min(pod, size) -> int:
         try:
-            size = atoi(annotations(pod)[SIZE_ANNOTATION])
+            size = atoi(annotations_of(pod)[SIZE_ANNOTATION])
         except (KeyError, ValueError):
             pass
         scheduled = bool((pod.get("spec") or {}).get("nodeName"))
@@ -129,7 +133,7 @@ class LwsGrouper:
         """``(segment size, policy type)`` or ``None`` when no segment size is defined."""
         size, found = nested_int(top_owner, "spec", "leaderWorkerTemplate", "subGroupPolicy", "subGroupSize")
         if not found:
-            text = annotations(top_owner).get(SEGMENT_SIZE_ANNOTATION)
+            text = annotations_of(top_owner).get(SEGMENT_SIZE_ANNOTATION)
             source = where
             if text is None:
                 try:
@@ -211,5 +215,5 @@ def _segments(kind, size, topology, replicas, pod):
     return subgroups
 
 
-def build(args):
+def build(arguments):
     return LwsGrouper()

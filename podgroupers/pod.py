@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from kai import hookimpl
-from kai.grouping.unstructured import labels
+from kai.sdk import hookimpl, labels
 
 SPARK_APP_NAME_LABEL = "spark-app-name"
 SPARK_APP_SELECTOR_LABEL = "spark-app-selector"
@@ -44,9 +43,9 @@ class SparkGrouper:
         return spark_metadata(hub, top_owner, pod)
 
 
-def build_podjob(args):
+def build_podjob(arguments):
     return PodJobGrouper()
 
 
-def build_spark(args):
+def build_spark(arguments):
     return SparkGrouper()

@@ -6,16 +6,16 @@ The gang is the head plus the minimum of every worker group of the RayCluster; s
 
 from __future__ import annotations
 
-from kai import hookimpl
-from kai.api.names import (
+from kai.sdk import (
     PODGROUP_API_VERSION,
     TOPOLOGY_ANNOTATION,
     TOPOLOGY_PREFERRED_ANNOTATION,
     TOPOLOGY_REQUIRED_ANNOTATION,
-)
-from kai.api.podgroup import GroupingError, SubGroupMetadata, TopologyConstraint
-from kai.grouping.unstructured import (
     FieldError,
+    GroupingError,
+    PodGroupTopology,
+    SubGroupMetadata,
+    hookimpl,
     labels,
     meta_str,
     nested_bool,
@@ -46,7 +46,7 @@ def _template_topology(group_spec, group_name):
             f"topology annotation ({TOPOLOGY_ANNOTATION}) is required for {group_name} "
             f"when topology placement annotations are set"
         )
-    return TopologyConstraint(topology=topology, required_level=required, preferred_level=preferred)
+    return PodGroupTopology(topology=topology, required_level=required, preferred_level=preferred)
 
 
 def _replica_counts(group_spec, index):
@@ -148,15 +148,15 @@ class RayGrouper:
         return bool((existing.get("spec") or {}).get("subGroups"))
 
 
-def build_raycluster(args):
+def build_raycluster(arguments):
     return RayGrouper("RayCluster")
 
 
-def build_rayjob(args):
+def build_rayjob(arguments):
     return RayGrouper("RayJob", [("status", "rayClusterName")])
 
 
-def build_rayservice(args):
+def build_rayservice(arguments):
     return RayGrouper(
         "RayService",
         [("status", "activeServiceStatus", "rayClusterName"), ("status", "pendingServiceStatus", "rayClusterName")],

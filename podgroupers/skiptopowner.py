@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import copy
 
-from kai import hookimpl
-from kai.api.names import PREEMPTIBILITY_LABEL, PRIORITY_CLASS_LABEL
-from kai.api.podgroup import GroupingError
-from kai.grouping.unstructured import meta_str
+from kai.sdk import PREEMPTIBILITY_LABEL, PRIORITY_CLASS_LABEL, GroupingError, hookimpl, meta_str
 
 RUNAI_WORKLOADS = (
     "TrainingWorkload",
@@ -83,26 +80,26 @@ class SkipTopOwnerGrouper:
         return hub.dispatch(owner, pod, below_owners, table=self.table)
 
 
-def build(args):
-    """Skip-top-owner for the kinds in ``args["kinds"]`` (``[[group, version, kind], ...]``); an optional
-    ``args["table"]`` (``[{group, version, kind, grouper}, ...]``) names the podgrouper per kind."""
-    table = args.get("table")
+def build(arguments):
+    """Skip-top-owner for the kinds in ``arguments["kinds"]`` (``[[group, version, kind], ...]``); an optional
+    ``arguments["table"]`` (``[{group, version, kind, grouper}, ...]``) names the podgrouper per kind."""
+    table = arguments.get("table")
     if table is not None:
         table = {(e.get("group", ""), e.get("version", ""), e.get("kind", "")): e["grouper"] for e in table}
-    return SkipTopOwnerGrouper(args.get("kinds") or [], table)
+    return SkipTopOwnerGrouper(arguments.get("kinds") or [], table)
 
 
-def build_workflow(args):
+def build_workflow(arguments):
     return SkipTopOwnerGrouper([("argoproj.io", "v1alpha1", "Workflow")])
 
 
-def build_trainjob(args):
+def build_trainjob(arguments):
     return SkipTopOwnerGrouper([("trainer.kubeflow.org", "v1alpha1", "TrainJob")])
 
 
-def build_dynamographdeployment(args):
+def build_dynamographdeployment(arguments):
     return SkipTopOwnerGrouper([("nvidia.com", "*", "DynamoGraphDeployment")])
 
 
-def build_runai_workloads(args):
+def build_runai_workloads(arguments):
     return SkipTopOwnerGrouper([("run.ai", "*", kind) for kind in RUNAI_WORKLOADS])

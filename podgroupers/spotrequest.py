@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from kai import hookimpl
-from kai.api.podgroup import INFERENCE_PRIORITY
+from kai.sdk import INFERENCE_PRIORITY, hookimpl
 
 
 class SpotRequestGrouper:
@@ -16,5 +15,5 @@ class SpotRequestGrouper:
         return hub.default_metadata(top_owner, pod, fallback_priority=INFERENCE_PRIORITY)
 
 
-def build(args):
+def build(arguments):
     return SpotRequestGrouper()

@@ -25,9 +25,18 @@ import hashlib
 import math
 from collections import Counter
 
-from kai import hookimpl
-from kai.framework.gpusharing import node_gpu_memory, task_gpu_memory
-from kai.plugins.fragmentation import EPS, NodeState, Shape, after_task, node_state, normalised, parse_workload
+from kai.sdk import EPSILON as EPS
+from kai.sdk import (
+    NodeState,
+    Shape,
+    after_task,
+    hookimpl,
+    node_gpu_memory,
+    node_state,
+    normalised,
+    parse_workload,
+    task_gpu_memory,
+)
 
 MAX_SPEC_CPU = 128000  # millicores
 MAX_SPEC_GPU = 8000  # milli-GPU

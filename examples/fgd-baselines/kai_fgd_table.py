@@ -12,7 +12,7 @@ import sys
 from importlib import resources
 from pathlib import Path
 
-from kai.sim.replay_trace import default_file
+from kai.testing import trace_file
 
 CONFIGS = Path(str(resources.files("kai_fgd_configs")))
 DEFAULT_PODS = "openb_pod_list_default.csv"
@@ -109,7 +109,7 @@ def plot(results: dict[str, list[dict]], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("trace_dir", type=Path, nargs="?", default=Path(default_file("nodes")).parent,
+    ap.add_argument("trace_dir", type=Path, nargs="?", default=Path(trace_file("nodes")).parent,
                     help="folder with the Alibaba GPU trace 2023 CSVs (default: the trace kai-scheduler ships)")
     ap.add_argument("--pods", default=DEFAULT_PODS, help="pod list in the trace folder (the paper's values are for "
                     "the default one)")

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint
 from typing import Any, Protocol, cast
 
-from kai.framework.plugins import BINDER_PLUGIN_GROUP, PluginError, build_plugin, discover
 from kai.kube.client import Kube
+from kai.plugin_loader import BINDER_PLUGIN_GROUP, PluginError, build_plugin, discover
 
 
 class BindError(Exception):

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import attrs
 
-from kai.grouping.hub import GroupingConfig, PodGrouperHub, build_hub, podgrouper_args
+from kai.grouping.hub import GroupingConfig, PodGrouperHub, build_hub, podgrouper_arguments
 from kai.grouping.objects import ObjectReader
 from kai.kube.kaiconfig import config_field
 
@@ -32,9 +32,9 @@ class GroupingFlags:
     knative_gang_schedule: bool = True
     generic_karta_fallback: bool = True
 
-    def args(self) -> dict[str, dict]:
+    def arguments(self) -> dict[str, dict]:
         """The arguments of the shipped podgroupers."""
-        return podgrouper_args(self.search_legacy_pg, self.knative_gang_schedule, self.generic_karta_fallback)
+        return podgrouper_arguments(self.search_legacy_pg, self.knative_gang_schedule, self.generic_karta_fallback)
 
 
 @attrs.frozen(eq=False)
@@ -78,6 +78,6 @@ def grouping_builder(base: GroupingFlags, reader: ObjectReader,
     def build(_shard: dict | None, kai_config: dict | None) -> Grouping:
         flags = grouping_flags(base, kai_config)
         now = current()
-        return now if flags == now.flags else Grouping(flags, build_hub(reader, flags.config, flags.args()))
+        return now if flags == now.flags else Grouping(flags, build_hub(reader, flags.config, flags.arguments()))
 
     return build

@@ -174,7 +174,7 @@ class PodGrouper(Controller):
         kube: Kube,
         *,
         config: GroupingConfig | None = None,
-        args: Mapping[str, Mapping] | None = None,
+        arguments: Mapping[str, Mapping] | None = None,
         hub: PodGrouperHub | None = None,
         scheduler_name: str = names.SCHEDULER_NAME,
         pod_label_selector: str = "",
@@ -189,7 +189,7 @@ class PodGrouper(Controller):
         super().__init__(kube, workers=workers, error_delay=max_delay, clock=clock)
         self.config = config or GroupingConfig()
         self.reader = KubeObjects(kube, ttl=owner_cache_ttl)
-        self.hub = hub or build_hub(self.reader, self.config, args)
+        self.hub = hub or build_hub(self.reader, self.config, arguments)
         self.settings = settings
         self.scheduler_name = scheduler_name
         self.pod_label_selector = pod_label_selector

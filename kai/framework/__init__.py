@@ -15,12 +15,13 @@ from kai.common.errors import ConfigError
 from kai.framework.config import DEFAULT_CONFIG, PluginSpec, SchedulerConfig, load_config, parse_config
 from kai.framework.gang import ROOT_GROUP, ordered_pod_sets, should_pipeline, tasks_to_allocate
 from kai.framework.nodes import NodeInfo
-from kai.framework.plugins import PluginError, Plugins
+from kai.framework.plugins import Plugins
 from kai.framework.scenario import Scenario
 from kai.framework.session import Session
 from kai.framework.snapshot import Problem, Snapshot, build_snapshot
 from kai.framework.statement import Decision, Statement
 from kai.framework.usage import cluster_capacity, max_node_gpu_memory, memory_base, min_node_gpu_memory
+from kai.plugin_loader import PluginError
 
 if TYPE_CHECKING:  # a compiled module has the functions of its pure-Python twin
     from kai._native import division_py as _division

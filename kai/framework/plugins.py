@@ -1,13 +1,13 @@
-"""Plugin discovery through entry points, the pluggy manager, and per-session call lists.
+"""The pluggy manager of the scheduling plugins, the actions a configuration may run, and per-session
+call lists.
 
 Every scheduling plugin -- shipped or third-party -- is an entry point in the group
-``kai.plugins`` naming a builder ``build(arguments: dict) -> object``; the object carries
-``@kai.hookimpl`` methods, each named after a hook of :mod:`kai.hookspecs` (a plugin implementing
-any other hook fails to load). The configuration says which plugins run, with which arguments, in
-which order. Every action -- the shipped ones too -- is an entry point in the group ``kai.actions``
-naming a callable that takes a session, or is offered by a plugin through ``kai_actions``.
-:func:`discover` and :func:`build_plugin` also serve the other entry-point groups (podgroupers,
-binder plugins).
+``kai.plugins`` naming a builder ``build(arguments: dict) -> object``, found and built by
+:mod:`kai.plugin_loader`; the object carries ``@kai.hookimpl`` methods, each named after a hook of
+:mod:`kai.hookspecs` and declaring only arguments of that hook (a plugin doing otherwise fails to load).
+The configuration says which plugins run, with which arguments, in which order. Every action -- the
+shipped ones too -- is an entry point in the group ``kai.actions`` naming a callable that takes a
+session, or is offered by a plugin through ``kai_actions``.
 """
 
 from __future__ import annotations
@@ -15,13 +15,25 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from importlib.metadata import EntryPoint, entry_points
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import pluggy
 from pluggy import HookImpl
 
 from kai import PROJECT, _native, hookspecs
 from kai.framework.config import SchedulerConfig
+from kai.plugin_loader import (
+    ACTION_GROUP,
+    BINDER_PLUGIN_GROUP,
+    PLUGIN_GROUP,
+    PODGROUPER_GROUP,
+    Installed,
+    PluginError,
+    build_plugin,
+    discover,
+    distribution,
+    register,
+)
 
 if TYPE_CHECKING:
     from kai.api import Job, Member, PodSet, Queue, Reject, SubGroup, Task
@@ -31,63 +43,12 @@ if TYPE_CHECKING:
     #: An action: runs on a session (``kai_actions`` offers them by name).
     Action = Callable[[Session], None]
 
-PLUGIN_GROUP = "kai.plugins"
-ACTION_GROUP = "kai.actions"
-PODGROUPER_GROUP = "kai.podgroupers"
-BINDER_PLUGIN_GROUP = "kai.binder_plugins"
-
 #: Hooks called in the scheduling loops; resolved once per session into plain lists.
 HOT_HOOKS = (
     "kai_job_order", "kai_task_order", "kai_subgroup_order", "kai_queue_order", "kai_pre_predicate",
     "kai_predicate", "kai_nodes_alike", "kai_job_over_capacity", "kai_task_over_capacity", "kai_node_scores",
     "kai_gpu_scores", "kai_on_allocate", "kai_on_deallocate", "kai_pre_job_allocation", "kai_subset_nodes",
 )
-
-
-class Installed(Protocol):
-    """One reading of every installed entry point (``importlib.metadata.entry_points()``)."""
-
-    def select(self, *, group: str) -> Iterable[EntryPoint]: ...
-
-
-class PluginError(Exception):
-    """A plugin cannot be found, loaded or built, or two distributions claim one name."""
-
-
-def _dist_name(ep: EntryPoint | None) -> str:
-    dist = getattr(ep, "dist", None)
-    return f"{dist.name} {dist.version}" if dist is not None else "?"
-
-
-def discover(group: str = PLUGIN_GROUP, installed: Installed | None = None) -> dict[str, EntryPoint]:
-    """Entry points of ``group`` (among ``installed``, one reading of every group, or those installed now)
-    by name; two distributions claiming one name is an error naming both."""
-    found: dict[str, EntryPoint] = {}
-    for ep in entry_points(group=group) if installed is None else installed.select(group=group):
-        other = found.get(ep.name)
-        if other is not None and other.value != ep.value and _dist_name(other) != _dist_name(ep):
-            raise PluginError(
-                f"plugin name {ep.name!r} in group {group} is claimed by two distributions: "
-                f"{_dist_name(other)} ({other.value}) and {_dist_name(ep)} ({ep.value})"
-            )
-        found[ep.name] = ep
-    return found
-
-
-def build_plugin(name: str, arguments: Mapping[str, Any], available: dict[str, EntryPoint],
-                 kind: str = "plugin") -> object:
-    """Load and build one ``kind`` of plugin; an unknown name is an error that lists the installed ones."""
-    ep = available.get(name)
-    if ep is None:
-        raise PluginError(f"unknown {kind} {name!r}; installed {kind}s: {', '.join(sorted(available)) or 'none'}")
-    try:
-        builder = ep.load()
-    except Exception as exc:  # a broken third-party distribution must not look like our bug
-        raise PluginError(f"{kind} {name!r} ({_dist_name(ep)}): cannot load {ep.value}: {exc}") from exc
-    try:
-        return builder(dict(arguments))
-    except Exception as exc:
-        raise PluginError(f"{kind} {name!r}: invalid arguments {arguments!r}: {exc}") from exc
 
 
 def _adapt(impl: HookImpl, spec_args: tuple[str, ...]) -> Callable[..., object]:
@@ -172,7 +133,7 @@ class Actions(Mapping[str, "Action"]):
             try:
                 action = cast("Action", ep.load())
             except Exception as exc:  # a broken third-party distribution must not look like our bug
-                raise PluginError(f"action {name!r} ({_dist_name(ep)}): cannot load {ep.value}: {exc}") from exc
+                raise PluginError(f"action {name!r} ({distribution(ep)}): cannot load {ep.value}: {exc}") from exc
             self._loaded[name] = action
         return action
 
@@ -197,18 +158,14 @@ class Plugins:
         available_actions = discover(ACTION_GROUP, installed) if available_actions is None else available_actions
         self.pm = pluggy.PluginManager(PROJECT)
         self.pm.add_hookspecs(hookspecs)
-        self.names: list[str] = []
         built = [(spec.name, build_plugin(spec.name, spec.arguments, available)) for spec in config.plugins]
-        for name, obj in reversed(built):
+        self.names: list[str] = []
+        for name, _ in reversed(built):
             if name in self.names:
                 raise PluginError(f"plugin {name!r} is configured twice")
-            self.pm.register(obj, name=name)
             self.names.append(name)
         self.names.reverse()
-        unknown = hookspecs.unknown_hook(self.pm)
-        if unknown is not None:
-            name, what = unknown
-            raise PluginError(f"plugin {name!r} ({_dist_name(available.get(name))}) implements {what}")
+        register(self.pm, reversed(built), available)
         self.actions = Actions(self._offered_actions(available_actions), available_actions)
         missing = [a for a in config.actions if a not in self.actions]
         if missing:
@@ -221,7 +178,7 @@ class Plugins:
     def _offered_actions(self, available: Mapping[str, EntryPoint]) -> dict[str, Action]:
         """The actions the plugins offer (``kai_actions``); one name offered twice is an error naming both."""
         actions: dict[str, Action] = {}
-        by = {name: f"entry point {ep.value} ({_dist_name(ep)})" for name, ep in available.items()}
+        by = {name: f"entry point {ep.value} ({distribution(ep)})" for name, ep in available.items()}
         for impl in self.pm.hook.kai_actions.get_hookimpls():
             offered = cast("dict[str, Action]", impl.function() or {})
             for name, fn in offered.items():
@@ -261,7 +218,7 @@ def list_main(argv: list[str]) -> int:
     for title, eps in groups.items():
         print(f"{title} ({len(eps)}):")
         for name, ep in sorted(eps.items()):
-            print(f"  {name:28} {_dist_name(ep):28} {ep.value}")
+            print(f"  {name:28} {distribution(ep):28} {ep.value}")
     for mod in ("nodefit", "division", "queueorder"):
         _native.load(mod)
     print(f"native extensions loaded: {', '.join(sorted(_native.NATIVE_LOADED)) or 'none (pure Python)'}")

@@ -22,8 +22,8 @@ import functools
 import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from importlib.metadata import EntryPoint, entry_points
-from typing import Any, cast
+from importlib.metadata import EntryPoint
+from typing import cast
 
 import attrs
 import pluggy
@@ -62,10 +62,10 @@ from kai.grouping.podgroups import GroupingSkipped, podgroup_object
 from kai.grouping.topowner import top_owner_metadata
 from kai.grouping.unstructured import annotations as annotations_of
 from kai.grouping.unstructured import gvk, labels, meta_str
+from kai.plugin_loader import PODGROUPER_GROUP, build_plugin, discover, register
 
 log = logging.getLogger(__name__)
 
-ENTRY_POINT_GROUP = "kai.podgroupers"
 ANY = "*"
 FALLBACK_KIND = (ANY, ANY, ANY)
 
@@ -83,51 +83,31 @@ class GroupingConfig:
     defaults_configmap: tuple[str, str] | None = None
 
 
-@attrs.define(frozen=True)
-class PodgrouperEntry:
-    """An installed podgrouper: its entry-point name, builder and distribution (name and version)."""
-
-    name: str
-    builder: Callable[[dict[str, Any]], object]
-    distribution: str
-
-
-def installed_podgroupers() -> dict[str, PodgrouperEntry]:
-    """The podgroupers of the ``kai.podgroupers`` entry-point group, by name.
-
-    Two distributions claiming one name is an error naming both.
-    """
-    return dict(_installed_podgroupers())
-
-
 @functools.cache
-def _installed_podgroupers() -> tuple[tuple[str, PodgrouperEntry], ...]:
-    found: dict[str, tuple[EntryPoint, str]] = {}
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        dist = f"{ep.dist.name} {ep.dist.version}" if ep.dist is not None else "?"
-        previous = found.get(ep.name)
-        if previous is not None and previous[1] != dist:
-            raise GroupingError(f"podgrouper {ep.name!r} is provided by both {previous[1]} and {dist}")
-        found[ep.name] = (ep, dist)
-    return tuple((name, PodgrouperEntry(name, ep.load(), dist)) for name, (ep, dist) in sorted(found.items()))
+def _installed() -> dict[str, EntryPoint]:
+    return discover(PODGROUPER_GROUP)
 
 
 def build_hub(
     reader: ObjectReader,
     config: GroupingConfig | None = None,
-    args: Mapping[str, Mapping] | None = None,
+    arguments: Mapping[str, Mapping] | None = None,
     plugins: Mapping[str, object] | None = None,
 ) -> PodGrouperHub:
-    """A hub over the installed podgroupers, each built with ``args[name]`` (default ``{}``).
+    """A hub over the installed podgroupers (entry-point group ``kai.podgroupers``), each built with
+    ``arguments[name]`` (default ``{}``). Finding, loading and building them fails as for scheduling plugins
+    (:mod:`kai.plugin_loader`).
 
     ``plugins`` adds already built podgrouper objects by name (tests, embedding).
     """
-    args = args or {}
-    installed = installed_podgroupers()
-    built = {name: entry.builder(dict(args.get(name) or {})) for name, entry in installed.items()}
-    built.update(plugins or {})
-    distributions = {name: entry.distribution for name, entry in installed.items() if name not in (plugins or {})}
-    return PodGrouperHub(built, reader, config or GroupingConfig(), distributions)
+    arguments, plugins = arguments or {}, plugins or {}
+    available = {name: ep for name, ep in _installed().items() if name not in plugins}
+    built: dict[str, object] = {}
+    for name in sorted(_installed()):
+        built[name] = (plugins[name] if name in plugins
+                       else build_plugin(name, arguments.get(name) or {}, available, kind="podgrouper"))
+    built.update(plugins)
+    return PodGrouperHub(built, reader, config or GroupingConfig(), available)
 
 
 def _kind_key(kind) -> tuple[str, str, str]:
@@ -138,21 +118,16 @@ def _kind_key(kind) -> tuple[str, str, str]:
 class PodGrouperHub:
     """Chooses the podgrouper of a pod's top owner and offers the default grouping rules to podgroupers.
 
-    ``distributions`` names the distribution of each podgrouper (``name version``) for error messages.
+    ``available`` holds the entry point of each installed podgrouper, for the distributions error messages name.
     """
 
     def __init__(self, plugins: Mapping[str, object], reader: ObjectReader, config: GroupingConfig,
-                 distributions: Mapping[str, str] | None = None):
+                 available: Mapping[str, EntryPoint] | None = None):
         self.reader = reader
         self.config = config
         self._pm = pluggy.PluginManager(PROJECT)
         self._pm.add_hookspecs(kai.hookspecs)
-        for name, plugin in plugins.items():
-            self._pm.register(plugin, name=name)
-        unknown = kai.hookspecs.unknown_hook(self._pm)
-        if unknown is not None:
-            name, what = unknown
-            raise GroupingError(f"podgrouper {name!r} ({(distributions or {}).get(name, '?')}) implements {what}")
+        register(self._pm, plugins.items(), available or {}, kind="podgrouper")
         self._calls: dict[str, Callable[..., object]] = {}
         for impl in self._pm.hook.kai_podgroup_metadata.get_hookimpls():
             self._calls[impl.plugin_name] = impl.function
@@ -468,7 +443,7 @@ def _defaults_for(defaults: Mapping[str, dict] | None, owner: dict) -> dict | No
     return defaults.get(key) or defaults.get(kind)
 
 
-def podgrouper_args(
+def podgrouper_arguments(
     search_legacy_pg: bool = True, knative_gang_schedule: bool = True, generic_karta_fallback: bool = True
 ) -> dict[str, dict]:
     """Arguments of the shipped podgroupers from the podgrouper flags ``--search-legacy-pg``,
@@ -481,14 +456,4 @@ def podgrouper_args(
     }
 
 
-__all__ = [
-    "ANY",
-    "ENTRY_POINT_GROUP",
-    "FALLBACK_KIND",
-    "GroupingConfig",
-    "PodGrouperHub",
-    "PodgrouperEntry",
-    "build_hub",
-    "installed_podgroupers",
-    "podgrouper_args",
-]
+__all__ = ["ANY", "FALLBACK_KIND", "GroupingConfig", "PodGrouperHub", "build_hub", "podgrouper_arguments"]

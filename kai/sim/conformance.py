@@ -18,7 +18,7 @@ import attrs
 from kai.common.errors import ConfigError
 from kai.common.yamlfile import Fields, one_line, read_yaml
 from kai.framework import PluginError, Plugins, Session
-from kai.framework.plugins import discover
+from kai.plugin_loader import discover
 from kai.sim.expect import check_expected
 from kai.sim.rounds import ROUND_SECONDS, feed_back, run_round
 from kai.sim.scenario import NOW, Scenario, ScenarioError, load_scenarios

@@ -20,7 +20,7 @@ from kai.api.names import NODE_POOL_LABEL, QUEUE_LABEL
 from kai.api.podgroup import GroupingError
 from kai.common.errors import ConfigError
 from kai.common.yamlfile import one_line, read_yaml_documents
-from kai.grouping.hub import GroupingConfig, build_hub, podgrouper_args
+from kai.grouping.hub import GroupingConfig, build_hub, podgrouper_arguments
 from kai.grouping.objects import MemoryObjects
 from kai.grouping.podgroups import skip_reason
 
@@ -110,7 +110,7 @@ def _config(ns: argparse.Namespace) -> GroupingConfig:
     )
 
 
-def group_pods(objects: list[dict], config: GroupingConfig, args: dict) -> list[dict]:
+def group_pods(objects: list[dict], config: GroupingConfig, arguments: dict) -> list[dict]:
     """One entry per Pod: ``{"pod", "podgroup", "subgroup"}`` or ``{"pod", "error"}``."""
     store = MemoryObjects(
         {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value}
@@ -118,7 +118,7 @@ def group_pods(objects: list[dict], config: GroupingConfig, args: dict) -> list[
     )
     for obj in objects:
         store.add(obj)
-    hub = build_hub(store, config, args)
+    hub = build_hub(store, config, arguments)
     results = []
     for obj in objects:
         if obj["kind"] != "Pod" or obj["apiVersion"] != "v1":
@@ -174,8 +174,8 @@ def main(argv: list[str]) -> int:
     except MalformedFile as err:
         print(f"kai-scheduler podgroup: {one_line(str(err))}", file=sys.stderr)
         return 2
-    args = podgrouper_args(ns.search_legacy_pg == "true", ns.knative_gang_schedule == "true")
-    results = group_pods(objects, config, args)
+    arguments = podgrouper_arguments(ns.search_legacy_pg == "true", ns.knative_gang_schedule == "true")
+    results = group_pods(objects, config, arguments)
     if ns.json:
         print(json.dumps(results, indent=2))
     else:

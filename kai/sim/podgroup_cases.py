@@ -16,7 +16,7 @@ from kai.grouping.hub import GroupingConfig, build_hub
 from kai.grouping.objects import MemoryObjects
 
 #: Grouper flags of a case that are arguments of one podgrouper: grouper id -> {flag: argument}.
-_PLUGIN_ARGS = {
+_PLUGIN_ARGUMENTS = {
     "job": {"search_for_legacy_pod_groups": "searchForLegacyPodGroups"},
     "runaijob": {"search_for_legacy_pod_groups": "searchForLegacyPodGroups"},
     "knative": {"gang_schedule_knative": "gangSchedule"},
@@ -33,11 +33,11 @@ class UnsupportedCase(Exception):
 _DISPATCH = "hub"
 
 
-def _plugin_args(config: dict) -> dict[str, dict]:
-    args: dict[str, dict] = {}
-    for name, flags in _PLUGIN_ARGS.items():
-        args[name] = {arg: config[flag] for flag, arg in flags.items() if flag in config}
-    return args
+def _plugin_arguments(config: dict) -> dict[str, dict]:
+    arguments: dict[str, dict] = {}
+    for name, flags in _PLUGIN_ARGUMENTS.items():
+        arguments[name] = {argument: config[flag] for flag, argument in flags.items() if flag in config}
+    return arguments
 
 
 def _grouping_config(config: dict) -> GroupingConfig:
@@ -57,7 +57,7 @@ def group_case(case: dict) -> PodGroupMetadata:
     if case.get("pod_in_cluster"):
         stored.append({"apiVersion": "v1", "kind": "Pod", **copy.deepcopy(pod)})
     config = case.get("grouper_config") or {}
-    hub = build_hub(MemoryObjects(stored), _grouping_config(config), _plugin_args(config))
+    hub = build_hub(MemoryObjects(stored), _grouping_config(config), _plugin_arguments(config))
     grouper = case["grouper"]
     if grouper == _WHOLE_FLOW:
         return hub.group(pod)

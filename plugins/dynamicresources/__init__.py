@@ -28,22 +28,24 @@ from __future__ import annotations
 
 import logging
 
-from kai import hookimpl
-from kai.api import ACTIVE_USED, Reject, Task
-from kai.api.dra import (
+from kai.sdk import (
+    ACTIVE_USED,
     EXTENDED_ENTRY,
     GPU_RESOURCE,
+    QUEUE_LABEL,
     RESERVED_FOR_MAX,
-    Allocation,
+    ClaimAllocation,
     DeviceId,
     DeviceRequest,
     DynamicResources,
     ExtendedClaim,
+    Reject,
     ResourceClaim,
+    Task,
+    hookimpl,
     is_gpu_name,
+    jobs_where,
 )
-from kai.api.names import QUEUE_LABEL
-from kai.framework.asbuilt import jobs_where
 
 from .allocator import Candidate, Search, reachable
 from .cel import Selectors
@@ -56,12 +58,12 @@ class Ledger:
     """Claim allocations and the devices they take, kept current through the allocation events."""
 
     def __init__(self, dra: DynamicResources):
-        self.allocations: dict[str, Allocation] = {}
+        self.allocations: dict[str, ClaimAllocation] = {}
         #: Who holds each allocated claim: UIDs of the session's placed pods and of consumers outside it.
         self.holders: dict[str, set[str]] = {}
         self.in_use: dict[DeviceId, str] = {}
         #: The allocation a pod's claim last had in the session (pod UID, claim key) -> allocation.
-        self.remembered: dict[tuple[str, str], Allocation] = {}
+        self.remembered: dict[tuple[str, str], ClaimAllocation] = {}
         for key, claim in dra.claims.items():
             if claim.allocation is not None:
                 self.allocations[key] = claim.allocation
@@ -69,11 +71,11 @@ class Ledger:
                 self.holders[key] = {f"reserved:{uid}" for uid in claim.reserved_for} or {"allocated"}
                 self._take(key, claim.allocation)
 
-    def _take(self, key: str, allocation: Allocation) -> None:
+    def _take(self, key: str, allocation: ClaimAllocation) -> None:
         for device in allocation.taken:
             self.in_use[device] = key
 
-    def hold(self, key: str, uid: str, allocation: Allocation | None) -> None:
+    def hold(self, key: str, uid: str, allocation: ClaimAllocation | None) -> None:
         if key not in self.allocations:
             if allocation is None:
                 return
@@ -94,7 +96,7 @@ class Ledger:
                 self.in_use.pop(device, None)
             del self.holders[key]
 
-    def free(self, allocation: Allocation) -> bool:
+    def free(self, allocation: ClaimAllocation) -> bool:
         return not any(d in self.in_use for d in allocation.taken)
 
 
@@ -301,7 +303,7 @@ class DynamicResourcesPlugin:
             if claim is not None:
                 self.ledger.release(claim.key, task.uid)
 
-    def allocation(self, namespace: str, claim: str) -> Allocation | None:
+    def allocation(self, namespace: str, claim: str) -> ClaimAllocation | None:
         """The allocation the session holds for claim ``namespace/claim`` (None: not allocated)."""
         return self.ledger.allocations.get(f"{namespace}/{claim}")
 

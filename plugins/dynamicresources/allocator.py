@@ -15,7 +15,16 @@ from collections.abc import Collection, Iterable
 
 import attrs
 
-from kai.api.dra import ALL, Allocation, Device, DeviceClass, DeviceId, DeviceRequest, ResourceClaim, ResourceSlice
+from kai.sdk import (
+    ALL_DEVICES,
+    ClaimAllocation,
+    Device,
+    DeviceClass,
+    DeviceId,
+    DeviceRequest,
+    ResourceClaim,
+    ResourceSlice,
+)
 
 from .cel import Selectors
 
@@ -64,7 +73,7 @@ class Search:
         if k == len(self.requests):
             return True
         request = self.requests[k][1]
-        if request.allocation_mode == ALL:
+        if request.allocation_mode == ALL_DEVICES:
             free = self._free(k)
             if not free or len(free) < len(self.matching[k]):
                 return False
@@ -96,7 +105,7 @@ class Search:
         self.choice[k] = []
         return False
 
-    def allocations(self, node: str) -> dict[str, Allocation]:
+    def allocations(self, node: str) -> dict[str, ClaimAllocation]:
         """The allocation of each claim after a successful :meth:`run` (claim key -> allocation)."""
         per_claim: dict[str, list[tuple[DeviceRequest, Candidate]]] = {}
         for (claim, request), devices in zip(self.requests, self.choice, strict=True):
@@ -104,7 +113,7 @@ class Search:
         out = {}
         for key, chosen in per_claim.items():
             everywhere = all(d.slice.all_nodes for _, d in chosen)
-            out[key] = Allocation(
+            out[key] = ClaimAllocation(
                 tuple((r.name, d.id) for r, d in chosen), None if everywhere else node,
                 admin=frozenset(d.id for r, d in chosen if r.admin_access))
         return out
@@ -121,10 +130,10 @@ class Search:
                 errors = [selectors.errors[e] for e in expressions if e in selectors.errors]
                 why = f": {errors[0]}" if errors else ""
                 return f"{head}: no device of class {request.device_class} on the node matches{why}"
-            if request.allocation_mode == ALL and len(free) < len(matching):
+            if request.allocation_mode == ALL_DEVICES and len(free) < len(matching):
                 return (f"{head}: asks for all {len(matching)} matching devices, "
                         f"{len(matching) - len(free)} of them in use")
-            if request.allocation_mode != ALL and len(free) < wanted:
+            if request.allocation_mode != ALL_DEVICES and len(free) < wanted:
                 return (f"{head}: needs {wanted} devices of class {request.device_class}, "
                         f"{len(matching)} match on the node and {len(free)} of them are free")
         if self.steps > MAX_STEPS:

@@ -16,8 +16,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from kai.api.dra import Device
-from kai.common.quantity import QuantityError, parse
+from kai.sdk import Device, QuantityError, parse_quantity
 
 try:
     import celpy
@@ -46,7 +45,7 @@ if celpy is not None:
 
     def _quantity(text):
         try:
-            return Quantity(float(parse(str(text))))
+            return Quantity(float(parse_quantity(str(text))))
         except QuantityError:
             return celpy.CELEvalError(f"{str(text)!r} is not a Kubernetes quantity", ValueError, None)
 

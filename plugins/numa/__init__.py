@@ -23,9 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kai import hookimpl
-from kai.api import ACTIVE_ALLOCATED, ACTIVE_USED, Reject, Task
-from kai.api.numa import GUARANTEED, POLICY_NONE
+from kai.sdk import ACTIVE_ALLOCATED, ACTIVE_USED, GUARANTEED, POLICY_NONE, Reject, Task, hookimpl
 
 from .align import SCORED, Allocation, Ledger, log, solve
 from .units import Units, units_of

@@ -20,8 +20,7 @@ import itertools
 import logging
 from collections.abc import Sequence
 
-from kai.api import NumaTopology, ZonePlacement
-from kai.api.numa import POLICY_BEST_EFFORT, POLICY_RESTRICTED, POLICY_SINGLE
+from kai.sdk import POLICY_BEST_EFFORT, POLICY_RESTRICTED, POLICY_SINGLE, NumaTopology, ZonePlacement
 
 log = logging.getLogger("kai.plugins.numa")
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import attrs
 
-from kai.api import GPU, ContainerRequest, Task
-from kai.api.numa import GUARANTEED, SCOPE_POD
+from kai.sdk import GPU, GUARANTEED, SCOPE_POD, ContainerRequest, Task
 
 Amounts = dict[str, float]
 

@@ -8,9 +8,7 @@ that would take a queue over its limit, or a non-preemptible job over its deserv
 
 from __future__ import annotations
 
-from kai import hookimpl
-from kai.api import ALLOCATED, Resources
-from kai.framework import max_node_gpu_memory, tasks_to_allocate
+from kai.sdk import ALLOCATED, Resources, hookimpl, max_node_gpu_memory, tasks_to_allocate
 
 from . import capacity, queue_order, reclaim
 from .shares import (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kai.api import UNLIMITED, QueueDetails, Reject, names
+from kai.sdk import UNLIMITED, QueueDetails, Reject, names
 
 from .shares import CPU, GPU, MEMORY
 

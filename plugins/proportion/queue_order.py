@@ -6,7 +6,7 @@ gathers each queue's vectors for it and breaks the last tie by creation time, th
 
 from __future__ import annotations
 
-from kai.framework import queue_order_compare
+from kai.sdk import queue_order_compare
 
 LEFT, RIGHT = -1, 1
 NO_REQUEST = (0.0, 0.0, 0.0)

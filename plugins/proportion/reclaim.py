@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 
-from kai.api import ACTIVE_ALLOCATED, UNLIMITED, Reject
+from kai.sdk import ACTIVE_ALLOCATED, UNLIMITED, Reject
 
 from .shares import leq, memory_base, quantify
 

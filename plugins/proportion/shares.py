@@ -6,8 +6,17 @@ millicores, memory in bytes; ``-1`` means unlimited for deserved quota and limit
 
 from __future__ import annotations
 
-from kai.api import ALLOCATED, UNLIMITED, Job, Queue, TaskStatus
-from kai.framework import cluster_capacity, divide_tree_explained, memory_base, min_node_gpu_memory
+from kai.sdk import (
+    ALLOCATED,
+    UNLIMITED,
+    Job,
+    Queue,
+    TaskStatus,
+    cluster_capacity,
+    divide_tree_explained,
+    memory_base,
+    min_node_gpu_memory,
+)
 
 #: The snapshot memo of the queues' allocations and requests as its first session counted them (:class:`Counted`).
 MEMO = "proportion"

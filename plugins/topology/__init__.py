@@ -11,8 +11,7 @@ does not exist leaves the group unschedulable with a fit error saying so.
 
 from __future__ import annotations
 
-from kai import hookimpl
-from kai.framework import ROOT_GROUP
+from kai.sdk import ROOT_GROUP, hookimpl
 
 from .search import (
     Search,

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import math
 
-from kai.api import ACTIVE_ALLOCATED, MIG_PREFIX, Resources, TopologyConstraint
-from kai.framework import ROOT_GROUP
+from kai.sdk import ACTIVE_ALLOCATED, MIG_PREFIX, ROOT_GROUP, Resources, TopologyConstraint
 
 from .tree import (
     ROOT_LEVEL,

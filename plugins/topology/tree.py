@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections import deque
 
-from kai.api import EPSILON, Resources, Topology
+from kai.sdk import EPSILON, Resources, Topology
 
 ROOT_LEVEL = ROOT_ID = "root"
 #: ``allocatable_pods`` of a domain whose tasks are not counted in pods (mixed requests).

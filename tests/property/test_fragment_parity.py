@@ -10,7 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kai._native import fragment_py
-from kai.plugins.fragmentation import Measure, NodeState, Shape, fragmentation, measure_rows
+from kai.framework.shapes import NodeState, Shape
+from kai.plugins.fragmentation.kernel import Measure, measure_rows
+from kai.plugins.fragmentation.measure import fragmentation
 
 try:
     fragment_native = importlib.import_module("kai._native.fragment")

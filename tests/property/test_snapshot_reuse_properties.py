@@ -12,7 +12,7 @@ from kai.api import ResourceRequest
 from kai.framework import Plugins, Session, Snapshot
 from kai.framework.config import DEFAULT_CONFIG
 from kai.framework.journal import JOB_FIELDS, TASK_FIELDS
-from kai.framework.plugins import discover
+from kai.plugin_loader import discover
 
 QUEUES = ("q1", "q2", "q3")
 ACTIONS = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction")

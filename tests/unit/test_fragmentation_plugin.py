@@ -10,17 +10,10 @@ from kai import testing as kt
 from kai.api import TaskStatus
 from kai.api.resources import ResourceRequest
 from kai.framework import Plugins, load_config
-from kai.framework.plugins import discover
-from kai.plugins.fragmentation import (
-    Fragmentation,
-    NodeState,
-    Shape,
-    build,
-    covering,
-    fragmentation,
-    parse_workload,
-    scarcity,
-)
+from kai.framework.shapes import NodeState, Shape, parse_workload
+from kai.plugin_loader import discover
+from kai.plugins.fragmentation.measure import fragmentation, scarcity
+from kai.plugins.fragmentation.plugin import Fragmentation, build, covering
 
 GI = 2**30
 ONE_GPU = Shape(cpu=8000, memory=32 * GI, gpus=1)
@@ -120,7 +113,7 @@ def test_workload_argument_is_checked():
 
 
 def test_the_plugin_is_found_through_its_entry_point():
-    assert discover()["fragmentation"].value == "kai.plugins.fragmentation:build"
+    assert discover()["fragmentation"].value == "kai.plugins.fragmentation.plugin:build"
     plugins = kt.plugin_manager(["predicates", kt.PluginSpec("fragmentation", {"window": 10})])
     plugin = plugins.plugin("fragmentation")
     assert isinstance(plugin, Fragmentation) and plugin.window == 10

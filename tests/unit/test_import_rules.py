@@ -14,7 +14,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 #: Source folders and the package each is installed as.
 SOURCES = {"kai": "kai", "plugins": "kai.plugins", "podgroupers": "kai.podgroupers"}
+#: The example distributions: third-party code, held to what a plugin author may import.
+EXAMPLES = ROOT / "examples"
 
+SDK = "kai.sdk"
+TESTING = ("kai.testing", "kai.testing_podgroupers")
 COMPONENTS = ("kai.scheduler", "kai.binder", "kai.controllers", "kai.admission")
 DRIVERS = (*COMPONENTS, "kai.kube", "kai.dev", "kai.sim", "kai.usagedb", "kai.run", "kai.rbac", "kai.cli")
 EXTENSIONS = ("kai.plugins", "kai.podgroupers")
@@ -35,8 +39,17 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
+def _examples() -> dict[str, Path]:
+    return {".".join(("examples", *path.relative_to(EXAMPLES).with_suffix("").parts)): path
+            for path in EXAMPLES.rglob("*.py")}
+
+
+EXAMPLE_MODULES = _examples()
+
+
 def _imports(name: str, path: Path) -> set[str]:
-    """The ``kai`` modules (or names of a package) a module imports, resolved to dotted names."""
+    """The ``kai`` modules (or names of a package) a module imports, resolved to dotted names: ``from kai
+    import testing`` imports ``kai.testing``, ``from kai import hookimpl`` the package ``kai``."""
     out: set[str] = set()
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -46,8 +59,10 @@ def _imports(name: str, path: Path) -> set[str]:
             base = node.module or ""
             if node.level:
                 base = ".".join([*package.split(".")[: len(package.split(".")) - node.level + 1], base]).strip(".")
-            out.add(base)
-            out.update(f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in MODULES)
+            modules = {f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in MODULES}
+            out.update(modules)
+            if len(modules) < len(node.names):
+                out.add(base)
     return {m for m in out if m == "kai" or m.startswith("kai.")}
 
 
@@ -61,8 +76,8 @@ def _top(module: str) -> str:
     return ".".join(parts[:3]) if _within(module, EXTENSIONS) else ".".join(parts[:2])
 
 
-def _violations(allowed) -> list[str]:
-    return sorted(f"{name} imports {dep}" for name, path in MODULES.items()
+def _violations(allowed, modules: dict[str, Path] = MODULES) -> list[str]:
+    return sorted(f"{name} imports {dep}" for name, path in modules.items()
                   for dep in _imports(name, path) if not allowed(name, dep))
 
 
@@ -108,15 +123,30 @@ def test_grouping_imports_no_driver_plugin_or_podgrouper():
     assert _violations(lambda name, dep: not _within(name, layer) or not _within(dep, DRIVERS + EXTENSIONS)) == []
 
 
-def test_plugins_and_podgroupers_import_no_driver_and_not_each_other():
-    def allowed(name, dep):
-        if not _within(name, EXTENSIONS):
-            return True
-        if _within(dep, DRIVERS):
-            return False
-        return not _within(dep, EXTENSIONS) or _top(dep) == _top(name) or dep in EXTENSIONS
+def _sdk_only(name: str, dep: str) -> bool:
+    """A shipped plugin or podgrouper imports the SDK and modules of its own package, nothing else of kai."""
+    return not _within(name, EXTENSIONS) or dep == SDK or _top(dep) == _top(name)
 
-    assert _violations(allowed) == []
+
+def test_plugins_and_podgroupers_import_only_the_sdk_and_their_own_package():
+    assert _violations(_sdk_only) == []
+
+
+def test_the_examples_import_only_the_sdk_and_the_testing_modules():
+    assert {"examples.plugin.kai_prefer_label", "examples.fgd-baselines.kai_fgd_baselines"} <= set(EXAMPLE_MODULES)
+    assert _violations(lambda name, dep: dep in (SDK, *TESTING), EXAMPLE_MODULES) == []
+
+
+def test_the_checker_sees_a_plugin_reaching_past_the_sdk(tmp_path):
+    plugin = tmp_path / "reach.py"
+    plugin.write_text("from kai import hookimpl, testing\nfrom kai.sdk import Reject\n"
+                      "from kai.framework.nodes import NodeArrays\nfrom kai.plugins.proportion import shares\n"
+                      "from .tree import Domain\n\n\ndef lazy():\n    from kai.grouping import hub\n")
+    assert _violations(_sdk_only, {"kai.plugins.topology.reach": plugin}) == [
+        "kai.plugins.topology.reach imports kai", "kai.plugins.topology.reach imports kai.framework.nodes",
+        "kai.plugins.topology.reach imports kai.grouping.hub",
+        "kai.plugins.topology.reach imports kai.plugins.proportion.shares",
+        "kai.plugins.topology.reach imports kai.testing"]
 
 
 def test_components_import_the_plumbing_never_each_other():

@@ -22,6 +22,7 @@ from kai.api import (
 )
 from kai.framework import PluginError, Plugins, SchedulerConfig, Session
 from kai.framework import plugins as plugins_module
+from kai.plugin_loader import ACTION_GROUP, discover
 
 # --- statements -------------------------------------------------------------------------------------
 
@@ -427,41 +428,10 @@ def test_bad_plugin_arguments_name_the_plugin():
         kt.plugin_manager([kt.PluginSpec("nodeplacement", {"gpu": "scatter"})])
 
 
-def _ep(name, value, dist, version="1.0"):
-    return SimpleNamespace(name=name, value=value, dist=SimpleNamespace(name=dist, version=version))
-
-
-def test_two_distributions_claiming_one_name_names_both(monkeypatch):
-    eps = [_ep("fair", "alpha_sched:build", "alpha-sched"), _ep("fair", "beta_sched.fair:build", "beta-sched", "2.1")]
-    monkeypatch.setattr(plugins_module, "entry_points", lambda group: eps)
-    with pytest.raises(PluginError) as err:
-        plugins_module.discover()
-    msg = str(err.value)
-    assert "'fair'" in msg and "alpha-sched 1.0 (alpha_sched:build)" in msg
-    assert "beta-sched 2.1 (beta_sched.fair:build)" in msg
-
-
-def test_the_same_entry_point_seen_twice_is_not_a_conflict(monkeypatch):
-    eps = [_ep("fair", "alpha_sched:build", "alpha-sched"), _ep("fair", "alpha_sched:build", "alpha-sched")]
-    monkeypatch.setattr(plugins_module, "entry_points", lambda group: eps)
-    assert list(plugins_module.discover()) == ["fair"]
-
-
 def test_unknown_action_is_an_error_listing_the_available_ones():
     with pytest.raises(PluginError, match=r"unknown action\(s\) backfill; available actions: allocate, consolidation, "
                                           r"preempt, reclaim, stalegangeviction"):
         kt.plugin_manager(["predicates"], actions=("allocate", "backfill"))
-
-
-def test_unloadable_plugin_names_its_distribution():
-    class BrokenEntryPoint(SimpleNamespace):
-        def load(self):
-            raise ImportError("no module named cuda_magic")
-
-    available = {"magic": BrokenEntryPoint(name="magic", value="magic:build",
-                                           dist=SimpleNamespace(name="magic-sched", version="0.3"))}
-    with pytest.raises(PluginError, match=r"plugin 'magic' \(magic-sched 0.3\): cannot load magic:build"):
-        plugins_module.build_plugin("magic", {}, available)
 
 
 def test_the_shipped_actions_are_entry_points_loaded_when_configured():
@@ -469,7 +439,7 @@ def test_the_shipped_actions_are_entry_points_loaded_when_configured():
         def load(self):
             raise ImportError("no module named backfill_magic")
 
-    actions = {**plugins_module.discover(plugins_module.ACTION_GROUP),
+    actions = {**discover(ACTION_GROUP),
                "backfill": BrokenEntryPoint(name="backfill", value="magic:backfill", dist=None)}
     assert set(actions) >= {"allocate", "consolidation", "reclaim", "preempt", "stalegangeviction"}
     plugins = Plugins(SchedulerConfig(("allocate",), ()), {}, actions)

@@ -1,5 +1,6 @@
-"""The kernel's import graph: kai.framework imports only the API, the shared utilities, the native modules
-and itself, with no cycle between its modules and no import inside a function to get round one."""
+"""The kernel's import graph: kai.framework imports only the API, the shared utilities, the native modules,
+the hook specifications, the plugin loader and itself, with no cycle between its modules and no import inside
+a function to get round one."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import kai.framework
 
 KERNEL = "kai.framework"
 #: What the kernel may import from the rest of the project.
-ALLOWED = ("kai", "kai.api", "kai.common", "kai._native", "kai.hookspecs")
+ALLOWED = ("kai", "kai.api", "kai.common", "kai._native", "kai.hookspecs", "kai.plugin_loader")
 ROOT = Path(kai.framework.__file__).parent
 
 

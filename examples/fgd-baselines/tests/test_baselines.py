@@ -6,10 +6,8 @@ from types import SimpleNamespace
 import pytest
 from kai_fgd_baselines import BestFit, DotProd, Fgd, GpuClustering, GpuPacking, RandomFit, trace_workload, uniform
 
-from kai import hookimpl
 from kai import testing as kt
-from kai.api.resources import ResourceRequest
-from kai.sim.replay import seeded_names
+from kai.sdk import ResourceRequest, hookimpl
 
 GI = 2**30
 
@@ -80,7 +78,7 @@ def test_random_device_choice_is_uniform_over_devices():
 
 def placed_nodes(seed: int) -> dict[str, str]:
     """Where eight one-GPU tasks land among 30 alike nodes named as the replay names them for ``seed``."""
-    nodes = seeded_names([kt.node(f"n{k:02d}", gpus=8, cpu=96000) for k in range(30)], seed)
+    nodes = kt.seeded_names([kt.node(f"n{k:02d}", gpus=8, cpu=96000) for k in range(30)], seed)
     session = kt.run(kt.cluster(nodes=nodes, jobs=[kt.job(f"j{k}", gpus=1) for k in range(8)]),
                      plugins=["predicates", "proportion", "randomfit"])
     return {t: n.split("-", 1)[1] for t, n in kt.placements(session).items()}
@@ -126,7 +124,7 @@ class EveryNode:
 @pytest.mark.parametrize("policy", [BestFit, DotProd, GpuPacking])
 def test_node_classes_leave_the_choice_unchanged(policy):
     shapes = [(8, 96000), (2, 104000), (4, 64000), (8, 96000), (2, 104000)] * 6
-    nodes = seeded_names([kt.node(f"n{k:02d}", gpus=g, cpu=c) for k, (g, c) in enumerate(shapes)], 42)
+    nodes = kt.seeded_names([kt.node(f"n{k:02d}", gpus=g, cpu=c) for k, (g, c) in enumerate(shapes)], 42)
 
     def placed(plugins, **extra):
         jobs = [kt.job(f"j{k}", gpus=k % 3, cpu=1000 + 7000 * (k % 5)) for k in range(60)]

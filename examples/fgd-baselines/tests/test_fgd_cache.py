@@ -6,11 +6,9 @@ import random
 import pytest
 from kai_fgd_baselines import Fgd, build_fgd, fragmentation, sigmoid_score
 
-from kai import hookimpl
 from kai import testing as kt
-from kai.api.resources import ResourceRequest
-from kai.framework.gpusharing import node_gpu_memory, task_gpu_memory
-from kai.plugins.fragmentation import EPS, Shape, after_task, node_state
+from kai.sdk import EPSILON as EPS
+from kai.sdk import ResourceRequest, Shape, after_task, hookimpl, node_gpu_memory, node_state, task_gpu_memory
 
 GI = 2**30
 MODEL = "nvidia.com/gpu.product"

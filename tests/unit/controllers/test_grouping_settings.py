@@ -27,7 +27,8 @@ def test_each_field_set_replaces_its_flag():
          "defaultPrioritiesConfigMapNamespace": "kai"}, queueLabelKey="team/queue", nodePoolLabelKey="team/pool"))
     assert flags == GroupingFlags(GroupingConfig("team/queue", "team/pool", ("kai", "prio")), search_legacy_pg=False,
                                   knative_gang_schedule=False, generic_karta_fallback=False)
-    assert flags.args()["knative"] == {"gangSchedule": False} and flags.args()["default"] == {"kartaFallback": False}
+    arguments = flags.arguments()
+    assert arguments["knative"] == {"gangSchedule": False} and arguments["default"] == {"kartaFallback": False}
 
 
 @pytest.mark.parametrize(("kai_config", "message"), [
@@ -45,7 +46,7 @@ def test_a_malformed_field_is_an_error_naming_it(kai_config, message):
 
 def test_the_builder_makes_a_new_hub_only_when_the_settings_change():
     reader = MemoryObjects([])
-    current = Grouping(FLAGS, build_hub(reader, FLAGS.config, FLAGS.args()))
+    current = Grouping(FLAGS, build_hub(reader, FLAGS.config, FLAGS.arguments()))
     build = grouping_builder(FLAGS, reader, lambda: current)
     assert build(None, None) is current and build(None, config()) is current
     changed = build(None, config(queueLabelKey="team/queue"))

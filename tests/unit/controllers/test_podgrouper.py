@@ -76,7 +76,7 @@ def kube() -> FakeKube:
 
 
 def grouper(kube: FakeKube) -> PodGrouper:
-    g = PodGrouper(kube, args={"job": {"searchForLegacyPodGroups": False}})
+    g = PodGrouper(kube, arguments={"job": {"searchForLegacyPodGroups": False}})
     g.stores["pods"] = Store({f"ns/{p['metadata']['name']}": p for path, p in kube.objects.items() if "/pods/" in path})
     g.stores["podgroups"] = Store()
     return g

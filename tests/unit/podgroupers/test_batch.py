@@ -52,7 +52,7 @@ def test_a_pod_keeps_its_per_pod_podgroup_of_an_older_release():
     assert (old.name, old.min_available) == ("pg-pi-abcde-j1", 1)
     new = group(pod("pi-fghij", owner=job), job, legacy)
     assert (new.name, new.min_available) == ("pg-pi-j1", 2)
-    off = group(pod("pi-abcde", owner=job), job, legacy, args={"job": {"searchForLegacyPodGroups": False}})
+    off = group(pod("pi-abcde", owner=job), job, legacy, arguments={"job": {"searchForLegacyPodGroups": False}})
     assert off.name == "pg-pi-j1"
 
 

@@ -164,7 +164,7 @@ def test_kinds_without_a_usable_karta_get_the_default_rules():
     ):
         assert default_rules(owner, unusable) == plain
     assert default_rules(owner, karta(TRAINING), karta(TRAINING, name="second")) == plain  # two: ambiguous
-    assert default_rules(owner, karta(TRAINING), args={"default": {"kartaFallback": False}}) == plain
+    assert default_rules(owner, karta(TRAINING), arguments={"default": {"kartaFallback": False}}) == plain
 
 
 def test_an_invalid_karta_does_not_hide_a_valid_one():

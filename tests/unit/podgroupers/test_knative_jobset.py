@@ -40,7 +40,7 @@ def test_one_gang_per_revision_of_min_scale():
 def test_per_pod_when_gang_scheduling_is_off():
     objects = helloworld("3")
     p = knative_pod(objects)
-    metadata = group(p, *objects, args={"knative": {"gangSchedule": False}})
+    metadata = group(p, *objects, arguments={"knative": {"gangSchedule": False}})
     assert (metadata.name, metadata.min_available) == (f"pg-{p['metadata']['name']}-{p['metadata']['uid']}", 1)
 
 

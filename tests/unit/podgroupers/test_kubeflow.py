@@ -199,11 +199,11 @@ def test_notebook_defaults_to_build_priority():
 
 def test_generic_distributed_grouper_for_a_custom_kind():
     job = obj("example.com/v1", "PaddleJob", "paddle", uid="pd", spec={"paddleReplicaSpecs": {"Worker": replica(3)}})
-    args = {
+    arguments = {
         "kubeflow-distributed": {
             "kinds": [["example.com", "v1", "PaddleJob"]],
             "replicaSpecName": "paddleReplicaSpecs",
             "mandatorySpecNames": ["Worker"],
         }
     }
-    assert group(pod("paddle-0", owner=job), job, args=args).min_available == 3
+    assert group(pod("paddle-0", owner=job), job, arguments=arguments).min_available == 3

@@ -1,15 +1,5 @@
-"""``fragmentation``: place each task where it least raises the node's expected GPU fragmentation.
-
-The idea is Fragmentation Gradient Descent (Weng et al., USENIX ATC'23): a node's *fragmentation* for
-a workload distribution is the free GPU that tasks drawn from the distribution could not use, weighted
-by the probability of drawing them, and a task goes to the node (a shared-GPU task to the device) whose
-fragmentation grows least when it lands there. For each shape this measure adds up to three parts: what the
-*next* task of the shape could not use (the paper's measure, with memory as well as CPU: all free GPU when
-the task does not fit, else the devices too small for it), and ``lookahead`` times what would be left if
-the node were filled with tasks of the shape as far as its devices, CPU and memory allow -- free GPUs the
-node's CPU or memory cannot feed count before the CPU runs out, which is where a fits-now view strands them.
-A third part, ``stranded`` times the free parts of shared devices the shape fits by GPU on a node whose CPU or
-memory cannot hold one more task of it, makes a sliver stranded that way weigh more than the rounding below.
+"""The ``fragmentation`` plugin: each task goes to the node (a shared-GPU task to the device) whose
+fragmentation (:mod:`.measure`) grows least when it lands there.
 
 The distribution is the argument ``workload`` (a list of shapes with weights) or, without it, learned
 from the tasks that arrived most recently (argument ``window``, default 2000 tasks): every task the
@@ -32,33 +22,33 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict, deque
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from kai import _native, hookimpl
-from kai.api import TaskStatus
-from kai.api.resources import is_mig_resource, mig_gpu_slices
-from kai.common.quantity import QuantityError, parse
-from kai.framework.gpusharing import node_gpu_memory, task_gpu_memory
-from kai.framework.nodes import NodeArrays
+from kai.sdk import EPSILON as EPS
+from kai.sdk import (
+    NodeArrays,
+    NodeState,
+    Shape,
+    TaskStatus,
+    after_task,
+    hookimpl,
+    node_gpu_memory,
+    node_state,
+    normalised,
+    parse_workload,
+    task_gpu_memory,
+    task_shape,
+)
 
-if TYPE_CHECKING:  # the compiled module has the class of its pure-Python twin
-    from kai._native import fragment_py as fragment
-else:
-    fragment = _native.load("fragment")
+from .kernel import Measure
+from .measure import DEFAULT_LOOKAHEAD, DEFAULT_STRANDED, node_kinds, weighted
 
 DEFAULT_MODEL_LABEL = "nvidia.com/gpu.product"
 #: Score of a node per GPU-equivalent of expected fragmentation avoided.
 DEFAULT_WEIGHT = 10.0
-#: Weight of the filled-node part of a shape's fragment beside the next-task part.
-DEFAULT_LOOKAHEAD = 0.5
-#: Weight of the free shared-device parts a shape fits by GPU on a node whose CPU or memory cannot hold it.
-DEFAULT_STRANDED = 8.0
 #: Fragmentation growths are compared in steps of this many GPUs: nodes closer than that tie.
 DEFAULT_RESOLUTION = 0.1
-EPS = 1e-9
 #: Share of the recent arrivals the kept shapes cover (the paper's target workload: 95 % of the pods).
 DEFAULT_COVERAGE = 0.95
 #: Adopt a newly learned workload when it is this far (total variation) from the one in use.
@@ -69,286 +59,6 @@ REFRESH_SHARE = 4
 DEFAULT_SCARCITY = 50.0
 #: Most cached growth results kept.
 MAX_CACHE = 200_000
-
-
-def parse_quantity(value: Any) -> float:
-    """A Kubernetes-style amount (``500m``, ``2``, ``16Gi``) as a number, finite and not negative."""
-    try:
-        number = float(parse(str(value)))
-    except QuantityError:
-        number = math.nan
-    if not 0 <= number < math.inf:
-        raise ValueError(f"{value!r} is not an amount like 500m, 4 or 16Gi")
-    return number
-
-
-@attrs.define(frozen=True, cache_hash=True)
-class Shape:
-    """A task shape of the workload: CPU (millicores), memory (bytes), whole GPUs, a GPU fraction, an amount
-    of GPU memory (MiB) or a MIG profile, and the GPU models it may run on (empty: any)."""
-
-    cpu: float = 0.0
-    memory: float = 0.0
-    gpus: int = 0
-    fraction: float = 0.0
-    mig: str = ""
-    models: frozenset[str] = frozenset()
-    gpu_memory_mib: int = 0
-
-    @property
-    def cpu_only(self) -> bool:
-        return not (self.gpus or self.fraction or self.mig or self.gpu_memory_mib)
-
-
-@attrs.define(frozen=True, cache_hash=True)
-class NodeState:
-    """What fragmentation looks at on a node: free CPU, memory, whole devices, the free portions of its
-    shared devices, free MIG instances by profile, its GPU model and the memory of each GPU (MiB)."""
-
-    cpu: float
-    memory: float
-    whole: float
-    slivers: tuple[float, ...] = ()
-    mig: tuple[tuple[str, float], ...] = ()
-    model: str = ""
-    device_memory: float = 0.0
-
-    @property
-    def mig_gpus(self) -> float:
-        return sum(mig_gpu_slices(p) * n for p, n in self.mig)
-
-    @property
-    def free_gpus(self) -> float:
-        return self.whole + sum(self.slivers) + self.mig_gpus
-
-
-def usable_gpus(state: NodeState, shape: Shape) -> float:
-    """GPU amount of ``state`` that tasks of ``shape`` could take if the node were filled with them alone:
-    as many tasks as its free devices, CPU and memory all allow, times the GPU each takes."""
-    if shape.models and state.model not in shape.models:
-        return 0.0
-    if shape.mig:
-        count = dict(state.mig).get(shape.mig, 0.0)
-        per_task = float(mig_gpu_slices(shape.mig))
-    elif shape.gpus:
-        count, per_task = state.whole // shape.gpus, float(shape.gpus)
-    else:
-        f = shape_fraction(state, shape)
-        if f > 1 + EPS:
-            return 0.0
-        count = state.whole * math.floor((1 + EPS) / f) + sum(math.floor((s + EPS) / f) for s in state.slivers)
-        per_task = f
-    if shape.cpu > 0:
-        count = min(count, (state.cpu + EPS) // shape.cpu)
-    if shape.memory > 0:
-        count = min(count, (state.memory + EPS) // shape.memory)
-    return max(count, 0.0) * per_task
-
-
-def shape_fraction(state: NodeState, shape: Shape) -> float:
-    """The part of one of the node's devices a shared shape takes."""
-    return shape.fraction or (shape.gpu_memory_mib / state.device_memory if state.device_memory else 2.0)
-
-
-def next_task_fragment(state: NodeState, shape: Shape) -> float:
-    """Free GPU of ``state`` one more task of ``shape`` could not use (the paper's measure, memory included):
-    all of it when the task does not fit (model, CPU, memory or devices lacking), else what the devices it
-    cannot go to hold."""
-    total = state.free_gpus
-    if ((shape.models and state.model not in shape.models) or shape.cpu > state.cpu + EPS
-            or shape.memory > state.memory + EPS):
-        return total
-    if shape.mig:
-        free = dict(state.mig).get(shape.mig, 0.0)
-        return total - mig_gpu_slices(shape.mig) * free if free >= 1 else total
-    if shape.gpus:
-        return total - state.whole if state.whole >= shape.gpus - EPS else total
-    f = shape_fraction(state, shape)
-    if f > 1 + EPS:
-        return total
-    small = sum(s for s in state.slivers if s < f - EPS)
-    if state.whole < 1 - EPS and small >= sum(state.slivers) - EPS:
-        return total
-    return small + state.mig_gpus
-
-
-def stranded_gpus(state: NodeState, shape: Shape) -> float:
-    """Free parts of ``state``'s shared devices a task of shared ``shape`` fits by GPU but the node's CPU or memory
-    cannot hold (0 for other shapes, and when the task fits)."""
-    if (not (shape.fraction or shape.gpu_memory_mib) or (shape.models and state.model not in shape.models)
-            or (shape.cpu <= state.cpu + EPS and shape.memory <= state.memory + EPS)):
-        return 0.0
-    f = shape_fraction(state, shape)
-    if f > 1 + EPS:
-        return 0.0
-    return sum(state.slivers) - sum(s for s in state.slivers if s < f - EPS)
-
-
-def fragmentation(state: NodeState, workload: Iterable[tuple[Shape, float]],
-                  lookahead: float = DEFAULT_LOOKAHEAD, stranded: float = DEFAULT_STRANDED) -> float:
-    """Expected free GPU amount of ``state`` that tasks drawn from ``workload`` ((shape, probability) pairs)
-    could not use. For each GPU shape, what the next task of that shape could not use
-    (:func:`next_task_fragment`) plus ``lookahead`` times what is left over once the node is filled with that
-    shape as far as its devices, CPU and memory allow, plus ``stranded`` times the shared-device parts it fits by
-    GPU while the node's CPU or memory cannot hold it (:func:`stranded_gpus`). CPU-only shapes use no GPU and add
-    nothing; they matter through the CPU and memory they leave to the GPU shapes."""
-    total = state.free_gpus
-    if total <= EPS:
-        return 0.0
-    out = 0.0
-    for shape, p in workload:
-        if not shape.cpu_only:
-            out += p * next_task_fragment(state, shape)
-            if stranded:
-                out += p * stranded * stranded_gpus(state, shape)
-            if lookahead:
-                out += p * lookahead * (total - usable_gpus(state, shape))
-    return out
-
-
-def node_kinds(session, model_label: str) -> Counter:
-    """The session's nodes counted by (GPU model, allocatable CPU, memory and GPUs)."""
-    a = session.arrays
-    return Counter((n.labels.get(model_label, ""), a.alloc_cpu[n.index], a.alloc_mem[n.index], a.alloc_gpu[n.index])
-                   for n in session.nodes)
-
-
-def scarcity(shape: Shape, kinds: Counter, cap: float) -> float:
-    """How much scarcer than GPUs at large the nodes are that can take a task of ``shape``: the cluster's GPUs
-    over the GPUs of the nodes that could hold one such task when empty (GPU model, CPU, memory, devices), at
-    most ``cap``. 1 for CPU-only and MIG shapes and for shapes no node can take."""
-    if shape.cpu_only or shape.mig:
-        return 1.0
-    need = max(shape.gpus, 1)
-    total = supply = 0.0
-    for (model, cpu, memory, gpus), n in kinds.items():
-        total += n * gpus
-        if (gpus >= need and cpu >= shape.cpu and memory >= shape.memory
-                and (not shape.models or model in shape.models)):
-            supply += n * gpus
-    return min(cap, total / supply) if supply > 0 else 1.0
-
-
-def weighted(workload: list[tuple[Shape, float]], kinds: Counter, cap: float) -> list[tuple[Shape, float]]:
-    """``workload`` with each shape's probability times its :func:`scarcity`."""
-    return [(s, p * scarcity(s, kinds, cap)) for s, p in workload]
-
-
-def measure_rows(workload: Iterable[tuple[Shape, float]]) -> tuple[list[tuple], list[tuple]]:
-    """What ``kai._native.fragment.Measure`` takes for ``workload``: the distinct device needs of its GPU shapes
-    (kind, amount, MIG slices) and per GPU shape its need's number, probability, CPU, memory and models."""
-    needs: dict[tuple, int] = {}
-    rows = []
-    for shape, p in workload:
-        if shape.cpu_only:
-            continue
-        if shape.mig:
-            need: tuple = (fragment.MIG, shape.mig, mig_gpu_slices(shape.mig))
-        elif shape.gpus:
-            need = (fragment.WHOLE, shape.gpus, 0)
-        elif shape.fraction:
-            need = (fragment.FRACTION, shape.fraction, 0)
-        else:
-            need = (fragment.GPU_MEMORY, shape.gpu_memory_mib, 0)
-        rows.append((needs.setdefault(need, len(needs)), p, shape.cpu, shape.memory, shape.models))
-    return list(needs), rows
-
-
-class Measure:
-    """:func:`fragmentation` for one workload, computed by ``kai._native.fragment``: the same sums in the same
-    order, so the same numbers to the last bit, many times faster. Shapes that ask the same of a node's devices
-    and differ in CPU or memory only share what depends on the devices."""
-
-    def __init__(self, workload: Iterable[tuple[Shape, float]], lookahead: float = DEFAULT_LOOKAHEAD,
-                 stranded: float = DEFAULT_STRANDED):
-        self.compiled = fragment.Measure(*measure_rows(workload), lookahead, stranded)
-
-    def __call__(self, state: NodeState) -> float:
-        return self.compiled(state.whole, state.slivers, state.mig, state.mig_gpus, state.model, state.cpu,
-                             state.memory, state.device_memory)
-
-
-def node_state(node, model_label: str) -> NodeState:
-    """The :class:`NodeState` of a session node (idle plus releasing, as KAI's placement counts)."""
-    a, i = node.arrays, node.index
-    mem = node_gpu_memory(node)
-    slivers = tuple(sorted(1.0 - g.used / mem for g in node.gpu_groups.values() if 0 < g.used < mem)
-                    ) if node.gpu_groups else ()
-    scalars = a.idle_scalars[i]
-    rel = a.rel_scalars[i]
-    mig = tuple(sorted((k, v + rel.get(k, 0.0)) for k, v in scalars.items() if is_mig_resource(k) and v > 0)
-                ) if scalars else ()
-    return NodeState(a.idle_cpu[i] + a.rel_cpu[i], a.idle_mem[i] + a.rel_mem[i], a.idle_gpu[i] + a.rel_gpu[i],
-                     slivers, mig, node.labels.get(model_label, ""), float(mem))
-
-
-def after_task(state: NodeState, request, portion: float | None, sliver: int | None) -> NodeState:
-    """``state`` once a task with ``request`` lands; a shared task takes ``portion`` of sliver number
-    ``sliver`` or, with ``sliver`` None, of a device nobody shares yet."""
-    whole, slivers = state.whole - request.gpus, list(state.slivers)
-    if portion is not None:
-        if sliver is None:
-            whole -= 1
-            slivers.append(1.0 - portion)
-        else:
-            slivers[sliver] -= portion
-        slivers = [s for s in slivers if s > EPS]
-    mig = dict(state.mig)
-    for profile, count in request.mig.items():
-        mig[profile] = mig.get(profile, 0.0) - count
-    return NodeState(state.cpu - request.cpu, state.memory - request.memory, whole, tuple(sorted(slivers)),
-                     tuple(sorted((k, v) for k, v in mig.items() if v > 0)), state.model, state.device_memory)
-
-
-def task_shape(task, model_label: str) -> Shape:
-    """The shape of a task: its request and the GPU models its node selector or affinity allow."""
-    r = task.request
-    models: frozenset[str] = frozenset()
-    if model_label in task.node_selector:
-        models = frozenset([task.node_selector[model_label]])
-    else:
-        for term in task.node_affinity:
-            for req in term:
-                if req.key == model_label and req.operator == "In":
-                    models = frozenset(req.values)
-    mig = min(r.mig) if r.mig else ""
-    return Shape(r.cpu, r.memory, r.gpus, r.gpu_fraction, mig, models, 0 if r.gpu_fraction else r.gpu_memory_mib)
-
-
-def parse_workload(entries: Any) -> list[tuple[Shape, float]]:
-    """The ``workload`` argument: a list of ``{cpu, memory, gpus|gpu_fraction|gpu_memory|mig, models, weight}``."""
-    if not isinstance(entries, list) or not entries:
-        raise ValueError("argument 'workload' must be a non-empty list of task shapes")
-    out = []
-    for k, e in enumerate(entries):
-        if not isinstance(e, Mapping):
-            raise ValueError(f"workload[{k}] must be a mapping, not {e!r}")
-        unknown = set(e) - {"cpu", "memory", "gpus", "gpu_fraction", "gpu_memory", "mig", "models", "weight"}
-        if unknown:
-            raise ValueError(f"workload[{k}] has unknown keys {sorted(unknown)}")
-        try:
-            shape = Shape(parse_quantity(e.get("cpu", 0)) * 1000, parse_quantity(e.get("memory", 0)),
-                          int(e.get("gpus", 0)), float(e.get("gpu_fraction", 0.0)), str(e.get("mig", "")),
-                          frozenset(str(m) for m in e.get("models", ()) or ()),
-                          int(parse_quantity(e.get("gpu_memory", 0)) / 2**20))
-            weight = float(e.get("weight", 1.0))
-        except (TypeError, ValueError) as err:
-            raise ValueError(f"workload[{k}]: {err}") from None
-        if (weight <= 0 or not 0 <= shape.fraction < 1 or shape.gpus < 0
-                or sum(map(bool, (shape.gpus, shape.fraction, shape.gpu_memory_mib, shape.mig))) > 1):
-            raise ValueError(f"workload[{k}]: weight must be positive, gpu_fraction in [0, 1), and at most one of "
-                             "gpus, gpu_fraction, gpu_memory and mig given")
-        if shape.mig and not is_mig_resource(shape.mig):
-            raise ValueError(f"workload[{k}]: {shape.mig!r} is not a MIG profile resource name")
-        out.append((shape, weight))
-    return normalised(Counter(dict(out)), len(out))
-
-
-def normalised(counts: Counter, max_shapes: int) -> list[tuple[Shape, float]]:
-    """The ``max_shapes`` most frequent shapes with probabilities summing to 1."""
-    top = counts.most_common(max_shapes)
-    total = sum(w for _, w in top)
-    return [(s, w / total) for s, w in top] if total > 0 else []
 
 
 def covering(counts: Counter, coverage: float, max_shapes: int) -> list[tuple[Shape, float]]:
