@@ -20,7 +20,8 @@ A snapshot shows the outcome of the last session run on it until the next sessio
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any, cast
 
 from kai.api import (
     UNLIMITED,
@@ -38,7 +39,8 @@ from kai.api import (
 )
 from kai.api.dra import DynamicResources
 from kai.api.storage import Storage
-from kai.framework import Plugins, PluginSpec, SchedulerConfig, Session, Snapshot, build_snapshot, run_session
+from kai.framework import Plugins, SchedulerConfig, Session, Snapshot, build_snapshot, run_session
+from kai.framework import PluginSpec as PluginSpec  # part of this module's API: ``kt.PluginSpec(name, arguments)``
 from kai.framework.config import DEFAULT_CONFIG
 from kai.plugin_loader import ACTION_GROUP, PLUGIN_GROUP, discover
 from kai.sim import replay, replay_trace
@@ -52,7 +54,7 @@ TASK_MEMORY = float(2**30)
 
 def node(name: str, gpus: int = 0, cpu: float = NODE_CPU, memory: float = NODE_MEMORY,
          labels: Mapping[str, str] | None = None, taints: Iterable[Taint] = (), max_pods: int = 110,
-         scalars: Mapping[str, float] | None = None, **fields) -> Node:
+         scalars: Mapping[str, float] | None = None, **fields: Any) -> Node:
     """A node with ``gpus`` whole GPUs; other :class:`kai.api.Node` fields as keyword arguments."""
     return Node(name, Resources(float(cpu), float(memory), float(gpus), dict(scalars or {})),
                 dict(labels or {}), tuple(taints), max_pods, **fields)
@@ -66,7 +68,7 @@ def queue(name: str, parent: str | None = None, deserved_gpus: float = 0.0, limi
 
 
 def task(name: str, gpus: int = 0, cpu: float = TASK_CPU, memory: float = TASK_MEMORY,
-         status: TaskStatus | str = TaskStatus.PENDING, node: str | None = None, **fields) -> Task:
+         status: TaskStatus | str = TaskStatus.PENDING, node: str | None = None, **fields: Any) -> Task:
     """One task (pod); other :class:`kai.api.Task` fields (labels, tolerations...) as keyword arguments.
 
     Its ``job`` is set when it is given to :func:`job`.
@@ -78,7 +80,7 @@ def task(name: str, gpus: int = 0, cpu: float = TASK_CPU, memory: float = TASK_M
 def job(name: str, queue: str = "default", tasks: int | Sequence[Task] = 1, gpus: int = 0,
         cpu: float = TASK_CPU, memory: float = TASK_MEMORY, min_available: int | None = None,
         priority: int = 0, creation: float = 0.0, status: TaskStatus | str = TaskStatus.PENDING,
-        node: str | Sequence[str] | None = None, preemptible: bool | None = None, **task_fields) -> Job:
+        node: str | Sequence[str] | None = None, preemptible: bool | None = None, **task_fields: Any) -> Job:
     """A job (PodGroup) with one pod set of gang size ``min_available`` (default: all its tasks).
 
     ``tasks`` is a count -- tasks ``<name>-0``, ``<name>-1``... each asking ``gpus``/``cpu``/``memory``,
@@ -118,17 +120,17 @@ class _LocalEntryPoint:
 
     dist = None
 
-    def __init__(self, name: str, builder: Callable):
+    def __init__(self, name: str, builder: Callable[[dict[str, Any]], object]):
         self.name = name
         self.value = f"{builder.__module__}:{getattr(builder, '__qualname__', builder)}"
         self._builder = builder
 
-    def load(self):
+    def load(self) -> Callable[[dict[str, Any]], object]:
         return self._builder
 
 
 def plugin_manager(names: Iterable[str | PluginSpec] | None = None, actions: Sequence[str] = ("allocate",),
-            extra_plugins: Mapping[str, Callable[[dict], object]] | None = None) -> Plugins:
+            extra_plugins: Mapping[str, Callable[[dict[str, Any]], object]] | None = None) -> Plugins:
     """The plugin manager of a configuration: ``names`` in call order (default: the shipped defaults).
 
     ``extra_plugins`` maps a name to a builder ``build(arguments) -> plugin object``; it is usable in
@@ -138,12 +140,12 @@ def plugin_manager(names: Iterable[str | PluginSpec] | None = None, actions: Seq
     installed = entry_points()
     available = dict(discover(PLUGIN_GROUP, installed))
     for name, builder in (extra_plugins or {}).items():
-        available[name] = _LocalEntryPoint(name, builder)
+        available[name] = cast(EntryPoint, _LocalEntryPoint(name, builder))
     return Plugins(SchedulerConfig(tuple(actions), specs), available, discover(ACTION_GROUP, installed))
 
 
 def run(snapshot: Snapshot, plugins: Iterable[str | PluginSpec] | None = None, actions: Sequence[str] = ("allocate",),
-        extra_plugins: Mapping[str, Callable[[dict], object]] | None = None) -> Session:
+        extra_plugins: Mapping[str, Callable[[dict[str, Any]], object]] | None = None) -> Session:
     """Open a session on ``snapshot``, run ``actions``, close it, and return the closed session.
 
     ``plugins`` and ``extra_plugins`` as for :func:`plugin_manager`.
@@ -151,7 +153,7 @@ def run(snapshot: Snapshot, plugins: Iterable[str | PluginSpec] | None = None, a
     return run_session(snapshot, plugin_manager(plugins, actions, extra_plugins))
 
 
-def placements(session: Session, kind: str = "bind") -> dict[str, str]:
+def placements(session: Session, kind: str = "bind") -> dict[str, str | None]:
     """Task name -> node of the session's decisions of ``kind`` (``bind``, ``pipeline`` or ``evict``)."""
     return {d.task.name: d.node for d in session.decisions if d.kind == kind}
 

@@ -12,6 +12,7 @@ podgroupers plus any ``plugins`` you pass::
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from kai.api.names import SCHEDULER_NAME
 from kai.api.podgroup import PodGroupMetadata
@@ -25,16 +26,16 @@ def obj(
     name: str,
     namespace: str = "default",
     uid: str | None = None,
-    labels: Mapping | None = None,
-    annotations: Mapping | None = None,
-    owner: dict | None = None,
-    **fields,
-) -> dict:
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+    owner: dict[str, Any] | None = None,
+    **fields: Any,
+) -> dict[str, Any]:
     """A Kubernetes object map; ``owner`` (another object map) becomes its owner reference.
 
     ``uid`` defaults to ``"uid-<name>"``; extra keyword arguments are top-level fields (``spec=...``).
     """
-    meta: dict = {"name": name, "namespace": namespace, "uid": f"uid-{name}" if uid is None else uid}
+    meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": f"uid-{name}" if uid is None else uid}
     if labels:
         meta["labels"] = dict(labels)
     if annotations:
@@ -55,12 +56,12 @@ def obj(
 def pod(
     name: str,
     namespace: str = "default",
-    owner: dict | None = None,
-    labels: Mapping | None = None,
-    annotations: Mapping | None = None,
-    spec: Mapping | None = None,
+    owner: dict[str, Any] | None = None,
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+    spec: Mapping[str, Any] | None = None,
     uid: str | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """A ``v1`` Pod for ``kai-scheduler``."""
     return obj(
         "v1",
@@ -76,9 +77,9 @@ def pod(
 
 
 def hub(
-    *objects: dict,
+    *objects: dict[str, Any],
     config: GroupingConfig | None = None,
-    arguments: Mapping[str, Mapping] | None = None,
+    arguments: Mapping[str, Mapping[str, Any]] | None = None,
     plugins: Mapping[str, object] | None = None,
 ) -> PodGrouperHub:
     """A hub over an in-memory cluster holding ``objects``."""
@@ -86,17 +87,17 @@ def hub(
 
 
 def group(
-    the_pod: dict,
-    *objects: dict,
+    the_pod: dict[str, Any],
+    *objects: dict[str, Any],
     config: GroupingConfig | None = None,
-    arguments: Mapping[str, Mapping] | None = None,
+    arguments: Mapping[str, Mapping[str, Any]] | None = None,
     plugins: Mapping[str, object] | None = None,
 ) -> PodGroupMetadata:
     """The PodGroup metadata of ``the_pod`` in a cluster holding the pod and ``objects``."""
     return hub(the_pod, *objects, config=config, arguments=arguments, plugins=plugins).group(the_pod)
 
 
-def subgroup_of(metadata: PodGroupMetadata, the_pod: dict) -> str | None:
+def subgroup_of(metadata: PodGroupMetadata, the_pod: dict[str, Any]) -> str | None:
     """The name of the sub-group listing ``the_pod``, or ``None``."""
     meta = the_pod["metadata"]
     found = metadata.subgroup_for_pod(meta.get("namespace", ""), meta["name"])

@@ -8,7 +8,7 @@ error the session recorded, which may have left those reports unfinished), start
 
 import weakref
 
-from kai.sdk import hookimpl
+from kai.sdk import Session, hookimpl
 
 
 class Elastic:
@@ -38,7 +38,7 @@ class Elastic:
         self.states.clear()
 
     @hookimpl
-    def kai_job_order(self, session, left, right):
+    def kai_job_order(self, session: Session, left, right):
         if self.session is None or self.session() is not session or len(session.errors) != self.errors:
             self.states, self.session, self.errors = {}, weakref.ref(session), len(session.errors)
         return self._state(left) - self._state(right) or None

@@ -84,7 +84,7 @@ class MinRuntime:
     def min_runtime(self, session, action, preemptor, victim) -> float:
         """The min runtime that applies to ``victim`` (seconds), resolved once per queue pair and session."""
         if action == PREEMPT:
-            key = (PREEMPT, victim.queue)
+            key: tuple[str, ...] = (PREEMPT, victim.queue)
         else:
             key = (RECLAIM, preemptor.queue, victim.queue)
         value = self.runtimes.get(key)

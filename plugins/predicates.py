@@ -116,7 +116,7 @@ class _AffinityView:
 
     def __init__(self, session, task):
         self.required = []  # (topology key, domains with a match, may go anywhere)
-        self.forbidden = []  # (topology key, domains with a match)
+        self.forbidden: list[tuple] = []  # (topology key, domains with a match[, True: an existing pod's term])
         placed = [(n, t) for n in session.nodes for t in n.tasks.values() if t is not task]
         for term in task.pod_affinity:
             domains = self._domains(term, task, placed)
@@ -247,7 +247,7 @@ class Predicates:
         self.affinity: dict[str, _AffinityView] = {}
         self.anti_affinity_pods = False
         #: Queue-capacity verdict of the task being placed, when it does not depend on the node.
-        self.capacity: dict[str, object] = {}
+        self.capacity: dict[str, Reject | None] = {}
         #: Strategy of every MIG node of the session, by node name.
         self.mig_nodes: dict[str, str] = {}
         #: Whether the GPU-type rules can veto the task being placed (False for most whole-GPU and CPU tasks).
@@ -315,7 +315,7 @@ class Predicates:
             problem, claims = claims_condition(session, task)
             if problem is not None:
                 failures.append(("VolumeBinding", problem))
-            else:
+            elif claims is not None:
                 self.claims[task.uid] = claims
         too_big = self.largest.too_small_for(task) if self.largest is not None else None
         if too_big is not None:
@@ -354,7 +354,7 @@ class Predicates:
         taint = untolerated_taint(task, node) if n.taints else None
         if taint is not None:
             return Reject(NAME, f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}")
-        if task.host_ports and not self.ports.free(task, node):
+        if task.host_ports and not (self.ports is not None and self.ports.free(task, node)):
             return PORTS
         rules = self.gpu_rules.get(task.uid)
         if rules or (rules is None and self._gpu_rules_apply(task)):

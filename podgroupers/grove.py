@@ -47,7 +47,8 @@ def _parent_subgroups(podgang, where, topology):
         configs, found = nested_list(podgang, "spec", "topologyConstraintGroupConfigs")
     except GroupingError as err:
         raise GroupingError(f"failed to parse 'topologyConstraintGroupConfigs' field. Err: {err}") from err
-    parents, parent_of = [], {}
+    parents: list[SubGroupMetadata] = []
+    parent_of: dict[str, str] = {}
     for index, config in enumerate(configs or []):
         if not isinstance(config, dict):
             raise GroupingError(f"invalid structure of spec.topologyConstraintGroupConfigs[{index}] in PodGang {where}")

@@ -184,7 +184,7 @@ class Binder(Controller):
             for plugin in old:
                 if all(plugin is not n for n in new):
                     for name, informer in getattr(plugin, "informers", dict)().items():
-                        if stores.get(name) is informer:
+                        if name in stores and stores[name] is informer:
                             informer.stop(timeout=0)
                             del stores[name]
             for plugin in new:
@@ -193,7 +193,7 @@ class Binder(Controller):
                         stores[name] = informer.start()
             self.stores = stores
         log.info("binder plugins applied", **fields(plugins=",".join(p.name for p in new),
-                                                     objects=self.settings.describe()))
+                                                     objects=self.settings.describe() if self.settings else ""))
         return True
 
     def tick(self) -> None:

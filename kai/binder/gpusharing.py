@@ -133,7 +133,7 @@ class GpuSharing:
         if ctx.request.received_resource_type != FRACTION:
             return
         try:
-            names = configmap_names(ctx.pod)
+            names: tuple[str, ...] = configmap_names(ctx.pod)
         except BindError:
             names = ()
         for name in names:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from kai.kube.client import Kube
 from kai.plugin_loader import BINDER_PLUGIN_GROUP, PluginError, build_plugin, discover
@@ -147,7 +147,8 @@ def build_plugins(names: Sequence[str], arguments: Mapping[str, Mapping[str, Any
         raise PluginError(f"binder plugin(s) {', '.join(twice)} configured twice")
     plugins = []
     for name in names:
-        plugin = build_plugin(name, dict(arguments.get(name) or {}), dict(available), kind="binder plugin")
+        plugin = cast(BindPlugin, build_plugin(name, dict(arguments.get(name) or {}), dict(available),
+                                               kind="binder plugin"))
         plugin.setup(kube)
         plugins.append(plugin)
     return plugins

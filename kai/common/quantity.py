@@ -54,8 +54,8 @@ def format_quantity(value: Decimal) -> str:
     return format(value.normalize(), "f")
 
 
-def sum_resources(lists: Iterable[Mapping[str, str] | None]) -> dict[str, Decimal]:
-    """Per resource name, the sum of the ResourceLists (``{"cpu": "500m", ...}``); None lists are skipped."""
+def sum_resources(lists: Iterable[Mapping[str, str | int | float | Decimal] | None]) -> dict[str, Decimal]:
+    """Per resource name, the sum of the ResourceLists (``{"cpu": "500m", ...}``) or amounts; None lists are skipped."""
     total: dict[str, Decimal] = {}
     for resources in lists:
         for name, quantity in (resources or {}).items():

@@ -252,7 +252,7 @@ class PodGrouper(Controller):
             queue_label_key=flags.config.queue_label_key, node_pool_label_key=flags.config.node_pool_label_key,
             defaults_configmap="/".join(flags.config.defaults_configmap or ()),
             knative_gang_schedule=flags.knative_gang_schedule, generic_karta_fallback=flags.generic_karta_fallback,
-            objects=self.settings.describe()))
+            objects=self.settings.describe() if self.settings else ""))
         if "pods" in self.stores:
             for pod in self.stores["pods"].list():
                 self.queue.add(object_key(pod))

@@ -74,9 +74,10 @@ class OpenSSL:
     for ``hosts``; CA and signed certificates are written there as ``NAME.crt`` / ``NAME.key``."""
 
     def __init__(self, folder: Path, hosts: list[str]) -> None:
-        self.command = shutil.which("openssl")
-        if self.command is None:
+        command = shutil.which("openssl")
+        if command is None:
             raise OpenSSLMissing("the 'openssl' command is needed to make certificates; install OpenSSL")
+        self.command = command
         self.folder = Path(folder)
         self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         config = self.folder / "openssl.cnf"

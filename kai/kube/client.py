@@ -110,10 +110,11 @@ class Kube:
         """An unread response from urllib3's pool (watches, and every request behind a proxy)."""
         url = self.api_client.configuration.host + path + (f"?{query_string(query)}" if query else "")
         try:
-            return self.api_client.rest_client.pool_manager.request(
+            response: urllib3.BaseHTTPResponse = self.api_client.rest_client.pool_manager.request(
                 method, url, body=data, headers=headers, timeout=urllib3.Timeout(connect=10.0, read=timeout),
                 preload_content=False, retries=False,
             )
+            return response
         except urllib3.exceptions.HTTPError as exc:
             raise ApiError(method, path, 0, f"{type(exc).__name__}: {exc}") from exc
 

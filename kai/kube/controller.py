@@ -72,8 +72,9 @@ class Controller:
         """The informers to run, by name, not yet started."""
         raise NotImplementedError
 
-    def handle(self, key: Hashable) -> float | None:
-        """Bring the object of ``key`` up to date; the delay before handling it again, or None."""
+    def handle(self, key: Any) -> float | None:
+        """Bring the object of ``key`` (of the controller's own key type) up to date; the delay before handling it
+        again, or None."""
         raise NotImplementedError
 
     def tick(self) -> None:

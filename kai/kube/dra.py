@@ -10,6 +10,9 @@ an allocation in the shape of a claim's ``status.allocation`` (KAI's BindRequest
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 import attrs
 
 from kai.api.dra import (
@@ -41,6 +44,8 @@ POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 #: The annotation of the claim holding a pod's DRA-backed extended resources (KEP-5004).
 EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
 
+T = TypeVar("T")
+
 
 @attrs.frozen(slots=True)
 class Unreadable:
@@ -71,7 +76,7 @@ def _key(meta: dict) -> str:
     return f"{ns}/{meta.get('name', '')}" if ns else str(meta.get("name", ""))
 
 
-def _list(value, where: str) -> list:
+def _list(value: Any, where: str) -> list:
     if value is None:
         return []
     if not isinstance(value, list):
@@ -79,7 +84,7 @@ def _list(value, where: str) -> list:
     return value
 
 
-def _selectors(value, where: str) -> tuple[str, ...]:
+def _selectors(value: Any, where: str) -> tuple[str, ...]:
     out = []
     for i, sel in enumerate(_list(value, where)):
         expression = (sel or {}).get("cel", {}).get("expression") if isinstance(sel, dict) else None
@@ -89,7 +94,7 @@ def _selectors(value, where: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _read(kind: str, raw: dict, read):
+def _read(kind: str, raw: dict, read: Callable[[dict, dict, dict], T]) -> T | Unreadable:
     meta = raw.get("metadata") or {}
     try:
         return read(meta, raw.get("spec") or {}, raw.get("status") or {})
@@ -103,7 +108,7 @@ def device_class_view(raw: dict) -> DeviceClass | Unreadable:
         str(spec.get("extendedResourceName") or "")))
 
 
-def _attribute(value, where: str):
+def _attribute(value: Any, where: str) -> object:
     if not isinstance(value, dict) or len(value) != 1:
         raise _Bad(f"{where}: expected exactly one of int, bool, string, version")
     kind, item = next(iter(value.items()))
@@ -116,14 +121,14 @@ def _attribute(value, where: str):
     raise _Bad(f"{where}: {kind}={item!r} is not a valid attribute value")
 
 
-def _quantity(value, where: str) -> float:
+def _quantity(value: Any, where: str) -> float:
     try:
         return float(parse(value))
     except (QuantityError, TypeError):
         raise _Bad(f"{where}: {value!r} is not a Kubernetes quantity") from None
 
 
-def _device(raw, where: str) -> Device:
+def _device(raw: Any, where: str) -> Device:
     if not isinstance(raw, dict) or not raw.get("name"):
         raise _Bad(f"{where}: a device needs a name")
     attributes = {str(k): _attribute(v, f"{where}.attributes[{k}]") for k, v in (raw.get("attributes") or {}).items()}
@@ -152,7 +157,7 @@ def resource_slice_view(raw: dict) -> ResourceSlice | Unreadable:
     return _read("ResourceSlice", raw, _slice)
 
 
-def _request(raw, where: str) -> DeviceRequest:
+def _request(raw: Any, where: str) -> DeviceRequest:
     if not isinstance(raw, dict) or not raw.get("name"):
         raise _Bad(f"{where}: a request needs a name")
     exactly = raw.get("exactly")
@@ -236,7 +241,7 @@ def extended_claim_json(extended: ExtendedClaim) -> dict:
     }
 
 
-def _allocation(raw) -> Allocation | None:
+def _allocation(raw: Any) -> Allocation | None:
     if not isinstance(raw, dict):
         return None
     devices, admin = [], set()
@@ -312,7 +317,7 @@ def allocation_json(allocation: Allocation) -> dict:
     """A claim's ``status.allocation`` (``resource.k8s.io/v1`` AllocationResult) for ``allocation``."""
     results = []
     for request, (driver, pool, device) in allocation.devices:
-        result = {"request": request, "driver": driver, "pool": pool, "device": device}
+        result: dict[str, object] = {"request": request, "driver": driver, "pool": pool, "device": device}
         if (driver, pool, device) in allocation.admin:
             result["adminAccess"] = True
         results.append(result)

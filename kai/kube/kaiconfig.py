@@ -81,7 +81,7 @@ class KaiObjects(Generic[T]):
         self._names = {"config": config, "shard": shard}
         self.informers = {
             kind: Informer(kube, object_path(*coordinates), field_selector=f"metadata.name={self._names[kind]}",
-                           transform=spec_view, on_event=lambda _type, obj, kind=kind: self._update(obj),
+                           transform=spec_view, on_event=lambda _type, obj: self._update(obj),
                            name=f"{coordinates[2]} {self._names[kind]}")
             for kind, coordinates in (("config", names.CONFIGS), ("shard", names.SCHEDULINGSHARDS))
             if self._names[kind] is not None

@@ -56,8 +56,8 @@ class LeaderElector:
 
     def __init__(self, kube: Kube, name: str, namespace: str, identity: str | None = None, *,
                  lease_duration: float = LEASE_DURATION, renew_deadline: float = RENEW_DEADLINE,
-                 retry_period: float = RETRY_PERIOD, watch: bool = True, clock=time.monotonic,
-                 wall=time.time) -> None:
+                 retry_period: float = RETRY_PERIOD, watch: bool = True,
+                 clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time) -> None:
         if not lease_duration > renew_deadline > retry_period > 0:
             raise ValueError(f"leader election needs lease duration ({lease_duration}s) > renew deadline "
                              f"({renew_deadline}s) > retry period ({retry_period}s) > 0")

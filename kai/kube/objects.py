@@ -16,7 +16,7 @@ import copy
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from kai.api.podgroup import ForbiddenError, NotFoundError
 from kai.grouping.objects import not_found
@@ -30,7 +30,8 @@ UNCACHED_KINDS = frozenset({"PodGroup"})
 class KubeObjects:
     """Reads objects through ``kube``; see the module docstring."""
 
-    def __init__(self, kube: Kube, ttl: float = 5.0, size: int = 1024, clock=time.monotonic) -> None:
+    def __init__(self, kube: Kube, ttl: float = 5.0, size: int = 1024,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.kube = kube
         self.ttl = ttl
         self.size = size

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 from kai.kube.client import Kube
 
@@ -11,7 +12,8 @@ from kai.kube.client import Kube
 class TokenBucket:
     """``qps`` requests per second on average, bursts of up to ``burst``; ``qps <= 0`` means no limit."""
 
-    def __init__(self, qps: float, burst: int, clock=time.monotonic, sleep=time.sleep) -> None:
+    def __init__(self, qps: float, burst: int, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         self.qps = float(qps)
         self.burst = max(1, int(burst))
         self._tokens = float(self.burst)

@@ -16,6 +16,7 @@ import sys
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, cast
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -50,7 +51,7 @@ class HTTPServer(ThreadingHTTPServer):
         self._busy = 0
         self._idle = threading.Condition()
 
-    def process_request(self, request, client_address) -> None:
+    def process_request(self, request: Any, client_address: Any) -> None:
         with self._idle:  # counted on the accepting thread: a stop right after the accept still waits
             self._busy += 1
         try:
@@ -59,7 +60,7 @@ class HTTPServer(ThreadingHTTPServer):
             self._done()
             raise
 
-    def process_request_thread(self, request, client_address) -> None:
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
@@ -78,7 +79,7 @@ class HTTPServer(ThreadingHTTPServer):
         with self._idle:
             return self._idle.wait_for(lambda: self._busy == 0, timeout)
 
-    def handle_error(self, request, client_address) -> None:
+    def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that fails its TLS handshake or drops the connection: one log line."""
         log.info("request failed", **fields(client=client_address[0], error=str(sys.exc_info()[1])))
 
@@ -96,7 +97,7 @@ class ObservabilityServer:
 
     @property
     def address(self) -> tuple[str, int]:
-        return self._httpd.server_address[:2]
+        return cast("tuple[str, int]", self._httpd.server_address[:2])  # an IP socket's (host, port)
 
     @property
     def port(self) -> int:
@@ -127,7 +128,7 @@ class ObservabilityServer:
         self._httpd.server_close()
 
 
-def _handler(server: ObservabilityServer):
+def _handler(server: ObservabilityServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
             route = self.path.split("?", 1)[0]
@@ -150,7 +151,7 @@ def _handler(server: ObservabilityServer):
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, format: str, *args) -> None:  # noqa: A002 - probes every few seconds: stay quiet
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - probes every few seconds: stay quiet
             pass
 
     return Handler

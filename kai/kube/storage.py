@@ -8,6 +8,8 @@ being trusted beyond what it says.
 
 from __future__ import annotations
 
+from typing import Any
+
 from kai.api import LabelRequirement, LabelSelector
 from kai.api.storage import (
     BETA_CLASS_ANNOTATION,
@@ -23,7 +25,7 @@ from kai.api.storage import (
 from kai.common.quantity import QuantityError, parse
 
 
-def _bytes(value) -> float | None:
+def _bytes(value: Any) -> float | None:
     if value is None:
         return None
     try:
@@ -32,13 +34,13 @@ def _bytes(value) -> float | None:
         return None
 
 
-def _requirements(exprs) -> tuple[LabelRequirement, ...]:
+def _requirements(exprs: Any) -> tuple[LabelRequirement, ...]:
     return tuple(LabelRequirement(str(e.get("key", "")), str(e.get("operator", "")),
                                   tuple(str(v) for v in e.get("values") or ()))
                  for e in exprs or () if isinstance(e, dict))
 
 
-def _selector(sel) -> LabelSelector | None:
+def _selector(sel: Any) -> LabelSelector | None:
     if not isinstance(sel, dict):
         return None
     labels = sel.get("matchLabels") or {}
@@ -46,7 +48,7 @@ def _selector(sel) -> LabelSelector | None:
                          _requirements(sel.get("matchExpressions")))
 
 
-def node_selector_terms(selector) -> tuple[NodeSelectorTerm, ...] | None:
+def node_selector_terms(selector: Any) -> tuple[NodeSelectorTerm, ...] | None:
     """A NodeSelector's terms; None when there is no selector."""
     if not isinstance(selector, dict):
         return None

@@ -321,7 +321,8 @@ def pod_view(raw: dict, scheduler_name: str = SCHEDULER_NAME) -> PodView | None:
         return None
     ns, name = meta.get("namespace", ""), meta.get("name", "")
     labels, annotations = _strings(meta.get("labels")), _strings(meta.get("annotations"))
-    invalid, request, containers = None, None, ()
+    invalid, request = None, None
+    containers: tuple[ContainerRequest, ...] = ()
     try:
         parsed = _parse_containers(spec)
         request = pod_request(spec, annotations, parsed)
@@ -516,7 +517,7 @@ class BindRequestView:
 
 def bindrequest_view(raw: dict) -> BindRequestView:
     meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
-    owner = next((o for o in meta.get("ownerReferences") or () if o.get("kind") == "Pod"), {})
+    owner: dict = next((o for o in meta.get("ownerReferences") or () if o.get("kind") == "Pod"), {})
     phase = str(status.get("phase") or "")
     limit = spec.get("backoffLimit")
     attempts = status.get("failedAttempts") or 0

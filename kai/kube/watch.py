@@ -37,7 +37,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
@@ -188,7 +188,7 @@ class Informer:
             query["continue"] = meta["continue"]
         self._replace(items, meta.get("resourceVersion", ""))
 
-    def _replace(self, items: list[dict], resource_version: str) -> None:
+    def _replace(self, items: Iterable[dict], resource_version: str) -> None:
         fresh: dict[str, tuple[Any, str]] = {}
         for raw in items:
             obj = self._transform(raw)
@@ -219,7 +219,7 @@ class Informer:
         self.synced.set()
 
     def _watch(self) -> None:
-        query = {
+        query: dict[str, Any] = {
             "watch": "true",
             "allowWatchBookmarks": "true",
             "resourceVersion": self.resource_version,

@@ -24,7 +24,7 @@ class ShutDown(Exception):
 
 
 class WorkQueue:
-    def __init__(self, clock=time.monotonic) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._cond = threading.Condition()
         self._queue: deque[Hashable] = deque()

@@ -14,6 +14,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from kai import _native
 from kai.common.errors import ConfigError
@@ -38,9 +39,9 @@ def time_once(scenario: Scenario, plugins) -> tuple[float, float]:
 
 def bench_scenario(runner: Runner, scenario: Scenario, repeats: int) -> dict:
     """The timing entry of one scenario (or its skip, with what it needs)."""
-    entry = {"file": scenario.file, "name": scenario.name, "median_s": None, "min_s": None, "cpu_median_s": None,
-             "repeats": 0,
-             "skipped": runner.missing(scenario)}
+    entry: dict[str, Any] = {"file": scenario.file, "name": scenario.name, "median_s": None, "min_s": None,
+                             "cpu_median_s": None, "repeats": 0,
+                             "skipped": runner.missing(scenario)}
     if entry["skipped"] is None:
         plugins = runner.plugins(scenario)
         time_once(scenario, plugins)

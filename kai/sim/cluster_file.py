@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 
 from kai.api import (
+    ACTIVE_USED,
     GPU,
     MIG_PREFIX,
     UNLIMITED,
@@ -47,7 +48,6 @@ from kai.api.dra import (
     ResourceClaim,
     ResourceSlice,
 )
-from kai.api.model import ACTIVE_USED
 from kai.api.names import QUEUE_LABEL
 from kai.api.numa import POLICIES, QOS_CLASSES, SCOPE_CONTAINER, SCOPES
 from kai.common.durations import parse_duration
@@ -353,7 +353,7 @@ def parse_queues(file: str, items: Any) -> list[Queue]:
     for i, (where, item) in enumerate(_named(items, file, "queues")):
         e = _Entry(item, where, QUEUE_FIELDS)
         defaults = Queue("defaults")
-        quotas = {res: _quota(e, res, getattr(defaults, res)) for res in ("gpu", "cpu", "memory")}
+        quotas: dict[str, Any] = {res: _quota(e, res, getattr(defaults, res)) for res in ("gpu", "cpu", "memory")}
         queues.append(Queue(e.get("name", str), e.get("parent", str, None),
                             e.whole("priority", 100, -MAX_PRIORITY, MAX_PRIORITY),
                             creation=float(i), preempt_min_runtime=_runtime(e, "preempt_min_runtime"),
@@ -522,7 +522,7 @@ def _mig_counts(e: _Entry, key: str) -> dict[str, int]:
 def _request(e: _Entry, gpus: int, cpu: float, memory: float) -> tuple[ResourceRequest, str | None]:
     """A pod's request, and why it can never be scheduled when the workload's GPU-sharing annotations are
     malformed (not a file error: the pods stay pending with the reason, as in a cluster)."""
-    base = {"cpu": cpu, "memory": memory, "gpus": gpus, "mig": _mig_counts(e, "mig")}
+    base: dict[str, Any] = {"cpu": cpu, "memory": memory, "gpus": gpus, "mig": _mig_counts(e, "mig")}
     try:
         fraction, devices, mib = parse_gpu_sharing(e.labels("annotations"), gpu_limit=gpus)
     except GpuRequestError as exc:

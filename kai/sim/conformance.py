@@ -17,7 +17,7 @@ import attrs
 
 from kai.common.errors import ConfigError
 from kai.common.yamlfile import Fields, one_line, read_yaml
-from kai.framework import PluginError, Plugins
+from kai.framework import PluginError, Plugins, Session
 from kai.plugin_loader import discover
 from kai.sim.expect import check_expected
 from kai.sim.rounds import ROUND_SECONDS, feed_back, run_round
@@ -58,13 +58,12 @@ class Runner:
         plugins = self.plugins(scenario)
         expected = scenario.data.get("expected") or {}
         if scenario.mode == "single_session":
-            session = run_round(scenario, plugins, scenario.actions)
-            why = check_expected(expected, session)
+            why = check_expected(expected, run_round(scenario, plugins, scenario.actions))
             return ("failed", why) if why else ("passed", "")
         sim = Fields(scenario.data.get("simulation") or {}, f"{scenario.where}: simulation")
         until, after = sim.whole("rounds_until_match", 2), sim.whole("rounds_after_match", 5)
         now = NOW
-        session = None
+        session: Session | None = None
         for r in range(until):
             session = run_round(scenario, plugins, scenario.actions, now=now)
             why = check_expected({k: v for k, v in expected.items() if k.startswith("max_")}, session)

@@ -121,8 +121,8 @@ def check_expected(expected: dict, session: Session, fit_session: Session | None
         node = session.node_by_name.get(name)
         if node is None:
             return f"node {name}: expected in the session, not found"
-        got = {"idle_gpus": node.idle.gpu, "releasing_gpus": node.releasing.gpu}
-        for field, value in got.items():
+        amounts = {"idle_gpus": node.idle.gpu, "releasing_gpus": node.releasing.gpu}
+        for field, value in amounts.items():
             if want.get(field) is not None and abs(float(want[field]) - value) > TOLERANCE:
                 return f"node {name}: {field} expected {want[field]}, got {round(value, 4)}"
         why = check_zones_available(session, name, want.get("numa_zones_available"))

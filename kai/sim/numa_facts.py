@@ -27,8 +27,9 @@ RESOURCE_FIELDS = {v: k for k, v in AMOUNT_FIELDS.items()}
 MAX_ZONES = 16
 
 
-def amounts(f: Fields, key: str) -> dict[str, float]:
-    """A mapping of amount fields (``cpu_millis``, ``memory_bytes``, ``gpus``) by resource name."""
+def amounts(f: Fields, key: Any) -> dict[str, float]:
+    """A mapping of amount fields (``cpu_millis``, ``memory_bytes``, ``gpus``) by resource name; ``key`` is a
+    field's name or a zone's index."""
     block = Fields(f.mapping(key), f"{f.where}: {key}", known=AMOUNT_FIELDS, error=f.error)
     return {AMOUNT_FIELDS[k]: float(block.number(k, minimum=0)) for k in block.data}
 

@@ -65,6 +65,8 @@ def group_case(case: dict) -> PodGroupMetadata:
     top_owner = copy.deepcopy(objects[index]) if index is not None else None
     owners = [pod if ref == "pod" else copy.deepcopy(objects[ref]) for ref in case.get("owners") or []]
     if grouper == _DISPATCH:
+        if top_owner is None:
+            raise UnsupportedCase("a hub case needs a top owner")
         return hub.metadata(top_owner, pod, owners)
     if grouper not in hub.names:
         raise UnsupportedCase(f"no podgrouper named {grouper!r} is installed")
@@ -123,7 +125,7 @@ def _check_subgroups(expected: dict, metadata: PodGroupMetadata) -> str | None:
             if reason:
                 return reason
     else:
-        by_name = {}
+        by_name: dict[str, SubGroupMetadata] = {}
         for subgroup in subgroups:
             by_name.setdefault(subgroup.name, subgroup)
         for want in wanted:
@@ -180,9 +182,9 @@ def check_metadata(expected: dict, metadata: PodGroupMetadata, pod: dict) -> str
         elif key == "pod_subgroup":
             meta = pod.get("metadata") or {}
             found = metadata.subgroup_for_pod(meta.get("namespace") or "", meta.get("name") or "")
-            got = found.name if found else None
-            if got != want:
-                return _mismatch("pod_subgroup", want, got)
+            name = found.name if found else None
+            if name != want:
+                return _mismatch("pod_subgroup", want, name)
         elif key not in ("subgroups", "subgroups_ordered", "subgroups_each"):
             raise UnsupportedCase(f"assertion {key!r}")
     return _check_subgroups(expected, metadata)

@@ -177,7 +177,8 @@ def main(argv: list[str]) -> int:
     if args.mode == "timed":
         from kai.sim.replay_timed import TimedReplay
 
-        replay = TimedReplay(nodes, pods, config, args.period, args.queue_column, args.queues, args.speedup)
+        replay: Replay | TimedReplay = TimedReplay(nodes, pods, config, args.period, args.queue_column, args.queues,
+                                                   args.speedup)
     else:
         replay = Replay(nodes, pods, config, args.target, FRAG_EVERY if args.out else 0)
     if args.seeds:

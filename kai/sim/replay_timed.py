@@ -79,7 +79,7 @@ def percentiles(values: list[float]) -> dict[str, float | None]:
     if not values:
         return {**{f"p{q}": None for q in PERCENTILES}, "mean": None, "max": None}
     s = sorted(values)
-    out = {f"p{q}": round(s[max(0, math.ceil(q / 100 * len(s)) - 1)], 1) for q in PERCENTILES}
+    out: dict[str, float | None] = {f"p{q}": round(s[max(0, math.ceil(q / 100 * len(s)) - 1)], 1) for q in PERCENTILES}
     return out | {"mean": round(sum(s) / len(s), 1), "max": round(s[-1], 1)}
 
 
@@ -277,7 +277,8 @@ class _State:
             "pods": len(self.pods), "placed": len(placed), "failed": len(self.pods) - len(placed),
             "completed": sum(1 for p in self.pods if p.done is not None), "evictions": self.evictions,
             "cycles": self.cycles, "end_s": end,
-            "queueing_delay_s": percentiles([p.first_placed - p.trace.creation for p in placed]),
+            "queueing_delay_s": percentiles([p.first_placed - p.trace.creation for p in self.pods
+                                             if p.first_placed is not None]),
             "jct_s": percentiles([p.done - p.trace.creation for p in self.pods if p.done is not None]),
             "gpu_utilisation_pct": round(100 * self.busy_milli_s / (self.capacity * end), 3) if end else 0.0,
             "queues": queue_summary(self.timeline.cycles, end),

@@ -57,7 +57,7 @@ class TracePod:
 def default_file(name: str) -> str:
     """The path of a trace file shipped with the package (``nodes`` or ``pods``)."""
     file = {"nodes": "openb_node_list_gpu_node.csv", "pods": "openb_pod_list_default.csv"}[name]
-    return str(resources.files("kai.sim").joinpath("traces", file))
+    return str(resources.files("kai.sim").joinpath("traces").joinpath(file))
 
 
 def _rows(path: str, required: tuple[str, ...]):
@@ -105,7 +105,7 @@ def read_nodes(path: str) -> list[Node]:
 def read_pods(path: str, queue_column: str | None = None, timed: bool = False) -> list[TracePod]:
     """The pods of an Alibaba v2023 pod list, in file order. With ``queue_column`` each pod's queue is that
     column's value (``default`` when empty); ``timed`` needs the ``creation_time`` column."""
-    required = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
+    required: tuple[str, ...] = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
     required += (queue_column,) if queue_column else ()
     required += ("creation_time",) if timed else ()
     pods = []

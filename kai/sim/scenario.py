@@ -392,7 +392,7 @@ class Scenario:
         pod_labels = f.labels("pod_labels")
         labels = {"job-name": name, **pod_labels}
         selector = LabelSelector(tuple(sorted(pod_labels.items())))
-        affinity = ()
+        affinity: tuple[tuple[LabelRequirement, ...], ...] = ()
         values = _scalars(f, "node_affinity")
         if values:
             affinity = ((LabelRequirement("kai.scheduler/type", "In", values),),)

@@ -10,9 +10,11 @@ why every pod that stays pending does.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import attrs
 
@@ -44,7 +46,7 @@ def load_runs(path: str, cycles: int | None) -> list[Run]:
     """The simulations of a cluster file (one) or of a conformance scenario file (one per scenario)."""
     data = read_yaml(path, top=(dict, list), what="a cluster file (a mapping) or a list of scenarios")
     if isinstance(data, list):
-        return [Run(sc.name, sc.config(), cycles or 1, sc.build, lambda s, sc=sc: feed_back(sc, s))
+        return [Run(sc.name, sc.config(), cycles or 1, sc.build, functools.partial(feed_back, sc))
                 for sc in load_scenarios(path, data)]
     cluster = parse_cluster(data, path, NOW)
     return [Run(cluster.name, cluster.config, cycles or cluster.cycles, cluster.snapshot,
@@ -85,7 +87,7 @@ def run_cycles(run: Run, plugins: Plugins, actions: list[str], times: Iterable[f
 def simulate(run: Run, available=None) -> dict:
     """Run the cycles of ``run``; the result is the JSON-ready report."""
     plugins, actions = prepare(run.config, available)
-    report = {
+    report: dict[str, Any] = {
         "name": run.name, "actions": actions,
         "unbuilt_actions": [a for a in run.config.actions if a not in plugins.actions],
         "problems": [], "cycles": [],

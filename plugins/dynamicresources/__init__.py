@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import logging
 
-from kai.plugins.dynamicresources.allocator import Candidate, Search, reachable
-from kai.plugins.dynamicresources.cel import Selectors
 from kai.sdk import (
     ACTIVE_USED,
     EXTENDED_ENTRY,
@@ -48,6 +46,9 @@ from kai.sdk import (
     is_gpu_name,
     jobs_where,
 )
+
+from .allocator import Candidate, Search, reachable
+from .cel import Selectors
 
 NAME = "dynamicresources"
 log = logging.getLogger("kai.plugins.dynamicresources")

@@ -15,7 +15,6 @@ from collections.abc import Collection, Iterable
 
 import attrs
 
-from kai.plugins.dynamicresources.cel import Selectors
 from kai.sdk import (
     ALL_DEVICES,
     ClaimAllocation,
@@ -26,6 +25,8 @@ from kai.sdk import (
     ResourceClaim,
     ResourceSlice,
 )
+
+from .cel import Selectors
 
 #: Most devices the search tries for one pod on one node before it gives up (the allocator's budget).
 MAX_STEPS = 10_000

@@ -13,6 +13,7 @@ device (a missing attribute), does not match; the reason is kept for the fit err
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from kai.sdk import Device, QuantityError, parse_quantity
@@ -21,7 +22,7 @@ try:
     import celpy
     from celpy import celtypes
 except ImportError:  # the ``dra`` extra is not installed
-    celpy = None
+    celpy = None  # type: ignore[assignment]  # the module or None, tested before each use
 
 MISSING = "CEL selectors need the cel-python package (install kai-scheduler[dra])"
 
@@ -48,7 +49,7 @@ if celpy is not None:
         except QuantityError:
             return celpy.CELEvalError(f"{str(text)!r} is not a Kubernetes quantity", ValueError, None)
 
-    FUNCTIONS = {
+    FUNCTIONS: dict[str, Callable[..., Any]] = {
         "quantity": _quantity,
         "compareTo": lambda a, b: celtypes.IntType(_sign(float(a), float(b))),
         "isGreaterThan": lambda a, b: celtypes.BoolType(float(a) > float(b)),

@@ -21,7 +21,7 @@ fragmentation avoided, default 10), ``lookahead`` (weight of the filled-node par
 from __future__ import annotations
 
 import math
-from collections import Counter, deque
+from collections import Counter, defaultdict, deque
 
 import attrs
 
@@ -110,7 +110,7 @@ class Fragmentation:
         #: of its tasks in the window and their total memory.
         self.recent: deque[tuple[Shape, float]] = deque()
         self.counts: Counter[Shape] = Counter()
-        self.memory: Counter[Shape] = Counter()
+        self.memory: defaultdict[Shape, float] = defaultdict(float)
         self.fresh = 0
         self.seen: set[str] = set()
         self.workload: list[tuple[Shape, float]] = workload or []

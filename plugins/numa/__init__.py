@@ -23,9 +23,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kai.plugins.numa.align import SCORED, Allocation, Ledger, log, solve
-from kai.plugins.numa.units import Units, units_of
 from kai.sdk import ACTIVE_ALLOCATED, ACTIVE_USED, GUARANTEED, POLICY_NONE, Reject, Task, hookimpl
+
+from .align import SCORED, Allocation, Ledger, log, solve
+from .units import Units, units_of
 
 #: Most a node scores (one zone): above the resource-type and placement scores, below node availability,
 #: as in KAI's score ranks.
@@ -58,6 +59,7 @@ class Numa:
     def kai_session_open(self, session):
         self._reset()
         devices: set[str] = set()
+        ledger: Ledger | None
         for n in session.nodes:
             topology = n.node.numa
             if topology is None or not topology.zones:

@@ -8,11 +8,14 @@ that would take a queue over its limit, or a non-preemptible job over its deserv
 
 from __future__ import annotations
 
-from kai.plugins.proportion import capacity, queue_order, reclaim
-from kai.plugins.proportion.shares import (
+from kai.sdk import ALLOCATED, Resources, hookimpl, max_node_gpu_memory, tasks_to_allocate
+
+from . import capacity, queue_order, reclaim
+from .shares import (
     CPU,
     GPU,
     MEMORY,
+    QueueShare,
     add_job,
     build_shares,
     divide,
@@ -20,7 +23,6 @@ from kai.plugins.proportion.shares import (
     min_node_gpu_memory,
     quantify,
 )
-from kai.sdk import ALLOCATED, Resources, hookimpl, max_node_gpu_memory, tasks_to_allocate
 
 
 class Proportion:
@@ -29,7 +31,7 @@ class Proportion:
     def __init__(self, k_value: float = 1.0, saturation_multiplier: float = 1.0):
         self.k_value = max(0.0, k_value)
         self.saturation_multiplier = max(1.0, saturation_multiplier)
-        self.shares = {}
+        self.shares: dict[str, QueueShare] = {}
         self.totals = [0.0, 0.0, 0.0]
         self.gpu_memory = 100.0
         self.max_gpu_memory = 100.0

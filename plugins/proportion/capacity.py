@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from kai.plugins.proportion.shares import CPU, GPU, MEMORY
 from kai.sdk import UNLIMITED, QueueDetails, Reject, names
+
+from .shares import CPU, GPU, MEMORY
 
 _UNITS = {GPU: ("GPUs", "GPUs", 1.0), CPU: ("CPU cores", "cores", 1000.0), MEMORY: ("memory", "GB", 1e9)}
 
@@ -43,8 +44,9 @@ def _label(qs) -> str:
 
 def _details(qs, request: list[float]) -> QueueDetails:
     """KAI's ``queueDetails`` of a veto by queue ``qs``."""
+    cpu, memory, gpus = request
     return QueueDetails(qs.name, tuple(qs.request), tuple(qs.deserved), tuple(qs.allocated), tuple(qs.allocated_np),
-                        tuple(qs.limit), tuple(request))
+                        tuple(qs.limit), (cpu, memory, gpus))
 
 
 def _np_details(qs, r: int, request: list[float]) -> str:

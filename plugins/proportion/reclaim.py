@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import math
 
-from kai.plugins.proportion.shares import leq, memory_base, quantify
 from kai.sdk import ACTIVE_ALLOCATED, UNLIMITED, Reject
+
+from .shares import leq, memory_base, quantify
 
 RESOURCES = range(3)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from kai.sdk import (
     ALLOCATED,
     UNLIMITED,
+    Job,
     Queue,
     TaskStatus,
     cluster_capacity,
@@ -82,7 +83,7 @@ class Counted:
     def __init__(self, queues: dict, tree: dict, jobs: dict, sums: dict | None, bound: set[str] | None = None) -> None:
         self.queues: dict[str, tuple[list[float], list[float], list[float]]] = queues
         self.tree: dict[str, str | None] = tree
-        self.jobs: dict[str, tuple[object, list[int], bool]] = jobs
+        self.jobs: dict[str, tuple[Job, list[int], bool]] = jobs
         self.sums: dict[str, list[int]] | None = sums
         self.bound: set[str] = bound if bound is not None else set()
 
@@ -111,7 +112,7 @@ def _count(session, shares: dict[str, QueueShare]) -> Counted:
     """Count every job of the session into ``shares``, task by task; for a snapshot that another is to follow,
     keep each job's amounts too."""
     gpu_mem = min_node_gpu_memory(session)
-    jobs: dict[str, tuple[object, list[int], bool]] = {}
+    jobs: dict[str, tuple[Job, list[int], bool]] = {}
     whole = session.snapshot.followed
     for uid, job in session.jobs.items():
         counted = add_job(session, shares, job, gpu_mem)

@@ -19,7 +19,8 @@ def test_bin_packing_alone_fills_the_smaller_node():
 
 
 def test_the_plugin_moves_the_job_to_the_labelled_node():
-    plugins = ["predicates", kt.PluginSpec("preferlabel", {"label": "zone=b"}), "nodeplacement"]
+    plugins: list[str | kt.PluginSpec] = ["predicates", kt.PluginSpec("preferlabel", {"label": "zone=b"}),
+                                          "nodeplacement"]
     assert kt.placements(kt.run(snapshot(), plugins=plugins)) == {"train-0": "b1", "train-1": "b1"}
 
 

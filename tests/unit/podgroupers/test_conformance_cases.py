@@ -4,7 +4,7 @@ Each case runs as its own conformance item (tests/conformance/conftest.py)."""
 
 from pathlib import Path
 
-from kai.sim.podgroup_cases import run_case_file
+from kai.sim.podgroup_cases import run_case, run_case_file
 
 CASES = Path(__file__).resolve().parents[2] / "conformance" / "podgrouper"
 FILES = sorted(CASES.glob("*.yaml"))
@@ -28,6 +28,13 @@ def test_unknown_grouper_is_skipped(tmp_path):
     results = run_case_file(tmp_path / "unknown.yaml")
     assert results[0]["status"] == "skipped"
     assert "no-such-grouper" in results[0]["reason"]
+
+
+def test_a_hub_case_without_top_owner_is_skipped():
+    """The hub dispatches on the top owner's kind: without one the case cannot run."""
+    case = {"name": "no owner", "grouper": "hub", "pod": {"metadata": {"name": "p", "namespace": "ns"}}}
+    result = run_case(case, "cases.yaml")
+    assert (result["status"], result["reason"]) == ("skipped", "a hub case needs a top owner")
 
 
 def test_hub_dispatch_picks_the_podgrouper_each_case_names():
