@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from kai.framework import Problem
 from kai.framework.snapshot import NODE_NOT_FOUND
-from kai.kube.views import BindRequestView, PodView
+from kai.scheduler.views import BindRequestView, PodView
 
 
 class LiveBindRequests:

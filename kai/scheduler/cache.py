@@ -48,15 +48,16 @@ from kai.api.dra import EXTENDED_ENTRY, Allocation, DynamicResources, ExtendedCl
 from kai.api.storage import Storage
 from kai.framework import Problem, Snapshot, build_snapshot
 from kai.framework.snapshot import NODE_NOT_FOUND
-from kai.kube import dra, storage, views
+from kai.kube import dra, storage
 from kai.kube.client import ApiError, Kube, object_path
 from kai.kube.nrt import NrtView, nrt_view
-from kai.kube.views import BindRequestView, PodGroupView, PodView
+from kai.kube.views import DEFAULT_PRIORITY, PodGroupView, job_priority, podgroup_view, priority_class_view, queue_view
 from kai.kube.watch import Informer
 from kai.logs import fields
-from kai.scheduler import convert
+from kai.scheduler import convert, views
 from kai.scheduler.bindrequests import LiveBindRequests
 from kai.scheduler.reuse import Reuse
+from kai.scheduler.views import BindRequestView, PodView
 
 log = logging.getLogger(__name__)
 
@@ -159,10 +160,10 @@ class ClusterCache:
         transforms = {
             "pods": functools.partial(views.pod_view, scheduler_name=scheduler_name),
             "nodes": views.node_view,
-            "queues": views.queue_view,
-            "podgroups": views.podgroup_view,
+            "queues": queue_view,
+            "podgroups": podgroup_view,
             "bindrequests": views.bindrequest_view,
-            "priorityclasses": views.priority_class_view,
+            "priorityclasses": priority_class_view,
             "topologies": views.topology_view,
             "noderesourcetopologies": nrt_view,
             "configmaps": views.config_map_view,
@@ -324,7 +325,7 @@ class ClusterCache:
 
         classes = {name: value for name, value, _ in inf["priorityclasses"].list()}
         default_priority = next((v for _, v, is_default in inf["priorityclasses"].list() if is_default),
-                                views.DEFAULT_PRIORITY)
+                                DEFAULT_PRIORITY)
         podgroups, groups_touched = inf["podgroups"].take()
         problems += [Problem("job", pg.key, "InvalidPodGroup", pg.invalid) for pg in podgroups.values() if pg.invalid]
         topologies = inf["topologies"].changes  # a job's topology constraint is resolved against them
@@ -340,7 +341,7 @@ class ClusterCache:
         members: dict[str, list[Task]] = {key: [] for key, entry in entries.items() if entry is None}
         for key in members:
             pg = podgroups[key]
-            job_inputs = (views.job_priority(pg, classes, default_priority), topologies)
+            job_inputs = (job_priority(pg, classes, default_priority), topologies)
             entries[key] = (pg, job_inputs, reuse.job(key, pg, job_inputs) or convert.to_job(pg, job_inputs[0]))
         jobs: dict[str, Job] = {key: entry[2] for key, entry in entries.items()}
 

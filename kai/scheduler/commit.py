@@ -64,9 +64,10 @@ from kai.kube import dra
 from kai.kube.client import STRATEGIC_MERGE_PATCH, ApiError, Kube, object_path
 from kai.kube.events import NORMAL, WARNING, record_event
 from kai.kube.nrt import placement_json
-from kai.kube.views import BindRequestView, PodGroupView, PodView
+from kai.kube.views import PodGroupView
 from kai.logs import fields
 from kai.scheduler.cache import ClusterCache, Cycle
+from kai.scheduler.views import BindRequestView, PodView
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from kai.kube import views
+from kai.scheduler import views
 from kai.scheduler.bindrequests import LiveBindRequests
 
 
