@@ -66,7 +66,8 @@ from kai.kube.events import NORMAL, WARNING, record_event
 from kai.kube.nrt import placement_json
 from kai.kube.views import PodGroupView
 from kai.logs import fields
-from kai.scheduler.cache import ClusterCache, Cycle
+from kai.scheduler.build import Cycle
+from kai.scheduler.cache import ClusterCache
 from kai.scheduler.views import BindRequestView, PodView
 
 log = logging.getLogger(__name__)

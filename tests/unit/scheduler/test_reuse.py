@@ -544,8 +544,8 @@ def test_a_cache_following_random_changes_builds_what_a_fresh_cache_builds(seed)
         assert decided(cycle.snapshot) == decided(fresh_snapshot), step
 
 
-@pytest.mark.parametrize("breaks", ["kai.scheduler.cache.ClusterCache._dynamic_resources",
-                                    "kai.scheduler.convert.to_task", "kai.scheduler.cache.build_snapshot"])
+@pytest.mark.parametrize("breaks", ["kai.scheduler.build.Build._dynamic_resources",
+                                    "kai.scheduler.convert.to_task", "kai.scheduler.build.build_snapshot"])
 def test_a_build_that_fails_loses_nothing_the_informers_reported(monkeypatch, breaks):
     """The keys the informers reported are taken by a build that fails before, while or after it goes over the
     pods; the next cycle still sees every change."""
