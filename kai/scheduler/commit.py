@@ -57,7 +57,7 @@ from kai.actions.allocate import not_ready_message
 from kai.api import ACTIVE_ALLOCATED, Job, QueueDetails, Task, TaskStatus, ZonePlacement, names
 from kai.common.quantity import format_quantity
 from kai.framework import Problem, Session
-from kai.framework.asbuilt import changed_jobs, flagged_as_built
+from kai.framework.asbuilt import JobsKey, changed_jobs, flagged_as_built
 from kai.framework.faults import INTERNAL_ERROR_REASON
 from kai.framework.snapshot import NODE_NOT_FOUND
 from kai.kube import dra
@@ -74,7 +74,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_NODE_POOL = "default"
 #: The snapshot memo of the jobs with pods waiting (pending or gated) as built (:mod:`kai.framework.asbuilt`).
-WAITING_MEMO = "commit-waiting"
+WAITING_MEMO = JobsKey("commit-waiting")
 DEFAULT_POD_MESSAGE = "Unable to schedule pod"
 
 

@@ -340,6 +340,7 @@ def shares_of(session) -> dict:
 
 def test_proportion_counts_only_the_jobs_that_changed_since_the_snapshot_before():
     from kai.framework import Session
+    from kai.plugins.proportion.shares import MEMO
 
     def gpu_pod(name, group, gpus, node_name="", phase="Pending", fraction=None):
         p = pod(name, group, node_name, phase)
@@ -369,7 +370,7 @@ def test_proportion_counts_only_the_jobs_that_changed_since_the_snapshot_before(
         snapshot = cluster.load(cache).snapshot(now=now).snapshot
         session = Session(snapshot, plugins).open()
         assert shares_of(session) == shares_of(Session(cluster.fresh(now), plugins).open())
-        counted.append(snapshot.memo["proportion"])
+        counted.append(snapshot.memo.get(MEMO))
         session.run_actions()
         session.close()
 
