@@ -9,6 +9,7 @@ scheduler's own views (pods, nodes, BindRequests ...) are :mod:`kai.scheduler.vi
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 import attrs
 
@@ -17,6 +18,10 @@ from kai.api.names import LAST_EVICTION_ANNOTATION, LAST_START_ANNOTATION, PREEM
 from kai.api.podgroup import NON_PREEMPTIBLE, PREEMPTIBLE
 from kai.common.durations import parse_duration
 
+#: An object of decoded JSON, as the API server sends it.
+JsonObject = dict[str, Any]
+#: A PodGroup's ``spec.subGroups`` entry: name, minMember, parent, topology constraint, minSubGroup.
+SubGroupSpec = tuple[str, int, str | None, TopologyConstraint | None, int | None]
 #: Job priority when the PodGroup's class is unknown and no class is the global default (KAI's).
 DEFAULT_PRIORITY = 50
 #: Jobs below this priority are preemptible unless the PodGroup says otherwise.
@@ -25,7 +30,7 @@ PREEMPTIBLE_BELOW = 100
 QUEUE_MEMORY_UNIT = 1_000_000.0
 
 
-def timestamp(value) -> float | None:
+def timestamp(value: object) -> float | None:
     """Seconds since the epoch of an RFC 3339 time, None when absent or unreadable."""
     if not isinstance(value, str) or not value:
         return None
@@ -35,7 +40,7 @@ def timestamp(value) -> float | None:
         return None
 
 
-def go_duration(value) -> float | None:
+def go_duration(value: object) -> float | None:
     """Seconds of a Go duration string (``90s``, ``1h30m``); None when absent or unreadable."""
     if not isinstance(value, str) or not value:
         return None
@@ -45,7 +50,7 @@ def go_duration(value) -> float | None:
         return None
 
 
-def strings(value) -> dict[str, str]:
+def strings(value: object) -> dict[str, str]:
     """A map of strings (labels, annotations) as strings; empty when it is not a map."""
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
 
@@ -61,7 +66,7 @@ class PodGroupView:
     preemptibility: str
     min_member: int
     #: (name, minMember, parent, topology constraint, minSubGroup) of each ``spec.subGroups`` entry.
-    sub_groups: tuple
+    sub_groups: tuple[SubGroupSpec, ...]
     min_subgroup: int | None
     topology: TopologyConstraint | None
     created: float
@@ -72,19 +77,19 @@ class PodGroupView:
     staleness_grace_period: float | None
     mark_unschedulable: bool
     #: ``status.schedulingConditions`` as found (the scheduler appends to them).
-    conditions: tuple
+    conditions: tuple[JsonObject, ...]
     #: What is malformed in the spec (the field is ignored), or "".
     invalid: str = ""
 
 
-def _topology(tc) -> TopologyConstraint | None:
+def _topology(tc: object) -> TopologyConstraint | None:
     if not isinstance(tc, dict) or not tc.get("topology"):
         return None
     return TopologyConstraint(str(tc["topology"]), tc.get("requiredTopologyLevel") or None,
                               tc.get("preferredTopologyLevel") or None)
 
 
-def podgroup_view(raw: dict) -> PodGroupView:
+def podgroup_view(raw: JsonObject) -> PodGroupView:
     meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
     labels, annotations = strings(meta.get("labels")), strings(meta.get("annotations"))
     ns, name = meta.get("namespace", ""), meta.get("name", "")
@@ -115,12 +120,12 @@ def podgroup_view(raw: dict) -> PodGroupView:
     )
 
 
-def _whole(value) -> int | None:
+def _whole(value: object) -> int | None:
     """A count that is not negative, else None (the CRD refuses anything else)."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-def _duration(spec: dict, field: str, invalid: list[str]) -> float | None:
+def _duration(spec: JsonObject, field: str, invalid: list[str]) -> float | None:
     """Seconds of a Go duration field of ``spec`` (None when unset); a malformed one is noted in ``invalid``."""
     value = spec.get(field)
     if value is None:
@@ -132,7 +137,7 @@ def _duration(spec: dict, field: str, invalid: list[str]) -> float | None:
         return None
 
 
-def queue_view(raw: dict) -> Queue:
+def queue_view(raw: JsonObject) -> Queue:
     """A Queue's spec as a domain object (copied per cycle by :func:`to_queue`)."""
     meta, spec = raw.get("metadata") or {}, raw.get("spec") or {}
     resources = spec.get("resources") or {}
@@ -159,7 +164,7 @@ def queue_view(raw: dict) -> Queue:
     )
 
 
-def priority_class_view(raw: dict) -> tuple[str, int, bool]:
+def priority_class_view(raw: JsonObject) -> tuple[str, int, bool]:
     """(name, value, globalDefault) of a PriorityClass."""
     return ((raw.get("metadata") or {}).get("name", ""), int(raw.get("value") or 0), bool(raw.get("globalDefault")))
 

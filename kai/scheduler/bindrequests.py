@@ -49,17 +49,17 @@ class LiveBindRequests:
                 todo |= self._of_pod.get(pod, set())
             live.carry()
         for key in list(todo):  # every BindRequest of a pod one of them names, or named, is worked out again
-            for pod in (self._pod_of.get(key), _pod_key(binds[key]) if key in binds else None):
-                if pod is not None:
-                    todo |= self._of_pod.get(pod, set())
+            for named in (self._pod_of.get(key), _pod_key(binds[key]) if key in binds else None):
+                if named is not None:
+                    todo |= self._of_pod.get(named, set())
         for key in todo:
-            pod = self._pod_of.pop(key, None)
-            if pod is not None:
-                self._of_pod[pod].discard(key)
-                if not self._of_pod[pod]:
-                    del self._of_pod[pod]
-                live.current.pop(pod, None)
-                pods_of_todo.add(pod)
+            was = self._pod_of.pop(key, None)
+            if was is not None:
+                self._of_pod[was].discard(key)
+                if not self._of_pod[was]:
+                    del self._of_pod[was]
+                live.current.pop(was, None)
+                pods_of_todo.add(was)
         self._stale = set()
         stale: list[BindRequestView] = []
         for key, br in binds.items():

@@ -169,9 +169,9 @@ class Build:
             bind = self.binds.get(pod.key)
             found = self._settled(pod, bind) or self._task(pod, bind)
             if found is not None:
-                task, job = found
-                self.members[job].append(task)
-                reuse.member(job, pod, task)
+                task, job_key = found
+                self.members[job_key].append(task)
+                reuse.member(job_key, pod, task)
         for key, tasks in self.members.items():
             job, pg, inputs = self.jobs[key], self.podgroup_views[key], self.job_inputs[key]
             if not (len(job.tasks) == len(tasks) and all(map(operator.is_, job.tasks.values(), tasks))):
@@ -289,8 +289,9 @@ class Build:
         nodes = []
         for name, view in self.node_views.items():
             inputs = (self.used.get(name), tuple(self.ports.get(name, ())), self.numa.get(name))
-            node = reuse.nodes.take_over(name, view, inputs) or convert.to_node(
-                view, *(inputs[0] or (None, 0)), inputs[1], numa=inputs[2])
+            used, used_pods = inputs[0] or (None, 0)
+            node = reuse.nodes.take_over(name, view, inputs) or convert.to_node(view, used, used_pods, inputs[1],
+                                                                                inputs[2])
             nodes.append(reuse.nodes.keep(name, view, inputs, node))
         queues = [convert.to_queue(q) for q in inf["queues"].list()]
         previous = reuse.cycle.snapshot if reuse.cycle is not None else None
@@ -367,7 +368,7 @@ def _add_usage(used: dict[str, tuple[Resources, int]], node: str, pod: PodView, 
 
 def _hold_rejected(snap: Snapshot) -> None:
     """Jobs the snapshot left out (unknown queue ...) still hold the nodes their pods run on."""
-    position = {n.name: i for i, n in enumerate(snap.nodes)} if snap.rejected_jobs else {}
+    position: dict[str | None, int] = {n.name: i for i, n in enumerate(snap.nodes)} if snap.rejected_jobs else {}
     own: set[int] = set()  # the nodes copied here: the others are kept from cycle to cycle and not changed
     for job in snap.rejected_jobs.values():
         for task in job.tasks.values():

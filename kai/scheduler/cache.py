@@ -40,6 +40,7 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Callable
 
 import attrs
 
@@ -48,7 +49,7 @@ from kai.api.dra import Allocation, ExtendedClaim
 from kai.kube import dra, storage
 from kai.kube.client import ApiError, Kube, object_path
 from kai.kube.nrt import NrtView, nrt_view
-from kai.kube.views import PodGroupView, podgroup_view, priority_class_view, queue_view
+from kai.kube.views import JsonObject, PodGroupView, podgroup_view, priority_class_view, queue_view
 from kai.kube.watch import Informer
 from kai.logs import fields
 from kai.scheduler import convert, views
@@ -91,7 +92,7 @@ POD_RECORDS = frozenset({"unschedulable_message"})
 PODGROUP_RECORDS = frozenset({"conditions", "last_start", "stale_since", "last_eviction"})
 
 
-def wakes(kind: str, view, previous) -> bool:
+def wakes(kind: str, view: object, previous: object) -> bool:
     """Whether a change (``kind`` of informer event, the view now and the one it replaced) can let a cycle
     decide something new -- new work, freed room, a placement withdrawn -- and so should start one soon.
     Not so: a bound pod that starts running or gets a condition, a BindRequest that is made or succeeds,
@@ -113,7 +114,7 @@ def wakes(kind: str, view, previous) -> bool:
     return not isinstance(view, NrtView)
 
 
-def _differs(view, previous, records: frozenset[str]) -> bool:
+def _differs(view: PodView | PodGroupView, previous: object, records: frozenset[str]) -> bool:
     """Whether two versions of a view differ in a field other than ``records``."""
     if type(view) is not type(previous):
         return True
@@ -149,7 +150,7 @@ class ClusterCache:
         #: The ``app`` label value of the binder's GPU reservation pods (``--resource-reservation-app-label``).
         self.reservation_app = names.RESERVATION_APP[1]
         self.changed = threading.Event()
-        transforms = {
+        transforms: dict[str, Callable[[JsonObject], object]] = {
             "pods": functools.partial(views.pod_view, scheduler_name=scheduler_name),
             "nodes": views.node_view,
             "queues": queue_view,
@@ -216,13 +217,14 @@ class ClusterCache:
             informer.wait_synced(None if deadline is None else max(0.0, deadline - time.monotonic()))
         return [name for name, inf in self.informers.items() if not inf.synced.is_set()]
 
-    def _on_change(self, kind: str, obj, previous) -> None:
+    def _on_change(self, kind: str, obj: object, previous: object) -> None:
         if wakes(kind, obj, previous):
             self.changed.set()
 
     # --- the cache's own writes ---------------------------------------------------------------------
 
-    def assume_bound(self, pod: PodView, node: str, gpu_groups: tuple[str, ...] = (), numa_zones: tuple = (),
+    def assume_bound(self, pod: PodView, node: str, gpu_groups: tuple[str, ...] = (),
+                     numa_zones: tuple[ZonePlacement, ...] = (),
                      claim_allocations: tuple[tuple[str, Allocation], ...] = (),
                      extended: ExtendedClaim | None = None) -> None:
         """A BindRequest for ``pod`` on ``node`` (shared GPU devices ``gpu_groups``, NUMA placement

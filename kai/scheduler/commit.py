@@ -56,7 +56,7 @@ from decimal import Decimal
 from kai.actions.allocate import not_ready_message
 from kai.api import ACTIVE_ALLOCATED, Job, QueueDetails, Task, TaskStatus, ZonePlacement, names
 from kai.common.quantity import format_quantity
-from kai.framework import Problem, Session
+from kai.framework import Decision, Problem, Session
 from kai.framework.asbuilt import JobsKey, changed_jobs, flagged_as_built
 from kai.framework.faults import INTERNAL_ERROR_REASON
 from kai.framework.snapshot import NODE_NOT_FOUND
@@ -64,8 +64,9 @@ from kai.kube import dra
 from kai.kube.client import STRATEGIC_MERGE_PATCH, ApiError, Kube, object_path
 from kai.kube.events import NORMAL, WARNING, record_event
 from kai.kube.nrt import placement_json
-from kai.kube.views import PodGroupView
+from kai.kube.views import JsonObject, PodGroupView
 from kai.logs import fields
+from kai.metrics import SchedulerMetrics
 from kai.scheduler.build import Cycle
 from kai.scheduler.cache import ClusterCache
 from kai.scheduler.views import BindRequestView, PodView
@@ -83,7 +84,7 @@ def rfc3339(seconds: float) -> str:
 
 
 def bind_request(pod: PodView, task: Task, node: str, gpu_groups: tuple[str, ...], gpu_memory_mib: int,
-                 numa_zones: tuple[ZonePlacement, ...] = ()) -> dict:
+                 numa_zones: tuple[ZonePlacement, ...] = ()) -> JsonObject:
     """KAI's BindRequest for placing ``pod`` on ``node`` (shared GPUs on the devices ``gpu_groups``, the NUMA
     placement ``numa_zones`` the session chose)."""
     req = task.request
@@ -94,7 +95,7 @@ def bind_request(pod: PodView, task: Task, node: str, gpu_groups: tuple[str, ...
         portion = req.gpu_fraction or min(1.0, req.accepted_gpus(gpu_memory_mib) / req.gpu_devices)
     else:
         kind, count, portion = "Regular", req.gpus, 1.0 if req.gpus else 0.0
-    spec = {
+    spec: JsonObject = {
         "podName": pod.name,
         "selectedNode": node,
         "receivedResourceType": kind,
@@ -122,16 +123,16 @@ def bind_request(pod: PodView, task: Task, node: str, gpu_groups: tuple[str, ...
     }
 
 
-def _pod_ref(pod: PodView) -> dict:
+def _pod_ref(pod: PodView) -> JsonObject:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod.name, "namespace": pod.namespace,
                                                             "uid": pod.uid}}
 
 
-def _node_ref(name: str) -> dict:
+def _node_ref(name: str) -> JsonObject:
     return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}
 
 
-def _podgroup_ref(pg: PodGroupView) -> dict:
+def _podgroup_ref(pg: PodGroupView) -> JsonObject:
     return {"apiVersion": names.PODGROUP_API_VERSION, "kind": "PodGroup",
             "metadata": {"name": pg.name, "namespace": pg.namespace, "uid": pg.uid}}
 
@@ -140,7 +141,7 @@ class Committer:
     """Writes on two bounded pools: decisions (BindRequests, evictions) never wait behind explanations."""
 
     def __init__(self, kube: Kube, cache: ClusterCache, workers: int = 16, node_pool: str = DEFAULT_NODE_POOL,
-                 metrics=None) -> None:
+                 metrics: SchedulerMetrics | None = None) -> None:
         self.kube = kube
         self.cache = cache
         self.node_pool = node_pool
@@ -152,7 +153,7 @@ class Committer:
         self._written: dict[tuple[str, str], str] = {}
         self._in_flight: set[str] = set()
         self._logged_problems: set[str] = set()
-        self._pending: set[Future] = set()
+        self._pending: set[Future[None]] = set()
 
     def flush(self, timeout: float | None = None) -> bool:
         """Waits for every write submitted so far, and for those they submit in turn (the event after a
@@ -219,11 +220,11 @@ class Committer:
         future.add_done_callback(self._finished)
         return True
 
-    def _finished(self, future: Future) -> None:
+    def _finished(self, future: Future[None]) -> None:
         with self._lock:
             self._pending.discard(future)
 
-    def _event(self, ref: dict, event_type: str, reason: str, message: str, once: bool = True) -> bool:
+    def _event(self, ref: JsonObject, event_type: str, reason: str, message: str, once: bool = True) -> bool:
         """An event about ``ref``, unless (``once``) the last one of this reason said the same."""
         meta = ref["metadata"]
         obj = f"{ref['kind']} {meta['namespace']}/{meta['name']}" if meta.get("namespace") else \
@@ -271,11 +272,11 @@ class Committer:
             if pg is not None and problem is not None:
                 self._explain_rejected(job, pg, problem.reason, problem.message, cycle)
 
-    def _decision(self, session: Session, cycle: Cycle, decision) -> None:
+    def _decision(self, session: Session, cycle: Cycle, decision: Decision) -> None:
         pod = cycle.pods.get(decision.task.uid)
         if pod is None:
             log.error("decision for an unknown pod", **fields(pod=decision.task.uid, decision=decision.kind))
-        elif decision.kind == "bind":
+        elif decision.kind == "bind" and decision.node is not None:  # a bind always names its node
             self._bind(pod, decision.task, decision.node, decision.gpu_groups, session, decision.numa_zones)
         elif decision.kind == "evict":
             self._evict(pod, decision.task, decision.message, cycle)
@@ -444,7 +445,7 @@ class Committer:
                                           content_type=STRATEGIC_MERGE_PATCH),
                 on_error=lambda exc: exc.status == 404, dedupe=((f"Pod {pod.key}", "condition"), message))
 
-    def _podgroup_unschedulable(self, job: Job, pg: PodGroupView, message: str, reasons: list[dict]) -> None:
+    def _podgroup_unschedulable(self, job: Job, pg: PodGroupView, message: str, reasons: list[JsonObject]) -> None:
         self._event(_podgroup_ref(pg), NORMAL, names.REASON_UNSCHEDULABLE, message)
         if any(t.status in ACTIVE_ALLOCATED for t in job.tasks.values()):
             return  # as KAI: the condition is not updated while some of the group's pods are placed
@@ -471,9 +472,9 @@ def _has_waiting(job: Job) -> bool:
     return any(t.status in (TaskStatus.PENDING, TaskStatus.GATED) for t in job.tasks.values())
 
 
-def _reason(reason: str, message: str, details: QueueDetails | None) -> dict:
+def _reason(reason: str, message: str, details: QueueDetails | None) -> JsonObject:
     """A PodGroup's ``schedulingConditions[].reasons[]`` entry, with KAI's ``details.queueDetails``."""
-    entry: dict = {"reason": reason, "message": message}
+    entry: JsonObject = {"reason": reason, "message": message}
     if details is not None:
         entry["details"] = {"queueDetails": {
             "name": details.name,

@@ -5,6 +5,7 @@ at fault, or reads what it can."""
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 from kai.api import (
     ANY_IP,
@@ -21,7 +22,7 @@ from kai.api import (
 from kai.api.names import SHARED_GPU_CONFIGMAP
 from kai.api.resources import parse_gpu_sharing
 from kai.common.quantity import QuantityError, parse
-from kai.kube.views import strings
+from kai.kube.views import JsonObject, strings
 
 #: Resources a pod or node has that are not extended resources of the request.
 IGNORED_RESOURCES = frozenset({"cpu", "memory", "pods", "ephemeral-storage", "storage"})
@@ -32,7 +33,7 @@ def _quantity(value: str) -> float:
     return float(parse(value))
 
 
-def quantity(value, where: str) -> float:
+def quantity(value: Any, where: str) -> float:
     """A Kubernetes quantity in base units; ValueError naming ``where`` when it is not one."""
     try:
         return _quantity(value) if isinstance(value, str) else float(parse(value))
@@ -40,7 +41,7 @@ def quantity(value, where: str) -> float:
         raise ValueError(f"{where}: {value!r} is not a Kubernetes quantity") from None
 
 
-def _container_requests(container: dict, where: str) -> dict[str, float]:
+def _container_requests(container: JsonObject, where: str) -> dict[str, float]:
     resources = container.get("resources") or {}
     requests = resources.get("requests") or {}
     limits = resources.get("limits") or {}
@@ -54,23 +55,23 @@ def _add(total: dict[str, float], more: dict[str, float]) -> None:
         total[name] = total.get(name, 0.0) + value
 
 
-def is_sidecar(container: dict) -> bool:
+def is_sidecar(container: JsonObject) -> bool:
     """A native sidecar: an init container with ``restartPolicy: Always``, running beside the containers."""
     return container.get("restartPolicy") == "Always"
 
 
 #: Each container with its requests (:func:`_container_requests`), the regular ones and the init ones.
-Parsed = tuple[list[tuple[dict, dict[str, float]]], list[tuple[dict, dict[str, float]]]]
+Parsed = tuple[list[tuple[JsonObject, dict[str, float]]], list[tuple[JsonObject, dict[str, float]]]]
 
 
-def parse_containers(spec: dict) -> Parsed:
+def parse_containers(spec: JsonObject) -> Parsed:
     """Each container's requests read once, for :func:`pod_amounts` and :func:`container_requests` both."""
     return ([(c, _container_requests(c, f"spec.containers[{i}]")) for i, c in enumerate(spec.get("containers") or ())],
             [(c, _container_requests(c, f"spec.initContainers[{i}]"))
              for i, c in enumerate(spec.get("initContainers") or ())])
 
 
-def pod_amounts(spec: dict, parsed: Parsed | None = None) -> dict[str, float]:
+def pod_amounts(spec: JsonObject, parsed: Parsed | None = None) -> dict[str, float]:
     """What a pod needs, as the kubelet counts it (Kubernetes' ``PodRequests``), in base units by resource name.
 
     The containers and the native sidecars run together; each regular init container runs alone beside
@@ -96,7 +97,7 @@ def pod_amounts(spec: dict, parsed: Parsed | None = None) -> dict[str, float]:
     return amounts
 
 
-def container_requests(spec: dict, parsed: Parsed | None = None) -> tuple[ContainerRequest, ...]:
+def container_requests(spec: JsonObject, parsed: Parsed | None = None) -> tuple[ContainerRequest, ...]:
     """Each container's requests in the scheduler's units (CPU millicores): init containers first, in order."""
     containers, inits = parsed or parse_containers(spec)
     out = []
@@ -108,7 +109,7 @@ def container_requests(spec: dict, parsed: Parsed | None = None) -> tuple[Contai
     return tuple(out)
 
 
-def pod_request(spec: dict, annotations: dict, parsed: Parsed | None = None) -> ResourceRequest:
+def pod_request(spec: JsonObject, annotations: dict[str, str], parsed: Parsed | None = None) -> ResourceRequest:
     """KAI's pod request: :func:`pod_amounts` with the GPU-sharing annotations read.
 
     Raises ValueError (GpuRequestError for the GPU-sharing annotations) naming the field at fault.
@@ -126,7 +127,7 @@ def pod_request(spec: dict, annotations: dict, parsed: Parsed | None = None) -> 
     )
 
 
-def host_ports(spec: dict) -> tuple[HostPort, ...]:
+def host_ports(spec: JsonObject) -> tuple[HostPort, ...]:
     """The host ports a pod binds: those of its containers and native sidecars (as kube-scheduler counts them)."""
     containers = [c for c in spec.get("initContainers") or () if is_sidecar(c)] + list(spec.get("containers") or ())
     ports = []
@@ -138,13 +139,13 @@ def host_ports(spec: dict) -> tuple[HostPort, ...]:
     return tuple(dict.fromkeys(ports))
 
 
-def required_config_maps(spec: dict, annotations: dict) -> tuple[str, ...]:
+def required_config_maps(spec: JsonObject, annotations: dict[str, str]) -> tuple[str, ...]:
     """ConfigMaps a pod cannot start without (KAI's rule): those of mounted volumes (projected ones too) and
     of environment references, unless optional or the pod's own shared-GPU ConfigMaps."""
     containers = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ()),
                   *(spec.get("ephemeralContainers") or ())]
     mounted = {m.get("name") for c in containers for m in c.get("volumeMounts") or ()}
-    refs: list[dict] = []
+    refs: list[JsonObject] = []
     for volume in spec.get("volumes") or ():
         if volume.get("name") not in mounted:
             continue
@@ -158,28 +159,28 @@ def required_config_maps(spec: dict, annotations: dict) -> tuple[str, ...]:
     return tuple(sorted(n for n in names if not (shared is not None and n.startswith(shared))))
 
 
-def requirement(expr: dict) -> LabelRequirement:
+def requirement(expr: JsonObject) -> LabelRequirement:
     return LabelRequirement(str(expr.get("key", "")), str(expr.get("operator", "")),
                             tuple(str(v) for v in expr.get("values") or ()))
 
 
-def _selector(sel) -> LabelSelector:
+def _selector(sel: JsonObject | None) -> LabelSelector:
     sel = sel or {}
     return LabelSelector(tuple(sorted(strings(sel.get("matchLabels")).items())),
                          tuple(requirement(e) for e in sel.get("matchExpressions") or ()))
 
 
-def _affinity_term(t: dict) -> PodAffinityTerm:
+def _affinity_term(t: JsonObject) -> PodAffinityTerm:
     return PodAffinityTerm(_selector(t.get("labelSelector")), str(t.get("topologyKey", "")),
                            tuple(t.get("namespaces") or ()))
 
 
-def affinity_terms(block) -> tuple[PodAffinityTerm, ...]:
+def affinity_terms(block: JsonObject | None) -> tuple[PodAffinityTerm, ...]:
     terms = (block or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or ()
     return tuple(_affinity_term(t) for t in terms)
 
 
-def preferred_terms(block) -> tuple[WeightedPodAffinityTerm, ...]:
+def preferred_terms(block: JsonObject | None) -> tuple[WeightedPodAffinityTerm, ...]:
     terms = (block or {}).get("preferredDuringSchedulingIgnoredDuringExecution") or ()
     return tuple(WeightedPodAffinityTerm(int(t.get("weight") or 0), _affinity_term(t.get("podAffinityTerm") or {}))
                  for t in terms if isinstance(t, dict) and isinstance(t.get("weight"), int))

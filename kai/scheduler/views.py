@@ -11,7 +11,23 @@ from __future__ import annotations
 
 import attrs
 
-from kai.api import GPU, ResourceRequest, Resources, Taint, Toleration, Topology
+from kai.api import (
+    GPU,
+    ContainerRequest,
+    HostPort,
+    LabelRequirement,
+    PodAffinityTerm,
+    PodClaim,
+    PodResourceClaim,
+    ResourceRequest,
+    Resources,
+    Taint,
+    Toleration,
+    Topology,
+    WeightedPodAffinityTerm,
+    ZonePlacement,
+)
+from kai.api.dra import Allocation, ExtendedClaim
 from kai.api.names import (
     GPU_GROUP_LABEL,
     GPU_MEMORY_LABEL,
@@ -26,7 +42,7 @@ from kai.api.resources import gpu_memory_from_label
 from kai.kube.dra import claim_allocations, extended_claim, pod_resource_claims
 from kai.kube.nrt import placement_annotation, placement_record
 from kai.kube.storage import pod_claims
-from kai.kube.views import strings, timestamp
+from kai.kube.views import JsonObject, strings, timestamp
 from kai.scheduler.podspec import (
     IGNORED_RESOURCES,
     affinity_terms,
@@ -55,7 +71,7 @@ class PodView:
     deletion: float | None
     gated: bool
     created: float
-    labels: dict
+    labels: dict[str, str]
     pod_group: str
     pod_set: str
     task_priority: int | None
@@ -63,46 +79,47 @@ class PodView:
     request: ResourceRequest | None
     #: Why the pod cannot be scheduled as defined (a bad annotation or quantity), else None.
     invalid: str | None
-    node_selector: dict
-    node_affinity: tuple
-    pod_affinity: tuple
-    pod_anti_affinity: tuple
-    preferred_pod_affinity: tuple
-    preferred_pod_anti_affinity: tuple
-    tolerations: tuple
+    node_selector: dict[str, str]
+    node_affinity: tuple[tuple[LabelRequirement, ...], ...]
+    pod_affinity: tuple[PodAffinityTerm, ...]
+    pod_anti_affinity: tuple[PodAffinityTerm, ...]
+    preferred_pod_affinity: tuple[WeightedPodAffinityTerm, ...]
+    preferred_pod_anti_affinity: tuple[WeightedPodAffinityTerm, ...]
+    tolerations: tuple[Toleration, ...]
     #: The message of an existing ``PodScheduled=False`` condition (to skip writing it again).
     unschedulable_message: str | None
     nominated_node: str
     #: Shared GPU devices the binder gave the pod (its ``runai-gpu-group`` labels).
-    gpu_groups: tuple
+    gpu_groups: tuple[str, ...]
     #: ``status.qosClass`` and each container's requests (NUMA alignment).
     qos_class: str = ""
-    containers: tuple = ()
+    containers: tuple[ContainerRequest, ...] = ()
     #: NUMA placement records: observed by the node, predicted by the scheduler; why one is ignored.
-    numa_observed: tuple = ()
-    numa_predicted: tuple = ()
+    numa_observed: tuple[ZonePlacement, ...] = ()
+    numa_predicted: tuple[ZonePlacement, ...] = ()
     numa_invalid: str | None = None
     #: Host ports the pod binds (:func:`host_ports`).
-    host_ports: tuple = ()
+    host_ports: tuple[HostPort, ...] = ()
     #: ConfigMaps the pod needs (:func:`required_config_maps`).
-    config_maps: tuple = ()
+    config_maps: tuple[str, ...] = ()
     #: PersistentVolumeClaims of a pending pod's volumes (:func:`kai.kube.storage.pod_claims`).
-    claims: tuple = ()
+    claims: tuple[PodClaim, ...] = ()
     #: ResourceClaims of the pod (:func:`kai.kube.dra.pod_resource_claims`).
-    resource_claims: tuple = ()
+    resource_claims: tuple[PodResourceClaim, ...] = ()
 
     @property
     def terminated(self) -> bool:
         return self.phase in ("Succeeded", "Failed")
 
 
-def _numa_records(annotations: dict) -> tuple[tuple, tuple, str | None]:
+def _numa_records(annotations: dict[str, str]
+                  ) -> tuple[tuple[ZonePlacement, ...], tuple[ZonePlacement, ...], str | None]:
     observed, why_observed = placement_annotation(annotations, NUMA_PLACEMENT_OBSERVED_ANNOTATION)
     predicted, why_predicted = placement_annotation(annotations, NUMA_PLACEMENT_PREDICTED_ANNOTATION)
     return observed, predicted, why_observed or why_predicted
 
 
-def pod_view(raw: dict, scheduler_name: str = SCHEDULER_NAME) -> PodView | None:
+def pod_view(raw: JsonObject, scheduler_name: str = SCHEDULER_NAME) -> PodView | None:
     """The view of a pod the scheduler must know: its own pods, and other pods that hold a node."""
     meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
     scheduler = spec.get("schedulerName") or "default-scheduler"
@@ -112,7 +129,9 @@ def pod_view(raw: dict, scheduler_name: str = SCHEDULER_NAME) -> PodView | None:
         return None
     ns, name = meta.get("namespace", ""), meta.get("name", "")
     labels, annotations = strings(meta.get("labels")), strings(meta.get("annotations"))
-    invalid, request, containers = None, None, ()
+    invalid: str | None = None
+    request: ResourceRequest | None = None
+    containers: tuple[ContainerRequest, ...] = ()
     try:
         parsed = parse_containers(spec)
         request = pod_request(spec, annotations, parsed)
@@ -153,7 +172,7 @@ def pod_view(raw: dict, scheduler_name: str = SCHEDULER_NAME) -> PodView | None:
     )
 
 
-def _gpu_groups(labels: dict) -> tuple[str, ...]:
+def _gpu_groups(labels: dict[str, str]) -> tuple[str, ...]:
     groups = [labels[GPU_GROUP_LABEL]] if GPU_GROUP_LABEL in labels else []
     groups += sorted(k[len(GPU_GROUP_LABEL) + 1:] for k in labels if k.startswith(GPU_GROUP_LABEL + "/"))
     return tuple(dict.fromkeys(groups))
@@ -162,8 +181,8 @@ def _gpu_groups(labels: dict) -> tuple[str, ...]:
 @attrs.frozen(slots=True)
 class NodeView:
     name: str
-    labels: dict
-    taints: tuple
+    labels: dict[str, str]
+    taints: tuple[Taint, ...]
     allocatable: Resources
     max_pods: int
     unschedulable: bool
@@ -173,10 +192,10 @@ class NodeView:
     invalid: str | None = None
 
 
-def node_view(raw: dict) -> NodeView:
+def node_view(raw: JsonObject) -> NodeView:
     meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
     labels = strings(meta.get("labels"))
-    invalid = None
+    invalid: str | None = None
     allocatable = Resources()
     max_pods = 110
     try:
@@ -214,18 +233,18 @@ class BindRequestView:
     node: str
     phase: str
     failed: bool
-    gpu_groups: tuple
+    gpu_groups: tuple[str, ...]
     #: ``spec.predictedNUMAZones``: the NUMA placement the scheduler chose (empty when unreadable).
-    numa_zones: tuple = ()
+    numa_zones: tuple[ZonePlacement, ...] = ()
     #: ``spec.resourceClaimAllocations``: (pod claim entry, :class:`kai.api.dra.Allocation`); empty when unreadable.
-    claim_allocations: tuple = ()
+    claim_allocations: tuple[tuple[str, Allocation], ...] = ()
     #: ``spec.extendedResourceClaimAllocation`` (:class:`kai.api.dra.ExtendedClaim`), None when absent or unreadable.
-    extended_claim: object = None
+    extended_claim: ExtendedClaim | None = None
 
 
-def bindrequest_view(raw: dict) -> BindRequestView:
+def bindrequest_view(raw: JsonObject) -> BindRequestView:
     meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
-    owner = next((o for o in meta.get("ownerReferences") or () if o.get("kind") == "Pod"), {})
+    owner: JsonObject = next((o for o in meta.get("ownerReferences") or () if o.get("kind") == "Pod"), {})
     phase = str(status.get("phase") or "")
     limit = spec.get("backoffLimit")
     attempts = status.get("failedAttempts") or 0
@@ -237,14 +256,15 @@ def bindrequest_view(raw: dict) -> BindRequestView:
                            *_claims(spec, ns, str(spec.get("podName") or "")))
 
 
-def _claims(spec: dict, namespace: str, pod: str) -> tuple:
+def _claims(spec: JsonObject, namespace: str, pod: str
+            ) -> tuple[tuple[tuple[str, Allocation], ...], ExtendedClaim | None]:
     try:
         return claim_allocations(spec), extended_claim(spec, namespace, pod)
     except (ValueError, TypeError, AttributeError):
         return (), None  # the binder fails such a BindRequest; the claims' own status tells
 
 
-def _predicted_zones(spec: dict) -> tuple:
+def _predicted_zones(spec: JsonObject) -> tuple[ZonePlacement, ...]:
     if not spec.get("predictedNUMAZones"):
         return ()
     try:
@@ -253,14 +273,14 @@ def _predicted_zones(spec: dict) -> tuple:
         return ()  # the pod's annotations still tell
 
 
-def topology_view(raw: dict) -> Topology:
+def topology_view(raw: JsonObject) -> Topology:
     """A Topology: its levels' node-label keys from the widest level to the narrowest."""
     levels = [lv for lv in (raw.get("spec") or {}).get("levels") or () if isinstance(lv, dict)]
     return Topology((raw.get("metadata") or {}).get("name", ""), tuple(str(lv.get("nodeLabel", "")) for lv in levels),
                     {str(lv["alias"]): str(lv.get("nodeLabel", "")) for lv in levels if lv.get("alias")})
 
 
-def config_map_view(raw: dict) -> str:
+def config_map_view(raw: JsonObject) -> str:
     """A ConfigMap as its ``namespace/name`` alone: the scheduler only asks whether one exists."""
     meta = raw.get("metadata") or {}
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
