@@ -7,7 +7,7 @@ import pytest
 from kai.api import TaskStatus
 from kai.kube import views as kube_views
 from kai.scheduler import convert, views
-from kai.scheduler.commit import bind_request
+from kai.scheduler.writes import bind_request
 
 
 def pod(name="p", scheduler="kai-scheduler", node="", phase="Pending", annotations=None, containers=None, **spec):
