@@ -4,9 +4,10 @@
 Topologies, ConfigMaps (their names only), the storage objects (PersistentVolumeClaims,
 PersistentVolumes, StorageClasses, CSIStorageCapacities, CSIDrivers; read into the snapshot only in
 cycles where a pod to schedule has claims) and -- when the cluster serves that API --
-NodeResourceTopologies (slim views, :mod:`kai.scheduler.convert`) and sets
+NodeResourceTopologies (slim views, :mod:`kai.scheduler.views`) and sets
 :attr:`ClusterCache.changed` on every change that can let a cycle decide something new (:func:`wakes`).
-:meth:`ClusterCache.snapshot` builds the kernel's input from the stores, as KAI's cache does:
+:meth:`ClusterCache.snapshot` builds the kernel's input from the stores in KAI's phases (:mod:`kai.scheduler.build`),
+as KAI's cache does:
 
 * a pod with a live BindRequest (not failed, for this very pod, on an existing node) is Binding on
   the selected node, so a pending BindRequest counts as allocated;
