@@ -162,26 +162,26 @@ class SchedulerMetrics:
                                     ("action",))
 
     # durations of the cycle and its parts (context managers; ``since``: a ``time.perf_counter()`` reading)
-    def cycle(self, since: float | None = None):
+    def cycle(self, since: float | None = None) -> contextlib.AbstractContextManager[None]:
         return _timer(self._e2e.set, since)
 
-    def open_session(self, since: float | None = None):
+    def open_session(self, since: float | None = None) -> contextlib.AbstractContextManager[None]:
         return _timer(self._open.set, since)
 
-    def close_session(self):
+    def close_session(self) -> contextlib.AbstractContextManager[None]:
         return _timer(self._close.set)
 
-    def action(self, action: str):
+    def action(self, action: str) -> contextlib.AbstractContextManager[None]:
         return _timer(self._action.labels(action).set)
 
     def plugin_seconds(self, plugin: str, on_session: str, seconds: float) -> None:
         """``on_session`` is :data:`ON_SESSION_OPEN` or :data:`ON_SESSION_CLOSE`."""
         self._plugin.labels(plugin, on_session).set(seconds)
 
-    def bind_request(self):
+    def bind_request(self) -> contextlib.AbstractContextManager[None]:
         return _timer(self._bind_latency.observe)
 
-    def usage_query(self):
+    def usage_query(self) -> contextlib.AbstractContextManager[None]:
         return _timer(self._usage_query.observe)
 
     # events

@@ -10,8 +10,9 @@
   of KAI's API is in :data:`names`), and the PodGroup metadata podgroupers return;
 * the kernel's services: :class:`Session`, :class:`Statement`, :class:`NodeInfo` and the node arrays,
   orderings and gang functions, the compiled placement scores and fragmentation measure (:data:`fragment`),
-  what a session works out once per snapshot (:func:`jobs_where`, :func:`nodes_as_built`), GPU memory and
-  fair-share functions, fit-error texts, task shapes and node states (:class:`Shape`, :class:`NodeState`);
+  what a session works out once per snapshot (:func:`jobs_where`, :func:`nodes_as_built`, kept under a
+  :class:`JobsKey` or :class:`MemoKey`), GPU memory and fair-share functions, fit-error texts, task shapes
+  and node states (:class:`Shape`, :class:`NodeState`);
 * pod grouping: the hub podgroupers are given, readers of unstructured objects (``annotations_of``, not
   ``annotations``, which ``from __future__ import annotations`` would shadow), segments and Karta;
 * errors, durations and Kubernetes quantities.
@@ -158,10 +159,11 @@ from kai.framework import (
     should_pipeline,
     tasks_to_allocate,
 )
-from kai.framework.asbuilt import jobs_where, nodes_as_built
+from kai.framework.asbuilt import JobsKey, jobs_where, nodes_as_built
 from kai.framework.fiterrors import scheduling_conditions_message
 from kai.framework.gpusharing import node_gpu_memory, task_gpu_memory
 from kai.framework.jobqueue import JobQueue
+from kai.framework.memo import MemoKey
 from kai.framework.nodepool import LargestNode
 from kai.framework.nodes import NodeArrays
 from kai.framework.shapes import NodeState, Shape, after_task, node_state, normalised, parse_workload, task_shape
@@ -352,7 +354,8 @@ __all__ = [
     "Session", "Statement", "Decision", "Scenario", "Action", "NodeInfo", "NodeArrays", "JobQueue", "ROOT_GROUP",
     "ordered_pod_sets", "should_pipeline", "tasks_to_allocate", "placement_scores", "queue_order_compare",
     "divide_tree_explained", "FAIR_SHARE_REASONS", "cluster_capacity", "memory_base", "max_node_gpu_memory",
-    "min_node_gpu_memory", "node_gpu_memory", "task_gpu_memory", "jobs_where", "nodes_as_built", "LargestNode",
+    "min_node_gpu_memory", "node_gpu_memory", "task_gpu_memory", "jobs_where", "nodes_as_built", "JobsKey", "MemoKey",
+    "LargestNode",
     "scheduling_conditions_message", "fragment",
     # task shapes and node states
     "Shape", "NodeState", "node_state", "after_task", "task_shape", "parse_workload", "normalised",

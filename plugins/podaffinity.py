@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kai.sdk import Task, hookimpl, jobs_where
+from kai.sdk import JobsKey, Task, hookimpl, jobs_where
 
 #: KAI's weight of the scores of Kubernetes' plugins, on this scheduler's scale (a tenth of the nominated
 #: node's score, as in KAI).
@@ -38,6 +38,10 @@ def _add(scores: dict[str, dict[str, float]], terms, sign: int, owner: Task, oth
             domains[value] = domains.get(value, 0.0) + sign * weighted.weight
 
 
+#: The memo key of the jobs with preferred pod affinity or anti-affinity terms as built.
+PREFERRING = JobsKey("podaffinity/preferring")
+
+
 class PodAffinity:
     name = "podaffinity"
 
@@ -47,7 +51,7 @@ class PodAffinity:
 
     @hookimpl
     def kai_session_open(self, session):
-        preferring = jobs_where(session, "podaffinity/preferring", _any_prefers)
+        preferring = jobs_where(session, PREFERRING, _any_prefers)
         self.preferring = [t for uid, j in session.jobs.items() if uid in preferring
                            for t in j.tasks.values() if _prefers(t)] if preferring else []
 

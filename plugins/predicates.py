@@ -24,7 +24,9 @@ from kai.sdk import (
     GPU_WORKER_LABEL,
     MIG_STRATEGY_LABEL,
     UNBOUND_IMMEDIATE,
+    JobsKey,
     LargestNode,
+    MemoKey,
     PodClaims,
     Reject,
     TaskStatus,
@@ -51,6 +53,13 @@ MIG_SINGLE = Reject(NAME, "only whole gpu jobs can run on a node with MigStrateg
 MIG_MIXED = Reject(NAME, "non MIG jobs cant run on a node with MigStrategy='mixed'")
 PORTS = Reject(NAME, "node(s) didn't have free ports for the requested pod ports")
 MIG_ENABLED_LABEL = "node-role.kubernetes.io/mig-enabled"
+#: Memo keys of what the plugin works out from the snapshot as built: the jobs with required anti-affinity, host
+#: ports and volume claims, the MIG nodes' strategies by name, and the largest node.
+ANTI_AFFINITY = JobsKey("predicates/anti-affinity")
+HOST_PORTS = JobsKey("predicates/host-ports")
+CLAIMS = JobsKey("predicates/claims")
+MIG_NODES: MemoKey[dict[str, str]] = MemoKey("predicates/mig-nodes")
+LARGEST: MemoKey[LargestNode] = MemoKey("predicates/largest-node")
 
 
 def mig_strategy(node) -> str | None:
@@ -265,22 +274,22 @@ class Predicates:
     def kai_session_open(self, session):
         self.affinity = {}
         self.capacity = {}
-        self.anti_affinity_pods = bool(jobs_where(session, "predicates/anti-affinity", _has_anti_affinity))
-        self.mig_nodes = nodes_as_built(session, "predicates/mig-nodes", lambda: {
+        self.anti_affinity_pods = bool(jobs_where(session, ANTI_AFFINITY, _has_anti_affinity))
+        self.mig_nodes = nodes_as_built(session, MIG_NODES, lambda: {
             n.name: s for n in session.nodes if (s := mig_strategy(n)) is not None})
         self.gpu_rules = {}
         self.conditions = {}
         self.claims = {}
         self.volumes = _Volumes()
-        if jobs_where(session, "predicates/host-ports", _has_host_ports) or any(
+        if jobs_where(session, HOST_PORTS, _has_host_ports) or any(
                 n.node.host_ports for n in session.nodes):
             self.ports = _HostPorts(session)
         else:
             self.ports = None
-        if self.ports is None and not jobs_where(session, "predicates/claims", _has_claims):
+        if self.ports is None and not jobs_where(session, CLAIMS, _has_claims):
             # no host ports and no claims in this session: nothing to follow
             session.calls.withdraw(self, ("kai_on_allocate", "kai_on_deallocate"))
-        self.largest = nodes_as_built(session, "predicates/largest-node", lambda: LargestNode(session.nodes))
+        self.largest = nodes_as_built(session, LARGEST, lambda: LargestNode(session.nodes))
         self.restrict = session.plugins.config.restrict_node_scheduling
 
     @hookimpl

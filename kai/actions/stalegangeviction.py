@@ -16,13 +16,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kai.api import ACTIVE_ALLOCATED, ACTIVE_USED, Job, Task, TaskStatus
-from kai.framework.asbuilt import changed_jobs, flagged_as_built
+from kai.framework.asbuilt import JobsKey, changed_jobs, flagged_as_built
 
 if TYPE_CHECKING:
     from kai.framework.session import Session
 
 #: The snapshot memo of the jobs stale or stamped as built (:mod:`kai.framework.asbuilt`).
-MEMO = "stalegangeviction"
+MEMO = JobsKey("stalegangeviction")
 
 
 def is_stale(job: Job) -> bool:

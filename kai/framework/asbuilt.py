@@ -6,7 +6,8 @@ snapshot and kept in its memo, and a snapshot that follows another (:meth:`~kai.
 takes it over for each job that is the very object of the one before. A pass then looks at the jobs the
 session changed (:func:`changed_jobs`) and those flagged as built (:func:`flagged_as_built`), in the
 snapshot's order, and skips the rest. A value worked out from the nodes as built (:func:`nodes_as_built`)
-is kept likewise, while the snapshots' ``Node`` objects are the very same.
+is kept likewise, while the snapshots' ``Node`` objects are the very same. Each is kept in the snapshot's memo
+under a typed key (:class:`~kai.framework.memo.MemoKey`; :class:`JobsKey` for a property of each job).
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from __future__ import annotations
 import operator
 from collections import Counter
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar, cast
+from typing import TYPE_CHECKING, TypeVar
 
 from kai.api import Job, Node, TaskStatus
+from kai.framework.memo import MemoKey
 
 if TYPE_CHECKING:
     from kai.framework.session import Session
@@ -24,7 +26,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-class _Memo:
+class _Flags:
     """A property of each job as built: job uid -> (the job, the value); the uids where it holds; the uids of
     jobs a session had changed when it was worked out, still to be looked at."""
 
@@ -36,6 +38,13 @@ class _Memo:
         self.unknown: set[str] = set()
 
 
+class JobsKey(MemoKey[_Flags]):
+    """The memo key of a property of each job as built (:func:`flagged_as_built`, :func:`jobs_where`): one test
+    per key."""
+
+    __slots__ = ()
+
+
 def changed_jobs(session: Session) -> set[str]:
     """Uids of the jobs the session changed so far: a task of theirs moved, a time of theirs set, or arrived."""
     journal = session.journal
@@ -45,17 +54,17 @@ def changed_jobs(session: Session) -> set[str]:
     return touched
 
 
-def flagged_as_built(session: Session, key: str, test: Callable[[Job], bool], touched: set[str]) -> set[str]:
+def flagged_as_built(session: Session, key: JobsKey, test: Callable[[Job], bool], touched: set[str]) -> set[str]:
     """Uids of the snapshot's jobs not in ``touched`` (:func:`changed_jobs`) for which ``test`` held as the
     snapshot built them; ``key`` names the property in the memo (one ``test`` per key). Not to be changed."""
     snapshot = session.snapshot
     memo = snapshot.memo.get(key)
-    if not isinstance(memo, _Memo):
-        memo = snapshot.memo[key] = _Memo()
+    if memo is None:
+        memo = snapshot.memo[key] = _Flags()
         before = snapshot.memo_before.get(key)
-        earlier = before.entries if isinstance(before, _Memo) else {}
+        earlier = before.entries if before is not None else {}
         todo: list[str] = list(snapshot.jobs)
-        if isinstance(before, _Memo) and snapshot.changed is not None:
+        if before is not None and snapshot.changed is not None:
             # only jobs new or built again, and those the session before changed, were not worked out there
             redo = snapshot.changed | before.unknown | snapshot.gone
             memo.entries = dict(before.entries)
@@ -90,49 +99,22 @@ def _holds(test: Callable[[Job], bool], job: Job) -> bool:
         return True
 
 
-def jobs_where(session: Session, key: str, test: Callable[[Job], bool]) -> set[str]:
+def jobs_where(session: Session, key: JobsKey, test: Callable[[Job], bool]) -> set[str]:
     """Uids of the snapshot's jobs for which ``test`` holds, for a plugin opening a session (before the session
     changed any job): worked out as :func:`flagged_as_built` does, so mostly taken over from the snapshot before."""
     return flagged_as_built(session, key, test, set())
 
 
-def nodes_as_built(session: Session, key: str, compute: Callable[[], T]) -> T:
+def nodes_as_built(session: Session, key: MemoKey[T], compute: Callable[[], T]) -> T:
     """``compute()``, a value worked out from the snapshot's nodes as built (their ``Node`` objects, which sessions
     do not change), once per snapshot and kept in its memo under ``key``; taken over from the snapshot before when
     its nodes are the very same objects in the same order (:func:`_same_nodes`). Not to be changed."""
-    snapshot = session.snapshot
-    memo = snapshot.memo.get(key)
-    if not isinstance(memo, _NodesValue):
-        before = snapshot.memo_before.get(key)
-        memo = before if _same_nodes(session) and isinstance(before, _NodesValue) else _NodesValue(compute())
-        snapshot.memo[key] = memo
-    return cast(T, memo.value)
-
-
-class _NodesValue:
-    """A value worked out from a snapshot's nodes."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: object) -> None:
-        self.value = value
-
-
-def _same_nodes(session: Session) -> bool:
-    """Whether the snapshot's nodes are the very ``Node`` objects of the snapshot before, in the same order: looked
-    at once per snapshot, as a session finds them (after the driver has made them)."""
-    snapshot = session.snapshot
-    same = snapshot.memo.get(NODES)
-    if not isinstance(same, _Nodes):
-        before = snapshot.memo_before.get(NODES)
-        nodes = snapshot.nodes
-        same = snapshot.memo[NODES] = _Nodes(list(nodes), isinstance(before, _Nodes) and len(before.nodes) == len(
-            nodes) and all(map(operator.is_, before.nodes, nodes)))
-    return same.same
-
-
-#: The memo key of the snapshot's nodes (:func:`_same_nodes`).
-NODES = "nodes"
+    memo = session.snapshot.memo
+    value = memo.get(key)
+    if value is None:
+        before = session.snapshot.memo_before.get(key) if _same_nodes(session) else None
+        value = memo[key] = before if before is not None else compute()
+    return value
 
 
 class _Nodes:
@@ -142,6 +124,23 @@ class _Nodes:
 
     def __init__(self, nodes: list[Node], same: bool) -> None:
         self.nodes, self.same = nodes, same
+
+
+#: The memo key of the snapshot's nodes (:func:`_same_nodes`).
+NODES: MemoKey[_Nodes] = MemoKey("nodes")
+
+
+def _same_nodes(session: Session) -> bool:
+    """Whether the snapshot's nodes are the very ``Node`` objects of the snapshot before, in the same order: looked
+    at once per snapshot, as a session finds them (after the driver has made them)."""
+    snapshot = session.snapshot
+    same = snapshot.memo.get(NODES)
+    if same is None:
+        before = snapshot.memo_before.get(NODES)
+        nodes = snapshot.nodes
+        same = snapshot.memo[NODES] = _Nodes(list(nodes), before is not None and len(before.nodes) == len(
+            nodes) and all(map(operator.is_, before.nodes, nodes)))
+    return same.same
 
 
 def pending_jobs(session: Session) -> int:
@@ -155,7 +154,11 @@ def pending_jobs(session: Session) -> int:
 def pending_as_built(session: Session, touched: set[str]) -> set[str]:
     """Uids of the jobs not in ``touched`` (:func:`changed_jobs`) with pending tasks as built: with those in
     ``touched``, the jobs a pass over pending work looks at."""
-    return flagged_as_built(session, "pending", Job.has_pending, touched)
+    return flagged_as_built(session, PENDING, Job.has_pending, touched)
+
+
+#: The memo key of the jobs with pending tasks as built (:func:`pending_as_built`).
+PENDING = JobsKey("pending")
 
 
 class _Statuses:
@@ -167,15 +170,19 @@ class _Statuses:
         self.per_job, self.total = per_job, total
 
 
+#: The memo key of the task statuses of each job as built (:func:`task_statuses`).
+STATUSES: MemoKey[_Statuses] = MemoKey("task-statuses")
+
+
 def task_statuses(session: Session) -> Counter[TaskStatus]:
     """How many tasks of the session's jobs have each status now: counted per job as built (taken over from the
     snapshot before for the jobs it had, the very objects), with what the session changed since."""
     snapshot, journal = session.snapshot, session.journal
     added = set(journal.added_jobs)
-    memo = snapshot.memo.get("task-statuses")
-    if not isinstance(memo, _Statuses):
-        before = snapshot.memo_before.get("task-statuses")
-        if isinstance(before, _Statuses) and snapshot.changed is not None:
+    memo = snapshot.memo.get(STATUSES)
+    if memo is None:
+        before = snapshot.memo_before.get(STATUSES)
+        if before is not None and snapshot.changed is not None:
             memo = _Statuses(dict(before.per_job), Counter(before.total))
             redo = snapshot.changed | snapshot.gone
             for uid in redo & memo.per_job.keys():
@@ -189,7 +196,7 @@ def task_statuses(session: Session) -> Counter[TaskStatus]:
                 counts = Counter(was.get(id(t), t.status) for t in job.tasks.values())
                 memo.per_job[uid] = tuple(counts.items())
                 memo.total.update(counts)
-        snapshot.memo["task-statuses"] = memo
+        snapshot.memo[STATUSES] = memo
     now = Counter(memo.total)
     for task, fields in journal.tasks.values():
         if task.job not in added:

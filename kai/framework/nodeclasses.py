@@ -19,6 +19,7 @@ from array import array
 from collections.abc import Hashable
 
 from kai.api import names
+from kai.framework.memo import MemoKey
 from kai.framework.nodes import NodeArrays, NodeInfo
 
 _TAINT_EFFECTS = ("NoSchedule", "NoExecute")
@@ -38,6 +39,8 @@ def _static_key(node: NodeInfo) -> Hashable | None:
 #: Node positions in name order, each position's rank in that order, and the number of its static key (-1:
 #: the node is a class of its own); the same for every session on the same nodes (:func:`node_layout`).
 Layout = tuple[list[int], "array[int]", list[int]]
+#: The memo key of the nodes' :data:`Layout` (:func:`~kai.framework.asbuilt.nodes_as_built`).
+LAYOUT: MemoKey[Layout] = MemoKey("node-classes/layout")
 
 
 def node_layout(nodes: list[NodeInfo]) -> Layout:

@@ -41,7 +41,7 @@ from kai.framework.asbuilt import nodes_as_built
 from kai.framework.faults import INTERNAL_ERROR_REASON, Contained, SchedulingError, SessionOpenError, describe
 from kai.framework.fiterrors import PLAIN_FIT_ERROR_REASON
 from kai.framework.journal import Journal
-from kai.framework.nodeclasses import NodeClasses, node_layout
+from kai.framework.nodeclasses import LAYOUT, NodeClasses, node_layout
 from kai.framework.nodes import NodeArrays, NodeInfo, place_tasks
 from kai.framework.plugins import Plugins
 from kai.framework.scenariosearch import SearchLog
@@ -490,7 +490,7 @@ class Session:
     @functools.cached_property
     def node_classes(self) -> NodeClasses:
         """The session's node classes, built on the first placement that uses them."""
-        layout = nodes_as_built(self, "node-classes/layout", lambda: node_layout(self.nodes))
+        layout = nodes_as_built(self, LAYOUT, lambda: node_layout(self.nodes))
         return NodeClasses(self.nodes, self.arrays, layout)
 
     def _count_misfits(self, task: Task, misfits: list[NodeInfo], reasons: Counter[str]) -> None:

@@ -42,6 +42,7 @@ from kai.api import (
     names,
 )
 from kai.framework.journal import Journal
+from kai.framework.memo import Memo
 from kai.framework.usage import Usage
 
 if TYPE_CHECKING:
@@ -97,16 +98,16 @@ class Snapshot:
     #: The placed accounting of the snapshot this one follows (:meth:`follow`), until a session takes it over.
     before: tuple[NodeArrays, list[NodeInfo]] | None = attrs.field(default=None, init=False)
 
-    #: What plugins work out from the snapshot as built (before a session changes it), by plugin name: kept
-    #: for the next sessions on the snapshot.
-    memo: dict[str, object] = attrs.field(factory=dict, init=False)
+    #: What the kernel and plugins work out from the snapshot as built (before a session changes it), by typed
+    #: key: kept for the next sessions on the snapshot.
+    memo: Memo = attrs.field(factory=Memo, init=False)
     #: The jobs found whole when the snapshot was built (no problem of their own or of a task) by uid, and the node
     #: names their placed tasks were checked against: a snapshot built to follow this one checks them no more.
     whole: dict[str, Job] = attrs.field(factory=dict, init=False)
     whole_on: frozenset[str] = attrs.field(default=frozenset(), init=False)
     #: The memo of the snapshot this one follows (:meth:`follow`): what was worked out per job or node there holds
     #: for each that this snapshot took over (the very object, as built).
-    memo_before: dict[str, object] = attrs.field(factory=dict, init=False)
+    memo_before: Memo = attrs.field(factory=Memo, init=False)
     #: The uids of the jobs that are not the very objects of the snapshot this one follows (new or built again),
     #: and of its jobs this one has no more; None when it follows none.
     changed: set[str] | None = attrs.field(default=None, init=False)
@@ -123,7 +124,7 @@ class Snapshot:
         the next."""
         self.followed = True
         self.before = previous.placed if previous is not None else None
-        self.memo_before = previous.memo if previous is not None else {}
+        self.memo_before = previous.memo if previous is not None else Memo()
         if previous is not None:
             previous.placed = None
             before = previous.jobs

@@ -24,6 +24,7 @@ from kai.common.durations import parse_duration
 from kai.common.errors import ConfigError
 from kai.common.yamlfile import Fields, describe
 from kai.framework.asbuilt import nodes_as_built
+from kai.framework.memo import MemoKey
 
 if TYPE_CHECKING:
     from kai.framework.nodes import NodeInfo
@@ -202,8 +203,14 @@ def cluster_capacity(session: Session) -> list[float]:
     of a node not labelled as a GPU worker do not count. The GPUs of node-local DRA slices count as the node's."""
     if session.snapshot.dra:
         return _capacity(session)
-    key = f"cluster-capacity/{session.plugins.config.restrict_node_scheduling}"
-    return list(nodes_as_built(session, key, lambda: _capacity(session)))
+    kept = nodes_as_built(session, CAPACITY[session.plugins.config.restrict_node_scheduling],
+                          lambda: _capacity(session))
+    return list(kept)  # a copy: the kept value is not to be changed
+
+
+#: The memo keys of the cluster's capacity without and with ``restrictSchedulingNodes`` (:func:`cluster_capacity`).
+CAPACITY: dict[bool, MemoKey[list[float]]] = {restrict: MemoKey(f"cluster-capacity/{restrict}")
+                                               for restrict in (False, True)}
 
 
 def _capacity(session: Session) -> list[float]:

@@ -2,10 +2,10 @@
 
 :class:`Committer` turns one cycle's outcome into writes, on a bounded thread pool:
 
-* ``bind`` -> a ``scheduling.run.ai/v1alpha2`` BindRequest named after the pod (KAI's shape: owner
-  reference to the pod, label ``selected-node``, received GPU type/count/portion, the allocations of the
-  pod's ResourceClaims as ``resourceClaimAllocations``, its implicit claim for DRA-backed ``nvidia.com/gpu``
-  as ``extendedResourceClaimAllocation``), then event
+* ``bind`` -> a ``scheduling.run.ai/v1alpha2`` BindRequest named after the pod (KAI's shape,
+  :mod:`kai.scheduler.writes`: owner reference to the pod, label ``selected-node``, received GPU
+  type/count/portion, the allocations of the pod's ResourceClaims as ``resourceClaimAllocations``, its
+  implicit claim for DRA-backed ``nvidia.com/gpu`` as ``extendedResourceClaimAllocation``), then event
   ``Scheduled``; the cache assumes the binding at once, so the next cycle does not place the pod
   again. An existing BindRequest of the same name (409) means the pod is already being bound.
 * ``evict`` -> the pod is deleted (UID precondition), the PodGroup gets event ``Evict`` with KAI's
@@ -50,95 +50,37 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from datetime import datetime, timezone
-from decimal import Decimal
 
 from kai.actions.allocate import not_ready_message
-from kai.api import ACTIVE_ALLOCATED, Job, QueueDetails, Task, TaskStatus, ZonePlacement, names
-from kai.common.quantity import format_quantity
-from kai.framework import Problem, Session
-from kai.framework.asbuilt import changed_jobs, flagged_as_built
+from kai.api import ACTIVE_ALLOCATED, Job, Task, TaskStatus, ZonePlacement, names
+from kai.framework import Decision, Problem, Session
+from kai.framework.asbuilt import JobsKey, changed_jobs, flagged_as_built
 from kai.framework.faults import INTERNAL_ERROR_REASON
 from kai.framework.snapshot import NODE_NOT_FOUND
 from kai.kube import dra
 from kai.kube.client import STRATEGIC_MERGE_PATCH, ApiError, Kube, object_path
 from kai.kube.events import NORMAL, WARNING, record_event
-from kai.kube.nrt import placement_json
-from kai.kube.views import BindRequestView, PodGroupView, PodView
+from kai.kube.views import JsonObject, PodGroupView
 from kai.logs import fields
-from kai.scheduler.cache import ClusterCache, Cycle
+from kai.metrics import SchedulerMetrics
+from kai.scheduler.build import Cycle
+from kai.scheduler.cache import ClusterCache
+from kai.scheduler.views import BindRequestView, PodView
+from kai.scheduler.writes import bind_request, condition_reason, node_ref, pod_ref, podgroup_ref, rfc3339
 
 log = logging.getLogger(__name__)
 
 DEFAULT_NODE_POOL = "default"
 #: The snapshot memo of the jobs with pods waiting (pending or gated) as built (:mod:`kai.framework.asbuilt`).
-WAITING_MEMO = "commit-waiting"
+WAITING_MEMO = JobsKey("commit-waiting")
 DEFAULT_POD_MESSAGE = "Unable to schedule pod"
-
-
-def rfc3339(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def bind_request(pod: PodView, task: Task, node: str, gpu_groups: tuple[str, ...], gpu_memory_mib: int,
-                 numa_zones: tuple[ZonePlacement, ...] = ()) -> dict:
-    """KAI's BindRequest for placing ``pod`` on ``node`` (shared GPUs on the devices ``gpu_groups``, the NUMA
-    placement ``numa_zones`` the session chose)."""
-    req = task.request
-    if req.mig:
-        kind, count, portion = "MigInstance", 0, 0.0
-    elif req.is_shared_gpu:
-        kind, count = "Fraction", req.gpu_devices
-        portion = req.gpu_fraction or min(1.0, req.accepted_gpus(gpu_memory_mib) / req.gpu_devices)
-    else:
-        kind, count, portion = "Regular", req.gpus, 1.0 if req.gpus else 0.0
-    spec = {
-        "podName": pod.name,
-        "selectedNode": node,
-        "receivedResourceType": kind,
-        "receivedGPU": {"count": count, "portion": f"{portion:.2f}"},
-    }
-    if gpu_groups:
-        spec["selectedGPUGroups"] = list(gpu_groups)
-    if numa_zones:
-        spec["predictedNUMAZones"] = placement_json(numa_zones)
-    if task.claim_allocations:
-        spec["resourceClaimAllocations"] = [{"name": name, "allocation": dra.allocation_json(allocation)}
-                                            for name, allocation in task.claim_allocations]
-    if task.extended_claim is not None:
-        spec["extendedResourceClaimAllocation"] = dra.extended_claim_json(task.extended_claim)
-    return {
-        "apiVersion": names.BINDREQUEST_API_VERSION,
-        "kind": "BindRequest",
-        "metadata": {
-            "name": pod.name,
-            "namespace": pod.namespace,
-            "labels": {"selected-node": node},
-            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": pod.name, "uid": pod.uid}],
-        },
-        "spec": spec,
-    }
-
-
-def _pod_ref(pod: PodView) -> dict:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod.name, "namespace": pod.namespace,
-                                                            "uid": pod.uid}}
-
-
-def _node_ref(name: str) -> dict:
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}
-
-
-def _podgroup_ref(pg: PodGroupView) -> dict:
-    return {"apiVersion": names.PODGROUP_API_VERSION, "kind": "PodGroup",
-            "metadata": {"name": pg.name, "namespace": pg.namespace, "uid": pg.uid}}
 
 
 class Committer:
     """Writes on two bounded pools: decisions (BindRequests, evictions) never wait behind explanations."""
 
     def __init__(self, kube: Kube, cache: ClusterCache, workers: int = 16, node_pool: str = DEFAULT_NODE_POOL,
-                 metrics=None) -> None:
+                 metrics: SchedulerMetrics | None = None) -> None:
         self.kube = kube
         self.cache = cache
         self.node_pool = node_pool
@@ -150,7 +92,7 @@ class Committer:
         self._written: dict[tuple[str, str], str] = {}
         self._in_flight: set[str] = set()
         self._logged_problems: set[str] = set()
-        self._pending: set[Future] = set()
+        self._pending: set[Future[None]] = set()
 
     def flush(self, timeout: float | None = None) -> bool:
         """Waits for every write submitted so far, and for those they submit in turn (the event after a
@@ -217,11 +159,11 @@ class Committer:
         future.add_done_callback(self._finished)
         return True
 
-    def _finished(self, future: Future) -> None:
+    def _finished(self, future: Future[None]) -> None:
         with self._lock:
             self._pending.discard(future)
 
-    def _event(self, ref: dict, event_type: str, reason: str, message: str, once: bool = True) -> bool:
+    def _event(self, ref: JsonObject, event_type: str, reason: str, message: str, once: bool = True) -> bool:
         """An event about ``ref``, unless (``once``) the last one of this reason said the same."""
         meta = ref["metadata"]
         obj = f"{ref['kind']} {meta['namespace']}/{meta['name']}" if meta.get("namespace") else \
@@ -257,7 +199,7 @@ class Committer:
                 continue
             try:
                 for message in internal.get(job.uid, ()):
-                    self._event(_podgroup_ref(pg), WARNING, INTERNAL_ERROR_REASON,
+                    self._event(podgroup_ref(pg), WARNING, INTERNAL_ERROR_REASON,
                                 f"{message} (the scheduler's log has the details)")
                 self._annotate(job, pg)
                 self._explain(session, job, pg, cycle)
@@ -269,17 +211,17 @@ class Committer:
             if pg is not None and problem is not None:
                 self._explain_rejected(job, pg, problem.reason, problem.message, cycle)
 
-    def _decision(self, session: Session, cycle: Cycle, decision) -> None:
+    def _decision(self, session: Session, cycle: Cycle, decision: Decision) -> None:
         pod = cycle.pods.get(decision.task.uid)
         if pod is None:
             log.error("decision for an unknown pod", **fields(pod=decision.task.uid, decision=decision.kind))
-        elif decision.kind == "bind":
+        elif decision.kind == "bind" and decision.node is not None:  # a bind always names its node
             self._bind(pod, decision.task, decision.node, decision.gpu_groups, session, decision.numa_zones)
         elif decision.kind == "evict":
             self._evict(pod, decision.task, decision.message, cycle)
         elif decision.kind == "pipeline":
             log.info("pipelined", **fields(pod=pod.key, node=decision.node))
-            self._event(_pod_ref(pod), NORMAL, names.REASON_PIPELINED,
+            self._event(pod_ref(pod), NORMAL, names.REASON_PIPELINED,
                         f"Pod {pod.namespace}/{pod.name} was pipelined to node {decision.node}")
 
     # --- decisions ----------------------------------------------------------------------------------
@@ -302,7 +244,7 @@ class Committer:
             else:
                 self.kube.post(path, body)
             self.cache.confirm(pod)
-            self._event(_pod_ref(pod), NORMAL, names.REASON_SCHEDULED,
+            self._event(pod_ref(pod), NORMAL, names.REASON_SCHEDULED,
                         f"Successfully assigned pod {pod.namespace}/{pod.name} "
                         f"to node {node} at node-pool {self.node_pool}", once=False)
 
@@ -314,7 +256,7 @@ class Committer:
             self.cache.forget(pod)
             message = f"Failed to bind pod {pod.namespace}/{pod.name} to node {node}. {exc}"
             log.warning("bind failed", **fields(pod=pod.key, node=node, error=str(exc)))
-            self._event(_pod_ref(pod), WARNING, names.REASON_FAILED_BINDING, message, once=False)
+            self._event(pod_ref(pod), WARNING, names.REASON_FAILED_BINDING, message, once=False)
             return True
 
         self._submit("bind", pod.key, create, on_error=failed, decision=True)
@@ -329,7 +271,7 @@ class Committer:
             self.kube.delete(path, {"preconditions": {"uid": pod.uid}})
             self.cache.confirm(pod)
             if pg is not None:
-                self._event(_podgroup_ref(pg), NORMAL, names.REASON_EVICT, message, once=False)
+                self._event(podgroup_ref(pg), NORMAL, names.REASON_EVICT, message, once=False)
 
         def failed(exc: ApiError) -> bool:
             if exc.status in (404, 409):  # gone already, or replaced by another pod of the same name
@@ -371,11 +313,11 @@ class Committer:
 
     def _problem_event(self, problem: Problem, cycle: Cycle) -> None:
         if problem.kind == "node":
-            self._event(_node_ref(problem.name), WARNING, problem.reason, f"Node {problem.name}: {problem.message}")
+            self._event(node_ref(problem.name), WARNING, problem.reason, f"Node {problem.name}: {problem.message}")
         elif problem.reason == NODE_NOT_FOUND and (pod := cycle.pods.get(problem.name)) is not None:
-            self._event(_pod_ref(pod), WARNING, problem.reason, problem.message)
+            self._event(pod_ref(pod), WARNING, problem.reason, problem.message)
         elif problem.kind == "job" and (pg := cycle.podgroups.get(problem.name)) is not None:
-            self._event(_podgroup_ref(pg), WARNING, problem.reason, problem.message)
+            self._event(podgroup_ref(pg), WARNING, problem.reason, problem.message)
         elif problem.kind in dra.KINDS:
             self._event(dra.object_ref(problem.kind, problem.name), WARNING, problem.reason, problem.message)
 
@@ -411,7 +353,7 @@ class Committer:
         if not waiting:
             return
         if not job.is_ready():
-            self._event(_podgroup_ref(pg), NORMAL, names.REASON_NOT_READY, not_ready_message(job))
+            self._event(podgroup_ref(pg), NORMAL, names.REASON_NOT_READY, not_ready_message(job))
             return
         errors = session.job_fit_errors.get(job.uid, [])
         job_message = session.job_fit_message(job)
@@ -420,7 +362,7 @@ class Committer:
                 continue
             message = session.task_fit_errors.get(task.uid) or (job_message if errors else DEFAULT_POD_MESSAGE)
             self._pod_unschedulable(cycle.pods[task.uid], message, pg.mark_unschedulable)
-        reasons = [_reason(*explanation) for explanation in dict.fromkeys(e.explanation() for e in errors)]
+        reasons = [condition_reason(*explanation) for explanation in dict.fromkeys(e.explanation() for e in errors)]
         self._podgroup_unschedulable(job, pg, job_message, reasons)
 
     def _explain_rejected(self, job: Job, pg: PodGroupView, reason: str, message: str, cycle: Cycle) -> None:
@@ -430,7 +372,7 @@ class Committer:
         self._podgroup_unschedulable(job, pg, message, [{"reason": reason, "message": message}])
 
     def _pod_unschedulable(self, pod: PodView, message: str, mark: bool) -> None:
-        if self._event(_pod_ref(pod), WARNING, names.REASON_UNSCHEDULABLE, message) and pod.invalid:
+        if self._event(pod_ref(pod), WARNING, names.REASON_UNSCHEDULABLE, message) and pod.invalid:
             log.warning("pod cannot be scheduled as defined", **fields(pod=pod.key, reason=pod.invalid))
         if mark and pod.unschedulable_message != message:
             condition = {"type": "PodScheduled", "status": "False", "reason": names.REASON_UNSCHEDULABLE,
@@ -442,8 +384,8 @@ class Committer:
                                           content_type=STRATEGIC_MERGE_PATCH),
                 on_error=lambda exc: exc.status == 404, dedupe=((f"Pod {pod.key}", "condition"), message))
 
-    def _podgroup_unschedulable(self, job: Job, pg: PodGroupView, message: str, reasons: list[dict]) -> None:
-        self._event(_podgroup_ref(pg), NORMAL, names.REASON_UNSCHEDULABLE, message)
+    def _podgroup_unschedulable(self, job: Job, pg: PodGroupView, message: str, reasons: list[JsonObject]) -> None:
+        self._event(podgroup_ref(pg), NORMAL, names.REASON_UNSCHEDULABLE, message)
         if any(t.status in ACTIVE_ALLOCATED for t in job.tasks.values()):
             return  # as KAI: the condition is not updated while some of the group's pods are placed
         last = pg.conditions[-1] if pg.conditions else {}
@@ -467,31 +409,6 @@ class Committer:
 
 def _has_waiting(job: Job) -> bool:
     return any(t.status in (TaskStatus.PENDING, TaskStatus.GATED) for t in job.tasks.values())
-
-
-def _reason(reason: str, message: str, details: QueueDetails | None) -> dict:
-    """A PodGroup's ``schedulingConditions[].reasons[]`` entry, with KAI's ``details.queueDetails``."""
-    entry: dict = {"reason": reason, "message": message}
-    if details is not None:
-        entry["details"] = {"queueDetails": {
-            "name": details.name,
-            "queueRequestedResources": _resource_list(details.requested),
-            "queueDeservedResources": _resource_list(details.deserved),
-            "queueAllocatedResources": _resource_list(details.allocated),
-            "queueAllocatedNonPreemptibleResources": _resource_list(details.allocated_non_preemptible),
-            "queueResourceLimits": _resource_list(details.limits),
-            "podGroupRequestedResources": _resource_list(details.job_requested),
-            "podGroupRequestedNonPreemptibleResources": _resource_list(details.job_requested),
-        }}
-    return entry
-
-
-def _resource_list(amounts: tuple[float, float, float]) -> dict[str, str]:
-    """(CPU millicores, memory bytes, GPUs) as a ResourceList the way KAI writes it (a fraction of a GPU in
-    millis, else whole GPUs; -1 unlimited)."""
-    cpu, memory, gpus = amounts
-    gpu = f"{int(gpus * 1000)}m" if 0 < gpus < 1 else str(int(gpus))
-    return {"cpu": format_quantity(Decimal(int(cpu)) / 1000), "memory": str(int(memory)), names.GPU: gpu}
 
 
 def _changed(new: float | None, old: float | None) -> bool:

@@ -1,6 +1,6 @@
 """Slim views -> the scheduler's domain objects.
 
-The ``to_*`` functions build fresh ``kai.api`` objects from the views of :mod:`kai.kube.views`,
+The ``to_*`` functions build fresh ``kai.api`` objects from the views of :mod:`kai.scheduler.views`,
 following KAI's rules for pod status and queue quotas; the cache takes them again in later cycles
 while their inputs stay the same (:mod:`kai.scheduler.reuse`).
 """
@@ -26,7 +26,8 @@ from kai.api import (
     ZonePlacement,
 )
 from kai.api.dra import DynamicResources, PodResourceClaim, pod_gpus
-from kai.kube.views import BindRequestView, NodeView, PodGroupView, PodView, is_preemptible
+from kai.kube.views import PodGroupView, is_preemptible
+from kai.scheduler.views import BindRequestView, NodeView, PodView
 
 
 def take(allocatable: Resources, used: Resources) -> None:

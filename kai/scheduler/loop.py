@@ -35,15 +35,16 @@ import logging
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable, Collection, Sequence
 
 from kai.api import names
-from kai.framework import DEFAULT_CONFIG, Plugins, SchedulerConfig, Session
+from kai.framework import DEFAULT_CONFIG, Decision, Plugins, SchedulerConfig, Session
 from kai.framework.asbuilt import pending_jobs, task_statuses
 from kai.kube.access import Access
 from kai.kube.client import Kube
 from kai.kube.kaiconfig import KaiObjects
 from kai.logs import fields
-from kai.metrics import ON_SESSION_CLOSE, ON_SESSION_OPEN
+from kai.metrics import ON_SESSION_CLOSE, ON_SESSION_OPEN, SchedulerMetrics
 from kai.scheduler.cache import ClusterCache
 from kai.scheduler.commit import Committer
 from kai.scheduler.convert import STUCK_IN_RELEASING_THRESHOLD
@@ -105,8 +106,8 @@ class Scheduler:
 
     def __init__(self, kube: Kube, config: SchedulerConfig = DEFAULT_CONFIG, *, period: float = DEFAULT_PERIOD,
                  debounce: float = DEFAULT_DEBOUNCE, scheduler_name: str = names.SCHEDULER_NAME, workers: int = 16,
-                 metrics=None, sync_timeout: float = 120.0, stop_timeout: float = STOP_TIMEOUT,
-                 shard: str | None = None,
+                 metrics: SchedulerMetrics | None = None, sync_timeout: float = 120.0,
+                 stop_timeout: float = STOP_TIMEOUT, shard: str | None = None,
                  stuck_in_releasing_threshold: float = STUCK_IN_RELEASING_THRESHOLD,
                  reservation_app: str = names.RESERVATION_APP[1]) -> None:
         self.plugins = Plugins(config)
@@ -207,28 +208,13 @@ class Scheduler:
         return True
 
     @staticmethod
-    def _observe(record, *args) -> None:
+    def _observe(record: Callable[..., object], *args: object) -> None:
         """Bookkeeping after the session (metrics, usage history): a failure is logged, and the cycle's
         decisions are still committed."""
         try:
             record(*args)
         except Exception:  # noqa: BLE001
             log.exception("cycle bookkeeping failed; the decisions are committed", **fields(step=record.__name__))
-
-    def _record_shares(self, session: Session) -> None:
-        shares = fair_shares(session)
-        display_names = {q.name: q.display_name for q in session.queues.values()}
-        self.metrics.fair_shares(shares, display_names)
-        self.metrics.queue_usages({q: session.snapshot.usage.get(q, (0.0, 0.0, 0.0)) for q in shares},
-                                  display_names)
-
-    def _record_session(self, session: Session) -> None:
-        for (plugin, hook), seconds in session.plugin_seconds.items():
-            self.metrics.plugin_seconds(plugin, ON_SESSION[hook], seconds)
-        self._record_snapshot(session)
-        self.metrics.scenario_search(session.scenario_search)
-        for error in session.errors:
-            self.metrics.contained_error(error.action)
 
     def _cycle_failed(self, exc: Exception) -> float:
         """Log and count a failed cycle; the seconds to wait before the next attempt."""
@@ -282,25 +268,12 @@ class Scheduler:
             cycle.snapshot.usage = self.usage.usage(cycle.snapshot.now)
         snapshot_seconds = time.perf_counter() - started
         session = Session(cycle.snapshot, self.plugins)
-        if self.metrics is None:
+        if self.metrics is None or self.probe is None:  # the probe comes with the metrics
             session.open()
             session.run_actions()
             session.close()
         else:
-            with self.metrics.cycle(since=started):  # KAI's cycle and session open include the snapshot
-                with self.metrics.open_session(since=started):
-                    session.open()
-                for action in self.plugins.config.actions:
-                    before = len(session.decisions)
-                    self.probe.tried.clear()
-                    with self.metrics.action(action):
-                        session.run_actions([action])
-                    self._observe(record_decisions, self.metrics, session, action, session.decisions[before:],
-                                  self.probe.tried, self.committer.node_pool)
-                self._observe(self._record_shares, session)
-                with self.metrics.close_session():
-                    session.close()
-            self._observe(self._record_session, session)
+            self._run_measured(session, self.metrics, self.probe, started)
         if self.usage is not None:
             self._observe(self.usage.record, session)
         self.committer.commit(session, cycle)
@@ -315,9 +288,40 @@ class Scheduler:
                                        total_ms=round((time.perf_counter() - started) * 1000, 1)))
         return session
 
-    def _record_snapshot(self, session: Session) -> None:
-        by_status = Counter({status.value: n for status, n in task_statuses(session).items()})
-        self.metrics.snapshot(by_status, len(session.jobs), pending_jobs(session))
+    def _run_measured(self, session: Session, metrics: SchedulerMetrics, probe: SessionProbe, started: float) -> None:
+        """The session with KAI's metrics: the cycle, its session's open and close and each action timed, what
+        each action did counted, then the fair shares, the plugins' times and the snapshot recorded."""
+        with metrics.cycle(since=started):  # KAI's cycle and session open include the snapshot
+            with metrics.open_session(since=started):
+                session.open()
+            for action in self.plugins.config.actions:
+                before = len(session.decisions)
+                probe.tried.clear()
+                with metrics.action(action):
+                    session.run_actions([action])
+                self._observe(record_decisions, metrics, session, action, session.decisions[before:],
+                              probe.tried, self.committer.node_pool)
+            self._observe(_record_shares, metrics, session)
+            with metrics.close_session():
+                session.close()
+        self._observe(_record_session, metrics, session)
+
+
+def _record_shares(metrics: SchedulerMetrics, session: Session) -> None:
+    shares = fair_shares(session)
+    display_names = {q.name: q.display_name for q in session.queues.values()}
+    metrics.fair_shares(shares, display_names)
+    metrics.queue_usages({q: session.snapshot.usage.get(q, (0.0, 0.0, 0.0)) for q in shares}, display_names)
+
+
+def _record_session(metrics: SchedulerMetrics, session: Session) -> None:
+    for (plugin, hook), seconds in session.plugin_seconds.items():
+        metrics.plugin_seconds(plugin, ON_SESSION[hook], seconds)
+    by_status = Counter({status.value: n for status, n in task_statuses(session).items()})
+    metrics.snapshot(by_status, len(session.jobs), pending_jobs(session))
+    metrics.scenario_search(session.scenario_search)
+    for error in session.errors:
+        metrics.contained_error(error.action)
 
 
 def backoff(failures: int, period: float) -> float:
@@ -338,7 +342,8 @@ def fair_shares(session: Session) -> dict[str, tuple[float, float, float]]:
     return shares
 
 
-def record_decisions(metrics, session: Session, action: str, decisions, tried=(), node_pool: str = "") -> None:
+def record_decisions(metrics: SchedulerMetrics, session: Session, action: str, decisions: Sequence[Decision],
+                     tried: Collection[str] = (), node_pool: str = "") -> None:
     """Count what one action did: the jobs it tried through the job solver (``tried``, job uids), the
     PodGroups it placed (bind or pipeline; of an action that tried jobs, only those: the victims it moved
     are not scheduled by it; for ``preempt`` each is also a preemption attempt) and the pods it evicted per

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from contextlib import AbstractContextManager
 
 import attrs
 
@@ -19,10 +19,14 @@ from kai.api import names
 from kai.framework import Plugins, SchedulerConfig
 from kai.framework.shard import apply_shard
 from kai.kube.kaiconfig import config_field
+from kai.kube.views import JsonObject
 from kai.logs import fields
-from kai.usagedb import make_usage_source
+from kai.usagedb import UsageSource, make_usage_source
 
 log = logging.getLogger(__name__)
+
+#: A factory of context managers timing each fetch of historical usage (a metric).
+QueryTimer = Callable[[], AbstractContextManager[None]]
 
 
 @attrs.define(frozen=True, eq=False)
@@ -31,19 +35,19 @@ class Settings:
     source (None: no historical usage) and the period between cycles, seconds."""
 
     plugins: Plugins
-    usage: Any
+    usage: UsageSource | None
     period: float
     #: The ``app`` label of the binder's reservation pods (``binder.resourceReservation.appLabel``).
     reservation_app: str = names.RESERVATION_APP[1]
 
 
 def settings_builder(base: SchedulerConfig, period: float, current: Callable[[], Settings],
-                     query_timer=None, reservation_app: str = names.RESERVATION_APP[1],
-                     ) -> Callable[[dict | None, dict | None], Settings]:
+                     query_timer: QueryTimer | None = None, reservation_app: str = names.RESERVATION_APP[1],
+                     ) -> Callable[[JsonObject | None, JsonObject | None], Settings]:
     """``build(shard, kai_config)``: the settings of ``base``, ``period`` and ``reservation_app`` with the
     objects applied."""
 
-    def build(shard: dict | None, kai_config: dict | None) -> Settings:
+    def build(shard: JsonObject | None, kai_config: JsonObject | None) -> Settings:
         applied = apply_shard(base, shard, kai_config)
         now = current()
         config = applied.config

@@ -39,6 +39,7 @@ from kai.sdk import (
     DeviceRequest,
     DynamicResources,
     ExtendedClaim,
+    JobsKey,
     Reject,
     ResourceClaim,
     Task,
@@ -51,6 +52,8 @@ from .allocator import Candidate, Search, reachable
 from .cel import Selectors
 
 NAME = "dynamicresources"
+#: The memo key of the jobs with ResourceClaims as built.
+WITH_CLAIMS = JobsKey("dynamicresources/claims")
 log = logging.getLogger("kai.plugins.dynamicresources")
 
 
@@ -122,7 +125,7 @@ class DynamicResourcesPlugin:
     @hookimpl
     def kai_session_open(self, session):
         self._reset(session.snapshot.dra)
-        with_claims = jobs_where(session, "dynamicresources/claims", _has_resource_claims)
+        with_claims = jobs_where(session, WITH_CLAIMS, _has_resource_claims)
         if not self.dra.extended_gpu_nodes and not with_claims:
             session.calls.withdraw(self)  # no pod has claims, no GPU is DRA-backed: nothing to filter or account
             return

@@ -10,6 +10,7 @@ from kai.sdk import (
     ALLOCATED,
     UNLIMITED,
     Job,
+    MemoKey,
     Queue,
     TaskStatus,
     cluster_capacity,
@@ -18,8 +19,6 @@ from kai.sdk import (
     min_node_gpu_memory,
 )
 
-#: The snapshot memo of the queues' allocations and requests as its first session counted them (:class:`Counted`).
-MEMO = "proportion"
 #: Resource order of every vector here: KAI's (CPU, memory, GPU).
 RESOURCES = ("cpu", "memory", "gpu")
 CPU, MEMORY, GPU = range(3)
@@ -88,11 +87,15 @@ class Counted:
         self.bound: set[str] = bound if bound is not None else set()
 
 
+#: The memo key of the queues' allocations and requests as the snapshot's first session counted them.
+MEMO: MemoKey[Counted] = MemoKey("proportion")
+
+
 def build_shares(session, k_value: float) -> tuple[dict[str, QueueShare], list[float]]:
     """Queue shares with allocations, requests and fair shares computed for this session."""
     shares = {name: QueueShare(q) for name, q in session.queues.items()}
     counted = session.snapshot.memo.get(MEMO)
-    if not isinstance(counted, Counted):
+    if counted is None:
         counted = _count_following(session, shares) or _count(session, shares)
         counted.queues = {name: (qs.allocated[:], qs.allocated_np[:], qs.request[:]) for name, qs in shares.items()}
         session.snapshot.memo[MEMO] = counted
@@ -138,7 +141,7 @@ def _count_following(session, shares: dict[str, QueueShare]) -> Counted | None:
     (count them all)."""
     snapshot = session.snapshot
     before = snapshot.memo_before.get(MEMO)
-    if not isinstance(before, Counted) or before.sums is None or snapshot.changed is None or \
+    if before is None or before.sums is None or snapshot.changed is None or \
             before.tree != _tree(session):
         return None
     sums = {name: list(v) for name, v in before.sums.items()}

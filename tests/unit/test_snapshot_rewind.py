@@ -6,6 +6,7 @@ from kai import testing as kt
 from kai.api import NumaTopology, NumaZone, TaskStatus, ZonePlacement
 from kai.framework import PluginSpec, Session
 from kai.framework.snapshot import NODE_OVERCOMMITTED
+from kai.plugins.proportion.shares import MEMO
 
 
 def test_the_outcome_shows_until_the_next_session_rewinds_the_snapshot():
@@ -67,7 +68,7 @@ def test_proportion_counts_the_queues_of_a_snapshot_once_and_divides_each_sessio
     snap = kt.cluster([kt.node("n", gpus=4)], queues=[kt.queue("q", deserved_gpus=1)],
                       jobs=[kt.job("r", queue="q", gpus=1, status="Running", node="n"), kt.job("p", queue="q", gpus=2)])
     kt.run(snap, actions=("allocate",))
-    allocated, _, request = snap.memo["proportion"].queues["q"]
+    allocated, _, request = snap.memo.get(MEMO).queues["q"]
     assert allocated[2] == 1.0 and request[2] == 3.0  # counted before the session placed p
     snap.usage = {"q": (0.0, 0.0, 0.5)}
     session = Session(snap, kt.plugin_manager()).open()

@@ -9,7 +9,8 @@ from kai.actions.stalegangeviction import is_stale
 from kai.api import TaskStatus
 from kai.common.errors import ConfigError
 from kai.framework import DEFAULT_CONFIG, Plugins, SchedulerConfig, parse_config, run_session
-from kai.framework.asbuilt import flagged_as_built
+from kai.framework.asbuilt import JobsKey, flagged_as_built
+from kai.framework.memo import Memo
 
 NOW = kt.NOW
 
@@ -106,5 +107,5 @@ def test_a_job_whose_property_cannot_be_worked_out_is_looked_at_not_fatal_to_the
             raise ValueError("malformed")
         return job == "flagged"
 
-    snapshot = SimpleNamespace(memo={}, memo_before={}, jobs={"a": "plain", "b": "bad", "c": "flagged"})
-    assert flagged_as_built(SimpleNamespace(snapshot=snapshot), "key", test, set()) == {"b", "c"}
+    snapshot = SimpleNamespace(memo=Memo(), memo_before=Memo(), jobs={"a": "plain", "b": "bad", "c": "flagged"})
+    assert flagged_as_built(SimpleNamespace(snapshot=snapshot), JobsKey("key"), test, set()) == {"b", "c"}

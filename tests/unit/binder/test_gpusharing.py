@@ -389,8 +389,8 @@ def test_sync_deletes_reservation_pods_once_their_group_has_no_pending_or_runnin
 
 
 def test_the_scheduler_counts_a_reservation_pods_cpu_but_not_its_gpu_or_pod_slot():
-    from kai.kube.views import pod_view
-    from kai.scheduler.cache import _add_usage
+    from kai.scheduler.build import _add_usage
+    from kai.scheduler.views import pod_view
 
     holder = reservation_pod("n1", "g1") | {"status": {"phase": "Running"}}
     holder["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from kai.kube import views
+from kai.scheduler import views
 from kai.scheduler.bindrequests import LiveBindRequests
 
 
@@ -74,3 +74,4 @@ def test_live_bind_requests_kept_across_updates_equal_a_fresh_reading(seed):
         assert problems == fresh_problems, step
         assert changed >= {p for p in last_live.keys() | live.keys() if last_live.get(p) is not live.get(p)}, step
         last_live = dict(live)
+        kept.live.turn()  # the cycle is built

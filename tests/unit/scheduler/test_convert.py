@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from kai.api import TaskStatus
-from kai.kube import views
-from kai.scheduler import convert
-from kai.scheduler.commit import bind_request
+from kai.kube import views as kube_views
+from kai.scheduler import convert, views
+from kai.scheduler.writes import bind_request
 
 
 def pod(name="p", scheduler="kai-scheduler", node="", phase="Pending", annotations=None, containers=None, **spec):
@@ -100,7 +100,7 @@ def test_pod_state_follows_kai(phase, node, deleting, gated, with_bind, expected
 
 
 def podgroup(**spec):
-    return views.podgroup_view({
+    return kube_views.podgroup_view({
         "metadata": {"name": "g", "namespace": "ns", "uid": "u",
                      "annotations": {"kai.scheduler/last-start-timestamp": "2026-01-01T00:01:00Z"}},
         "spec": {"queue": "q", "minMember": 2, **spec},
@@ -109,8 +109,8 @@ def podgroup(**spec):
 
 def test_priority_and_preemptibility_as_kai():
     classes = {"train": 50, "build": 100, "inference": 125}
-    assert views.job_priority(podgroup(priorityClassName="inference"), classes, 50) == 125
-    assert views.job_priority(podgroup(priorityClassName="nope"), classes, 77) == 77
+    assert kube_views.job_priority(podgroup(priorityClassName="inference"), classes, 50) == 125
+    assert kube_views.job_priority(podgroup(priorityClassName="nope"), classes, 77) == 77
     job = convert.to_job(podgroup(priorityClassName="train"), 50)
     assert job.preemptible and job.pod_sets["default"].min_available == 2 and job.last_start == 1767225660.0
     assert not convert.to_job(podgroup(), 100).preemptible
@@ -131,7 +131,7 @@ def test_subgroups_become_pod_sets_and_inner_groups():
 def test_kai_v017_podgroup_with_the_new_fields_converts():
     # KAI v0.17's two-level example (docs/developer/designs/min-subgroups) with its other new fields;
     # minSubGroup, preemptionDelay and stalenessGracePeriod are read but not honoured yet.
-    view = views.podgroup_view({
+    view = kube_views.podgroup_view({
         "metadata": {"name": "training-job", "namespace": "ns", "uid": "u"},
         "spec": {"queue": "q", "minSubGroup": 2, "preemptionDelay": "5m", "stalenessGracePeriod": "30s",
                  "subGroups": [
@@ -147,13 +147,13 @@ def test_kai_v017_podgroup_with_the_new_fields_converts():
     assert {n: (s.parent, s.min_available) for n, s in job.pod_sets.items()} == {
         "decode-leaders": ("decode", 1), "decode-workers": ("decode", 4),
         "prefill-leaders": ("prefill", 1), "prefill-workers": ("prefill", 4)}
-    elastic = convert.to_job(views.podgroup_view({"metadata": {"name": "e", "namespace": "ns"},
+    elastic = convert.to_job(kube_views.podgroup_view({"metadata": {"name": "e", "namespace": "ns"},
                                                   "spec": {"queue": "q", "minMember": 0}}), 50)  # allowed since v0.17
     assert set(elastic.pod_sets) == {"default"} and elastic.queue == "q"
 
 
 def test_queue_units_and_min_runtimes():
-    q = views.queue_view({
+    q = kube_views.queue_view({
         "metadata": {"name": "team"},
         "spec": {"parentQueue": "root", "priority": 7, "preemptMinRuntime": "1h30m", "reclaimMinRuntime": "bogus",
                  "resources": {"gpu": {"quota": 4, "limit": -1, "overQuotaWeight": 2},
@@ -209,9 +209,9 @@ def test_gpu_groups_from_pod_labels_or_the_bind_request():
 
 
 def test_go_duration():
-    assert views.go_duration("90s") == 90.0
-    assert views.go_duration("1h2m3.5s") == 3723.5
-    assert views.go_duration("5x") is None and views.go_duration("") is None
+    assert kube_views.go_duration("90s") == 90.0
+    assert kube_views.go_duration("1h2m3.5s") == 3723.5
+    assert kube_views.go_duration("5x") is None and kube_views.go_duration("") is None
 
 
 def test_topology_levels_widest_first():
@@ -221,7 +221,7 @@ def test_topology_levels_widest_first():
 
 
 def test_preemption_delay_grace_period_and_last_eviction_come_from_the_podgroup():
-    pg = views.podgroup_view({
+    pg = kube_views.podgroup_view({
         "metadata": {"name": "g", "namespace": "ns", "uid": "u",
                      "annotations": {"kai.scheduler/last-eviction-timestamp": "2026-01-01T00:02:00Z"}},
         "spec": {"queue": "q", "preemptionDelay": "5m", "stalenessGracePeriod": "-1s"},

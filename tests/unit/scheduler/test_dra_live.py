@@ -10,7 +10,7 @@ from kai import testing as kt
 from kai.api.dra import EXTENDED_ENTRY, Allocation
 from kai.kube import dra
 from kai.scheduler.cache import ClusterCache
-from kai.scheduler.commit import bind_request
+from kai.scheduler.writes import bind_request
 
 DRIVER = "gpu.example.com"
 PLUGINS = ("predicates", "proportion", "priority", "dynamicresources", "nodeplacement")

@@ -80,7 +80,7 @@ def test_decisions_of_an_action_are_counted_per_podgroup():
 
 def test_the_loop_records_its_allocations_as_usage_and_reads_them_back_next_cycle():
     from kai.framework import parse_config
-    from kai.scheduler.cache import Cycle
+    from kai.scheduler.build import Cycle
     from kai.scheduler.loop import Scheduler
 
     config = parse_config({"actions": "allocate", "usageDBConfig": {"clientType": "in-process"},
@@ -105,7 +105,7 @@ def test_the_loop_records_its_allocations_as_usage_and_reads_them_back_next_cycl
 def _scheduler(snapshot, actions, plugins):
     """A scheduler with metrics whose cache gives ``snapshot`` and whose committer writes nothing."""
     from kai.framework import parse_config
-    from kai.scheduler.cache import Cycle
+    from kai.scheduler.build import Cycle
     from kai.scheduler.loop import Scheduler
 
     config = parse_config({"actions": ", ".join(actions), "tiers": [{"plugins": [{"name": p} for p in plugins]}]})

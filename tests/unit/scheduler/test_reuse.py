@@ -340,6 +340,7 @@ def shares_of(session) -> dict:
 
 def test_proportion_counts_only_the_jobs_that_changed_since_the_snapshot_before():
     from kai.framework import Session
+    from kai.plugins.proportion.shares import MEMO
 
     def gpu_pod(name, group, gpus, node_name="", phase="Pending", fraction=None):
         p = pod(name, group, node_name, phase)
@@ -369,7 +370,7 @@ def test_proportion_counts_only_the_jobs_that_changed_since_the_snapshot_before(
         snapshot = cluster.load(cache).snapshot(now=now).snapshot
         session = Session(snapshot, plugins).open()
         assert shares_of(session) == shares_of(Session(cluster.fresh(now), plugins).open())
-        counted.append(snapshot.memo["proportion"])
+        counted.append(snapshot.memo.get(MEMO))
         session.run_actions()
         session.close()
 
@@ -544,8 +545,8 @@ def test_a_cache_following_random_changes_builds_what_a_fresh_cache_builds(seed)
         assert decided(cycle.snapshot) == decided(fresh_snapshot), step
 
 
-@pytest.mark.parametrize("breaks", ["kai.scheduler.cache.ClusterCache._dynamic_resources",
-                                    "kai.scheduler.convert.to_task", "kai.scheduler.cache.build_snapshot"])
+@pytest.mark.parametrize("breaks", ["kai.scheduler.build.Build._dynamic_resources",
+                                    "kai.scheduler.convert.to_task", "kai.scheduler.build.build_snapshot"])
 def test_a_build_that_fails_loses_nothing_the_informers_reported(monkeypatch, breaks):
     """The keys the informers reported are taken by a build that fails before, while or after it goes over the
     pods; the next cycle still sees every change."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kai.api import HostPort
-from kai.kube import views
+from kai.scheduler import podspec, views
 
 
 def c(cpu=None, memory=None, gpu=None, restart=None, **more):
@@ -21,7 +21,7 @@ def amounts(containers, init=(), overhead=None):
     spec = {"containers": list(containers), "initContainers": list(init)}
     if overhead:
         spec["overhead"] = overhead
-    return views.pod_amounts(spec)
+    return podspec.pod_amounts(spec)
 
 
 def test_a_native_sidecar_runs_beside_the_containers():
@@ -43,7 +43,7 @@ def test_each_resource_takes_its_own_larger_phase_and_overhead_is_added():
 
 
 def test_sidecar_gpus_and_extended_resources_count_too():
-    request = views.pod_request({"containers": [c(gpu="1")],
+    request = podspec.pod_request({"containers": [c(gpu="1")],
                                  "initContainers": [{"restartPolicy": "Always", "resources": {
                                      "limits": {"nvidia.com/gpu": "1", "example.com/nic": "2"}}}]}, {})
     assert request.gpus == 2 and request.scalars == {"example.com/nic": 2.0}
@@ -55,7 +55,7 @@ def test_host_ports_of_containers_and_sidecars_with_defaults():
                                       {"containerPort": 9000}]}],
             "initContainers": [{"ports": [{"hostPort": 7000}]},
                                {"restartPolicy": "Always", "ports": [{"hostPort": 7001}]}]}
-    assert views.host_ports(spec) == (HostPort("0.0.0.0", "TCP", 7001), HostPort("0.0.0.0", "TCP", 8080),
+    assert podspec.host_ports(spec) == (HostPort("0.0.0.0", "TCP", 7001), HostPort("0.0.0.0", "TCP", 8080),
                                       HostPort("10.0.0.1", "UDP", 53))
 
 
@@ -84,7 +84,7 @@ def test_required_config_maps_are_mounted_or_referenced_and_not_optional():
                         "envFrom": [{"configMapRef": {"name": "env-from"}}]}],
         "initContainers": [{"volumeMounts": [{"name": "proj"}]}],
     }
-    got = views.required_config_maps(spec, {"runai/shared-gpu-configmap": "p-abc-shared-gpu"})
+    got = podspec.required_config_maps(spec, {"runai/shared-gpu-configmap": "p-abc-shared-gpu"})
     assert got == ("app", "env-from", "env-ref", "projected")
 
 

@@ -1,0 +1,101 @@
+"""What the scheduler writes, in KAI's shapes: the BindRequest of a bind, the objects its events are about, a
+PodGroup scheduling condition's reasons, and the times it records."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from decimal import Decimal
+
+from kai.api import QueueDetails, Task, ZonePlacement, names
+from kai.common.quantity import format_quantity
+from kai.kube import dra
+from kai.kube.nrt import placement_json
+from kai.kube.views import JsonObject, PodGroupView
+from kai.scheduler.views import PodView
+
+
+def rfc3339(seconds: float) -> str:
+    """A time as KAI writes it in annotations and conditions (whole seconds, UTC)."""
+    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def bind_request(pod: PodView, task: Task, node: str, gpu_groups: tuple[str, ...], gpu_memory_mib: int,
+                 numa_zones: tuple[ZonePlacement, ...] = ()) -> JsonObject:
+    """KAI's BindRequest for placing ``pod`` on ``node`` (shared GPUs on the devices ``gpu_groups``, the NUMA
+    placement ``numa_zones`` the session chose)."""
+    req = task.request
+    if req.mig:
+        kind, count, portion = "MigInstance", 0, 0.0
+    elif req.is_shared_gpu:
+        kind, count = "Fraction", req.gpu_devices
+        portion = req.gpu_fraction or min(1.0, req.accepted_gpus(gpu_memory_mib) / req.gpu_devices)
+    else:
+        kind, count, portion = "Regular", req.gpus, 1.0 if req.gpus else 0.0
+    spec: JsonObject = {
+        "podName": pod.name,
+        "selectedNode": node,
+        "receivedResourceType": kind,
+        "receivedGPU": {"count": count, "portion": f"{portion:.2f}"},
+    }
+    if gpu_groups:
+        spec["selectedGPUGroups"] = list(gpu_groups)
+    if numa_zones:
+        spec["predictedNUMAZones"] = placement_json(numa_zones)
+    if task.claim_allocations:
+        spec["resourceClaimAllocations"] = [{"name": name, "allocation": dra.allocation_json(allocation)}
+                                            for name, allocation in task.claim_allocations]
+    if task.extended_claim is not None:
+        spec["extendedResourceClaimAllocation"] = dra.extended_claim_json(task.extended_claim)
+    return {
+        "apiVersion": names.BINDREQUEST_API_VERSION,
+        "kind": "BindRequest",
+        "metadata": {
+            "name": pod.name,
+            "namespace": pod.namespace,
+            "labels": {"selected-node": node},
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": pod.name, "uid": pod.uid}],
+        },
+        "spec": spec,
+    }
+
+
+def pod_ref(pod: PodView) -> JsonObject:
+    """The pod as the object of an event."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod.name, "namespace": pod.namespace,
+                                                            "uid": pod.uid}}
+
+
+def node_ref(name: str) -> JsonObject:
+    """The node as the object of an event."""
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}
+
+
+def podgroup_ref(pg: PodGroupView) -> JsonObject:
+    """The PodGroup as the object of an event."""
+    return {"apiVersion": names.PODGROUP_API_VERSION, "kind": "PodGroup",
+            "metadata": {"name": pg.name, "namespace": pg.namespace, "uid": pg.uid}}
+
+
+def condition_reason(reason: str, message: str, details: QueueDetails | None) -> JsonObject:
+    """A PodGroup's ``schedulingConditions[].reasons[]`` entry, with KAI's ``details.queueDetails``."""
+    entry: JsonObject = {"reason": reason, "message": message}
+    if details is not None:
+        entry["details"] = {"queueDetails": {
+            "name": details.name,
+            "queueRequestedResources": _resource_list(details.requested),
+            "queueDeservedResources": _resource_list(details.deserved),
+            "queueAllocatedResources": _resource_list(details.allocated),
+            "queueAllocatedNonPreemptibleResources": _resource_list(details.allocated_non_preemptible),
+            "queueResourceLimits": _resource_list(details.limits),
+            "podGroupRequestedResources": _resource_list(details.job_requested),
+            "podGroupRequestedNonPreemptibleResources": _resource_list(details.job_requested),
+        }}
+    return entry
+
+
+def _resource_list(amounts: tuple[float, float, float]) -> dict[str, str]:
+    """(CPU millicores, memory bytes, GPUs) as a ResourceList the way KAI writes it (a fraction of a GPU in
+    millis, else whole GPUs; -1 unlimited)."""
+    cpu, memory, gpus = amounts
+    gpu = f"{int(gpus * 1000)}m" if 0 < gpus < 1 else str(int(gpus))
+    return {"cpu": format_quantity(Decimal(int(cpu)) / 1000), "memory": str(int(memory)), names.GPU: gpu}
