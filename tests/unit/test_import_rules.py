@@ -194,7 +194,7 @@ def test_the_checker_sees_a_violation():
     assert "kai.rbac imports kai.scheduler.loop" in _violations(lambda name, dep: not _within(dep, COMPONENTS))
 
 
-@pytest.mark.parametrize("package", ["kai.sim.replay"])
+@pytest.mark.parametrize("package", ["kai.api", "kai.sim.replay"])
 def test_no_import_cycle_within(package):
     assert _graph(package), f"{package} has no modules"
     assert _cycle(_graph(package)) == []
