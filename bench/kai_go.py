@@ -3,8 +3,8 @@
 Run: ``python bench/kai_go.py [--kai-source DIR | --kai-git GITDIR] [--repeat N] [--scale 500 1000 ...]
 [--if-available]``.
 
-KAI's source at the pinned commit comes from the cache the e2e runner keeps (``kai.dev.kaie2e``;
-a checkout with ``--kai-source``, or exported from a clone with ``--kai-git``). Its
+KAI's source at the pinned commit comes from the cache the KAI e2e harness keeps
+(``tests/kai-e2e/kaisource.py``; a checkout with ``--kai-source``, or exported from a clone with ``--kai-git``). Its
 ``pkg/scheduler/actions`` benchmarks are compiled once with ``go test -c``, with the allocate
 benchmark grown to the scale shapes of ``bench/scale.py`` added through a build overlay (KAI's tree
 is not changed). Each benchmark runs ``N`` times one iteration (``-test.benchtime 1x``); this
@@ -27,9 +27,11 @@ from contextlib import redirect_stdout as _stdout_to
 from pathlib import Path
 
 from kai.dev.gobuild import MissingToolError, go_command, go_environment
-from kai.dev.kaie2e import KAI_COMMIT, KaiE2EError, cache_dir, kai_source
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests" / "kai-e2e"))  # KAI's source comes from the e2e harness's cache
+from kaisource import KAI_COMMIT, KaiE2EError, cache_dir, kai_source  # noqa: E402
+
 ACTIONS = "pkg/scheduler/actions"
 OVERLAY_NAME = "zz_scale_benchmark_test.go"
 SCALE_SIZES = (500, 1000, 2000)

@@ -37,13 +37,16 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from kai.dev import manifests as m
 from kai.dev.controlplane import ControlPlane
 from kai.kube.client import Kube
 from kai.kube.views import timestamp
 from kai.kube.watch import Informer
 
-DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))  # the tests' manifest builders
+from support import manifests as m  # noqa: E402
+
+DEPLOY = ROOT / "deploy"
 NAMESPACE = "scale"
 
 

@@ -140,8 +140,8 @@ def time_cycle(scenario, plugins, snapshot=None) -> tuple[float, dict[str, float
 def run_replay(repeat: int) -> dict:
     """Time ``repeat`` inflate replays of the shipped trace with the default config, seed 42."""
     from kai.framework import DEFAULT_CONFIG
-    from kai.sim.replay import Replay
-    from kai.sim.replay_trace import default_file
+    from kai.sim.replay.inflate import Replay
+    from kai.sim.replay.trace import default_file
 
     replay = Replay(default_file("nodes"), default_file("pods"), DEFAULT_CONFIG)
     runs = []

@@ -17,7 +17,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "simulate": ("kai.sim.simulate:main", "run the scheduler on an in-memory cluster described in YAML"),
     "fairshare": ("kai.sim.fairshare:main", "show each queue's fair share and the rule that bounded it"),
     "conformance": ("kai.sim.conformance:main", "replay KAI conformance scenarios through the kernel"),
-    "replay": ("kai.sim.replay:main", "replay a GPU cluster trace through the scheduler (FGD paper's procedure)"),
+    "replay": ("kai.sim.replay.cli:main", "replay a GPU cluster trace through the scheduler (FGD paper's procedure)"),
     "bench": ("kai.sim.bench:main", "time scheduling actions on scenario files"),
     "run": ("kai.run:main", "run the scheduler's components against a Kubernetes API server"),
     "dev-cluster": ("kai.dev.cli:main",

@@ -43,7 +43,7 @@ from kai.framework import Plugins, SchedulerConfig, Session, Snapshot, build_sna
 from kai.framework import PluginSpec as PluginSpec  # part of this module's API: ``kt.PluginSpec(name, arguments)``
 from kai.framework.config import DEFAULT_CONFIG
 from kai.plugin_loader import ACTION_GROUP, PLUGIN_GROUP, discover
-from kai.sim import replay, replay_trace
+from kai.sim.replay import trace as replay_trace
 
 NOW = 1_800_000_000.0
 NODE_CPU = 64_000.0
@@ -170,7 +170,7 @@ def fit_error(session: Session, task_name: str) -> str | None:
 def seeded_names(nodes: Sequence[Node], seed: int) -> list[Node]:
     """The nodes renamed as ``kai-scheduler replay`` names them for ``seed`` (``NNNN-<name>``, a seeded
     permutation), so that ties between equally scored nodes fall as in that replay."""
-    return replay.seeded_names(list(nodes), seed)
+    return replay_trace.seeded_names(list(nodes), seed)
 
 
 def trace_file(name: str) -> str:

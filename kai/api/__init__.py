@@ -3,14 +3,13 @@
 ``kai.api`` imports nothing else of ``kai``.
 """
 
-from kai.api.dra import DynamicResources, PodResourceClaim, back_extended_gpus
+from kai.api.dra import DynamicResources, PodResourceClaim
+from kai.api.dranodes import back_extended_gpus
 from kai.api.model import (
     ANY_IP,
     UNLIMITED,
     HostPort,
     Job,
-    LabelRequirement,
-    LabelSelector,
     Member,
     Node,
     PodAffinityTerm,
@@ -40,6 +39,7 @@ from kai.api.resources import (
     mig_gpu_slices,
     parse_gpu_sharing,
 )
+from kai.api.selectors import LabelRequirement, LabelSelector
 from kai.api.status import ACTIVE_ALLOCATED, ACTIVE_USED, ALIVE, ALLOCATED, TaskStatus
 from kai.api.storage import PodClaim, Storage
 

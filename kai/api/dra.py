@@ -12,22 +12,18 @@ GPUs of the cluster.
 
 DRA-backed extended resources (KEP-5004, as KAI v0.17 does them): a DeviceClass whose
 ``extendedResourceName`` is ``nvidia.com/gpu`` makes a node that has no ``nvidia.com/gpu`` of its own but
-GPUs in its node-local slices a node of that many GPUs (:func:`back_extended_gpus`); a pod asking
-``nvidia.com/gpu`` there gets its GPUs through an implicit claim (:class:`ExtendedClaim`), which the binder
-creates.
+GPUs in its node-local slices a node of that many GPUs (:func:`kai.api.dranodes.back_extended_gpus`); a pod
+asking ``nvidia.com/gpu`` there gets its GPUs through an implicit claim (:class:`ExtendedClaim`), which the
+binder creates.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 import attrs
 
-from kai.api.storage import NodeSelectorTerm, terms_match
-
-if TYPE_CHECKING:
-    from kai.api.model import Node
+from kai.api.selectors import NodeSelectorTerm, terms_match
 
 EXACT_COUNT = "ExactCount"
 ALL = "All"
@@ -229,23 +225,3 @@ class DynamicResources:
 def pod_gpus(claims: Iterable[ResourceClaim]) -> int:
     """The GPUs a pod's claims ask for (KAI's ``DraGpuCounts`` summed)."""
     return sum(c.gpus for c in claims)
-
-
-def back_extended_gpus(dra: DynamicResources, nodes: list[Node]) -> None:
-    """KAI's DRA GPUs for extended resources: when a device class backs ``nvidia.com/gpu``, each node without
-    ``nvidia.com/gpu`` of its own but with GPUs in its node-local slices is replaced in ``nodes`` by a copy with
-    those GPUs as its ``nvidia.com/gpu`` and is recorded in ``dra.extended_gpu_nodes``."""
-    backing = dra.extended_class(GPU_RESOURCE)
-    if backing is None:
-        return
-    for i, node in enumerate(nodes):
-        own = node.capacity.gpu if node.capacity is not None else node.allocatable.gpu
-        devices = dra.node_gpu_devices(node.name)
-        if own or not devices:
-            continue
-        allocatable, capacity = node.allocatable.copy(), node.capacity.copy() if node.capacity is not None else None
-        allocatable.gpu += devices
-        if capacity is not None:
-            capacity.gpu += devices
-        nodes[i] = attrs.evolve(node, allocatable=allocatable, capacity=capacity)
-        dra.extended_gpu_nodes[node.name] = backing.name

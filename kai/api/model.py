@@ -14,6 +14,7 @@ import attrs
 
 from kai.api.numa import ContainerRequest, NumaTopology, ZonePlacement
 from kai.api.resources import ResourceRequest, Resources
+from kai.api.selectors import LabelRequirement, LabelSelector
 from kai.api.status import ACTIVE_ALLOCATED, ACTIVE_USED, ALIVE, TaskStatus
 
 if TYPE_CHECKING:
@@ -48,44 +49,6 @@ class Toleration:
         if self.key != taint.key:
             return False
         return self.operator == "Exists" or self.value == taint.value
-
-
-@attrs.define(slots=True, frozen=True)
-class LabelRequirement:
-    """One requirement of a node selector term or label selector (Kubernetes operators)."""
-
-    key: str
-    operator: str  # In | NotIn | Exists | DoesNotExist | Gt | Lt
-    values: tuple[str, ...] = ()
-
-    def matches(self, labels: dict[str, str]) -> bool:
-        op, present = self.operator, self.key in labels
-        if op == "In":
-            return present and labels[self.key] in self.values
-        if op == "NotIn":
-            return not present or labels[self.key] not in self.values
-        if op == "Exists":
-            return present
-        if op == "DoesNotExist":
-            return not present
-        if op in ("Gt", "Lt") and present:
-            try:
-                value, bound = int(labels[self.key]), int(self.values[0])
-            except (ValueError, IndexError):
-                return False
-            return value > bound if op == "Gt" else value < bound
-        return False
-
-
-@attrs.define(slots=True, frozen=True)
-class LabelSelector:
-    match_labels: tuple[tuple[str, str], ...] = ()
-    match_expressions: tuple[LabelRequirement, ...] = ()
-
-    def matches(self, labels: dict[str, str]) -> bool:
-        return all(labels.get(k) == v for k, v in self.match_labels) and all(
-            r.matches(labels) for r in self.match_expressions
-        )
 
 
 @attrs.define(slots=True, frozen=True)

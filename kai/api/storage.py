@@ -13,7 +13,7 @@ from collections.abc import Collection, Iterable
 
 import attrs
 
-from kai.api.model import LabelRequirement, LabelSelector
+from kai.api.selectors import LabelSelector, NodeSelectorTerm, terms_match
 
 WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
 #: The provisioner of classes whose volumes are created by hand (static provisioning only).
@@ -43,25 +43,6 @@ class PodClaim:
     name: str
     ephemeral: bool = False
     pod_uid: str = ""
-
-
-@attrs.define(slots=True, frozen=True)
-class NodeSelectorTerm:
-    """A node selector term: label requirements and ``metadata.name`` field requirements, all must hold."""
-
-    expressions: tuple[LabelRequirement, ...] = ()
-    fields: tuple[LabelRequirement, ...] = ()
-
-    def matches(self, node_name: str, labels: dict[str, str]) -> bool:
-        if not self.expressions and not self.fields:
-            return False  # an empty term matches nothing
-        name = {"metadata.name": node_name}
-        return all(r.matches(labels) for r in self.expressions) and all(r.matches(name) for r in self.fields)
-
-
-def terms_match(terms: tuple[NodeSelectorTerm, ...] | None, node_name: str, labels: dict[str, str]) -> bool:
-    """Whether a node selector (its terms are ORed) admits the node; None admits every node."""
-    return terms is None or any(t.matches(node_name, labels) for t in terms)
 
 
 @attrs.define(slots=True, frozen=True)

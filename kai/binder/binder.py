@@ -55,9 +55,10 @@ from typing import Any
 
 from kai.api import names
 from kai.api.names import NUMA_PLACEMENT_PREDICTED_ANNOTATION, POD_BOUND_CONDITION, RECEIVED_RESOURCE_TYPE
+from kai.binder import outcomes
 from kai.binder.plugins import BindContext, BindError, BindPlugin, BindRequest, InvalidBindRequest
 from kai.kube.access import Access
-from kai.kube.client import JSON_PATCH, STRATEGIC_MERGE_PATCH, ApiError, Kube, object_path
+from kai.kube.client import ApiError, Kube, object_path
 from kai.kube.controller import Controller
 from kai.kube.events import NORMAL, WARNING, record_event
 from kai.kube.kaiconfig import KaiObjects
@@ -78,7 +79,7 @@ DEFAULT_SWEEP_PERIOD = 60.0
 #: Threads writing the pod conditions and events that report outcomes, off the bind workers' path.
 FOLLOWUP_LANES = 4
 
-#: Every API call below (the chart's RBAC is generated from this; see kai.kube.access).
+#: Every API call of the binder and its plugins (the chart's RBAC is generated from this; see kai.kube.access).
 API_ACCESS = (
     Access(GROUP, PLURAL, ("get", "list", "watch", "delete")),
     Access(GROUP, f"{PLURAL}/status", ("patch",)),
@@ -283,7 +284,7 @@ class Binder(Controller):
 
     def attempt(self, request: BindRequest) -> float | None:
         """One bind attempt and its status; returns the retry delay after a retryable failure."""
-        ids = _ids(request)
+        ids = outcomes.ids(request)
         self.reconfigure()
         ctx = BindContext(request, {}, self.kube, read_pod=lambda: self._read_pod(request))
         try:
@@ -394,7 +395,7 @@ class Binder(Controller):
 
     # -- outcomes ------------------------------------------------------------------------------
     def _succeeded(self, request: BindRequest, ctx: BindContext, event: bool = True) -> None:
-        self._set_status(request, {"phase": "Succeeded", "reason": None})
+        outcomes.set_status(self.kube, request, {"phase": "Succeeded", "reason": None})
         with self._lock:
             self._not_before.pop(request.key, None)
         pod = ctx.pod_ref()
@@ -413,7 +414,7 @@ class Binder(Controller):
                     self._not_before[request.key] = self._clock() + retry
         suffix = f"; retrying in {retry:g}s" if retry is not None else ""
         log.warning(f"bind failed{suffix}", **fields(**ids, reason=reason, attempt=request.failed_attempts + 1))
-        if self._set_status(request, status) and "failedAttempts" in status:
+        if outcomes.set_status(self.kube, request, status) and "failedAttempts" in status:
             with self._lock:
                 self._attempts_written[request.key] = status["failedAttempts"]
         pod = ctx.pod_ref()
@@ -424,41 +425,9 @@ class Binder(Controller):
         return retry
 
     def delete_stale(self, request: BindRequest, why: str) -> None:
-        log.info(f"deleting stale BindRequest: {why}", **fields(**_ids(request)))
-        uid = (request.raw.get("metadata") or {}).get("uid")
-        try:  # the UID precondition spares a new BindRequest of the same name made meanwhile
-            self.kube.delete(object_path(*names.BINDREQUESTS, request.namespace, request.name),
-                             {"preconditions": {"uid": uid}} if uid else None)
-        except ApiError as exc:
-            if exc.status == 409:
-                return
-            if not exc.status == 404:
-                log.error("could not delete stale BindRequest", **fields(
-                    bind_request=f"{request.namespace}/{request.name}", error=str(exc)))
-                return
-        if self.metrics is not None:
+        """Delete ``request``, stale for the reason ``why`` (see :func:`outcomes.delete_stale`)."""
+        if outcomes.delete_stale(self.kube, request, why) and self.metrics is not None:
             self.metrics.stale_deleted()
-
-    def _set_status(self, request: BindRequest, status: dict[str, Any]) -> bool:
-        """Writes the outcome to this very BindRequest: a JSON patch whose first operation tests its UID, so
-        that it never lands on a new BindRequest of the same name the scheduler made meanwhile. True if it
-        landed."""
-        merged = {k: v for k, v in {**(request.raw.get("status") or {}), **status}.items() if v is not None}
-        patch: list[dict[str, Any]] = [{"op": "add", "path": "/status", "value": merged}]
-        uid = (request.raw.get("metadata") or {}).get("uid")
-        if uid:
-            patch.insert(0, {"op": "test", "path": "/metadata/uid", "value": uid})
-        path = object_path(*names.BINDREQUESTS, request.namespace, request.name, subresource="status")
-        try:
-            self.kube.request("PATCH", path, body=patch, content_type=JSON_PATCH)
-        except ApiError as exc:
-            ids = fields(bind_request=f"{request.namespace}/{request.name}", status=status.get("phase"), error=str(exc))
-            if exc.status == 404 or (exc.status == 422 and uid):
-                log.info("BindRequest deleted or replaced meanwhile; its status is not recorded", **ids)
-            else:
-                log.error("could not record BindRequest status", **ids)
-            return False
-        return True
 
     def _report(self, request: BindRequest, pod: dict[str, Any], event_type: str, status: str, reason: str,
                 message: str) -> None:
@@ -468,21 +437,10 @@ class Binder(Controller):
                      "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
         def write() -> None:
-            self._pod_condition(request, condition)
+            outcomes.set_pod_condition(self.kube, request, condition)
             record_event(self.kube, pod, event_type, reason, message, names.SOURCE_BINDER)
 
         self.followups.submit(f"{request.namespace}/{request.pod_name}", f"{reason} condition and event", write)
-
-    def _pod_condition(self, request: BindRequest, condition: dict[str, Any]) -> None:
-        body: dict[str, Any] = {"status": {"conditions": [condition]}}
-        if request.owner_pod_uid:  # the UID is immutable: a new pod of the same name refuses the patch (422)
-            body["metadata"] = {"uid": request.owner_pod_uid}
-        try:
-            self.kube.request("PATCH", object_path("", "v1", "pods", request.namespace, request.pod_name, "status"),
-                              body=body, content_type=STRATEGIC_MERGE_PATCH)
-        except ApiError as exc:
-            log.warning("could not set pod condition", **fields(pod=f"{request.namespace}/{request.pod_name}",
-                                                                 condition=POD_BOUND_CONDITION, error=str(exc)))
 
     def _count(self, result: str) -> None:
         if self.metrics is not None:
@@ -497,9 +455,3 @@ def slim_node(node: dict[str, Any]) -> dict[str, Any]:
     meta = {k: v for k, v in (node.get("metadata") or {}).items() if k != "managedFields"}
     status = {k: v for k, v in (node.get("status") or {}).items() if k != "images"}
     return {**node, "metadata": meta, "status": status}
-
-
-def _ids(request: BindRequest) -> dict[str, str]:
-    """The log fields naming a BindRequest, its pod and its node."""
-    return {"bind_request": f"{request.namespace}/{request.name}", "pod": f"{request.namespace}/{request.pod_name}",
-            "node": request.selected_node}

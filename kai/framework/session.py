@@ -2,7 +2,8 @@
 
 The session holds the per-cycle state (node amounts, task placements, fit errors, decisions),
 calls the plugins through per-session call lists, and offers actions the primitives they share:
-orderings, node selection for a task, statements. Live, simulated and test runs all use it.
+orderings, node selection for a task (done by :mod:`kai.framework.nodeselect`), statements. Live,
+simulated and test runs all use it.
 
 Faults are contained (:mod:`kai.framework.faults`): an exception in one job's step is rolled back and
 recorded in :attr:`Session.errors`, one outside any step ends its action only, and one in a plugin's
@@ -18,10 +19,9 @@ import logging
 import time
 from array import array
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
-from kai import _native
 from kai.api import (
     ACTIVE_USED,
     EPSILON,
@@ -34,28 +34,23 @@ from kai.api import (
     SubGroup,
     Task,
     TaskStatus,
-    is_mig_resource,
 )
 from kai.framework import fiterrors, gpusharing
-from kai.framework.asbuilt import nodes_as_built
 from kai.framework.faults import INTERNAL_ERROR_REASON, Contained, SchedulingError, SessionOpenError, describe
 from kai.framework.fiterrors import PLAIN_FIT_ERROR_REASON
 from kai.framework.journal import Journal
-from kai.framework.nodeclasses import LAYOUT, NodeClasses, node_layout
+from kai.framework.nodeclasses import NodeClasses
 from kai.framework.nodes import NodeArrays, NodeInfo, place_tasks
+from kai.framework.nodeselect import Choice, NodeSelector
 from kai.framework.plugins import Plugins
 from kai.framework.scenariosearch import SearchLog
 from kai.framework.snapshot import NODE_OVERCOMMITTED, Problem, Snapshot
 from kai.framework.statement import Decision, Statement
 
 log = logging.getLogger("kai.session")
-if TYPE_CHECKING:  # the compiled module has the functions of its pure-Python twin
-    from kai._native import nodefit_py as nodefit
-
+if TYPE_CHECKING:
     #: What the fallback orders compare: (creation time, name) or the name alone, names as bytes.
     _Key = TypeVar("_Key", tuple[float, bytes], bytes)
-else:
-    nodefit = _native.load("nodefit")
 
 
 def _fallback(a_key: _Key, b_key: _Key) -> int:
@@ -121,8 +116,8 @@ class Session:
         #: Positions of the nodes short of an extended resource (MIG profile ...) when the session opened.
         self.short_scalars: set[int] = set()
         self._report_overcommitted()
-        #: The call lists the ``kai_nodes_alike`` calls were worked out from, and those calls.
-        self._alike: tuple[tuple[object, ...], list[Callable[[Session, Task, Job], bool | None]] | None] = ((), None)
+        #: Node selection for a task (:mod:`kai.framework.nodeselect`).
+        self.selector = NodeSelector(self)
         self.job_key = functools.cmp_to_key(self.compare_jobs)
         self.task_key = functools.cmp_to_key(self.compare_tasks)
 
@@ -389,266 +384,41 @@ class Session:
             sets = split
         return sets
 
-    # --- node selection -----------------------------------------------------------------------------
+    # --- node selection (kai.framework.nodeselect) ---------------------------------------------------
 
     def fit_mask(self, task: Task, candidates: array[int]) -> array[int]:
         """Per candidate node position: 0 when ``task`` does not fit idle + releasing resources, else 2 when it
         fits the idle resources too, else 1."""
-        req = task.request
-        a = self.arrays
-        out = array("b", bytes(len(candidates)))
-        nodefit.fit_nodes(a.idle_cpu, a.idle_mem, a.idle_gpu, a.idle_pods, a.rel_cpu, a.rel_mem, a.rel_gpu,
-                          a.rel_pods, candidates, req.cpu, req.memory, float(req.gpus), 1.0, out)
-        if self.short_scalars:
-            for k, fit in enumerate(out):
-                if fit and candidates[k] in self.short_scalars:
-                    out[k] = self._scalar_room(candidates[k], fit)
-        if req.scalars or req.mig:
-            for k, fit in enumerate(out):
-                if fit:
-                    node = self.nodes[candidates[k]]
-                    if not node.scalars_fit(task, True):
-                        out[k] = 0
-                    elif fit == 2 and not node.scalars_fit(task, False):
-                        out[k] = 1
-        if req.gpu_fraction > 0 or req.gpu_memory_mib > 0:  # a shared-GPU request
-            for k, fit in enumerate(out):
-                if fit:
-                    out[k] = self._shared_fit(task, self.nodes[candidates[k]], fit)
-        return out
+        return self.selector.fit_mask(task, candidates)
 
-    def _scalar_room(self, i: int, fit: int) -> int:
-        """Narrow the fit on node ``i``, short of an extended resource at the start: 0 while it is short even
-        counting releasing amounts, at most 1 while its idle amounts are short."""
-        idle, rel = self.arrays.idle_scalars[i], self.arrays.rel_scalars[i]
-        if any(v + rel.get(k, 0.0) < -EPSILON for k, v in idle.items()):
-            return 0
-        return 1 if fit == 2 and any(v < -EPSILON for v in idle.values()) else fit
+    def feasible_nodes(self, task: Task, job: Job, candidates: array[int] | None = None,
+                       reasons: Counter[str] | None = None) -> list[Choice]:
+        """Nodes where ``task`` fits and no predicate vetoes (:meth:`NodeSelector.feasible_nodes`)."""
+        return self.selector.feasible_nodes(task, job, candidates, reasons)
 
-    def _shared_fit(self, task: Task, node: NodeInfo, fit: int) -> int:
-        """Narrow the CPU/memory/pod fit of a shared-GPU task by its devices and its reservation pod slots."""
-        req = task.request
-        if req.gpu_memory_mib and not gpusharing.valid_portion(node, req):
-            return 0
-        a, i = self.arrays, node.index
-        if node.gpu_groups:
-            if not gpusharing.device_count_fits(node, req, True):
-                return 0
-            if fit == 2 and not gpusharing.device_count_fits(node, req, False):
-                fit = 1
-        else:  # only free whole devices: no need to look at groups
-            if a.idle_gpu[i] + a.rel_gpu[i] + EPSILON < req.gpu_devices:
-                return 0
-            if fit == 2 and a.idle_gpu[i] + EPSILON < req.gpu_devices:
-                fit = 1
-        # Every new device needs one more pod slot, for its reservation pod (worked out only when slots are scarce).
-        most = 1 + task.request.gpu_devices - EPSILON
-        if a.idle_pods[i] + a.rel_pods[i] < most or (fit == 2 and a.idle_pods[i] < most):
-            extra = gpusharing.new_groups_needed(self, task, node)
-            if fit == 2 and a.idle_pods[i] < 1 + extra - EPSILON:
-                fit = 1
-            if a.idle_pods[i] + a.rel_pods[i] < 1 + extra - EPSILON:
-                return 0
-        return fit
+    def ordered_nodes(self, task: Task, job: Job, candidates: array[int] | None = None,
+                      reasons: Counter[str] | None = None) -> list[Choice]:
+        """Feasible nodes of ``task`` from best to worst (:meth:`NodeSelector.ordered_nodes`)."""
+        return self.selector.ordered_nodes(task, job, candidates, reasons)
+
+    def node_choices(self, task: Task, job: Job, candidates: array[int] | None = None,
+                     reasons: Counter[str] | None = None) -> Iterator[Choice]:
+        """The nodes of :meth:`ordered_nodes`, worked out as asked for (:meth:`NodeSelector.node_choices`)."""
+        return self.selector.node_choices(task, job, candidates, reasons)
+
+    @property
+    def node_classes(self) -> NodeClasses:
+        """The session's node classes, built on the first placement that uses them."""
+        return self.selector.node_classes
+
+    def insufficient(self, node: NodeInfo, task: Task) -> list[str]:
+        """KAI's short reasons why ``task`` does not fit ``node``'s idle + releasing resources."""
+        return self.selector.insufficient(node, task)
 
     def choose_gpu_groups(self, task: Task, node: NodeInfo, fits_idle: bool,
                           pipeline_only: bool) -> tuple[tuple[str, ...], bool] | None:
         """``(group ids, pipelined)`` for a shared-GPU task on ``node`` (see :func:`gpusharing.choose_devices`)."""
         return gpusharing.choose_devices(self, task, node, fits_idle, pipeline_only)
-
-    def feasible_nodes(self, task: Task, job: Job, candidates: array[int] | None = None,
-                       reasons: Counter[str] | None = None) -> list[tuple[NodeInfo, bool]]:
-        """Nodes where ``task`` fits (idle + releasing) and no predicate vetoes: ``[(node, fits_idle)]``.
-
-        When none is left and ``reasons`` is given, it counts why each node was left out.
-        """
-        cand = self.all_candidates if candidates is None else candidates
-        out = self.fit_mask(task, cand)
-        predicates = self.calls.kai_predicate
-        result: list[tuple[NodeInfo, bool]] = []
-        misfits: list[NodeInfo] = []
-        vetoes: Counter[str] = Counter()
-        for k, fit in enumerate(out):
-            node = self.nodes[cand[k]]
-            if not fit:
-                misfits.append(node)
-                continue
-            veto = None
-            for fn in predicates:
-                veto = fn(self, task, job, node)
-                if veto is not None:
-                    break
-            if veto is not None:
-                vetoes[str(veto)] += 1
-                continue
-            result.append((node, fit == 2))
-        if not result and reasons is not None:
-            reasons.update(vetoes)
-            self._count_misfits(task, misfits, reasons)
-        return result
-
-    @functools.cached_property
-    def node_classes(self) -> NodeClasses:
-        """The session's node classes, built on the first placement that uses them."""
-        layout = nodes_as_built(self, LAYOUT, lambda: node_layout(self.nodes))
-        return NodeClasses(self.nodes, self.arrays, layout)
-
-    def _count_misfits(self, task: Task, misfits: list[NodeInfo], reasons: Counter[str]) -> None:
-        """Add why ``task`` fits none of ``misfits``, worked out once per node class (shared-GPU tasks: per node)."""
-        if task.request.is_shared_gpu:
-            for node in misfits:
-                reasons.update(self.insufficient(node, task))
-            return
-        known: dict[Hashable, list[str]] = {}
-        for node in misfits:
-            key = self.node_classes.key(node)
-            texts = known.get(key)
-            if texts is None:
-                texts = known[key] = self.insufficient(node, task)
-            reasons.update(texts)
-
-    def node_choices(self, task: Task, job: Job, candidates: array[int] | None = None,
-                     reasons: Counter[str] | None = None) -> Iterator[tuple[NodeInfo, bool]]:
-        """The nodes of :meth:`ordered_nodes`, in its order, worked out as the caller asks for them.
-
-        When every plugin with a predicate or node scores treats alike nodes alike for ``task``
-        (``kai_nodes_alike``), the best node and, when none fits, the ``reasons`` come from one node per
-        :mod:`node class <kai.framework.nodeclasses>`; the full order is built only if the caller asks past
-        the best node.
-        """
-        best = self._best_by_class(task, job, candidates, reasons)
-        if best is None:
-            yield from self.ordered_nodes(task, job, candidates, reasons)
-            return
-        if not best:
-            return
-        yield best[0]
-        yield from (choice for choice in self.ordered_nodes(task, job, candidates) if choice[0] is not best[0][0])
-
-    def _alike_calls(self) -> list[Callable[[Session, Task, Job], bool | None]] | None:
-        """The ``kai_nodes_alike`` calls of the plugins with a predicate or node scores; None when one of those
-        plugins does not say."""
-        calls = self.calls
-        seen, found = self._alike
-        # The lists are replaced when a plugin withdraws.
-        if (seen and seen[0] is calls.kai_predicate and seen[1] is calls.kai_node_scores
-                and seen[2] is calls.kai_nodes_alike):
-            return found
-        self._alike = ((calls.kai_predicate, calls.kai_node_scores, calls.kai_nodes_alike), self._find_alike_calls())
-        return self._alike[1]
-
-    def _find_alike_calls(self) -> list[Callable[[Session, Task, Job], bool | None]] | None:
-        calls = self.calls
-        looking = {id(p) for p in calls.owners("kai_predicate") + calls.owners("kai_node_scores")}
-        answering = {id(p) for p in calls.owners("kai_nodes_alike")}
-        if not looking <= answering:
-            return None
-        return [fn for fn, p in zip(calls.kai_nodes_alike, calls.owners("kai_nodes_alike"), strict=True)
-                if id(p) in looking]
-
-    def _best_by_class(self, task: Task, job: Job, candidates: array[int] | None,
-                       reasons: Counter[str] | None) -> list[tuple[NodeInfo, bool]] | None:
-        """``[(best node, fits idle)]`` over one node per class, ``[]`` when no node is feasible (``reasons``
-        counted per class), None when the classes cannot be used for ``task``."""
-        req = task.request
-        if candidates is not None or req.is_shared_gpu or req.scalars or req.mig:
-            return None
-        alike = self._alike_calls()
-        if alike is None:
-            return None
-        for same in alike:
-            if not same(self, task, job):
-                return None
-        reps, positions, sizes = self.node_classes.representatives()
-        out = self.fit_mask(task, positions)
-        predicates = self.calls.kai_predicate
-        feasible: list[int] = []
-        vetoes: Counter[str] | None = None
-        for k, fit in enumerate(out):
-            if not fit:
-                continue
-            veto = None
-            for check in predicates:
-                veto = check(self, task, job, reps[k])
-                if veto is not None:
-                    break
-            if veto is None:
-                feasible.append(k)
-            elif reasons is not None:
-                vetoes = vetoes or Counter()
-                vetoes[str(veto)] += sizes[k]
-        if not feasible:
-            if reasons is not None:
-                reasons.update(vetoes or ())
-                for k, fit in enumerate(out):
-                    if not fit:
-                        for text in self.insufficient(reps[k], task):
-                            reasons[text] += sizes[k]
-            return []
-        if len(feasible) == 1:  # one class: its first node wins whatever the scores
-            return [(reps[feasible[0]], out[feasible[0]] == 2)]
-        nodes = [reps[k] for k in feasible]
-        total = [0.0] * len(nodes)
-        for fn in self.calls.kai_node_scores:
-            scores = fn(self, task, nodes)
-            if scores is not None:
-                for j, score in enumerate(scores):
-                    total[j] += score
-        best = 0
-        for j in range(1, len(nodes)):
-            if total[j] > total[best] or (total[j] == total[best] and nodes[j].sort_key < nodes[best].sort_key):
-                best = j
-        return [(nodes[best], out[feasible[best]] == 2)]
-
-    def ordered_nodes(self, task: Task, job: Job, candidates: array[int] | None = None,
-                      reasons: Counter[str] | None = None) -> list[tuple[NodeInfo, bool]]:
-        """Feasible nodes of ``task`` from best to worst: summed plugin scores, ties by node name."""
-        feasible = self.feasible_nodes(task, job, candidates, reasons)
-        if len(feasible) <= 1 or not self.calls.kai_node_scores:
-            return feasible
-        nodes = [n for n, _ in feasible]
-        total = [0.0] * len(nodes)
-        for fn in self.calls.kai_node_scores:
-            scores = fn(self, task, nodes)
-            if scores is not None:
-                for k, s in enumerate(scores):
-                    total[k] += s
-        order = sorted(range(len(nodes)), key=lambda k: (-total[k], nodes[k].sort_key))
-        return [feasible[k] for k in order]
-
-    def insufficient(self, node: NodeInfo, task: Task) -> list[str]:
-        """KAI's short reasons why ``task`` does not fit ``node``'s idle + releasing resources."""
-        free = node.non_allocated
-        req = task.request
-        res = req.node_resources()
-        out = []
-        if res.cpu > free.cpu + 1e-9:
-            out.append("node(s) didn't have enough resources: CPU cores")
-        if res.memory > free.memory + 1e-9:
-            out.append("node(s) didn't have enough resources: memory")
-        for k, v in res.scalars.items():
-            if v > free.scalars.get(k, 0.0) + 1e-9:
-                kind = "of mig profile" if is_mig_resource(k) else "resources"
-                out.append(f"node(s) didn't have enough {kind}: {k}")
-        gpu = []
-        if req.is_shared_gpu:
-            mib = gpusharing.task_gpu_memory(node, req)
-            portion = mib / gpusharing.node_gpu_memory(node) if req.gpu_memory_mib else req.gpu_fraction
-            if not gpusharing.device_count_fits(node, req, True) or portion * req.gpu_devices > free.gpu + 1e-9:
-                gpu.append("node(s) didn't have enough resources: GPUs")
-            if req.gpu_memory_mib > gpusharing.node_gpu_memory(node):
-                gpu.append("node(s) didn't have enough resources: GPU memory")
-            if req.gpu_memory_mib and not out and gpusharing.valid_portion(node, req):
-                gpu = []  # KAI sizes a GPU-memory request by CPU and memory alone: full devices give no reason
-        elif res.gpu > free.gpu + 1e-9:
-            gpu.append("node(s) didn't have enough resources: GPUs")
-        out[:0] = gpu
-        slots = 1 + (gpusharing.new_groups_needed(self, task, node) if req.is_shared_gpu else 0)
-        if node.idle_pods + node.arrays.rel_pods[node.index] < slots - 1e-9:
-            out.append("node(s) pod number exceeded")
-        if not out and req.gpu_fraction:
-            out.append("node(s) didn't have enough resources: GPUs")
-        return out
 
     # --- explanations -------------------------------------------------------------------------------
 

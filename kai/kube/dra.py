@@ -29,8 +29,7 @@ from kai.api.dra import (
     ResourceClaim,
     ResourceSlice,
 )
-from kai.api.model import LabelRequirement
-from kai.api.storage import NodeSelectorTerm
+from kai.api.selectors import LabelRequirement, NodeSelectorTerm
 from kai.common.quantity import QuantityError, parse
 from kai.kube.storage import node_selector_terms
 

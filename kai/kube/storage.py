@@ -11,12 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from kai.api import LabelRequirement, LabelSelector
+from kai.api.selectors import NodeSelectorTerm
 from kai.api.storage import (
     BETA_CLASS_ANNOTATION,
     BIND_COMPLETED_ANNOTATION,
     SELECTED_NODE_ANNOTATION,
     Claim,
-    NodeSelectorTerm,
     PodClaim,
     StorageCapacity,
     StorageClass,

@@ -1,7 +1,7 @@
 """DRA facts of a conformance scenario (a project extension of the scenario format).
 
 Device classes and a node's ``devices`` have the shapes of the cluster file and are read by its code
-(:func:`kai.sim.cluster_file.device_classes`, :func:`kai.sim.cluster_file.node_slices`). ``resource_claims``
+(:func:`kai.sim.cluster_nodes.device_classes`, :func:`kai.sim.cluster_nodes.node_slices`). ``resource_claims``
 lists ResourceClaims by name, each one request like a cluster file's claim, with ``labels`` and, when the
 claim is allocated, ``allocation: {node, devices}`` and its consumers: ``reserved_for`` (pods of the
 scenario) and ``other_consumers`` (how many consumers outside it). A task names the claims it uses in its
@@ -14,7 +14,8 @@ from typing import Any
 
 from kai.api.dra import Allocation, DeviceId, DynamicResources, PodResourceClaim, ResourceClaim, ResourceSlice
 from kai.common.yamlfile import Fields, describe
-from kai.sim.cluster_file import CLAIM_FIELDS, claim_request, device_classes, node_slices
+from kai.sim.cluster_nodes import device_classes, node_slices
+from kai.sim.cluster_workloads import CLAIM_FIELDS, claim_request
 
 #: The fields of an entry of ``resource_claims``.
 SCENARIO_CLAIM_FIELDS = (*[f for f in CLAIM_FIELDS if f != "shared"], "labels", "allocation", "reserved_for",

@@ -41,7 +41,7 @@ from kai.common.errors import ConfigError
 from kai.common.yamlfile import Fields, describe, read_yaml
 from kai.framework import PluginSpec, SchedulerConfig, build_snapshot
 from kai.framework.config import DEFAULT_CONFIG, KAI_DEFAULT_PLUGINS, MAX_SETTING, parse_plugin_list
-from kai.sim.cluster_file import MAX_GPU_MEMORY_MIB, MAX_GPUS, MAX_PODS, MAX_PODS_PER_NODE, MAX_PRIORITY
+from kai.sim.cluster_fields import MAX_GPU_MEMORY_MIB, MAX_GPUS, MAX_PODS, MAX_PODS_PER_NODE, MAX_PRIORITY
 from kai.sim.dra_facts import ScenarioDRA
 from kai.sim.numa_facts import amounts, numa_placement, numa_topology
 from kai.sim.scenario_format import needs

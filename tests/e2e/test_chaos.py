@@ -26,9 +26,9 @@ import yaml
 
 from kai.admission.webhook import MUTATE_PATH, AdmissionServer
 from kai.binder.reservation import NAMESPACE as RESERVATION_NAMESPACE
-from kai.dev import manifests as m
 from kai.kube.client import ApiError
 from support import invariants as inv
+from support import manifests as m
 from support.chaos import Job, Recorder, make_plan
 from support.waiting import wait_until
 

@@ -17,9 +17,9 @@ import pytest
 from kai.admission.settings import policy_builder
 from kai.admission.webhook import AdmissionServer
 from kai.api import names
-from kai.dev import manifests as m
 from kai.kube.client import ApiError, Kube, object_path
 from kai.kube.kaiconfig import KaiObjects
+from support import manifests as m
 from support.chart import render_chart
 from support.cleanup import delete_if_present
 from support.waiting import wait_until

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from kai.dev import manifests as m
 from kai.kube.client import ApiError, object_path
+from support import manifests as m
 from support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e

@@ -18,8 +18,8 @@ import yaml
 from kai.admission.webhook import MUTATE_PATH, AdmissionServer
 from kai.binder.gpusharing import configmap_names
 from kai.binder.reservation import DEVICE_ANNOTATION, NAMESPACE, reservation_pod_name
-from kai.dev import manifests as m
 from kai.kube.client import ApiError, Kube
+from support import manifests as m
 from support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kai.dev.manifests import COLLECTIONS
 from kai.kube.client import ApiError, Kube, object_path
 from kai.kube.views import podgroup_view
 from kai.scheduler.convert import to_job
 from support.cleanup import delete_if_present
+from support.manifests import COLLECTIONS
 
 pytestmark = pytest.mark.e2e
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kai.dev import manifests as m
+from support import manifests as m
 from support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e

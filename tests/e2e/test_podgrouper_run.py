@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kai.dev import manifests as m
 from kai.kube.client import ApiError, Kube, object_path
+from support import manifests as m
 from support.waiting import wait_until
 from support.wheel import environment, install, wheel
 

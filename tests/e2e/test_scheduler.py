@@ -12,8 +12,8 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from kai.dev import manifests as m
 from kai.kube.views import timestamp
+from support import manifests as m
 from support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e

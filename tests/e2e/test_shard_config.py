@@ -11,8 +11,8 @@ import uuid
 import pytest
 
 from kai.api import names
-from kai.dev import manifests as m
 from kai.kube.client import ApiError, object_path
+from support import manifests as m
 from support.cleanup import delete_if_present
 from support.waiting import wait_until
 

@@ -19,9 +19,8 @@ from kai.api.dra import (
     ResourceSlice,
     pod_gpus,
 )
-from kai.api.model import LabelRequirement
 from kai.api.names import QUEUE_LABEL
-from kai.api.storage import NodeSelectorTerm
+from kai.api.selectors import LabelRequirement, NodeSelectorTerm
 from kai.framework import PluginSpec, Session, cluster_capacity
 from kai.framework.statement import Statement
 

@@ -1,7 +1,8 @@
 """Who may import whom between packages (docs/architecture.md), checked on the source of every module.
 
 Imports inside functions count too: a lazy import is still a dependency. The kernel's own, stricter
-rules (only the API, the native modules and itself; no cycle) are in test_kernel_imports.py.
+rules (only the API, the native modules and itself; no cycle) are in test_kernel_imports.py; the
+packages without a cycle between their modules, counting every import, are checked here.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import ast
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Source folders and the package each is installed as.
@@ -79,6 +82,33 @@ def _top(module: str) -> str:
 def _violations(allowed, modules: dict[str, Path] = MODULES) -> list[str]:
     return sorted(f"{name} imports {dep}" for name, path in modules.items()
                   for dep in _imports(name, path) if not allowed(name, dep))
+
+
+def _graph(package: str) -> dict[str, list[str]]:
+    """The imports between the modules of ``package``."""
+    inside = {name: path for name, path in MODULES.items() if _within(name, (package,))}
+    return {name: sorted(d for d in _imports(name, path) if d in inside and d != name) for name, path in inside.items()}
+
+
+def _cycle(edges: dict[str, list[str]]) -> list[str]:
+    """One cycle of ``edges`` as ``[a, b, a]``, or ``[]`` when there is none."""
+    done: set[str] = set()
+
+    def visit(name: str, path: tuple[str, ...]) -> list[str]:
+        if name in path:
+            return [*path[path.index(name):], name]
+        if name in done:
+            return []
+        for target in edges.get(name, ()):
+            if found := visit(target, (*path, name)):
+                return found
+        done.add(name)
+        return []
+
+    for name in sorted(edges):
+        if found := visit(name, ()):
+            return found
+    return []
 
 
 def test_the_source_tree_is_found():
@@ -162,3 +192,14 @@ def test_components_import_the_plumbing_never_each_other():
 
 def test_the_checker_sees_a_violation():
     assert "kai.rbac imports kai.scheduler.loop" in _violations(lambda name, dep: not _within(dep, COMPONENTS))
+
+
+@pytest.mark.parametrize("package", ["kai.api", "kai.sim.replay"])
+def test_no_import_cycle_within(package):
+    assert _graph(package), f"{package} has no modules"
+    assert _cycle(_graph(package)) == []
+
+
+def test_the_cycle_check_sees_a_cycle():
+    assert _cycle({"a": ["b"], "b": ["c"], "c": ["b"]}) == ["b", "c", "b"]
+    assert _cycle({"a": ["b", "c"], "b": ["c"], "c": []}) == []

@@ -28,7 +28,8 @@ SOURCE_SUFFIXES = (".py", ".pyx", ".pxd")
 MARKERS = ("py.typed",)
 #: Compiled extensions, built from the .pyx sources (absent when built without Cython).
 NATIVE_SUFFIXES = (".so", ".pyd")
-TEST_HELPERS = ("kai/testing_chart.py", "kai/testing_kube.py", "kai/testing_wheel.py")
+TEST_HELPERS = ("kai/testing_chart.py", "kai/testing_kube.py", "kai/testing_wheel.py", "kai/dev/kaie2e.py",
+                "kai/dev/kaisuites.py", "kai/dev/manifests.py")
 #: Generated or local state that must not reach the copied source tree.
 NOT_SOURCES = shutil.ignore_patterns(".git", ".tox", "build", "dist", "*.egg-info", "__pycache__", ".hypothesis",
                                      ".pytest_cache", "*.so", "*.pyd", "*.c")

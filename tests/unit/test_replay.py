@@ -5,9 +5,10 @@ from pathlib import Path
 
 from kai import cli
 from kai.framework import DEFAULT_CONFIG
-from kai.sim.replay import Replay, inflate, parse_seeds, seeded_names
-from kai.sim.replay_metric import Sample, unallocated_pct_at
-from kai.sim.replay_trace import read_nodes, read_pods
+from kai.sim.replay.cli import parse_seeds
+from kai.sim.replay.inflate import Replay, inflate
+from kai.sim.replay.metric import Sample, unallocated_pct_at
+from kai.sim.replay.trace import read_nodes, read_pods, seeded_names
 
 DATA = Path(__file__).parent / "replay_data"
 NODES, PODS = str(DATA / "nodes.csv"), str(DATA / "pods.csv")

@@ -1,7 +1,7 @@
 """The FGD fragmentation measure of the replay."""
 
-from kai.sim.replay_frag import Fragmentation, typical_shapes
-from kai.sim.replay_trace import TracePod
+from kai.sim.replay.frag import Fragmentation, typical_shapes
+from kai.sim.replay.trace import TracePod
 
 
 def _pod(name, cpu, milli, num=1, spec=()):

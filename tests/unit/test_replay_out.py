@@ -20,7 +20,7 @@ def _rows(path):
 
 
 def test_timed_out_writes_events_and_cycles(tmp_path, monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "kai.sim.replay_plots", None)  # as if matplotlib were missing
+    monkeypatch.setitem(sys.modules, "kai.sim.replay.plots", None)  # as if matplotlib were missing
     assert cli.main([*TIMED, "--out", str(tmp_path)]) == 0
     note = "replay: plots need the 'plot' extra (pip install 'kai-scheduler[plot]'); wrote the CSVs only"
     assert note in capsys.readouterr().err.splitlines()
@@ -33,8 +33,8 @@ def test_timed_out_writes_events_and_cycles(tmp_path, monkeypatch, capsys):
 
 
 def test_inflate_out_writes_the_fragmentation(tmp_path, monkeypatch):
-    monkeypatch.setattr("kai.sim.replay.FRAG_EVERY", 1)
-    monkeypatch.setitem(sys.modules, "kai.sim.replay_plots", None)
+    monkeypatch.setattr("kai.sim.replay.cli.FRAG_EVERY", 1)
+    monkeypatch.setitem(sys.modules, "kai.sim.replay.plots", None)
     assert cli.main([*INFLATE, "--out", str(tmp_path)]) == 0
     frag = _rows(tmp_path / "fragmentation.csv")
     assert [int(r["arrival"]) for r in frag] == [1, 2, 3, 4, 5]

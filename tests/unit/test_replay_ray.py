@@ -5,8 +5,9 @@ from pathlib import Path
 import pytest
 
 from kai.framework import DEFAULT_CONFIG
-from kai.sim.replay import Replay, sweep
-from kai.sim.replay_timed import TimedReplay
+from kai.sim.replay.inflate import Replay
+from kai.sim.replay.sweep import sweep
+from kai.sim.replay.timed import TimedReplay
 
 ray = pytest.importorskip("ray")
 

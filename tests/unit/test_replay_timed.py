@@ -7,7 +7,7 @@ import pytest
 
 from kai import cli
 from kai.framework import DEFAULT_CONFIG
-from kai.sim.replay_timed import TimedReplay, percentiles
+from kai.sim.replay.timed import TimedReplay, percentiles
 
 DATA = Path(__file__).parent / "replay_data"
 NODES, PODS = str(DATA / "nodes.csv"), str(DATA / "pods.csv")

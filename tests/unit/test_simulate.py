@@ -7,7 +7,7 @@ import pytest
 
 from kai.cli import main
 from kai.common.errors import ConfigError
-from kai.sim.cluster_file import parse_quantity
+from kai.sim.cluster_fields import parse_quantity
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = str(ROOT / "examples" / "quickstart.yaml")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import kai.testing as kt
 from kai.api import LabelRequirement, LabelSelector
+from kai.api.selectors import NodeSelectorTerm
 from kai.api.storage import (
     BIND_CONFLICT,
     NODE_CONFLICT,
@@ -12,7 +13,6 @@ from kai.api.storage import (
     UNBOUND_IMMEDIATE,
     WAIT_FOR_FIRST_CONSUMER,
     Claim,
-    NodeSelectorTerm,
     PodClaim,
     Storage,
     StorageCapacity,

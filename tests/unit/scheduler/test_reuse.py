@@ -157,8 +157,7 @@ def accounting(session) -> dict:
 
 
 def test_what_is_worked_out_from_the_nodes_is_taken_over_while_they_are_the_very_same(monkeypatch):
-    from kai.framework import Session, usage
-    from kai.framework import session as sessions
+    from kai.framework import Session, nodeselect, usage
 
     cluster = Cluster(nodes=[node("n1"), node("n2")], queues=[queue()], podgroups=[podgroup("a"), podgroup("b")],
                       pods=[pod("a0", "a")], priorityclasses=[PRIORITY])
@@ -169,7 +168,7 @@ def test_what_is_worked_out_from_the_nodes_is_taken_over_while_they_are_the_very
         return lambda *args: (worked_out.append(name), work(*args))[1]
 
     monkeypatch.setattr(usage, "_capacity", counted("_capacity", usage._capacity))
-    monkeypatch.setattr(sessions, "node_layout", counted("node_layout", sessions.node_layout))
+    monkeypatch.setattr(nodeselect, "node_layout", counted("node_layout", nodeselect.node_layout))
     plugins = kt.plugin_manager()
 
     def cycle(now):

@@ -1,4 +1,4 @@
-"""What ``dev-cluster kai-e2e`` puts in the cluster and where it finds KAI's suites (kai.dev.kaie2e), without Go."""
+"""What the e2e harness puts in the cluster, where it finds KAI's source and suites, and its command, without Go."""
 
 from __future__ import annotations
 
@@ -6,11 +6,12 @@ import json
 import shutil
 import subprocess
 
+import kaie2e
+import kaisource
 import pytest
+from kaisuites import load_catalogue
 
 from kai.admission.webhook import MUTATE_PATH, QUEUE_PATH, VALIDATE_PATH
-from kai.dev import kaie2e
-from kai.dev.kaisuites import load_catalogue
 
 
 def test_nodes_are_laid_out_like_kais_kind_cluster():
@@ -81,17 +82,17 @@ def test_the_source_is_exported_from_a_clone_at_the_commit_once(tmp_path):
     (repo / "go.mod").write_text("module example.com/changed\n")
     subprocess.run([*git, "commit", "-qam", "two"], check=True)
 
-    source = kaie2e.kai_source(tmp_path / "cache", commit, git_dir=repo / ".git")
+    source = kaisource.kai_source(tmp_path / "cache", commit, git_dir=repo / ".git")
 
     assert source == tmp_path / "cache" / "src" / commit
     assert (source / "go.mod").read_text() == "module example.com/kai\n"
     shutil.rmtree(repo)
-    assert kaie2e.kai_source(tmp_path / "cache", commit, git_dir=repo / ".git") == source  # cached
+    assert kaisource.kai_source(tmp_path / "cache", commit, git_dir=repo / ".git") == source  # cached
 
 
 def test_a_source_folder_without_go_mod_is_refused(tmp_path):
-    with pytest.raises(kaie2e.KaiE2EError, match="no go.mod"):
-        kaie2e.kai_source(tmp_path, source=tmp_path)
+    with pytest.raises(kaisource.KaiE2EError, match="no go.mod"):
+        kaisource.kai_source(tmp_path, source=tmp_path)
 
 
 def test_reports_of_an_earlier_run_are_classified_again_with_the_current_rules(tmp_path, capsys):
@@ -113,3 +114,17 @@ def test_reports_of_an_earlier_run_are_classified_again_with_the_current_rules(t
     assert "| allocate/quota | 0 | 1 | 0 | 0 | 1.0 |" in capsys.readouterr().out
     assert "(failed, missing-feature -- shards)" in (tmp_path / "results.md").read_text()
     assert json.loads((tmp_path / "results.json").read_text())[1]["passed"] == 1
+
+
+def test_the_command_classifies_an_earlier_run_again_and_refuses_a_bad_exclusions_file(tmp_path, capsys):
+    exclusions = tmp_path / "exclusions.yaml"
+    exclusions.write_text("suites: []\n")
+    passed = {"LeafNodeType": "It", "LeafNodeText": "binds", "State": "passed"}
+    (tmp_path / "consolidation.test.json").write_text(json.dumps([{"RunTime": 0, "SpecReports": [passed]}]))
+    args = ["--summarize-only", "--out", str(tmp_path), "--exclusions", str(exclusions)]
+    assert kaie2e.main(args) == 0
+    assert "| consolidation | 1 |" in capsys.readouterr().out
+
+    exclusions.write_text("suites: [{suite: gitops}]\n")
+    assert kaie2e.main(args) == 2
+    assert capsys.readouterr().err.startswith("kai-e2e: ")

@@ -1,5 +1,5 @@
 """KAI's e2e suites as a compatibility measure: the exclusions file, ginkgo's arguments, and reading and
-classifying ginkgo's JSON reports (kai.dev.kaisuites). No Go build is needed."""
+classifying ginkgo's JSON reports (kaisuites.py). No Go build is needed."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-
-from kai.dev.kaisuites import (
+from kaisuites import (
     EXCLUSION_CATEGORIES,
     ExclusionsError,
     SuiteResult,
@@ -22,7 +21,7 @@ from kai.dev.kaisuites import (
     table,
 )
 
-EXCLUSIONS = Path(__file__).resolve().parents[2] / "kai-e2e" / "exclusions.yaml"
+EXCLUSIONS = Path(__file__).resolve().parent / "exclusions.yaml"
 
 CATALOGUE = """\
 suites:

@@ -1,6 +1,6 @@
 """KAI's own e2e suites as a compatibility measure: what is left out and why, and what the runs say.
 
-Pure parts of ``kai-scheduler dev-cluster kai-e2e`` (:mod:`kai.dev.kaie2e`): reading the exclusions
+Pure parts of the e2e harness (:mod:`kaie2e`, ``tox -e kai-e2e``): reading the exclusions
 file (whole suites, ginkgo labels and spec patterns left out, each with a category and a reason) and
 the classification rules of failures, reading ginkgo's JSON reports, and summing them up per suite.
 

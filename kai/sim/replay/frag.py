@@ -15,7 +15,7 @@ from collections import Counter
 
 from kai.framework import Session
 from kai.framework.gpusharing import node_gpu_memory
-from kai.sim.replay_trace import GPU_MODEL_LABEL, TracePod
+from kai.sim.replay.trace import GPU_MODEL_LABEL, TracePod
 
 #: Share of the trace's pods the typical shapes cover.
 COVERAGE = 0.95

@@ -25,7 +25,7 @@ def write_run(directory: str, record, report: dict) -> str | None:
     with open(os.path.join(directory, "summary.json"), "w") as f:
         json.dump(report, f, indent=1)
     try:
-        from kai.sim.replay_plots import write_plots
+        from kai.sim.replay.plots import write_plots
     except ImportError:
         return NO_PLOTS
     write_plots(directory, record, report)

@@ -1,8 +1,7 @@
-"""``kai-scheduler dev-cluster kai-e2e``: KAI's own e2e suites (Go, ginkgo) against ``kai-scheduler run``.
+"""KAI's own e2e suites (Go, ginkgo) against ``kai-scheduler run``: ``tox -e kai-e2e [-- ARGS]`` (docs/kai-e2e.md).
 
-1. KAI's source at :data:`KAI_COMMIT` is put in the cache (``$KAI_E2E_CACHE``, default
-   ``~/.cache/kai-scheduler/kai-e2e``): from the Go module proxy, or exported from a git clone, or a
-   checkout given as is. Each suite that is not excluded is compiled once with ``go test -c``.
+1. KAI's source at the pinned commit is put in the cache (:mod:`kaisource`). Each suite that is not
+   excluded is compiled once with ``go test -c``.
 2. A private control plane (:class:`~kai.dev.controlplane.ControlPlane`) gets what KAI's e2e cluster
    has: the CRDs, default queues and priority classes of ``deploy/``, the ``Config kai-config`` and
    ``SchedulingShard default`` KAI's chart creates, kwok nodes like KAI's kind workers (8 fake GPUs of
@@ -11,15 +10,15 @@
    ``app=kai-scheduler-default`` to run; kwok runs them on the control-plane node -- while the
    components themselves run as one ``kai-scheduler run --fake-gpu-nodes`` process.
 3. Each suite runs with a JSON report and a timeout (a budget per spec that will run, capped per
-   suite); :mod:`kai.dev.kaisuites` counts and classifies. The table goes to stdout, the details to
+   suite); :mod:`kaisuites` counts and classifies. The table goes to stdout, the details to
    ``results.md`` and ``results.json`` in the output folder, with each suite's log.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -30,18 +29,31 @@ import urllib.request
 from dataclasses import asdict
 from pathlib import Path
 
+from kaisource import KAI_COMMIT, KaiE2EError, cache_dir, kai_source, log
+from kaisuites import (
+    Catalogue,
+    ExclusionsError,
+    SuiteResult,
+    details,
+    ginkgo_args,
+    load_catalogue,
+    read_report,
+    summarize,
+    table,
+)
+
 from kai.admission.webhook import MUTATE_PATH, PODGROUP_PATH, QUEUE_PATH, TOPOLOGY_PATH, VALIDATE_PATH
 from kai.api.names import SCHEDULER_NAME
+from kai.common.durations import parse_duration
 from kai.common.yamlfile import read_yaml
-from kai.dev import manifests as m
 from kai.dev.controlplane import ControlPlane, free_ports
-from kai.dev.gobuild import ControlPlaneError, cache_root, go_command, go_environment
-from kai.dev.kaisuites import Catalogue, SuiteResult, details, ginkgo_args, read_report, summarize, table
+from kai.dev.gobuild import ControlPlaneError, MissingToolError, go_command, go_environment
 from kai.kube.certs import serving_certificate
 from kai.kube.client import Kube
+from support import manifests as m
 
-KAI_MODULE = "github.com/kai-scheduler/KAI-scheduler"
-KAI_COMMIT = "d5bc503a146317e51037d89775d77172c6d12f71"
+HERE = Path(__file__).resolve().parent
+
 SUITES_DIR = "test/e2e/suites"
 SYSTEM_NAMESPACE = "kai-scheduler"
 RESERVATION_NAMESPACE = "kai-resource-reservation"
@@ -57,55 +69,7 @@ GPU_NODE_LABELS = {
 }
 
 
-class KaiE2EError(ControlPlaneError):
-    """KAI's source could not be had, a suite not built, or the cluster not prepared."""
-
-
-def _log(message: str) -> None:
-    print(f"[kai-e2e] {message}", file=sys.stderr, flush=True)
-
-
-def cache_dir() -> Path:
-    """KAI's source, the Go caches and the compiled suites."""
-    env = os.environ.get("KAI_E2E_CACHE")
-    return Path(env).expanduser() if env else cache_root().parent / "kai-e2e"
-
-
-# -- KAI's source and the compiled suites -------------------------------------------------------------
-def kai_source(root: Path, commit: str = KAI_COMMIT, source: Path | None = None, git_dir: Path | None = None) -> Path:
-    """A folder with KAI's source at ``commit``: ``source`` as given, else the cached copy, else exported
-    from the clone ``git_dir``, else downloaded from the Go module proxy."""
-    if source is not None:
-        if not (source / "go.mod").is_file():
-            raise KaiE2EError(f"{source} has no go.mod: not a checkout of KAI")
-        return source
-    dest = root / "src" / commit
-    if (dest / "go.mod").is_file():
-        return dest
-    tmp = root / "src" / f".{commit}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    if git_dir is not None:
-        _log(f"exporting {commit} from {git_dir}")
-        archive = subprocess.run(["git", f"--git-dir={git_dir}", "archive", commit], capture_output=True)
-        if archive.returncode != 0:
-            raise KaiE2EError(f"git archive {commit} failed in {git_dir}: {archive.stderr.decode().strip()}")
-        subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive.stdout, check=True)
-    else:
-        _log(f"downloading {KAI_MODULE}@{commit} from the Go module proxy")
-        proc = subprocess.run([go_command("KAI's e2e suites"), "mod", "download", "-json", f"{KAI_MODULE}@{commit}"],
-                              capture_output=True, text=True, env=go_environment(root), stdin=subprocess.DEVNULL)
-        info = json.loads(proc.stdout or "{}")
-        if proc.returncode != 0 or "Dir" not in info:
-            raise KaiE2EError(
-                f"the Go module proxy did not give {KAI_MODULE}@{commit}: {info.get('Error') or proc.stderr.strip()}; "
-                "pass --kai-git with a clone of https://github.com/kai-scheduler/KAI-Scheduler, or --kai-source "
-                "with a checkout of that commit")
-        shutil.copytree(info["Dir"], tmp, dirs_exist_ok=True)
-    os.replace(tmp, dest)
-    return dest
-
-
+# -- KAI's suites, compiled ---------------------------------------------------------------------------
 def discover_suites(source: Path) -> list[str]:
     """The suites of KAI's source: folders under test/e2e/suites whose tests call ginkgo's RunSpecs."""
     base = source / SUITES_DIR
@@ -126,7 +90,7 @@ def build_suites(root: Path, source: Path, suites: list[str], commit: str = KAI_
     for suite in suites:
         target = bin_dir / binary_name(suite)
         if not os.access(target, os.X_OK):
-            _log(f"building {suite} (go test -c; the first build takes many minutes)")
+            log(f"building {suite} (go test -c; the first build takes many minutes)")
             tmp = bin_dir / f".{target.name}.tmp"
             proc = subprocess.run([go, "test", "-c", "-o", str(tmp), f"./{SUITES_DIR}/{suite}"], cwd=source, env=env,
                                   stdin=subprocess.DEVNULL)
@@ -334,7 +298,7 @@ def run_suite(binary: Path, catalogue: Catalogue, suite: str, source: Path, kube
     count = specs_to_run(binary, catalogue, suite, cwd, env, folder)
     timeout = min(suite_timeout, max(count, 1) * spec_timeout)
     report = folder / f"{binary_name(suite)}.json"
-    _log(f"{suite}: {count} specs to run, timeout {timeout / 60:.0f} min")
+    log(f"{suite}: {count} specs to run, timeout {timeout / 60:.0f} min")
     # ginkgo stops the suite at its timeout and still writes the report; the kill is for a process that hangs
     stopped = _run_binary(binary, ginkgo_args(catalogue, suite, report, timeout), cwd, env,
                           folder / f"{binary_name(suite)}.log", timeout + 120)
@@ -371,12 +335,12 @@ def run(catalogue: Catalogue, deploy: Path, out: Path, suites: list[str] | None 
         try:
             for suite, binary in binaries.items():
                 if not kai.alive():
-                    _log("kai-scheduler run exited; starting it again")
+                    log("kai-scheduler run exited; starting it again")
                     kai.start()
                 results[suite] = run_suite(binary, catalogue, suite, src, plane.kubeconfig, out, spec_timeout,
                                            suite_timeout)
                 r = results[suite]
-                _log(f"{suite}: {r.passed} passed, {r.failed} failed, {r.skipped} skipped, {r.excluded} excluded"
+                log(f"{suite}: {r.passed} passed, {r.failed} failed, {r.skipped} skipped, {r.excluded} excluded"
                      + (f" ({r.error})" if r.error else ""))
                 write_results([results[s] for s in chosen if s in results], catalogue, out)
         finally:
@@ -407,3 +371,67 @@ def write_results(results: list[SuiteResult], catalogue: Catalogue, out: Path) -
     """results.md and results.json, rewritten after every suite so that a long run shows what it has so far."""
     (out / "results.md").write_text(details(results, catalogue))
     (out / "results.json").write_text(json.dumps([asdict(r) for r in results], indent=2) + "\n")
+
+
+# -- the command --------------------------------------------------------------------------------------
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tox -e kai-e2e --",
+        description="Build KAI's e2e suites (Go) once, start a private control plane with kwok GPU nodes and "
+        "'kai-scheduler run', run every suite not excluded and print passed/failed/skipped/excluded per suite.")
+    parser.add_argument("suites", nargs="*", metavar="SUITE",
+                        help="suites (paths under KAI's test/e2e/suites, or folders of them); default: all")
+    parser.add_argument("--exclusions", type=Path, default=HERE / "exclusions.yaml",
+                        help="exclusions and failure classes (default: exclusions.yaml beside this harness)")
+    parser.add_argument("--deploy", type=Path, default=HERE.parents[1] / "deploy",
+                        help="the deploy folder (default: the repository's)")
+    parser.add_argument("--out", type=Path, default=Path("kai-e2e-results"),
+                        help="results.md, results.json, reports and logs (default: %(default)s)")
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--kai-git", type=Path, metavar="GIT_DIR",
+                        help="export KAI's source at the pinned commit from this clone (default: the Go module proxy)")
+    source.add_argument("--kai-source", type=Path, metavar="DIR", help="a checkout of KAI at the pinned commit")
+    parser.add_argument("--spec-timeout", type=parse_duration, default=360.0, metavar="DURATION",
+                        help="time budget per spec that will run (default: 6m)")
+    parser.add_argument("--suite-timeout", type=parse_duration, default=2700.0, metavar="DURATION",
+                        help="most time one suite may take (default: 45m)")
+    parser.add_argument("--gpu-nodes", type=int, default=4, help="kwok nodes with 8 GPUs each (default: %(default)s)")
+    parser.add_argument("--run-arg", action="append", default=[], metavar="ARG",
+                        help="an extra argument of 'kai-scheduler run' (repeatable)")
+    parser.add_argument("--build-only", action="store_true", help="only build the suites")
+    parser.add_argument("--summarize-only", action="store_true",
+                        help="only sum up and classify again the reports of an earlier run in --out")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    """Run the suites as the command line asks; the exit code (1 when a spec failed or a suite was cut short)."""
+    args = _parser().parse_args(argv)
+    try:
+        catalogue = load_catalogue(args.exclusions)
+        if args.summarize_only:
+            results = summarize_again(catalogue, args.out)
+        elif not (args.deploy / "crds").is_dir():
+            print(f"kai-e2e: {args.deploy} has no crds/; pass --deploy", file=sys.stderr)
+            return 2
+        else:
+            # a TERM (a background run cannot be stopped with INT) unwinds like Ctrl-C: the suite, kai-scheduler
+            # run and the control plane are stopped
+            signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+            results = run(catalogue, args.deploy, args.out, args.suites, source=args.kai_source, git_dir=args.kai_git,
+                          spec_timeout=args.spec_timeout, suite_timeout=args.suite_timeout, gpu_nodes=args.gpu_nodes,
+                          run_args=args.run_arg, build_only=args.build_only)
+    except (ExclusionsError, MissingToolError) as exc:
+        print(f"kai-e2e: {exc}", file=sys.stderr)
+        return 2
+    except ControlPlaneError as exc:
+        print(f"kai-e2e: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("kai-e2e: interrupted", file=sys.stderr)
+        return 130
+    return 1 if any(r.failed or r.failures or r.error for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -22,9 +22,9 @@ import attrs
 from kai.api import Job, Queue, QuotaSpec, TaskStatus
 from kai.common.errors import ConfigError
 from kai.framework import SchedulerConfig, Session, build_snapshot
-from kai.sim.replay import arrival_job, progress_bar, seeded_names
-from kai.sim.replay_queues import read_queue_file
-from kai.sim.replay_trace import TracePod, read_nodes, read_pods
+from kai.sim.replay.progress import progress_bar
+from kai.sim.replay.queues import read_queue_file
+from kai.sim.replay.trace import TracePod, arrival_job, read_nodes, read_pods, seeded_names
 from kai.sim.rounds import feed_back_jobs
 from kai.sim.simulate import Run, prepare, run_cycles
 

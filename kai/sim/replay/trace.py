@@ -1,4 +1,5 @@
-"""Trace files of ``kai-scheduler replay``: the Alibaba GPU trace v2023 CSV format.
+"""Trace files of ``kai-scheduler replay`` (the Alibaba GPU trace v2023 CSV format) and the kernel objects
+their nodes and pods become.
 
 A node list has the columns ``sn, cpu_milli, memory_mib, gpu, model``; a pod list ``name, cpu_milli,
 memory_mib, num_gpu, gpu_milli`` and optionally ``gpu_spec`` (GPU models the pod accepts, ``|``
@@ -10,11 +11,12 @@ from __future__ import annotations
 
 import csv
 import math
+import random
 from importlib import resources
 
 import attrs
 
-from kai.api import LabelRequirement, Node, ResourceRequest, Resources
+from kai.api import Job, LabelRequirement, Node, PodSet, ResourceRequest, Resources, Task, TaskStatus
 from kai.common.errors import ConfigError
 
 #: The node label carrying a node's GPU model (what ``gpu_spec`` selects on).
@@ -57,7 +59,7 @@ class TracePod:
 def default_file(name: str) -> str:
     """The path of a trace file shipped with the package (``nodes`` or ``pods``)."""
     file = {"nodes": "openb_node_list_gpu_node.csv", "pods": "openb_pod_list_default.csv"}[name]
-    return str(resources.files("kai.sim").joinpath("traces").joinpath(file))
+    return str(resources.files("kai.sim.replay").joinpath("traces").joinpath(file))
 
 
 def _rows(path: str, required: tuple[str, ...]):
@@ -127,3 +129,21 @@ def read_pods(path: str, queue_column: str | None = None, timed: bool = False) -
             tuple(s for s in (row.get("gpu_spec") or "").split("|") if s),
             creation, deletion, ((row.get(queue_column) or "").strip() or "default") if queue_column else "default"))
     return pods
+
+
+def seeded_names(nodes: list[Node], seed: int) -> list[Node]:
+    """The nodes renamed ``NNNN-<name>`` with a seeded permutation, as the paper's simulator does: the
+    kernel breaks ties between equally scored nodes by name, so ties fall randomly but reproducibly."""
+    order = random.Random(f"nodes-{seed}").sample(range(len(nodes)), len(nodes))
+    width = len(str(len(nodes)))
+    return [attrs.evolve(n, name=f"{k:0{width}d}-{n.name}") for k, n in zip(order, sorted(nodes, key=lambda n: n.name))]
+
+
+def arrival_job(pod: TracePod, creation: float) -> Job:
+    """The one-pod job a trace pod arrives as (preemptible, in its queue, created at ``creation``)."""
+    job = Job(pod.name, pod.queue, 0, True, creation, uid=pod.name, pod_sets={"default": PodSet("default", 1)})
+    task = Task(pod.name, pod.name, pod.request(), TaskStatus.PENDING, None, node_affinity=pod.node_affinity(),
+                creation=creation)
+    task.job = job.uid
+    job.add_task(task)
+    return job

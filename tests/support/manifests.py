@@ -1,4 +1,4 @@
-"""Manifests of the objects a KAI cluster runs on, for tests, benchmarks and demos.
+"""Manifests of the objects a KAI cluster runs on, for the e2e tests, the benchmarks and the KAI e2e harness.
 
 Builders return plain dicts ready to POST; :func:`apply` creates any of them at its collection;
 :func:`install` creates KAI's CRDs (waiting until they are served), default queues and priority
