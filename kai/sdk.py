@@ -20,7 +20,7 @@
 What is stable: the names in ``__all__``, with the signatures and meaning their own documentation gives.
 Removing or changing one is a breaking change, listed in the CHANGELOG. Where a name is defined is not:
 the modules behind this one move between releases, so plugins import from here. The shipped plugins and
-podgroupers import nothing else of ``kai`` (``tests/unit/test_import_rules.py``); tests of plugins use
+podgroupers import nothing else of ``kai`` (``tests/unit/project/test_import_rules.py``); tests of plugins use
 :mod:`kai.testing` and :mod:`kai.testing_podgroupers` besides.
 """
 
@@ -200,7 +200,7 @@ Action = Callable[[Session], None]
 
 # --- the hook families of kai.hookspecs, section by section ----------------------------------------
 # Each method has its hook's arguments and return type and answers "no opinion"; a plugin overrides
-# those it implements and marks them ``@hookimpl``. ``tests/unit/test_sdk.py`` keeps them equal to
+# those it implements and marks them ``@hookimpl``. ``tests/unit/sdk/test_sdk.py`` keeps them equal to
 # kai/hookspecs.py.
 
 

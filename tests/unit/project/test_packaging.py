@@ -21,7 +21,7 @@ import tomllib
 
 import kai
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 #: Files of a package folder that the wheel must carry.
 SOURCE_SUFFIXES = (".py", ".pyx", ".pxd")

@@ -7,7 +7,7 @@ from kai.framework import Session
 from kai.sim.conformance import Runner
 from kai.sim.scenario import NOW, job_uid, load_scenarios
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 _spec = importlib.util.spec_from_file_location("scale_bench", ROOT / "bench" / "scale.py")
 scale = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(scale)

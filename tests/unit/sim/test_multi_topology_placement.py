@@ -11,7 +11,7 @@ from kai.sim.conformance import Runner
 from kai.sim.rounds import run_round
 from kai.sim.scenario import load_scenarios
 
-FILE = Path(__file__).parents[1] / "conformance" / "kai-v017-more" / "allocate__allocate_multi_topology.yaml"
+FILE = Path(__file__).parents[2] / "conformance" / "kai-v017-more" / "allocate__allocate_multi_topology.yaml"
 RACK, ZONE = "topology.test/rack-domain", "topology.test/zone-domain"
 
 

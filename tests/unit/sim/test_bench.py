@@ -5,7 +5,7 @@ from pathlib import Path
 
 from kai.cli import main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SMALL = str(ROOT / "bench" / "topologies" / "BenchmarkAllocateAction_SmallCluster.yaml")
 RECLAIM = str(ROOT / "bench" / "topologies" / "BenchmarkReclaimAction_SmallCluster.yaml")
 KEYS = {"file", "name", "median_s", "min_s", "cpu_median_s", "repeats", "skipped"}

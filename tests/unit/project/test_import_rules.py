@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 #: Source folders and the package each is installed as.
 SOURCES = {"kai": "kai", "plugins": "kai.plugins", "podgroupers": "kai.podgroupers"}
 #: The example distributions: third-party code, held to what a plugin author may import.

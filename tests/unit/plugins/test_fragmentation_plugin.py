@@ -120,7 +120,7 @@ def test_the_plugin_is_found_through_its_entry_point():
 
 
 def test_the_example_config_enables_it_in_place_of_kai_s_placement():
-    config = load_config(Path(__file__).parents[2] / "examples" / "configs" / "fragmentation.yaml")
+    config = load_config(Path(__file__).parents[3] / "examples" / "configs" / "fragmentation.yaml")
     names = [s.name for s in config.plugins]
     assert "fragmentation" in names and not {"nodeplacement", "gpupack", "gpusharingorder"} & set(names)
     assert isinstance(Plugins(config).plugin("fragmentation"), Fragmentation)

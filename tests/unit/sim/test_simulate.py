@@ -9,7 +9,7 @@ from kai.cli import main
 from kai.common.errors import ConfigError
 from kai.sim.cluster_fields import parse_quantity
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 QUICKSTART = str(ROOT / "examples" / "quickstart.yaml")
 FRACTIONAL = str(ROOT / "examples" / "fractional-inference.yaml")
 

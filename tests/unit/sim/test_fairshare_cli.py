@@ -5,7 +5,7 @@ from pathlib import Path
 
 from kai.cli import main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = str(ROOT / "examples" / "fairshare.yaml")
 SCENARIO = str(ROOT / "tests" / "conformance" / "kai" / "reclaim__reclaim.yaml")
 

@@ -13,7 +13,7 @@ from kai.cli import main
 from kai.common.errors import ConfigError
 from kai.sim.cluster_file import parse_cluster
 
-ROOT = Path(__file__).resolve().parents[1].parent
+ROOT = Path(__file__).resolve().parents[2].parent
 EXAMPLE = str(ROOT / "examples" / "dra-gpus.yaml")
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-TESTS = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parents[2]
 PIP = re.compile(r"""["']pip["']""")
 INSTALL = re.compile(r"""["']install["']""")
 UNINSTALL = re.compile(r"""["']uninstall["']""")

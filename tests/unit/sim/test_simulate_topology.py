@@ -10,7 +10,7 @@ from kai.cli import main
 from kai.common.errors import ConfigError
 from kai.sim.cluster_file import parse_cluster
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "topology-training.yaml"
 RACK, ZONE = "network.example.com/rack", "topology.kubernetes.io/zone"
 

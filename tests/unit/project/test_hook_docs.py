@@ -18,7 +18,7 @@ import pytest
 
 from kai import hookspecs
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 HOOKS = sorted(name for name, fn in vars(hookspecs).items()
                if name.startswith("kai_") and inspect.isfunction(fn) and hasattr(fn, "kai_spec"))
 GROUPING = [h for h in HOOKS if h.startswith("kai_podgroup")]

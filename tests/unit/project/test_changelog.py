@@ -10,7 +10,7 @@ import pytest
 
 import kai
 
-CHANGELOG = Path(__file__).resolve().parents[2] / "CHANGELOG.md"
+CHANGELOG = Path(__file__).resolve().parents[3] / "CHANGELOG.md"
 SUBSECTIONS = ("Added", "Changed", "Deprecated", "Removed", "Fixed", "Security")
 RELEASE = re.compile(r"^## \[((\d+)\.(\d+)\.(\d+))\] - (\d{4}-\d{2}-\d{2})$", re.M)
 

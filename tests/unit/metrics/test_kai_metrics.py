@@ -10,7 +10,7 @@ import pytest
 
 from kai.metrics import BinderMetrics, Family, QueueMetrics, Registry, SchedulerMetrics
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DOC = ROOT / "docs" / "metrics.md"
 #: KAI's list (component, name, type, labels); its header says how it was made.
 KAI_V017 = Path(__file__).with_name("kai_v017_metrics.txt")

@@ -9,7 +9,7 @@ import yaml
 
 from kai.framework.config import DEFAULT_CONFIG, parse_config
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "plugins.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "plugins.md"
 
 
 def _default_config_block() -> str:
