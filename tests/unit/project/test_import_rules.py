@@ -129,7 +129,7 @@ def test_importing_common_loads_no_other_module_of_kai():
             "for m in pkgutil.iter_modules(kai.common.__path__, 'kai.common.'):\n"
             "    importlib.import_module(m.name)\n"
             "print(sorted(m for m in sys.modules if m.startswith('kai.') and not m.startswith('kai.common')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
 
@@ -143,8 +143,9 @@ def test_actions_import_the_kernel_the_api_and_common_only():
 
 
 def test_importing_the_kernel_loads_no_action():
+    # -I: the installed package, not the source tree of the working directory (whose native modules are not built).
     code = "import sys, kai.framework; print(sorted(m for m in sys.modules if m.startswith('kai.actions')))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
 
