@@ -1,4 +1,4 @@
-"""CEL device selectors, evaluated with ``cel-python`` (the ``dra`` extra).
+"""CEL device selectors, evaluated with ``cel-python``.
 
 A selector sees ``device`` as Kubernetes exposes it: ``device.driver``, ``device.attributes[domain].name``
 and ``device.capacity[domain].name`` (a name without a domain belongs to the driver's; an unknown domain
@@ -16,70 +16,71 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import celpy
+from celpy import celtypes
+
 from kai.sdk import Device, QuantityError, parse_quantity
 
-try:
-    import celpy
-    from celpy import celtypes
-except ImportError:  # the ``dra`` extra is not installed
-    celpy = None  # type: ignore[assignment]  # the module or None, tested before each use
 
-MISSING = "CEL selectors need the cel-python package (install kai-scheduler[dra])"
+class Quantity(celtypes.DoubleType):
+    """A capacity value or ``quantity(...)`` result: compared only through its methods, as in Kubernetes."""
 
-if celpy is not None:
 
-    class Quantity(celtypes.DoubleType):
-        """A capacity value or ``quantity(...)`` result: compared only through its methods, as in Kubernetes."""
+class _Domains(celtypes.MapType):
+    """``device.attributes`` / ``device.capacity``: an unknown domain is an empty map."""
 
-    class _Domains(celtypes.MapType):
-        """``device.attributes`` / ``device.capacity``: an unknown domain is an empty map."""
-
-        def __getitem__(self, key):
-            try:
-                return super().__getitem__(key)
-            except KeyError:
-                return celtypes.MapType()
-
-    def _sign(a: float, b: float) -> int:
-        return (a > b) - (a < b)
-
-    def _quantity(text):
+    def __getitem__(self, key):
         try:
-            return Quantity(float(parse_quantity(str(text))))
-        except QuantityError:
-            return celpy.CELEvalError(f"{str(text)!r} is not a Kubernetes quantity", ValueError, None)
+            return super().__getitem__(key)
+        except KeyError:
+            return celtypes.MapType()
 
-    FUNCTIONS: dict[str, Callable[..., Any]] = {
-        "quantity": _quantity,
-        "compareTo": lambda a, b: celtypes.IntType(_sign(float(a), float(b))),
-        "isGreaterThan": lambda a, b: celtypes.BoolType(float(a) > float(b)),
-        "isLessThan": lambda a, b: celtypes.BoolType(float(a) < float(b)),
-        "asInteger": lambda a: celtypes.IntType(math.trunc(float(a))),
-        "asApproximateFloat": lambda a: celtypes.DoubleType(float(a)),
-    }
 
-    def _value(value: Any):
-        if isinstance(value, bool):
-            return celtypes.BoolType(value)
-        if isinstance(value, int):
-            return celtypes.IntType(value)
-        if isinstance(value, float):
-            return celtypes.DoubleType(value)
-        return celtypes.StringType(str(value))
+def _sign(a: float, b: float) -> int:
+    return (a > b) - (a < b)
 
-    def _by_domain(driver: str, values: dict[str, Any], convert) -> _Domains:
-        domains: dict[str, dict] = {}
-        for name, value in values.items():
-            domain, _, short = name.rpartition("/")
-            domains.setdefault(domain or driver, {})[celtypes.StringType(short)] = convert(value)
-        return _Domains({celtypes.StringType(d): celtypes.MapType(v) for d, v in domains.items()})
 
-    def activation(driver: str, device: Device) -> dict:
-        return {"device": celtypes.MapType({
-            celtypes.StringType("driver"): celtypes.StringType(driver),
-            celtypes.StringType("attributes"): _by_domain(driver, device.attributes, _value),
-            celtypes.StringType("capacity"): _by_domain(driver, device.capacity, Quantity),
-        })}
+def _quantity(text):
+    try:
+        return Quantity(float(parse_quantity(str(text))))
+    except QuantityError:
+        return celpy.CELEvalError(f"{str(text)!r} is not a Kubernetes quantity", ValueError, None)
+
+
+FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "quantity": _quantity,
+    "compareTo": lambda a, b: celtypes.IntType(_sign(float(a), float(b))),
+    "isGreaterThan": lambda a, b: celtypes.BoolType(float(a) > float(b)),
+    "isLessThan": lambda a, b: celtypes.BoolType(float(a) < float(b)),
+    "asInteger": lambda a: celtypes.IntType(math.trunc(float(a))),
+    "asApproximateFloat": lambda a: celtypes.DoubleType(float(a)),
+}
+
+
+def _value(value: Any):
+    if isinstance(value, bool):
+        return celtypes.BoolType(value)
+    if isinstance(value, int):
+        return celtypes.IntType(value)
+    if isinstance(value, float):
+        return celtypes.DoubleType(value)
+    return celtypes.StringType(str(value))
+
+
+def _by_domain(driver: str, values: dict[str, Any], convert) -> _Domains:
+    domains: dict[str, dict] = {}
+    for name, value in values.items():
+        domain, _, short = name.rpartition("/")
+        domains.setdefault(domain or driver, {})[celtypes.StringType(short)] = convert(value)
+    return _Domains({celtypes.StringType(d): celtypes.MapType(v) for d, v in domains.items()})
+
+
+def activation(driver: str, device: Device) -> dict:
+    return {"device": celtypes.MapType({
+        celtypes.StringType("driver"): celtypes.StringType(driver),
+        celtypes.StringType("attributes"): _by_domain(driver, device.attributes, _value),
+        celtypes.StringType("capacity"): _by_domain(driver, device.capacity, Quantity),
+    })}
 
 
 class Selectors:
@@ -91,7 +92,7 @@ class Selectors:
         self.errors: dict[str, str] = {}
         self.verdicts: dict[tuple[str, tuple[str, str, str]], bool] = {}
         self.activations: dict[tuple[str, str, str], dict] = {}
-        self.environment = celpy.Environment() if celpy is not None else None
+        self.environment = celpy.Environment()
 
     def compile(self, expression: str) -> str | None:
         """Compile ``expression`` (once); why it cannot be used, or None."""
@@ -99,9 +100,6 @@ class Selectors:
             return None
         if expression in self.errors:
             return self.errors[expression]
-        if self.environment is None:
-            self.errors[expression] = MISSING
-            return MISSING
         try:
             ast = self.environment.compile(expression)
             self.programs[expression] = self.environment.program(ast, functions=FUNCTIONS)

@@ -122,3 +122,11 @@ def test_the_metadata_has_the_package_version_and_the_license_files(wheel):
     assert re.search(r"^License-Expression: Apache-2.0$", metadata, re.M)
     for name in ("LICENSE", "NOTICE"):
         assert wheel.read(f"{dist_info}/licenses/{name}") == (ROOT / name).read_bytes()
+
+
+def test_cel_comes_with_every_install(wheel):
+    """DRA works on a plain ``pip install``: CEL is a requirement of the package, not of an extra."""
+    dist_info = f"kai_scheduler-{kai.__version__}.dist-info"
+    requires = re.findall(r"^Requires-Dist: (.*)$", wheel.read(f"{dist_info}/METADATA").decode(), re.M)
+    cel = [r for r in requires if r.startswith("cel-python")]
+    assert cel and all("extra ==" not in r for r in cel), requires
