@@ -160,6 +160,16 @@ def test_gpusharingorder_prefers_a_node_with_a_fitting_shared_device():
     assert decision(kt.run(cluster(), without), "p-0").node == "n1"
 
 
+def test_gpusharingorder_does_not_pull_a_pod_asking_for_no_gpu_onto_gpu_nodes():
+    """KAI #2154 (after v0.17): the shared-device score is for tasks asking for a GPU share; a CPU-only pod
+    getting it crowded the GPU nodes and left CPU-only nodes idle."""
+    busy = kt.task("b-0", request=ResourceRequest(cpu=2000, memory=2**30), status="Running", node="cpu")
+    s = kt.run(snap([shared("a-0", 0.5, status="Running", node="n1", gpu_groups=("g",)), busy,
+                     kt.task("c-0", request=ResourceRequest(cpu=1000, memory=2**30))],
+                    nodes=[gpu_node("n1", gpus=1), kt.node("cpu", gpus=0)]))
+    assert decision(s, "c-0").node == "cpu"  # bin-packing's choice; n1 with the sharing score
+
+
 def test_a_device_with_only_releasing_room_is_pipelined_onto():
     s = kt.run(snap([shared("a-0", 0.5, status="Releasing", node="n1", gpu_groups=("g",)),
                      shared("b-0", 0.5, status="Running", node="n1", gpu_groups=("g",)), shared("p-0", 0.5)],
