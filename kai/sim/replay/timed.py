@@ -270,15 +270,15 @@ class _State:
                                      self.used))
 
     def report(self, seed: int, nodes, period: float, wall: float) -> dict:
-        placed = [p for p in self.pods if p.first_placed is not None]
+        # one queueing delay per placed pod
+        delays = [p.first_placed - p.trace.creation for p in self.pods if p.first_placed is not None]
         end = self.last_change
         return {
             "seed": seed, "mode": "timed", "period": period, "nodes": len(nodes), "gpus": self.capacity // 1000,
-            "pods": len(self.pods), "placed": len(placed), "failed": len(self.pods) - len(placed),
+            "pods": len(self.pods), "placed": len(delays), "failed": len(self.pods) - len(delays),
             "completed": sum(1 for p in self.pods if p.done is not None), "evictions": self.evictions,
             "cycles": self.cycles, "end_s": end,
-            "queueing_delay_s": percentiles([p.first_placed - p.trace.creation for p in self.pods
-                                             if p.first_placed is not None]),
+            "queueing_delay_s": percentiles(delays),
             "jct_s": percentiles([p.done - p.trace.creation for p in self.pods if p.done is not None]),
             "gpu_utilisation_pct": round(100 * self.busy_milli_s / (self.capacity * end), 3) if end else 0.0,
             "queues": queue_summary(self.timeline.cycles, end),
