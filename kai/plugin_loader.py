@@ -3,9 +3,9 @@
 A scheduling plugin (group ``kai.plugins``), a podgrouper (``kai.podgroupers``) or a binder plugin
 (``kai.binder_plugins``) is an entry point naming a builder ``build(arguments: dict) -> object``; an
 action (``kai.actions``) one naming a callable that takes a session.
-:func:`discover` finds a group's entry points, :func:`build_plugin` loads and builds one, and
-:func:`register` puts hook-carrying plugins into a pluggy manager, refusing a hook or a hook argument
-:mod:`kai.hookspecs` does not declare. Every failure is a :class:`PluginError` naming the plugin and its
+:func:`discover` finds a group's entry points, :func:`load` imports one, :func:`build_plugin` loads and
+builds one, and :func:`register` puts hook-carrying plugins into a pluggy manager, refusing a hook or a hook
+argument :mod:`kai.hookspecs` does not declare. Every failure is a :class:`PluginError` naming the plugin and its
 distribution. Importing this module loads neither the scheduling kernel nor the grouping hub.
 """
 
@@ -56,16 +56,21 @@ def discover(group: str = PLUGIN_GROUP, installed: Installed | None = None) -> d
     return found
 
 
+def load(name: str, ep: EntryPoint, kind: str = "plugin") -> Any:
+    """What the entry point ``ep`` of the ``kind`` named ``name`` names, imported."""
+    try:
+        return ep.load()
+    except Exception as exc:  # a broken third-party distribution must not look like our bug
+        raise PluginError(f"{kind} {name!r} ({distribution(ep)}): cannot load {ep.value}: {exc}") from exc
+
+
 def build_plugin(name: str, arguments: Mapping[str, Any], available: Mapping[str, EntryPoint],
                  kind: str = "plugin") -> object:
     """Load and build one ``kind`` of plugin; an unknown name is an error that lists the installed ones."""
     ep = available.get(name)
     if ep is None:
         raise PluginError(f"unknown {kind} {name!r}; installed {kind}s: {', '.join(sorted(available)) or 'none'}")
-    try:
-        builder = ep.load()
-    except Exception as exc:  # a broken third-party distribution must not look like our bug
-        raise PluginError(f"{kind} {name!r} ({distribution(ep)}): cannot load {ep.value}: {exc}") from exc
+    builder = load(name, ep, kind)
     try:
         return builder(dict(arguments))
     except Exception as exc:

@@ -29,9 +29,6 @@ if TYPE_CHECKING:  # the compiled module has the functions of its pure-Python tw
 else:
     nodefit = _native.load("nodefit")
 
-#: Amounts are sums of floats: a request within this of the room fits (the compiled fit loop's tolerance too).
-TOLERANCE = EPSILON
-
 #: A node that may take the task, and whether it fits the idle resources (else only idle + releasing).
 Choice = tuple[NodeInfo, bool]
 
@@ -84,9 +81,9 @@ class NodeSelector:
         """Narrow the fit on node ``i``, short of an extended resource at the start: 0 while it is short even
         counting releasing amounts, at most 1 while its idle amounts are short."""
         idle, rel = self.session.arrays.idle_scalars[i], self.session.arrays.rel_scalars[i]
-        if any(v + rel.get(k, 0.0) < -TOLERANCE for k, v in idle.items()):
+        if any(v + rel.get(k, 0.0) < -EPSILON for k, v in idle.items()):
             return 0
-        return 1 if fit == 2 and any(v < -TOLERANCE for v in idle.values()) else fit
+        return 1 if fit == 2 and any(v < -EPSILON for v in idle.values()) else fit
 
     def _shared_fit(self, task: Task, node: NodeInfo, fit: int) -> int:
         """Narrow the CPU/memory/pod fit of a shared-GPU task by its devices and its reservation pod slots."""
@@ -100,17 +97,17 @@ class NodeSelector:
             if fit == 2 and not gpusharing.device_count_fits(node, req, False):
                 fit = 1
         else:  # only free whole devices: no need to look at groups
-            if a.idle_gpu[i] + a.rel_gpu[i] + TOLERANCE < req.gpu_devices:
+            if a.idle_gpu[i] + a.rel_gpu[i] + EPSILON < req.gpu_devices:
                 return 0
-            if fit == 2 and a.idle_gpu[i] + TOLERANCE < req.gpu_devices:
+            if fit == 2 and a.idle_gpu[i] + EPSILON < req.gpu_devices:
                 fit = 1
         # Every new device needs one more pod slot, for its reservation pod (worked out only when slots are scarce).
-        most = 1 + task.request.gpu_devices - TOLERANCE
+        most = 1 + task.request.gpu_devices - EPSILON
         if a.idle_pods[i] + a.rel_pods[i] < most or (fit == 2 and a.idle_pods[i] < most):
             extra = gpusharing.new_groups_needed(self.session, task, node)
-            if fit == 2 and a.idle_pods[i] < 1 + extra - TOLERANCE:
+            if fit == 2 and a.idle_pods[i] < 1 + extra - EPSILON:
                 fit = 1
-            if a.idle_pods[i] + a.rel_pods[i] < 1 + extra - TOLERANCE:
+            if a.idle_pods[i] + a.rel_pods[i] < 1 + extra - EPSILON:
                 return 0
         return fit
 
@@ -274,29 +271,29 @@ class NodeSelector:
         req = task.request
         res = req.node_resources()
         out = []
-        if res.cpu > free.cpu + TOLERANCE:
+        if res.cpu > free.cpu + EPSILON:
             out.append("node(s) didn't have enough resources: CPU cores")
-        if res.memory > free.memory + TOLERANCE:
+        if res.memory > free.memory + EPSILON:
             out.append("node(s) didn't have enough resources: memory")
         for k, v in res.scalars.items():
-            if v > free.scalars.get(k, 0.0) + TOLERANCE:
+            if v > free.scalars.get(k, 0.0) + EPSILON:
                 kind = "of mig profile" if is_mig_resource(k) else "resources"
                 out.append(f"node(s) didn't have enough {kind}: {k}")
         gpu = []
         if req.is_shared_gpu:
             mib = gpusharing.task_gpu_memory(node, req)
             portion = mib / gpusharing.node_gpu_memory(node) if req.gpu_memory_mib else req.gpu_fraction
-            if not gpusharing.device_count_fits(node, req, True) or portion * req.gpu_devices > free.gpu + TOLERANCE:
+            if not gpusharing.device_count_fits(node, req, True) or portion * req.gpu_devices > free.gpu + EPSILON:
                 gpu.append("node(s) didn't have enough resources: GPUs")
             if req.gpu_memory_mib > gpusharing.node_gpu_memory(node):
                 gpu.append("node(s) didn't have enough resources: GPU memory")
             if req.gpu_memory_mib and not out and gpusharing.valid_portion(node, req):
                 gpu = []  # KAI sizes a GPU-memory request by CPU and memory alone: full devices give no reason
-        elif res.gpu > free.gpu + TOLERANCE:
+        elif res.gpu > free.gpu + EPSILON:
             gpu.append("node(s) didn't have enough resources: GPUs")
         out[:0] = gpu
         slots = 1 + (gpusharing.new_groups_needed(self.session, task, node) if req.is_shared_gpu else 0)
-        if node.idle_pods + node.arrays.rel_pods[node.index] < slots - TOLERANCE:
+        if node.idle_pods + node.arrays.rel_pods[node.index] < slots - EPSILON:
             out.append("node(s) pod number exceeded")
         if not out and req.gpu_fraction:
             out.append("node(s) didn't have enough resources: GPUs")

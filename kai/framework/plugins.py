@@ -32,6 +32,7 @@ from kai.plugin_loader import (
     build_plugin,
     discover,
     distribution,
+    load,
     register,
 )
 
@@ -129,12 +130,7 @@ class Actions(Mapping[str, "Action"]):
     def __getitem__(self, name: str) -> Action:
         action = self._loaded.get(name)
         if action is None:
-            ep = self._available[name]
-            try:
-                action = cast("Action", ep.load())
-            except Exception as exc:  # a broken third-party distribution must not look like our bug
-                raise PluginError(f"action {name!r} ({distribution(ep)}): cannot load {ep.value}: {exc}") from exc
-            self._loaded[name] = action
+            action = self._loaded[name] = cast("Action", load(name, self._available[name], "action"))
         return action
 
     def __contains__(self, name: object) -> bool:
