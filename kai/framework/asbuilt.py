@@ -15,7 +15,7 @@ from __future__ import annotations
 import operator
 from collections import Counter
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from kai.api import Job, Node, TaskStatus
 from kai.framework.memo import MemoKey
@@ -109,12 +109,12 @@ def nodes_as_built(session: Session, key: MemoKey[T], compute: Callable[[], T]) 
     """``compute()``, a value worked out from the snapshot's nodes as built (their ``Node`` objects, which sessions
     do not change), once per snapshot and kept in its memo under ``key``; taken over from the snapshot before when
     its nodes are the very same objects in the same order (:func:`_same_nodes`). Not to be changed."""
-    memo = session.snapshot.memo
-    value = memo.get(key)
-    if value is None:
-        before = session.snapshot.memo_before.get(key) if _same_nodes(session) else None
-        value = memo[key] = before if before is not None else compute()
-    return value
+    snapshot = session.snapshot
+    memo = snapshot.memo
+    if key not in memo:  # a value of None is kept too
+        before = snapshot.memo_before
+        memo[key] = cast(T, before.get(key)) if _same_nodes(session) and key in before else compute()
+    return cast(T, memo.get(key))
 
 
 class _Nodes:

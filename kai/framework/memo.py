@@ -37,5 +37,8 @@ class Memo:
         """The value kept under ``key``, None when there is none."""
         return cast("T | None", self._values.get(key))
 
+    def __contains__(self, key: MemoKey[T]) -> bool:
+        return key in self._values
+
     def __setitem__(self, key: MemoKey[T], value: T) -> None:
         self._values[key] = value
