@@ -91,7 +91,9 @@ def _binder(ctx: Context):
     reservation = {"namespace": a.resource_reservation_namespace, "appLabel": a.resource_reservation_app_label,
                    "image": a.resource_reservation_pod_image, "serviceAccount": a.resource_reservation_service_account,
                    "runtimeClass": a.runtime_class_name, "allocationTimeout": a.resource_reservation_allocation_timeout,
-                   "fakeGpuNodes": a.fake_gpu_nodes}
+                   "fakeGpuNodes": a.fake_gpu_nodes, "podResources": a.resource_reservation_pod_resources,
+                   "podSecurityContext": a.resource_reservation_pod_security_context,
+                   "containerSecurityContext": a.resource_reservation_container_security_context}
     flags = BinderFlags(overrides, a.cdi_enabled, reservation)
     try:
         initial = build_chosen(chosen_plugins(flags, None), kube)
@@ -261,6 +263,13 @@ def _parser() -> argparse.ArgumentParser:
                     default=reservation.DEFAULT_TIMEOUT,
                     help="wait this long for a reservation pod's GPU (default: 40s)")
     gs.add_argument("--runtime-class-name", default="", metavar="NAME", help="their runtime class (default: none)")
+    gs.add_argument("--resource-reservation-pod-resources", default="", metavar="JSON",
+                    help="their container's requests and limits besides the GPU, a ResourceRequirements in JSON "
+                         "(default: none)")
+    gs.add_argument("--resource-reservation-pod-security-context", default="", metavar="JSON",
+                    help="their pod's securityContext in JSON (default: none)")
+    gs.add_argument("--resource-reservation-container-security-context", default="", metavar="JSON",
+                    help="their container's securityContext in JSON (default: none)")
     gs.add_argument("--cdi-enabled", action="store_true",
                     help="the device plugin uses CDI: devices are given as k8s.device-plugin.nvidia.com/gpu=<id>")
     gs.add_argument("--fake-gpu-nodes", action="store_true",
