@@ -104,7 +104,8 @@ def test_each_component_gets_least_privilege_rbac_covering_its_declared_access(d
 
 def test_deployments_run_each_component_under_its_account_with_probes(docs):
     deployments = by_kind(docs, "Deployment")
-    assert set(deployments) == {f"kai-{c}" for c in components() if c != "admission"}  # admission is opt-in
+    # admission and the node scale adjuster are opt-in
+    assert set(deployments) == {f"kai-{c}" for c in components() if c not in ("admission", "node-scale-adjuster")}
     for name, deployment in deployments.items():
         component = name.removeprefix("kai-")
         pod = deployment["spec"]["template"]["spec"]
