@@ -2,11 +2,11 @@
 
 Components are objects with a ``name`` and ``run(stop)``, which blocks until the
 :class:`threading.Event` ``stop`` is set. :data:`COMPONENTS` maps each name to a factory taking the
-:class:`Context`; ``--components`` picks some of them (default: every one available). A name that
-is part of KAI but not available in this build is an error naming what is. Each component runs
-on its own thread; SIGTERM or SIGINT sets ``stop``, and the process exits once every component has
-returned, or :data:`STOP_TIMEOUT` seconds after ``stop`` with exit code 1, naming the components
-still running. A component that fails stops the others and the process exits 1.
+:class:`Context`; ``--components`` picks some of them (default: every one available but those of
+:data:`OPT_IN`). A name that is part of KAI but not available in this build is an error naming what
+is. Each component runs on its own thread; SIGTERM or SIGINT sets ``stop``, and the process exits once
+every component has returned, or :data:`STOP_TIMEOUT` seconds after ``stop`` with exit code 1, naming
+the components still running. A component that fails stops the others and the process exits 1.
 
 The process serves ``/metrics``, ``/healthz`` and ``/readyz`` on ``--metrics-address`` (every
 interface by default), the probes on ``--health-probe-address`` instead when that is given. With
