@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from kai.controllers import nodescaleadjuster as nsa
@@ -14,6 +16,7 @@ from kai.controllers.nodescaleadjuster import (
 )
 from kai.controllers.scalingpod import main as scaling_pod_main
 from support.kube import FakeApi
+from support.waiting import wait_until
 
 SCALING = "/api/v1/namespaces/kai-scale-adjust/pods"
 UNSCHEDULABLE = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "no node"}
@@ -207,3 +210,25 @@ def test_a_failed_delete_is_retried():
     kube.fail(500, "Internal", "DELETE")
     assert a.adjust() == nsa.RETRY_DELAY and created(kube)
     assert a.adjust() == nsa.COOL_DOWN and not created(kube)
+
+
+def test_running_against_the_api_it_follows_the_pods_through_its_informers():
+    kube = FakeApi()
+    kube.add("/api/v1/namespaces/ns/pods/p", raw_pod("p"))
+    kube.add("/api/v1/namespaces/ns/pods/other", raw_pod("other", scheduler="default-scheduler"))
+    a = NodeScaleAdjuster(kube)
+    stop = threading.Event()
+    thread = threading.Thread(target=a.run, args=(stop,))
+    thread.start()
+    try:
+        wait_until(lambda: set(created(kube)) == {"ns-p"}, 5, "the scaling pod")
+        wait_until(lambda: a.stores["scaling"].get("kai-scale-adjust/ns-p"), 5, "the scaling pod listed")
+        placed = raw_pod("p", node="n1", condition={"type": "PodScheduled", "status": "True"})
+        kube.add("/api/v1/namespaces/ns/pods/p", placed)
+        wait_until(lambda: not created(kube), 5, "the scaling pod deleted")
+        wait_until(lambda: not a.stores["scaling"].list(), 5, "the deletion seen")
+        assert kube.paths("DELETE") == [f"{SCALING}/ns-p"] and not a._deleted and not a._created
+    finally:
+        stop.set()
+        thread.join(10)
+    assert not thread.is_alive()
