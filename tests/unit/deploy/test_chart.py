@@ -104,7 +104,8 @@ def test_each_component_gets_least_privilege_rbac_covering_its_declared_access(d
 
 def test_deployments_run_each_component_under_its_account_with_probes(docs):
     deployments = by_kind(docs, "Deployment")
-    assert set(deployments) == {f"kai-{c}" for c in components() if c != "admission"}  # admission is opt-in
+    # admission and the node scale adjuster are opt-in
+    assert set(deployments) == {f"kai-{c}" for c in components() if c not in ("admission", "node-scale-adjuster")}
     for name, deployment in deployments.items():
         component = name.removeprefix("kai-")
         pod = deployment["spec"]["template"]["spec"]
@@ -330,6 +331,35 @@ def test_binder_gets_the_reservation_namespace_and_the_reservation_pods_account(
     assert binding["roleRef"]["name"] == reservation.APP
     off = render_chart(CHART, values={"components": {"binder": {"enabled": False}}})
     assert reservation.NAMESPACE not in by_kind(off, "Namespace")
+
+
+def test_node_scale_adjuster_is_opt_in_with_the_scaling_pods_namespace_account_and_flags():
+    from kai.controllers import nodescaleadjuster
+    from kai.run import _parser, parse_components
+
+    plain = render_chart(CHART)
+    assert "kai-node-scale-adjuster" not in by_kind(plain, "Deployment")
+    assert nodescaleadjuster.NAMESPACE not in by_kind(plain, "Namespace")
+    docs = render_chart(CHART, namespace="gpu-system", values={"nodeScaleAdjuster": {
+        "enabled": True, "labels": {"team": "ml"}, "args": ["--qps=20"]}, "leaderElection": {"enabled": True}})
+    namespace = by_kind(docs, "Namespace")[nodescaleadjuster.NAMESPACE]
+    assert namespace["metadata"]["labels"]["team"] == "ml"
+    account = by_kind(docs, "ServiceAccount")["kai-scale-adjust"]  # KAI's chart's name for the scaling pods' account
+    assert account["metadata"]["namespace"] == nodescaleadjuster.NAMESPACE
+    pod = by_kind(docs, "Deployment")["kai-node-scale-adjuster"]["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == service_account("node-scale-adjuster")
+    (container,) = pod["containers"]
+    args = _parser().parse_args(container["args"])
+    assert parse_components(args.components) == ["node-scale-adjuster"]
+    assert (args.scale_adjust_namespace, args.scaling_pod_service_account, args.scaling_pod_image,
+            args.gpu_memory_to_fraction_ratio, args.leader_elect, args.qps) == (
+        nodescaleadjuster.NAMESPACE, "kai-scale-adjust", "kai-scheduler:0.2.0", 0.1, True, 20.0)
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert "kai-node-scale-adjuster" in by_kind(docs, "Service")
+    for doc in docs:  # namespaced objects in the release namespace or the scaling pods' namespace only
+        if doc["kind"] not in CLUSTER_SCOPED:
+            assert doc["metadata"]["namespace"] in ("gpu-system", RESERVATION_NAMESPACE, nodescaleadjuster.NAMESPACE)
 
 
 def _container(docs, component):
