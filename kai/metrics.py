@@ -98,8 +98,9 @@ class Registry:
     def gauge(self, name: str, doc: str, labels: tuple[str, ...] = (), prefixed: bool = True) -> Gauge:
         """``prefixed``: the name takes the namespace (KAI's metrics), else it is used as it is."""
         full = self._name(name, prefixed)
+        gauge = Gauge(full, doc, labels, registry=self.collectors)
         self.families.append(Family(full, "gauge", tuple(labels)))
-        return Gauge(full, doc, labels, registry=self.collectors)
+        return gauge
 
     def counter(self, name: str, doc: str, labels: tuple[str, ...] = (), prefixed: bool = True) -> Counter:
         """A counter whose samples are named exactly ``name`` (with the namespace), as KAI's Go client names
@@ -113,8 +114,9 @@ class Registry:
     def histogram(self, name: str, doc: str, labels: tuple[str, ...] = (),
                   buckets: tuple[float, ...] = LATENCY_BUCKETS, prefixed: bool = True) -> Histogram:
         full = self._name(name, prefixed)
+        histogram = Histogram(full, doc, labels, registry=self.collectors, buckets=buckets)
         self.families.append(Family(full, "histogram", tuple(labels)))
-        return Histogram(full, doc, labels, registry=self.collectors, buckets=buckets)
+        return histogram
 
     def add_process_metrics(self) -> None:
         """The ``process_*`` metrics of this process (CPU seconds, memory, open files, start time)."""
