@@ -37,10 +37,11 @@ from kai.common.errors import ConfigError
 from kai.common.yamlfile import one_line
 from kai.controllers import nodescaleadjuster
 from kai.framework import DEFAULT_CONFIG, PluginError, SchedulerConfig, load_config
+from kai.kube.controller import Controller
 from kai.kube.leader import LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD, LeaderElector
 from kai.kube.server import DEFAULT_ADDRESS, METRICS, PROBES, ObservabilityServer
 from kai.logs import FORMATS, configure, fields
-from kai.metrics import DEFAULT_NAMESPACE, Registry, count_api_requests
+from kai.metrics import DEFAULT_NAMESPACE, ControllerMetrics, Registry, count_api_requests
 
 log = logging.getLogger(__name__)
 
@@ -191,6 +192,24 @@ COMPONENTS: dict[str, Callable[[Context], Any]] = {
     "admission": _admission,
     "node-scale-adjuster": _node_scale_adjuster,
 }
+
+
+def metrics_registry(args: argparse.Namespace, kube) -> Registry:
+    """The process's registry: the process metrics and the API requests of ``kube``; the components add theirs."""
+    registry = Registry(args.metrics_namespace)
+    registry.add_process_metrics()
+    count_api_requests(registry, kube)
+    return registry
+
+
+def build_components(ctx: Context, names: list[str]) -> list:
+    """The components ``names``; the work queue and reconciles of each controller among them are measured."""
+    components = [COMPONENTS[name](ctx) for name in names]
+    controllers = ControllerMetrics(ctx.registry)
+    for component in components:
+        if isinstance(component, Controller):
+            component.instrument(controllers)
+    return components
 
 
 def parse_components(value: str) -> list[str]:
@@ -410,18 +429,16 @@ def main(argv: list[str]) -> int:
     except Exception as exc:  # noqa: BLE001 - kubeconfig and in-cluster loading raise many types
         print(f"kai-scheduler run: cannot load a Kubernetes configuration: {exc}", file=sys.stderr)
         return 2
-    registry = Registry(args.metrics_namespace)
-    count_api_requests(registry, kube)
-    ctx = Context(args, config, kube, registry)
+    ctx = Context(args, config, kube, metrics_registry(args, kube))
     try:
-        components = [COMPONENTS[name](ctx) for name in names]
+        components = build_components(ctx, names)
         elector = None
         if args.leader_elect:
             elector = LeaderElector(
                 kube, args.leader_elect_lease_name or lease_name(args.scheduler_name, names), args.namespace,
                 lease_duration=args.leader_elect_lease_duration, renew_deadline=args.leader_elect_renew_deadline,
                 retry_period=args.leader_elect_retry_period)
-        servers = observability_servers(args, registry)
+        servers = observability_servers(args, ctx.registry)
     except (PluginError, ValueError, OSError) as exc:
         print(f"kai-scheduler run: {exc}", file=sys.stderr)
         return 2
