@@ -57,6 +57,7 @@ from kai.api import names
 from kai.api.names import NUMA_PLACEMENT_PREDICTED_ANNOTATION, POD_BOUND_CONDITION, RECEIVED_RESOURCE_TYPE
 from kai.binder import outcomes
 from kai.binder.plugins import BindContext, BindError, BindPlugin, BindRequest, InvalidBindRequest
+from kai.common.times import rfc3339
 from kai.kube.access import Access
 from kai.kube.client import ApiError, Kube, object_path
 from kai.kube.controller import Controller
@@ -434,7 +435,7 @@ class Binder(Controller):
         """The pod's ``PodBound`` condition and event about an outcome, written on the follow-up lanes (in order
         per pod) while this worker goes on to the next BindRequest."""
         condition = {"type": POD_BOUND_CONDITION, "status": status, "reason": reason, "message": message,
-                     "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+                     "lastTransitionTime": rfc3339()}
 
         def write() -> None:
             outcomes.set_pod_condition(self.kube, request, condition)
