@@ -62,7 +62,7 @@ from kai.kube.access import Access
 from kai.kube.client import ApiError, Kube, object_path
 from kai.kube.controller import Controller
 from kai.kube.events import NORMAL, WARNING, record_event
-from kai.kube.kaiconfig import KaiObjects
+from kai.kube.kaiconfig import CONFIG_STATUS_ACCESS, KaiObjects
 from kai.kube.lanes import Lanes
 from kai.kube.watch import Informer, object_key
 from kai.logs import fields
@@ -97,8 +97,9 @@ API_ACCESS = (
     # the dynamicresources plugin
     Access(names.RESOURCECLAIMS[0], names.RESOURCECLAIMS[2], ("get", "list", "create", "update", "delete")),
     Access(names.RESOURCECLAIMS[0], f"{names.RESOURCECLAIMS[2]}/status", ("update",)),
-    # the settings of Config kai-config
+    # the settings of Config kai-config, and its status
     Access(names.CONFIGS[0], names.CONFIGS[2], ("get", "list", "watch")),
+    *CONFIG_STATUS_ACCESS,
 )
 
 

@@ -16,6 +16,7 @@ import tomllib
 
 from kai.binder.reservation import NAMESPACE as RESERVATION_NAMESPACE
 from kai.kube.access import service_account
+from kai.kube.operatorobjects import default_objects
 from kai.kube.server import ObservabilityServer
 from kai.metrics import Registry
 from kai.rbac import chart_template, components
@@ -24,13 +25,14 @@ from support.chart import TemplateError, render, render_chart
 ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "deploy" / "chart" / "kai-scheduler"
 CLUSTER_SCOPED = {"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "PriorityClass", "Queue",
-                  "Namespace"}
+                  "Namespace", "Config", "SchedulingShard"}
 KNOWN_KINDS = {
     ("apiextensions.k8s.io/v1", "CustomResourceDefinition"), ("apps/v1", "Deployment"), ("v1", "Service"),
     ("v1", "ServiceAccount"), ("rbac.authorization.k8s.io/v1", "ClusterRole"),
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"), ("rbac.authorization.k8s.io/v1", "Role"),
     ("rbac.authorization.k8s.io/v1", "RoleBinding"), ("scheduling.k8s.io/v1", "PriorityClass"),
-    ("scheduling.run.ai/v2", "Queue"), ("v1", "Namespace"),
+    ("scheduling.run.ai/v2", "Queue"), ("v1", "Namespace"), ("kai.scheduler/v1", "Config"),
+    ("kai.scheduler/v1", "SchedulingShard"),
 }
 
 
@@ -227,6 +229,27 @@ def test_deployment_args_are_flags_of_kai_scheduler_run(values):
         args = _parser().parse_args(deployment["spec"]["template"]["spec"]["containers"][0]["args"])
         assert parse_components(args.components) == [deployment["metadata"]["name"].removeprefix("kai-")]
         assert args.leader_elect is bool(values)
+        assert args.create_default_objects is False  # the chart creates KAI's operator objects, as its values say
+
+
+def test_kai_s_operator_objects_are_those_kai_scheduler_run_creates_and_kept_on_uninstall(docs):
+    rendered = [d for d in docs if d["kind"] in ("Config", "SchedulingShard")]
+    assert rendered == default_objects("gpu-system")
+    for doc in rendered:
+        assert doc["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+
+
+def test_values_change_kai_s_operator_objects_or_leave_them_out():
+    values = {"kaiConfig": {"spec": {"admission": {"gpuSharing": False}}},
+              "defaultShard": {"spec": {"placementStrategy": {"gpu": "spread", "cpu": "spread"}, "kValue": 2}}}
+    docs = render_chart(CHART, values=values)
+    assert by_kind(docs, "Config")["kai-config"]["spec"] == {"namespace": "kai-scheduler",
+                                                             "admission": {"gpuSharing": False}}
+    assert by_kind(docs, "SchedulingShard")["default"]["spec"] == {
+        "partitionLabelValue": "", "goMemLimitRatio": 0.9, "placementStrategy": {"gpu": "spread", "cpu": "spread"},
+        "kValue": 2}
+    off = render_chart(CHART, values={"kaiConfig": {"create": False}, "defaultShard": {"create": False}})
+    assert not by_kind(off, "Config") and not by_kind(off, "SchedulingShard")
 
 
 def test_admission_is_opt_in_with_its_tls_secret_webhook_port_and_configuration():
