@@ -8,8 +8,9 @@ a create the API refuses is logged and the components start as they would withou
 
 The shard has KAI's default spec. KAI's Config describes the Deployments its operator makes (images,
 resources, ports), which here are the chart's values, and carries a few settings of the components (GPU
-sharing, the queue label key, ...) that here are their flags; since a field the Config sets replaces the
-flag, the Config made here sets its ``namespace`` only and leaves the flags in force.
+sharing, the queue label key, ...) that here are their flags. Since a field the Config sets replaces the
+flag, the Config made here has KAI's defaults without those settings: its ``namespace``, ``global`` and
+each component's ``service.enabled`` (true), which KAI's suites patch in place and nothing here acts on.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ log = logging.getLogger(__name__)
 API_VERSION = "/".join(names.CONFIGS[:2])
 #: Kept when the chart is uninstalled or an Argo CD application pruned (KAI's annotations on its shard).
 KEEP = {"helm.sh/resource-policy": "keep", "argocd.argoproj.io/sync-options": "Prune=false"}
+#: The sections of KAI's Config for its components, each with ``service.enabled`` true in KAI chart's defaults.
+CONFIG_COMPONENTS = ("binder", "podGrouper", "podGroupController", "queueController", "admission", "scheduler")
 #: The spec of KAI chart's ``SchedulingShard default`` with its default values.
 DEFAULT_SHARD_SPEC = {"partitionLabelValue": "", "goMemLimitRatio": 0.9,
                       "placementStrategy": {"gpu": "binpack", "cpu": "binpack"}}
@@ -41,7 +44,9 @@ def default_objects(namespace: str) -> list[dict]:
         return {"apiVersion": API_VERSION, "kind": kind, "metadata": {"name": name, "annotations": dict(KEEP)},
                 "spec": spec}
 
-    return [made("Config", names.KAI_CONFIG_NAME, {"namespace": namespace}),
+    config = {"namespace": namespace, "global": {},
+              **{component: {"service": {"enabled": True}} for component in CONFIG_COMPONENTS}}
+    return [made("Config", names.KAI_CONFIG_NAME, config),
             made("SchedulingShard", names.DEFAULT_SHARD, copy.deepcopy(DEFAULT_SHARD_SPEC))]
 
 

@@ -243,8 +243,9 @@ def test_values_change_kai_s_operator_objects_or_leave_them_out():
     values = {"kaiConfig": {"spec": {"admission": {"gpuSharing": False}}},
               "defaultShard": {"spec": {"placementStrategy": {"gpu": "spread", "cpu": "spread"}, "kValue": 2}}}
     docs = render_chart(CHART, values=values)
-    assert by_kind(docs, "Config")["kai-config"]["spec"] == {"namespace": "kai-scheduler",
-                                                             "admission": {"gpuSharing": False}}
+    config = by_kind(docs, "Config")["kai-config"]["spec"]
+    assert config["namespace"] == "kai-scheduler"
+    assert config["admission"] == {"service": {"enabled": True}, "gpuSharing": False}  # laid over the defaults
     assert by_kind(docs, "SchedulingShard")["default"]["spec"] == {
         "partitionLabelValue": "", "goMemLimitRatio": 0.9, "placementStrategy": {"gpu": "spread", "cpu": "spread"},
         "kValue": 2}

@@ -16,7 +16,10 @@ SHARD = object_path(*names.SCHEDULINGSHARDS, name=names.DEFAULT_SHARD)
 def test_both_are_created_with_kai_s_default_values_and_kept_on_uninstall():
     kube = FakeApi()
     assert create_missing(kube, "kai-system") == ["Config/kai-config", "SchedulingShard/default"]
-    assert kube.objects[CONFIG]["spec"] == {"namespace": "kai-system"}
+    enabled = {"service": {"enabled": True}}
+    assert kube.objects[CONFIG]["spec"] == {  # KAI's defaults but the settings that replace flags here
+        "namespace": "kai-system", "global": {}, "binder": enabled, "podGrouper": enabled,
+        "podGroupController": enabled, "queueController": enabled, "admission": enabled, "scheduler": enabled}
     assert kube.objects[SHARD]["spec"] == {"partitionLabelValue": "", "goMemLimitRatio": 0.9,
                                            "placementStrategy": {"gpu": "binpack", "cpu": "binpack"}}
     for path in (CONFIG, SHARD):
