@@ -2,11 +2,11 @@
 
 Components are objects with a ``name`` and ``run(stop)``, which blocks until the
 :class:`threading.Event` ``stop`` is set. :data:`COMPONENTS` maps each name to a factory taking the
-:class:`Context`; ``--components`` picks some of them (default: every one available). A name that
-is part of KAI but not available in this build is an error naming what is. Each component runs
-on its own thread; SIGTERM or SIGINT sets ``stop``, and the process exits once every component has
-returned, or :data:`STOP_TIMEOUT` seconds after ``stop`` with exit code 1, naming the components
-still running. A component that fails stops the others and the process exits 1.
+:class:`Context`; ``--components`` picks some of them (default: every one available but those of
+:data:`OPT_IN`). A name that is part of KAI but not available in this build is an error naming what
+is. Each component runs on its own thread; SIGTERM or SIGINT sets ``stop``, and the process exits once
+every component has returned, or :data:`STOP_TIMEOUT` seconds after ``stop`` with exit code 1, naming
+the components still running. A component that fails stops the others and the process exits 1.
 
 At start the process creates KAI's ``Config kai-config`` and ``SchedulingShard default`` where they are
 missing (:mod:`kai.kube.operatorobjects`; ``--create-default-objects=false``: not), and one of its
@@ -39,6 +39,7 @@ from kai.binder.binder import DEFAULT_WORKERS
 from kai.common.durations import duration_flag
 from kai.common.errors import ConfigError
 from kai.common.yamlfile import one_line
+from kai.controllers import nodescaleadjuster
 from kai.framework import DEFAULT_CONFIG, PluginError, SchedulerConfig, load_config
 from kai.kube.leader import LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD, LeaderElector
 from kai.kube.server import DEFAULT_ADDRESS, METRICS, PROBES, ObservabilityServer
@@ -48,7 +49,10 @@ from kai.metrics import DEFAULT_NAMESPACE, Registry, count_api_requests
 log = logging.getLogger(__name__)
 
 #: KAI's components, in start order. Those missing from :data:`COMPONENTS` are not available yet.
-KAI_COMPONENTS = ("scheduler", "binder", "podgrouper", "podgroup-controller", "queue-controller", "admission")
+KAI_COMPONENTS = ("scheduler", "binder", "podgrouper", "podgroup-controller", "queue-controller", "admission",
+                  "node-scale-adjuster")
+#: Components run only when ``--components`` names them (KAI's node scale adjuster is off by default too).
+OPT_IN = ("node-scale-adjuster",)
 #: How long the components may take to return once stopped (each bounds its own wait to a few seconds).
 STOP_TIMEOUT = 10.0
 
@@ -95,7 +99,9 @@ def _binder(ctx: Context):
     reservation = {"namespace": a.resource_reservation_namespace, "appLabel": a.resource_reservation_app_label,
                    "image": a.resource_reservation_pod_image, "serviceAccount": a.resource_reservation_service_account,
                    "runtimeClass": a.runtime_class_name, "allocationTimeout": a.resource_reservation_allocation_timeout,
-                   "fakeGpuNodes": a.fake_gpu_nodes}
+                   "fakeGpuNodes": a.fake_gpu_nodes, "podResources": a.resource_reservation_pod_resources,
+                   "podSecurityContext": a.resource_reservation_pod_security_context,
+                   "containerSecurityContext": a.resource_reservation_container_security_context}
     flags = BinderFlags(overrides, a.cdi_enabled, reservation)
     try:
         initial = build_chosen(chosen_plugins(flags, None), kube)
@@ -172,6 +178,14 @@ def _admission(ctx: Context):
     return server
 
 
+def _node_scale_adjuster(ctx: Context):
+    a = ctx.args
+    return nodescaleadjuster.NodeScaleAdjuster(
+        ctx.client(), scheduler_name=a.scheduler_name, namespace=a.scale_adjust_namespace, image=a.scaling_pod_image,
+        app=a.scaling_pod_app_label, service_account=a.scaling_pod_service_account,
+        memory_ratio=a.gpu_memory_to_fraction_ratio)
+
+
 COMPONENTS: dict[str, Callable[[Context], Any]] = {
     "scheduler": _scheduler,
     "binder": _binder,
@@ -179,6 +193,7 @@ COMPONENTS: dict[str, Callable[[Context], Any]] = {
     "podgroup-controller": _podgroup_controller,
     "queue-controller": _queue_controller,
     "admission": _admission,
+    "node-scale-adjuster": _node_scale_adjuster,
 }
 
 
@@ -211,7 +226,7 @@ def _parser() -> argparse.ArgumentParser:
                                 epilog="DURATION: a Go duration (1s, 1m30s, 500ms, 1h) or a bare number of seconds.")
     p.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, else in-cluster)")
     p.add_argument("--config", help="scheduler configuration YAML (actions and plugin tiers; default: built-in)")
-    p.add_argument("--components", default=",".join(COMPONENTS),
+    p.add_argument("--components", default=",".join(c for c in COMPONENTS if c not in OPT_IN),
                    help=f"comma-separated components to run (default: %(default)s; KAI's: {', '.join(KAI_COMPONENTS)})")
     p.add_argument("--scheduler-name", default=names.SCHEDULER_NAME,
                    help="pods with this spec.schedulerName are scheduled (default: %(default)s)")
@@ -269,6 +284,13 @@ def _parser() -> argparse.ArgumentParser:
                     default=reservation.DEFAULT_TIMEOUT,
                     help="wait this long for a reservation pod's GPU (default: 40s)")
     gs.add_argument("--runtime-class-name", default="", metavar="NAME", help="their runtime class (default: none)")
+    gs.add_argument("--resource-reservation-pod-resources", default="", metavar="JSON",
+                    help="their container's requests and limits besides the GPU, a ResourceRequirements in JSON "
+                         "(default: none)")
+    gs.add_argument("--resource-reservation-pod-security-context", default="", metavar="JSON",
+                    help="their pod's securityContext in JSON (default: none)")
+    gs.add_argument("--resource-reservation-container-security-context", default="", metavar="JSON",
+                    help="their container's securityContext in JSON (default: none)")
     gs.add_argument("--cdi-enabled", action="store_true",
                     help="the device plugin uses CDI: devices are given as k8s.device-plugin.nvidia.com/gpu=<id>")
     gs.add_argument("--fake-gpu-nodes", action="store_true",
@@ -331,6 +353,18 @@ def _parser() -> argparse.ArgumentParser:
                    help="deprecated spelling of --gpu-fraction-runtime-class-name, which wins when both are given")
     g.add_argument("--enable-quota-validation", type=_bool, nargs="?", const=True, default=False, metavar="BOOL",
                    help="warn when a queue's quotas exceed its parent's (reads queues; default: false)")
+    g = p.add_argument_group("node-scale-adjuster (scaling pods for cluster autoscalers; docs/gpu-sharing.md)")
+    g.add_argument("--scale-adjust-namespace", default=nodescaleadjuster.NAMESPACE, metavar="NAMESPACE",
+                   help="namespace of the scaling pods (default: %(default)s)")
+    g.add_argument("--scaling-pod-image", default=nodescaleadjuster.IMAGE, metavar="IMAGE",
+                   help="their image, which runs kai-scaling-pod (default: %(default)s)")
+    g.add_argument("--scaling-pod-app-label", default=nodescaleadjuster.APP, metavar="VALUE",
+                   help="their 'app' label (default: %(default)s)")
+    g.add_argument("--scaling-pod-service-account", default=nodescaleadjuster.SERVICE_ACCOUNT, metavar="NAME",
+                   help="their ServiceAccount, '' for none (default: %(default)s)")
+    g.add_argument("--gpu-memory-to-fraction-ratio", type=float, metavar="RATIO",
+                   default=nodescaleadjuster.GPU_MEMORY_TO_FRACTION_RATIO,
+                   help="the share of a GPU counted for a pod asking for gpu-memory (default: %(default)s)")
     return p
 
 

@@ -37,7 +37,7 @@ WEEK = 7 * 24 * 3600.0
 #: Longest duration of the usage parameters (about 30 years).
 MAX_DURATION = 1e9
 CLIENT_TYPES = ("prometheus", "in-process", "fake-with-history")
-WINDOW_TYPES = ("sliding", "tumbling")
+WINDOW_TYPES = ("sliding", "tumbling", "cron")
 PARAM_FIELDS = ("halfLifePeriod", "windowSize", "windowType", "tumblingWindowStartTime", "cronString",
                 "fetchInterval", "stalenessPeriod", "waitTimeout", "extraParams")
 
@@ -51,6 +51,8 @@ class UsageParams:
     window_type: str = "sliding"
     #: Unix time the first tumbling window starts (tumbling windows only).
     tumbling_start: float | None = None
+    #: The schedule of a cron window's resets, as :func:`cron_schedule` reads ``cronString`` (cron windows only).
+    cron: str | None = None
     #: Granularity of the history: Prometheus' subquery step, the in-process history's buckets (at least).
     resolution: float = 60.0
     #: How long one Prometheus query may take.
@@ -64,6 +66,8 @@ class UsageParams:
         """Where the window that ``now`` falls in begins."""
         if self.window_type == "sliding":
             return now - self.window
+        if self.window_type == "cron":
+            return last_reset(cast(str, self.cron), now)
         start = cast(float, self.tumbling_start)  # set for every tumbling window
         if start >= now:
             return now
@@ -120,15 +124,16 @@ def _params(data: Any, where: str) -> UsageParams:
     half_life = duration("halfLifePeriod", 0.0)
     window_type = data.get("windowType") or "sliding"
     if window_type not in WINDOW_TYPES:
-        hint = " (cron windows are not supported)" if window_type == "cron" else ""
         raise ConfigError(f"{where}: field 'windowType' must be one of {', '.join(WINDOW_TYPES)}, "
-                          f"not {describe(window_type)}{hint}")
+                          f"not {describe(window_type)}")
     window = duration("windowSize", WEEK)
     if window <= 0:
         raise ConfigError(f"{where}: field 'windowSize' must be positive")
-    start = None
+    start = cron = None
     if window_type == "tumbling":
         start = _timestamp(data.get("tumblingWindowStartTime"), f"{where}: field 'tumblingWindowStartTime'")
+    if window_type == "cron":
+        cron = cron_schedule(data.get("cronString"), f"{where}: field 'cronString'")
     fetch = duration("fetchInterval", 60.0)
     extra = data.get("extraParams") or {}
     if not isinstance(extra, dict):
@@ -141,10 +146,38 @@ def _params(data: Any, where: str) -> UsageParams:
         raise ConfigError(f"{where}: extraParams queryResolution and usageQueryTimeout must be positive")
     return UsageParams(
         half_life=half_life if half_life and half_life > 0 else None, window=window, window_type=window_type,
-        tumbling_start=start, resolution=resolution, query_timeout=timeout, fetch_interval=fetch,
+        tumbling_start=start, cron=cron, resolution=resolution, query_timeout=timeout, fetch_interval=fetch,
         staleness=max(fetch, duration("stalenessPeriod", 300.0)),  # never shorter than the fetch interval
         wait_timeout=duration("waitTimeout", 60.0), extra=extra,
     )
+
+
+def cron_schedule(value: Any, where: str) -> str:
+    """``cronString`` in the field order of the cron library: KAI's cron strings have 5 fields (minute to day of
+    week), 6 (and a year) or 7 (a second first, a year last), or are a macro such as ``@daily``."""
+    from croniter import croniter
+
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{where}: required for cron windows, a cron string (like '0 0 * * 1')")
+    fields = value.split()
+    if len(fields) == 6:
+        fields = [*fields[:5], "0", fields[5]]
+    elif len(fields) == 7:
+        fields = [*fields[1:6], fields[0], fields[6]]
+    schedule = " ".join(fields)
+    if len(fields) not in (1, 5, 7) or not croniter.is_valid(schedule):
+        raise ConfigError(f"{where}: {describe(value)} is not a cron string (like '0 0 * * 1' or '@weekly')")
+    return schedule
+
+
+def last_reset(schedule: str, now: float) -> float:
+    """The latest time of ``schedule`` before ``now`` (KAI's cron window start), ``now`` when there is none."""
+    from croniter import CroniterBadDateError, croniter
+
+    try:
+        return float(croniter(schedule, now).get_prev(float))
+    except CroniterBadDateError:
+        return now
 
 
 def _seconds(value: Any, where: str) -> float:

@@ -58,7 +58,8 @@ class InProcessUsage:
             else:
                 now = self.last[0]
         self.last = (now, list(capacity), {q: list(v) for q, v in allocations.items()})
-        horizon = math.floor((now - self.params.window) / self.width)
+        # a cron window may reach back further than windowSize: keep what its last reset still counts
+        horizon = math.floor(min(now - self.params.window, self.params.window_start(now)) / self.width)
         for k in [k for k in self.buckets if k < horizon]:
             del self.buckets[k]
 

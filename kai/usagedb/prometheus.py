@@ -4,7 +4,7 @@ Per resource, KAI divides the windowed sum of the queue-controller's per-queue a
 (label ``queue_name``) by the windowed sum of the cluster's capacity:
 
 * sliding window: ``sum_over_time((M)[WINDOW:RESOLUTION])`` at the current time;
-* tumbling window: the same over the span since the window's last reset (KAI issues a range query
+* tumbling and cron windows: the same over the span since the window's last reset (KAI issues a range query
   here, whose matrix answer its own parser rejects; an instant subquery gives the intended sum);
 * half-life: ``M`` becomes ``((M) * (0.5^((NOW - time()) / HALF_LIFE_SECONDS)))``.
 
@@ -61,7 +61,7 @@ class PrometheusClient:
         """The PromQL KAI sends for ``metric`` at ``now``."""
         if self.params.half_life is not None:
             metric = f"(({metric}) * (0.5^(({int(now)} - time()) / {self.params.half_life:.6f})))"
-        span = now - self.params.window_start(now) if self.params.window_type == "tumbling" else self.params.window
+        span = now - self.params.window_start(now) if self.params.window_type != "sliding" else self.params.window
         span = max(span, self.resolution)
         return f"sum_over_time(({metric})[{format_duration(span)}:{format_duration(self.resolution)}])"
 

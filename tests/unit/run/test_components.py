@@ -164,3 +164,23 @@ def test_the_config_s_status_is_reported_by_one_component_of_the_process():
 def test_kai_s_operator_objects_are_created_unless_switched_off():
     assert _parser().parse_args([]).create_default_objects is True
     assert _parser().parse_args(["--create-default-objects=false"]).create_default_objects is False
+
+
+def test_node_scale_adjuster_flags_and_kai_s_defaults():
+    from kai.controllers import nodescaleadjuster
+    from kai.run import OPT_IN
+
+    adjuster = build("node-scale-adjuster")
+    assert adjuster.name == "node-scale-adjuster"
+    assert (adjuster.namespace, adjuster.app, adjuster.service_account, adjuster.memory_ratio,
+            adjuster.scheduler_name) == ("kai-scale-adjust", "scaling-pod", "scaling-pod", 0.1, "kai-scheduler")
+    assert adjuster.image == nodescaleadjuster.IMAGE
+    adjuster = build("node-scale-adjuster", "--scale-adjust-namespace", "scale", "--scaling-pod-image", "img:1",
+                     "--scaling-pod-app-label", "sp", "--scaling-pod-service-account", "",
+                     "--gpu-memory-to-fraction-ratio", "0.25", "--scheduler-name", "other")
+    assert (adjuster.namespace, adjuster.image, adjuster.app, adjuster.service_account, adjuster.memory_ratio,
+            adjuster.scheduler_name) == ("scale", "img:1", "sp", "", 0.25, "other")
+    # off unless named, as KAI's global.clusterAutoscaling
+    assert OPT_IN == ("node-scale-adjuster",)
+    assert "node-scale-adjuster" not in parse_components(_parser().parse_args([]).components)
+    assert parse_components("scheduler,node-scale-adjuster") == ["scheduler", "node-scale-adjuster"]

@@ -51,7 +51,11 @@ def test_usage_db_config_in_kai_shape():
     ({"clientType": "influx"}, "clientType' must be one of prometheus"),
     ({"clientType": "prometheus"}, "exactly one of 'connectionString' and 'connectionStringEnvVar'"),
     ({"clientType": "prometheus", "connectionString": "u", "connectionStringEnvVar": "V"}, "exactly one"),
-    ({"clientType": "in-process", "usageParams": {"windowType": "cron"}}, "cron windows are not supported"),
+    ({"clientType": "in-process", "usageParams": {"windowType": "cron"}}, "cronString': required for cron windows"),
+    ({"clientType": "in-process", "usageParams": {"windowType": "cron", "cronString": "0 0 * *"}},
+     "cronString': '0 0 \\* \\*' is not a cron string"),
+    ({"clientType": "in-process", "usageParams": {"windowType": "cron", "cronString": "61 * * * *"}},
+     "is not a cron string"),
     ({"clientType": "in-process", "usageParams": {"windowType": "tumbling"}}, "tumblingWindowStartTime"),
     ({"clientType": "in-process", "usageParams": {"windowSize": "a week"}}, "'windowSize'.*not a duration"),
     ({"clientType": "in-process", "usageParams": {"windowSize": "0s"}}, "windowSize' must be positive"),
@@ -114,6 +118,38 @@ def test_tumbling_window_restarts_at_each_boundary():
     # Windows [-20, 80), [80, 180): at 150 only [80, 150] counts, where a held nothing.
     assert h.usage(150.0)["a"][GPU] == 0.0
     assert h.usage(60.0)["a"][GPU] == pytest.approx((50 * 2) / (60 * 10))  # window [-20, 60], data from 0
+
+
+MONDAY = 1_763_942_400.0  # 2025-11-24T00:00:00Z, a Monday
+
+
+@pytest.mark.parametrize("cron, now, start", [
+    ("0 0 * * 1", MONDAY + 3 * 86400 + 5, MONDAY),  # the Monday before
+    ("0 0 * * 1", MONDAY, MONDAY - 7 * 86400),  # at a reset: the one before (KAI's window never has size 0)
+    ("@daily", MONDAY + 86400 + 3600, MONDAY + 86400),
+    ("30 * * * * 2025", MONDAY + 100, MONDAY - 1800),  # six fields: and a year
+    ("15 30 * * * * *", MONDAY + 100, MONDAY - 1800 + 15),  # seven: a second first, a year last
+    ("0 0 1 1 * 2099", MONDAY, MONDAY),  # no reset yet: an empty window
+])
+def test_cron_window_starts_at_the_last_reset(cron, now, start):
+    params = parse_usage_db({"clientType": "in-process",
+                             "usageParams": {"windowType": "cron", "cronString": cron}}, "c").params
+    assert params.window_type == "cron"
+    assert params.window_start(now) == start
+
+
+def test_cron_window_counts_since_its_reset_also_beyond_the_window_size():
+    # resets at 00:00 on the first of each month; windowSize (one hour) does not bound it
+    params = parse_usage_db({"clientType": "in-process", "usageParams": {
+        "windowType": "cron", "cronString": "0 0 1 * *", "windowSize": "1h"}}, "c").params
+    h = InProcessUsage(params)
+    first = 1_761_955_200.0  # 2025-11-01T00:00:00Z
+    h.add(first - 3600, [0, 0, 10.0], {"a": [0, 0, 10.0]})  # before the reset: a held everything
+    h.add(first, [0, 0, 10.0], {"a": [0, 0, 2.0]})
+    h.add(first + 5 * 86400, [0, 0, 10.0], {"a": [0, 0, 2.0]})
+    assert h.usage(first + 5 * 86400)["a"][GPU] == pytest.approx(0.2)
+    prometheus = PrometheusClient("http://prometheus:9090", params)
+    assert prometheus.query_text("m", first + 86400) == "sum_over_time((m)[24h0m0s:1m0s])"
 
 
 def test_memory_is_bounded_and_a_rerecorded_time_replaces():
