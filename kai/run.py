@@ -8,6 +8,10 @@ is. Each component runs on its own thread; SIGTERM or SIGINT sets ``stop``, and 
 every component has returned, or :data:`STOP_TIMEOUT` seconds after ``stop`` with exit code 1, naming
 the components still running. A component that fails stops the others and the process exits 1.
 
+At start the process creates KAI's ``Config kai-config`` and ``SchedulingShard default`` where they are
+missing (:mod:`kai.kube.operatorobjects`; ``--create-default-objects=false``: not), and one of its
+components reports the Config's status conditions (:func:`report_config_status`).
+
 The process serves ``/metrics``, ``/healthz`` and ``/readyz`` on ``--metrics-address`` (every
 interface by default), the probes on ``--health-probe-address`` instead when that is given. With
 ``--leader-elect`` it first campaigns for a Lease in ``--namespace`` and runs the components only
@@ -262,6 +266,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--kai-config", default=names.KAI_CONFIG_NAME, metavar="NAME",
                    help="the Config whose binder, podGrouper, admission and global sections the binder, podgrouper and "
                         "admission take up live, over their flags; '' for none (default: %(default)s)")
+    p.add_argument("--create-default-objects", type=_bool, nargs="?", const=True, default=True, metavar="BOOL",
+                   help="create Config kai-config and SchedulingShard default with KAI's default values at start where "
+                        "they are missing (their CRDs installed); false for installs that create them otherwise or "
+                        "may not (default: true)")
     p.add_argument("--qps", type=float, default=500.0, help="API requests per second per component, 0: no limit "
                    "(default: %(default)s)")
     p.add_argument("--burst", type=int, default=1000, help="API request burst per component (default: %(default)s)")
@@ -442,6 +450,11 @@ def main(argv: list[str]) -> int:
     except (PluginError, ValueError, OSError) as exc:
         print(f"kai-scheduler run: {exc}", file=sys.stderr)
         return 2
+    if args.create_default_objects:
+        from kai.kube.operatorobjects import create_missing
+
+        create_missing(kube, args.namespace)
+    report_config_status(components)
     probes = next(s for s in servers if PROBES in s.routes)
     for component in components:
         probes.add_ready_check(component.name, _readiness(component, elector))
@@ -457,6 +470,17 @@ def main(argv: list[str]) -> int:
     finally:
         for server in servers:
             server.stop()
+
+
+def report_config_status(components: list) -> None:
+    """The Config's status is written once per process: by the first component taking the Config up (the
+    binder, else the podgrouper, else the admission webhook; the scheduler reports on its SchedulingShard)."""
+    from kai.kube.kaiconfig import KaiObjects
+
+    watching = (c.settings for c in components if isinstance(getattr(c, "settings", None), KaiObjects))
+    first = next(watching, None)
+    if first is not None:
+        first.report_config = True
 
 
 def observability_servers(args: argparse.Namespace, registry) -> list[ObservabilityServer]:

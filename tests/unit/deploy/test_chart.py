@@ -16,6 +16,7 @@ import tomllib
 
 from kai.binder.reservation import NAMESPACE as RESERVATION_NAMESPACE
 from kai.kube.access import service_account
+from kai.kube.operatorobjects import default_objects
 from kai.kube.server import ObservabilityServer
 from kai.metrics import Registry
 from kai.rbac import chart_template, components
@@ -24,13 +25,14 @@ from support.chart import TemplateError, render, render_chart
 ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "deploy" / "chart" / "kai-scheduler"
 CLUSTER_SCOPED = {"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "PriorityClass", "Queue",
-                  "Namespace"}
+                  "Namespace", "Config", "SchedulingShard"}
 KNOWN_KINDS = {
     ("apiextensions.k8s.io/v1", "CustomResourceDefinition"), ("apps/v1", "Deployment"), ("v1", "Service"),
     ("v1", "ServiceAccount"), ("rbac.authorization.k8s.io/v1", "ClusterRole"),
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"), ("rbac.authorization.k8s.io/v1", "Role"),
     ("rbac.authorization.k8s.io/v1", "RoleBinding"), ("scheduling.k8s.io/v1", "PriorityClass"),
-    ("scheduling.run.ai/v2", "Queue"), ("v1", "Namespace"),
+    ("scheduling.run.ai/v2", "Queue"), ("v1", "Namespace"), ("kai.scheduler/v1", "Config"),
+    ("kai.scheduler/v1", "SchedulingShard"),
 }
 
 
@@ -228,6 +230,39 @@ def test_deployment_args_are_flags_of_kai_scheduler_run(values):
         args = _parser().parse_args(deployment["spec"]["template"]["spec"]["containers"][0]["args"])
         assert parse_components(args.components) == [deployment["metadata"]["name"].removeprefix("kai-")]
         assert args.leader_elect is bool(values)
+
+
+def test_no_deployment_creates_kai_s_operator_objects_the_chart_leaves_out():
+    from kai.run import _parser
+
+    values = {"nodeScaleAdjuster": {"enabled": True},
+              "components": {"admission": {"enabled": True, "tls": {"caBundle": "Q0E="}}}}
+    deployments = by_kind(render_chart(CHART, values=values), "Deployment").values()
+    assert len(deployments) == 7
+    for deployment in deployments:  # the chart creates them, as its values say
+        args = _parser().parse_args(deployment["spec"]["template"]["spec"]["containers"][0]["args"])
+        assert args.create_default_objects is False, deployment["metadata"]["name"]
+
+
+def test_kai_s_operator_objects_are_those_kai_scheduler_run_creates_and_kept_on_uninstall(docs):
+    rendered = [d for d in docs if d["kind"] in ("Config", "SchedulingShard")]
+    assert rendered == default_objects("gpu-system")
+    for doc in rendered:
+        assert doc["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+
+
+def test_values_change_kai_s_operator_objects_or_leave_them_out():
+    values = {"kaiConfig": {"spec": {"admission": {"gpuSharing": False}}},
+              "defaultShard": {"spec": {"placementStrategy": {"gpu": "spread", "cpu": "spread"}, "kValue": 2}}}
+    docs = render_chart(CHART, values=values)
+    config = by_kind(docs, "Config")["kai-config"]["spec"]
+    assert config["namespace"] == "kai-scheduler"
+    assert config["admission"] == {"service": {"enabled": True}, "gpuSharing": False}  # laid over the defaults
+    assert by_kind(docs, "SchedulingShard")["default"]["spec"] == {
+        "partitionLabelValue": "", "goMemLimitRatio": 0.9, "placementStrategy": {"gpu": "spread", "cpu": "spread"},
+        "kValue": 2}
+    off = render_chart(CHART, values={"kaiConfig": {"create": False}, "defaultShard": {"create": False}})
+    assert not by_kind(off, "Config") and not by_kind(off, "SchedulingShard")
 
 
 def test_admission_is_opt_in_with_its_tls_secret_webhook_port_and_configuration():
