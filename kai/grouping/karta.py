@@ -1,16 +1,16 @@
 """Karta: grouping a kind no podgrouper knows from a ``run.ai/v1alpha1`` Karta object ("no-code" grouping).
 
 A Karta describes a workload kind as a tree of components (the root is the kind itself); each
-component may say where its replica count is (``scaleDefinition``) and which pods belong to it
-(``podSelector.componentTypeSelector``). Its ``instructions.gangScheduling.podGroup`` says how the
-workload's pods form one PodGroup: ``pg-<uid>-<name>``, with a sub-group per listed component and
-optional topology constraints. KAI v0.17 consults the Kartas labelled with a kind
-(``run.ai/karta-group``, ``-version``, ``-kind``) before its default rules.
+component may say where its replica count is (``scaleDefinition``), which instances it has
+(``instanceIdPath``) and which pods belong to it (``podSelector.componentTypeSelector``). Its
+``optimizationInstructions.gangScheduling.podGroup`` says how the workload's pods form one PodGroup:
+``pg-<uid>-<name>``, with a sub-group per listed component and optional topology constraints. KAI v0.17
+consults the Kartas labelled with a kind (``run.ai/karta-group``, ``-version``, ``-kind``) before its
+default rules.
 
-Supported here: that ``podGroup`` format, with scale and selector paths that are plain JQ paths
-(``.spec.worker.replicas``, ``.metadata.labels["job-name"]``, ``.spec.items[0]``). A Karta using
-anything else -- the deprecated ``podGroups`` format, JQ beyond plain paths, components with
-several instances (``instanceIdPath``, instance and replica selectors) -- is skipped with a warning,
+Supported here: that ``podGroup`` format, with paths made of keys, indexes and ``[]``
+(``.spec.worker.replicas``, ``.metadata.labels["job-name"]``, ``.spec.items[0]``, ``.spec.pools[].replicas``).
+A Karta using anything else -- the deprecated ``podGroups`` format, other JQ -- is skipped with a warning,
 as KAI skips an invalid Karta, and the kind gets the default rules.
 """
 
@@ -38,48 +38,72 @@ class UnsupportedKarta(Exception):
     """The Karta is invalid or uses a feature this implementation does not evaluate."""
 
 
-# --- plain JQ paths -------------------------------------------------------------------------------
+# --- JQ paths -------------------------------------------------------------------------------------
 
-_STEP = re.compile(r'\.([A-Za-z_][A-Za-z0-9_]*)|\.?\[\s*("(?:[^"\\]|\\.)*"|-?[0-9]+)\s*\]|\.("(?:[^"\\]|\\.)*")')
+_STEP = re.compile(r'\.([A-Za-z_][A-Za-z0-9_]*)|\.?\[\s*("(?:[^"\\]|\\.)*"|-?[0-9]+)?\s*\]|\.("(?:[^"\\]|\\.)*")')
+
+#: A path step: a key, an index, or ``None`` for ``[]`` (every element of a list, every value of a map).
+Step = str | int | None
 
 
-def parse_path(path: str) -> tuple[str | int, ...]:
-    """The keys of a plain JQ path (``.`` is the identity); raises :class:`UnsupportedKarta` for other JQ."""
+def parse_path(path: str) -> tuple[Step, ...]:
+    """The steps of a JQ path (``.`` is the identity); raises :class:`UnsupportedKarta` for other JQ."""
     text = (path or "").strip()
     if text == ".":
         return ()
-    steps: list[str | int] = []
+    steps: list[Step] = []
     position = 0
     while position < len(text):
         match = _STEP.match(text, position)
         if match is None or match.end() == position:
-            raise UnsupportedKarta(f"JQ expression {path!r} is not a plain path")
+            raise UnsupportedKarta(f"JQ expression {path!r} is not a path")
         name, index, quoted = match.groups()
         if name is not None:
             steps.append(name)
         elif quoted is not None:
             steps.append(json.loads(quoted))
         else:
-            steps.append(json.loads(index))
+            steps.append(None if index is None else json.loads(index))
         position = match.end()
     if not steps:
-        raise UnsupportedKarta(f"JQ expression {path!r} is not a plain path")
+        raise UnsupportedKarta(f"JQ expression {path!r} is not a path")
     return tuple(steps)
 
 
-def evaluate(obj, path: str):
-    """The value at a plain JQ path; ``None`` (JQ's null) when a key is missing."""
-    value = obj
+def _jq_type(value) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, Mapping):
+        return "object"
+    return "array" if isinstance(value, list) else "string" if isinstance(value, str) else "number"
+
+
+def evaluate(obj, path: str) -> list:
+    """The values a JQ path yields, as JQ's stream: one value (``None``, JQ's null, for a missing key)
+    per path without ``[]``, one per element for each ``[]``; iterating what is not a list or a map is an error."""
+    stream = [obj]
     for step in parse_path(path):
-        if value is None:
-            return None
-        if isinstance(step, str) and isinstance(value, Mapping):
-            value = value.get(step)
-        elif isinstance(step, int) and isinstance(value, list):
-            value = value[step] if -len(value) <= step < len(value) else None
-        else:
-            raise GroupingError(f"cannot index {type(value).__name__} with {step!r} in JQ path {path}")
-    return value
+        values = []
+        for value in stream:
+            if step is None:
+                if isinstance(value, list):
+                    values.extend(value)
+                elif isinstance(value, Mapping):
+                    values.extend(value.values())
+                else:
+                    raise GroupingError(f"cannot iterate over {_jq_type(value)} in JQ path {path}")
+            elif value is None:
+                values.append(None)
+            elif isinstance(step, str) and isinstance(value, Mapping):
+                values.append(value.get(step))
+            elif isinstance(step, int) and isinstance(value, list):
+                values.append(value[step] if -len(value) <= step < len(value) else None)
+            else:
+                raise GroupingError(f"cannot index {_jq_type(value)} with {step!r} in JQ path {path}")
+        stream = values
+    return stream
 
 
 # --- the Karta structure -------------------------------------------------------------------------------
@@ -94,6 +118,7 @@ class Component:
     has_pod_definition: bool
     scale_paths: tuple[str | None, str | None] | None  # (replicas, minReplicas); None without scaleDefinition
     selector: tuple[str, str | None] | None  # (keyPath, value); None without componentTypeSelector
+    instance_path: str | None = None  # instanceIdPath: the ids of the component's instances
 
 
 @attrs.define
@@ -123,9 +148,9 @@ def _component(definition, root: bool) -> Component:
     if not isinstance(definition, Mapping):
         raise UnsupportedKarta("a component must be a map")
     name = _str(definition.get("name"), "component name")
-    for unsupported in ("instanceIdPath",):
-        if definition.get(unsupported):
-            raise UnsupportedKarta(f"component {name}: {unsupported} is not supported")
+    instance_path = definition.get("instanceIdPath")
+    if instance_path is not None:
+        parse_path(_str(instance_path, f"component {name}: instanceIdPath"))
     scale = definition.get("scaleDefinition")
     scale_paths = None
     if isinstance(scale, Mapping):
@@ -135,8 +160,6 @@ def _component(definition, root: bool) -> Component:
                 parse_path(path)
     selector = None
     pod_selector = definition.get("podSelector") or {}
-    if pod_selector.get("componentInstanceSelector") or pod_selector.get("replicaSelector"):
-        raise UnsupportedKarta(f"component {name}: instance and replica selectors are not supported")
     type_selector = pod_selector.get("componentTypeSelector")
     if type_selector:
         key = _str(type_selector.get("keyPath"), f"component {name}: keyPath")
@@ -144,7 +167,7 @@ def _component(definition, root: bool) -> Component:
         value = type_selector.get("value")
         selector = (key, None if value is None else str(value))
     parent = None if root else _str(definition.get("ownerRef"), f"component {name}: ownerRef")
-    return Component(name, parent, bool(definition.get("specDefinition")), scale_paths, selector)
+    return Component(name, parent, bool(definition.get("specDefinition")), scale_paths, selector, instance_path)
 
 
 def parse_karta(obj: dict) -> Karta:
@@ -165,7 +188,7 @@ def parse_karta(obj: dict) -> Karta:
                 raise UnsupportedKarta(f"component {component.name} does not lead to the root component")
             seen.add(current.name)
             current = components[current.parent]
-    gang = (spec.get("instructions") or {}).get("gangScheduling") or {}
+    gang = (spec.get("optimizationInstructions") or {}).get("gangScheduling") or {}
     pod_group = gang.get("podGroup")
     if not isinstance(pod_group, Mapping):
         raise UnsupportedKarta("only the gangScheduling.podGroup format is supported")
@@ -188,7 +211,7 @@ def _has_instructions(obj: dict) -> bool:
     structure = spec.get("structureDefinition") or {}
     if not (structure.get("rootComponent") or {}).get("name") and not structure.get("childComponents"):
         return False
-    gang = (spec.get("instructions") or {}).get("gangScheduling") or {}
+    gang = (spec.get("optimizationInstructions") or {}).get("gangScheduling") or {}
     return bool(gang.get("podGroup") or gang.get("podGroups"))
 
 
@@ -224,26 +247,44 @@ def find_karta(hub, kind: tuple[str, str, str]) -> Karta | None:
 # --- grouping with a Karta ---------------------------------------------------------------------------------
 
 
-def _scale_value(karta: Karta, component: Component, top_owner: dict, path: str | None) -> int:
-    if path is None:
-        return 0
-    value = evaluate(top_owner, path)
-    if value is None:
-        return 0
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise GroupingError(f"Karta {karta.name}: {path} of component {component.name} is not an integer")
-    return value
+def _scale_values(karta: Karta, component: Component, top_owner: dict, path: str | None) -> list[int | None]:
+    values = evaluate(top_owner, path) if path is not None else []
+    for value in values:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise GroupingError(f"Karta {karta.name}: {path} of component {component.name} is not an integer")
+    return values
+
+
+def instance_ids(karta: Karta, component: Component, top_owner: dict) -> list[str]:
+    """The ids of a component's instances (``instanceIdPath``); one instance with id ``""`` without it."""
+    if component.instance_path is None:
+        return [""]
+    ids = evaluate(top_owner, component.instance_path)
+    if not all(isinstance(i, str) and i for i in ids):
+        raise GroupingError(f"Karta {karta.name}: instance ids of component {component.name} must be non-empty "
+                            f"strings, got {ids}")
+    return ids
 
 
 def _component_scale(karta: Karta, component: Component, top_owner: dict) -> int:
-    """KAI's effective minimum of a component: minReplicas when positive, else replicas when positive, else 0."""
+    """KAI's effective minimum of a component, summed over its instances: for each, minReplicas when positive,
+    else replicas when positive, else 0. Each instance id needs its scale (the paths yield one value per instance)."""
     if component.scale_paths is None:
         return 0
     replicas_path, min_path = component.scale_paths
-    minimum = _scale_value(karta, component, top_owner, min_path)
-    if minimum > 0:
-        return minimum
-    return max(_scale_value(karta, component, top_owner, replicas_path), 0)
+    replicas = _scale_values(karta, component, top_owner, replicas_path)
+    minimums = _scale_values(karta, component, top_owner, min_path)
+    count = max(len(replicas), len(minimums))
+    ids = instance_ids(karta, component, top_owner)
+    if len(ids) != count:
+        raise GroupingError(f"Karta {karta.name}: component {component.name} has {len(ids)} instance ids "
+                            f"but {count} scales")
+    scales = {}
+    for i, instance in enumerate(ids):
+        minimum = minimums[i] if i < len(minimums) else None
+        replica = replicas[i] if i < len(replicas) else None
+        scales[instance] = minimum if minimum and minimum > 0 else replica if replica and replica > 0 else 0
+    return sum(scales.values())
 
 
 def subtree_scale(karta: Karta, name: str, top_owner: dict) -> int:
@@ -256,7 +297,7 @@ def subtree_scale(karta: Karta, name: str, top_owner: dict) -> int:
     children = karta.children(name)
     if not karta.has_scale_definition:
         if component.has_pod_definition:
-            return 1
+            return len(instance_ids(karta, component, top_owner))
         return sum(subtree_scale(karta, child, top_owner) for child in children)
     own = _component_scale(karta, component, top_owner)
     if not children:
@@ -271,10 +312,10 @@ def _pod_matches(component: Component, pod: dict) -> bool:
     if component.selector is None:
         return False
     key, expected = component.selector
-    value = evaluate(pod, key)
+    values = evaluate(pod, key)
     if expected is None:
-        return value is not None
-    return (value if isinstance(value, str) else json.dumps(value)) == expected
+        return any(value is not None for value in values)
+    return expected in values
 
 
 def pod_in_subtree(karta: Karta, name: str, pod: dict) -> bool:

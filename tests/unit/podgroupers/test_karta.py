@@ -47,7 +47,7 @@ def karta(pod_group=None, name="pyflow", labels=True, spec=True, **gang):
             "rootComponent": {"name": "pyflow", "kind": dict(KIND)},
             "childComponents": [child("master", spec), child("worker", spec)],
         },
-        "instructions": {"gangScheduling": gang_scheduling or None},
+        "optimizationInstructions": {"gangScheduling": gang_scheduling or None},
     })
 
 
@@ -195,11 +195,91 @@ def test_a_kind_with_a_podgrouper_never_uses_a_karta():
         (".metadata.missing.deeper", None),
     ],
 )
-def test_plain_jq_paths(path, expected):
-    assert evaluate({"metadata": {"labels": {"job-name": "a"}}, "items": [1, 2]}, path) == expected
+def test_plain_jq_paths_yield_one_value(path, expected):
+    assert evaluate({"metadata": {"labels": {"job-name": "a"}}, "items": [1, 2]}, path) == [expected]
 
 
-@pytest.mark.parametrize("path", ["", ".. | .metadata.name", ".a | .b", ".a == 1", "metadata", ".a[]", ".a.b?"])
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        (".items[]", [1, 2]),
+        (".pools[].replicas", [2, None]),
+        (".pools[]", [{"replicas": 2}, {}]),
+        (".byName[]", [3, 4]),
+        (".items[]", [1, 2]),
+        (".empty[]", []),
+    ],
+)
+def test_iterating_paths_yield_a_value_per_element(path, expected):
+    obj = {"items": [1, 2], "pools": [{"replicas": 2}, {}], "byName": {"a": 3, "b": 4}, "empty": []}
+    assert evaluate(obj, path) == expected
+
+
+def test_iterating_null_is_an_error():
+    with pytest.raises(GroupingError, match="cannot iterate over null"):
+        evaluate({}, ".missing[]")
+
+
+@pytest.mark.parametrize("path", ["", ".. | .metadata.name", ".a | .b", ".a == 1", "metadata", ".a[]?", ".a.b?"])
 def test_other_jq_is_not_supported(path):
     with pytest.raises(UnsupportedKarta):
         parse_path(path)
+
+
+def pools_karta(pod_group, instance_path=".spec.pools[].name", replicas=".spec.pools[].replicas", scale=True):
+    """A kind whose ``pool`` component has one instance per entry of ``spec.pools``."""
+    pool = {
+        "name": "pool",
+        "ownerRef": "pyflow",
+        "instanceIdPath": instance_path,
+        "specDefinition": {"podTemplateSpecPath": ".spec.pools[].template"},
+        "podSelector": {"componentTypeSelector": {"keyPath": ".metadata.labels.role", "value": "pool"}},
+    }
+    if scale:
+        pool["scaleDefinition"] = {"replicasPath": replicas, "minReplicasPath": ".spec.pools[].minReplicas"}
+    kt = karta(pod_group)
+    kt["spec"]["structureDefinition"]["childComponents"] = [child("master"), pool]
+    if not scale:
+        del kt["spec"]["structureDefinition"]["childComponents"][0]["scaleDefinition"]
+    return kt
+
+
+def pools_owner(*pools):
+    owner = pyflow()
+    owner["spec"]["pools"] = [dict(p) for p in pools]
+    return owner
+
+
+def test_a_component_with_several_instances_counts_each_instance():
+    owner = pools_owner({"name": "a", "replicas": 2}, {"name": "b", "replicas": 4, "minReplicas": 3})
+    pod_group = {"name": "t", "subGroups": [{"componentName": "master"}, {"componentName": "pool"}]}
+    metadata = group(pyflow_pod("pool", owner=owner), owner, pools_karta(pod_group))
+    assert [(s.name, s.min_available, s.pods) for s in metadata.subgroups] == [
+        ("master", 1, []), ("pool", 5, ["pyflow-pod"])]
+    assert group(pyflow_pod("pool", owner=owner), owner, pools_karta({"name": "t"})).min_available == 6
+
+
+def test_without_scale_definitions_each_instance_of_a_component_with_pods_counts_once():
+    owner = pools_owner({"name": "a"}, {"name": "b"}, {"name": "c"})
+    assert group(pyflow_pod("pool", owner=owner), owner, pools_karta({"name": "t"}, scale=False)).min_available == 4
+
+
+@pytest.mark.parametrize(
+    ("pools", "instance_path", "message"),
+    [
+        ([{"name": "a", "replicas": 1}], ".spec.pools[].replicas", "must be non-empty strings"),
+        ([{"name": "", "replicas": 1}], ".spec.pools[].name", "must be non-empty strings"),
+        ([{"name": "a", "replicas": 1}], ".spec.names[]", "cannot iterate over null"),
+    ],
+)
+def test_invalid_instance_ids_are_errors(pools, instance_path, message):
+    owner = pools_owner(*pools)
+    with pytest.raises(GroupingError, match=message):
+        group(pyflow_pod("pool", owner=owner), owner, pools_karta({"name": "t"}, instance_path=instance_path))
+
+
+def test_instances_and_scales_must_pair_up():
+    owner = pools_owner({"name": "a", "replicas": 1}, {"name": "b", "replicas": 1})
+    kt = pools_karta({"name": "t"}, instance_path=".spec.pools[0].name")
+    with pytest.raises(GroupingError, match="component pool has 1 instance ids but 2 scales"):
+        group(pyflow_pod("pool", owner=owner), owner, kt)
