@@ -19,11 +19,12 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 
 import attrs
 
-from kai.api.podgroup import GroupingError, PodGroupMetadata, SubGroupMetadata, TopologyConstraint
+from kai.api.podgroup import GroupingError, NotFoundError, PodGroupMetadata, SubGroupMetadata, TopologyConstraint
 from kai.grouping.unstructured import gvk, meta_str
 
 log = logging.getLogger(__name__)
@@ -223,7 +224,10 @@ def find_karta(hub, kind: tuple[str, str, str]) -> Karta | None:
     """
     group, version, name = kind
     selector = {KARTA_GROUP_LABEL: group, KARTA_VERSION_LABEL: version, KARTA_KIND_LABEL: name}
-    found = hub.list_objects(KARTA_API_VERSION, "Karta", "", selector)
+    lister = getattr(hub.reader, "list", None)
+    if lister is None:
+        return None
+    found = lister(KARTA_API_VERSION, "Karta", "", selector)
     if not found:
         return None
     usable = []
@@ -365,6 +369,25 @@ def karta_metadata(karta: Karta, metadata: PodGroupMetadata, top_owner: dict, po
     return metadata
 
 
-def karta_for(hub, top_owner: dict) -> Karta | None:
-    """The Karta grouping the top owner's kind, if any."""
-    return find_karta(hub, gvk(top_owner))
+class KartaLookup:
+    """Finds the Karta of a top owner's kind as KAI's Karta hub does: the Kartas are listed for every pod
+    grouped (never cached, so a Karta created or changed counts at once); when no API serves Kartas (or the
+    reader may not list them), they are listed again only ``retry`` seconds later (KAI: a minute)."""
+
+    def __init__(self, retry: float = 60.0, clock: Callable[[], float] = time.monotonic):
+        self.retry = retry
+        self.clock = clock
+        self.retry_at: float | None = None
+
+    def karta_for(self, hub, top_owner: dict) -> Karta | None:
+        """The Karta grouping the top owner's kind, if any."""
+        if self.retry_at is not None and self.clock() < self.retry_at:
+            return None
+        try:
+            karta = find_karta(hub, gvk(top_owner))
+        except NotFoundError as err:
+            log.info("Kartas cannot be listed, looking again in %.0f s: %s", self.retry, err)
+            self.retry_at = self.clock() + self.retry
+            return None
+        self.retry_at = None
+        return karta

@@ -4,8 +4,10 @@ import copy
 
 import pytest
 
-from kai.api.podgroup import GroupingError
-from kai.grouping.karta import UnsupportedKarta, evaluate, parse_path
+from kai.api.podgroup import GroupingError, NotFoundError
+from kai.grouping.hub import build_hub
+from kai.grouping.karta import KartaLookup, UnsupportedKarta, evaluate, parse_path
+from kai.grouping.objects import MemoryObjects
 from kai.grouping.podgroups import podgroup_object
 from kai.testing_podgroupers import group, obj, pod
 
@@ -283,3 +285,44 @@ def test_instances_and_scales_must_pair_up():
     kt = pools_karta({"name": "t"}, instance_path=".spec.pools[0].name")
     with pytest.raises(GroupingError, match="component pool has 1 instance ids but 2 scales"):
         group(pyflow_pod("pool", owner=owner), owner, kt)
+
+
+class CountingReader(MemoryObjects):
+    """Counts the lists of Kartas; ``served`` False answers as an API server without the Karta CRD."""
+
+    def __init__(self, *objects, served=True):
+        super().__init__(objects)
+        self.lists, self.served = 0, served
+
+    def list(self, api_version, kind, namespace, selector):
+        if kind == "Karta":
+            self.lists += 1
+            if not self.served:
+                raise NotFoundError("the API server serves no run.ai/v1alpha1 (looking up kind Karta)")
+        return super().list(api_version, kind, namespace, selector)
+
+
+def test_kartas_are_listed_for_every_pod_so_a_new_karta_counts_at_once():
+    owner = pyflow()
+    reader = CountingReader(owner)
+    hub = build_hub(reader)
+    assert hub.metadata(owner, pyflow_pod("worker", owner=owner), []).name == f"pg-pyflow-example-{UID}"
+    reader.add(karta(TRAINING))
+    assert hub.metadata(owner, pyflow_pod("worker", owner=owner), []).name == f"pg-{UID}-training"
+    assert hub.metadata(owner, pyflow_pod("worker", owner=owner), []).name == f"pg-{UID}-training"
+    assert reader.lists == 3
+
+
+def test_without_a_karta_api_kartas_are_listed_again_only_after_a_minute():
+    now = [0.0]
+    lookup = KartaLookup(clock=lambda: now[0])
+    owner = pyflow()
+    reader = CountingReader(owner, karta(TRAINING), served=False)
+    hub = build_hub(reader)
+    assert lookup.karta_for(hub, owner) is None and lookup.karta_for(hub, owner) is None
+    assert reader.lists == 1
+    now[0] = 61.0
+    assert lookup.karta_for(hub, owner) is None and reader.lists == 2
+    reader.served = True
+    now[0] = 122.0
+    assert lookup.karta_for(hub, owner).name == "pyflow" and reader.lists == 3
