@@ -280,6 +280,16 @@ def test_an_owner_asking_to_be_skipped_leaves_the_pod_alone_without_an_event(kub
     assert kube.writes == [] and kube.events == []
 
 
+def test_a_pod_asking_to_be_skipped_is_left_alone_and_false_groups_it(kube):
+    pod(kube, "skipped", annotations={"kai.scheduler/skip-podgrouper": "true"})
+    pod(kube, "grouped", annotations={"kai.scheduler/skip-podgrouper": "false"})
+    g = grouper(kube)
+    assert g.handle("ns/skipped") is None
+    assert kube.writes == [] and kube.events == []
+    g.handle("ns/grouped")
+    assert kube.writes
+
+
 def test_reader_lists_a_kind_by_labels_across_namespaces(kube):
     listed = []
 
