@@ -8,10 +8,13 @@ component may say where its replica count is (``scaleDefinition``), which instan
 consults the Kartas labelled with a kind (``run.ai/karta-group``, ``-version``, ``-kind``) before its
 default rules.
 
-Supported here: that ``podGroup`` format, with paths made of keys, indexes and ``[]``
-(``.spec.worker.replicas``, ``.metadata.labels["job-name"]``, ``.spec.items[0]``, ``.spec.pools[].replicas``).
-A Karta using anything else -- the deprecated ``podGroups`` format, other JQ -- is skipped with a warning,
-as KAI skips an invalid Karta, and the kind gets the default rules.
+Without ``podGroup``, the deprecated ``podGroups`` instruction groups a pod by the member naming its
+component (or an ancestor) whose filters it passes, in a PodGroup named by its group-by keys.
+
+Supported here: paths made of keys, indexes and ``[]`` (``.spec.worker.replicas``,
+``.metadata.labels["job-name"]``, ``.spec.items[0]``, ``.spec.pools[].replicas``) and member filters that are
+such a path or its comparison (``==``, ``!=``) with a JSON literal. A Karta using other JQ is skipped with a
+warning, as KAI skips an invalid Karta, and the kind gets the default rules.
 """
 
 from __future__ import annotations
@@ -120,6 +123,8 @@ class Component:
     scale_paths: tuple[str | None, str | None] | None  # (replicas, minReplicas); None without scaleDefinition
     selector: tuple[str, str | None] | None  # (keyPath, value); None without componentTypeSelector
     instance_path: str | None = None  # instanceIdPath: the ids of the component's instances
+    has_pod_selector: bool = False
+    instance_selector: str | None = None  # componentInstanceSelector.idPath: a pod's instance id
 
 
 @attrs.define
@@ -129,7 +134,8 @@ class Karta:
     name: str
     components: dict[str, Component]
     root: str
-    pod_group: dict
+    pod_group: dict | None  # the podGroup instruction, else
+    pod_groups: list[dict] = attrs.field(factory=list)  # the deprecated podGroups instruction
 
     def children(self, name: str) -> list[str]:
         return [c.name for c in self.components.values() if c.parent == name]
@@ -161,6 +167,9 @@ def _component(definition, root: bool) -> Component:
                 parse_path(path)
     selector = None
     pod_selector = definition.get("podSelector") or {}
+    instance_selector = (pod_selector.get("componentInstanceSelector") or {}).get("idPath")
+    if instance_selector is not None:
+        parse_path(_str(instance_selector, f"component {name}: componentInstanceSelector.idPath"))
     type_selector = pod_selector.get("componentTypeSelector")
     if type_selector:
         key = _str(type_selector.get("keyPath"), f"component {name}: keyPath")
@@ -168,7 +177,8 @@ def _component(definition, root: bool) -> Component:
         value = type_selector.get("value")
         selector = (key, None if value is None else str(value))
     parent = None if root else _str(definition.get("ownerRef"), f"component {name}: ownerRef")
-    return Component(name, parent, bool(definition.get("specDefinition")), scale_paths, selector, instance_path)
+    return Component(name, parent, bool(definition.get("specDefinition")), scale_paths, selector, instance_path,
+                     bool(definition.get("podSelector")), instance_selector)
 
 
 def parse_karta(obj: dict) -> Karta:
@@ -191,10 +201,15 @@ def parse_karta(obj: dict) -> Karta:
             current = components[current.parent]
     gang = (spec.get("optimizationInstructions") or {}).get("gangScheduling") or {}
     pod_group = gang.get("podGroup")
-    if not isinstance(pod_group, Mapping):
-        raise UnsupportedKarta("only the gangScheduling.podGroup format is supported")
-    _str(pod_group.get("name"), "podGroup name")
-    return Karta(meta_str(obj, "name"), components, root.name, dict(pod_group))
+    if isinstance(pod_group, Mapping):
+        _str(pod_group.get("name"), "podGroup name")
+        return Karta(meta_str(obj, "name"), components, root.name, dict(pod_group))
+    pod_groups = gang.get("podGroups")
+    if not isinstance(pod_groups, list) or not pod_groups:
+        raise UnsupportedKarta("no gangScheduling.podGroup or podGroups instruction")
+    for definition in pod_groups:
+        check_pod_group_definition(definition, components)
+    return Karta(meta_str(obj, "name"), components, root.name, None, list(pod_groups))
 
 
 # --- finding the Karta of a kind -------------------------------------------------------------------------
@@ -270,11 +285,11 @@ def instance_ids(karta: Karta, component: Component, top_owner: dict) -> list[st
     return ids
 
 
-def _component_scale(karta: Karta, component: Component, top_owner: dict) -> int:
-    """KAI's effective minimum of a component, summed over its instances: for each, minReplicas when positive,
-    else replicas when positive, else 0. Each instance id needs its scale (the paths yield one value per instance)."""
+def _component_scales(karta: Karta, component: Component, top_owner: dict) -> dict[str, int]:
+    """KAI's effective minimum of each instance of a component: minReplicas when positive, else replicas when
+    positive, else 0. Each instance id needs its scale (the paths yield one value per instance)."""
     if component.scale_paths is None:
-        return 0
+        return {}
     replicas_path, min_path = component.scale_paths
     replicas = _scale_values(karta, component, top_owner, replicas_path)
     minimums = _scale_values(karta, component, top_owner, min_path)
@@ -288,25 +303,41 @@ def _component_scale(karta: Karta, component: Component, top_owner: dict) -> int
         minimum = minimums[i] if i < len(minimums) else None
         replica = replicas[i] if i < len(replicas) else None
         scales[instance] = minimum if minimum and minimum > 0 else replica if replica and replica > 0 else 0
-    return sum(scales.values())
+    return scales
 
 
-def subtree_scale(karta: Karta, name: str, top_owner: dict) -> int:
-    """Pods a component's subtree needs at once (KAI's CalculateSubtreeScale).
+def subtree_scale(karta: Karta, name: str, top_owner: dict, instance: str | None = None) -> int:
+    """Pods a component's subtree needs at once (KAI's CalculateSubtreeScale), for all its instances or for
+    ``instance`` of the component ``name``.
 
     With scale definitions: a leaf's scale; a parent's scale times the sum of its children's
-    (either alone when the other is 0). Without any: the number of components with a pod definition.
+    (either alone when the other is 0). Without any: the number of component instances with a pod definition.
     """
+    return _subtree_scale(karta, name, top_owner, name, instance)
+
+
+def _subtree_scale(karta: Karta, name: str, top_owner: dict, root: str, instance: str | None) -> int:
     component = karta.components[name]
     children = karta.children(name)
     if not karta.has_scale_definition:
         if component.has_pod_definition:
-            return len(instance_ids(karta, component, top_owner))
-        return sum(subtree_scale(karta, child, top_owner) for child in children)
-    own = _component_scale(karta, component, top_owner)
+            ids = instance_ids(karta, component, top_owner)
+            if name == root and instance is not None and component.instance_path is not None:
+                if instance not in ids:
+                    raise GroupingError(f"instance id {instance} not found")
+                return 1
+            return len(ids)
+        return sum(_subtree_scale(karta, child, top_owner, root, instance) for child in children)
+    scales = _component_scales(karta, component, top_owner)
+    if len(scales) > 1 and name == root and instance is not None:
+        if instance not in scales:
+            raise GroupingError(f"instance id {instance} not found")
+        own = scales[instance]
+    else:
+        own = sum(scales.values())
     if not children:
         return own
-    below = sum(subtree_scale(karta, child, top_owner) for child in children)
+    below = sum(_subtree_scale(karta, child, top_owner, root, instance) for child in children)
     if below == 0:
         return own
     return below if own == 0 else own * below
@@ -340,9 +371,135 @@ def _topology(value) -> TopologyConstraint | None:
     return TopologyConstraint(topology=value["topologyName"], required_level=required, preferred_level=preferred)
 
 
+# --- the deprecated podGroups format ---------------------------------------------------------------------
+
+_FILTER = re.compile(
+    r'^(?P<path>.*?)\s*(?P<op>==|!=)\s*(?P<value>"(?:[^"\\]|\\.)*"|-?[0-9]+(?:\.[0-9]+)?|true|false|null)$')
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_DNS_SUBDOMAIN_RULE = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start "
+    "and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
+    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+)
+
+
+def parse_filter(text: str) -> tuple[str, str | None, object]:
+    """A member filter: ``(path, None, None)`` for a path, ``(path, "==" or "!=", literal)`` for a comparison
+    with a JSON literal; raises :class:`UnsupportedKarta` for other JQ."""
+    match = _FILTER.match((text or "").strip())
+    if match is None:
+        parse_path(text)
+        return text, None, None
+    parse_path(match["path"])
+    return match["path"], match["op"], json.loads(match["value"])
+
+
+def check_pod_group_definition(definition, components: Mapping[str, Component]) -> None:
+    """A ``podGroups`` entry: a name and members naming components, with path group-by keys and filters."""
+    if not isinstance(definition, Mapping):
+        raise UnsupportedKarta("a podGroups entry must be a map")
+    _str(definition.get("name"), "podGroups name")
+    for member in definition.get("members") or []:
+        name = _str((member or {}).get("componentName"), "podGroups member componentName")
+        if name not in components:
+            raise UnsupportedKarta(f"podGroups member {name} names no component")
+        for path in member.get("groupByKeyPaths") or []:
+            parse_path(path)
+        for text in member.get("filters") or []:
+            parse_filter(text)
+
+
+def _single_value(pod: dict, path: str, what: str):
+    values = evaluate(pod, path)
+    if len(values) != 1 or values[0] is None or values[0] == "":
+        raise GroupingError(f"{what} {path!r} returned an invalid value {values}: expected a single non-empty value")
+    return values[0]
+
+
+def _go_text(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e21:
+        return str(int(value))
+    return value if isinstance(value, str) else json.dumps(value) if isinstance(value, (dict, list)) else str(value)
+
+
+def _passes(pod: dict, text: str) -> bool:
+    path, op, literal = parse_filter(text)
+    if op is None:
+        return _single_value(pod, path, "filter") is True
+    values = [(value == literal) == (op == "==") for value in evaluate(pod, path)]
+    if len(values) != 1:
+        raise GroupingError(f"filter {text!r} returned an invalid value {values}: expected a single value")
+    return values[0]
+
+
+def pod_component(karta: Karta, pod: dict) -> str:
+    """The component a pod belongs to: the only component with pods, else the first whose type selector matches."""
+    leaves = [c for c in karta.components.values() if c.has_pod_definition]
+    if len(leaves) == 1:
+        return leaves[0].name
+    for component in leaves:
+        if _pod_matches(component, pod):
+            return component.name
+    raise GroupingError(f"no component found for pod {meta_str(pod, 'name')}")
+
+
+def _effective_member(karta: Karta, component: str, pod: dict) -> tuple[str, dict] | None:
+    """The first member naming the pod's component (then its parent, ...) whose filters the pod passes."""
+    direct: list[tuple[str, dict]] = []
+    inherited: list[tuple[str, dict]] = []
+    current: str | None = component
+    while current is not None:
+        for definition in karta.pod_groups:
+            for member in definition.get("members") or []:
+                if member.get("componentName") == current:
+                    (direct if current == component else inherited).append((current, member))
+        current = karta.components[current].parent
+    for name, member in direct + inherited:
+        if all(_passes(pod, text) for text in member.get("filters") or []):
+            return name, member
+    return None
+
+
+def _pod_instance(karta: Karta, component: Component, top_owner: dict, pod: dict) -> str | None:
+    ids = instance_ids(karta, component, top_owner)
+    if not ids or not ids[0] or not component.has_pod_selector:
+        return None
+    if component.instance_selector is None:
+        raise GroupingError("no instance selector provided but instance ids are not empty")
+    instance = _go_text(_single_value(pod, component.instance_selector, "instance id path"))
+    if instance not in ids:
+        raise GroupingError(f"could not match instance id {instance!r}. existing instance ids [{' '.join(ids)}]")
+    return instance
+
+
+def member_metadata(karta: Karta, metadata: PodGroupMetadata, top_owner: dict, pod: dict) -> PodGroupMetadata:
+    """``metadata`` shaped by the deprecated ``podGroups`` instruction: the member of the pod's component (or
+    of an ancestor) names the PodGroup by the pod's group-by keys, ``pg-<uid>[-<key>...]``, and its minimum is
+    the scale of that component's subtree (of the pod's instance, when the member is the pod's own component)."""
+    component = pod_component(karta, pod)
+    found = _effective_member(karta, component, pod)
+    if found is None:
+        raise GroupingError(f"pod {meta_str(pod, 'namespace')}/{meta_str(pod, 'name')} does not match any Karta "
+                            f"pod group member definition")
+    effective, member = found
+    instance = _pod_instance(karta, karta.components[component], top_owner, pod) if effective == component else None
+    keys = [_go_text(_single_value(pod, path, "group key path")) for path in member.get("groupByKeyPaths") or []]
+    metadata.name = "-".join([f"pg-{meta_str(top_owner, 'uid')}", *keys])
+    if keys and (len(metadata.name) > 253 or not _DNS_SUBDOMAIN.fullmatch(metadata.name)):
+        raise GroupingError(f"Karta grouping keys [{' '.join(keys)}] produce invalid Kubernetes PodGroup name "
+                            f"{json.dumps(metadata.name)}: {_DNS_SUBDOMAIN_RULE}")
+    metadata.min_available = subtree_scale(karta, effective, top_owner, instance)
+    return metadata
+
+
 def karta_metadata(karta: Karta, metadata: PodGroupMetadata, top_owner: dict, pod: dict) -> PodGroupMetadata:
-    """``metadata`` (the default rules) shaped by the Karta's ``podGroup`` instruction."""
+    """``metadata`` (the default rules) shaped by the Karta's ``podGroup`` instruction, or by its deprecated
+    ``podGroups`` instruction when it has no ``podGroup``."""
     pod_group = karta.pod_group
+    if pod_group is None:
+        return member_metadata(karta, metadata, top_owner, pod)
     metadata.name = f"pg-{meta_str(top_owner, 'uid')}-{pod_group['name']}"
     metadata.min_subgroup = None
     metadata.subgroups = []

@@ -6,7 +6,7 @@ import pytest
 
 from kai.api.podgroup import GroupingError, NotFoundError
 from kai.grouping.hub import build_hub
-from kai.grouping.karta import KartaLookup, UnsupportedKarta, evaluate, parse_path
+from kai.grouping.karta import KartaLookup, UnsupportedKarta, evaluate, parse_filter, parse_path
 from kai.grouping.objects import MemoryObjects
 from kai.grouping.podgroups import podgroup_object
 from kai.testing_podgroupers import group, obj, pod
@@ -158,7 +158,7 @@ def test_kinds_without_a_usable_karta_get_the_default_rules():
     other_kind["spec"]["structureDefinition"]["rootComponent"]["kind"]["version"] = "v2"
     for unusable in (
         karta(),  # no gang-scheduling instructions
-        karta(podGroups=[{"name": "job", "members": [{"componentName": "pyflow"}]}]),  # deprecated format
+        karta(podGroups=[{"name": "job", "members": [{"componentName": "pyflow", "filters": [".a | .b"]}]}]),
         karta(TRAINING, labels=False),  # not labelled with the kind
         deleting,
         invalid,
@@ -326,3 +326,62 @@ def test_without_a_karta_api_kartas_are_listed_again_only_after_a_minute():
     reader.served = True
     now[0] = 122.0
     assert lookup.karta_for(hub, owner).name == "pyflow" and reader.lists == 3
+
+
+JOB_NAME = {"name": "job",
+            "members": [{"componentName": "pyflow", "groupByKeyPaths": ['.metadata.labels["job-name"]']}]}
+
+
+def test_the_deprecated_format_names_the_podgroup_by_the_pods_group_by_keys():
+    owner = pyflow()
+    metadata = group(pyflow_pod("worker", owner=owner), owner, karta(podGroups=[JOB_NAME]))
+    assert (metadata.name, metadata.min_available, metadata.min_subgroup, metadata.subgroups) == (
+        f"pg-{UID}-pyflow-example", 3, None, [])
+
+
+def test_the_deprecated_format_refuses_group_by_keys_that_make_an_invalid_name():
+    owner = pyflow()
+    worker = pyflow_pod("worker", owner=owner)
+    worker["metadata"]["labels"]["job-name"] = "Invalid_Name"
+    with pytest.raises(GroupingError, match=r"Karta grouping keys \[Invalid_Name\] produce invalid Kubernetes PodGroup "
+                                            r"name .*a lowercase RFC 1123 subdomain"):
+        group(worker, owner, karta(podGroups=[JOB_NAME]))
+
+
+def test_the_deprecated_format_needs_a_member_the_pod_passes():
+    owner = pyflow()
+    masters = [{"name": "job", "members": [{"componentName": "pyflow",
+                                            "filters": ['.metadata.labels.role == "master"']}]}]
+    with pytest.raises(GroupingError, match="does not match any Karta pod group member definition"):
+        group(pyflow_pod("worker", owner=owner), owner, karta(podGroups=masters))
+    assert group(pyflow_pod("master", owner=owner), owner, karta(podGroups=masters)).min_available == 3
+
+
+def test_the_deprecated_format_prefers_the_pods_own_component_and_counts_its_instance():
+    owner = pools_owner({"name": "a", "replicas": 2}, {"name": "b", "replicas": 4})
+    kt = pools_karta(None)
+    kt["spec"]["structureDefinition"]["childComponents"][1]["podSelector"]["componentInstanceSelector"] = {
+        "idPath": '.metadata.labels["pool"]'}
+    kt["spec"]["optimizationInstructions"]["gangScheduling"] = {"podGroups": [
+        {"name": "all", "members": [{"componentName": "pyflow"}]},
+        {"name": "pools", "members": [{"componentName": "pool", "groupByKeyPaths": ['.metadata.labels["pool"]']}]},
+    ]}
+    pool_pod = pyflow_pod("pool", owner=owner)
+    pool_pod["metadata"]["labels"]["pool"] = "b"
+    metadata = group(pool_pod, owner, kt)
+    assert (metadata.name, metadata.min_available) == (f"pg-{UID}-b", 4)
+    assert group(pyflow_pod("master", owner=owner), owner, kt).min_available == 7  # the whole tree: 1 + 2 + 4
+    pool_pod["metadata"]["labels"]["pool"] = "c"
+    with pytest.raises(GroupingError, match="could not match instance id 'c'"):
+        group(pool_pod, owner, kt)
+
+
+@pytest.mark.parametrize("text", ['.a == "x"', ".a != 3", ".a.b", '.metadata.labels["role"] == null'])
+def test_member_filters_are_paths_or_comparisons_with_a_literal(text):
+    assert parse_filter(text)[0].startswith(".")
+
+
+@pytest.mark.parametrize("text", [".a == .b", ".a | .b", "(.a == 1) and (.b == 2)", ".a > 1"])
+def test_other_member_filters_are_not_supported(text):
+    with pytest.raises(UnsupportedKarta):
+        parse_filter(text)
