@@ -129,12 +129,12 @@ class Component:
 
 @attrs.define
 class Karta:
-    """A validated Karta: its components (root first) and its ``podGroup`` instruction."""
+    """A validated Karta: its components (root first) and its ``podGroup`` or ``podGroups`` instruction."""
 
     name: str
     components: dict[str, Component]
     root: str
-    pod_group: dict | None  # the podGroup instruction, else
+    pod_group: dict | None  # the podGroup instruction; None when the Karta has the deprecated podGroups
     pod_groups: list[dict] = attrs.field(factory=list)  # the deprecated podGroups instruction
 
     def children(self, name: str) -> list[str]:
