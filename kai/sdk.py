@@ -168,7 +168,7 @@ from kai.framework.nodepool import LargestNode
 from kai.framework.nodes import NodeArrays
 from kai.framework.shapes import NodeState, Shape, after_task, node_state, normalised, parse_workload, task_shape
 from kai.grouping.hub import ANY, FALLBACK_KIND, PodGrouperHub, first_duration
-from kai.grouping.karta import karta_for, karta_metadata
+from kai.grouping.karta import KartaLookup, karta_metadata
 from kai.grouping.podgroups import kept_topology
 from kai.grouping.segments import segment_topology, trunc_div
 from kai.grouping.unstructured import (
@@ -360,7 +360,7 @@ __all__ = [
     # task shapes and node states
     "Shape", "NodeState", "node_state", "after_task", "task_shape", "parse_workload", "normalised",
     # pod grouping
-    "PodGrouperHub", "ANY", "FALLBACK_KIND", "first_duration", "karta_for", "karta_metadata", "kept_topology",
+    "PodGrouperHub", "ANY", "FALLBACK_KIND", "first_duration", "KartaLookup", "karta_metadata", "kept_topology",
     "segment_topology", "trunc_div", "FieldError", "annotations_of", "labels", "meta_str", "gvk", "atoi", "parse_int32",
     "nested", "nested_bool", "nested_int", "nested_list", "nested_map", "nested_str", "nested_str_list",
     # errors, durations and quantities

@@ -91,8 +91,8 @@ def kai_crds(kube: Kube) -> list[str]:
 
 @pytest.fixture(scope="session")
 def workload_crds(kube: Kube) -> list[str]:
-    """CRDs of the workload kinds the podgroupers know (PyTorchJob, RayCluster, JobSet, LeaderWorkerSet),
-    established; no controller acts on them."""
+    """CRDs of the workload kinds the podgroupers know (PyTorchJob, RayCluster, JobSet, LeaderWorkerSet), of a
+    kind only a Karta describes (KAI's e2e CustomJob) and of the Karta, established; no controller acts on them."""
     return _apply_crds(kube, WORKLOAD_CRDS)
 
 
