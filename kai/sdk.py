@@ -51,6 +51,7 @@ from kai.api import (
     ResourceRequest,
     Resources,
     SubGroup,
+    Taint,
     Task,
     TaskStatus,
     Topology,
@@ -327,8 +328,8 @@ __all__ = [
     "hookimpl", "SessionHooks", "OrderHooks", "FilterHooks", "CapacityHooks", "EvictionHooks", "SubsetHooks",
     "ScoreHooks", "AllocationHooks", "PodgrouperHooks",
     # the domain model
-    "Resources", "ResourceRequest", "Node", "Task", "Job", "Queue", "QueueDetails", "PodSet", "SubGroup", "Member",
-    "Topology", "TopologyConstraint", "Reject", "TaskStatus", "ACTIVE_ALLOCATED", "ACTIVE_USED", "ALIVE",
+    "Resources", "ResourceRequest", "Node", "Taint", "Task", "Job", "Queue", "QueueDetails", "PodSet", "SubGroup",
+    "Member", "Topology", "TopologyConstraint", "Reject", "TaskStatus", "ACTIVE_ALLOCATED", "ACTIVE_USED", "ALIVE",
     "ALLOCATED", "UNLIMITED", "EPSILON", "GPU", "MIG_PREFIX", "is_mig_resource", "mig_gpu_slices",
     # KAI's names: labels and annotations, and the module of every name
     "names", "SCHEDULER_NAME", "PODGROUP_API_VERSION", "QUEUE_LABEL", "NODE_POOL_LABEL", "PROJECT_LABEL",

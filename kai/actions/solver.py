@@ -308,7 +308,7 @@ class JobSolver:
                     return None, False
                 placed = True
             elif room.may_fit(_to_place(session, next_job)):
-                tasks = tasks_to_allocate(session, next_job, also=session.evicted)
+                tasks = tasks_to_allocate(session, next_job, also=session.evicted, admission=False)
                 cp = stmt.checkpoint()
                 if not tasks or not allocate_job(session, stmt, next_job, True, tasks=tasks, candidates=positions):
                     stmt.rollback(cp)

@@ -77,7 +77,7 @@ OWNER_RESOURCES = {
     "machinelearning.seldon.io": ("seldondeployments",),
     "ray.io": ("rayclusters", "rayjobs", "rayservices"),
     "run.ai": ("distributedinferenceworkloads", "distributedworkloads", "inferenceworkloads", "interactiveworkloads",
-               "runaijobs", "trainingworkloads"),
+               "runaijobs", "trainingworkloads", "workloadrunners"),
     "scheduler.grove.io": ("podgangs",),
     "scheduling.k8s.io": ("priorityclasses",),
     "serving.knative.dev": ("configurations", "revisions", "services"),

@@ -86,7 +86,7 @@ class Proportion:
         total = self.requests.get(job.uid)
         if total is None:
             total = [0.0, 0.0, 0.0]
-            for task in tasks_to_allocate(session, job, also=session.evicted):
+            for task in tasks_to_allocate(session, job, also=session.evicted, admission=False):
                 for r, v in enumerate(quantify(task.request, self.gpu_memory)):
                     total[r] += v
             self.requests[job.uid] = total
