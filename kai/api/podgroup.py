@@ -21,6 +21,8 @@ DEFAULT_QUEUE = "default-queue"
 
 PREEMPTIBLE = "preemptible"
 NON_PREEMPTIBLE = "non-preemptible"
+#: Non-preemptible up to the PodGroup's minimum, preemptible above it.
+SEMI_PREEMPTIBLE = "semi-preemptible"
 
 
 class GroupingError(Exception):

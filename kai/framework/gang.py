@@ -138,7 +138,8 @@ def tasks_to_evict(session: Session, job: Job) -> tuple[list[Task], bool]:
 
     Members are taken in reverse subgroup order. Elastic surplus goes first: the last task (in task
     order) of a pod set above its gang size, found depth first where the tree has any; then, in a node
-    with more satisfied members than it needs, a whole member. Without surplus the whole job goes.
+    with more satisfied members than it needs, a whole member. Without surplus the whole job goes --
+    unless it is semi-preemptible: its core (its gang) is not evicted, so nothing goes.
     """
     if len(job.pod_sets) == 1 and not job.subgroups and job.min_subgroup is None:  # one pod set: no tree to walk
         return _evict_from_pod_set(session, job, next(iter(job.pod_sets.values())))
@@ -178,13 +179,13 @@ def tasks_to_evict(session: Session, job: Job) -> tuple[list[Task], bool]:
                     return tasks
         return []
 
-    result = elastic(None) or last_first(tree.pod_sets_under(None))
-    return result, len(result) < total
+    result = elastic(None) or ([] if job.semi_preemptible else last_first(tree.pod_sets_under(None)))
+    return result, 0 < len(result) < total
 
 
 def _evict_from_pod_set(session: Session, job: Job, ps: PodSet) -> tuple[list[Task], bool]:
     """:func:`tasks_to_evict` of a job that is one pod set: its last task when it runs above its gang
-    size, else all of it."""
+    size, else all of it (none of a semi-preemptible one)."""
     running, active = [], 0
     for t in job.tasks.values():
         if t.pod_set == ps.name:
@@ -192,8 +193,8 @@ def _evict_from_pod_set(session: Session, job: Job, ps: PodSet) -> tuple[list[Ta
             if evictable(session, t):
                 running.append(t)
     running.sort(key=session.task_key, reverse=True)
-    result = running[:1] if active > ps.min_available else running
-    return result, len(result) < len(running)
+    result = running[:1] if active > ps.min_available else [] if job.semi_preemptible else running
+    return result, 0 < len(result) < len(running)
 
 
 #: KAI's name of the root of a job's subgroup tree (it carries the job's own topology constraint).

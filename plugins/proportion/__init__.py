@@ -11,6 +11,7 @@ from __future__ import annotations
 from kai.sdk import ALLOCATED, Resources, hookimpl, max_node_gpu_memory, tasks_to_allocate
 
 from . import capacity, queue_order, reclaim
+from .core import charged_to_core, core_tasks
 from .shares import (
     CPU,
     GPU,
@@ -92,6 +93,18 @@ class Proportion:
             self.requests[job.uid] = total
         return total
 
+    def core_request(self, session, job) -> list[float] | None:
+        """The non-preemptible part of :meth:`job_request` (:mod:`.core`); None when it has none."""
+        if not job.preemptible:
+            return self.job_request(session, job)
+        if not job.semi_preemptible:
+            return None
+        total = [0.0, 0.0, 0.0]
+        for task in core_tasks(job, tasks_to_allocate(session, job, also=session.evicted)):
+            for r, v in enumerate(quantify(task.request, self.gpu_memory)):
+                total[r] += v
+        return total if any(total) else None
+
     def job_allocated(self, session, job) -> list[float]:
         """(CPU, memory, GPU) the job holds in allocated statuses."""
         total = [0.0, 0.0, 0.0]
@@ -108,18 +121,21 @@ class Proportion:
     @hookimpl
     def kai_job_over_capacity(self, session, job, tasks):
         # A GPU-memory request is measured on the largest devices: if even that share is over, it is over.
-        request = [0.0, 0.0, 0.0]
+        request, in_core = [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]
+        core = {id(t) for t in core_tasks(job, tasks)}
         for task in tasks:
             for r, v in enumerate(quantify(task.request, self.max_gpu_memory)):
                 request[r] += v
-        return capacity.check(self, session, job, request)
+                if id(task) in core:
+                    in_core[r] += v
+        return capacity.check(self, session, job, request, in_core)
 
     @hookimpl
     def kai_task_over_capacity(self, session, task, job, node):
         request = quantify(task.request, memory_base(node, self.gpu_memory))
         if node is not None and task.request.gpu_memory_mib:  # the share of this node's devices it would get
             request[GPU] = task.request.accepted_gpus(memory_base(node, self.gpu_memory))
-        return capacity.check(self, session, job, request)
+        return capacity.check(self, session, job, request, request if core_tasks(job, [task]) else [0.0, 0.0, 0.0])
 
     def chain(self, session, queue: str) -> list:
         """The shares of ``queue`` and its ancestors that have shares, leaf first."""
@@ -135,10 +151,11 @@ class Proportion:
             return
         self.requests.pop(job.uid, None)
         amounts = quantify(task.request, memory_base(session.node_by_name.get(task.node), self.gpu_memory))
+        core = charged_to_core(job, task, sign > 0)
         for qs in self.chain(session, job.queue):
             for r in range(3):
                 qs.allocated[r] += sign * amounts[r]
-                if not job.preemptible:
+                if core:
                     qs.allocated_np[r] += sign * amounts[r]
 
     @hookimpl
