@@ -220,8 +220,11 @@ class Run:
 
     def fault(self, kind: str, pause: float, at: float, late: float) -> list[tuple[float, str]] | None:
         """Injects one fault, ``late`` seconds after its time; returns what to do later (restarts), or None to
-        be asked again shortly (a node is deleted while pods are being bound to it: up to 5 s later)."""
+        be asked again shortly (a node is deleted while pods are being bound to it: up to 5 s later; a component
+        is killed once its restart after the last kill, still due when the run is late, is done)."""
         verb, _, target = kind.partition(" ")
+        if verb == "kill" and target not in self.components.current:
+            return None
         if verb == "kill":
             self.components.kill(target)
             self.faults.append(f"{at:5.1f}s kill -9 {target} (back after {pause:.1f}s)")
