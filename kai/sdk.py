@@ -118,6 +118,7 @@ from kai.api.podgroup import (
     INFERENCE_PRIORITY,
     NON_PREEMPTIBLE,
     PREEMPTIBLE,
+    SEMI_PREEMPTIBLE,
     TRAIN_PRIORITY,
     GroupingError,
     NotFoundError,
@@ -350,6 +351,7 @@ __all__ = [
     # PodGroup metadata
     "PodGroupMetadata", "SubGroupMetadata", "PodGroupTopology", "OwnerReference", "parse_preemptibility",
     "BUILD_PRIORITY", "INFERENCE_PRIORITY", "TRAIN_PRIORITY", "DEFAULT_QUEUE", "PREEMPTIBLE", "NON_PREEMPTIBLE",
+    "SEMI_PREEMPTIBLE",
     # the kernel's services
     "Session", "Statement", "Decision", "Scenario", "Action", "NodeInfo", "NodeArrays", "JobQueue", "ROOT_GROUP",
     "ordered_pod_sets", "should_pipeline", "tasks_to_allocate", "placement_scores", "queue_order_compare",
