@@ -150,6 +150,7 @@ from kai.framework import (
     Session,
     Statement,
     cluster_capacity,
+    core_tasks,
     divide_tree_explained,
     max_node_gpu_memory,
     memory_base,
@@ -354,7 +355,7 @@ __all__ = [
     "SEMI_PREEMPTIBLE",
     # the kernel's services
     "Session", "Statement", "Decision", "Scenario", "Action", "NodeInfo", "NodeArrays", "JobQueue", "ROOT_GROUP",
-    "ordered_pod_sets", "should_pipeline", "tasks_to_allocate", "placement_scores", "queue_order_compare",
+    "ordered_pod_sets", "should_pipeline", "tasks_to_allocate", "core_tasks", "placement_scores", "queue_order_compare",
     "divide_tree_explained", "FAIR_SHARE_REASONS", "cluster_capacity", "memory_base", "max_node_gpu_memory",
     "min_node_gpu_memory", "node_gpu_memory", "task_gpu_memory", "jobs_where", "nodes_as_built", "JobsKey", "MemoKey",
     "LargestNode",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Container
+from collections.abc import Callable, Collection, Container
 from typing import TYPE_CHECKING
 
 from kai.api import ACTIVE_ALLOCATED, ALLOCATED, Job, Member, PodSet, SubGroup, Task, TaskStatus
@@ -122,6 +122,34 @@ def _from_only_pod_set(session: Session, job: Job, candidates: Container[TaskSta
         pending.sort(key=session.task_key)
     missing = ps.min_available - active
     return pending[: missing if missing > 0 else 1]
+
+
+def core_tasks(job: Job, placed: Collection[str]) -> set[str]:
+    """The core of a semi-preemptible job placed as ``placed`` (task uids): its minimal satisfying set. At the root
+    and at every subgroup, its first members holding placed pods (subgroups, then pod sets, in definition order)
+    up to its minimum (``minSubGroup``, else all); at every pod set taken, its first ``min_available`` placed tasks
+    in task order. :func:`tasks_to_evict` never offers these of a semi-preemptible job."""
+    by_set: dict[str, list[str]] = {name: [] for name in job.pod_sets}
+    for t in job.tasks.values():
+        if t.uid in placed and t.pod_set in by_set:
+            by_set[t.pod_set].append(t.uid)
+    core: set[str] = set()
+
+    def take(group: str | None) -> bool:
+        """Take the core of ``group``; whether it has any."""
+        groups, pod_sets = job.members(group)
+        left, before = job.required_members(group), len(core)
+        for g in groups:
+            if left > 0 and take(g.name):
+                left -= 1
+        for ps in pod_sets:
+            if left > 0 and by_set[ps.name]:
+                core.update(by_set[ps.name][:ps.min_available])
+                left -= 1
+        return len(core) > before
+
+    take(None)
+    return core
 
 
 def evictable(session: Session, task: Task) -> bool:

@@ -19,7 +19,7 @@ from kai.sdk import (
     min_node_gpu_memory,
 )
 
-from .core import CoreCount
+from .core import core_of
 
 #: Resource order of every vector here: KAI's (CPU, memory, GPU).
 RESOURCES = ("cpu", "memory", "gpu")
@@ -217,11 +217,11 @@ def task_amounts(session, job, gpu_mem: float):
     """Whether allocated, whether non-preemptible (:mod:`.core`), and the amounts, of each of the job's tasks that
     counts: allocated tasks on their node's memory base, pending ones on ``gpu_mem`` (the smallest device's memory,
     the base of GPU-memory requests)."""
-    core = CoreCount(job)
+    core = core_of(job)
     for task in job.tasks.values():
         if task.status in ALLOCATED:
-            yield True, core.take(task), quantify(task.request, memory_base(session.node_by_name.get(task.node),
-                                                                            gpu_mem))
+            yield True, core is None or task.uid in core, quantify(
+                task.request, memory_base(session.node_by_name.get(task.node), gpu_mem))
         elif task.status is TaskStatus.PENDING:
             yield False, False, quantify(task.request, gpu_mem)
 
