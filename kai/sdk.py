@@ -119,6 +119,7 @@ from kai.api.podgroup import (
     INFERENCE_PRIORITY,
     NON_PREEMPTIBLE,
     PREEMPTIBLE,
+    SEMI_PREEMPTIBLE,
     TRAIN_PRIORITY,
     GroupingError,
     NotFoundError,
@@ -150,6 +151,7 @@ from kai.framework import (
     Session,
     Statement,
     cluster_capacity,
+    core_tasks,
     divide_tree_explained,
     max_node_gpu_memory,
     memory_base,
@@ -351,9 +353,10 @@ __all__ = [
     # PodGroup metadata
     "PodGroupMetadata", "SubGroupMetadata", "PodGroupTopology", "OwnerReference", "parse_preemptibility",
     "BUILD_PRIORITY", "INFERENCE_PRIORITY", "TRAIN_PRIORITY", "DEFAULT_QUEUE", "PREEMPTIBLE", "NON_PREEMPTIBLE",
+    "SEMI_PREEMPTIBLE",
     # the kernel's services
     "Session", "Statement", "Decision", "Scenario", "Action", "NodeInfo", "NodeArrays", "JobQueue", "ROOT_GROUP",
-    "ordered_pod_sets", "should_pipeline", "tasks_to_allocate", "placement_scores", "queue_order_compare",
+    "ordered_pod_sets", "should_pipeline", "tasks_to_allocate", "core_tasks", "placement_scores", "queue_order_compare",
     "divide_tree_explained", "FAIR_SHARE_REASONS", "cluster_capacity", "memory_base", "max_node_gpu_memory",
     "min_node_gpu_memory", "node_gpu_memory", "task_gpu_memory", "jobs_where", "nodes_as_built", "JobsKey", "MemoKey",
     "LargestNode",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Container
+from collections.abc import Callable, Collection, Container
 from typing import TYPE_CHECKING
 
 from kai.api import ACTIVE_ALLOCATED, ALLOCATED, Job, Member, PodSet, SubGroup, Task, TaskStatus
@@ -141,6 +141,34 @@ def _from_only_pod_set(session: Session, job: Job, candidates: Container[TaskSta
     return _step(pending, ps.min_available - active, admission)
 
 
+def core_tasks(job: Job, placed: Collection[str]) -> set[str]:
+    """The core of a semi-preemptible job placed as ``placed`` (task uids): its minimal satisfying set. At the root
+    and at every subgroup, its first members holding placed pods (subgroups, then pod sets, in definition order)
+    up to its minimum (``minSubGroup``, else all); at every pod set taken, its first ``min_available`` placed tasks
+    in task order. :func:`tasks_to_evict` never offers these of a semi-preemptible job."""
+    by_set: dict[str, list[str]] = {name: [] for name in job.pod_sets}
+    for t in job.tasks.values():
+        if t.uid in placed and t.pod_set in by_set:
+            by_set[t.pod_set].append(t.uid)
+    core: set[str] = set()
+
+    def take(group: str | None) -> bool:
+        """Take the core of ``group``; whether it has any."""
+        groups, pod_sets = job.members(group)
+        left, before = job.required_members(group), len(core)
+        for g in groups:
+            if left > 0 and take(g.name):
+                left -= 1
+        for ps in pod_sets:
+            if left > 0 and by_set[ps.name]:
+                core.update(by_set[ps.name][:ps.min_available])
+                left -= 1
+        return len(core) > before
+
+    take(None)
+    return core
+
+
 def evictable(session: Session, task: Task) -> bool:
     """Whether ``task`` can be a victim: it holds or reserves resources on a node of the session (a pod
     bound to a node that is gone holds nothing to free), and is not a victim re-placed in this session
@@ -155,7 +183,8 @@ def tasks_to_evict(session: Session, job: Job) -> tuple[list[Task], bool]:
 
     Members are taken in reverse subgroup order. Elastic surplus goes first: the last task (in task
     order) of a pod set above its gang size, found depth first where the tree has any; then, in a node
-    with more satisfied members than it needs, a whole member. Without surplus the whole job goes.
+    with more satisfied members than it needs, a whole member. Without surplus the whole job goes --
+    unless it is semi-preemptible: its core (its gang) is not evicted, so nothing goes.
     """
     if len(job.pod_sets) == 1 and not job.subgroups and job.min_subgroup is None:  # one pod set: no tree to walk
         return _evict_from_pod_set(session, job, next(iter(job.pod_sets.values())))
@@ -195,13 +224,13 @@ def tasks_to_evict(session: Session, job: Job) -> tuple[list[Task], bool]:
                     return tasks
         return []
 
-    result = elastic(None) or last_first(tree.pod_sets_under(None))
-    return result, len(result) < total
+    result = elastic(None) or ([] if job.semi_preemptible else last_first(tree.pod_sets_under(None)))
+    return result, 0 < len(result) < total
 
 
 def _evict_from_pod_set(session: Session, job: Job, ps: PodSet) -> tuple[list[Task], bool]:
     """:func:`tasks_to_evict` of a job that is one pod set: its last task when it runs above its gang
-    size, else all of it."""
+    size, else all of it (none of a semi-preemptible one)."""
     running, active = [], 0
     for t in job.tasks.values():
         if t.pod_set == ps.name:
@@ -209,8 +238,8 @@ def _evict_from_pod_set(session: Session, job: Job, ps: PodSet) -> tuple[list[Ta
             if evictable(session, t):
                 running.append(t)
     running.sort(key=session.task_key, reverse=True)
-    result = running[:1] if active > ps.min_available else running
-    return result, len(result) < len(running)
+    result = running[:1] if active > ps.min_available else [] if job.semi_preemptible else running
+    return result, 0 < len(result) < len(running)
 
 
 #: KAI's name of the root of a job's subgroup tree (it carries the job's own topology constraint).
