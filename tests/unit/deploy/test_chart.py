@@ -32,7 +32,7 @@ KNOWN_KINDS = {
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"), ("rbac.authorization.k8s.io/v1", "Role"),
     ("rbac.authorization.k8s.io/v1", "RoleBinding"), ("scheduling.k8s.io/v1", "PriorityClass"),
     ("scheduling.run.ai/v2", "Queue"), ("v1", "Namespace"), ("kai.scheduler/v1", "Config"),
-    ("kai.scheduler/v1", "SchedulingShard"),
+    ("kai.scheduler/v1", "SchedulingShard"), ("batch/v1", "Job"),
 }
 
 
