@@ -45,3 +45,52 @@ def test_a_hook_job_applies_the_crds_under_an_account_limited_to_them():
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     off = render_chart(CHART, values={"crdUpgrade": {"enabled": False}})
     assert not [d for d in off if d["metadata"]["name"] == "kai-crd-upgrader"]
+
+
+def admission(tls: dict, namespace: str = "gpu-system") -> list[dict]:
+    return render_chart(CHART, namespace=namespace, values={"components": {"admission": {"enabled": True, "tls": tls}}})
+
+
+def test_self_managed_tls_is_the_default_and_needs_no_ca_bundle():
+    from kai.run import _parser
+
+    docs = admission({})
+    pod = of(docs, "Deployment", "kai-admission")["spec"]["template"]["spec"]
+    args = _parser().parse_args(pod["containers"][0]["args"])
+    assert (args.webhook_cert_file, args.webhook_host, args.webhook_cert_secret, args.webhook_configuration) == (
+        None, ["kai-admission.gpu-system.svc"], "kai-admission-tls", "kai-admission")
+    assert pod["volumes"] == [{"name": "tls", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}]
+    assert pod["containers"][0]["volumeMounts"][0]["mountPath"] == args.webhook_cert_dir
+    for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+        configuration = of(docs, kind, "kai-admission")
+        assert configuration["metadata"]["name"] == args.webhook_configuration
+        assert all("caBundle" not in hook["clientConfig"] for hook in configuration["webhooks"])
+    # the component may write its own Secret in the release namespace and the two configurations, no more
+    role = of(docs, "Role", "kai-admission-certificate")
+    assert role["metadata"]["namespace"] == "gpu-system"
+    assert {(tuple(r.get("resourceNames", ())), tuple(r["verbs"])) for r in role["rules"]} == {
+        ((), ("create",)), (("kai-admission-tls",), ("get", "update"))}
+    (rule,) = of(docs, "ClusterRole", "kai-admission-certificate")["rules"]
+    assert rule["resourceNames"] == ["kai-admission"] and rule["verbs"] == ["get", "update"]
+    for kind in ("RoleBinding", "ClusterRoleBinding"):
+        assert of(docs, kind, "kai-admission-certificate")["subjects"][0]["name"] == "kai-admission"
+
+
+def test_cert_manager_makes_the_certificate_and_injects_the_ca():
+    docs = admission({"mode": "certManager"})
+    certificate = of(docs, "Certificate", "kai-admission")
+    assert certificate["spec"]["secretName"] == "kai-admission-tls"
+    assert "kai-admission.gpu-system.svc" in certificate["spec"]["dnsNames"]
+    assert certificate["spec"]["issuerRef"] == {"kind": "Issuer", "name": "kai-admission"}
+    assert of(docs, "Issuer", "kai-admission")["spec"] == {"selfSigned": {}}
+    for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+        configuration = of(docs, kind, "kai-admission")
+        annotations = configuration["metadata"]["annotations"]
+        assert annotations == {"cert-manager.io/inject-ca-from": "gpu-system/kai-admission"}
+        assert all("caBundle" not in hook["clientConfig"] for hook in configuration["webhooks"])
+    container = of(docs, "Deployment", "kai-admission")["spec"]["template"]["spec"]["containers"][0]
+    assert "--webhook-cert-file=/etc/kai-admission/tls.crt" in container["args"]
+    assert not [d for d in docs if d["metadata"]["name"] == "kai-admission-certificate"]
+    issued = admission({"mode": "certManager", "certManager": {"issuerRef": {"kind": "ClusterIssuer", "name": "ca"}}})
+    assert of(issued, "Certificate", "kai-admission")["spec"]["issuerRef"] == {"kind": "ClusterIssuer", "name": "ca"}
+    assert not [d for d in issued if d["kind"] == "Issuer"]
