@@ -148,7 +148,9 @@ def _podgrouper(ctx: Context):
                           a.generic_karta_fallback == "true")
     try:
         grouper = PodGrouper(kube, config=config, scheduler_name=a.scheduler_name, arguments=flags.arguments(),
-                             pod_label_selector=a.pod_label_selector, workers=a.podgrouper_workers)
+                             pod_label_selector=",".join(a.pod_label_selector),
+                             namespace_label_selector=",".join(a.namespace_label_selector),
+                             workers=a.podgrouper_workers)
     except (GroupingError, PluginError) as exc:  # two podgroupers claiming one kind, a podgrouper that cannot load
         raise ValueError(f"podgrouper: {exc}") from exc
     if a.kai_config:
@@ -351,8 +353,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="one PodGroup per Knative revision (default: %(default)s)")
     g.add_argument("--generic-karta-fallback", choices=("true", "false"), default="true",
                    help="group kinds no podgrouper knows by their Karta, if one exists (default: %(default)s)")
-    g.add_argument("--pod-label-selector", default="", metavar="SELECTOR",
-                   help="group only pods matching this label selector (default: all)")
+    g.add_argument("--pod-label-selector", action="append", default=[], metavar="SELECTOR",
+                   help="group only pods matching this label selector, e.g. team=a (repeatable: all must match; "
+                        "default: all pods)")
+    g.add_argument("--namespace-label-selector", action="append", default=[], metavar="SELECTOR",
+                   help="group only pods of namespaces matching this label selector (repeatable: all must match; "
+                        "default: every namespace)")
     g.add_argument("--podgrouper-workers", type=int, default=10, metavar="N",
                    help="pods grouped concurrently (KAI's --max-concurrent-reconciles) (default: %(default)s)")
     g = p.add_argument_group("admission")

@@ -94,3 +94,28 @@ def test_cert_manager_makes_the_certificate_and_injects_the_ca():
     issued = admission({"mode": "certManager", "certManager": {"issuerRef": {"kind": "ClusterIssuer", "name": "ca"}}})
     assert of(issued, "Certificate", "kai-admission")["spec"]["issuerRef"] == {"kind": "ClusterIssuer", "name": "ca"}
     assert not [d for d in issued if d["kind"] == "Issuer"]
+
+
+def test_label_selectors_reach_the_podgrouper_and_the_pod_webhooks():
+    from kai.run import _parser
+
+    values = {"namespaceLabelSelector": {"team": "a"}, "podLabelSelector": {"kai": "yes", "tier": "gpu"},
+              "components": {"admission": {"enabled": True, "queueLabelSelector": True}}}
+    docs = render_chart(CHART, namespace="gpu-system", values=values)
+    args = _parser().parse_args(of(docs, "Deployment", "kai-podgrouper")["spec"]["template"]["spec"]
+                                ["containers"][0]["args"])
+    assert (args.pod_label_selector, args.namespace_label_selector) == (["kai=yes", "tier=gpu"], ["team=a"])
+    pod_hooks = [of(docs, "ValidatingWebhookConfiguration", "kai-admission")["webhooks"][0],
+                 *of(docs, "MutatingWebhookConfiguration", "kai-admission")["webhooks"]]
+    for hook in pod_hooks:
+        assert hook["namespaceSelector"] == {"matchLabels": {"team": "a"}, "matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", "gpu-system"]},
+            {"key": "kai.scheduler/queue", "operator": "Exists"}]}
+        assert hook["objectSelector"] == {"matchLabels": {"kai": "yes", "tier": "gpu"}}
+    plain = render_chart(CHART, values={"components": {"admission": {"enabled": True}}})
+    args = _parser().parse_args(of(plain, "Deployment", "kai-podgrouper")["spec"]["template"]["spec"]
+                                ["containers"][0]["args"])
+    assert (args.pod_label_selector, args.namespace_label_selector) == ([], [])
+    hook = of(plain, "ValidatingWebhookConfiguration", "kai-admission")["webhooks"][0]
+    assert "objectSelector" not in hook and list(hook["namespaceSelector"]) == ["matchExpressions"]
+    assert len(hook["namespaceSelector"]["matchExpressions"]) == 1
