@@ -109,7 +109,7 @@ _PLURALS = {
     "CustomResourceDefinition": "customresourcedefinitions", "Namespace": "namespaces",
     "ServiceAccount": "serviceaccounts", "ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings",
     "Role": "roles", "RoleBinding": "rolebindings", "PriorityClass": "priorityclasses", "Queue": "queues",
-    "Deployment": "deployments", "Service": "services",
+    "Deployment": "deployments", "Service": "services", "Job": "jobs",
 }
 
 
@@ -129,17 +129,17 @@ def chart_object_path():
 
 @pytest.fixture(scope="session")
 def kai_chart(kube: Kube, kai_crds: list[str]) -> list[dict]:
-    """The chart's manifests applied: its CRDs are deploy/crds (``kai_crds``); Deployments and Services
-    are only validated with a server-side dry run (the components run as processes instead), and KAI's
-    operator objects are left to the tests of their own (each module's components see none unless it makes
-    them; test_deploy.py installs them). Returns the docs."""
+    """The chart's manifests applied: its CRDs are deploy/crds (``kai_crds``); Deployments, Services and the
+    CRD upgrade hook's Job are only validated with a server-side dry run (the components run as processes
+    instead), and KAI's operator objects are left to the tests of their own (each module's components see
+    none unless it makes them; test_deploy.py installs them). Returns the docs."""
     from support.chart import render_chart
 
     docs = render_chart(DEPLOY / "chart" / "kai-scheduler", namespace=RELEASE_NAMESPACE)
     assert sorted(d["metadata"]["name"] for d in docs if d["kind"] == "CustomResourceDefinition") == sorted(kai_crds)
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": RELEASE_NAMESPACE}}
     for doc in [namespace, *(d for d in docs if d["kind"] not in ("CustomResourceDefinition", *OPERATOR_KINDS))]:
-        dry_run = doc["kind"] in ("Deployment", "Service")
+        dry_run = doc["kind"] in ("Deployment", "Service", "Job")
         try:
             kube.request("POST", manifest_path(doc), {"dryRun": "All"} if dry_run else None, doc)
         except ApiError as exc:

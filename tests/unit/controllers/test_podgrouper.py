@@ -347,3 +347,18 @@ def test_new_grouping_settings_are_taken_up_and_every_pod_is_grouped_again(kube)
     g.stores["pods"]["ns/serve-0"] = pod(kube, "serve-0", owner=other)
     g.handle("ns/serve-0")
     assert kube.objects[f"{PG_PATH}/pg-serve-serve-uid"]["spec"]["queue"] == "team-b"
+
+
+def test_pods_of_namespaces_outside_the_namespace_selector_are_not_grouped(kube):
+    pod(kube, owner=job(kube))
+    g = grouper(kube)
+    g.namespace_label_selector = "team=a"
+    assert set(g.informers()) == {"pods", "podgroups", "namespaces"}
+    assert g.informers()["namespaces"].selectors == {"labelSelector": "team=a"}
+    g.stores["namespaces"] = Store()  # ns does not match
+    assert g.handle("ns/train-0") is None and kube.writes == []
+    g.stores["namespaces"]["ns"] = {"metadata": {"name": "ns", "labels": {"team": "a"}}}
+    g.on_namespace("ADDED", g.stores["namespaces"]["ns"])  # it comes to match: its pods are grouped
+    assert g.queue.get(timeout=0) == "ns/train-0"
+    assert g.handle("ns/train-0") is None and [w[0] for w in kube.writes] == ["POST", "PATCH"]
+    assert "namespaces" not in grouper(kube).informers()

@@ -32,7 +32,7 @@ KNOWN_KINDS = {
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"), ("rbac.authorization.k8s.io/v1", "Role"),
     ("rbac.authorization.k8s.io/v1", "RoleBinding"), ("scheduling.k8s.io/v1", "PriorityClass"),
     ("scheduling.run.ai/v2", "Queue"), ("v1", "Namespace"), ("kai.scheduler/v1", "Config"),
-    ("kai.scheduler/v1", "SchedulingShard"),
+    ("kai.scheduler/v1", "SchedulingShard"), ("batch/v1", "Job"),
 }
 
 
@@ -265,6 +265,9 @@ def test_values_change_kai_s_operator_objects_or_leave_them_out():
     assert not by_kind(off, "Config") and not by_kind(off, "SchedulingShard")
 
 
+ADMISSION = {"components": {"admission": {"enabled": True, "tls": {"mode": "secret", "caBundle": "Q0E="}}}}
+
+
 def test_admission_is_opt_in_with_its_tls_secret_webhook_port_and_configuration():
     from kai.admission.webhook import MUTATE_PATH, VALIDATE_PATH
 
@@ -272,9 +275,8 @@ def test_admission_is_opt_in_with_its_tls_secret_webhook_port_and_configuration(
     assert "kai-admission" not in by_kind(plain, "Deployment")
     assert not by_kind(plain, "ValidatingWebhookConfiguration") and not by_kind(plain, "MutatingWebhookConfiguration")
     with pytest.raises(TemplateError, match="caBundle"):
-        render_chart(CHART, values={"components": {"admission": {"enabled": True}}})
-    docs = render_chart(CHART, namespace="gpu-system",
-                        values={"components": {"admission": {"enabled": True, "tls": {"caBundle": "Q0E="}}}})
+        render_chart(CHART, values={"components": {"admission": {"enabled": True, "tls": {"mode": "secret"}}}})
+    docs = render_chart(CHART, namespace="gpu-system", values=ADMISSION)
     pod = by_kind(docs, "Deployment")["kai-admission"]["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     assert {"--webhook-cert-file=/etc/kai-admission/tls.crt", "--webhook-key-file=/etc/kai-admission/tls.key",
@@ -296,14 +298,10 @@ def test_admission_is_opt_in_with_its_tls_secret_webhook_port_and_configuration(
     assert mutating["rules"][0]["operations"] == ["CREATE"]
     assert mutating["matchConditions"] == hook["matchConditions"]
     assert "volumes" not in by_kind(docs, "Deployment")["kai-binder"]["spec"]["template"]["spec"]
-    elected = render_chart(CHART, values={"leaderElection": {"enabled": True},
-                                   "components": {"admission": {"enabled": True, "tls": {"caBundle": "Q0E="}}}})
+    elected = render_chart(CHART, values={"leaderElection": {"enabled": True}, **ADMISSION})
     args = {name: d["spec"]["template"]["spec"]["containers"][0]["args"]
             for name, d in by_kind(elected, "Deployment").items()}
     assert "--leader-elect" in args["kai-binder"] and "--leader-elect" not in args["kai-admission"]
-
-
-ADMISSION = {"components": {"admission": {"enabled": True, "tls": {"caBundle": "Q0E="}}}}
 
 
 def test_kai_s_resources_get_validating_webhooks_on_their_crds_coordinates_and_the_admission_paths():
@@ -425,8 +423,7 @@ ESCALATING_VERBS = {"escalate", "bind", "impersonate"}
 
 
 def test_no_role_grants_wildcards_escalation_or_secrets():
-    docs = render_chart(CHART, values={"leaderElection": {"enabled": True},
-                                       "components": {"admission": {"enabled": True, "tls": {"caBundle": "Q0E="}}}})
+    docs = render_chart(CHART, values={"leaderElection": {"enabled": True}, **ADMISSION})
     roles = [d for d in docs if d["kind"] in ("Role", "ClusterRole")]
     assert {r["metadata"]["name"] for r in roles} >= {"kai-scheduler", "kai-binder", "kai-scheduler-leader-election",
                                                       "kai-resource-reservation"}
