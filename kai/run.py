@@ -478,6 +478,7 @@ def main(argv: list[str]) -> int:
         create_missing(kube, args.namespace)
     report_config_status(components)
     probes = next(s for s in servers if PROBES in s.routes)
+    serve_visibility(components, next(s for s in servers if METRICS in s.routes))
     for component in components:
         probes.add_ready_check(component.name, _readiness(component, elector))
     if elector is not None:
@@ -503,6 +504,18 @@ def report_config_status(components: list) -> None:
     first = next(watching, None)
     if first is not None:
         first.report_config = True
+
+
+def serve_visibility(components: list, server: ObservabilityServer) -> None:
+    """The scheduler's visibility API on the metrics server: the scheduler hands each cycle's view to it."""
+    from kai.scheduler.loop import Scheduler
+    from kai.scheduler.visibility import Visibility
+
+    for component in components:
+        if isinstance(component, Scheduler):
+            visibility = Visibility(component.committer.node_pool)
+            component.observer = visibility
+            server.visibility = visibility.answer
 
 
 def observability_servers(args: argparse.Namespace, registry) -> list[ObservabilityServer]:

@@ -166,9 +166,16 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--cycles", type=int, metavar="N",
                         help="scheduling cycles to run (default: the file's, else 1)")
     parser.add_argument("--json", action="store_true", help="print a machine-readable report instead")
+    parser.add_argument("--explain", metavar="[NAMESPACE/]NAME",
+                        help="explain why this pod or PodGroup is pending after the last cycle instead")
     args = parser.parse_args(argv)
     if args.cycles is not None and args.cycles < 1:
         parser.error("--cycles must be at least 1")
+    if args.explain:
+        from kai.sim.explain import explain_file
+
+        namespace, sep, name = args.explain.rpartition("/")
+        return explain_file(args.file, namespace if sep else "default", name, args.cycles, args.json)
     return print_reports(PROG, args.file, args.cycles, simulate, format_report, args.json)
 
 

@@ -1,0 +1,185 @@
+"""One dominant reason per pending job, machine-readable, and what would make the job run.
+
+The reason's ``code`` is KAI's unschedulable reason of the job's PodGroup condition (``OverLimit``,
+``NonPreemptibleOverQuota``, ``PodSchedulingErrors`` ...); ``details`` says what stands in the way:
+``kind`` (``queue-limit``, ``queue-quota``, ``no-node-large-enough``, ``topology``,
+``behind-higher-priority``, ``insufficient-resources``, ``not-considered``, ``other``), the resource, how
+much is missing, in which queue or node pool. ``would_run_if`` lists the changes that would admit the
+job, worked out from the same session state. Built from a session after its actions, before it closes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+
+from kai.api import ALLOCATED, UNLIMITED, Job, QueueDetails, Task, TaskStatus, names
+from kai.framework.fiterrors import DEFAULT_FIT_ERROR_REASON, JobFitError
+from kai.framework.session import Session
+
+#: The resources of KAI's (CPU millicores, memory bytes, GPUs) vectors, in their order.
+RESOURCES = ("cpu", "memory", "gpu")
+#: How many holders of resources a reason names at most.
+MAX_NAMED = 5
+
+
+@attrs.frozen
+class Reason:
+    """Why a job is pending: KAI's reason ``code``, its ``message``, structured ``details`` (JSON-ready) and
+    ``would_run_if``, the changes that would admit it."""
+
+    code: str
+    message: str
+    details: dict[str, Any]
+    would_run_if: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, "details": self.details,
+                "would_run_if": list(self.would_run_if)}
+
+
+def pending_tasks(job: Job) -> list[Task]:
+    return [t for t in job.tasks.values() if t.status is TaskStatus.PENDING]
+
+
+def job_request(job: Job) -> tuple[float, float, float]:
+    """What the job's pending pods ask for: (CPU millicores, memory bytes, GPUs)."""
+    cpu = mem = gpu = 0.0
+    for t in pending_tasks(job):
+        cpu += t.request.cpu
+        mem += t.request.memory
+        gpu += t.request.gpus_required
+    return cpu, mem, gpu
+
+
+def _amount(value: float) -> float:
+    return round(value, 3)
+
+
+class Explainer:
+    """Dominant reasons of a session's pending jobs; node facts are gathered once per session."""
+
+    def __init__(self, session: Session, node_pool: str = "default") -> None:
+        self.session = session
+        self.node_pool = node_pool
+        nodes = session.nodes
+        self.largest_gpus = max((n.allocatable.gpu for n in nodes), default=0.0)
+        largest = max(nodes, key=lambda n: n.idle_gpu_sum(), default=None)
+        self.largest_free_node = largest.name if largest is not None else ""
+        self.largest_free = largest.idle_gpu_sum() if largest is not None else 0.0
+        self.free_gpus = sum(n.idle_gpu_sum() for n in nodes)
+        self._holders: list[Job] | None = None
+
+    def reasons(self, jobs: Iterable[Job]) -> dict[str, Reason]:
+        return {job.uid: self.reason(job) for job in jobs}
+
+    def reason(self, job: Job) -> Reason:
+        errors = self.session.job_fit_errors.get(job.uid, [])
+        vetoes = [e for e in errors if e.details is not None]
+        if vetoes:
+            return self._queue_reason(job, vetoes[0])
+        request = job_request(job)
+        per_pod = max((t.request.gpus_required for t in pending_tasks(job)), default=0.0)
+        code = errors[0].reason if len(errors) == 1 else (DEFAULT_FIT_ERROR_REASON if errors else "NotConsidered")
+        message = self.session.job_fit_message(job) if errors else \
+            "the scheduler did not try this job in the last cycle"
+        if not errors:
+            return Reason(code, message, {"kind": "not-considered"},
+                          ("the next cycle reaches it (queue depth per action, or a newer job)",))
+        if per_pod > self.largest_gpus:
+            return Reason(code, message, {
+                "kind": "no-node-large-enough", "resource": "gpu", "requested_per_pod": _amount(per_pod),
+                "largest_node": _amount(self.largest_gpus), "missing": _amount(per_pod - self.largest_gpus),
+                "node_pool": self.node_pool},
+                (f"a node with {per_pod:g} GPUs joins node pool {self.node_pool}",
+                 f"each pod asks for at most {self.largest_gpus:g} GPUs"))
+        topology = _topology(job, errors)
+        if topology is not None:
+            name, level = topology
+            return Reason(code, message, {
+                "kind": "topology", "topology": name, "required_level": level, "resource": "gpu",
+                "requested": _amount(request[2]), "node_pool": self.node_pool},
+                (f"one {level or 'domain'} of topology {name} has {request[2]:g} free GPUs for the job's pods",
+                 f"the job's topology constraint is relaxed to a preferred level (no {level} has room)"))
+        return self._resource_reason(job, code, message, request, per_pod)
+
+    def _queue_reason(self, job: Job, veto: JobFitError) -> Reason:
+        d: QueueDetails = veto.details  # type: ignore[assignment]
+        code, message = veto.reason, ", ".join(veto.messages)
+        over_limit = code == names.UNSCHEDULABLE_OVER_LIMIT
+        bound = d.limits if over_limit else d.deserved
+        held = d.allocated if over_limit else d.allocated_non_preemptible
+        r = next((r for r in (2, 0, 1) if bound[r] != UNLIMITED and held[r] + d.job_requested[r] > bound[r] + 1e-9), 2)
+        needed = held[r] + d.job_requested[r]
+        missing = needed - bound[r]
+        details = {"kind": "queue-limit" if over_limit else "queue-quota", "queue": d.name, "resource": RESOURCES[r],
+                   "limit" if over_limit else "deserved": _amount(bound[r]), "allocated": _amount(held[r]),
+                   "requested": _amount(d.job_requested[r]), "missing": _amount(missing)}
+        what = "limit" if over_limit else "deserved quota"
+        hints = [f"queue {d.name}'s {RESOURCES[r]} {what} is raised to {needed:g}"]
+        ending = self._queue_jobs_freeing(d.name, r, missing, preemptible_only=not over_limit)
+        if ending:
+            hints.append(f"job {' and '.join(ending)} in queue {d.name} ends (frees the {missing:g} GPUs missing)")
+        if not over_limit:
+            hints.append("the job is made preemptible")
+        return Reason(code, message, details, tuple(hints))
+
+    def _resource_reason(self, job: Job, code: str, message: str, request: tuple[float, float, float],
+                         per_pod: float) -> Reason:
+        gpus = request[2]
+        missing = max(gpus - self.free_gpus, per_pod - self.largest_free, 0.0)
+        details = {"kind": "insufficient-resources", "resource": "gpu", "requested": _amount(gpus),
+                   "free": _amount(self.free_gpus), "largest_free": _amount(self.largest_free),
+                   "largest_free_node": self.largest_free_node, "missing": _amount(missing),
+                   "node_pool": self.node_pool}
+        higher = [j for j in self._gpu_holders() if j.priority > job.priority]
+        hints = [f"{missing:g} more GPUs are free in node pool {self.node_pool}"] if missing > 0 else []
+        if higher:
+            details["kind"] = "behind-higher-priority"
+            details["held_by"] = [{"job": f"{j.namespace}/{j.name}", "queue": j.queue, "priority": j.priority,
+                                   "preemptible": j.preemptible} for j in higher[:MAX_NAMED]]
+            ending = self._freeing(higher, missing)
+            if ending:
+                hints.append(f"higher-priority job {' and '.join(ending)} ends (frees the {missing:g} GPUs missing)")
+        return Reason(code, message, details, tuple(hints))
+
+    def _gpu_holders(self) -> list[Job]:
+        """Jobs holding GPUs on nodes, most GPUs first."""
+        if self._holders is None:
+            held = [(_held(j), j) for j in self.session.jobs.values()]
+            self._holders = [j for g, j in sorted(held, key=lambda p: (-p[0], p[1].name)) if g > 0]
+        return self._holders
+
+    def _queue_jobs_freeing(self, queue: str, r: int, missing: float, preemptible_only: bool) -> list[str]:
+        if r != 2:
+            return []
+        return self._freeing([j for j in self._gpu_holders() if j.queue == queue
+                              and not (preemptible_only and j.preemptible)], missing)
+
+    @staticmethod
+    def _freeing(jobs: list[Job], missing: float) -> list[str]:
+        """The fewest of ``jobs`` (largest first) that together hold ``missing`` GPUs, or none."""
+        names_, freed = [], 0.0
+        for j in jobs[:MAX_NAMED]:
+            names_.append(f"{j.namespace}/{j.name}")
+            freed += _held(j)
+            if freed >= missing - 1e-9:
+                return names_
+        return []
+
+
+def _held(job: Job) -> float:
+    """GPUs the job's placed pods hold."""
+    return sum(t.request.gpus_required for t in job.tasks.values() if t.status in ALLOCATED)
+
+
+def _topology(job: Job, errors: list[JobFitError]) -> tuple[str, str | None] | None:
+    """(topology, required level) when a topology constraint stood in the way."""
+    if not any("topology" in m for e in errors for m in e.messages):
+        return None
+    constraints = [job.topology] + [s.topology for s in job.subgroups.values()] \
+        + [p.topology for p in job.pod_sets.values()]
+    c = next((c for c in constraints if c is not None and c.topology), None)
+    return (c.topology, c.required_level) if c is not None else ("", None)

@@ -1,0 +1,259 @@
+"""The visibility API: what the last scheduling cycle saw, read-only, as JSON.
+
+:class:`Visibility` is the scheduler's cycle observer: at the end of each cycle's actions (before the
+session closes) it takes an immutable :class:`CycleView` -- the pending jobs with their dominant reason
+(:mod:`kai.framework.reasons`), the queues' shares and the nodes' amounts -- and swaps it in by
+reference. Readers (the HTTP server's threads) only ever see a finished view, so a request never waits
+for a cycle and a cycle never waits for a request. The positions (in each queue and in the cluster) are
+worked out on the first request for a view and kept with it.
+
+Routes, under :data:`PREFIX`: ``pending`` (``?queue=&offset=&limit=``), ``queues``, ``nodes``
+(``?offset=&limit=``) and ``explain/NAMESPACE/NAME`` (a PodGroup or one of its pods). Lists are
+paginated: at most :data:`MAX_LIMIT` items per request.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import parse_qs
+
+import attrs
+
+from kai.framework import FAIR_SHARE_REASONS, Session
+from kai.framework.reasons import RESOURCES, Explainer, Reason, job_request, pending_tasks
+
+PREFIX = "/apis/visibility/v1/"
+DEFAULT_LIMIT = 100
+MAX_LIMIT = 1000
+
+
+@attrs.frozen
+class PendingJob:
+    """A pending PodGroup as the last cycle saw it; ``request`` is (CPU millicores, memory bytes, GPUs)."""
+
+    uid: str
+    namespace: str
+    name: str
+    queue: str
+    priority: int
+    creation: float
+    pods: tuple[str, ...]
+    request: tuple[float, float, float]
+    reason: Reason
+
+    def order_key(self) -> tuple[int, float, bytes]:
+        """The job order of a queue's pending jobs: higher priority first, then older, then by name."""
+        return -self.priority, self.creation, self.name.encode()
+
+
+#: (position in the cluster, position in its queue, job).
+Ordered = tuple[int, int, PendingJob]
+#: The order of queues: (-priority, 0 when below deserved GPUs, allocated / fair share, name).
+QueueKey = tuple[int, int, float, str]
+
+
+@attrs.frozen
+class QueueView:
+    """A queue's amounts per resource, (CPU millicores, memory bytes, GPUs) each, -1 unlimited."""
+
+    name: str
+    parent: str | None
+    priority: int
+    deserved: tuple[float, ...]
+    fair_share: tuple[float, ...]
+    allocated: tuple[float, ...]
+    requested: tuple[float, ...]
+    limit: tuple[float, ...]
+    over_quota_weight: tuple[float, ...]
+    bounded_by: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        per = {r: {"deserved": self.deserved[i], "fair_share": self.fair_share[i], "allocated": self.allocated[i],
+                   "requested": self.requested[i], "limit": self.limit[i],
+                   "over_quota_weight": self.over_quota_weight[i], "bounded_by": self.bounded_by[i]}
+               for i, r in enumerate(RESOURCES)}
+        return {"name": self.name, "parent": self.parent, "priority": self.priority, "resources": per}
+
+
+@attrs.frozen
+class NodeView:
+    name: str
+    node_pool: str
+    allocatable: tuple[float, float, float]
+    allocated: tuple[float, float, float]
+    free_whole_gpus: float
+    free_shared_gpus: float
+    shared_gpu_groups: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "node_pool": self.node_pool,
+                "allocatable": dict(zip(RESOURCES, self.allocatable, strict=True)),
+                "allocated": dict(zip(RESOURCES, self.allocated, strict=True)),
+                "free_whole_gpus": self.free_whole_gpus, "free_shared_gpus": round(self.free_shared_gpus, 3),
+                "shared_gpu_groups": self.shared_gpu_groups}
+
+
+@attrs.define(eq=False)
+class CycleView:
+    """What one cycle saw (never changed once built); the positions are worked out on first use."""
+
+    cycle: int
+    time: float
+    node_pool: str
+    pending: tuple[PendingJob, ...]
+    queues: dict[str, QueueView]
+    nodes: tuple[NodeView, ...]
+    _ordered: tuple[list[Ordered], dict[str, list[int]]] | None = None
+    _lock: threading.Lock = attrs.Factory(threading.Lock)
+
+    def ordered(self) -> tuple[list[Ordered], dict[str, list[int]]]:
+        """(position in the cluster, position in its queue, job) in cluster order, and per queue the indexes
+        of its jobs in that list."""
+        with self._lock:
+            if self._ordered is None:
+                self._ordered = _order(self.pending, self.queues)
+            return self._ordered
+
+    def find(self, namespace: str, name: str) -> Ordered | None:
+        """The pending PodGroup ``namespace/name``, or the one with a pod of that name."""
+        for entry in self.ordered()[0]:
+            job = entry[2]
+            if job.namespace == namespace and (job.name == name or name in job.pods):
+                return entry
+        return None
+
+
+def _order(pending: Iterable[PendingJob], queues: dict[str, QueueView]) -> tuple[list[Ordered], dict[str, list[int]]]:
+    """The order the scheduler tries pending jobs in: each queue's jobs in job order; across queues, the next
+    job comes from the queue that the proportion plugin's main rules prefer -- higher priority, then below its
+    deserved GPUs, then the least GPUs allocated for its fair share -- counting each job taken as allocated."""
+    by_queue: dict[str, list[PendingJob]] = {}
+    for job in pending:
+        by_queue.setdefault(job.queue, []).append(job)
+    allocated = {}
+    heap: list[tuple[QueueKey, str]] = []
+    for name, jobs in by_queue.items():
+        jobs.sort(key=PendingJob.order_key)
+        jobs.reverse()  # popped from the end
+        q = queues.get(name)
+        allocated[name] = q.allocated[2] if q is not None else 0.0
+        heapq.heappush(heap, (_queue_key(q, allocated[name]), name))
+    out: list[Ordered] = []
+    index: dict[str, list[int]] = {}
+    while heap:
+        _, name = heapq.heappop(heap)
+        job = by_queue[name].pop()
+        mine = index.setdefault(name, [])
+        mine.append(len(out))
+        out.append((len(out) + 1, len(mine), job))
+        if by_queue[name]:
+            allocated[name] += job.request[2]
+            heapq.heappush(heap, (_queue_key(queues.get(name), allocated[name]), name))
+    return out, index
+
+
+def _queue_key(q: QueueView | None, allocated: float) -> QueueKey:
+    if q is None:
+        return 0, 1, 0.0, ""
+    deserved, share = q.deserved[2], q.fair_share[2]
+    below = 0 if deserved > 0 and allocated < deserved else 1
+    ratio = allocated / share if share > 0 else (0.0 if allocated == 0 else float("inf"))
+    return -q.priority, below, ratio, q.name
+
+
+def build_view(session: Session, cycle: int = 0, node_pool: str = "default") -> CycleView:
+    """The view of an open ``session`` after its actions."""
+    explainer = Explainer(session, node_pool)
+    pending = []
+    for job in session.jobs.values():
+        waiting = pending_tasks(job)
+        if waiting:
+            pending.append(PendingJob(job.uid, job.namespace, job.name, job.queue, job.priority, job.creation,
+                                      tuple(t.name for t in waiting), job_request(job), explainer.reason(job)))
+    return CycleView(cycle, session.now, node_pool, tuple(pending), _queues(session), _nodes(session, node_pool))
+
+
+def _queues(session: Session) -> dict[str, QueueView]:
+    proportion = session.plugins.plugin("proportion")
+    shares = getattr(proportion, "shares", None) or {}
+    out = {}
+    for name, q in session.queues.items():
+        s = shares.get(name)
+        if s is None:
+            specs = (q.cpu, q.memory, q.gpu)
+            none = (0.0, 0.0, 0.0)
+            out[name] = QueueView(name, q.parent, q.priority, tuple(x.deserved for x in specs), none, none, none,
+                                  tuple(x.limit for x in specs), tuple(x.over_quota_weight for x in specs),
+                                  ("", "", ""))
+        else:
+            out[name] = QueueView(name, s.parent, s.priority, tuple(s.deserved), tuple(s.fair_share),
+                                  tuple(s.allocated), tuple(s.request), tuple(s.limit), tuple(s.weight),
+                                  tuple(FAIR_SHARE_REASONS[r] for r in s.reason))
+    return out
+
+
+def _nodes(session: Session, node_pool: str) -> tuple[NodeView, ...]:
+    out = []
+    for n in session.nodes:
+        alloc, idle = n.allocatable, n.idle
+        shared = n.idle_gpu_sum() - idle.gpu
+        out.append(NodeView(n.name, node_pool, (alloc.cpu, alloc.memory, alloc.gpu),
+                            (alloc.cpu - idle.cpu, alloc.memory - idle.memory, alloc.gpu - idle.gpu),
+                            idle.gpu, shared, len(n.gpu_groups)))
+    return tuple(out)
+
+
+class Visibility:
+    """The scheduler's cycle observer and the API's answers; ``view`` is the last cycle's (None before one)."""
+
+    def __init__(self, node_pool: str = "default") -> None:
+        self.node_pool = node_pool
+        self.view: CycleView | None = None
+        self._cycles = 0
+
+    def __call__(self, session: Session) -> None:
+        self._cycles += 1
+        self.view = build_view(session, self._cycles, self.node_pool)
+
+    def answer(self, path: str) -> tuple[int, dict[str, Any]]:
+        """(HTTP status, JSON body) of a GET of ``path`` (with its query) under :data:`PREFIX`."""
+        route, _, query = path.partition("?")
+        params = {k: v[-1] for k, v in parse_qs(query).items()}
+        view = self.view
+        if view is None:
+            return 503, {"error": "no scheduling cycle has run yet"}
+        try:
+            offset = max(int(params.get("offset", 0)), 0)
+            limit = min(max(int(params.get("limit", DEFAULT_LIMIT)), 0), MAX_LIMIT)
+        except ValueError:
+            return 400, {"error": "offset and limit must be integers"}
+        parts = route[len(PREFIX):].strip("/").split("/")
+        head = {"cycle": view.cycle, "time": view.time, "node_pool": view.node_pool}
+        if parts == ["pending"]:
+            ordered, index = view.ordered()
+            queue = params.get("queue")
+            rows = [ordered[i] for i in index.get(queue, [])] if queue else ordered
+            return 200, head | {"total": len(rows), "offset": offset,
+                                "items": [pending_json(e, view.time) for e in rows[offset:offset + limit]]}
+        if parts == ["queues"]:
+            return 200, head | {"items": [q.to_json() for q in view.queues.values()]}
+        if parts == ["nodes"]:
+            return 200, head | {"total": len(view.nodes), "offset": offset,
+                                "items": [n.to_json() for n in view.nodes[offset:offset + limit]]}
+        if len(parts) == 3 and parts[0] == "explain":
+            found = view.find(parts[1], parts[2])
+            if found is None:
+                return 404, head | {"error": f"{parts[1]}/{parts[2]} is not pending in the last cycle"}
+            return 200, head | pending_json(found, view.time)
+        return 404, {"error": f"unknown route {route}"}
+
+
+def pending_json(entry: Ordered, now: float) -> dict[str, Any]:
+    cluster, in_queue, job = entry
+    return {"namespace": job.namespace, "name": job.name, "uid": job.uid, "queue": job.queue,
+            "priority": job.priority, "position_in_cluster": cluster, "position_in_queue": in_queue,
+            "pods": list(job.pods), "requested": dict(zip(RESOURCES, job.request, strict=True)),
+            "age_seconds": round(max(now - job.creation, 0.0), 3), "reason": job.reason.to_json()}
