@@ -10,13 +10,15 @@ job, worked out from the same session state. Built from a session after its acti
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import itertools
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
 
-from kai.api import ALLOCATED, UNLIMITED, Job, QueueDetails, Task, TaskStatus, names
-from kai.framework.fiterrors import DEFAULT_FIT_ERROR_REASON, JobFitError
+from kai.api import UNLIMITED, Job, QueueDetails, Task, TaskStatus, names
+from kai.framework.fiterrors import DEFAULT_FIT_ERROR_REASON, JobFitError, job_fit_message
+from kai.framework.nodes import NodeInfo
 from kai.framework.session import Session
 
 #: The resources of KAI's (CPU millicores, memory bytes, GPUs) vectors, in their order.
@@ -40,14 +42,14 @@ class Reason:
                 "would_run_if": list(self.would_run_if)}
 
 
-def pending_tasks(job: Job) -> list[Task]:
-    return [t for t in job.tasks.values() if t.status is TaskStatus.PENDING]
+def pending_tasks(job: Job) -> tuple[Task, ...]:
+    return tuple(t for t in job.tasks.values() if t.status is TaskStatus.PENDING)
 
 
-def job_request(job: Job) -> tuple[float, float, float]:
-    """What the job's pending pods ask for: (CPU millicores, memory bytes, GPUs)."""
+def job_request(tasks: Iterable[Task]) -> tuple[float, float, float]:
+    """What ``tasks`` ask for: (CPU millicores, memory bytes, GPUs)."""
     cpu = mem = gpu = 0.0
-    for t in pending_tasks(job):
+    for t in tasks:
         cpu += t.request.cpu
         mem += t.request.memory
         gpu += t.request.gpus_required
@@ -59,31 +61,38 @@ def _amount(value: float) -> float:
 
 
 class Explainer:
-    """Dominant reasons of a session's pending jobs; node facts are gathered once per session."""
+    """Dominant reasons of a cycle's pending jobs, from the cycle's ``nodes`` (the session's own copies),
+    ``jobs`` and fit errors (``errors``, job uid -> its errors); node facts are gathered once."""
 
-    def __init__(self, session: Session, node_pool: str = "default") -> None:
-        self.session = session
+    def __init__(self, nodes: list[NodeInfo], jobs: dict[str, Job], errors: dict[str, list[JobFitError]],
+                 node_pool: str = "default") -> None:
+        self.jobs = jobs
+        self.errors = errors
+        self.nodes = nodes
         self.node_pool = node_pool
-        nodes = session.nodes
         self.largest_gpus = max((n.allocatable.gpu for n in nodes), default=0.0)
         largest = max(nodes, key=lambda n: n.idle_gpu_sum(), default=None)
         self.largest_free_node = largest.name if largest is not None else ""
         self.largest_free = largest.idle_gpu_sum() if largest is not None else 0.0
         self.free_gpus = sum(n.idle_gpu_sum() for n in nodes)
-        self._holders: list[Job] | None = None
+        self._holders: list[tuple[float, Job]] | None = None
+        self._by_priority: dict[int, list[tuple[float, Job]]] = {}
 
-    def reasons(self, jobs: Iterable[Job]) -> dict[str, Reason]:
-        return {job.uid: self.reason(job) for job in jobs}
+    @classmethod
+    def of(cls, session: Session, node_pool: str = "default") -> Explainer:
+        """The explainer of an open session after its actions."""
+        return cls(session.nodes, session.jobs, session.job_fit_errors, node_pool)
 
-    def reason(self, job: Job) -> Reason:
-        errors = self.session.job_fit_errors.get(job.uid, [])
+    def reason(self, job: Job, pending: Sequence[Task]) -> Reason:
+        """The dominant reason of ``job`` whose ``pending`` tasks were not placed."""
+        errors = self.errors.get(job.uid, [])
         vetoes = [e for e in errors if e.details is not None]
         if vetoes:
             return self._queue_reason(job, vetoes[0])
-        request = job_request(job)
-        per_pod = max((t.request.gpus_required for t in pending_tasks(job)), default=0.0)
+        request = job_request(pending)
+        per_pod = max((t.request.gpus_required for t in pending), default=0.0)
         code = errors[0].reason if len(errors) == 1 else (DEFAULT_FIT_ERROR_REASON if errors else "NotConsidered")
-        message = self.session.job_fit_message(job) if errors else \
+        message = job_fit_message(errors) if errors else \
             "the scheduler did not try this job in the last cycle"
         if not errors:
             return Reason(code, message, {"kind": "not-considered"},
@@ -119,7 +128,7 @@ class Explainer:
                    "requested": _amount(d.job_requested[r]), "missing": _amount(missing)}
         what = "limit" if over_limit else "deserved quota"
         hints = [f"queue {d.name}'s {RESOURCES[r]} {what} is raised to {needed:g}"]
-        ending = self._queue_jobs_freeing(d.name, r, missing, preemptible_only=not over_limit)
+        ending = self._queue_jobs_freeing(d.name, r, missing, non_preemptible_only=not over_limit)
         if ending:
             hints.append(f"job {' and '.join(ending)} in queue {d.name} ends (frees the {missing:g} GPUs missing)")
         if not over_limit:
@@ -134,45 +143,53 @@ class Explainer:
                    "free": _amount(self.free_gpus), "largest_free": _amount(self.largest_free),
                    "largest_free_node": self.largest_free_node, "missing": _amount(missing),
                    "node_pool": self.node_pool}
-        higher = [j for j in self._gpu_holders() if j.priority > job.priority]
+        higher = self._higher(job.priority)
         hints = [f"{missing:g} more GPUs are free in node pool {self.node_pool}"] if missing > 0 else []
         if higher:
             details["kind"] = "behind-higher-priority"
             details["held_by"] = [{"job": f"{j.namespace}/{j.name}", "queue": j.queue, "priority": j.priority,
-                                   "preemptible": j.preemptible} for j in higher[:MAX_NAMED]]
+                                   "preemptible": j.preemptible} for _, j in higher]
             ending = self._freeing(higher, missing)
             if ending:
                 hints.append(f"higher-priority job {' and '.join(ending)} ends (frees the {missing:g} GPUs missing)")
         return Reason(code, message, details, tuple(hints))
 
-    def _gpu_holders(self) -> list[Job]:
-        """Jobs holding GPUs on nodes, most GPUs first."""
+    def _higher(self, priority: int) -> list[tuple[float, Job]]:
+        """The first :data:`MAX_NAMED` jobs of :meth:`_held` of a priority above ``priority``."""
+        found = self._by_priority.get(priority)
+        if found is None:
+            found = self._by_priority[priority] = list(
+                itertools.islice((p for p in self._held() if p[1].priority > priority), MAX_NAMED))
+        return found
+
+    def _held(self) -> list[tuple[float, Job]]:
+        """(GPUs held, job) of the jobs holding GPUs on the nodes, most GPUs first."""
         if self._holders is None:
-            held = [(_held(j), j) for j in self.session.jobs.values()]
-            self._holders = [j for g, j in sorted(held, key=lambda p: (-p[0], p[1].name)) if g > 0]
+            held: dict[str, float] = {}
+            for n in self.nodes:
+                for t in n.tasks.values():
+                    held[t.job] = held.get(t.job, 0.0) + t.request.gpus_required
+            self._holders = sorted(((g, self.jobs[uid]) for uid, g in held.items() if g > 0 and uid in self.jobs),
+                                   key=lambda p: (-p[0], p[1].name))
         return self._holders
 
-    def _queue_jobs_freeing(self, queue: str, r: int, missing: float, preemptible_only: bool) -> list[str]:
+    def _queue_jobs_freeing(self, queue: str, r: int, missing: float, non_preemptible_only: bool) -> list[str]:
         if r != 2:
             return []
-        return self._freeing([j for j in self._gpu_holders() if j.queue == queue
-                              and not (preemptible_only and j.preemptible)], missing)
+        return self._freeing([p for p in self._held() if p[1].queue == queue
+                              and not (non_preemptible_only and p[1].preemptible)], missing)
 
     @staticmethod
-    def _freeing(jobs: list[Job], missing: float) -> list[str]:
-        """The fewest of ``jobs`` (largest first) that together hold ``missing`` GPUs, or none."""
+    def _freeing(held: list[tuple[float, Job]], missing: float) -> list[str]:
+        """The fewest of the first :data:`MAX_NAMED` of ``held`` (largest first) that together hold ``missing``
+        GPUs, or none."""
         names_, freed = [], 0.0
-        for j in jobs[:MAX_NAMED]:
+        for g, j in held[:MAX_NAMED]:
             names_.append(f"{j.namespace}/{j.name}")
-            freed += _held(j)
+            freed += g
             if freed >= missing - 1e-9:
                 return names_
         return []
-
-
-def _held(job: Job) -> float:
-    """GPUs the job's placed pods hold."""
-    return sum(t.request.gpus_required for t in job.tasks.values() if t.status in ALLOCATED)
 
 
 def _topology(job: Job, errors: list[JobFitError]) -> tuple[str, str | None] | None:

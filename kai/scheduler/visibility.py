@@ -1,11 +1,12 @@
 """The visibility API: what the last scheduling cycle saw, read-only, as JSON.
 
 :class:`Visibility` is the scheduler's cycle observer: at the end of each cycle's actions (before the
-session closes) it takes an immutable :class:`CycleView` -- the pending jobs with their dominant reason
-(:mod:`kai.framework.reasons`), the queues' shares and the nodes' amounts -- and swaps it in by
-reference. Readers (the HTTP server's threads) only ever see a finished view, so a request never waits
-for a cycle and a cycle never waits for a request. The positions (in each queue and in the cluster) are
-worked out on the first request for a view and kept with it.
+session closes) it takes a :class:`CycleView` -- references to what the session alone owns, and each
+pending job's pending tasks -- and swaps it in by reference. Readers (the HTTP server's threads) only
+ever see a view whose cycle has ended, so a request never waits for a cycle and a cycle never waits for
+a request. The dominant reasons (:mod:`kai.framework.reasons`), the queues' shares, the nodes' amounts
+and the positions (in each queue and in the cluster) are worked out on the first request for a view
+and kept with it.
 
 Routes, under :data:`PREFIX`: ``pending`` (``?queue=&offset=&limit=``), ``queues``, ``nodes``
 (``?offset=&limit=``) and ``explain/NAMESPACE/NAME`` (a PodGroup or one of its pods). Lists are
@@ -22,7 +23,9 @@ from urllib.parse import parse_qs
 
 import attrs
 
+from kai.api import Queue
 from kai.framework import FAIR_SHARE_REASONS, Session
+from kai.framework.nodes import NodeInfo
 from kai.framework.reasons import RESOURCES, Explainer, Reason, job_request, pending_tasks
 
 PREFIX = "/apis/visibility/v1/"
@@ -96,25 +99,58 @@ class NodeView:
                 "shared_gpu_groups": self.shared_gpu_groups}
 
 
-@attrs.define(eq=False)
 class CycleView:
-    """What one cycle saw (never changed once built); the positions are worked out on first use."""
+    """What one cycle saw. Taken in the cycle by reference -- the session's own node copies, fit errors and
+    fair shares, which no later session changes, and each pending job with its pending tasks -- and worked
+    out into answers on first use, under a lock, then kept."""
 
-    cycle: int
-    time: float
-    node_pool: str
-    pending: tuple[PendingJob, ...]
-    queues: dict[str, QueueView]
-    nodes: tuple[NodeView, ...]
-    _ordered: tuple[list[Ordered], dict[str, list[int]]] | None = None
-    _lock: threading.Lock = attrs.Factory(threading.Lock)
+    def __init__(self, session: Session, cycle: int, node_pool: str) -> None:
+        self.cycle, self.time, self.node_pool = cycle, session.now, node_pool
+        self._jobs = dict(session.jobs)
+        self._waiting = [(job, tasks) for job in self._jobs.values() if (tasks := pending_tasks(job))]
+        self._nodes = session.nodes
+        self._errors = session.job_fit_errors
+        proportion = session.plugins.plugin("proportion")
+        self._shares: dict[str, Any] = getattr(proportion, "shares", None) or {}
+        self._queues = dict(session.queues)
+        self._lock = threading.Lock()
+        self._pending: tuple[PendingJob, ...] | None = None
+        self._ordered: tuple[list[Ordered], dict[str, list[int]]] | None = None
+        self._queue_views: dict[str, QueueView] | None = None
+        self._node_views: tuple[NodeView, ...] | None = None
+
+    @property
+    def pending(self) -> tuple[PendingJob, ...]:
+        with self._lock:
+            if self._pending is None:
+                explainer = Explainer(self._nodes, self._jobs, self._errors, self.node_pool)
+                self._pending = tuple(
+                    PendingJob(job.uid, job.namespace, job.name, job.queue, job.priority, job.creation,
+                               tuple(t.name for t in tasks), job_request(tasks), explainer.reason(job, tasks))
+                    for job, tasks in self._waiting)
+            return self._pending
+
+    @property
+    def queues(self) -> dict[str, QueueView]:
+        with self._lock:
+            if self._queue_views is None:
+                self._queue_views = _queues(self._queues, self._shares)
+            return self._queue_views
+
+    @property
+    def nodes(self) -> tuple[NodeView, ...]:
+        with self._lock:
+            if self._node_views is None:
+                self._node_views = _nodes(self._nodes, self.node_pool)
+            return self._node_views
 
     def ordered(self) -> tuple[list[Ordered], dict[str, list[int]]]:
         """(position in the cluster, position in its queue, job) in cluster order, and per queue the indexes
         of its jobs in that list."""
+        pending, queues = self.pending, self.queues
         with self._lock:
             if self._ordered is None:
-                self._ordered = _order(self.pending, self.queues)
+                self._ordered = _order(pending, queues)
             return self._ordered
 
     def find(self, namespace: str, name: str) -> Ordered | None:
@@ -166,21 +202,12 @@ def _queue_key(q: QueueView | None, allocated: float) -> QueueKey:
 
 def build_view(session: Session, cycle: int = 0, node_pool: str = "default") -> CycleView:
     """The view of an open ``session`` after its actions."""
-    explainer = Explainer(session, node_pool)
-    pending = []
-    for job in session.jobs.values():
-        waiting = pending_tasks(job)
-        if waiting:
-            pending.append(PendingJob(job.uid, job.namespace, job.name, job.queue, job.priority, job.creation,
-                                      tuple(t.name for t in waiting), job_request(job), explainer.reason(job)))
-    return CycleView(cycle, session.now, node_pool, tuple(pending), _queues(session), _nodes(session, node_pool))
+    return CycleView(session, cycle, node_pool)
 
 
-def _queues(session: Session) -> dict[str, QueueView]:
-    proportion = session.plugins.plugin("proportion")
-    shares = getattr(proportion, "shares", None) or {}
+def _queues(queues: dict[str, Queue], shares: dict[str, Any]) -> dict[str, QueueView]:
     out = {}
-    for name, q in session.queues.items():
+    for name, q in queues.items():
         s = shares.get(name)
         if s is None:
             specs = (q.cpu, q.memory, q.gpu)
@@ -195,9 +222,9 @@ def _queues(session: Session) -> dict[str, QueueView]:
     return out
 
 
-def _nodes(session: Session, node_pool: str) -> tuple[NodeView, ...]:
+def _nodes(nodes: list[NodeInfo], node_pool: str) -> tuple[NodeView, ...]:
     out = []
-    for n in session.nodes:
+    for n in nodes:
         alloc, idle = n.allocatable, n.idle
         shared = n.idle_gpu_sum() - idle.gpu
         out.append(NodeView(n.name, node_pool, (alloc.cpu, alloc.memory, alloc.gpu),
