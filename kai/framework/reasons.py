@@ -5,7 +5,8 @@ The reason's ``code`` is KAI's unschedulable reason of the job's PodGroup condit
 ``kind`` (``queue-limit``, ``queue-quota``, ``no-node-large-enough``, ``topology``,
 ``behind-higher-priority``, ``insufficient-resources``, ``not-considered``, ``other``), the resource, how
 much is missing, in which queue or node pool. ``would_run_if`` lists the changes that would admit the
-job, worked out from the same session state. Built from a session after its actions, before it closes.
+job (:class:`Suggestion`), worked out from the same cycle; :mod:`kai.framework.whatif` checks them with
+the kernel.
 """
 
 from __future__ import annotations
@@ -28,6 +29,20 @@ MAX_NAMED = 5
 
 
 @attrs.frozen
+class Suggestion:
+    """One change that would admit the job: its ``text``, the ``change`` as data (:mod:`kai.framework.whatif`;
+    None when it is no single change), and ``verified``: whether the kernel placed the job on a copy of the
+    cycle's snapshot with the change (None: not run; a text: why not)."""
+
+    text: str
+    change: dict[str, Any] | None = None
+    verified: bool | str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"text": self.text, "change": self.change, "verified": self.verified}
+
+
+@attrs.frozen
 class Reason:
     """Why a job is pending: KAI's reason ``code``, its ``message``, structured ``details`` (JSON-ready) and
     ``would_run_if``, the changes that would admit it."""
@@ -35,11 +50,11 @@ class Reason:
     code: str
     message: str
     details: dict[str, Any]
-    would_run_if: tuple[str, ...] = ()
+    would_run_if: tuple[Suggestion, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {"code": self.code, "message": self.message, "details": self.details,
-                "would_run_if": list(self.would_run_if)}
+                "would_run_if": [w.to_json() for w in self.would_run_if]}
 
 
 def pending_tasks(job: Job) -> tuple[Task, ...]:
@@ -96,22 +111,25 @@ class Explainer:
             "the scheduler did not try this job in the last cycle"
         if not errors:
             return Reason(code, message, {"kind": "not-considered"},
-                          ("the next cycle reaches it (queue depth per action, or a newer job)",))
+                          (Suggestion("the next cycle reaches it (queue depth per action, or a newer job)"),))
         if per_pod > self.largest_gpus:
             return Reason(code, message, {
                 "kind": "no-node-large-enough", "resource": "gpu", "requested_per_pod": _amount(per_pod),
                 "largest_node": _amount(self.largest_gpus), "missing": _amount(per_pod - self.largest_gpus),
                 "node_pool": self.node_pool},
-                (f"a node with {per_pod:g} GPUs joins node pool {self.node_pool}",
-                 f"each pod asks for at most {self.largest_gpus:g} GPUs"))
+                (Suggestion(f"a node with {per_pod:g} GPUs joins node pool {self.node_pool}",
+                            {"add_node_gpus": per_pod}),
+                 Suggestion(f"each pod asks for at most {self.largest_gpus:g} GPUs")))
         topology = _topology(job, errors)
         if topology is not None:
             name, level = topology
             return Reason(code, message, {
                 "kind": "topology", "topology": name, "required_level": level, "resource": "gpu",
                 "requested": _amount(request[2]), "node_pool": self.node_pool},
-                (f"one {level or 'domain'} of topology {name} has {request[2]:g} free GPUs for the job's pods",
-                 f"the job's topology constraint is relaxed to a preferred level (no {level} has room)"))
+                (Suggestion(f"the job's {level} requirement of topology {name} is made a preference",
+                            {"relax_topology": True}),
+                 Suggestion(f"one {level or 'domain'} of topology {name} has room for all the job's pods "
+                            f"({request[2]:g} GPUs)")))
         return self._resource_reason(job, code, message, request, per_pod)
 
     def _queue_reason(self, job: Job, veto: JobFitError) -> Reason:
@@ -127,12 +145,14 @@ class Explainer:
                    "limit" if over_limit else "deserved": _amount(bound[r]), "allocated": _amount(held[r]),
                    "requested": _amount(d.job_requested[r]), "missing": _amount(missing)}
         what = "limit" if over_limit else "deserved quota"
-        hints = [f"queue {d.name}'s {RESOURCES[r]} {what} is raised to {needed:g}"]
+        hints = [Suggestion(f"queue {d.name}'s {RESOURCES[r]} {what} is raised to {needed:g}",
+                            {"queue": d.name, "resource": RESOURCES[r], "limit" if over_limit else "deserved": needed})]
         ending = self._queue_jobs_freeing(d.name, r, missing, non_preemptible_only=not over_limit)
         if ending:
-            hints.append(f"job {' and '.join(ending)} in queue {d.name} ends (frees the {missing:g} GPUs missing)")
+            hints.append(Suggestion(f"job {' and '.join(ending)} in queue {d.name} ends (frees the {missing:g} GPUs "
+                                    "missing)", {"end_jobs": ending}))
         if not over_limit:
-            hints.append("the job is made preemptible")
+            hints.append(Suggestion("the job is made preemptible", {"preemptible": True}))
         return Reason(code, message, details, tuple(hints))
 
     def _resource_reason(self, job: Job, code: str, message: str, request: tuple[float, float, float],
@@ -144,14 +164,15 @@ class Explainer:
                    "largest_free_node": self.largest_free_node, "missing": _amount(missing),
                    "node_pool": self.node_pool}
         higher = self._higher(job.priority)
-        hints = [f"{missing:g} more GPUs are free in node pool {self.node_pool}"] if missing > 0 else []
+        hints = [Suggestion(f"{missing:g} more GPUs are free in node pool {self.node_pool}")] if missing > 0 else []
         if higher:
             details["kind"] = "behind-higher-priority"
             details["held_by"] = [{"job": f"{j.namespace}/{j.name}", "queue": j.queue, "priority": j.priority,
                                    "preemptible": j.preemptible} for _, j in higher]
             ending = self._freeing(higher, missing)
             if ending:
-                hints.append(f"higher-priority job {' and '.join(ending)} ends (frees the {missing:g} GPUs missing)")
+                hints.append(Suggestion(f"higher-priority job {' and '.join(ending)} ends (frees the {missing:g} GPUs "
+                                        "missing)", {"end_jobs": ending}))
         return Reason(code, message, details, tuple(hints))
 
     def _higher(self, priority: int) -> list[tuple[float, Job]]:

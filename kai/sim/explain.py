@@ -9,15 +9,19 @@ cycle, so the same state gets the same answer.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import sys
 import urllib.error
 import urllib.request
 from typing import Any
 
+import attrs
+
 from kai.common.errors import ConfigError
 from kai.common.yamlfile import one_line
-from kai.framework import PluginError
+from kai.framework import PluginError, Plugins, Snapshot
+from kai.framework.whatif import DEFAULT_BUDGET, verify_all
 from kai.scheduler.visibility import PREFIX, build_view, pending_json
 from kai.sim.scenario import NOW
 from kai.sim.simulate import ROUND_SECONDS, Run, load_runs, prepare, run_cycles
@@ -26,19 +30,38 @@ PROG = "kai-scheduler explain"
 TIMEOUT = 10.0
 
 
-def explain_offline(run: Run, namespace: str, name: str) -> tuple[int, dict[str, Any]]:
-    """(HTTP-like status, answer) for ``namespace/name`` after the cycles of ``run``."""
+def explain_offline(run: Run, namespace: str, name: str, budget: float = DEFAULT_BUDGET) -> tuple[int, dict[str, Any]]:
+    """(HTTP-like status, answer) for ``namespace/name`` after the cycles of ``run``; each suggestion that is
+    one change is checked by the kernel on a copy of the last cycle's snapshot (for at most ``budget`` s)."""
     plugins, actions = prepare(run.config)
+    last = NOW + (run.cycles - 1) * ROUND_SECONDS
+    built: list[Snapshot] = []
+
+    def build(now: float) -> Snapshot:
+        snapshot = run.build(now)
+        if now == last:
+            built.append(copy.deepcopy(snapshot))
+        return snapshot
+
+    times = (NOW + k * ROUND_SECONDS for k in range(run.cycles))
     view = None
-    for cycle, session in enumerate(run_cycles(run, plugins, actions, (NOW + k * ROUND_SECONDS
-                                                                       for k in range(run.cycles))), 1):
+    for cycle, session in enumerate(run_cycles(attrs.evolve(run, build=build), plugins, actions, times), 1):
         view = build_view(session, cycle)
+        if cycle == run.cycles:
+            built[0].usage = session.snapshot.usage
+            break  # the last cycle's decisions are not fed back
     assert view is not None
-    head = {"cycle": view.cycle, "time": view.time, "node_pool": view.node_pool}
+    head: dict[str, Any] = {"cycle": view.cycle, "time": view.time, "node_pool": view.node_pool}
     found = view.find(namespace, name)
     if found is None:
         return 404, head | {"error": f"{namespace}/{name} is not pending in the last cycle"}
-    return 200, head | pending_json(found, view.time)
+    answer = head | pending_json(found, view.time)
+    job = found[2]
+    checkable = [w for w in answer["reason"]["would_run_if"] if w["change"] is not None]
+    verdicts = verify_all(built[0], Plugins(run.config), job.uid, [w["change"] for w in checkable], budget)
+    for hint, verdict in zip(checkable, verdicts, strict=True):
+        hint["verified"] = verdict
+    return 200, answer
 
 
 def explain_live(server: str, namespace: str, name: str) -> tuple[int, dict[str, Any]]:
@@ -62,8 +85,17 @@ def format_answer(answer: dict[str, Any]) -> str:
         lines.append("details: " + ", ".join(f"{k}={json.dumps(v)}" for k, v in details.items()))
     if reason["would_run_if"]:
         lines.append("would run if:")
-        lines += [f"  - {hint}" for hint in reason["would_run_if"]]
+        lines += [f"  - {hint['text']}{_checked(hint['verified'])}" for hint in reason["would_run_if"]]
     return "\n".join(lines)
+
+
+def _checked(verdict: bool | str | None) -> str:
+    """What the kernel said of a suggestion on a copy of the cycle's snapshot."""
+    if verdict is None:
+        return ""
+    if isinstance(verdict, str):
+        return f" ({verdict})"
+    return " (checked: it runs)" if verdict else " (checked: not enough on its own)"
 
 
 def print_answer(status: int, answer: dict[str, Any], as_json: bool) -> int:
