@@ -173,6 +173,9 @@ class Explainer:
             if ending:
                 hints.append(Suggestion(f"higher-priority job {' and '.join(ending)} ends (frees the {missing:g} GPUs "
                                         "missing)", {"end_jobs": ending}))
+        elif missing > 0 and (ending := self._freeing(self._held(), missing)):
+            hints.append(Suggestion(f"job {' and '.join(ending)} ends (frees the {missing:g} GPUs missing)",
+                                    {"end_jobs": ending}))
         return Reason(code, message, details, tuple(hints))
 
     def _higher(self, priority: int) -> list[tuple[float, Job]]:

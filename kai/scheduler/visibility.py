@@ -9,7 +9,8 @@ and the positions (in each queue and in the cluster) are worked out on the first
 and kept with it.
 
 Routes, under :data:`PREFIX`: ``pending`` (``?queue=&offset=&limit=``), ``queues``, ``nodes``
-(``?offset=&limit=``) and ``explain/NAMESPACE/NAME`` (a PodGroup or one of its pods). Lists are
+(``?offset=&limit=``) and ``explain/NAMESPACE/NAME`` (a PodGroup or one of its pods; ``?check=true``
+also checks its suggestions with the kernel). Lists are
 paginated: at most :data:`MAX_LIMIT` items per request.
 """
 
@@ -17,20 +18,23 @@ from __future__ import annotations
 
 import heapq
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 from urllib.parse import parse_qs
 
 import attrs
 
 from kai.api import Queue
-from kai.framework import FAIR_SHARE_REASONS, Session
+from kai.framework import FAIR_SHARE_REASONS, Plugins, SchedulerConfig, Session, Snapshot
 from kai.framework.nodes import NodeInfo
 from kai.framework.reasons import RESOURCES, Explainer, Reason, job_request, pending_tasks
+from kai.framework.whatif import DEFAULT_BUDGET, copy_as_built, verify_all
 
 PREFIX = "/apis/visibility/v1/"
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
+#: How long a check waits for a cycle to copy its snapshot, seconds.
+CHECK_WAIT = 10.0
 
 
 @attrs.frozen
@@ -118,6 +122,10 @@ class CycleView:
         self._ordered: tuple[list[Ordered], dict[str, list[int]]] | None = None
         self._queue_views: dict[str, QueueView] | None = None
         self._node_views: tuple[NodeView, ...] | None = None
+        #: The cycle's snapshot as built, and the configuration, for counterfactuals (when asked for).
+        self.base: Snapshot | None = None
+        self.config: SchedulerConfig | None = None
+        self.actions: tuple[str, ...] = ()
 
     @property
     def pending(self) -> tuple[PendingJob, ...]:
@@ -234,16 +242,57 @@ def _nodes(nodes: list[NodeInfo], node_pool: str) -> tuple[NodeView, ...]:
 
 
 class Visibility:
-    """The scheduler's cycle observer and the API's answers; ``view`` is the last cycle's (None before one)."""
+    """The scheduler's cycle observer and the API's answers; ``view`` is the last cycle's (None before one).
 
-    def __init__(self, node_pool: str = "default") -> None:
+    A check of the suggestions (``explain/...?check=true``) sets :attr:`copy_wanted`; the next cycle then
+    also copies its snapshot as built into its view (:func:`~kai.framework.whatif.copy_as_built`, on the
+    scheduling thread: the one cost a reader can put on a cycle, and only when asked), and the request
+    runs the kernel on copies of that copy on its own thread, with plugins of its own."""
+
+    def __init__(self, node_pool: str = "default", actions: Sequence[str] | None = None) -> None:
         self.node_pool = node_pool
+        #: The actions the counterfactuals run (default: the session's configured ones).
+        self.actions = actions
         self.view: CycleView | None = None
+        self.copy_wanted = threading.Event()
         self._cycles = 0
+        self._changed = threading.Condition()
 
     def __call__(self, session: Session) -> None:
         self._cycles += 1
-        self.view = build_view(session, self._cycles, self.node_pool)
+        view = build_view(session, self._cycles, self.node_pool)
+        if self.copy_wanted.is_set():
+            self.copy_wanted.clear()
+            view.base, view.config = copy_as_built(session.snapshot), session.plugins.config
+            view.actions = tuple(self.actions if self.actions is not None else view.config.actions)
+        with self._changed:
+            self.view = view
+            self._changed.notify_all()
+
+    def explain(self, namespace: str, name: str, check: bool = False, budget: float = DEFAULT_BUDGET,
+                wait: float = CHECK_WAIT) -> tuple[int, dict[str, Any]]:
+        """(HTTP status, JSON body) of ``namespace/name`` in the last view; with ``check``, in a view with a
+        snapshot copy (asked for and waited for, at most ``wait`` seconds), its suggestions checked."""
+        view = self.view
+        if check and (view is None or view.base is None):
+            self.copy_wanted.set()
+            with self._changed:
+                self._changed.wait_for(lambda: self.view is not None and self.view.base is not None, wait)
+            view = self.view
+        if view is None:
+            return 503, {"error": "no scheduling cycle has run yet"}
+        head: dict[str, Any] = {"cycle": view.cycle, "time": view.time, "node_pool": view.node_pool}
+        found = view.find(namespace, name)
+        if found is None:
+            return 404, head | {"error": f"{namespace}/{name} is not pending in the last cycle"}
+        answer = head | pending_json(found, view.time)
+        if check and view.base is not None and view.config is not None:
+            checkable = [w for w in answer["reason"]["would_run_if"] if w["change"] is not None]
+            verdicts = verify_all(view.base, Plugins(view.config), found[2].uid,
+                                  [w["change"] for w in checkable], view.actions, budget)
+            for hint, verdict in zip(checkable, verdicts, strict=True):
+                hint["verified"] = verdict
+        return 200, answer
 
     def answer(self, path: str) -> tuple[int, dict[str, Any]]:
         """(HTTP status, JSON body) of a GET of ``path`` (with its query) under :data:`PREFIX`."""
@@ -271,10 +320,7 @@ class Visibility:
             return 200, head | {"total": len(view.nodes), "offset": offset,
                                 "items": [n.to_json() for n in view.nodes[offset:offset + limit]]}
         if len(parts) == 3 and parts[0] == "explain":
-            found = view.find(parts[1], parts[2])
-            if found is None:
-                return 404, head | {"error": f"{parts[1]}/{parts[2]} is not pending in the last cycle"}
-            return 200, head | pending_json(found, view.time)
+            return self.explain(parts[1], parts[2], check=params.get("check") == "true")
         return 404, {"error": f"unknown route {route}"}
 
 

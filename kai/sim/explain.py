@@ -9,20 +9,17 @@ cycle, so the same state gets the same answer.
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import sys
 import urllib.error
 import urllib.request
 from typing import Any
 
-import attrs
-
 from kai.common.errors import ConfigError
 from kai.common.yamlfile import one_line
-from kai.framework import PluginError, Plugins, Snapshot
-from kai.framework.whatif import DEFAULT_BUDGET, verify_all
-from kai.scheduler.visibility import PREFIX, build_view, pending_json
+from kai.framework import PluginError
+from kai.framework.whatif import DEFAULT_BUDGET
+from kai.scheduler.visibility import PREFIX, Visibility
 from kai.sim.scenario import NOW
 from kai.sim.simulate import ROUND_SECONDS, Run, load_runs, prepare, run_cycles
 
@@ -30,42 +27,25 @@ PROG = "kai-scheduler explain"
 TIMEOUT = 10.0
 
 
-def explain_offline(run: Run, namespace: str, name: str, budget: float = DEFAULT_BUDGET) -> tuple[int, dict[str, Any]]:
-    """(HTTP-like status, answer) for ``namespace/name`` after the cycles of ``run``; each suggestion that is
-    one change is checked by the kernel on a copy of the last cycle's snapshot (for at most ``budget`` s)."""
+def explain_offline(run: Run, namespace: str, name: str, check: bool = True,
+                    budget: float = DEFAULT_BUDGET) -> tuple[int, dict[str, Any]]:
+    """(HTTP-like status, answer) for ``namespace/name`` after the cycles of ``run``, as the running scheduler
+    answers it: each suggestion that is one change is checked by the kernel on a copy of the last cycle's
+    snapshot (for at most ``budget`` seconds)."""
     plugins, actions = prepare(run.config)
-    last = NOW + (run.cycles - 1) * ROUND_SECONDS
-    built: list[Snapshot] = []
-
-    def build(now: float) -> Snapshot:
-        snapshot = run.build(now)
-        if now == last:
-            built.append(copy.deepcopy(snapshot))
-        return snapshot
-
     times = (NOW + k * ROUND_SECONDS for k in range(run.cycles))
-    view = None
-    for cycle, session in enumerate(run_cycles(attrs.evolve(run, build=build), plugins, actions, times), 1):
-        view = build_view(session, cycle)
+    visibility = Visibility(actions=actions)
+    for cycle, session in enumerate(run_cycles(run, plugins, actions, times), 1):
         if cycle == run.cycles:
-            built[0].usage = session.snapshot.usage
+            if check:
+                visibility.copy_wanted.set()
+            visibility(session)
             break  # the last cycle's decisions are not fed back
-    assert view is not None
-    head: dict[str, Any] = {"cycle": view.cycle, "time": view.time, "node_pool": view.node_pool}
-    found = view.find(namespace, name)
-    if found is None:
-        return 404, head | {"error": f"{namespace}/{name} is not pending in the last cycle"}
-    answer = head | pending_json(found, view.time)
-    job = found[2]
-    checkable = [w for w in answer["reason"]["would_run_if"] if w["change"] is not None]
-    verdicts = verify_all(built[0], Plugins(run.config), job.uid, [w["change"] for w in checkable], budget)
-    for hint, verdict in zip(checkable, verdicts, strict=True):
-        hint["verified"] = verdict
-    return 200, answer
+    return visibility.explain(namespace, name, check, budget)
 
 
-def explain_live(server: str, namespace: str, name: str) -> tuple[int, dict[str, Any]]:
-    url = f"{server.rstrip('/')}{PREFIX}explain/{namespace}/{name}"
+def explain_live(server: str, namespace: str, name: str, check: bool = True) -> tuple[int, dict[str, Any]]:
+    url = f"{server.rstrip('/')}{PREFIX}explain/{namespace}/{name}{'?check=true' if check else ''}"
     try:
         with urllib.request.urlopen(url, timeout=TIMEOUT) as reply:  # noqa: S310 - the user's scheduler address
             return reply.status, json.loads(reply.read())
@@ -115,6 +95,8 @@ def main(argv: list[str]) -> int:
     where.add_argument("--server", metavar="URL", help="the scheduler's metrics address, e.g. http://127.0.0.1:8080")
     where.add_argument("--file", metavar="FILE", help="a cluster file, simulated offline")
     parser.add_argument("--cycles", type=int, metavar="N", help="cycles to simulate (default: the file's, else 1)")
+    parser.add_argument("--no-check", action="store_true",
+                        help="do not check the suggestions with the kernel (live: no snapshot copy is asked for)")
     parser.add_argument("--json", action="store_true", help="print the machine-readable answer")
     args = parser.parse_args(argv)
     namespace, sep, name = args.target.rpartition("/")
@@ -122,18 +104,18 @@ def main(argv: list[str]) -> int:
         namespace = "default"
     if args.server:
         try:
-            status, answer = explain_live(args.server, namespace, name)
+            status, answer = explain_live(args.server, namespace, name, not args.no_check)
         except (OSError, ValueError) as exc:
             print(f"{PROG}: {args.server}: {exc}", file=sys.stderr)
             return 2
         return print_answer(status, answer, args.json)
-    return explain_file(args.file, namespace, name, args.cycles, args.json)
+    return explain_file(args.file, namespace, name, args.cycles, args.json, not args.no_check)
 
 
-def explain_file(path: str, namespace: str, name: str, cycles: int | None, as_json: bool) -> int:
+def explain_file(path: str, namespace: str, name: str, cycles: int | None, as_json: bool, check: bool = True) -> int:
     """Explain ``namespace/name`` in the (first) run of the cluster file at ``path``; the exit status."""
     try:
-        status, answer = explain_offline(load_runs(path, cycles)[0], namespace, name)
+        status, answer = explain_offline(load_runs(path, cycles)[0], namespace, name, check)
     except ConfigError as exc:
         print(f"{PROG}: {one_line(str(exc))}", file=sys.stderr)
         return 2

@@ -1,5 +1,5 @@
 """``kai-scheduler explain`` against a running scheduler: the dominant reason of a pending job, and a "would run
-if" that, once applied, lets it run.
+if" that the kernel checked and that, once applied, lets it run.
 
 Each test works in its own namespace on its own kwok nodes; one scheduler process serves them all.
 """
@@ -92,7 +92,11 @@ def reason_of(scheduler, ns, name, kind):
 
 
 def change(answer, key):
-    return next(w["change"] for w in answer["reason"]["would_run_if"] if w["change"] and key in w["change"])
+    """The suggested change with ``key``; the kernel found, on a copy of the cycle's snapshot, that it lets the
+    job run."""
+    hint = next(w for w in answer["reason"]["would_run_if"] if w["change"] and key in w["change"])
+    assert hint["verified"] is True, answer
+    return hint["change"]
 
 
 def test_a_gang_over_its_queue_limit_runs_once_the_limit_is_raised(kube, scheduler, ns):

@@ -104,3 +104,19 @@ def test_served_with_the_metrics_only():
     finally:
         metrics.stop()
         probes.stop()
+
+
+def test_a_check_has_the_next_cycle_copy_its_snapshot_and_runs_the_kernel_on_the_request_thread():
+    s, visibility = scheduler(), Visibility()
+    s.observer = visibility
+    s.run_once()
+    assert visibility.view.base is None  # nobody asked: no copy
+    status, body = visibility.explain("default", "b-9", check=True, wait=0.0)
+    assert status == 200 and all(w["verified"] is None for w in body["reason"]["would_run_if"])
+    assert visibility.copy_wanted.is_set()
+    s.run_once()
+    assert visibility.view.base is not None and not visibility.copy_wanted.is_set()
+    assert all(t.status.value == "Pending" for j in visibility.view.base.jobs.values() for t in j.tasks.values())
+    status, body = visibility.answer(PREFIX + "explain/default/b-9?check=true")
+    checked = [w for w in body["reason"]["would_run_if"] if w["change"]]
+    assert status == 200 and checked and all(w["verified"] in (True, False) for w in checked)
