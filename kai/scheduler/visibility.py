@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import heapq
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 from urllib.parse import parse_qs
@@ -35,6 +36,8 @@ DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 #: How long a check waits for a cycle to copy its snapshot, seconds.
 CHECK_WAIT = 10.0
+#: A snapshot copy serves the checks for this many seconds before a check asks for a new one.
+COPY_INTERVAL = 30.0
 
 
 @attrs.frozen
@@ -60,6 +63,17 @@ class PendingJob:
 Ordered = tuple[int, int, PendingJob]
 #: The order of queues: (-priority, 0 when below deserved GPUs, allocated / fair share, name).
 QueueKey = tuple[int, int, float, str]
+
+
+@attrs.frozen
+class Base:
+    """A cycle's snapshot as built, with what the counterfactuals need to run the kernel on it."""
+
+    cycle: int
+    snapshot: Snapshot
+    config: SchedulerConfig
+    actions: tuple[str, ...]
+    taken: float
 
 
 @attrs.frozen
@@ -122,10 +136,6 @@ class CycleView:
         self._ordered: tuple[list[Ordered], dict[str, list[int]]] | None = None
         self._queue_views: dict[str, QueueView] | None = None
         self._node_views: tuple[NodeView, ...] | None = None
-        #: The cycle's snapshot as built, and the configuration, for counterfactuals (when asked for).
-        self.base: Snapshot | None = None
-        self.config: SchedulerConfig | None = None
-        self.actions: tuple[str, ...] = ()
 
     @property
     def pending(self) -> tuple[PendingJob, ...]:
@@ -244,10 +254,11 @@ def _nodes(nodes: list[NodeInfo], node_pool: str) -> tuple[NodeView, ...]:
 class Visibility:
     """The scheduler's cycle observer and the API's answers; ``view`` is the last cycle's (None before one).
 
-    A check of the suggestions (``explain/...?check=true``) sets :attr:`copy_wanted`; the next cycle then
-    also copies its snapshot as built into its view (:func:`~kai.framework.whatif.copy_as_built`, on the
-    scheduling thread: the one cost a reader can put on a cycle, and only when asked), and the request
-    runs the kernel on copies of that copy on its own thread, with plugins of its own."""
+    A check of the suggestions (``explain/...?check=true``) sets :attr:`copy_wanted` when the last copy is
+    older than :data:`COPY_INTERVAL`; the next cycle then also copies its snapshot as built
+    (:func:`~kai.framework.whatif.copy_as_built`, on the scheduling thread: the one cost a reader can put
+    on a cycle, only when asked and at most once an interval), and the request runs the kernel on copies
+    of that copy on its own thread, with plugins of its own."""
 
     def __init__(self, node_pool: str = "default", actions: Sequence[str] | None = None) -> None:
         self.node_pool = node_pool
@@ -255,41 +266,49 @@ class Visibility:
         self.actions = actions
         self.view: CycleView | None = None
         self.copy_wanted = threading.Event()
+        #: The last copy: (its cycle, the snapshot as built, the configuration, the actions, when taken).
+        self.base: Base | None = None
         self._cycles = 0
         self._changed = threading.Condition()
 
     def __call__(self, session: Session) -> None:
         self._cycles += 1
         view = build_view(session, self._cycles, self.node_pool)
+        base = self.base
         if self.copy_wanted.is_set():
             self.copy_wanted.clear()
-            view.base, view.config = copy_as_built(session.snapshot), session.plugins.config
-            view.actions = tuple(self.actions if self.actions is not None else view.config.actions)
+            config = session.plugins.config
+            base = Base(self._cycles, copy_as_built(session.snapshot), config,
+                        tuple(self.actions if self.actions is not None else config.actions), time.monotonic())
         with self._changed:
-            self.view = view
+            self.view, self.base = view, base
             self._changed.notify_all()
 
     def explain(self, namespace: str, name: str, check: bool = False, budget: float = DEFAULT_BUDGET,
                 wait: float = CHECK_WAIT) -> tuple[int, dict[str, Any]]:
-        """(HTTP status, JSON body) of ``namespace/name`` in the last view; with ``check``, in a view with a
-        snapshot copy (asked for and waited for, at most ``wait`` seconds), its suggestions checked."""
-        view = self.view
-        if check and (view is None or view.base is None):
+        """(HTTP status, JSON body) of ``namespace/name`` in the last view; with ``check`` its suggestions
+        checked on the last snapshot copy (a new one asked for and waited for, at most ``wait`` seconds, when
+        that one is older than :data:`COPY_INTERVAL` or predates the job)."""
+        view, base = self.view, self.base
+        found = view.find(namespace, name) if view is not None else None
+        if check and (base is None or time.monotonic() - base.taken > COPY_INTERVAL
+                      or (found is not None and found[2].uid not in base.snapshot.jobs)):
             self.copy_wanted.set()
             with self._changed:
-                self._changed.wait_for(lambda: self.view is not None and self.view.base is not None, wait)
-            view = self.view
+                self._changed.wait_for(lambda: self.base is not base, wait)
+            view, base = self.view, self.base
+            found = view.find(namespace, name) if view is not None else None
         if view is None:
             return 503, {"error": "no scheduling cycle has run yet"}
         head: dict[str, Any] = {"cycle": view.cycle, "time": view.time, "node_pool": view.node_pool}
-        found = view.find(namespace, name)
         if found is None:
             return 404, head | {"error": f"{namespace}/{name} is not pending in the last cycle"}
         answer = head | pending_json(found, view.time)
-        if check and view.base is not None and view.config is not None:
+        if check and base is not None:
+            answer["checked_on_cycle"] = base.cycle
             checkable = [w for w in answer["reason"]["would_run_if"] if w["change"] is not None]
-            verdicts = verify_all(view.base, Plugins(view.config), found[2].uid,
-                                  [w["change"] for w in checkable], view.actions, budget)
+            verdicts = verify_all(base.snapshot, Plugins(base.config), found[2].uid,
+                                  [w["change"] for w in checkable], base.actions, budget)
             for hint, verdict in zip(checkable, verdicts, strict=True):
                 hint["verified"] = verdict
         return 200, answer

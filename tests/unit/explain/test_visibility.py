@@ -110,13 +110,17 @@ def test_a_check_has_the_next_cycle_copy_its_snapshot_and_runs_the_kernel_on_the
     s, visibility = scheduler(), Visibility()
     s.observer = visibility
     s.run_once()
-    assert visibility.view.base is None  # nobody asked: no copy
+    assert visibility.base is None  # nobody asked: no copy
     status, body = visibility.explain("default", "b-9", check=True, wait=0.0)
     assert status == 200 and all(w["verified"] is None for w in body["reason"]["would_run_if"])
     assert visibility.copy_wanted.is_set()
     s.run_once()
-    assert visibility.view.base is not None and not visibility.copy_wanted.is_set()
-    assert all(t.status.value == "Pending" for j in visibility.view.base.jobs.values() for t in j.tasks.values())
+    assert visibility.base.cycle == 2 and not visibility.copy_wanted.is_set()
+    assert all(t.status.value == "Pending" for j in visibility.base.snapshot.jobs.values() for t in j.tasks.values())
     status, body = visibility.answer(PREFIX + "explain/default/b-9?check=true")
     checked = [w for w in body["reason"]["would_run_if"] if w["change"]]
     assert status == 200 and checked and all(w["verified"] in (True, False) for w in checked)
+    assert body["checked_on_cycle"] == 2
+    s.run_once()  # a later check within the interval reuses the copy: the cycles copy nothing more
+    status, body = visibility.explain("default", "a-9", check=True, wait=0.0)
+    assert body["cycle"] == 3 and body["checked_on_cycle"] == 2 and not visibility.copy_wanted.is_set()
