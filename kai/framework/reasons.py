@@ -3,7 +3,7 @@
 The reason's ``code`` is KAI's unschedulable reason of the job's PodGroup condition (``OverLimit``,
 ``NonPreemptibleOverQuota``, ``PodSchedulingErrors`` ...); ``details`` says what stands in the way:
 ``kind`` (``queue-limit``, ``queue-quota``, ``no-node-large-enough``, ``topology``,
-``behind-higher-priority``, ``insufficient-resources``, ``not-considered``, ``other``), the resource, how
+``behind-higher-priority``, ``insufficient-resources``, ``not-considered``), the resource, how
 much is missing, in which queue or node pool. ``would_run_if`` lists the changes that would admit the
 job (:class:`Suggestion`), worked out from the same cycle; :mod:`kai.framework.whatif` checks them with
 the kernel.
@@ -20,7 +20,6 @@ import attrs
 from kai.api import UNLIMITED, Job, QueueDetails, Task, TaskStatus, names
 from kai.framework.fiterrors import DEFAULT_FIT_ERROR_REASON, JobFitError, job_fit_message
 from kai.framework.nodes import NodeInfo
-from kai.framework.session import Session
 
 #: The resources of KAI's (CPU millicores, memory bytes, GPUs) vectors, in their order.
 RESOURCES = ("cpu", "memory", "gpu")
@@ -92,11 +91,6 @@ class Explainer:
         self.free_gpus = sum(n.idle_gpu_sum() for n in nodes)
         self._holders: list[tuple[float, Job]] | None = None
         self._by_priority: dict[int, list[tuple[float, Job]]] = {}
-
-    @classmethod
-    def of(cls, session: Session, node_pool: str = "default") -> Explainer:
-        """The explainer of an open session after its actions."""
-        return cls(session.nodes, session.jobs, session.job_fit_errors, node_pool)
 
     def reason(self, job: Job, pending: Sequence[Task]) -> Reason:
         """The dominant reason of ``job`` whose ``pending`` tasks were not placed."""
