@@ -124,3 +124,15 @@ def test_a_check_has_the_next_cycle_copy_its_snapshot_and_runs_the_kernel_on_the
     s.run_once()  # a later check within the interval reuses the copy: the cycles copy nothing more
     status, body = visibility.explain("default", "a-9", check=True, wait=0.0)
     assert body["cycle"] == 3 and body["checked_on_cycle"] == 2 and not visibility.copy_wanted.is_set()
+
+
+def test_kai_run_serves_the_schedulers_view_with_its_metrics():
+    from kai.run import serve_visibility
+
+    s = Scheduler(None)
+    server = ObservabilityServer("127.0.0.1:0", Registry(), routes=(METRICS,))
+    try:
+        serve_visibility([object(), s], server)
+        assert isinstance(s.observer, Visibility) and server.visibility == s.observer.answer
+    finally:
+        server.stop()
