@@ -10,8 +10,8 @@ and kept with it.
 
 Routes, under :data:`PREFIX`: ``pending`` (``?queue=&offset=&limit=``), ``queues``, ``nodes``
 (``?offset=&limit=``) and ``explain/NAMESPACE/NAME`` (a PodGroup or one of its pods; ``?check=true``
-also checks its suggestions with the kernel). Lists are
-paginated: at most :data:`MAX_LIMIT` items per request.
+also checks its suggestions with the kernel). Lists are paginated: at most :data:`MAX_LIMIT` items per
+request.
 """
 
 from __future__ import annotations
@@ -101,6 +101,8 @@ class QueueView:
 
 @attrs.frozen
 class NodeView:
+    """A node's amounts, (CPU millicores, memory bytes, GPUs) each, and its free whole and shared GPUs."""
+
     name: str
     node_pool: str
     allocatable: tuple[float, float, float]
