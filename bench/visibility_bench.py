@@ -5,7 +5,8 @@ One scheduling cycle (allocate) runs on a full cluster of 8-GPU nodes with the b
 gangs of 4 one-GPU pods); the scheduler's observer takes the cycle's view, then each kind of request
 is answered as the server answers it (the JSON body included). Prints the cycle's time, the view's
 time (inside the cycle) and the scheduler process's CPU per request -- the first request works out
-every reason and position, the others reuse them. Not a test: no pass/fail.
+every position, each page the reasons of its jobs, kept for later requests -- and what a check of the
+suggestions costs: the snapshot copy in the cycle and the kernel run on the request's thread. Not a test: no pass/fail.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ def main() -> None:
 
     middle = f"default/job-{args.pods // args.gang // 2:05}"
     for label, path in (
-            (f"pending, first request (reasons and positions worked out), limit {MAX_LIMIT}",
+            (f"pending, first request (positions, and the reasons of its page, worked out), limit {MAX_LIMIT}",
              f"pending?limit={MAX_LIMIT}"),
             (f"pending, a later page, limit {MAX_LIMIT}", f"pending?offset=2000&limit={MAX_LIMIT}"),
             ("pending of one queue, whole", f"pending?queue=q007&limit={MAX_LIMIT}"),

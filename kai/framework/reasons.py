@@ -41,15 +41,24 @@ class Suggestion:
         return {"text": self.text, "change": self.change, "verified": self.verified}
 
 
+#: The message of a job the last cycle did not try.
+NOT_CONSIDERED = "the scheduler did not try this job in the last cycle"
+
+
 @attrs.frozen
 class Reason:
-    """Why a job is pending: KAI's reason ``code``, its ``message``, structured ``details`` (JSON-ready) and
-    ``would_run_if``, the changes that would admit it."""
+    """Why a job is pending: KAI's reason ``code``, structured ``details`` (JSON-ready), ``would_run_if``, the
+    changes that would admit it, and the job's fit ``errors``, whose :attr:`message` is KAI's, as in its event
+    (worked out when asked for)."""
 
     code: str
-    message: str
     details: dict[str, Any]
     would_run_if: tuple[Suggestion, ...] = ()
+    errors: tuple[JobFitError, ...] = ()
+
+    @property
+    def message(self) -> str:
+        return job_fit_message(list(self.errors)) if self.errors else NOT_CONSIDERED
 
     def to_json(self) -> dict[str, Any]:
         return {"code": self.code, "message": self.message, "details": self.details,
@@ -97,38 +106,36 @@ class Explainer:
         errors = self.errors.get(job.uid, [])
         vetoes = [e for e in errors if e.details is not None]
         if vetoes:
-            return self._queue_reason(job, vetoes[0])
+            return self._queue_reason(job, vetoes[0], errors)
         request = job_request(pending)
         per_pod = max((t.request.gpus_required for t in pending), default=0.0)
         code = errors[0].reason if len(errors) == 1 else (DEFAULT_FIT_ERROR_REASON if errors else "NotConsidered")
-        message = job_fit_message(errors) if errors else \
-            "the scheduler did not try this job in the last cycle"
         if not errors:
-            return Reason(code, message, {"kind": "not-considered"},
+            return Reason(code, {"kind": "not-considered"},
                           (Suggestion("the next cycle reaches it (queue depth per action, or a newer job)"),))
         if per_pod > self.largest_gpus:
-            return Reason(code, message, {
+            return Reason(code, {
                 "kind": "no-node-large-enough", "resource": "gpu", "requested_per_pod": _amount(per_pod),
                 "largest_node": _amount(self.largest_gpus), "missing": _amount(per_pod - self.largest_gpus),
                 "node_pool": self.node_pool},
                 (Suggestion(f"a node with {per_pod:g} GPUs joins node pool {self.node_pool}",
                             {"add_node_gpus": per_pod}),
-                 Suggestion(f"each pod asks for at most {self.largest_gpus:g} GPUs")))
+                 Suggestion(f"each pod asks for at most {self.largest_gpus:g} GPUs")), tuple(errors))
         topology = _topology(job, errors)
         if topology is not None:
             name, level = topology
-            return Reason(code, message, {
+            return Reason(code, {
                 "kind": "topology", "topology": name, "required_level": level, "resource": "gpu",
                 "requested": _amount(request[2]), "node_pool": self.node_pool},
                 (Suggestion(f"the job's {level} requirement of topology {name} is made a preference",
                             {"relax_topology": True}),
                  Suggestion(f"one {level or 'domain'} of topology {name} has room for all the job's pods "
-                            f"({request[2]:g} GPUs)")))
-        return self._resource_reason(job, code, message, request, per_pod)
+                            f"({request[2]:g} GPUs)")), tuple(errors))
+        return self._resource_reason(job, code, errors, request, per_pod)
 
-    def _queue_reason(self, job: Job, veto: JobFitError) -> Reason:
+    def _queue_reason(self, job: Job, veto: JobFitError, errors: list[JobFitError]) -> Reason:
         d: QueueDetails = veto.details  # type: ignore[assignment]
-        code, message = veto.reason, ", ".join(veto.messages)
+        code = veto.reason
         over_limit = code == names.UNSCHEDULABLE_OVER_LIMIT
         bound = d.limits if over_limit else d.deserved
         held = d.allocated if over_limit else d.allocated_non_preemptible
@@ -147,9 +154,9 @@ class Explainer:
                                     "missing)", {"end_jobs": ending}))
         if not over_limit:
             hints.append(Suggestion("the job is made preemptible", {"preemptible": True}))
-        return Reason(code, message, details, tuple(hints))
+        return Reason(code, details, tuple(hints), tuple(errors))
 
-    def _resource_reason(self, job: Job, code: str, message: str, request: tuple[float, float, float],
+    def _resource_reason(self, job: Job, code: str, errors: list[JobFitError], request: tuple[float, float, float],
                          per_pod: float) -> Reason:
         gpus = request[2]
         missing = max(gpus - self.free_gpus, per_pod - self.largest_free, 0.0)
@@ -170,7 +177,7 @@ class Explainer:
         elif missing > 0 and (ending := self._freeing(self._held(), missing)):
             hints.append(Suggestion(f"job {' and '.join(ending)} ends (frees the {missing:g} GPUs missing)",
                                     {"end_jobs": ending}))
-        return Reason(code, message, details, tuple(hints))
+        return Reason(code, details, tuple(hints), tuple(errors))
 
     def _higher(self, priority: int) -> list[tuple[float, Job]]:
         """The first :data:`MAX_NAMED` jobs of :meth:`_held` of a priority above ``priority``."""
@@ -211,10 +218,10 @@ class Explainer:
 
 
 def _topology(job: Job, errors: list[JobFitError]) -> tuple[str, str | None] | None:
-    """(topology, required level) when a topology constraint stood in the way."""
-    if not any("topology" in m for e in errors for m in e.messages):
-        return None
+    """(topology, required level) when the job's topology constraint stood in the way."""
     constraints = [job.topology] + [s.topology for s in job.subgroups.values()] \
         + [p.topology for p in job.pod_sets.values()]
     c = next((c for c in constraints if c is not None and c.topology), None)
-    return (c.topology, c.required_level) if c is not None else ("", None)
+    if c is None or not any("topology" in m for e in errors for m in e.messages):
+        return None
+    return c.topology, c.required_level

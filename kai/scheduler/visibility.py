@@ -4,9 +4,9 @@
 session closes) it takes a :class:`CycleView` -- references to what the session alone owns, and each
 pending job's pending tasks -- and swaps it in by reference. Readers (the HTTP server's threads) only
 ever see a view whose cycle has ended, so a request never waits for a cycle and a cycle never waits for
-a request. The dominant reasons (:mod:`kai.framework.reasons`), the queues' shares, the nodes' amounts
-and the positions (in each queue and in the cluster) are worked out on the first request for a view
-and kept with it.
+a request. The queues' shares, the nodes' amounts and the positions (in each queue and in the cluster)
+are worked out on the first request for a view, each job's dominant reason (:mod:`kai.framework.reasons`)
+when a request first shows the job, and kept with the view.
 
 Routes, under :data:`PREFIX`: ``pending`` (``?queue=&offset=&limit=``), ``queues``, ``nodes``
 (``?offset=&limit=``) and ``explain/NAMESPACE/NAME`` (a PodGroup or one of its pods; ``?check=true``
@@ -25,7 +25,7 @@ from urllib.parse import parse_qs
 
 import attrs
 
-from kai.api import Queue
+from kai.api import Queue, Task
 from kai.framework import FAIR_SHARE_REASONS, Plugins, SchedulerConfig, Session, Snapshot
 from kai.framework.nodes import NodeInfo
 from kai.framework.reasons import RESOURCES, Explainer, Reason, job_request, pending_tasks
@@ -52,7 +52,7 @@ class PendingJob:
     creation: float
     pods: tuple[str, ...]
     request: tuple[float, float, float]
-    reason: Reason
+    tasks: tuple[Task, ...]
 
     def order_key(self) -> tuple[int, float, bytes]:
         """The job order of a queue's pending jobs: higher priority first, then older, then by name."""
@@ -138,15 +138,16 @@ class CycleView:
         self._ordered: tuple[list[Ordered], dict[str, list[int]]] | None = None
         self._queue_views: dict[str, QueueView] | None = None
         self._node_views: tuple[NodeView, ...] | None = None
+        self._explainer: Explainer | None = None
+        self._reasons: dict[str, Reason] = {}
 
     @property
     def pending(self) -> tuple[PendingJob, ...]:
         with self._lock:
             if self._pending is None:
-                explainer = Explainer(self._nodes, self._jobs, self._errors, self.node_pool)
                 self._pending = tuple(
                     PendingJob(job.uid, job.namespace, job.name, job.queue, job.priority, job.creation,
-                               tuple(t.name for t in tasks), job_request(tasks), explainer.reason(job, tasks))
+                               tuple(t.name for t in tasks), job_request(tasks), tasks)
                     for job, tasks in self._waiting)
             return self._pending
 
@@ -163,6 +164,16 @@ class CycleView:
             if self._node_views is None:
                 self._node_views = _nodes(self._nodes, self.node_pool)
             return self._node_views
+
+    def reason(self, job: PendingJob) -> Reason:
+        """The job's dominant reason, worked out on first use."""
+        with self._lock:
+            found = self._reasons.get(job.uid)
+            if found is None:
+                if self._explainer is None:
+                    self._explainer = Explainer(self._nodes, self._jobs, self._errors, self.node_pool)
+                found = self._reasons[job.uid] = self._explainer.reason(self._jobs[job.uid], job.tasks)
+            return found
 
     def ordered(self) -> tuple[list[Ordered], dict[str, list[int]]]:
         """(position in the cluster, position in its queue, job) in cluster order, and per queue the indexes
@@ -305,7 +316,7 @@ class Visibility:
         head: dict[str, Any] = {"cycle": view.cycle, "time": view.time, "node_pool": view.node_pool}
         if found is None:
             return 404, head | {"error": f"{namespace}/{name} is not pending in the last cycle"}
-        answer = head | pending_json(found, view.time)
+        answer = head | pending_json(found, view)
         if check and base is not None:
             answer["checked_on_cycle"] = base.cycle
             checkable = [w for w in answer["reason"]["would_run_if"] if w["change"] is not None]
@@ -334,7 +345,7 @@ class Visibility:
             queue = params.get("queue")
             rows = [ordered[i] for i in index.get(queue, [])] if queue else ordered
             return 200, head | {"total": len(rows), "offset": offset,
-                                "items": [pending_json(e, view.time) for e in rows[offset:offset + limit]]}
+                                "items": [pending_json(e, view) for e in rows[offset:offset + limit]]}
         if parts == ["queues"]:
             return 200, head | {"items": [q.to_json() for q in view.queues.values()]}
         if parts == ["nodes"]:
@@ -345,9 +356,9 @@ class Visibility:
         return 404, {"error": f"unknown route {route}"}
 
 
-def pending_json(entry: Ordered, now: float) -> dict[str, Any]:
+def pending_json(entry: Ordered, view: CycleView) -> dict[str, Any]:
     cluster, in_queue, job = entry
     return {"namespace": job.namespace, "name": job.name, "uid": job.uid, "queue": job.queue,
             "priority": job.priority, "position_in_cluster": cluster, "position_in_queue": in_queue,
             "pods": list(job.pods), "requested": dict(zip(RESOURCES, job.request, strict=True)),
-            "age_seconds": round(max(now - job.creation, 0.0), 3), "reason": job.reason.to_json()}
+            "age_seconds": round(max(view.time - job.creation, 0.0), 3), "reason": view.reason(job).to_json()}
