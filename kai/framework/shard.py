@@ -17,8 +17,8 @@ sets wins, what it leaves unset stays as the base has it.
   connection takes the Config's ``prometheus``: the in-cluster one when enabled, else
   ``externalPrometheusUrl``) and ``scenarioSearchBudgets`` (the whole block; its unset fields take KAI's
   defaults) replace the base's.
-* ``args``: the KAI scheduler flags in :data:`ARGS`; other flags, ``partitionLabelValue``,
-  ``goMemLimit`` and ``goMemLimitRatio`` are reported as ignored.
+* ``args``: the KAI scheduler flags in :data:`ARGS`; other flags, ``goMemLimit`` and ``goMemLimitRatio`` are
+  reported as ignored. ``partitionLabelValue`` is the shard's partition (:mod:`kai.scheduler.shards`).
 
 Errors are :class:`ConfigError` naming the object and the field.
 """
@@ -62,7 +62,7 @@ FLAG_ARGS = {"use-scheduling-signatures": "use_scheduling_signatures",
              "allow-consolidating-reclaim": "allow_consolidating_reclaim",
              "restrict-node-scheduling": "restrict_node_scheduling"}
 #: Shard fields this scheduler does not act on.
-IGNORED_FIELDS = ("partitionLabelValue", "goMemLimit", "goMemLimitRatio")
+IGNORED_FIELDS = ("goMemLimit", "goMemLimitRatio")
 #: KAI's in-cluster usage Prometheus, in the Config's namespace.
 IN_CLUSTER_PROMETHEUS = "http://usage-prometheus.{namespace}.svc.cluster.local:9090"
 DEFAULT_NAMESPACE = "kai-scheduler"
