@@ -134,10 +134,9 @@ class ShardSchedulers:
         loops = dict(self.loops)
         if not loops:
             return True, "no scheduling shard to serve"
-        waiting = {name: state for name, loop in loops.items() for ok, state in [loop.ready()] if not ok}
-        if waiting:
-            return False, "; ".join(f"shard {name}: {state}" for name, state in waiting.items())
-        return True, f"serving shard(s) {', '.join(loops)}"
+        states = {name: loop.ready() for name, loop in loops.items()}
+        return all(ok for ok, _ in states.values()), "; ".join(f"shard {name}: {state}"
+                                                               for name, (_, state) in states.items())
 
     def run(self, stop: threading.Event) -> None:
         self.informer.start()

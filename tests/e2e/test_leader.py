@@ -81,7 +81,7 @@ def test_one_leader_schedules_and_a_standby_takes_over_after_kill_9(kube, setup,
     metrics = a.get("/metrics")[1]
     assert "kai_e2e_scheduling_latency_seconds" in metrics
     assert ('kai_queue_fair_share_gpu{queue_display_name="",queue_metadata_name="default-queue",'
-            'queue_name="default-queue"}') in metrics
+            'queue_name="default-queue",shard="default"}') in metrics
 
     a.kill()  # SIGKILL: no release, the lease must expire
     killed = time.monotonic()
