@@ -62,11 +62,13 @@ def lease_of(scheduler_name: str, shard: str, partition: Partition) -> str:
 
 
 class ShardLoop:
-    """The scheduler of one shard on its thread: campaigning for its Lease first when ``elector`` is given."""
+    """The scheduler of one shard on its thread: campaigning for its Lease first when ``campaign`` is given (it
+    makes the LeaderElector of each campaign; after a lost lease the loop campaigns again)."""
 
     def __init__(self, shard: str, partition: Partition, make: MakeScheduler,
-                 elector: LeaderElector | None) -> None:
-        self.shard, self.partition, self.make, self.elector = shard, partition, make, elector
+                 campaign: Callable[[], LeaderElector] | None) -> None:
+        self.shard, self.partition, self.make, self.campaign = shard, partition, make, campaign
+        self.elector = campaign() if campaign is not None else None
         self.scheduler: Scheduler | None = None
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name=f"scheduler {shard}", daemon=True)
@@ -92,6 +94,7 @@ class ShardLoop:
                 if self.elector.run(self.stop, self._schedule):
                     return
                 log.warning("shard's leader lease lost; standing by again", **fields(shard=self.shard))
+                self.elector = self.campaign() if self.campaign is not None else None
                 failures = 0
             except Exception:  # noqa: BLE001 - one shard's failure must not stop the others
                 failures += 1
@@ -186,8 +189,9 @@ class ShardSchedulers:
                     self.forget(name)
         for name, partition in wanted.items():
             if name not in self.loops:
-                elector = self.elector(lease_of(self.scheduler_name, name, partition)) if self.elector else None
-                self.loops[name] = ShardLoop(name, partition, self.make, elector).start()
+                lease, elector = lease_of(self.scheduler_name, name, partition), self.elector
+                campaign = (lambda lease=lease, elector=elector: elector(lease)) if elector is not None else None
+                self.loops[name] = ShardLoop(name, partition, self.make, campaign).start()
 
     def _bad(self, shard: dict[str, Any], error: str) -> None:
         name = shard["metadata"].get("name")

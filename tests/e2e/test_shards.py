@@ -14,7 +14,7 @@ import uuid
 import pytest
 
 from kai.api import names
-from kai.kube.client import object_path
+from kai.kube.client import ApiError, object_path
 from support import manifests as m
 from support.cleanup import delete_if_present
 from support.waiting import wait_until
@@ -65,12 +65,12 @@ def ns(kube):
     delete_if_present(kube, object_path(*names.QUEUES, name=f"{name}-qa"))
 
 
-def submit(kube, ns: str, name: str, pool: bool) -> None:
+def submit(kube, ns: str, name: str, pool: bool, scheduler_name: str = names.SCHEDULER_NAME) -> None:
     group = m.podgroup(ns, name, queue=f"{ns}-qa" if pool else "default-queue")
     if pool:
         group["metadata"]["labels"] = {names.NODE_POOL_LABEL: POOL}
     m.apply(kube, group)
-    m.apply(kube, m.pod(ns, name, name, gpus=1, node_selector={"e2e": ns}))
+    m.apply(kube, m.pod(ns, name, name, gpus=1, node_selector={"e2e": ns}, scheduler_name=scheduler_name))
 
 
 def node_of(kube, ns: str, pod: str) -> str | None:
@@ -120,3 +120,42 @@ def test_a_new_shard_schedules_its_pool_within_seconds_and_stops_when_deleted(ku
     assert node_of(kube, ns, "pool-late") is None  # nobody serves the pool now
     assert scheduler.get("/readyz")[0] == 200
     print(f"new shard served within {served:.2f}s")
+
+
+def lease_holder(kube, lease: str) -> str:
+    try:
+        return kube.get(object_path("coordination.k8s.io", "v1", "leases", "kai-scheduler", lease))["spec"].get(
+            "holderIdentity") or ""
+    except ApiError as exc:
+        if exc.status == 404:
+            return ""
+        raise
+
+
+def test_one_process_per_shard_each_with_its_lease(kube, scheduler, ns, kai_run, control_plane):
+    """Separate replicas, as the chart's per-shard Deployments run them: ``--scheduling-shard pool-a`` in one
+    process, ``default`` in another, each leading its shard's Lease (a scheduler name of their own)."""
+    scheduler_name = f"shards-{ns}"
+    if POOL not in {s["metadata"]["name"] for s in kube.get(object_path(*names.SCHEDULINGSHARDS))["items"]}:
+        create_shard(kube, POOL, {"partitionLabelValue": POOL})
+    flags = ["--components", "scheduler", f"--scheduler-name={scheduler_name}", "--leader-elect"]
+    pool = kai_run([*flags, "--scheduling-shard", POOL], control_plane.kubeconfig, name="pool-a",
+                   env={"POD_NAME": "pool-a"})
+    default = kai_run([*flags, "--scheduling-shard", names.DEFAULT_SHARD], control_plane.kubeconfig, name="default",
+                      env={"POD_NAME": "default"})
+    try:
+        wait_until(lambda: lease_holder(kube, f"{scheduler_name}-{POOL}").startswith("pool-a_"), 30, "pool-a leads")
+        wait_until(lambda: lease_holder(kube, scheduler_name).startswith("default_"), 30, "default leads")
+        for i in range(2):
+            submit(kube, ns, f"own-pool-{i}", pool=True, scheduler_name=scheduler_name)
+            submit(kube, ns, f"own-default-{i}", pool=False, scheduler_name=scheduler_name)
+        for i in range(2):
+            assert wait_until(lambda i=i: node_of(kube, ns, f"own-pool-{i}"), 30, "pool pods bound") in {
+                f"{ns}-a0", f"{ns}-a1"}
+            assert wait_until(lambda i=i: node_of(kube, ns, f"own-default-{i}"), 30, "default pods bound") in {
+                f"{ns}-n0", f"{ns}-n1"}
+        assert "own-pool" not in default.log() and "own-default" not in pool.log()
+    finally:
+        assert pool.terminate() == 0, pool.log()[-3000:]
+        assert default.terminate() == 0, default.log()[-3000:]
+        delete_if_present(kube, SHARDS[POOL])

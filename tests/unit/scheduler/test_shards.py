@@ -7,7 +7,9 @@ import threading
 import time
 
 from kai.api import names
+from kai.kube import leader
 from kai.kube.client import object_path
+from kai.kube.leader import LeaderElector
 from kai.metrics import Registry, SchedulerMetrics
 from kai.run import _parser, scheduling_shards
 from kai.scheduler.loop import Scheduler
@@ -137,3 +139,21 @@ def test_each_shard_has_its_metrics_labelled_and_they_go_with_it():
     assert registry.value(value, {"decided": "true", "shard": "default"}) == 1.0
     registry.drop(pool)
     assert registry.value(value, {"decided": "true", "shard": "pool-a"}) is None
+
+
+def test_with_leader_election_each_shard_holds_its_own_lease(monkeypatch):
+    kube = cluster()
+    monkeypatch.setattr(leader, "Kube", lambda api_client, timeout: kube)  # the elector's own client
+    add_shard(kube, "default")
+    add_shard(kube, "pool-a", "pool-a")
+
+    def elector(lease: str) -> LeaderElector:
+        return LeaderElector(kube, lease, "kai-scheduler", identity=f"me-{lease}", retry_period=0.1)
+
+    with Running(kube, elector=elector) as shards:
+        wait_until(lambda: {"p-q", "p-qa"} <= set(bindings(kube)))
+        holders = {name: kube.objects[object_path("coordination.k8s.io", "v1", "leases", "kai-scheduler", name)]
+                   ["spec"]["holderIdentity"] for name in ("kai-scheduler", "kai-scheduler-pool-a")}
+        assert holders == {"kai-scheduler": "me-kai-scheduler", "kai-scheduler-pool-a": "me-kai-scheduler-pool-a"}
+        wait_until(lambda: shards.ready()[0])
+        assert "shard pool-a: " in shards.ready()[1]
