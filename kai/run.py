@@ -2,11 +2,15 @@
 
 Components are objects with a ``name`` and ``run(stop)``, which blocks until the
 :class:`threading.Event` ``stop`` is set. :data:`COMPONENTS` maps each name to a factory taking the
-:class:`Context`; ``--components`` picks some of them (default: every one available). A name that
-is part of KAI but not available in this build is an error naming what is. Each component runs
-on its own thread; SIGTERM or SIGINT sets ``stop``, and the process exits once every component has
-returned, or :data:`STOP_TIMEOUT` seconds after ``stop`` with exit code 1, naming the components
-still running. A component that fails stops the others and the process exits 1.
+:class:`Context`; ``--components`` picks some of them (default: every one available but those of
+:data:`OPT_IN`). A name that is part of KAI but not available in this build is an error naming what
+is. Each component runs on its own thread; SIGTERM or SIGINT sets ``stop``, and the process exits once
+every component has returned, or :data:`STOP_TIMEOUT` seconds after ``stop`` with exit code 1, naming
+the components still running. A component that fails stops the others and the process exits 1.
+
+At start the process creates KAI's ``Config kai-config`` and ``SchedulingShard default`` where they are
+missing (:mod:`kai.kube.operatorobjects`; ``--create-default-objects=false``: not), and one of its
+components reports the Config's status conditions (:func:`report_config_status`).
 
 The process serves ``/metrics``, ``/healthz`` and ``/readyz`` on ``--metrics-address`` (every
 interface by default), the probes on ``--health-probe-address`` instead when that is given. With
@@ -36,16 +40,21 @@ from kai.binder.binder import DEFAULT_WORKERS
 from kai.common.durations import duration_flag
 from kai.common.errors import ConfigError
 from kai.common.yamlfile import one_line
+from kai.controllers import nodescaleadjuster
 from kai.framework import DEFAULT_CONFIG, PluginError, SchedulerConfig, load_config
+from kai.kube.controller import Controller
 from kai.kube.leader import LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD, LeaderElector
 from kai.kube.server import DEFAULT_ADDRESS, METRICS, PROBES, ObservabilityServer
 from kai.logs import FORMATS, configure, fields
-from kai.metrics import DEFAULT_NAMESPACE, Registry, count_api_requests
+from kai.metrics import DEFAULT_NAMESPACE, ControllerMetrics, Registry, count_api_requests
 
 log = logging.getLogger(__name__)
 
 #: KAI's components, in start order. Those missing from :data:`COMPONENTS` are not available yet.
-KAI_COMPONENTS = ("scheduler", "binder", "podgrouper", "podgroup-controller", "queue-controller", "admission")
+KAI_COMPONENTS = ("scheduler", "binder", "podgrouper", "podgroup-controller", "queue-controller", "admission",
+                  "node-scale-adjuster")
+#: Components run only when ``--components`` names them (KAI's node scale adjuster is off by default too).
+OPT_IN = ("node-scale-adjuster",)
 #: How long the components may take to return once stopped (each bounds its own wait to a few seconds).
 STOP_TIMEOUT = 10.0
 
@@ -85,6 +94,9 @@ def _scheduler(ctx: Context):
     if shards == []:  # the flags' configuration only, over the default partition
         return scheduler(None, Partition(a.nodepool_label_key), SchedulerMetrics(ctx.registry))
     metrics: dict[str, tuple[Any, SchedulerMetrics]] = {}  # per shard: its labelled registry, kept across restarts
+    listed = Registry(ctx.registry.namespace)  # the families every shard's loop exports, with the label shard
+    SchedulerMetrics(listed)
+    ctx.registry.families.extend(f._replace(labels=(*f.labels, "shard")) for f in listed.families)
 
     def shard_metrics(shard: str) -> SchedulerMetrics:
         if shard not in metrics:
@@ -129,7 +141,9 @@ def _binder(ctx: Context):
     reservation = {"namespace": a.resource_reservation_namespace, "appLabel": a.resource_reservation_app_label,
                    "image": a.resource_reservation_pod_image, "serviceAccount": a.resource_reservation_service_account,
                    "runtimeClass": a.runtime_class_name, "allocationTimeout": a.resource_reservation_allocation_timeout,
-                   "fakeGpuNodes": a.fake_gpu_nodes}
+                   "fakeGpuNodes": a.fake_gpu_nodes, "podResources": a.resource_reservation_pod_resources,
+                   "podSecurityContext": a.resource_reservation_pod_security_context,
+                   "containerSecurityContext": a.resource_reservation_container_security_context}
     flags = BinderFlags(overrides, a.cdi_enabled, reservation)
     try:
         initial = build_chosen(chosen_plugins(flags, None), kube)
@@ -206,6 +220,14 @@ def _admission(ctx: Context):
     return server
 
 
+def _node_scale_adjuster(ctx: Context):
+    a = ctx.args
+    return nodescaleadjuster.NodeScaleAdjuster(
+        ctx.client(), scheduler_name=a.scheduler_name, namespace=a.scale_adjust_namespace, image=a.scaling_pod_image,
+        app=a.scaling_pod_app_label, service_account=a.scaling_pod_service_account,
+        memory_ratio=a.gpu_memory_to_fraction_ratio)
+
+
 COMPONENTS: dict[str, Callable[[Context], Any]] = {
     "scheduler": _scheduler,
     "binder": _binder,
@@ -213,7 +235,26 @@ COMPONENTS: dict[str, Callable[[Context], Any]] = {
     "podgroup-controller": _podgroup_controller,
     "queue-controller": _queue_controller,
     "admission": _admission,
+    "node-scale-adjuster": _node_scale_adjuster,
 }
+
+
+def metrics_registry(args: argparse.Namespace, kube) -> Registry:
+    """The process's registry: the process metrics and the API requests of ``kube``; the components add theirs."""
+    registry = Registry(args.metrics_namespace)
+    registry.add_process_metrics()
+    count_api_requests(registry, kube)
+    return registry
+
+
+def build_components(ctx: Context, names: list[str]) -> list:
+    """The components ``names``; the work queue and reconciles of each controller among them are measured."""
+    components = [COMPONENTS[name](ctx) for name in names]
+    controllers = ControllerMetrics(ctx.registry)
+    for component in components:
+        if isinstance(component, Controller):
+            component.instrument(controllers)
+    return components
 
 
 def parse_components(value: str) -> list[str]:
@@ -245,7 +286,7 @@ def _parser() -> argparse.ArgumentParser:
                                 epilog="DURATION: a Go duration (1s, 1m30s, 500ms, 1h) or a bare number of seconds.")
     p.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, else in-cluster)")
     p.add_argument("--config", help="scheduler configuration YAML (actions and plugin tiers; default: built-in)")
-    p.add_argument("--components", default=",".join(COMPONENTS),
+    p.add_argument("--components", default=",".join(c for c in COMPONENTS if c not in OPT_IN),
                    help=f"comma-separated components to run (default: %(default)s; KAI's: {', '.join(KAI_COMPONENTS)})")
     p.add_argument("--scheduler-name", default=names.SCHEDULER_NAME,
                    help="pods with this spec.schedulerName are scheduled (default: %(default)s)")
@@ -270,6 +311,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--kai-config", default=names.KAI_CONFIG_NAME, metavar="NAME",
                    help="the Config whose binder, podGrouper, admission and global sections the binder, podgrouper and "
                         "admission take up live, over their flags; '' for none (default: %(default)s)")
+    p.add_argument("--create-default-objects", type=_bool, nargs="?", const=True, default=True, metavar="BOOL",
+                   help="create Config kai-config and SchedulingShard default with KAI's default values at start where "
+                        "they are missing (their CRDs installed); false for installs that create them otherwise or "
+                        "may not (default: true)")
     p.add_argument("--qps", type=float, default=500.0, help="API requests per second per component, 0: no limit "
                    "(default: %(default)s)")
     p.add_argument("--burst", type=int, default=1000, help="API request burst per component (default: %(default)s)")
@@ -303,6 +348,13 @@ def _parser() -> argparse.ArgumentParser:
                     default=reservation.DEFAULT_TIMEOUT,
                     help="wait this long for a reservation pod's GPU (default: 40s)")
     gs.add_argument("--runtime-class-name", default="", metavar="NAME", help="their runtime class (default: none)")
+    gs.add_argument("--resource-reservation-pod-resources", default="", metavar="JSON",
+                    help="their container's requests and limits besides the GPU, a ResourceRequirements in JSON "
+                         "(default: none)")
+    gs.add_argument("--resource-reservation-pod-security-context", default="", metavar="JSON",
+                    help="their pod's securityContext in JSON (default: none)")
+    gs.add_argument("--resource-reservation-container-security-context", default="", metavar="JSON",
+                    help="their container's securityContext in JSON (default: none)")
     gs.add_argument("--cdi-enabled", action="store_true",
                     help="the device plugin uses CDI: devices are given as k8s.device-plugin.nvidia.com/gpu=<id>")
     gs.add_argument("--fake-gpu-nodes", action="store_true",
@@ -366,6 +418,18 @@ def _parser() -> argparse.ArgumentParser:
                    help="deprecated spelling of --gpu-fraction-runtime-class-name, which wins when both are given")
     g.add_argument("--enable-quota-validation", type=_bool, nargs="?", const=True, default=False, metavar="BOOL",
                    help="warn when a queue's quotas exceed its parent's (reads queues; default: false)")
+    g = p.add_argument_group("node-scale-adjuster (scaling pods for cluster autoscalers; docs/gpu-sharing.md)")
+    g.add_argument("--scale-adjust-namespace", default=nodescaleadjuster.NAMESPACE, metavar="NAMESPACE",
+                   help="namespace of the scaling pods (default: %(default)s)")
+    g.add_argument("--scaling-pod-image", default=nodescaleadjuster.IMAGE, metavar="IMAGE",
+                   help="their image, which runs kai-scaling-pod (default: %(default)s)")
+    g.add_argument("--scaling-pod-app-label", default=nodescaleadjuster.APP, metavar="VALUE",
+                   help="their 'app' label (default: %(default)s)")
+    g.add_argument("--scaling-pod-service-account", default=nodescaleadjuster.SERVICE_ACCOUNT, metavar="NAME",
+                   help="their ServiceAccount, '' for none (default: %(default)s)")
+    g.add_argument("--gpu-memory-to-fraction-ratio", type=float, metavar="RATIO",
+                   default=nodescaleadjuster.GPU_MEMORY_TO_FRACTION_RATIO,
+                   help="the share of a GPU counted for a pod asking for gpu-memory (default: %(default)s)")
     return p
 
 
@@ -419,11 +483,9 @@ def main(argv: list[str]) -> int:
     except Exception as exc:  # noqa: BLE001 - kubeconfig and in-cluster loading raise many types
         print(f"kai-scheduler run: cannot load a Kubernetes configuration: {exc}", file=sys.stderr)
         return 2
-    registry = Registry(args.metrics_namespace)
-    count_api_requests(registry, kube)
-    ctx = Context(args, config, kube, registry)
+    ctx = Context(args, config, kube, metrics_registry(args, kube))
     try:
-        components = [COMPONENTS[name](ctx) for name in names]
+        components = build_components(ctx, names)
         # the schedulers of the shards hold a Lease each; the process's Lease is for the other components
         own = [c for c in components if getattr(c, "elector", None) is not None]
         leased = [c for c in components if c not in own]
@@ -433,10 +495,15 @@ def main(argv: list[str]) -> int:
                 kube, args.leader_elect_lease_name or lease_name(args.scheduler_name, names), args.namespace,
                 lease_duration=args.leader_elect_lease_duration, renew_deadline=args.leader_elect_renew_deadline,
                 retry_period=args.leader_elect_retry_period)
-        servers = observability_servers(args, registry)
+        servers = observability_servers(args, ctx.registry)
     except (PluginError, ValueError, OSError) as exc:
         print(f"kai-scheduler run: {exc}", file=sys.stderr)
         return 2
+    if args.create_default_objects:
+        from kai.kube.operatorobjects import create_missing
+
+        create_missing(kube, args.namespace)
+    report_config_status(components)
     probes = next(s for s in servers if PROBES in s.routes)
     for component in components:
         probes.add_ready_check(component.name, _readiness(component, elector if component in leased else None))
@@ -454,6 +521,17 @@ def main(argv: list[str]) -> int:
     finally:
         for server in servers:
             server.stop()
+
+
+def report_config_status(components: list) -> None:
+    """The Config's status is written once per process: by the first component taking the Config up (the
+    binder, else the podgrouper, else the admission webhook; the scheduler reports on its SchedulingShard)."""
+    from kai.kube.kaiconfig import KaiObjects
+
+    watching = (c.settings for c in components if isinstance(getattr(c, "settings", None), KaiObjects))
+    first = next(watching, None)
+    if first is not None:
+        first.report_config = True
 
 
 def observability_servers(args: argparse.Namespace, registry) -> list[ObservabilityServer]:

@@ -39,7 +39,7 @@ from kai.api.names import CONFIGS, QUEUES, SCHEDULER_NAME
 from kai.kube.access import Access
 from kai.kube.certs import Certificate, serving_certificate
 from kai.kube.client import ApiError, object_path
-from kai.kube.kaiconfig import KaiObjects
+from kai.kube.kaiconfig import CONFIG_STATUS_ACCESS, KaiObjects
 from kai.kube.server import HTTPServer, parse_address
 from kai.logs import fields
 
@@ -57,8 +57,9 @@ DEFAULT_ADDRESS = ":9443"
 MAX_BODY = 8 * 1024 * 1024
 #: How long a stopping webhook waits for the reviews in progress, seconds.
 STOP_TIMEOUT = 2.0
-#: The Queue webhook with quota validation reads queues, the settings come from KAI's Config (see kai.kube.access).
-API_ACCESS = (Access(QUEUES[0], QUEUES[2], ("get",)), Access(CONFIGS[0], CONFIGS[2], ("get", "list", "watch")))
+#: The Queue webhook with quota validation reads queues; the settings come from KAI's Config, which it may report on.
+API_ACCESS = (Access(QUEUES[0], QUEUES[2], ("get",)), Access(CONFIGS[0], CONFIGS[2], ("get", "list", "watch")),
+              *CONFIG_STATUS_ACCESS)
 
 __all__ = ["AdmissionServer", "mutation_review", "queue_reader", "review"]
 

@@ -19,12 +19,14 @@ is created and the binder fills in the values when it binds it:
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
 from kai.binder.plugins import BindContext, BindError, InvalidBindRequest
 from kai.binder.reservation import Reservations
 from kai.common.durations import parse_duration
+from kai.common.quantity import parse
 from kai.kube.client import ApiError, Kube, object_path
 from kai.kube.sharedgpu import CONFIGMAP_ANNOTATION, FRACTION, configmap_data, fraction_container, index_tag
 from kai.logs import fields
@@ -50,6 +52,10 @@ def configmap_names(pod: dict[str, Any]) -> tuple[str, str]:
 #: Arguments of ``gpusharing`` passed on to :class:`Reservations`, with the keyword each one sets.
 RESERVATION_ARGUMENTS = {"namespace": "namespace", "appLabel": "app", "image": "image",
                          "serviceAccount": "service_account", "runtimeClass": "runtime_class"}
+#: Arguments of ``gpusharing`` that are JSON objects (a mapping, or its JSON text as KAI's binder flags give it),
+#: with the keyword of :class:`Reservations` each one sets.
+RESERVATION_OBJECTS = {"podResources": "pod_resources", "podSecurityContext": "pod_security_context",
+                       "containerSecurityContext": "container_security_context"}
 #: Go's strconv.ParseBool spellings, which KAI's string arguments use.
 _BOOLS = {**dict.fromkeys(("1", "t", "T", "TRUE", "true", "True"), True),
           **dict.fromkeys(("0", "f", "F", "FALSE", "false", "False"), False)}
@@ -60,18 +66,50 @@ def build(arguments: dict[str, Any]) -> GpuSharing:
 
     Arguments, all optional: KAI's ``cdiEnabled``; the reservation pods' ``namespace``, ``appLabel``,
     ``image``, ``serviceAccount`` and ``runtimeClass``, ``fakeGpuNodes``, ``allocationTimeout`` (a Go
-    duration or seconds). ``kai-scheduler run`` sets them from its GPU-sharing flags unless the binder
+    duration or seconds), and the objects ``podResources`` (``requests``, ``limits``), ``podSecurityContext``
+    and ``containerSecurityContext``. ``kai-scheduler run`` sets them from its GPU-sharing flags unless the binder
     plugin configuration gives them. Booleans may be given as Go spells them ("true", "false", "1", ...).
     """
-    unknown = sorted(set(arguments) - set(RESERVATION_ARGUMENTS) - {"allocationTimeout", "cdiEnabled", "fakeGpuNodes"})
+    unknown = sorted(set(arguments) - set(RESERVATION_ARGUMENTS) - set(RESERVATION_OBJECTS)
+                     - {"allocationTimeout", "cdiEnabled", "fakeGpuNodes"})
     if unknown:
         raise ValueError(f"unknown argument(s) {', '.join(unknown)}")
     options: dict[str, Any] = {key: arguments[arg] for arg, key in RESERVATION_ARGUMENTS.items() if arg in arguments}
+    options.update({key: _object(arguments[arg], arg) for arg, key in RESERVATION_OBJECTS.items()
+                    if arguments.get(arg) not in (None, "")})
+    if "pod_resources" in options:
+        _check_resources(options["pod_resources"])
     if "allocationTimeout" in arguments:
         options["timeout"] = parse_duration(arguments["allocationTimeout"], "allocationTimeout")
     if "fakeGpuNodes" in arguments:
         options["fake_gpu_nodes"] = _bool(arguments["fakeGpuNodes"], "fakeGpuNodes")
     return GpuSharing(cdi=_bool(arguments.get("cdiEnabled", False), "cdiEnabled"), **options)
+
+
+def _object(value: Any, name: str) -> dict[str, Any]:
+    """A JSON object argument: a mapping, or its JSON text."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            raise ValueError(f"{name}: not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{name}: expected a JSON object, not {type(value).__name__}")
+    return value
+
+
+def _check_resources(resources: dict[str, Any]) -> None:
+    """``podResources``: ``requests`` and ``limits``, each resource name -> a quantity."""
+    for key, amounts in resources.items():
+        if key not in ("requests", "limits"):
+            raise ValueError(f"podResources: field {key!r} is not known; known fields: requests, limits")
+        if not isinstance(amounts, dict):
+            raise ValueError(f"podResources.{key}: expected a mapping of resource names to quantities")
+        for resource, amount in amounts.items():
+            try:
+                parse(str(amount))
+            except ValueError:
+                raise ValueError(f"podResources.{key}.{resource}: {amount!r} is not a quantity") from None
 
 
 def _bool(value: Any, name: str) -> bool:

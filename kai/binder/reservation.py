@@ -11,7 +11,10 @@ group (``runai-gpu-group/<group>=<group>`` for a pod on several devices).
 The pod it creates is KAI v0.17's: named by :func:`reservation_pod_name` from the node and the group
 alone, ``nodeName`` pinned, label ``app=kai-resource-reservation``, annotation
 ``karpenter.sh/do-not-disrupt``, and the tolerations of the workload pod that asked for the group,
-so it runs on the tainted GPU nodes the workload runs on. The name is the same in every binder
+so it runs on the tainted GPU nodes the workload runs on. Its container asks for one ``nvidia.com/gpu``
+and for the other resources of ``pod_resources`` (``requests``/``limits``, a GPU amount there is
+dropped), and the pod and its container get the security contexts given, so that it is admitted under
+restricted Pod Security and LimitRanges. The name is the same in every binder
 process and after a restart, so two binders that both miss the pod in their read collide on one
 object: the loser's create is refused with AlreadyExists and it adopts the existing pod instead of
 holding a second device. Pods named the old way (``gpu-reservation-<node>-<5 random>``) are still
@@ -88,17 +91,26 @@ def reservation_pod_name(node: str, group: str) -> str:
 
 def reservation_pod(node: str, group: str, *, namespace: str = NAMESPACE, app: str = APP, image: str = IMAGE,
                     service_account: str = "", runtime_class: str = "", fake: bool = False,
-                    tolerations: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+                    tolerations: list[dict[str, Any]] | None = None, pod_resources: dict[str, Any] | None = None,
+                    pod_security_context: dict[str, Any] | None = None,
+                    container_security_context: dict[str, Any] | None = None) -> dict[str, Any]:
     """The reservation pod of ``group`` on ``node``, with (a copy of) the workload's ``tolerations``."""
+    resources = {kind: {**{name: str(amount) for name, amount in ((pod_resources or {}).get(kind) or {}).items()
+                           if name != names.GPU}, names.GPU: "1"}
+                 for kind in ("limits", "requests")}
     container: dict[str, Any] = {
         "name": "resource-reservation", "image": FAKE_IMAGE if fake else image, "imagePullPolicy": "IfNotPresent",
-        "resources": {"limits": {"nvidia.com/gpu": "1"}, "requests": {"nvidia.com/gpu": "1"}},
+        "resources": resources,
         "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
                 {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],
     }
     if fake:
         container["args"] = ["sleep", "infinity"]
+    if container_security_context:
+        container["securityContext"] = copy.deepcopy(container_security_context)
     spec: dict[str, Any] = {"nodeName": node, "containers": [container]}
+    if pod_security_context:
+        spec["securityContext"] = copy.deepcopy(pod_security_context)
     if tolerations:
         spec["tolerations"] = copy.deepcopy(tolerations)
     if service_account:
@@ -142,11 +154,15 @@ class Reservations:
 
     def __init__(self, kube: Kube, *, namespace: str = NAMESPACE, app: str = APP, image: str = IMAGE,
                  service_account: str = APP, runtime_class: str = "", timeout: float = DEFAULT_TIMEOUT,
-                 fake_gpu_nodes: bool = False, poll: float = 0.2, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 fake_gpu_nodes: bool = False, pod_resources: dict[str, Any] | None = None,
+                 pod_security_context: dict[str, Any] | None = None,
+                 container_security_context: dict[str, Any] | None = None, poll: float = 0.2,
+                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> None:
         self.kube = kube
         self.namespace, self.app, self.image = namespace, app, image
         self.service_account, self.runtime_class = service_account, runtime_class
+        self.pod_resources, self.pod_security_context = pod_resources, pod_security_context
+        self.container_security_context = container_security_context
         self.timeout, self.fake_gpu_nodes, self.poll = timeout, fake_gpu_nodes, poll
         self._clock, self._sleep = clock, sleep
         self._groups, self._nodes = _Locks(), _Locks()
@@ -177,7 +193,9 @@ class Reservations:
         """Creates the group's reservation pod for ``pod``, or adopts the one of that name another binder made."""
         body = reservation_pod(node_name, group, namespace=self.namespace, app=self.app, image=self.image,
                                service_account=self.service_account, runtime_class=self.runtime_class,
-                               fake=self.fake_gpu_nodes, tolerations=(pod.get("spec") or {}).get("tolerations"))
+                               fake=self.fake_gpu_nodes, tolerations=(pod.get("spec") or {}).get("tolerations"),
+                               pod_resources=self.pod_resources, pod_security_context=self.pod_security_context,
+                               container_security_context=self.container_security_context)
         name = body["metadata"]["name"]
         ids = fields(pod=f"{self.namespace}/{name}", node=node_name, gpu_group=group)
         try:

@@ -8,8 +8,10 @@ binder's flags, each field the Config sets winning over the flag:
 * ``plugins`` (``{NAME: {enabled, priority, arguments}}``) is laid over the defaults after ``--binder-plugins``;
   when it gives ``gpusharing`` arguments without ``cdiEnabled``, that comes from above, as KAI's operator does;
 * ``resourceReservation.{namespace, appLabel, serviceAccountName, allocationTimeout (seconds),
-  runtimeClassName}`` become the reservation arguments of ``gpusharing`` (flags ``--resource-reservation-*``,
-  ``--runtime-class-name``); arguments the plugin configuration gives win.
+  runtimeClassName, podResources, reservationPodSecurityContext, reservationContainerSecurityContext}`` become
+  the reservation arguments of ``gpusharing`` (flags ``--resource-reservation-*``, ``--runtime-class-name``);
+  without a container security context the reservation pods take ``global.securityContext``, as KAI's
+  operator gives them; arguments the plugin configuration gives win.
 
 :func:`plugins_builder` makes the ``build`` of :class:`kai.kube.kaiconfig.KaiObjects`: the plugins built, a
 plugin whose name and arguments did not change kept as it is (with its state and watches).
@@ -39,6 +41,9 @@ from kai.kube.kaiconfig import config_field
 #: ``binder.resourceReservation`` fields and the ``gpusharing`` argument each one sets.
 RESERVATION_FIELDS = {"namespace": "namespace", "appLabel": "appLabel", "serviceAccountName": "serviceAccount",
                       "runtimeClassName": "runtimeClass"}
+#: ``binder.resourceReservation`` objects and the ``gpusharing`` argument each one sets.
+RESERVATION_OBJECTS = {"podResources": "podResources", "reservationPodSecurityContext": "podSecurityContext",
+                       "reservationContainerSecurityContext": "containerSecurityContext"}
 
 
 @attrs.frozen
@@ -89,6 +94,14 @@ def _reservation(kai_config: dict | None) -> dict[str, Any]:
         value = config_field(kai_config, f"binder.resourceReservation.{field}", str)
         if value is not None:
             arguments[argument] = value
+    for field, argument in RESERVATION_OBJECTS.items():
+        value = config_field(kai_config, f"binder.resourceReservation.{field}", dict)
+        if value is not None:
+            arguments[argument] = value
+    if "containerSecurityContext" not in arguments:
+        context = config_field(kai_config, "global.securityContext", dict)
+        if context is not None:
+            arguments["containerSecurityContext"] = context
     timeout = config_field(kai_config, "binder.resourceReservation.allocationTimeout", int)
     if timeout is not None:
         if timeout <= 0:

@@ -42,7 +42,7 @@ from kai.kube.access import Access
 from kai.kube.client import ApiError, Kube, object_path
 from kai.kube.controller import Controller
 from kai.kube.events import WARNING, record_event
-from kai.kube.kaiconfig import KaiObjects
+from kai.kube.kaiconfig import CONFIG_STATUS_ACCESS, KaiObjects
 from kai.kube.objects import KubeObjects
 from kai.kube.watch import Informer, object_key
 from kai.logs import fields
@@ -77,7 +77,7 @@ OWNER_RESOURCES = {
     "machinelearning.seldon.io": ("seldondeployments",),
     "ray.io": ("rayclusters", "rayjobs", "rayservices"),
     "run.ai": ("distributedinferenceworkloads", "distributedworkloads", "inferenceworkloads", "interactiveworkloads",
-               "runaijobs", "trainingworkloads"),
+               "runaijobs", "trainingworkloads", "workloadrunners"),
     "scheduler.grove.io": ("podgangs",),
     "scheduling.k8s.io": ("priorityclasses",),
     "serving.knative.dev": ("configurations", "revisions", "services"),
@@ -95,6 +95,7 @@ API_ACCESS = (
     *(Access(group, resource, ("get",)) for group, resources in OWNER_RESOURCES.items() for resource in resources),
     Access("run.ai", "kartas", ("list",)),  # the no-code grouping rules of unknown kinds
     Access(names.CONFIGS[0], names.CONFIGS[2], ("get", "list", "watch")),  # the settings of Config kai-config
+    *CONFIG_STATUS_ACCESS,  # and its status
 )
 
 

@@ -19,6 +19,8 @@ sets wins, what it leaves unset stays as the base has it.
   defaults) replace the base's.
 * ``args``: the KAI scheduler flags in :data:`ARGS`; other flags, ``goMemLimit`` and ``goMemLimitRatio`` are
   reported as ignored. ``partitionLabelValue`` is the shard's partition (:mod:`kai.scheduler.shards`).
+* KAI's plugins this scheduler does not run as plugins (:func:`not_run`) are left out of the plugins and,
+  when enabled, reported as ignored (``plugins.NAME``).
 
 Errors are :class:`ConfigError` naming the object and the field.
 """
@@ -63,6 +65,11 @@ FLAG_ARGS = {"use-scheduling-signatures": "use_scheduling_signatures",
              "restrict-node-scheduling": "restrict_node_scheduling"}
 #: Shard fields this scheduler does not act on.
 IGNORED_FIELDS = ("goMemLimit", "goMemLimitRatio")
+#: KAI plugins with no plugin here: ``snapshot`` and ``reflectjoborder``, which serve the session's snapshot
+#: and job order over KAI's HTTP endpoint (``/get-snapshot``, ``/get-job-order``), and KAI's scenario
+#: generators ``sg-*`` (:data:`SCENARIO_GENERATOR_PREFIX`), which the job solver here always runs.
+NOT_RUN_PLUGINS = ("snapshot", "reflectjoborder")
+SCENARIO_GENERATOR_PREFIX = "sg-"
 #: KAI's in-cluster usage Prometheus, in the Config's namespace.
 IN_CLUSTER_PROMETHEUS = "http://usage-prometheus.{namespace}.svc.cluster.local:9090"
 DEFAULT_NAMESPACE = "kai-scheduler"
@@ -125,6 +132,9 @@ def apply_shard(base: SchedulerConfig, shard: dict[str, Any] | None,
                 plugin("minruntime").arguments[argument] = value
     _overrides(spec, "plugins", plugins, PLUGIN_PRIORITIES, ("enabled", "priority", "arguments"))
     _overrides(spec, "actions", actions, ACTION_PRIORITIES, ("enabled", "priority"))
+    skipped = tuple(f"plugins.{n}" for n in _ordered(plugins) if not_run(n))
+    for name in [n for n in plugins if not_run(n)]:
+        del plugins[name]
     action_names = _ordered(actions)
     if not action_names:
         raise ConfigError(f"{where}: field 'actions' disables every action")
@@ -144,8 +154,13 @@ def apply_shard(base: SchedulerConfig, shard: dict[str, Any] | None,
         budgets = parse_search_budgets(spec.get("scenarioSearchBudgets", dict), where)
         config = attrs.evolve(config, scenario_search_budgets=budgets)
     config, period, ignored_args = _args(spec, config, where)
-    ignored = tuple(f for f in IGNORED_FIELDS if spec.has(f) and spec.data[f] != "") + ignored_args
+    ignored = tuple(f for f in IGNORED_FIELDS if spec.has(f) and spec.data[f] != "") + skipped + ignored_args
     return ShardSettings(config, period, ignored)
+
+
+def not_run(plugin: str) -> bool:
+    """Whether ``plugin`` is a KAI plugin that has no plugin here."""
+    return plugin in NOT_RUN_PLUGINS or plugin.startswith(SCENARIO_GENERATOR_PREFIX)
 
 
 def _overrides(spec: Fields, key: str, entries: dict[str, _Entry], priorities: dict[str, int],

@@ -29,6 +29,7 @@ from kai.kube.kaiconfig import KaiObjects
 from kai.kube.watch import Informer
 from kai.kube.workqueue import WorkQueue, serve
 from kai.logs import fields
+from kai.metrics import ControllerMetrics, ReconcileMetrics
 
 #: How long a key waits for the informers' first list when ``wait_for_sync`` is set.
 SYNC_WAIT = 0.2
@@ -49,6 +50,8 @@ class Controller:
     stop_timeout = 3.0
     #: Settings followed while running (a KaiObjects), or None.
     settings: KaiObjects | None = None
+    #: Where reconciles are measured (:meth:`instrument`), or None.
+    reconciles: ReconcileMetrics | None = None
 
     def __init__(self, kube: Kube, *, workers: int = 1, error_delay: float = 5.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -97,6 +100,11 @@ class Controller:
             return settings.value
 
     # -- shared --------------------------------------------------------------------------------
+    def instrument(self, metrics: ControllerMetrics) -> None:
+        """Measure the work queue and the reconciles in ``metrics``, under the controller's name."""
+        self.queue.metrics = metrics.queue(self.name)
+        self.reconciles = metrics.reconciler(self.name, self.workers)
+
     @property
     def synced(self) -> bool:
         return bool(self.stores) and all(i.synced.is_set() for i in self.stores.values())
@@ -158,14 +166,21 @@ class Controller:
     def _handle(self, key: Hashable) -> float | None:
         if self.wait_for_sync and not self.synced:
             return SYNC_WAIT
+        reconciles, result, start = self.reconciles, "error", time.perf_counter()
+        if reconciles is not None:
+            reconciles.began()
         try:
             delay = self.handle(key)
+            result = "success" if delay is None else "requeue_after"
         except Exception:  # noqa: BLE001 - a bug or an outage on one object must not stop the worker
             with self._errors_lock:
                 failures = self._errors.get(key, 0)
                 self._errors[key] = failures + 1
             self.log.exception(f"{self.name} failed on an object", **fields(**{self.key_field: key}))
             return min(self.error_delay, FIRST_ERROR_DELAY * 2.0**failures)
+        finally:
+            if reconciles is not None:
+                reconciles.ended(result, time.perf_counter() - start)
         with self._errors_lock:
             self._errors.pop(key, None)
         return delay

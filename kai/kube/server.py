@@ -18,10 +18,10 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
 
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from kai.logs import fields
-from kai.metrics import Registry
+from kai.metrics import Registry, exposition
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ def _handler(server: ObservabilityServer) -> type[BaseHTTPRequestHandler]:
             route = self.path.split("?", 1)[0]
             metrics, probes = METRICS in server.routes, PROBES in server.routes
             if route == "/metrics" and metrics:
-                self._reply(200, generate_latest(server.registry.collectors), CONTENT_TYPE_LATEST)
+                self._reply(200, exposition(server.registry), CONTENT_TYPE_LATEST)
             elif route in ("/healthz", "/livez") and probes:
                 self._reply(200, b"ok\n")
             elif route == "/readyz" and probes:

@@ -5,6 +5,9 @@
   when that worker calls :meth:`WorkQueue.done`, so two workers never act on one object at once.
 * :meth:`WorkQueue.add_after` delays a key (retry backoff); it joins the queue when due, unless
   already waiting there.
+
+With ``metrics`` (a :class:`kai.metrics.WorkQueueMetrics`) the queue reports its adds, depth, waits,
+work and retries as client-go's queue does.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from collections import deque
 from collections.abc import Callable, Hashable
 
 from kai.logs import fields
+from kai.metrics import WorkQueueMetrics
 
 
 class ShutDown(Exception):
@@ -33,6 +37,7 @@ class WorkQueue:
         self._delayed: list[tuple[float, int, Hashable]] = []
         self._seq = 0
         self._shutdown = False
+        self.metrics: WorkQueueMetrics | None = None
 
     def __len__(self) -> int:
         with self._cond:
@@ -43,11 +48,13 @@ class WorkQueue:
             self._add_locked(key)
 
     def add_after(self, key: Hashable, delay: float) -> None:
-        if delay <= 0:
-            self.add(key)
-            return
         with self._cond:
             if self._shutdown:
+                return
+            if self.metrics is not None:
+                self.metrics.retried()
+            if delay <= 0:
+                self._add_locked(key)
                 return
             self._seq += 1
             heapq.heappush(self._delayed, (self._clock() + delay, self._seq, key))
@@ -65,6 +72,8 @@ class WorkQueue:
                     key = self._queue.popleft()
                     self._dirty.discard(key)
                     self._processing.add(key)
+                    if self.metrics is not None:
+                        self.metrics.taken(key)
                     return key
                 wait = self._delayed[0][0] - self._clock() if self._delayed else None
                 if deadline is not None:
@@ -77,6 +86,8 @@ class WorkQueue:
     def done(self, key: Hashable) -> None:
         with self._cond:
             self._processing.discard(key)
+            if self.metrics is not None:
+                self.metrics.done(key)
             if key in self._dirty:
                 self._queue.append(key)
                 self._cond.notify()
@@ -89,6 +100,8 @@ class WorkQueue:
     def _add_locked(self, key: Hashable) -> None:
         if self._shutdown or key in self._dirty:
             return
+        if self.metrics is not None:
+            self.metrics.added(key)
         self._dirty.add(key)
         if key not in self._processing:
             self._queue.append(key)

@@ -181,6 +181,14 @@ def test_binder_serves_metrics_and_probes(binder):
     assert succeeded and float(succeeded.group(1)) >= 2
     assert failed and float(failed.group(1)) >= 2
     assert "kai_binder_bind_latency_seconds_bucket" in text
+    # client-go's and controller-runtime's series of the binder's work queue, and the process's
+    adds = re.search(r'^workqueue_adds_total\{controller="binder",name="binder"\} (\S+)$', text, re.M)
+    reconciled = re.search(r'^controller_runtime_reconcile_total\{controller="binder",result="success"\} (\S+)$',
+                           text, re.M)
+    assert adds and float(adds.group(1)) >= 4
+    assert reconciled and float(reconciled.group(1)) >= 2
+    assert 'workqueue_work_duration_seconds_count{controller="binder",name="binder"}' in text
+    assert re.search(r"^process_resident_memory_bytes \S+$", text, re.M)
 
 
 # -- queue controller ------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ a kwok node reports a GPU, so the binder picks each reservation pod's device its
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from pathlib import Path
@@ -17,7 +18,7 @@ import yaml
 
 from kai.admission.webhook import MUTATE_PATH, AdmissionServer
 from kai.binder.gpusharing import configmap_names
-from kai.binder.reservation import DEVICE_ANNOTATION, NAMESPACE, reservation_pod_name
+from kai.binder.reservation import DEVICE_ANNOTATION, NAMESPACE, reservation_pod, reservation_pod_name
 from kai.kube.client import ApiError, Kube
 from support import manifests as m
 from support.waiting import wait_until
@@ -86,13 +87,27 @@ class Restartable:
         self.current = self.start()
 
 
+#: What the chart gives the reservation pods by default, so that restricted Pod Security admits them.
+POD_CONTEXT = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+CONTAINER_CONTEXT = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+RESOURCES = {"requests": {"cpu": "1m", "memory": "10Mi"}, "limits": {"memory": "100Mi"}}
+RESTRICTED = "pod-security.kubernetes.io/enforce"
+
+
 @pytest.fixture(scope="module")
 def scheduler(kube, control_plane, namespace, webhook, kai_run, tmp_path_factory):
     config = tmp_path_factory.mktemp("gpushare") / "config.yaml"
     config.write_text("actions: allocate\n")
-    running = Restartable(lambda: kai_run(["--config", str(config), "--components", "scheduler,binder",
-                                           "--fake-gpu-nodes"], control_plane.kubeconfig, name="gpu-sharing"))
+    # the reservation pods' namespace enforces restricted Pod Security while this module runs
+    kube.patch(f"/api/v1/namespaces/{NAMESPACE}", {"metadata": {"labels": {RESTRICTED: "restricted"}}})
+    running = Restartable(lambda: kai_run(
+        ["--config", str(config), "--components", "scheduler,binder", "--fake-gpu-nodes",
+         f"--resource-reservation-pod-security-context={json.dumps(POD_CONTEXT)}",
+         f"--resource-reservation-container-security-context={json.dumps(CONTAINER_CONTEXT)}",
+         f"--resource-reservation-pod-resources={json.dumps(RESOURCES)}"],
+        control_plane.kubeconfig, name="gpu-sharing"))
     yield running
+    kube.patch(f"/api/v1/namespaces/{NAMESPACE}", {"metadata": {"labels": {RESTRICTED: None}}})
     assert running.current.proc.poll() is None, running.log()[-3000:]
     assert running.current.terminate() == 0, running.log()[-3000:]
 
@@ -128,6 +143,15 @@ def test_two_halves_share_one_gpu_and_a_larger_share_opens_another(kube, namespa
                  for h in holders.values()}
     assert sorted(device_of.values()) == ["0", "1"]
     assert all(h["status"]["phase"] == "Running" for h in holders.values())
+    for holder in holders.values():  # admitted under restricted Pod Security, with the resources given
+        container = holder["spec"]["containers"][0]
+        assert holder["spec"]["securityContext"] == POD_CONTEXT
+        assert container["securityContext"] == CONTAINER_CONTEXT
+        assert container["resources"] == {"requests": {"cpu": "1m", "memory": "10Mi", "nvidia.com/gpu": "1"},
+                                          "limits": {"memory": "100Mi", "nvidia.com/gpu": "1"}}
+    with pytest.raises(ApiError) as refused:  # without the contexts, restricted Pod Security refuses the pod
+        kube.post(f"/api/v1/namespaces/{NAMESPACE}/pods", reservation_pod(node, "no-contexts"))
+    assert refused.value.status == 403 and "restricted" in str(refused.value)
 
     current = pods(kube, namespace)
     group = {n: current[n]["metadata"]["labels"]["runai-gpu-group"] for n in ("half-a", "half-b", "bigger")}

@@ -7,7 +7,7 @@ implements with Go template semantics:
 * ``if`` / ``else`` / ``end`` and ``range $v := X``, ``range $k, $v := X`` (maps in key order);
 * values ``.Values.a.b``, ``.Release.Namespace``, ``.Chart.AppVersion``, ``$`` (the root), ``$var.a``,
   string, number and boolean literals; ``.Files.Get "path"`` (a file of the chart);
-* functions ``quote``, ``default``, ``toYaml``, ``indent``, ``nindent``, ``not``, ``eq``, ``required``,
+* functions ``quote``, ``default``, ``toYaml``, ``toJson``, ``indent``, ``nindent``, ``not``, ``eq``, ``required``,
   called directly or at the end of a pipe (``X | default "y"``).
 
 Anything else is an error naming the template and the action, so a template that strays from
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 import re
 import shlex
 from collections.abc import Mapping
@@ -267,6 +268,7 @@ _FUNCTIONS = {
     "quote": lambda value: '"' + _string(value).replace("\\", "\\\\").replace('"', '\\"') + '"',
     "default": lambda fallback, value=None: value if _truthy(value) else fallback,
     "toYaml": _to_yaml,
+    "toJson": lambda value: json.dumps(value, separators=(",", ":"), sort_keys=True),  # Go's json.Marshal
     "indent": _indent,
     "nindent": lambda width, text: "\n" + _indent(width, text),
     "not": lambda value: not _truthy(value),

@@ -279,8 +279,8 @@ def test_the_search_metrics_carry_kai_s_labels():
                  state="emitted") >= 1
     simulated = sum(value("scenario_search_scenarios_total", action="preempt", generator=g, state="simulated") or 0
                     for g in ("NodeLocalGreedy", "MultiNodeGang"))
-    assert simulated == value("scenarios_simulation_by_action_total", action="preempt") == 1
-    assert value("scenarios_filtered_by_action_total", action="preempt") >= 1
+    assert simulated == value("scenarios_simulation_by_action", action="preempt") == 1
+    assert value("scenarios_filtered_by_action", action="preempt") >= 1
     assert value("scenario_search_duration_seconds_count", action="preempt", generator="NodeLocalGreedy",
                  result="solved") == 1
     assert value("scenario_search_action_budget_configured_seconds", action="preempt") == 300.0

@@ -17,6 +17,7 @@ import pytest
 from kai.admission.webhook import mutation_review
 from kai.binder.binder import Binder
 from kai.binder.gpusharing import GpuSharing, configmap_names
+from kai.binder.gpusharing import build as build_gpusharing
 from kai.binder.reservation import (
     DEVICE_ANNOTATION,
     NAMESPACE,
@@ -171,6 +172,38 @@ def test_reservation_pod_is_kais_shape():
     assert (fake["spec"]["containers"][0]["image"], fake["spec"]["containers"][0]["args"]) == (
         "ubuntu", ["sleep", "infinity"])
     assert "tolerations" not in fake["spec"]
+
+
+RESTRICTED_POD = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+RESTRICTED_CONTAINER = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+def test_reservation_pods_get_the_resources_and_security_contexts_given_but_always_one_gpu():
+    sharing = build_gpusharing({"podResources": json.dumps({"requests": {"cpu": "10m", "nvidia.com/gpu": 4},
+                                                            "limits": {"memory": "64Mi"}}),
+                                "podSecurityContext": RESTRICTED_POD,
+                                "containerSecurityContext": json.dumps(RESTRICTED_CONTAINER)})
+    sharing.setup(None)
+    reservations = sharing.reservations
+    pod = reservation_pod("n", "g", pod_resources=reservations.pod_resources,
+                          pod_security_context=reservations.pod_security_context,
+                          container_security_context=reservations.container_security_context)
+    container = pod["spec"]["containers"][0]
+    assert container["resources"] == {"requests": {"cpu": "10m", "nvidia.com/gpu": "1"},
+                                      "limits": {"memory": "64Mi", "nvidia.com/gpu": "1"}}
+    assert container["securityContext"] == RESTRICTED_CONTAINER
+    assert pod["spec"]["securityContext"] == RESTRICTED_POD
+
+
+@pytest.mark.parametrize(("arguments", "message"), [
+    ({"podResources": "{requests"}, "podResources: not JSON"),
+    ({"podSecurityContext": "[1]"}, "podSecurityContext: expected a JSON object, not list"),
+    ({"podResources": {"request": {}}}, "podResources: field 'request' is not known"),
+    ({"podResources": {"limits": {"cpu": "lots"}}}, "podResources.limits.cpu: 'lots' is not a quantity"),
+])
+def test_malformed_reservation_pod_objects_are_refused_naming_the_argument(arguments, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        build_gpusharing(arguments)
 
 
 def test_admission_mutation_references_the_configmaps_the_binder_fills():

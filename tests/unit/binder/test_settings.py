@@ -58,7 +58,24 @@ def test_resource_reservation_fields_become_the_gpusharing_arguments():
                                                                                                       25.0)
 
 
+def test_reservation_pod_objects_come_from_the_config_and_the_container_falls_back_to_the_global_context():
+    resources = {"requests": {"cpu": "5m"}}
+    pod_context, global_context = {"runAsNonRoot": True}, {"readOnlyRootFilesystem": True}
+    with_global = config(resourceReservation={"podResources": resources, "reservationPodSecurityContext": pod_context})
+    with_global["spec"]["global"] = {"securityContext": global_context}
+    chosen = dict(chosen_plugins(FLAGS, with_global))
+    assert chosen["gpusharing"]["podResources"] == resources
+    assert chosen["gpusharing"]["podSecurityContext"] == pod_context
+    assert chosen["gpusharing"]["containerSecurityContext"] == global_context
+    own = {"allowPrivilegeEscalation": False}
+    with_global["spec"]["binder"]["resourceReservation"]["reservationContainerSecurityContext"] = own
+    chosen = dict(chosen_plugins(FLAGS, with_global))
+    assert chosen["gpusharing"]["containerSecurityContext"] == own
+
+
 @pytest.mark.parametrize(("binder", "message"), [
+    ({"resourceReservation": {"podResources": "cpu=1"}},
+     "spec.binder.resourceReservation.podResources: expected a mapping"),
     ({"cdiEnabled": "yes"}, "spec.binder.cdiEnabled: expected true or false"),
     ({"volumeBindingTimeoutSeconds": 0}, "spec.binder.volumeBindingTimeoutSeconds: must be positive"),
     ({"resourceReservation": {"allocationTimeout": "40s"}},

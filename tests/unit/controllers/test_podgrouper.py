@@ -5,6 +5,7 @@ The real API server is exercised by tests/e2e/test_podgrouper.py.
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 
@@ -101,6 +102,18 @@ def test_a_pod_gets_its_podgroup_and_annotation_and_a_second_pass_writes_nothing
     assert g.handle("ns/train-0") is None
     assert kube.writes == []
     assert kube.events == []
+
+
+def test_assigning_a_pod_patches_that_pod_only(kube):
+    owner = job(kube)
+    pod(kube, owner=owner)
+    other = pod(kube, "train-1", owner=owner, annotations={"pod-group-name": "pg-train-job-uid"},
+                labels={"kai.scheduler/subgroup-name": "existing-subgroup"})
+    before = copy.deepcopy(other["metadata"])
+    g = grouper(kube)
+    assert g.handle("ns/train-0") is None
+    assert [w for w in kube.writes if w[0] == "PATCH"] == [("PATCH", "/api/v1/namespaces/ns/pods/train-0")]
+    assert kube.objects["/api/v1/namespaces/ns/pods/train-1"]["metadata"] == before
 
 
 def test_a_podgroup_the_store_has_not_seen_yet_is_not_written_twice(kube):
@@ -278,6 +291,16 @@ def test_an_owner_asking_to_be_skipped_leaves_the_pod_alone_without_an_event(kub
     g = grouper(kube)
     assert g.handle("ns/train-0") is None
     assert kube.writes == [] and kube.events == []
+
+
+def test_a_pod_asking_to_be_skipped_is_left_alone_and_false_groups_it(kube):
+    pod(kube, "skipped", annotations={"kai.scheduler/skip-podgrouper": "true"})
+    pod(kube, "grouped", annotations={"kai.scheduler/skip-podgrouper": "false"})
+    g = grouper(kube)
+    assert g.handle("ns/skipped") is None
+    assert kube.writes == [] and kube.events == []
+    g.handle("ns/grouped")
+    assert kube.writes
 
 
 def test_reader_lists_a_kind_by_labels_across_namespaces(kube):

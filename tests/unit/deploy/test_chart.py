@@ -16,6 +16,7 @@ import tomllib
 
 from kai.binder.reservation import NAMESPACE as RESERVATION_NAMESPACE
 from kai.kube.access import service_account
+from kai.kube.operatorobjects import default_objects
 from kai.kube.server import ObservabilityServer
 from kai.metrics import Registry
 from kai.rbac import chart_template, components
@@ -24,13 +25,14 @@ from support.chart import TemplateError, render, render_chart
 ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "deploy" / "chart" / "kai-scheduler"
 CLUSTER_SCOPED = {"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "PriorityClass", "Queue",
-                  "Namespace"}
+                  "Namespace", "Config", "SchedulingShard"}
 KNOWN_KINDS = {
     ("apiextensions.k8s.io/v1", "CustomResourceDefinition"), ("apps/v1", "Deployment"), ("v1", "Service"),
     ("v1", "ServiceAccount"), ("rbac.authorization.k8s.io/v1", "ClusterRole"),
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"), ("rbac.authorization.k8s.io/v1", "Role"),
     ("rbac.authorization.k8s.io/v1", "RoleBinding"), ("scheduling.k8s.io/v1", "PriorityClass"),
-    ("scheduling.run.ai/v2", "Queue"), ("v1", "Namespace"),
+    ("scheduling.run.ai/v2", "Queue"), ("v1", "Namespace"), ("kai.scheduler/v1", "Config"),
+    ("kai.scheduler/v1", "SchedulingShard"),
 }
 
 
@@ -104,7 +106,8 @@ def test_each_component_gets_least_privilege_rbac_covering_its_declared_access(d
 
 def test_deployments_run_each_component_under_its_account_with_probes(docs):
     deployments = by_kind(docs, "Deployment")
-    assert set(deployments) == {f"kai-{c}" for c in components() if c != "admission"}  # admission is opt-in
+    # admission and the node scale adjuster are opt-in
+    assert set(deployments) == {f"kai-{c}" for c in components() if c not in ("admission", "node-scale-adjuster")}
     for name, deployment in deployments.items():
         component = name.removeprefix("kai-")
         pod = deployment["spec"]["template"]["spec"]
@@ -256,6 +259,39 @@ def test_deployment_args_are_flags_of_kai_scheduler_run(values):
         assert args.leader_elect is bool(values)
 
 
+def test_no_deployment_creates_kai_s_operator_objects_the_chart_leaves_out():
+    from kai.run import _parser
+
+    values = {"nodeScaleAdjuster": {"enabled": True},
+              "components": {"admission": {"enabled": True, "tls": {"caBundle": "Q0E="}}}}
+    deployments = by_kind(render_chart(CHART, values=values), "Deployment").values()
+    assert len(deployments) == 7
+    for deployment in deployments:  # the chart creates them, as its values say
+        args = _parser().parse_args(deployment["spec"]["template"]["spec"]["containers"][0]["args"])
+        assert args.create_default_objects is False, deployment["metadata"]["name"]
+
+
+def test_kai_s_operator_objects_are_those_kai_scheduler_run_creates_and_kept_on_uninstall(docs):
+    rendered = [d for d in docs if d["kind"] in ("Config", "SchedulingShard")]
+    assert rendered == default_objects("gpu-system")
+    for doc in rendered:
+        assert doc["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+
+
+def test_values_change_kai_s_operator_objects_or_leave_them_out():
+    values = {"kaiConfig": {"spec": {"admission": {"gpuSharing": False}}},
+              "defaultShard": {"spec": {"placementStrategy": {"gpu": "spread", "cpu": "spread"}, "kValue": 2}}}
+    docs = render_chart(CHART, values=values)
+    config = by_kind(docs, "Config")["kai-config"]["spec"]
+    assert config["namespace"] == "kai-scheduler"
+    assert config["admission"] == {"service": {"enabled": True}, "gpuSharing": False}  # laid over the defaults
+    assert by_kind(docs, "SchedulingShard")["default"]["spec"] == {
+        "partitionLabelValue": "", "goMemLimitRatio": 0.9, "placementStrategy": {"gpu": "spread", "cpu": "spread"},
+        "kValue": 2}
+    off = render_chart(CHART, values={"kaiConfig": {"create": False}, "defaultShard": {"create": False}})
+    assert not by_kind(off, "Config") and not by_kind(off, "SchedulingShard")
+
+
 def test_admission_is_opt_in_with_its_tls_secret_webhook_port_and_configuration():
     from kai.admission.webhook import MUTATE_PATH, VALIDATE_PATH
 
@@ -357,6 +393,35 @@ def test_binder_gets_the_reservation_namespace_and_the_reservation_pods_account(
     assert binding["roleRef"]["name"] == reservation.APP
     off = render_chart(CHART, values={"components": {"binder": {"enabled": False}}})
     assert reservation.NAMESPACE not in by_kind(off, "Namespace")
+
+
+def test_node_scale_adjuster_is_opt_in_with_the_scaling_pods_namespace_account_and_flags():
+    from kai.controllers import nodescaleadjuster
+    from kai.run import _parser, parse_components
+
+    plain = render_chart(CHART)
+    assert "kai-node-scale-adjuster" not in by_kind(plain, "Deployment")
+    assert nodescaleadjuster.NAMESPACE not in by_kind(plain, "Namespace")
+    docs = render_chart(CHART, namespace="gpu-system", values={"nodeScaleAdjuster": {
+        "enabled": True, "labels": {"team": "ml"}, "args": ["--qps=20"]}, "leaderElection": {"enabled": True}})
+    namespace = by_kind(docs, "Namespace")[nodescaleadjuster.NAMESPACE]
+    assert namespace["metadata"]["labels"]["team"] == "ml"
+    account = by_kind(docs, "ServiceAccount")["kai-scale-adjust"]  # KAI's chart's name for the scaling pods' account
+    assert account["metadata"]["namespace"] == nodescaleadjuster.NAMESPACE
+    pod = by_kind(docs, "Deployment")["kai-node-scale-adjuster"]["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == service_account("node-scale-adjuster")
+    (container,) = pod["containers"]
+    args = _parser().parse_args(container["args"])
+    assert parse_components(args.components) == ["node-scale-adjuster"]
+    assert (args.scale_adjust_namespace, args.scaling_pod_service_account, args.scaling_pod_image,
+            args.gpu_memory_to_fraction_ratio, args.leader_elect, args.qps) == (
+        nodescaleadjuster.NAMESPACE, "kai-scale-adjust", "kai-scheduler:0.2.0", 0.1, True, 20.0)
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert "kai-node-scale-adjuster" in by_kind(docs, "Service")
+    for doc in docs:  # namespaced objects in the release namespace or the scaling pods' namespace only
+        if doc["kind"] not in CLUSTER_SCOPED:
+            assert doc["metadata"]["namespace"] in ("gpu-system", RESERVATION_NAMESPACE, nodescaleadjuster.NAMESPACE)
 
 
 def _container(docs, component):

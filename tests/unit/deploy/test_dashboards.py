@@ -4,99 +4,33 @@ export, by labels they have; the ConfigMap that ships them is off by default and
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
-import promql_parser
 import pytest
 
-from kai.metrics import BinderMetrics, QueueMetrics, Registry, SchedulerMetrics
 from support.chart import render_chart
+from support.dashboards import panels, problems, queries, run_metrics
 
 CHART = Path(__file__).resolve().parents[3] / "deploy" / "chart" / "kai-scheduler"
 DASHBOARDS = sorted((CHART / "dashboards").glob("*.json"))
-#: Labels Prometheus adds to every sample it scrapes from a Service (the Prometheus operator's).
-SCRAPE_LABELS = frozenset({"namespace", "pod", "job", "instance", "service", "endpoint", "container"})
-#: Grafana's interval variables, which are no PromQL: a duration stands in for them when parsing.
-INTERVAL = re.compile(r"\$__(rate_interval|interval|range)")
-LABEL_VALUES = re.compile(r"^label_values\((.+),\s*(\w+)\)$")
-
-
-def exported() -> dict[str, frozenset[str]]:
-    """Every sample name the scheduler, the binder and the queue controller export, with its labels."""
-    registry = Registry()
-    SchedulerMetrics(registry)
-    BinderMetrics(registry)
-    QueueMetrics(registry)
-    return {sample: frozenset(f.labels) | ({"le"} if sample.endswith("_bucket") else set())
-            for f in registry.families for sample in f.samples()}
-
-
-def problems(expr: str, metrics: dict[str, frozenset[str]]) -> list[str]:
-    """What is wrong with one query: a syntax error, an unknown metric, a label the metric does not have."""
-    try:
-        ast = promql_parser.parse(INTERVAL.sub("5m", expr))
-    except ValueError as exc:
-        return [f"not PromQL: {exc}"]
-    found: list[str] = []
-
-    def labels_under(node) -> frozenset[str]:
-        names: set[str] = set(SCRAPE_LABELS)
-
-        def add(n) -> None:  # walk() stops at a callback returning False
-            if isinstance(n, promql_parser.VectorSelector):
-                names.update(metrics.get(n.name, ()))
-
-        promql_parser.walk(node, add)
-        return frozenset(names)
-
-    def visit(node) -> None:
-        if isinstance(node, promql_parser.VectorSelector):
-            if node.name not in metrics:
-                found.append(f"{node.name} is not exported")
-            else:
-                found.extend(f"{node.name} has no label {m.name}" for m in node.matchers.matchers
-                             if m.name not in metrics[node.name] | SCRAPE_LABELS)
-        elif isinstance(node, promql_parser.AggregateExpr) and node.modifier is not None:
-            if node.modifier.type == promql_parser.AggModifierType.By:
-                found.extend(f"{node.op} by {label}: no such label" for label in node.modifier.labels
-                             if label not in labels_under(node.expr))
-
-    promql_parser.walk(ast, visit)
-    return found
-
-
-def panels(items):
-    for panel in items:
-        yield panel
-        yield from panels(panel.get("panels", ()))
-
-
-def queries(dashboard: dict):
-    """(where, PromQL) of every panel target and of every variable's ``label_values`` query."""
-    for panel in panels(dashboard["panels"]):
-        for target in panel.get("targets", ()):
-            yield f"{panel['title']} {target['refId']}", target["expr"]
-    for var in dashboard["templating"]["list"]:
-        if var["type"] == "query":
-            selector = LABEL_VALUES.match(var["query"]["query"])
-            assert selector, f"variable {var['name']}: not label_values(metric, label)"
-            yield f"variable {var['name']}", selector.group(1)
 
 
 @pytest.fixture(scope="module")
 def metrics():
-    return exported()
+    return run_metrics()
 
 
 def test_the_checker_finds_unknown_metrics_labels_and_bad_syntax(metrics):
-    assert problems('sum by (action) (rate(kai_podgroups_scheduled_by_action_total{pod=~"$pod"}[$__rate_interval]))',
+    assert problems('sum by (action) (rate(kai_podgroups_scheduled_by_action{pod=~"$pod"}[$__rate_interval]))',
                     metrics) == []
-    assert problems("kai_podgroups_scheduled_by_action", metrics) == [
-        "kai_podgroups_scheduled_by_action is not exported"]  # a counter's samples end in _total
+    assert problems("kai_podgroups_scheduled_by_action_total", metrics) == [
+        "kai_podgroups_scheduled_by_action_total is not exported"]  # KAI's name has no _total
     assert problems('kai_queue_info{queue="a"}', metrics) == ["kai_queue_info has no label queue"]
-    assert problems("sum by (plugin) (kai_action_scheduling_latency_seconds)", metrics) == [
+    assert problems("sum by (plugin) (kai_action_scheduling_latency_milliseconds)", metrics) == [
         "sum by plugin: no such label"]
+    assert problems("sum by (code) (rate(apiserver_request_total[5m]))", metrics) == [
+        "sum by code: no such label", "apiserver_request_total is not exported"]
+    assert problems("sum by (code) (rate(apiserver_request_total[5m]))", metrics, elsewhere=("apiserver_",)) == []
     assert problems("sum(kai_queue_info", metrics)[0].startswith("not PromQL")
 
 

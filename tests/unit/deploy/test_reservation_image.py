@@ -81,3 +81,19 @@ def test_the_chart_gives_the_binder_the_reservation_image_and_it_can_be_overridd
     image = {"repository": "registry.example/kai/resource-reservation", "tag": "v0.17.0"}
     docs = render_chart(CHART, values={"components": {"binder": {"resourceReservationImage": image}}})
     assert "--resource-reservation-pod-image=registry.example/kai/resource-reservation:v0.17.0" in binder_args(docs)
+
+
+def test_the_chart_gives_reservation_pods_restricted_security_contexts_and_the_resources_asked_for():
+    args = binder_args(render_chart(CHART))
+    given = {arg.split("=", 1)[0]: json.loads(arg.split("=", 1)[1]) for arg in args if "=" in arg and "{" in arg}
+    assert given["--resource-reservation-pod-security-context"] == {
+        "runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    assert given["--resource-reservation-container-security-context"] == {
+        "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    assert "--resource-reservation-pod-resources" not in given
+    resources = {"requests": {"cpu": "1m", "memory": "10Mi"}, "limits": {"memory": "100Mi"}}
+    docs = render_chart(CHART, values={"components": {"binder": {"resourceReservation": {
+        "podResources": resources, "podSecurityContext": None}}}})
+    given = {arg.split("=", 1)[0]: json.loads(arg.split("=", 1)[1]) for arg in binder_args(docs) if "{" in arg}
+    assert given["--resource-reservation-pod-resources"] == resources
+    assert "--resource-reservation-pod-security-context" not in given

@@ -8,6 +8,7 @@ from kai.common.errors import ConfigError
 from kai.framework import DEFAULT_CONFIG, Plugins, parse_config
 from kai.framework.shard import apply_shard
 from kai.framework.usage import UsageDBConfig
+from kai.plugin_loader import PluginError
 
 
 def shard(spec: dict, name: str = "default") -> dict:
@@ -125,3 +126,19 @@ def test_a_malformed_field_is_an_error_naming_it(spec, message):
         apply_shard(DEFAULT_CONFIG, shard(spec, name="gpu-shard"))
     assert str(err.value).startswith("SchedulingShard gpu-shard: spec")
     assert message in str(err.value)
+
+
+def test_kai_plugins_not_run_here_are_left_out_and_reported_as_ignored():
+    settings = apply_shard(DEFAULT_CONFIG, shard({"plugins": {
+        "snapshot": {"enabled": True}, "reflectjoborder": {}, "sg-nodelocalgreedy": {"priority": 360},
+        "sg-multinodegang": {"enabled": False}, "proportion": {"arguments": {"kValue": 2}}}}))
+    assert not {"snapshot", "reflectjoborder", "sg-nodelocalgreedy", "sg-multinodegang"} & set(names(settings))
+    assert plugins(settings)["proportion"] == {"kValue": 2}
+    assert settings.ignored == ("plugins.snapshot", "plugins.sg-nodelocalgreedy", "plugins.reflectjoborder")
+    Plugins(settings.config)  # every plugin left loads
+
+
+def test_a_plugin_kai_does_not_know_is_still_an_error_when_loaded():
+    settings = apply_shard(DEFAULT_CONFIG, shard({"plugins": {"snapshots": {}}}))
+    with pytest.raises(PluginError, match="unknown plugin 'snapshots'"):
+        Plugins(settings.config)

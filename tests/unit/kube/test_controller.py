@@ -9,6 +9,7 @@ import pytest
 
 from kai.kube.controller import Controller
 from kai.logs import record_fields
+from kai.metrics import ControllerMetrics, Registry
 
 
 class FakeInformer:
@@ -155,3 +156,25 @@ def test_a_key_that_keeps_failing_is_retried_after_1_2_4_seconds_up_to_the_error
     assert controller._handle("k") is None
     controller.handle = lambda key: 1 / 0
     assert controller._handle("k") == 1.0
+
+
+def test_reconciles_and_the_work_queue_are_measured_under_the_controller_s_name():
+    registry = Registry()
+    controller = Recorder({"things": FakeInformer()}, fail={"b"}, workers=2, error_delay=0.05)
+    controller.instrument(ControllerMetrics(registry))
+    for key in "abc":
+        controller.queue.add(key)
+    run_until(controller, lambda: controller.handled.count("b") == 2)
+
+    def value(metric: str, **labels: str) -> float | None:
+        return registry.value(metric, {"controller": "recorder", **labels})
+
+    assert value("controller_runtime_reconcile_total", result="success") == 3  # a, c and b the second time
+    assert value("controller_runtime_reconcile_total", result="error") == 1
+    assert value("controller_runtime_reconcile_total", result="requeue") == 0  # started at 0, as controller-runtime
+    assert value("controller_runtime_reconcile_errors_total") == 1
+    assert value("controller_runtime_reconcile_time_seconds_count") == 4
+    assert value("controller_runtime_max_concurrent_reconciles") == 2
+    assert value("controller_runtime_active_workers") == 0
+    assert value("workqueue_adds_total", name="recorder") == 4  # a, b, c and b's retry
+    assert value("workqueue_retries_total", name="recorder") == 1

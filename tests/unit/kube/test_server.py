@@ -15,7 +15,7 @@ from kai.kube.server import ObservabilityServer, parse_address
 from kai.metrics import BinderMetrics, QueueMetrics, Registry, SchedulerMetrics
 
 
-def test_scheduler_metrics_use_prometheus_names_and_seconds():
+def test_scheduler_metrics_use_kai_s_names_and_units():
     registry = Registry()
     metrics = SchedulerMetrics(registry)
     with metrics.cycle():
@@ -28,17 +28,18 @@ def test_scheduler_metrics_use_prometheus_names_and_seconds():
     metrics.fair_share("team-a", cpu_millicores=2500, memory_bytes=2e9, gpus=3.5, display_name="Team A")
     metrics.snapshot({"Pending": 3, "Running": 2}, podgroups=4, pending_podgroups=1)
 
-    e2e = registry.value("kai_e2e_scheduling_latency_seconds")
-    assert e2e is not None and 0 <= e2e < 1
-    assert registry.value("kai_action_scheduling_latency_seconds", {"action": "allocate"}) <= e2e
-    assert registry.value("kai_podgroups_scheduled_by_action_total", {"action": "allocate"}) == 2
-    assert registry.value("kai_preemption_attempts_total") == 1
-    assert registry.value("kai_task_scheduling_latency_seconds_bucket", {"le": "0.02"}) == 1
-    assert registry.value("kai_task_scheduling_latency_seconds_bucket", {"le": "0.01"}) == 0
+    e2e = registry.value("kai_e2e_scheduling_latency_milliseconds")
+    assert e2e is not None and 0 <= e2e < 1000
+    assert registry.value("kai_action_scheduling_latency_milliseconds", {"action": "allocate"}) <= e2e
+    assert registry.value("kai_podgroups_scheduled_by_action", {"action": "allocate"}) == 2
+    assert registry.value("kai_total_preemption_attempts") == 1
+    assert registry.value("kai_task_scheduling_latency_milliseconds_bucket", {"le": "20.0"}) == 1
+    assert registry.value("kai_task_scheduling_latency_milliseconds_bucket", {"le": "10.0"}) == 0
     # KAI's queue labels: queue_name is the display name when there is one
     team_a = {"queue_name": "Team A", "queue_metadata_name": "team-a", "queue_display_name": "Team A"}
     assert registry.value("kai_queue_fair_share_cpu_cores", team_a) == 2.5
     assert registry.value("kai_queue_fair_share_gpu", team_a) == 3.5
+    assert registry.value("kai_queue_fair_share_memory_gb", team_a) == 2.0
     assert registry.value("kai_snapshot_pods", {"status": "Pending"}) == 3
     metrics.snapshot({"Running": 5}, podgroups=4, pending_podgroups=0)
     assert registry.value("kai_snapshot_pods", {"status": "Pending"}) is None  # a vanished status is dropped
@@ -48,8 +49,8 @@ def test_registries_are_private_to_their_owner():
     first, second = Registry(), Registry()
     SchedulerMetrics(first).preemption_attempt()
     SchedulerMetrics(second)
-    assert first.value("kai_preemption_attempts_total") == 1
-    assert second.value("kai_preemption_attempts_total") == 0
+    assert first.value("kai_total_preemption_attempts") == 1
+    assert second.value("kai_total_preemption_attempts") == 0
 
 
 def test_metrics_namespace_is_configurable():
@@ -121,7 +122,7 @@ def test_server_serves_metrics_health_and_readiness():
     try:
         base = f"http://127.0.0.1:{server.port}"
         status, body = _get(base + "/metrics")
-        assert status == 200 and "kai_preemption_attempts_total 1.0" in body
+        assert status == 200 and "kai_total_preemption_attempts 1.0" in body
         assert _get(base + "/healthz")[0] == 200
         status, body = _get(base + "/readyz")
         assert status == 503 and "[-]cache failed: informers" in body

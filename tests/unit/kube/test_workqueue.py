@@ -8,6 +8,7 @@ import pytest
 
 from kai.kube.ratelimit import TokenBucket
 from kai.kube.workqueue import ShutDown, WorkQueue
+from kai.metrics import ControllerMetrics, Registry, WorkQueueMetrics
 
 
 class Clock:
@@ -89,3 +90,33 @@ def test_token_bucket_without_qps_never_waits():
     clock = Clock()
     bucket = TokenBucket(qps=0, burst=1, clock=clock, sleep=clock.sleep)
     assert all(bucket.acquire() == 0 for _ in range(100)) and not clock.slept
+
+
+def test_the_queue_reports_client_go_s_work_queue_metrics():
+    registry, clock = Registry(), Clock()
+    q = WorkQueue()
+    q.metrics = WorkQueueMetrics(ControllerMetrics(registry), "things", clock=clock)
+    labels = {"name": "things", "controller": "things"}
+
+    def value(name: str, **extra: str) -> float | None:
+        return registry.value(name, {**labels, **extra})
+
+    q.add("a")
+    q.add("a")  # held once: one add
+    q.add("b")
+    assert value("workqueue_adds_total") == 2
+    assert value("workqueue_depth", priority="") == 2
+    clock.now = 3.0
+    key = q.get()
+    assert value("workqueue_depth", priority="") == 1
+    assert value("workqueue_queue_duration_seconds_sum") == 3.0
+    clock.now = 5.0
+    assert value("workqueue_unfinished_work_seconds") == value("workqueue_longest_running_processor_seconds") == 2.0
+    q.add(key)  # added again while in hand: waits for done, counted once more
+    q.done(key)
+    assert value("workqueue_work_duration_seconds_sum") == 2.0
+    assert value("workqueue_unfinished_work_seconds") == 0.0
+    assert value("workqueue_adds_total") == 3 and value("workqueue_depth", priority="") == 2
+    q.add_after("c", 1.0)
+    q.add_after("d", 0.0)
+    assert value("workqueue_retries_total") == 2

@@ -9,7 +9,7 @@ from kai.binder.gpusharing import GpuSharing
 from kai.binder.plugins import build_plugins
 from kai.framework import DEFAULT_CONFIG, PluginError
 from kai.metrics import Registry
-from kai.run import COMPONENTS, Context, _parser, parse_components
+from kai.run import COMPONENTS, Context, _parser, parse_components, report_config_status
 
 
 class NoKube:
@@ -149,3 +149,38 @@ def test_the_config_named_by_kai_config_is_watched_over_the_flags_and_none_witho
         assert settings.value.flags.config.queue_label_key == "team"
         assert settings.build(None, config).flags.config.queue_label_key == "team/queue"
     assert build(name, "--kai-config", "").settings is None
+
+
+def test_the_config_s_status_is_reported_by_one_component_of_the_process():
+    everything = [build(name) for name in ("scheduler", "binder", "podgrouper", "admission")]
+    report_config_status(everything)
+    assert [c.settings.report_config for c in everything[1:]] == [True, False, False]  # the binder's
+    alone = [build("podgroup-controller"), build("admission")]
+    report_config_status(alone)
+    assert alone[1].settings.report_config
+    report_config_status([build("scheduler", "--kai-config", "")])  # nothing takes the Config up: no one reports
+
+
+def test_kai_s_operator_objects_are_created_unless_switched_off():
+    assert _parser().parse_args([]).create_default_objects is True
+    assert _parser().parse_args(["--create-default-objects=false"]).create_default_objects is False
+
+
+def test_node_scale_adjuster_flags_and_kai_s_defaults():
+    from kai.controllers import nodescaleadjuster
+    from kai.run import OPT_IN
+
+    adjuster = build("node-scale-adjuster")
+    assert adjuster.name == "node-scale-adjuster"
+    assert (adjuster.namespace, adjuster.app, adjuster.service_account, adjuster.memory_ratio,
+            adjuster.scheduler_name) == ("kai-scale-adjust", "scaling-pod", "scaling-pod", 0.1, "kai-scheduler")
+    assert adjuster.image == nodescaleadjuster.IMAGE
+    adjuster = build("node-scale-adjuster", "--scale-adjust-namespace", "scale", "--scaling-pod-image", "img:1",
+                     "--scaling-pod-app-label", "sp", "--scaling-pod-service-account", "",
+                     "--gpu-memory-to-fraction-ratio", "0.25", "--scheduler-name", "other")
+    assert (adjuster.namespace, adjuster.image, adjuster.app, adjuster.service_account, adjuster.memory_ratio,
+            adjuster.scheduler_name) == ("scale", "img:1", "sp", "", 0.25, "other")
+    # off unless named, as KAI's global.clusterAutoscaling
+    assert OPT_IN == ("node-scale-adjuster",)
+    assert "node-scale-adjuster" not in parse_components(_parser().parse_args([]).components)
+    assert parse_components("scheduler,node-scale-adjuster") == ["scheduler", "node-scale-adjuster"]

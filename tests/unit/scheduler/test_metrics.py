@@ -58,8 +58,8 @@ def test_decisions_of_an_action_are_counted_per_podgroup():
     registry = Registry()
     metrics = SchedulerMetrics(registry)
     record_decisions(metrics, session, "allocate", session.decisions)
-    assert registry.value("kai_podgroups_scheduled_by_action_total", {"action": "allocate"}) == 2
-    assert registry.value("kai_preemption_attempts_total") == 0
+    assert registry.value("kai_podgroups_scheduled_by_action", {"action": "allocate"}) == 2
+    assert registry.value("kai_total_preemption_attempts") == 0
     by_job = {session.jobs[d.task.job].name: [] for d in session.decisions}
     for d in session.decisions:
         by_job[session.jobs[d.task.job].name].append(d)
@@ -68,14 +68,14 @@ def test_decisions_of_an_action_are_counted_per_podgroup():
     job = session.jobs[by_job["big"][0].task.job]
     labels = {"podgroup": "big", "namespace": job.namespace, "uid": job.uid, "nodepool": "", "action": "preempt"}
     assert registry.value("kai_pod_group_evicted_pods_total", labels) == 3
-    assert registry.value("kai_preemption_attempts_total") == 1
-    assert registry.value("kai_podgroups_scheduled_by_action_total", {"action": "preempt"}) == 1
+    assert registry.value("kai_total_preemption_attempts") == 1
+    assert registry.value("kai_podgroups_scheduled_by_action", {"action": "preempt"}) == 1
     # an action that tried jobs through the solver scheduled only those: the victims it moved do not count
     small = by_job["small"][0].task.job
     moved = [attrs.evolve(d, kind="pipeline") for d in by_job["big"]]
     record_decisions(metrics, session, "consolidation", moved + by_job["small"], [small], "pool-a")
-    assert registry.value("kai_podgroups_scheduled_by_action_total", {"action": "consolidation"}) == 1
-    assert registry.value("kai_podgroups_acted_on_by_action_total", {"action": "consolidation"}) == 1
+    assert registry.value("kai_podgroups_scheduled_by_action", {"action": "consolidation"}) == 1
+    assert registry.value("kai_podgroups_acted_on_by_action", {"action": "consolidation"}) == 1
 
 
 def test_the_loop_records_its_allocations_as_usage_and_reads_them_back_next_cycle():
@@ -127,21 +127,21 @@ def test_a_cycle_records_kai_s_scheduler_metrics():
     session = scheduler.run_once()
     assert kt.placements(session, "evict") == {"big-0": "n1"}
 
-    e2e = registry.value("kai_e2e_scheduling_latency_seconds")
-    assert 0 < registry.value("kai_open_session_latency_seconds") <= e2e
+    e2e = registry.value("kai_e2e_scheduling_latency_milliseconds")
+    assert 0 < registry.value("kai_open_session_latency_milliseconds") <= e2e
     for action in ("allocate", "reclaim", "preempt"):
-        assert 0 < registry.value("kai_action_scheduling_latency_seconds", {"action": action}) <= e2e
+        assert 0 < registry.value("kai_action_scheduling_latency_milliseconds", {"action": action}) <= e2e
     # every plugin's session hooks are timed on their own (proportion opens and closes, predicates opens)
     timed = {(s.labels["plugin"], s.labels["OnSession"]) for m in registry.collectors.collect()
-             if m.name == "kai_plugin_scheduling_latency_seconds" for s in m.samples}
+             if m.name == "kai_plugin_scheduling_latency_milliseconds" for s in m.samples}
     assert timed == {("proportion", "OnSessionOpen"), ("proportion", "OnSessionClose"), ("predicates", "OnSessionOpen")}
-    assert registry.value("kai_plugin_scheduling_latency_seconds",
+    assert registry.value("kai_plugin_scheduling_latency_milliseconds",
                           {"plugin": "proportion", "OnSession": "OnSessionOpen"}) <= e2e
     # reclaim tried the pending job and placed it; allocate and preempt placed nothing
-    assert registry.value("kai_podgroups_acted_on_by_action_total", {"action": "reclaim"}) == 1
-    assert registry.value("kai_podgroups_scheduled_by_action_total", {"action": "reclaim"}) == 1
-    assert registry.value("kai_podgroups_scheduled_by_action_total", {"action": "allocate"}) is None
-    assert registry.value("kai_preemption_attempts_total") == 0
+    assert registry.value("kai_podgroups_acted_on_by_action", {"action": "reclaim"}) == 1
+    assert registry.value("kai_podgroups_scheduled_by_action", {"action": "reclaim"}) == 1
+    assert registry.value("kai_podgroups_scheduled_by_action", {"action": "allocate"}) is None
+    assert registry.value("kai_total_preemption_attempts") == 0
     big = session.jobs["default/big"]
     assert registry.value("kai_pod_group_evicted_pods_total", {
         "podgroup": "big", "namespace": big.namespace, "uid": big.uid, "nodepool": "default", "action": "reclaim"}) == 1
