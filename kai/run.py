@@ -15,7 +15,8 @@ components reports the Config's status conditions (:func:`report_config_status`)
 The process serves ``/metrics``, ``/healthz`` and ``/readyz`` on ``--metrics-address`` (every
 interface by default), the probes on ``--health-probe-address`` instead when that is given. With
 ``--leader-elect`` it first campaigns for a Lease in ``--namespace`` and runs the components only
-while it holds it; losing the lease ends the process with exit code 1 (KAI's behaviour), so that
+while it holds it (the scheduler of each SchedulingShard campaigns for a Lease of its own,
+:mod:`kai.scheduler.shards`); losing the lease ends the process with exit code 1 (KAI's behaviour), so that
 Kubernetes restarts it as a standby. On SIGTERM the leader releases the lease as soon as its
 components have returned, and a standby watching the lease takes over at once.
 """
@@ -75,13 +76,53 @@ class Context:
 
 
 def _scheduler(ctx: Context):
+    from kai.kube.leader import LeaderElector
     from kai.metrics import SchedulerMetrics
     from kai.scheduler.loop import Scheduler
+    from kai.scheduler.partition import Partition
+    from kai.scheduler.shards import ShardSchedulers
 
-    return Scheduler(ctx.client(), ctx.config, period=ctx.args.schedule_period, scheduler_name=ctx.args.scheduler_name,
-                     metrics=SchedulerMetrics(ctx.registry), shard=ctx.args.scheduling_shard or None,
-                     stuck_in_releasing_threshold=ctx.args.stuck_in_releasing_threshold,
-                     reservation_app=ctx.args.resource_reservation_app_label)
+    a = ctx.args
+
+    def scheduler(shard: str | None, partition: Partition, metrics: SchedulerMetrics) -> Scheduler:
+        return Scheduler(ctx.client(), ctx.config, period=a.schedule_period, scheduler_name=a.scheduler_name,
+                         metrics=metrics, shard=shard, partition=partition,
+                         stuck_in_releasing_threshold=a.stuck_in_releasing_threshold,
+                         reservation_app=a.resource_reservation_app_label)
+
+    shards = scheduling_shards(a.scheduling_shard)
+    if shards == []:  # the flags' configuration only, over the default partition
+        return scheduler(None, Partition(a.nodepool_label_key), SchedulerMetrics(ctx.registry))
+    metrics: dict[str, tuple[Any, SchedulerMetrics]] = {}  # per shard: its labelled registry, kept across restarts
+    listed = Registry(ctx.registry.namespace)  # the families every shard's loop exports, with the label shard
+    SchedulerMetrics(listed)
+    ctx.registry.families.extend(f._replace(labels=(*f.labels, "shard")) for f in listed.families)
+
+    def shard_metrics(shard: str) -> SchedulerMetrics:
+        if shard not in metrics:
+            registry = ctx.registry.labelled("shard", shard)
+            metrics[shard] = (registry, SchedulerMetrics(registry))
+        return metrics[shard][1]
+
+    def forget(shard: str) -> None:
+        if shard in metrics:
+            ctx.registry.drop(metrics.pop(shard)[0])
+
+    def elector(lease: str) -> LeaderElector:
+        return LeaderElector(ctx.kube, lease, a.namespace, lease_duration=a.leader_elect_lease_duration,
+                             renew_deadline=a.leader_elect_renew_deadline, retry_period=a.leader_elect_retry_period)
+
+    return ShardSchedulers(ctx.client(), lambda shard, partition: scheduler(shard, partition, shard_metrics(shard)),
+                           scheduler_name=a.scheduler_name, shards=shards, selector=a.scheduling_shard_selector,
+                           key=a.nodepool_label_key, elector=elector if a.leader_elect else None, forget=forget)
+
+
+def scheduling_shards(values: list[str] | None) -> list[str] | None:
+    """The shards named by ``--scheduling-shard`` (repeated or comma-separated): None when not given (every
+    shard), [] for ``''`` (none: the flags' configuration)."""
+    if values is None:
+        return None
+    return list(dict.fromkeys(name.strip() for value in values for name in value.split(",") if name.strip()))
 
 
 def _binder(ctx: Context):
@@ -269,9 +310,13 @@ def _parser() -> argparse.ArgumentParser:
                    help="schedule only on nodes labelled as GPU workers (node-role.kubernetes.io/gpu-worker, for pods "
                         "asking for GPUs) or CPU workers (node-role.kubernetes.io/cpu-worker, for the others); the "
                         "configuration's restrictSchedulingNodes does the same")
-    p.add_argument("--scheduling-shard", default=names.DEFAULT_SHARD, metavar="NAME",
-                   help="the SchedulingShard whose settings (with Config kai-config's) the scheduler takes up live, "
-                        "over --config and --schedule-period; '' for none (default: %(default)s)")
+    p.add_argument("--scheduling-shard", action="append", metavar="NAME[,NAME...]",
+                   help="serve these SchedulingShards (repeatable): one scheduling loop per shard over its partition "
+                        "(spec.partitionLabelValue on --nodepool-label-key), taking up the shard's settings (with "
+                        "Config kai-config's) live over --config and --schedule-period; '' for one loop with the "
+                        "flags' configuration only (default: every SchedulingShard, see docs/shards.md)")
+    p.add_argument("--scheduling-shard-selector", default="", metavar="SELECTOR",
+                   help="serve the SchedulingShards matching this label selector (default: all)")
     p.add_argument("--kai-config", default=names.KAI_CONFIG_NAME, metavar="NAME",
                    help="the Config whose binder, podGrouper, admission and global sections the binder, podgrouper and "
                         "admission take up live, over their flags; '' for none (default: %(default)s)")
@@ -343,7 +388,8 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--queue-label-key", default="kai.scheduler/queue",
                    help="label naming a workload's queue (default: %(default)s)")
     g.add_argument("--nodepool-label-key", default="kai.scheduler/node-pool",
-                   help="label naming a pod's node pool, copied to its PodGroup (default: %(default)s)")
+                   help="label naming a pod's node pool, copied to its PodGroup; the scheduling shards' partitions "
+                        "are its values (default: %(default)s)")
     g.add_argument("--default-priorities-configmap-name", default="", metavar="NAME",
                    help="ConfigMap with default priority classes per workload kind (key 'types')")
     g.add_argument("--default-priorities-configmap-namespace", default="", metavar="NAMESPACE")
@@ -462,8 +508,11 @@ def main(argv: list[str]) -> int:
     ctx = Context(args, config, kube, metrics_registry(args, kube))
     try:
         components = build_components(ctx, names)
+        # the schedulers of the shards hold a Lease each; the process's Lease is for the other components
+        own = [c for c in components if getattr(c, "elector", None) is not None]
+        leased = [c for c in components if c not in own]
         elector = None
-        if args.leader_elect:
+        if args.leader_elect and leased:
             elector = LeaderElector(
                 kube, args.leader_elect_lease_name or lease_name(args.scheduler_name, names), args.namespace,
                 lease_duration=args.leader_elect_lease_duration, renew_deadline=args.leader_elect_renew_deadline,
@@ -479,7 +528,7 @@ def main(argv: list[str]) -> int:
     report_config_status(components)
     probes = next(s for s in servers if PROBES in s.routes)
     for component in components:
-        probes.add_ready_check(component.name, _readiness(component, elector))
+        probes.add_ready_check(component.name, _readiness(component, elector if component in leased else None))
     if elector is not None:
         probes.add_ready_check("leader-election", lambda: (not elector.lost, elector.state))
     for server in servers:
@@ -488,7 +537,9 @@ def main(argv: list[str]) -> int:
     try:
         if elector is None:
             return run_components(components, stop)
-        return run_as_leader(elector, components, stop)
+        if not own:
+            return run_as_leader(elector, components, stop)
+        return run_components([*own, Leading(elector, leased)], stop)
     finally:
         for server in servers:
             server.stop()
@@ -539,6 +590,19 @@ def run_as_leader(elector, components: list, stop: threading.Event | None = None
     if not kept:
         return 1
     return codes[0] if codes else 0
+
+
+@attrs.define
+class Leading:
+    """Components run while the process holds its Lease, beside components holding Leases of their own."""
+
+    elector: LeaderElector
+    components: list
+    name: str = "leader-election"
+
+    def run(self, stop: threading.Event) -> None:
+        if run_as_leader(self.elector, self.components, stop) != 0:
+            raise RuntimeError("the leader lease was lost or a component failed")
 
 
 def _stop_on_signals(stop: threading.Event) -> None:

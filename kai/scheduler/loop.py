@@ -18,10 +18,12 @@ contained in the session (:mod:`kai.framework.faults`); a cycle that fails as a 
 counted, and retried after a backoff that doubles with each failure in a row (a period first, at most
 :data:`MAX_BACKOFF`), changes or not -- never a tight loop of failing cycles.
 
-With a ``shard`` name the scheduler watches KAI's ``Config kai-config`` and that ``SchedulingShard``
-(:mod:`kai.kube.kaiconfig`) and takes their settings up at the start of the next cycle: the plugin set
-and actions (rebuilt only when they changed), historical usage and the period. Without the objects
-the ``config`` given stays in force; a change that cannot be applied leaves the previous settings.
+The scheduler serves one ``partition`` of the cluster (:mod:`kai.scheduler.partition`; every node by
+default); :mod:`kai.scheduler.shards` runs one per SchedulingShard. With a ``shard`` name the scheduler
+watches KAI's ``Config kai-config`` and that ``SchedulingShard`` (:mod:`kai.kube.kaiconfig`) and takes
+their settings up at the start of the next cycle: the plugin set and actions (rebuilt only when they
+changed), historical usage and the period. Without the objects the ``config`` given stays in force; a
+change that cannot be applied leaves the previous settings.
 
 On stop the loop ends within :data:`STOP_POLL` seconds when idle, or after the cycle under way;
 the committer then finishes the decisions that cycle submitted, for at most ``stop_timeout``
@@ -48,6 +50,7 @@ from kai.metrics import ON_SESSION_CLOSE, ON_SESSION_OPEN, SchedulerMetrics
 from kai.scheduler.cache import ClusterCache
 from kai.scheduler.commit import Committer
 from kai.scheduler.convert import STUCK_IN_RELEASING_THRESHOLD
+from kai.scheduler.partition import EVERYTHING, Partition
 from kai.scheduler.probe import SessionProbe
 from kai.scheduler.settings import Settings, settings_builder
 from kai.usagedb import make_usage_source
@@ -74,7 +77,7 @@ GC_MIDDLE_THRESHOLD = 50
 
 #: Every API call of the scheduler (its cache watches the cluster, its committer writes decisions).
 API_ACCESS = (
-    Access("", "pods", ("list", "watch")),
+    Access("", "pods", ("list", "watch", "patch")),
     Access("", "pods/eviction", ("create",)),
     Access("", "pods/status", ("patch",)),
     Access("", "nodes", ("list", "watch")),
@@ -109,11 +112,11 @@ class Scheduler:
     def __init__(self, kube: Kube, config: SchedulerConfig = DEFAULT_CONFIG, *, period: float = DEFAULT_PERIOD,
                  debounce: float = DEFAULT_DEBOUNCE, scheduler_name: str = names.SCHEDULER_NAME, workers: int = 16,
                  metrics: SchedulerMetrics | None = None, sync_timeout: float = 120.0,
-                 stop_timeout: float = STOP_TIMEOUT, shard: str | None = None,
+                 stop_timeout: float = STOP_TIMEOUT, shard: str | None = None, partition: Partition = EVERYTHING,
                  stuck_in_releasing_threshold: float = STUCK_IN_RELEASING_THRESHOLD,
                  reservation_app: str = names.RESERVATION_APP[1]) -> None:
         self.plugins = Plugins(config)
-        self.cache = ClusterCache(kube, scheduler_name, stuck_in_releasing_threshold)
+        self.cache = ClusterCache(kube, scheduler_name, stuck_in_releasing_threshold, partition)
         self.cache.reservation_app = reservation_app
         self.committer = Committer(kube, self.cache, workers=workers, metrics=metrics)
         self.period = period

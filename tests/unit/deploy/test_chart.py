@@ -155,6 +155,33 @@ def test_values_switch_leader_election_replicas_and_components():
     assert binder["spec"]["template"]["spec"]["containers"][0]["image"] == "kai-scheduler:dev"
 
 
+def test_one_scheduler_serves_every_shard_or_one_deployment_runs_per_listed_shard():
+    from kai.run import _parser, scheduling_shards
+
+    (scheduler,) = [d for d in by_kind(render_chart(CHART), "Deployment").values()
+                    if d["metadata"]["labels"]["app.kubernetes.io/component"] == "scheduler"]
+    args = _parser().parse_args(scheduler["spec"]["template"]["spec"]["containers"][0]["args"])
+    assert scheduling_shards(args.scheduling_shard) is None  # every SchedulingShard
+
+    docs = render_chart(CHART, values={"components": {"scheduler": {"shards": ["default", "pool-a"], "replicas": 2}},
+                                       "leaderElection": {"enabled": True}})
+    deployments = by_kind(docs, "Deployment")
+    assert "kai-scheduler" not in deployments and "kai-scheduler" not in by_kind(docs, "Service")
+    for shard in ("default", "pool-a"):
+        deployment = deployments[f"kai-scheduler-{shard}"]
+        pod = deployment["spec"]["template"]
+        assert deployment["spec"]["replicas"] == 2
+        assert deployment["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+        assert deployment["spec"]["selector"]["matchLabels"]["kai.scheduler/scheduling-shard"] == shard
+        assert pod["spec"]["serviceAccountName"] == service_account("scheduler")
+        args = _parser().parse_args(pod["spec"]["containers"][0]["args"])
+        assert (args.components, scheduling_shards(args.scheduling_shard), args.leader_elect) == (
+            "scheduler", [shard], True)
+        service = by_kind(docs, "Service")[f"kai-scheduler-{shard}"]
+        assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    assert {"kai-binder", "kai-podgrouper"} <= set(deployments)
+
+
 def test_dockerfile_installs_the_package_and_runs_as_non_root():
     text = (ROOT / "deploy" / "Dockerfile").read_text()
     froms = re.findall(r"^FROM (\S+)", text, re.M)

@@ -96,7 +96,7 @@ def test_queue_depth_usage_db_and_args():
     assert config.restrict_node_scheduling is True
     assert config.staleness_grace_period == 120.0
     assert settings.schedule_period == 0.5
-    assert settings.ignored == ("partitionLabelValue", "args.detailed-fit-errors")
+    assert settings.ignored == ("args.detailed-fit-errors",)
 
 
 def test_external_prometheus_of_the_config():
