@@ -443,6 +443,7 @@ def main(argv: list[str]) -> int:
         print(f"kai-scheduler run: {exc}", file=sys.stderr)
         return 2
     probes = next(s for s in servers if PROBES in s.routes)
+    _serve_snapshots(next(s for s in servers if METRICS in s.routes), components)
     for component in components:
         probes.add_ready_check(component.name, _readiness(component, elector))
     if elector is not None:
@@ -457,6 +458,15 @@ def main(argv: list[str]) -> int:
     finally:
         for server in servers:
             server.stop()
+
+
+def _serve_snapshots(server: ObservabilityServer, components: list) -> None:
+    """KAI's ``/get-snapshot`` of the scheduler, served while its configuration has the ``snapshot`` plugin."""
+    for component in components:
+        if component.name == "scheduler":
+            from kai.scheduler.kaisnapshot import ROUTE, snapshot_route
+
+            server.add_route(ROUTE, snapshot_route(component))
 
 
 def observability_servers(args: argparse.Namespace, registry) -> list[ObservabilityServer]:
