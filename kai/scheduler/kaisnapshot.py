@@ -251,7 +251,8 @@ def scheduler_config(snapshot: KaiSnapshot, where: str = "snapshot") -> Mapped:
             raise ConfigError(f"{where}: schedulerParams.partitionParams: node pool "
                               f"{partition.get('NodePoolLabelKey')}={partition['NodePoolLabelValue']} has no "
                               "counterpart here (one scheduler schedules every node)")
-        ignored += [f"schedulerParams.{key}" for key in PARAMS_NOT_DECIDING if params.get(key)]
+        ignored += [f"schedulerParams.{key}" for key in PARAMS_NOT_DECIDING
+                    if (partition.get("NodePoolLabelKey") if key == "partitionParams" else params.get(key))]
         known = {"schedulerName", "restrictSchedulingNodes", "maxNumberConsolidationPreemptees",
                  "useSchedulingSignatures", "allowConsolidatingReclaim", "globalDefaultStalenessGracePeriod",
                  "stuckInReleasingThreshold", *PARAMS_NOT_DECIDING}
