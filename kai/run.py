@@ -74,10 +74,16 @@ def _scheduler(ctx: Context):
     from kai.metrics import SchedulerMetrics
     from kai.scheduler.loop import Scheduler
 
-    return Scheduler(ctx.client(), ctx.config, period=ctx.args.schedule_period, scheduler_name=ctx.args.scheduler_name,
-                     metrics=SchedulerMetrics(ctx.registry), shard=ctx.args.scheduling_shard or None,
-                     stuck_in_releasing_threshold=ctx.args.stuck_in_releasing_threshold,
-                     reservation_app=ctx.args.resource_reservation_app_label)
+    scheduler = Scheduler(ctx.client(), ctx.config, period=ctx.args.schedule_period,
+                          scheduler_name=ctx.args.scheduler_name, metrics=SchedulerMetrics(ctx.registry),
+                          shard=None if ctx.args.shadow else ctx.args.scheduling_shard or None,
+                          stuck_in_releasing_threshold=ctx.args.stuck_in_releasing_threshold,
+                          reservation_app=ctx.args.resource_reservation_app_label)
+    if ctx.args.shadow:  # writes nothing: not even the SchedulingShard's status, so the shard is not watched
+        from kai.scheduler.shadow import ShadowCommitter
+
+        scheduler.committer = ShadowCommitter(scheduler.cache, ctx.registry, ctx.args.shadow_report)
+    return scheduler
 
 
 def _binder(ctx: Context):
@@ -227,6 +233,15 @@ def parse_components(value: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def shadow_components(args: argparse.Namespace, names: list[str]) -> list[str]:
+    """Shadow mode runs the scheduler alone (KAI runs the rest) and without a Lease, which is a write."""
+    if args.components != _parser().get_default("components") and names != ["scheduler"]:
+        raise ValueError("--shadow runs the scheduler alone; --components must be 'scheduler'")
+    if args.leader_elect:
+        raise ValueError("--shadow writes nothing, not even a Lease: run one replica without --leader-elect")
+    return ["scheduler"]
+
+
 def scheduler_config(args: argparse.Namespace) -> SchedulerConfig:
     """The configuration of ``--config`` (else the default) with the scheduler flags that set it."""
     config = load_config(args.config) if args.config else DEFAULT_CONFIG
@@ -364,6 +379,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="deprecated spelling of --gpu-fraction-runtime-class-name, which wins when both are given")
     g.add_argument("--enable-quota-validation", type=_bool, nargs="?", const=True, default=False, metavar="BOOL",
                    help="warn when a queue's quotas exceed its parent's (reads queues; default: false)")
+    g = p.add_argument_group("shadow mode (beside a running KAI; docs/snapshots.md)")
+    g.add_argument("--shadow", action="store_true",
+                   help="run the scheduler alone, writing nothing, and compare its decisions with KAI's")
+    g.add_argument("--shadow-report", metavar="FILE", help="with --shadow: also write the rolling report to FILE")
     g = p.add_argument_group("node-scale-adjuster (scaling pods for cluster autoscalers; docs/gpu-sharing.md)")
     g.add_argument("--scale-adjust-namespace", default=nodescaleadjuster.NAMESPACE, metavar="NAMESPACE",
                    help="namespace of the scaling pods (default: %(default)s)")
@@ -416,6 +435,8 @@ def main(argv: list[str]) -> int:
         return 2
     try:
         names = parse_components(args.components)
+        if args.shadow:
+            names = shadow_components(args, names)
         if args.schedule_period <= 0:
             raise ValueError(f"--schedule-period must be positive, not {args.schedule_period:g}")
         config = scheduler_config(args)
@@ -461,12 +482,16 @@ def main(argv: list[str]) -> int:
 
 
 def _serve_snapshots(server: ObservabilityServer, components: list) -> None:
-    """KAI's ``/get-snapshot`` of the scheduler, served while its configuration has the ``snapshot`` plugin."""
+    """KAI's ``/get-snapshot`` of the scheduler, served while its configuration has the ``snapshot`` plugin, and
+    in shadow mode the report at ``/shadow-report``."""
     for component in components:
         if component.name == "scheduler":
             from kai.scheduler.kaisnapshot import ROUTE, snapshot_route
+            from kai.scheduler.shadow import ShadowCommitter
 
             server.add_route(ROUTE, snapshot_route(component))
+            if isinstance(component.committer, ShadowCommitter):
+                server.add_route("/shadow-report", component.committer.route)
 
 
 def observability_servers(args: argparse.Namespace, registry) -> list[ObservabilityServer]:
