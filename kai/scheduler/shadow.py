@@ -30,12 +30,21 @@ from typing import Any
 
 import attrs
 
-from kai.api import TaskStatus
+from kai.api import TaskStatus, names
 from kai.framework import Session
+from kai.kube.access import Access
 from kai.metrics import Registry
+from kai.scheduler import loop
 from kai.scheduler.build import Cycle
 from kai.scheduler.cache import ClusterCache
 
+#: The verbs shadow mode uses: it reads.
+READ_VERBS = ("get", "list", "watch")
+#: Shadow mode's API calls: the scheduler's reads, without the SchedulingShard and Config (not watched).
+API_ACCESS = tuple(
+    Access(a.group, a.resource, tuple(v for v in a.verbs if v in READ_VERBS)) for a in loop.API_ACCESS
+    if "/" not in a.resource and a.resource not in (names.SCHEDULINGSHARDS[2], names.CONFIGS[2])
+    and any(v in READ_VERBS for v in a.verbs))
 #: Outcomes that are not divergences.
 AGREED = ("same node", "evicted by both")
 #: Seconds KAI is given to act on a pod before the verdict here counts as one KAI did not share.
