@@ -70,6 +70,11 @@ func TestExportSnapshot(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	for _, o := range raw.ConfigMaps {
+		if _, err := kube.CoreV1().ConfigMaps(o.Namespace).Create(ctx, o, create); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, o := range raw.PriorityClasses {
 		if _, err := kube.SchedulingV1().PriorityClasses().Create(ctx, o, create); err != nil {
 			t.Fatal(err)

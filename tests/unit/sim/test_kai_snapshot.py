@@ -74,6 +74,17 @@ def test_fractions_share_devices_and_reclaim_evicts_over_quota():
     assert [d[0] for d in reclaim] == ["evict", "evict", "pipeline"]
 
 
+def test_a_snapshot_captured_from_kais_scheduler_agrees_but_for_which_pod_of_a_gang_goes_where():
+    """KAI's Go scheduler, on a local control plane with no binder, placed gangs, fractions and single pods of
+    two queues (its BindRequests) and left a gang too large pending (``PodScheduled=False``)."""
+    comp = replay(read_snapshot(FIXTURES / "kai-captured.zip"), "captured", compare=True)["comparison"]
+    assert (comp["agree"], comp["total"], comp["unknown"]) == (13, 15, 0)
+    differ = [p for p in comp["pods"] if p["outcome"] != "same node" and p["outcome"] != "both pending"]
+    assert {p["outcome"] for p in differ} == {"different node"}
+    assert {p["job"] for p in differ} == {"gang-b"}  # identical pods of one gang, in another order
+    assert sorted(p["here"] for p in differ) == sorted(p["kai"] for p in differ)
+
+
 def test_a_kai_decision_differing_from_ours_is_shown_with_our_explanation():
     snapshot = read_snapshot(FIXTURES / "gangs-queues.json")
     for br in snapshot.objects["bindRequests"]:
