@@ -104,8 +104,8 @@ class ShadowCommitter:
             binds = {d.task.uid: d.node for d in session.decisions if d.kind in ("bind", "pipeline")}
             for job in session.jobs.values():
                 for task in job.tasks.values():
-                    if task.uid not in binds and task.status is not TaskStatus.PENDING:
-                        continue
+                    if task.uid in placed or task.uid not in binds and task.status is not TaskStatus.PENDING:
+                        continue  # placed by KAI since the cycle was built, or not waiting in it
                     node = binds.get(task.uid)
                     why = None if node else session.task_fit_errors.get(task.uid) or session.job_fit_message(job)
                     old = self.verdicts.get(task.uid)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from kai.api import names
+from kai.framework import Session
 from kai.kube.client import object_path
 from kai.metrics import Registry, exposition
 from kai.run import main as run_main
@@ -84,6 +85,20 @@ def test_binds_are_set_beside_kais_and_nothing_is_written(shadow):
     assert (entry["here"], entry["kai"]) == ("node-2", "node-0")
     assert 'shadow_decisions_total{outcome="same node"} 3.0' in exposition(registry).decode()
     assert {call.method for call in kube.calls} <= {"GET", "WATCH"}, "shadow mode writes nothing"
+
+
+@pytest.mark.parametrize("shadow", ["gangs-queues.json"], indirect=True)
+def test_a_pod_kai_placed_while_the_cycle_ran_gets_no_verdict(shadow):
+    kube, kai, scheduler, _ = shadow
+    cycle = scheduler.cache.snapshot()
+    session = Session(cycle.snapshot, scheduler.plugins).open()
+    session.run_actions(list(scheduler.plugins.config.actions))
+    for br in kai.values():
+        kube.add(path("bindrequests", br), copy.deepcopy(br))
+    seen(scheduler, "bindrequests", lambda inf: len(inf) == len(kai))
+    scheduler.committer.commit(session, cycle)
+    session.close()
+    assert sorted(scheduler.committer.verdicts) == ["team-a/huge-c-0", "team-a/huge-c-1", "team-a/huge-c-2"]
 
 
 @pytest.mark.parametrize("shadow", ["reclaim.json"], indirect=True)
