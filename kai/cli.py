@@ -19,6 +19,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "conformance": ("kai.sim.conformance:main", "replay KAI conformance scenarios through the kernel"),
     "replay": ("kai.sim.replay.cli:main", "replay a GPU cluster trace through the scheduler (FGD paper's procedure)"),
     "bench": ("kai.sim.bench:main", "time scheduling actions on scenario files"),
+    "crds": ("kai.kube.crds:main", "create or upgrade KAI's CRDs in a cluster (apply)"),
     "run": ("kai.run:main", "run the scheduler's components against a Kubernetes API server"),
     "dev-cluster": ("kai.dev.cli:main",
                     "a local control plane (etcd, kube-apiserver, kwok): build|up|down|env|status"),

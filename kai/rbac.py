@@ -18,15 +18,18 @@ import yaml
 from kai.admission import webhook
 from kai.binder import binder
 from kai.controllers import nodescaleadjuster, podgrouper, podgroupstatus, queuestatus
+from kai.kube import operatorobjects
 from kai.kube.access import Access, manifests
 from kai.scheduler import loop, shadow
 
 
 def components() -> dict[str, tuple[Access, ...]]:
-    """Each component's declared access, by component name (every component of ``kai-scheduler run``)."""
-    return {"scheduler": loop.API_ACCESS, "binder": binder.API_ACCESS, "podgrouper": podgrouper.API_ACCESS,
-            "podgroup-controller": podgroupstatus.API_ACCESS, "queue-controller": queuestatus.API_ACCESS,
-            "admission": webhook.API_ACCESS, "node-scale-adjuster": nodescaleadjuster.API_ACCESS}
+    """Each component's declared access, by component name (every component of ``kai-scheduler run``), with
+    what the process needs to create KAI's operator objects at start."""
+    declared = {"scheduler": loop.API_ACCESS, "binder": binder.API_ACCESS, "podgrouper": podgrouper.API_ACCESS,
+                "podgroup-controller": podgroupstatus.API_ACCESS, "queue-controller": queuestatus.API_ACCESS,
+                "admission": webhook.API_ACCESS, "node-scale-adjuster": nodescaleadjuster.API_ACCESS}
+    return {name: access + operatorobjects.API_ACCESS for name, access in declared.items()}
 
 
 HELM_NAMESPACE = "{{ .Release.Namespace }}"

@@ -8,6 +8,10 @@ is. Each component runs on its own thread; SIGTERM or SIGINT sets ``stop``, and 
 every component has returned, or :data:`STOP_TIMEOUT` seconds after ``stop`` with exit code 1, naming
 the components still running. A component that fails stops the others and the process exits 1.
 
+At start the process creates KAI's ``Config kai-config`` and ``SchedulingShard default`` where they are
+missing (:mod:`kai.kube.operatorobjects`; ``--create-default-objects=false``: not), and one of its
+components reports the Config's status conditions (:func:`report_config_status`).
+
 The process serves ``/metrics``, ``/healthz`` and ``/readyz`` on ``--metrics-address`` (every
 interface by default), the probes on ``--health-probe-address`` instead when that is given. With
 ``--leader-elect`` it first campaigns for a Lease in ``--namespace`` and runs the components only
@@ -150,7 +154,9 @@ def _podgrouper(ctx: Context):
                           a.generic_karta_fallback == "true")
     try:
         grouper = PodGrouper(kube, config=config, scheduler_name=a.scheduler_name, arguments=flags.arguments(),
-                             pod_label_selector=a.pod_label_selector, workers=a.podgrouper_workers)
+                             pod_label_selector=",".join(a.pod_label_selector),
+                             namespace_label_selector=",".join(a.namespace_label_selector),
+                             workers=a.podgrouper_workers)
     except (GroupingError, PluginError) as exc:  # two podgroupers claiming one kind, a podgrouper that cannot load
         raise ValueError(f"podgrouper: {exc}") from exc
     if a.kai_config:
@@ -161,6 +167,7 @@ def _podgrouper(ctx: Context):
 
 
 def _admission(ctx: Context):
+    from kai.admission.certificates import ManagedCertificate
     from kai.admission.pods import DEFAULT_RUNTIME_CLASS
     from kai.admission.settings import policy_builder
     from kai.admission.webhook import AdmissionServer, queue_reader
@@ -170,8 +177,14 @@ def _admission(ctx: Context):
     # fake GPU nodes (kwok) have no container runtime to name: no runtime class unless one is given
     runtime_class = next((name for name in (a.gpu_fraction_runtime_class_name, a.gpu_pod_runtime_class_name)
                           if name is not None), "" if a.fake_gpu_nodes else DEFAULT_RUNTIME_CLASS)
+    hosts = a.webhook_host or ["localhost", "127.0.0.1"]
+    if a.webhook_configuration and not a.webhook_cert_secret:
+        raise ValueError("--webhook-configuration needs --webhook-cert-secret, the certificate whose CA it sets")
+    managed = ManagedCertificate(ctx.client(), a.namespace, a.webhook_cert_secret, hosts,
+                                 a.webhook_configuration) if a.webhook_cert_secret else None
     server = AdmissionServer(a.webhook_addr, scheduler_name=a.scheduler_name, cert_file=a.webhook_cert_file,
-                             key_file=a.webhook_key_file, hosts=a.webhook_host or ["localhost", "127.0.0.1"],
+                             key_file=a.webhook_key_file, hosts=hosts, cert_dir=a.webhook_cert_dir or None,
+                             managed=managed,
                              gpu_sharing=a.gpu_sharing_enabled, block_visible_devices=a.block_nvidia_visible_devices,
                              runtime_class=runtime_class, hami_core=a.hami_core_enabled,
                              read_queue=queue_reader(ctx.client()) if a.enable_quota_validation else None)
@@ -277,6 +290,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--kai-config", default=names.KAI_CONFIG_NAME, metavar="NAME",
                    help="the Config whose binder, podGrouper, admission and global sections the binder, podgrouper and "
                         "admission take up live, over their flags; '' for none (default: %(default)s)")
+    p.add_argument("--create-default-objects", type=_bool, nargs="?", const=True, default=True, metavar="BOOL",
+                   help="create Config kai-config and SchedulingShard default with KAI's default values at start where "
+                        "they are missing (their CRDs installed); false for installs that create them otherwise or "
+                        "may not (default: true)")
     p.add_argument("--qps", type=float, default=500.0, help="API requests per second per component, 0: no limit "
                    "(default: %(default)s)")
     p.add_argument("--burst", type=int, default=1000, help="API request burst per component (default: %(default)s)")
@@ -351,8 +368,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="one PodGroup per Knative revision (default: %(default)s)")
     g.add_argument("--generic-karta-fallback", choices=("true", "false"), default="true",
                    help="group kinds no podgrouper knows by their Karta, if one exists (default: %(default)s)")
-    g.add_argument("--pod-label-selector", default="", metavar="SELECTOR",
-                   help="group only pods matching this label selector (default: all)")
+    g.add_argument("--pod-label-selector", action="append", default=[], metavar="SELECTOR",
+                   help="group only pods matching this label selector, e.g. team=a (repeatable: all must match; "
+                        "default: all pods)")
+    g.add_argument("--namespace-label-selector", action="append", default=[], metavar="SELECTOR",
+                   help="group only pods of namespaces matching this label selector (repeatable: all must match; "
+                        "default: every namespace)")
     g.add_argument("--podgrouper-workers", type=int, default=10, metavar="N",
                    help="pods grouped concurrently (KAI's --max-concurrent-reconciles) (default: %(default)s)")
     g = p.add_argument_group("admission")
@@ -363,6 +384,15 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--webhook-host", action="append", default=[], metavar="NAME",
                    help="without certificate files: a DNS name or IP address for the certificate made at start "
                         "(repeatable; default: localhost and 127.0.0.1)")
+    g.add_argument("--webhook-cert-secret", default="", metavar="NAME",
+                   help="without certificate files: keep the certificate in this Secret of --namespace (keys tls.crt, "
+                        "tls.key, ca.crt), made for the --webhook-host names where it is missing, so that every "
+                        "replica serves the same one")
+    g.add_argument("--webhook-configuration", default="", metavar="NAME",
+                   help="with --webhook-cert-secret: set its CA as the caBundle of the Validating- and "
+                        "MutatingWebhookConfiguration of this name, at start and every minute")
+    g.add_argument("--webhook-cert-dir", default="", metavar="PATH",
+                   help="folder for the certificate files made or read at start (default: a temporary folder)")
     g.add_argument("--gpu-sharing-enabled", type=_bool, nargs="?", const=True, default=True, metavar="BOOL",
                    help="admit pods asking for a fraction of a GPU; false refuses them, as KAI does by default "
                         "(default: true)")
@@ -463,6 +493,11 @@ def main(argv: list[str]) -> int:
     except (PluginError, ValueError, OSError) as exc:
         print(f"kai-scheduler run: {exc}", file=sys.stderr)
         return 2
+    if args.create_default_objects and not args.shadow:  # shadow mode writes nothing
+        from kai.kube.operatorobjects import create_missing
+
+        create_missing(kube, args.namespace)
+    report_config_status(components)
     probes = next(s for s in servers if PROBES in s.routes)
     _serve_snapshots(next(s for s in servers if METRICS in s.routes), components)
     for component in components:
@@ -479,6 +514,17 @@ def main(argv: list[str]) -> int:
     finally:
         for server in servers:
             server.stop()
+
+
+def report_config_status(components: list) -> None:
+    """The Config's status is written once per process: by the first component taking the Config up (the
+    binder, else the podgrouper, else the admission webhook; the scheduler reports on its SchedulingShard)."""
+    from kai.kube.kaiconfig import KaiObjects
+
+    watching = (c.settings for c in components if isinstance(getattr(c, "settings", None), KaiObjects))
+    first = next(watching, None)
+    if first is not None:
+        first.report_config = True
 
 
 def _serve_snapshots(server: ObservabilityServer, components: list) -> None:

@@ -51,6 +51,7 @@ from kai.api import (
     ResourceRequest,
     Resources,
     SubGroup,
+    Taint,
     Task,
     TaskStatus,
     Topology,
@@ -118,6 +119,7 @@ from kai.api.podgroup import (
     INFERENCE_PRIORITY,
     NON_PREEMPTIBLE,
     PREEMPTIBLE,
+    SEMI_PREEMPTIBLE,
     TRAIN_PRIORITY,
     GroupingError,
     NotFoundError,
@@ -149,6 +151,7 @@ from kai.framework import (
     Session,
     Statement,
     cluster_capacity,
+    core_tasks,
     divide_tree_explained,
     max_node_gpu_memory,
     memory_base,
@@ -168,7 +171,7 @@ from kai.framework.nodepool import LargestNode
 from kai.framework.nodes import NodeArrays
 from kai.framework.shapes import NodeState, Shape, after_task, node_state, normalised, parse_workload, task_shape
 from kai.grouping.hub import ANY, FALLBACK_KIND, PodGrouperHub, first_duration
-from kai.grouping.karta import karta_for, karta_metadata
+from kai.grouping.karta import KartaLookup, karta_metadata
 from kai.grouping.podgroups import kept_topology
 from kai.grouping.segments import segment_topology, trunc_div
 from kai.grouping.unstructured import (
@@ -327,8 +330,8 @@ __all__ = [
     "hookimpl", "SessionHooks", "OrderHooks", "FilterHooks", "CapacityHooks", "EvictionHooks", "SubsetHooks",
     "ScoreHooks", "AllocationHooks", "PodgrouperHooks",
     # the domain model
-    "Resources", "ResourceRequest", "Node", "Task", "Job", "Queue", "QueueDetails", "PodSet", "SubGroup", "Member",
-    "Topology", "TopologyConstraint", "Reject", "TaskStatus", "ACTIVE_ALLOCATED", "ACTIVE_USED", "ALIVE",
+    "Resources", "ResourceRequest", "Node", "Taint", "Task", "Job", "Queue", "QueueDetails", "PodSet", "SubGroup",
+    "Member", "Topology", "TopologyConstraint", "Reject", "TaskStatus", "ACTIVE_ALLOCATED", "ACTIVE_USED", "ALIVE",
     "ALLOCATED", "UNLIMITED", "EPSILON", "GPU", "MIG_PREFIX", "is_mig_resource", "mig_gpu_slices",
     # KAI's names: labels and annotations, and the module of every name
     "names", "SCHEDULER_NAME", "PODGROUP_API_VERSION", "QUEUE_LABEL", "NODE_POOL_LABEL", "PROJECT_LABEL",
@@ -350,9 +353,10 @@ __all__ = [
     # PodGroup metadata
     "PodGroupMetadata", "SubGroupMetadata", "PodGroupTopology", "OwnerReference", "parse_preemptibility",
     "BUILD_PRIORITY", "INFERENCE_PRIORITY", "TRAIN_PRIORITY", "DEFAULT_QUEUE", "PREEMPTIBLE", "NON_PREEMPTIBLE",
+    "SEMI_PREEMPTIBLE",
     # the kernel's services
     "Session", "Statement", "Decision", "Scenario", "Action", "NodeInfo", "NodeArrays", "JobQueue", "ROOT_GROUP",
-    "ordered_pod_sets", "should_pipeline", "tasks_to_allocate", "placement_scores", "queue_order_compare",
+    "ordered_pod_sets", "should_pipeline", "tasks_to_allocate", "core_tasks", "placement_scores", "queue_order_compare",
     "divide_tree_explained", "FAIR_SHARE_REASONS", "cluster_capacity", "memory_base", "max_node_gpu_memory",
     "min_node_gpu_memory", "node_gpu_memory", "task_gpu_memory", "jobs_where", "nodes_as_built", "JobsKey", "MemoKey",
     "LargestNode",
@@ -360,7 +364,7 @@ __all__ = [
     # task shapes and node states
     "Shape", "NodeState", "node_state", "after_task", "task_shape", "parse_workload", "normalised",
     # pod grouping
-    "PodGrouperHub", "ANY", "FALLBACK_KIND", "first_duration", "karta_for", "karta_metadata", "kept_topology",
+    "PodGrouperHub", "ANY", "FALLBACK_KIND", "first_duration", "KartaLookup", "karta_metadata", "kept_topology",
     "segment_topology", "trunc_div", "FieldError", "annotations_of", "labels", "meta_str", "gvk", "atoi", "parse_int32",
     "nested", "nested_bool", "nested_int", "nested_list", "nested_map", "nested_str", "nested_str_list",
     # errors, durations and quantities

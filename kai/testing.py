@@ -37,6 +37,7 @@ from kai.api import (
     TaskStatus,
     Topology,
 )
+from kai.api.disruption import DisruptionBudget
 from kai.api.dra import DynamicResources
 from kai.api.storage import Storage
 from kai.framework import Plugins, SchedulerConfig, Session, Snapshot, build_snapshot, run_session
@@ -101,14 +102,16 @@ def job(name: str, queue: str = "default", tasks: int | Sequence[Task] = 1, gpus
 
 def cluster(nodes: Iterable[Node] = (), queues: Iterable[Queue] | None = None, jobs: Iterable[Job] = (),
             now: float = NOW, topologies: Iterable[Topology] = (), config_maps: Iterable[str] = (),
-            storage: Storage | None = None, dra: DynamicResources | None = None) -> Snapshot:
+            storage: Storage | None = None, dra: DynamicResources | None = None,
+            budgets: Iterable[DisruptionBudget] = ()) -> Snapshot:
     """A validated snapshot. Without ``queues``, one root queue per queue name the jobs use; ``config_maps``
     are the ConfigMaps that exist (``namespace/name``), ``storage`` the claims, volumes and classes, ``dra``
-    the device classes, resource slices and resource claims."""
+    the device classes, resource slices and resource claims, ``budgets`` the PodDisruptionBudgets."""
     jobs = list(jobs)
     if queues is None:
         queues = [queue(n) for n in dict.fromkeys(j.queue for j in jobs)]
-    return build_snapshot(list(nodes), list(queues), jobs, now, list(topologies), config_maps, storage, dra)
+    return build_snapshot(list(nodes), list(queues), jobs, now, list(topologies), config_maps, storage, dra,
+                          budgets=budgets)
 
 
 def _spec(p: str | PluginSpec) -> PluginSpec:

@@ -5,7 +5,9 @@ the ConfigMaps the pod needs exist, the PersistentVolumeClaims of its volumes ex
 being deleted and none is unbound with immediate binding (kube-scheduler's VolumeBinding messages),
 and some node of the pool is big enough for the pod (else the message names the largest node's
 amount). For each candidate node of a task: the node is ready and
-schedulable; the task's node selector and required node affinity match; the node's NoSchedule/NoExecute
+schedulable (a cordoned node takes a pod that tolerates its ``node.kubernetes.io/unschedulable:NoSchedule``
+taint, as kube-scheduler's NodeUnschedulable filter allows); the task's node selector and required node
+affinity match; the node's NoSchedule/NoExecute
 taints are tolerated; its host ports are free on the node (pods placed in the session included); the
 node's GPU type suits the request (MIG rules, GPU memory known for memory requests); the queue stays
 within its limits (``kai_task_over_capacity``); required pod affinity and anti-affinity hold (including
@@ -29,6 +31,7 @@ from kai.sdk import (
     MemoKey,
     PodClaims,
     Reject,
+    Taint,
     TaskStatus,
     claims_problem,
     classify,
@@ -43,6 +46,8 @@ from kai.sdk import (
 
 NAME = "predicates"
 UNSCHEDULABLE = Reject(NAME, "node(s) were unschedulable")
+#: The taint Kubernetes puts on a cordoned node; a pod tolerating it may go to the node.
+CORDONED = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
 NOT_READY = Reject(NAME, "node(s) had condition NotReady")
 AFFINITY = Reject(NAME, "node(s) didn't match Pod's node affinity/selector")
 POD_AFFINITY = Reject(NAME, "node(s) didn't match pod affinity rules")
@@ -354,7 +359,7 @@ class Predicates:
     @hookimpl
     def kai_predicate(self, session, task, job, node):
         n = node.node
-        if n.unschedulable:
+        if n.unschedulable and not any(t.tolerates(CORDONED) for t in task.tolerations):
             return UNSCHEDULABLE
         if not n.ready:
             return NOT_READY

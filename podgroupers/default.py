@@ -7,7 +7,7 @@ entry points of this module claim the kinds KAI's table maps to the default rule
 
 from __future__ import annotations
 
-from kai.sdk import FALLBACK_KIND, hookimpl, karta_for, karta_metadata
+from kai.sdk import FALLBACK_KIND, KartaLookup, hookimpl, karta_metadata
 
 
 class DefaultGrouper:
@@ -30,12 +30,12 @@ class FallbackGrouper(DefaultGrouper):
 
     def __init__(self, karta: bool):
         super().__init__([FALLBACK_KIND])
-        self.karta = karta
+        self.kartas = KartaLookup() if karta else None
 
     @hookimpl
     def kai_podgroup_metadata(self, hub, top_owner, pod, owners):
         metadata = hub.default_metadata(top_owner, pod, owners)
-        karta = karta_for(hub, top_owner) if self.karta else None
+        karta = self.kartas.karta_for(hub, top_owner) if self.kartas else None
         return karta_metadata(karta, metadata, top_owner, pod) if karta is not None else metadata
 
 

@@ -1,8 +1,10 @@
 """Podgroupers that skip the top owner: Argo Workflow, Kubeflow Trainer TrainJob, Dynamo
-DynamoGraphDeployment and Run:ai workloads wrap another workload (a Pod, a JobSet, a Grove
-PodCliqueSet...). The owner below the top one is grouped by its own kind's podgrouper, after
-inheriting the skipped owner's labels and annotations it lacks, and the priority class and
-preemptibility the defaults ConfigMap gives the skipped owner's kind (as labels it lacks)."""
+DynamoGraphDeployment and Run:ai workloads (WorkloadRunner among them) wrap another workload (a Pod,
+a JobSet, a Grove PodCliqueSet...). The owner below the top one is grouped by the podgrouper the hub
+finds for its kind (exact kind, any version, then the fallback with its Karta), after inheriting the
+skipped owner's labels and annotations it lacks, and the priority class and preemptibility the
+defaults ConfigMap gives the skipped owner's kind (as labels it lacks). A wrapper inside a wrapper is
+skipped in turn."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ RUNAI_WORKLOADS = (
     "DistributedWorkload",
     "InferenceWorkload",
     "DistributedInferenceWorkload",
+    "WorkloadRunner",
 )
 
 

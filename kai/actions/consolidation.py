@@ -48,13 +48,15 @@ def victims(session: Session, preemptor: Job, limit: int) -> JobQueue:
 
 
 def enough_gpus(session: Session, job: Job) -> bool:
-    """The ready nodes' idle and releasing GPUs could hold the job's next step (KAI's pre-check); an
-    over-committed node counts as none. The sum over the nodes is kept while no node's amounts change."""
+    """The ready, schedulable nodes' idle and releasing GPUs could hold the job's next step (KAI's pre-check:
+    a cordoned node counts as none whatever the job tolerates, as an over-committed one). The sum over the
+    nodes is kept while no node's amounts change."""
     wanted = sum(t.request.quota_gpus(dra=False) for t in tasks_to_allocate(session, job))
     arrays = session.arrays
     kept = _FREE_GPUS.get(arrays)
     if kept is None or kept[0] != arrays.changes:
-        have = sum(max(n.idle_gpu_sum() + n.releasing_gpu_sum(), 0.0) for n in session.nodes if n.node.ready)
+        have = sum(max(n.idle_gpu_sum() + n.releasing_gpu_sum(), 0.0) for n in session.nodes
+                   if n.node.ready and not n.node.unschedulable)
         kept = _FREE_GPUS[arrays] = (arrays.changes, have)
     return kept[1] + 1e-9 >= wanted
 

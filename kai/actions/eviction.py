@@ -15,13 +15,13 @@ the jobs after it are not tried in this cycle. Tasks bound to a node that is gon
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from kai.actions.solver import JobSolver
 from kai.api import ACTIVE_ALLOCATED, ALIVE, Job, Task, TaskStatus, names
 from kai.common.durations import format_duration
+from kai.common.times import rfc3339
 from kai.framework.asbuilt import changed_jobs, pending_as_built
 from kai.framework.gang import evictable
 from kai.framework.jobqueue import JobQueue
@@ -153,7 +153,7 @@ def pending_ready_jobs(session: Session, preemptible_only: bool = False) -> list
 def _preemption_delay_fit_error(session: Session, job: Job, end: float) -> None:
     if any(e.reason == names.UNSCHEDULABLE_PREEMPTION_DELAY for e in session.job_fit_errors.get(job.uid, [])):
         return
-    when = datetime.datetime.fromtimestamp(end, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    when = rfc3339(end)
     message = (f"Workload is within its preemption delay window ({format_duration(job.preemption_delay or 0.0)}) "
                f"and may not trigger evictions before {when}")
     session.add_job_fit_error(job, message, reason=names.UNSCHEDULABLE_PREEMPTION_DELAY)

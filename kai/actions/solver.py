@@ -13,8 +13,10 @@ are equal when they place the same number of tasks over the same recorded and th
 victim tasks, in whatever order they came.
 
 Simulating a scenario evicts its victims, then places the victims again and the job, pipeline-only,
-in queue order. Victims that found a place elsewhere are *moved*, the others stay evicted. The
-action's validator judges the result. Everything happens in one Statement per scenario; the caller
+in queue order. Victims that found a place elsewhere are *moved*, the others stay evicted. A scenario
+whose victims (evicted or moved) a PodDisruptionBudget forbids (:mod:`kai.framework.disruption`) is
+infeasible; a job left unsolved after such a scenario gets a fit error naming the budget. The
+action's validator judges the rest. Everything happens in one Statement per scenario; the caller
 commits the solution. Time budgets (:mod:`kai.actions.search`) bound the search; what it
 did is counted in the session's :class:`~kai.framework.scenariosearch.SearchLog`.
 """
@@ -33,7 +35,8 @@ from kai.actions.allocate import allocate_job
 from kai.actions.generators import PORTFOLIO, Candidate, Generator, SolveContext
 from kai.actions.search import ActionBudget, Deadline, JobBudget, Reason, SearchResult, max_solvable_k
 from kai.actions.victims import GpuRoom, VictimStream, gpu_capacity
-from kai.api import ACTIVE_ALLOCATED, Job, Task, TaskStatus
+from kai.api import ACTIVE_ALLOCATED, Job, Task, TaskStatus, names
+from kai.framework.disruption import Blocked
 from kai.framework.gang import evictable, tasks_to_allocate
 from kai.framework.jobqueue import JobQueue
 from kai.framework.scenario import Scenario
@@ -129,12 +132,22 @@ class JobSolver:
         self.budget = budget if budget is not None else ActionBudget(budgets, action)
         self.generators = generators
         self.log = session.scenario_search
+        #: The first PodDisruptionBudget that forbade a scenario of the job being solved.
+        self._blocked: Blocked | None = None
 
     def solve(self, job: Job) -> SearchResult:
         """Search victims for the job's next step; a solved result holds the statement (not committed)."""
+        self._blocked = None
         result = self._solve(job)
         self.log.jobs[self.action, result.metric_result, result.reduced_budget] += 1
+        if result.statement is None and self._blocked is not None:
+            self._explain_blocked(job, self._blocked.message())
         return result
+
+    def _explain_blocked(self, job: Job, message: str) -> None:
+        """The job's fit error naming the budget that forbade its victims (once per message and session)."""
+        if not any(message in e.messages for e in self.session.job_fit_errors.get(job.uid, ())):
+            self.session.add_job_fit_error(job, message, reason=names.UNSCHEDULABLE_DISRUPTION_BUDGET)
 
     def _solve(self, job: Job) -> SearchResult:
         session = self.session
@@ -308,7 +321,7 @@ class JobSolver:
                     return None, False
                 placed = True
             elif room.may_fit(_to_place(session, next_job)):
-                tasks = tasks_to_allocate(session, next_job, also=session.evicted)
+                tasks = tasks_to_allocate(session, next_job, also=session.evicted, admission=False)
                 cp = stmt.checkpoint()
                 if not tasks or not allocate_job(session, stmt, next_job, True, tasks=tasks, candidates=positions):
                     stmt.rollback(cp)
@@ -323,6 +336,10 @@ class JobSolver:
         moved = [t for t in victim_tasks if t.status is TaskStatus.PIPELINED]
         kept = {t.uid for t in victims + moved}
         chosen = [g for g in groups if any(t.uid in kept for t in g.tasks.values())]
+        blocked = session.disruptions.forbidding(victims + moved)
+        if blocked is not None:
+            self._blocked = self._blocked or blocked
+            return None, True
         owners = list({t.job: session.jobs[t.job] for t in victims + moved}.values())
         scenario = Scenario(job, list(pending), candidates, victims, moved, owners)
         if self.validate is not None and not self.validate(session, scenario):

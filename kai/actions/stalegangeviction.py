@@ -5,7 +5,8 @@ fewer such tasks than its gang size. A stale job is stamped with the time it bec
 has been stale for its grace period (the job's ``staleness_grace_period``, else the configured one;
 negative: never) all
 its placed tasks are evicted -- except those bound to a node that is gone, which hold nothing and whose
-pods are not evicted by the scheduler. A job that is no longer stale loses its stamp.
+pods are not evicted by the scheduler -- within what the PodDisruptionBudgets covering them allow (the rest
+go in later cycles). A job that is no longer stale loses its stamp.
 
 Only the jobs that can be stale or stamped are looked at: those the session changed (a task moved, a time
 set, arrived) and those that were stale or stamped as the snapshot built them (:mod:`kai.framework.asbuilt`).
@@ -79,7 +80,10 @@ def _evict_if_stale(session: Session, job: Job, grace: float) -> None:
     if grace < 0 or session.now - job.stale_since < grace:
         return
     stmt = session.statement()
+    evicted: list[Task] = []
     for task in job.tasks.values():
-        if task.status in ACTIVE_ALLOCATED and task.node in session.node_by_name:
+        if task.status in ACTIVE_ALLOCATED and task.node in session.node_by_name \
+                and session.disruptions.forbidding([*evicted, task]) is None:
+            evicted.append(task)
             stmt.evict(task, eviction_message(job, task))
     stmt.commit()

@@ -13,11 +13,17 @@ Then every subgroup, in name order, is checked, and all faults are reported toge
   PodGroups created before the rule;
 * ``minSubGroup`` above the number of direct children (of the subgroup, or of the PodGroup: its subgroups
   without parent) -- always only a warning, as in KAI.
+
+An UPDATE of a semi-preemptible PodGroup (``spec.preemptibility`` or the ``kai.scheduler/preemptibility``
+label) that raises ``minMember`` or ``minSubGroup`` of the PodGroup or of one of its subgroups is refused
+(KAI's semi-preemptible design): it would turn running surplus pods into the non-preemptible core.
 """
 
 from __future__ import annotations
 
 from kai.admission.responses import allow, deny, kind, refusal
+from kai.api.names import PREEMPTIBILITY_LABEL
+from kai.api.podgroup import SEMI_PREEMPTIBLE
 
 #: Faults KAI turns into warnings, by operation.
 EXCEEDS, PARENT_MIN_MEMBER = "minSubGroupExceedsChildCount", "parentMinMember"
@@ -118,11 +124,36 @@ def problem(podgroup: object, operation: str) -> tuple[str | None, list[str]]:
     return ("\n".join(hard) if hard else None), warnings
 
 
+def raised_minimums(old: object, new: object) -> str | None:
+    """Why an UPDATE from ``old`` to ``new`` of a semi-preemptible PodGroup is refused: a raised minimum."""
+    if not isinstance(old, dict) or not isinstance(new, dict) or not _semi_preemptible(new):
+        return None
+    before, after = old.get("spec") or {}, new.get("spec") or {}
+    pairs = [("", before, after)]
+    old_subgroups = {sg.get("name"): sg for sg in before.get("subGroups") or () if isinstance(sg, dict)}
+    pairs += [(f"subgroup {_quoted(sg.get('name', ''))}: ", old_subgroups[sg.get("name")], sg)
+              for sg in after.get("subGroups") or () if isinstance(sg, dict) and sg.get("name") in old_subgroups]
+    for where, was, now in pairs:
+        for key in ("minMember", "minSubGroup"):
+            a, b = was.get(key), now.get(key)
+            if isinstance(a, int) and isinstance(b, int) and b > a:
+                return (f"{where}{key} of a semi-preemptible PodGroup cannot be increased ({a} to {b}): it would "
+                        "make running elastic pods non-preemptible")
+    return None
+
+
+def _semi_preemptible(podgroup: dict) -> bool:
+    labels = (podgroup.get("metadata") or {}).get("labels") or {}
+    return SEMI_PREEMPTIBLE in ((podgroup.get("spec") or {}).get("preemptibility"), labels.get(PREEMPTIBILITY_LABEL))
+
+
 def review(request: dict) -> dict:
     """The ``response`` of an AdmissionReview of a PodGroup."""
     operation = request.get("operation")
     if kind(request) != "PodGroup" or operation not in ("CREATE", "UPDATE"):
         return allow(request)
+    if operation == "UPDATE" and (raised := raised_minimums(request.get("oldObject"), request.get("object"))):
+        return deny(request, raised, [])
     message, warnings = problem(request.get("object"), operation)
     if refusal(request, lambda pg: problem(pg, operation)[0]) is None:
         return allow(request, warnings)

@@ -13,9 +13,11 @@ Given ``settings`` (a :class:`kai.kube.kaiconfig.KaiObjects` of :class:`~kai.adm
 by :func:`kai.admission.settings.policy_builder`), the pod webhooks answer each review with the policy in force
 then: a change of ``Config kai-config`` applies to the next review.
 
-The server speaks HTTPS. Its certificate comes from files, or is made at start for the given host names by
-a fresh private CA, whose PEM (:attr:`AdmissionServer.ca_bundle`) goes into the webhook configurations'
-``caBundle``. It accepts TLS 1.2 and 1.3 only.
+The server speaks HTTPS. Its certificate comes from files, or from a Secret where the component keeps the
+one it made (``managed``, :mod:`kai.admission.certificates`, which also sets its CA into the webhook
+configurations), or is made at start for the given host names by a fresh private CA, whose PEM
+(:attr:`AdmissionServer.ca_bundle`) goes into the webhook configurations' ``caBundle``. It accepts TLS 1.2
+and 1.3 only.
 
 On stop it accepts no new connection and answers the reviews in progress, for at most
 :data:`STOP_TIMEOUT` seconds.
@@ -33,13 +35,14 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 from kai.admission import podgroups, queues, topologies
+from kai.admission.certificates import INJECT_PERIOD, ManagedCertificate
 from kai.admission.pods import PodPolicy, mutation_review, review
 from kai.admission.queues import QueueLookupError, QueueReader
 from kai.api.names import CONFIGS, QUEUES, SCHEDULER_NAME
 from kai.kube.access import Access
 from kai.kube.certs import Certificate, serving_certificate
 from kai.kube.client import ApiError, object_path
-from kai.kube.kaiconfig import KaiObjects
+from kai.kube.kaiconfig import CONFIG_STATUS_ACCESS, KaiObjects
 from kai.kube.server import HTTPServer, parse_address
 from kai.logs import fields
 
@@ -57,8 +60,9 @@ DEFAULT_ADDRESS = ":9443"
 MAX_BODY = 8 * 1024 * 1024
 #: How long a stopping webhook waits for the reviews in progress, seconds.
 STOP_TIMEOUT = 2.0
-#: The Queue webhook with quota validation reads queues, the settings come from KAI's Config (see kai.kube.access).
-API_ACCESS = (Access(QUEUES[0], QUEUES[2], ("get",)), Access(CONFIGS[0], CONFIGS[2], ("get", "list", "watch")))
+#: The Queue webhook with quota validation reads queues; the settings come from KAI's Config, which it may report on.
+API_ACCESS = (Access(QUEUES[0], QUEUES[2], ("get",)), Access(CONFIGS[0], CONFIGS[2], ("get", "list", "watch")),
+              *CONFIG_STATUS_ACCESS)
 
 __all__ = ["AdmissionServer", "mutation_review", "queue_reader", "review"]
 
@@ -81,7 +85,8 @@ class AdmissionServer:
     """The ``admission`` component; ``start()`` binds and serves, ``run(stop)`` serves until ``stop`` is set.
 
     Give ``cert_file`` and ``key_file``, or ``hosts`` (DNS names, IP addresses) for a certificate made
-    at start in ``cert_dir`` (default: a temporary folder). ``gpu_sharing``, ``block_visible_devices`` and
+    at start in ``cert_dir`` (default: a temporary folder), or ``managed`` (a certificate kept in a Secret,
+    its files in ``cert_dir``). ``gpu_sharing``, ``block_visible_devices`` and
     ``runtime_class`` are the pod webhooks' options (:class:`~kai.admission.pods.PodPolicy`), which ``settings``
     replaces live (see the module docstring); ``read_queue`` (:func:`queue_reader`) turns the Queue webhook's
     quota validation on.
@@ -93,10 +98,13 @@ class AdmissionServer:
                  cert_file: str | None = None, key_file: str | None = None, hosts: list[str] | None = None,
                  cert_dir: str | None = None, gpu_sharing: bool = True, block_visible_devices: bool = False,
                  runtime_class: str = "", read_queue: QueueReader | None = None, hami_core: bool = False,
-                 settings: KaiObjects[PodPolicy] | None = None) -> None:
+                 settings: KaiObjects[PodPolicy] | None = None, managed: ManagedCertificate | None = None,
+                 inject_period: float = INJECT_PERIOD) -> None:
         if bool(cert_file) != bool(key_file):
             raise ValueError("give both a certificate file and its key file, or neither")
-        if not cert_file and not hosts:
+        if cert_file and managed is not None:
+            raise ValueError("give certificate files or a certificate Secret, not both")
+        if not cert_file and not hosts and managed is None:
             raise ValueError("the admission webhook needs certificate files or host names for its own certificate")
         self.address = parse_address(address)
         self.base_policy = PodPolicy(scheduler_name, gpu_sharing, block_visible_devices, runtime_class, hami_core)
@@ -113,6 +121,7 @@ class AdmissionServer:
         self.hosts = list(hosts or ())
         self.cert_dir = cert_dir
         self.certificate: Certificate | None = None
+        self.managed, self.inject_period = managed, inject_period
         self._httpd: HTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -150,7 +159,10 @@ class AdmissionServer:
         cert_file, key_file = self.cert_file, self.key_file
         if not cert_file:
             folder = Path(self.cert_dir or tempfile.mkdtemp(prefix="kai-admission-"))
-            self.certificate = serving_certificate(folder, self.hosts)
+            if self.managed is not None:
+                self.certificate = self.managed.load(folder)
+            else:
+                self.certificate = serving_certificate(folder, self.hosts)
             cert_file, key_file = str(self.certificate.cert_file), str(self.certificate.key_file)
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
@@ -163,6 +175,8 @@ class AdmissionServer:
         self._thread.start()
         log.info("admission webhook serving", **fields(address=f"{self.address[0]}:{self.port}",
                                                        paths=",".join(self.routes), ca_bundle=self.ca_bundle))
+        if self.managed is not None:
+            self.managed.inject()
         return self
 
     def stop(self, timeout: float = STOP_TIMEOUT) -> None:
@@ -177,7 +191,14 @@ class AdmissionServer:
     def run(self, stop: threading.Event) -> None:
         self.start()
         try:
-            stop.wait()
+            managed = self.managed
+            while not stop.wait(self.inject_period if managed is not None else None):
+                try:
+                    if managed is not None:
+                        managed.inject()
+                except ApiError as exc:
+                    log.warning("could not set the admission CA into the webhook configurations",
+                                **fields(error=str(exc)))
         finally:
             self.stop()
             log.info("admission webhook stopped")

@@ -3,6 +3,7 @@
 ``kai.api`` imports nothing else of ``kai``.
 """
 
+from kai.api.disruption import DisruptionBudget
 from kai.api.dra import DynamicResources, PodResourceClaim
 from kai.api.dranodes import back_extended_gpus
 from kai.api.model import (
@@ -46,7 +47,8 @@ from kai.api.storage import PodClaim, Storage
 __all__ = [
     "ACTIVE_ALLOCATED", "ACTIVE_USED", "ALIVE", "ALLOCATED", "ANY_IP", "DEFAULT_GPU_MEMORY_MIB", "EPSILON", "GPU",
     "GPU_FRACTION", "GPU_FRACTION_NUM_DEVICES", "GPU_MEMORY", "GPU_MEMORY_LABEL", "MIG_PREFIX", "UNLIMITED",
-    "ContainerRequest", "DynamicResources", "GpuRequestError", "HostPort", "Job", "LabelRequirement", "LabelSelector",
+    "ContainerRequest", "DisruptionBudget", "DynamicResources", "GpuRequestError", "HostPort", "Job",
+    "LabelRequirement", "LabelSelector",
     "Member", "Node", "NumaTopology", "NumaZone", "PodAffinityTerm", "PodClaim", "PodResourceClaim", "PodSet", "Queue",
     "QueueDetails", "QuotaSpec", "Reject",
     "ResourceRequest", "Resources", "Storage", "SubGroup", "Taint", "Task", "TaskStatus", "Toleration", "Topology",

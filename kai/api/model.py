@@ -308,6 +308,9 @@ class Job:
     staleness_grace_period: float | None = None
     #: ``spec.minSubGroup``: how many direct members of the root must be satisfied (None: all).
     min_subgroup: int | None = None
+    #: KAI's ``semi-preemptible``: the job is non-preemptible up to each pod set's gang size (its core) and
+    #: preemptible above it (its surplus); ``preemptible`` is True, the core is protected where victims are chosen.
+    semi_preemptible: bool = False
 
     def __attrs_post_init__(self) -> None:
         if not self.uid:

@@ -27,6 +27,9 @@ PERSISTENTVOLUMES = ("", "v1", "persistentvolumes")
 STORAGECLASSES = ("storage.k8s.io", "v1", "storageclasses")
 CSISTORAGECAPACITIES = ("storage.k8s.io", "v1", "csistoragecapacities")
 CSIDRIVERS = ("storage.k8s.io", "v1", "csidrivers")
+PODDISRUPTIONBUDGETS = ("policy", "v1", "poddisruptionbudgets")
+#: The Eviction API: the ``eviction`` subresource of a pod takes a ``policy/v1`` Eviction.
+EVICTION_API_VERSION = "policy/v1"
 #: Dynamic Resource Allocation (GA in Kubernetes 1.34).
 DEVICECLASSES = ("resource.k8s.io", "v1", "deviceclasses")
 RESOURCESLICES = ("resource.k8s.io", "v1", "resourceslices")
@@ -111,6 +114,10 @@ REASON_NODE_OVERCOMMITTED = "NodeOverCommitted"
 UNSCHEDULABLE_OVER_LIMIT = "OverLimit"
 UNSCHEDULABLE_NON_PREEMPTIBLE_OVER_QUOTA = "NonPreemptibleOverQuota"
 UNSCHEDULABLE_PREEMPTION_DELAY = "PreemptionDelayNotElapsed"
+#: A job whose victims a PodDisruptionBudget protects (its fit error names the budget).
+UNSCHEDULABLE_DISRUPTION_BUDGET = "PodDisruptionBudget"
+#: Event on a PodGroup whose pod's eviction the API server refused (a PodDisruptionBudget's 429).
+REASON_EVICTION_BLOCKED = "EvictionBlocked"
 UNSCHEDULABLE_QUEUE_DOES_NOT_EXIST = "QueueDoesNotExist"
 #: On a Config or SchedulingShard whose change a component could not apply.
 REASON_INVALID_CONFIGURATION = "InvalidConfiguration"

@@ -21,6 +21,8 @@ DEFAULT_QUEUE = "default-queue"
 
 PREEMPTIBLE = "preemptible"
 NON_PREEMPTIBLE = "non-preemptible"
+#: Non-preemptible up to the PodGroup's minimum, preemptible above it.
+SEMI_PREEMPTIBLE = "semi-preemptible"
 
 
 class GroupingError(Exception):
@@ -36,8 +38,9 @@ class ForbiddenError(GroupingError):
 
 
 def parse_preemptibility(value: str) -> str:
-    """Return ``value`` if it is a valid preemptibility (``preemptible``, ``non-preemptible`` or ``""``)."""
-    if value in (PREEMPTIBLE, NON_PREEMPTIBLE, ""):
+    """Return ``value`` if it is a valid preemptibility (``preemptible``, ``non-preemptible``,
+    ``semi-preemptible`` or ``""``)."""
+    if value in (PREEMPTIBLE, NON_PREEMPTIBLE, SEMI_PREEMPTIBLE, ""):
         return value
     raise GroupingError(f"invalid preemptibility value: {value}")
 

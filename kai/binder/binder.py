@@ -57,11 +57,12 @@ from kai.api import names
 from kai.api.names import NUMA_PLACEMENT_PREDICTED_ANNOTATION, POD_BOUND_CONDITION, RECEIVED_RESOURCE_TYPE
 from kai.binder import outcomes
 from kai.binder.plugins import BindContext, BindError, BindPlugin, BindRequest, InvalidBindRequest
+from kai.common.times import rfc3339
 from kai.kube.access import Access
 from kai.kube.client import ApiError, Kube, object_path
 from kai.kube.controller import Controller
 from kai.kube.events import NORMAL, WARNING, record_event
-from kai.kube.kaiconfig import KaiObjects
+from kai.kube.kaiconfig import CONFIG_STATUS_ACCESS, KaiObjects
 from kai.kube.lanes import Lanes
 from kai.kube.watch import Informer, object_key
 from kai.logs import fields
@@ -96,8 +97,9 @@ API_ACCESS = (
     # the dynamicresources plugin
     Access(names.RESOURCECLAIMS[0], names.RESOURCECLAIMS[2], ("get", "list", "create", "update", "delete")),
     Access(names.RESOURCECLAIMS[0], f"{names.RESOURCECLAIMS[2]}/status", ("update",)),
-    # the settings of Config kai-config
+    # the settings of Config kai-config, and its status
     Access(names.CONFIGS[0], names.CONFIGS[2], ("get", "list", "watch")),
+    *CONFIG_STATUS_ACCESS,
 )
 
 
@@ -434,7 +436,7 @@ class Binder(Controller):
         """The pod's ``PodBound`` condition and event about an outcome, written on the follow-up lanes (in order
         per pod) while this worker goes on to the next BindRequest."""
         condition = {"type": POD_BOUND_CONDITION, "status": status, "reason": reason, "message": message,
-                     "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+                     "lastTransitionTime": rfc3339()}
 
         def write() -> None:
             outcomes.set_pod_condition(self.kube, request, condition)

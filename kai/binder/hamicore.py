@@ -6,7 +6,8 @@ that received a fraction of a GPU (``receivedResourceType: Fraction``), this plu
 the pod's capabilities ConfigMap, which :mod:`kai.binder.gpusharing` created just before (so it must run
 after it: a lower priority) and from which the admission webhook (``--hami-core-enabled``) made the
 fraction container read it: the node's GPU memory (label ``nvidia.com/gpu.memory``, MiB) times the
-portion the pod received, as ``<MiB>m``. A node without that label gets no limit (logged), as in KAI.
+portion the pod received, as ``<MiB>m``. When that cannot be worked out (no such label on the node, or no
+portion) the bind fails and is retried rather than letting the pod run uncapped, as KAI after v0.17.
 
 With the argument ``smLimit: "true"`` (off by default; KAI sets only the memory limit) it also writes
 HAMi-core's compute share ``CUDA_DEVICE_SM_LIMIT``, the portion as a percentage of the GPU's SMs.
@@ -91,10 +92,9 @@ class HamiCore:
             portion = 0.0
         values = limits(memory, portion, self.sm_limit)
         if not values:
-            log.warning("no GPU memory limit set: the node's GPU memory or the pod's portion is unknown", **fields(
-                pod=f"{request.namespace}/{request.pod_name}", node=request.selected_node,
-                label=labels.get(GPU_MEMORY_LABEL, ""), portion=portion_text))
-            return
+            raise BindError(f"cannot work out {MEMORY_LIMIT}: node {request.selected_node} has "
+                            f"{GPU_MEMORY_LABEL}={labels.get(GPU_MEMORY_LABEL, '')!r}, the received portion is "
+                            f"{portion_text!r}")
         capabilities, _ = configmap_names(ctx.pod)
         try:
             self.kube.patch(object_path("", "v1", "configmaps", request.namespace, capabilities), {"data": values})

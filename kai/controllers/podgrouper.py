@@ -24,6 +24,11 @@ With ``settings`` (a :class:`kai.kube.kaiconfig.KaiObjects` of
 :class:`kai.controllers.grouping_settings.Grouping`, following ``Config kai-config``) the grouping
 configuration and the podgroupers' arguments are replaced when the Config changes them, and every pod
 is grouped again with them, as after a restart.
+
+``pod_label_selector`` and ``namespace_label_selector`` (label selectors, KAI's ``global.podLabelSelector``
+and ``global.namespaceLabelSelector``) limit the pods grouped to those matching the first in namespaces
+matching the second; the others are never grouped, so the scheduler never schedules them. Pods of a namespace
+that comes to match are grouped at once.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ from kai.kube.access import Access
 from kai.kube.client import ApiError, Kube, object_path
 from kai.kube.controller import Controller
 from kai.kube.events import WARNING, record_event
-from kai.kube.kaiconfig import KaiObjects
+from kai.kube.kaiconfig import CONFIG_STATUS_ACCESS, KaiObjects
 from kai.kube.objects import KubeObjects
 from kai.kube.watch import Informer, object_key
 from kai.logs import fields
@@ -77,7 +82,7 @@ OWNER_RESOURCES = {
     "machinelearning.seldon.io": ("seldondeployments",),
     "ray.io": ("rayclusters", "rayjobs", "rayservices"),
     "run.ai": ("distributedinferenceworkloads", "distributedworkloads", "inferenceworkloads", "interactiveworkloads",
-               "runaijobs", "trainingworkloads"),
+               "runaijobs", "trainingworkloads", "workloadrunners"),
     "scheduler.grove.io": ("podgangs",),
     "scheduling.k8s.io": ("priorityclasses",),
     "serving.knative.dev": ("configurations", "revisions", "services"),
@@ -90,11 +95,13 @@ OWNER_RESOURCES = {
 #: Every API call of the loop (the chart's RBAC is generated from this; see kai.kube.access).
 API_ACCESS = (
     Access("", "pods", ("get", "list", "watch", "patch")),
+    Access("", "namespaces", ("get", "list", "watch")),  # --namespace-label-selector
     Access("", "events", ("create",)),
     Access(names.PODGROUPS[0], names.PODGROUPS[2], ("get", "list", "watch", "create", "update")),
     *(Access(group, resource, ("get",)) for group, resources in OWNER_RESOURCES.items() for resource in resources),
     Access("run.ai", "kartas", ("list",)),  # the no-code grouping rules of unknown kinds
     Access(names.CONFIGS[0], names.CONFIGS[2], ("get", "list", "watch")),  # the settings of Config kai-config
+    *CONFIG_STATUS_ACCESS,  # and its status
 )
 
 
@@ -163,6 +170,10 @@ def _slim_pod(pod: dict) -> dict:
             "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
 
 
+def _metadata_only(namespace: dict) -> dict:
+    return {"metadata": {k: v for k, v in (namespace.get("metadata") or {}).items() if k in ("name", "labels")}}
+
+
 class PodGrouper(Controller):
     """The podgrouper control loop; ``run(stop)`` blocks until ``stop`` is set. See the module docstring."""
 
@@ -178,6 +189,7 @@ class PodGrouper(Controller):
         hub: PodGrouperHub | None = None,
         scheduler_name: str = names.SCHEDULER_NAME,
         pod_label_selector: str = "",
+        namespace_label_selector: str = "",
         workers: int = DEFAULT_WORKERS,
         base_delay: float = DEFAULT_BASE_DELAY,
         max_delay: float = DEFAULT_MAX_DELAY,
@@ -193,6 +205,7 @@ class PodGrouper(Controller):
         self.settings = settings
         self.scheduler_name = scheduler_name
         self.pod_label_selector = pod_label_selector
+        self.namespace_label_selector = namespace_label_selector
         self.base_delay, self.max_delay = base_delay, max_delay
         self.resync_period = resync_period
         self._next_resync = clock() + resync_period
@@ -228,15 +241,36 @@ class PodGrouper(Controller):
                     and (meta.get("annotations") or {}).get(names.POD_GROUP_ANNOTATION) == name):
                 self.queue.add(object_key(pod))
 
+    def on_namespace(self, kind: str, namespace: dict) -> None:
+        """The pods of a namespace that comes to match the namespace selector are grouped."""
+        name = (namespace.get("metadata") or {}).get("name")
+        if kind == "DELETED" or "pods" not in self.stores:
+            return
+        for pod in self.stores["pods"].list():
+            if (pod.get("metadata") or {}).get("namespace") == name:
+                self.queue.add(object_key(pod))
+
+    def selected(self, pod: dict) -> bool:
+        """Whether the pod's namespace matches the namespace selector (the pod informer applies the pod one)."""
+        if not self.namespace_label_selector:
+            return True
+        namespace = (pod.get("metadata") or {}).get("namespace", "")
+        return "namespaces" in self.stores and self.stores["namespaces"].get(namespace) is not None
+
     def informers(self) -> dict[str, Informer]:
-        """The scheduler's pods and the PodGroups."""
-        return {
+        """The scheduler's pods and the PodGroups (and the namespaces matching the namespace selector)."""
+        informers = {
             "podgroups": Informer(self.kube, object_path(*names.PODGROUPS), on_event=self.on_podgroup,
                                   name="podgroups"),
             "pods": Informer(self.kube, object_path(*names.PODS), on_event=self.on_pod, transform=_slim_pod,
                              field_selector=f"spec.schedulerName={self.scheduler_name}",
                              label_selector=self.pod_label_selector, name="podgrouper pods"),
         }
+        if self.namespace_label_selector:
+            informers["namespaces"] = Informer(self.kube, object_path("", "v1", "namespaces"),
+                                               on_event=self.on_namespace, transform=_metadata_only,
+                                               label_selector=self.namespace_label_selector, name="namespaces")
+        return informers
 
     def reconfigure(self) -> bool:
         """Take up the settings of ``settings`` if they changed, and group every pod again; whether they did."""
@@ -272,7 +306,7 @@ class PodGrouper(Controller):
         """Group the pod ``key`` (``namespace/name``); returns the delay before a retry, if one is due."""
         self.reconfigure()
         pod = self.stores["pods"].get(key) if "pods" in self.stores else None
-        if pod is None:
+        if pod is None or not self.selected(pod):
             return None
         try:
             outcome = self.group(pod)

@@ -13,7 +13,7 @@ from kai import _native
 from kai.common.durations import format_duration, parse_duration
 from kai.common.errors import ConfigError
 from kai.framework.config import DEFAULT_CONFIG, PluginSpec, SchedulerConfig, load_config, parse_config
-from kai.framework.gang import ROOT_GROUP, ordered_pod_sets, should_pipeline, tasks_to_allocate
+from kai.framework.gang import ROOT_GROUP, core_tasks, ordered_pod_sets, should_pipeline, tasks_to_allocate
 from kai.framework.nodes import NodeInfo
 from kai.framework.plugins import Plugins
 from kai.framework.scenario import Scenario
@@ -53,5 +53,5 @@ __all__ = [
     "cluster_capacity", "divide_tree", "divide_tree_explained", "format_duration", "load_config", "memory_base",
     "max_node_gpu_memory", "min_node_gpu_memory", "ordered_pod_sets", "parse_config", "parse_duration",
     "placement_scores",
-    "queue_order_compare", "run_session", "should_pipeline", "tasks_to_allocate",
+    "queue_order_compare", "run_session", "should_pipeline", "tasks_to_allocate", "core_tasks",
 ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Container
+from collections.abc import Callable, Collection, Container
 from typing import TYPE_CHECKING
 
 from kai.api import ACTIVE_ALLOCATED, ALLOCATED, Job, Member, PodSet, SubGroup, Task, TaskStatus
@@ -61,17 +61,21 @@ class _Tree:
 
 
 def tasks_to_allocate(session: Session, job: Job, candidates: Container[TaskStatus] = (TaskStatus.PENDING,),
-                      also: Container[str] = ()) -> list[Task]:
+                      also: Container[str] = (), admission: bool = True) -> list[Task]:
     """KAI's next allocation step of a job: tasks in ``candidates`` statuses or whose uid is in ``also``
     (victims evicted in a simulation, to be placed again).
 
-    Walking the subgroup tree from the root: a node that is not satisfied takes its first members in
-    subgroup order, as many as it needs (``min_subgroup``, else all), skipping satisfied ones; a pod
-    set takes the tasks it misses to its gang size. A satisfied node grows elastically: the first
-    member with something to take gives it, a pod set one task.
+    Walking the subgroup tree from the root: a node that is not satisfied takes, in subgroup order, the
+    members with something to give until as many as it still misses have given (``min_subgroup``, else
+    all), skipping satisfied ones; a pod set takes the tasks it misses to its gang size. A satisfied node
+    grows elastically: the first member with something to take gives it, a pod set one task.
+
+    With ``admission`` (a step to place, not victims to put back nor a share to count) a gang is taken
+    whole or not at all: a pod set below its gang size gives nothing unless its candidates fill it, and
+    a node that is not satisfied nothing unless enough of its members give (KAI's gang admission floor).
     """
     if len(job.pod_sets) == 1 and not job.subgroups and job.min_subgroup is None:  # one pod set: no tree to walk
-        return _from_only_pod_set(session, job, candidates, also)
+        return _from_only_pod_set(session, job, candidates, also, admission)
     waiting: dict[str, list[Task]] = {name: [] for name in job.pod_sets}
     counts = dict.fromkeys(job.pod_sets, 0)
     for t in job.tasks.values():
@@ -84,8 +88,7 @@ def tasks_to_allocate(session: Session, job: Job, candidates: Container[TaskStat
 
     def from_pod_set(name: str) -> list[Task]:
         pending = sorted(waiting[name], key=session.task_key)
-        missing = job.pod_sets[name].min_available - counts[name]
-        return pending[: missing if missing > 0 else 1]
+        return _step(pending, job.pod_sets[name].min_available - counts[name], admission)
 
     tree = _Tree(session, job, counts)
 
@@ -95,8 +98,15 @@ def tasks_to_allocate(session: Session, job: Job, candidates: Container[TaskStat
     def from_group(group: str | None) -> list[Task]:
         members = tree.members(group)
         if not tree.satisfied(group):
-            needed = job.required_members(group)
-            return [t for m in members[:needed] if not m.satisfied for t in from_member(m)]
+            missing = job.required_members(group) - sum(1 for m in members if m.satisfied)
+            tasks: list[Task] = []
+            for m in members:
+                if missing <= 0:
+                    break
+                if not m.satisfied and (given := from_member(m)):
+                    tasks += given
+                    missing -= 1
+            return [] if admission and missing > 0 else tasks
         for m in members:
             tasks = from_member(m)
             if tasks:
@@ -106,8 +116,16 @@ def tasks_to_allocate(session: Session, job: Job, candidates: Container[TaskStat
     return from_group(None)
 
 
+def _step(pending: list[Task], missing: int, admission: bool) -> list[Task]:
+    """A pod set's share of the step from its ordered candidates: what it misses to its gang size (nothing
+    with ``admission`` when they fall short), or one task past it."""
+    if missing <= 0:
+        return pending[:1]
+    return [] if admission and len(pending) < missing else pending[:missing]
+
+
 def _from_only_pod_set(session: Session, job: Job, candidates: Container[TaskStatus],
-                       also: Container[str]) -> list[Task]:
+                       also: Container[str], admission: bool) -> list[Task]:
     """:func:`tasks_to_allocate` of a job with one pod set and no subgroups."""
     ((name, ps),) = job.pod_sets.items()
     active, pending = 0, []
@@ -120,8 +138,35 @@ def _from_only_pod_set(session: Session, job: Job, candidates: Container[TaskSta
             pending.append(t)
     if len(pending) > 1:
         pending.sort(key=session.task_key)
-    missing = ps.min_available - active
-    return pending[: missing if missing > 0 else 1]
+    return _step(pending, ps.min_available - active, admission)
+
+
+def core_tasks(job: Job, placed: Collection[str]) -> set[str]:
+    """The core of a semi-preemptible job placed as ``placed`` (task uids): its minimal satisfying set. At the root
+    and at every subgroup, its first members holding placed pods (subgroups, then pod sets, in definition order)
+    up to its minimum (``minSubGroup``, else all); at every pod set taken, its first ``min_available`` placed tasks
+    in task order. :func:`tasks_to_evict` never offers these of a semi-preemptible job."""
+    by_set: dict[str, list[str]] = {name: [] for name in job.pod_sets}
+    for t in job.tasks.values():
+        if t.uid in placed and t.pod_set in by_set:
+            by_set[t.pod_set].append(t.uid)
+    core: set[str] = set()
+
+    def take(group: str | None) -> bool:
+        """Take the core of ``group``; whether it has any."""
+        groups, pod_sets = job.members(group)
+        left, before = job.required_members(group), len(core)
+        for g in groups:
+            if left > 0 and take(g.name):
+                left -= 1
+        for ps in pod_sets:
+            if left > 0 and by_set[ps.name]:
+                core.update(by_set[ps.name][:ps.min_available])
+                left -= 1
+        return len(core) > before
+
+    take(None)
+    return core
 
 
 def evictable(session: Session, task: Task) -> bool:
@@ -138,7 +183,8 @@ def tasks_to_evict(session: Session, job: Job) -> tuple[list[Task], bool]:
 
     Members are taken in reverse subgroup order. Elastic surplus goes first: the last task (in task
     order) of a pod set above its gang size, found depth first where the tree has any; then, in a node
-    with more satisfied members than it needs, a whole member. Without surplus the whole job goes.
+    with more satisfied members than it needs, a whole member. Without surplus the whole job goes --
+    unless it is semi-preemptible: its core (its gang) is not evicted, so nothing goes.
     """
     if len(job.pod_sets) == 1 and not job.subgroups and job.min_subgroup is None:  # one pod set: no tree to walk
         return _evict_from_pod_set(session, job, next(iter(job.pod_sets.values())))
@@ -178,13 +224,13 @@ def tasks_to_evict(session: Session, job: Job) -> tuple[list[Task], bool]:
                     return tasks
         return []
 
-    result = elastic(None) or last_first(tree.pod_sets_under(None))
-    return result, len(result) < total
+    result = elastic(None) or ([] if job.semi_preemptible else last_first(tree.pod_sets_under(None)))
+    return result, 0 < len(result) < total
 
 
 def _evict_from_pod_set(session: Session, job: Job, ps: PodSet) -> tuple[list[Task], bool]:
     """:func:`tasks_to_evict` of a job that is one pod set: its last task when it runs above its gang
-    size, else all of it."""
+    size, else all of it (none of a semi-preemptible one)."""
     running, active = [], 0
     for t in job.tasks.values():
         if t.pod_set == ps.name:
@@ -192,8 +238,8 @@ def _evict_from_pod_set(session: Session, job: Job, ps: PodSet) -> tuple[list[Ta
             if evictable(session, t):
                 running.append(t)
     running.sort(key=session.task_key, reverse=True)
-    result = running[:1] if active > ps.min_available else running
-    return result, len(result) < len(running)
+    result = running[:1] if active > ps.min_available else [] if job.semi_preemptible else running
+    return result, 0 < len(result) < len(running)
 
 
 #: KAI's name of the root of a job's subgroup tree (it carries the job's own topology constraint).

@@ -36,6 +36,7 @@ from kai.api import (
     TaskStatus,
 )
 from kai.framework import fiterrors, gpusharing
+from kai.framework.disruption import Disruptions
 from kai.framework.faults import INTERNAL_ERROR_REASON, Contained, SchedulingError, SessionOpenError, describe
 from kai.framework.fiterrors import PLAIN_FIT_ERROR_REASON
 from kai.framework.journal import Journal
@@ -109,6 +110,8 @@ class Session:
         self.errors: list[SchedulingError] = []
         #: Seconds each plugin's ``kai_session_open`` / ``kai_session_close`` took, by (plugin, hook name).
         self.plugin_seconds: dict[tuple[str, str], float] = {}
+        #: The disruptions each PodDisruptionBudget still allows in this session.
+        self.disruptions = Disruptions(snapshot.budgets)
         #: What the eviction actions' bounded victim searches did (for the metrics).
         self.scenario_search = SearchLog()
         #: Statements with operations not committed or discarded yet, oldest first.
@@ -253,6 +256,7 @@ class Session:
 
     def record(self, decisions: list[Decision]) -> None:
         self.decisions.extend(decisions)
+        self.disruptions.spend(d.task for d in decisions if d.kind == "evict")
         for d in decisions:
             log.info("%s %s on node %s", d.kind, d.task.uid, d.node)
             if d.kind == "evict" and (job := self.jobs.get(d.task.job)) is not None:

@@ -29,6 +29,7 @@ import attrs
 from kai.api import (
     ACTIVE_USED,
     UNLIMITED,
+    DisruptionBudget,
     DynamicResources,
     Job,
     Node,
@@ -87,6 +88,8 @@ class Snapshot:
     storage: Storage = attrs.field(factory=Storage)
     #: The cluster's DeviceClasses, ResourceSlices and ResourceClaims (tasks with ``resource_claims``).
     dra: DynamicResources = attrs.field(factory=DynamicResources)
+    #: The cluster's PodDisruptionBudgets (:mod:`kai.framework.disruption`).
+    budgets: tuple[DisruptionBudget, ...] = ()
     #: What the last session on the snapshot changed (until :meth:`rewind`).
     journal: Journal | None = attrs.field(default=None, init=False)
     #: The node amounts and views with the placed tasks on them, kept by the first session that reused the snapshot
@@ -250,7 +253,7 @@ def _subgroup_problem(job: Job) -> str | None:
 def build_snapshot(nodes: Iterable[Node], queues: Iterable[Queue], jobs: Iterable[Job], now: float | None = None,
                    topologies: Iterable[Topology] = (), config_maps: Iterable[str] = (),
                    storage: Storage | None = None, dra: DynamicResources | None = None,
-                   previous: Snapshot | None = None) -> Snapshot:
+                   previous: Snapshot | None = None, budgets: Iterable[DisruptionBudget] = ()) -> Snapshot:
     """Validate the facts and assemble a snapshot (see the module docstring for what is left out).
 
     With ``previous`` the snapshot follows it (:meth:`Snapshot.follow`): a job it found whole, when it is the
@@ -311,7 +314,7 @@ def build_snapshot(nodes: Iterable[Node], queues: Iterable[Queue], jobs: Iterabl
     snapshot = Snapshot(node_list, valid_queues, kept, time.time() if now is None else now,
                         valid_topologies, problems, rejected, config_maps=frozenset(config_maps),
                         storage=storage if storage is not None else Storage(),
-                        dra=dra if dra is not None else DynamicResources())
+                        dra=dra if dra is not None else DynamicResources(), budgets=tuple(budgets))
     snapshot.whole, snapshot.whole_on = whole, node_names
     if previous is not None:
         snapshot.follow(previous)

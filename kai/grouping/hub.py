@@ -156,14 +156,10 @@ class PodGrouperHub:
         """(group, version, kind) -> podgrouper name, as the podgroupers declared it."""
         return dict(self._table)
 
-    def podgrouper_for(self, kind: tuple[str, str, str], exact: bool = False) -> str | None:
-        """The podgrouper name for a GroupVersionKind: exact match, then any version, then the fallback.
-
-        With ``exact`` only the exact match counts.
-        """
+    def podgrouper_for(self, kind: tuple[str, str, str]) -> str | None:
+        """The podgrouper name for a GroupVersionKind: exact match, then any version, then the fallback."""
         group, _, name = kind
-        candidates = [kind] if exact else [kind, (group, ANY, name), FALLBACK_KIND]
-        for key in candidates:
+        for key in (kind, (group, ANY, name), FALLBACK_KIND):
             if key in self._table:
                 return self._table[key]
         return None
@@ -188,12 +184,14 @@ class PodGrouperHub:
     def dispatch(
         self, top_owner: dict, pod: dict, owners: list[dict], table: Mapping[tuple[str, str, str], str] | None = None
     ) -> PodGroupMetadata:
-        """Group with the podgrouper of the top owner's exact kind (in ``table`` if given), else the default rules.
+        """Group with the podgrouper of the top owner's kind: exact, any version or the fallback, as
+        :meth:`metadata`; with ``table``, its podgrouper for the exact kind, else the default rules.
 
         Used by podgroupers that hand a pod on to another owner's podgrouper (skip-top-owner).
         """
-        kind = gvk(top_owner)
-        name = table.get(kind) if table is not None else self.podgrouper_for(kind, exact=True)
+        if table is None:
+            return self.metadata(top_owner, pod, owners)
+        name = table.get(gvk(top_owner))
         if name is None:
             return self.default_metadata(top_owner, pod, owners)
         return self.call(name, top_owner, pod, owners)

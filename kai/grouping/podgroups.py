@@ -3,8 +3,14 @@ which pods it leaves alone."""
 
 from __future__ import annotations
 
-from kai.api.names import POD_GROUP_ANNOTATION, PODGROUP_API_VERSION, SKIP_PODGROUPER_ANNOTATION, SUBGROUP_LABEL
-from kai.api.podgroup import GroupingError, PodGroupMetadata
+from kai.api.names import (
+    POD_GROUP_ANNOTATION,
+    PODGROUP_API_VERSION,
+    PREEMPTIBILITY_LABEL,
+    SKIP_PODGROUPER_ANNOTATION,
+    SUBGROUP_LABEL,
+)
+from kai.api.podgroup import SEMI_PREEMPTIBLE, GroupingError, PodGroupMetadata
 from kai.common.durations import format_duration
 from kai.grouping.unstructured import annotations as annotations_of  # "annotations": the __future__ feature
 from kai.grouping.unstructured import meta_str
@@ -15,10 +21,15 @@ class GroupingSkipped(GroupingError):
 
 
 def podgroup_object(metadata: PodGroupMetadata) -> dict:
-    """The ``scheduling.run.ai/v2alpha2`` PodGroup KAI creates for ``metadata``."""
+    """The ``scheduling.run.ai/v2alpha2`` PodGroup KAI creates for ``metadata``. A semi-preemptible one carries
+    its preemptibility as the label ``kai.scheduler/preemptibility``, which KAI v0.17's CRD leaves free (its
+    ``spec.preemptibility`` takes only ``preemptible`` and ``non-preemptible``)."""
     spec: dict = _minimum(metadata.min_subgroup, metadata.min_available)
     spec.update(queue=metadata.queue, priorityClassName=metadata.priority_class)
-    if metadata.preemptibility:
+    labels = dict(metadata.labels)
+    if metadata.preemptibility == SEMI_PREEMPTIBLE:
+        labels[PREEMPTIBILITY_LABEL] = SEMI_PREEMPTIBLE
+    elif metadata.preemptibility:
         spec["preemptibility"] = metadata.preemptibility
     if metadata.preemption_delay is not None:
         spec["preemptionDelay"] = format_duration(metadata.preemption_delay)
@@ -42,8 +53,8 @@ def podgroup_object(metadata: PodGroupMetadata) -> dict:
                 entry["topologyConstraint"] = subgroup.topology.to_dict()
             spec["subGroups"].append(entry)
     obj_meta: dict = {"name": metadata.name, "namespace": metadata.namespace}
-    if metadata.labels:
-        obj_meta["labels"] = dict(metadata.labels)
+    if labels:
+        obj_meta["labels"] = labels
     if metadata.annotations:
         obj_meta["annotations"] = dict(metadata.annotations)
     obj_meta["ownerReferences"] = [metadata.owner.to_dict()]

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
+from kai.common.times import rfc3339
 from kai.kube.client import ApiError, Kube, object_path
 from kai.logs import fields
 
@@ -15,16 +15,12 @@ NORMAL = "Normal"
 WARNING = "Warning"
 
 
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
 def record_event(kube: Kube, obj: dict[str, Any], event_type: str, reason: str, message: str,
                  component: str) -> None:
     """Create an Event about ``obj`` (a decoded object with kind/apiVersion/metadata); failures are logged."""
     meta = obj.get("metadata", {})
     namespace = meta.get("namespace") or "default"
-    now = _now()
+    now = rfc3339()
     event = {
         "apiVersion": "v1",
         "kind": "Event",

@@ -12,8 +12,10 @@ a status-only update is no change) or None when it does not exist, once both inf
 then after every change, on an informer's thread. When it raises, the error is logged and recorded as
 a Warning Event (reason ``InvalidConfiguration``) on the object whose change could not be applied, and
 the last good value stays in force. After each attempt the SchedulingShard's status conditions say whether
-its current generation is in force (:mod:`kai.kube.shardstatus`). With ``shard=None`` only the Config
-is watched. When a CRD is not installed nothing is listed and ``initial`` stays in force.
+its current generation is in force (:mod:`kai.kube.shardstatus`), and with ``report_config`` the Config's
+too (KAI's operator's conditions, :mod:`kai.kube.operatorstatus`; one component per process reports them).
+With ``shard=None`` only the Config is watched. When a CRD is not installed nothing is listed and
+``initial`` stays in force.
 
 :func:`config_field` reads one field of the Config's spec for a ``build``, checking its type.
 """
@@ -27,14 +29,18 @@ from typing import Any, Generic, TypeVar
 
 from kai.api import names
 from kai.common.yamlfile import describe
+from kai.kube.access import Access
 from kai.kube.client import Kube, object_path
 from kai.kube.events import WARNING, record_event
+from kai.kube.operatorstatus import report_status
 from kai.kube.shardstatus import report_shard_status
 from kai.kube.watch import Informer
 from kai.logs import fields
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+#: What ``report_config`` needs besides reading the Config.
+CONFIG_STATUS_ACCESS = (Access(names.CONFIGS[0], f"{names.CONFIGS[2]}/status", ("patch",)),)
 
 
 def spec_view(raw: dict) -> dict:
@@ -71,8 +77,10 @@ class KaiObjects(Generic[T]):
     """Keeps ``build``'s result for the current Config and SchedulingShard; see the module docstring."""
 
     def __init__(self, kube: Kube, build: Callable[[dict | None, dict | None], T], initial: T, *, component: str,
-                 shard: str | None = names.DEFAULT_SHARD, config: str = names.KAI_CONFIG_NAME) -> None:
+                 shard: str | None = names.DEFAULT_SHARD, config: str = names.KAI_CONFIG_NAME,
+                 report_config: bool = False) -> None:
         self.kube, self.build, self.component = kube, build, component
+        self.report_config = report_config
         self.value = initial
         self.version = 0
         self.applied = threading.Event()
@@ -132,14 +140,18 @@ class KaiObjects(Generic[T]):
                 record_event(self.kube, culprit, WARNING, names.REASON_INVALID_CONFIGURATION,
                              f"not applied by {self.component}, the previous configuration stays in force: {exc}",
                              self.component)
-            if shard is not None:
-                report_shard_status(self.kube, shard, f"{what}: {exc}")
+            self._report(shard, config, f"{what}: {exc}")
             return
         if value != self.value:
             self.value = value
             self.version += 1
+        self._report(shard, config, None)
+
+    def _report(self, shard: dict | None, config: dict | None, error: str | None) -> None:
         if shard is not None:
-            report_shard_status(self.kube, shard, None)
+            report_shard_status(self.kube, shard, error)
+        if config is not None and self.report_config:
+            report_status(self.kube, names.CONFIGS, config, error)
 
     def describe(self) -> str:
         """The objects in force and their generations, for log lines ("" when there are none)."""

@@ -15,7 +15,7 @@ import attrs
 
 from kai.api import UNLIMITED, Queue, QuotaSpec, TopologyConstraint
 from kai.api.names import LAST_EVICTION_ANNOTATION, LAST_START_ANNOTATION, PREEMPTIBILITY_LABEL, STALE_ANNOTATION
-from kai.api.podgroup import NON_PREEMPTIBLE, PREEMPTIBLE
+from kai.api.podgroup import NON_PREEMPTIBLE, PREEMPTIBLE, SEMI_PREEMPTIBLE
 from kai.common.durations import parse_duration
 
 #: An object of decoded JSON, as the API server sends it.
@@ -175,9 +175,15 @@ def job_priority(pg: PodGroupView, classes: dict[str, int], default: int) -> int
 
 
 def is_preemptible(pg: PodGroupView, priority: int) -> bool:
-    """``spec.preemptibility`` (or the preemptibility label) when set, else priority below 100."""
-    if pg.preemptibility == PREEMPTIBLE:
+    """``spec.preemptibility`` (or the preemptibility label) when set, else priority below 100. A semi-preemptible
+    PodGroup is preemptible (its surplus; :func:`is_semi_preemptible`)."""
+    if pg.preemptibility in (PREEMPTIBLE, SEMI_PREEMPTIBLE):
         return True
     if pg.preemptibility == NON_PREEMPTIBLE:
         return False
     return priority < PREEMPTIBLE_BELOW
+
+
+def is_semi_preemptible(pg: PodGroupView) -> bool:
+    """``spec.preemptibility`` (or the preemptibility label) is ``semi-preemptible``."""
+    return pg.preemptibility == SEMI_PREEMPTIBLE

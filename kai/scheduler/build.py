@@ -282,9 +282,9 @@ class Build:
 
     def snapshot(self) -> Cycle:
         """The cycle's snapshot: the nodes less what pods outside the jobs hold, the queues, the jobs, the
-        Topologies, ConfigMaps, storage and DRA objects; it follows the last cycle's. Taken over: a node's ``Node``
-        when its view is the very object and what pods outside the jobs hold on it, their host ports and its NUMA
-        topology are the same; queues are built afresh."""
+        Topologies, ConfigMaps, storage, DRA objects and PodDisruptionBudgets; it follows the last cycle's.
+        Taken over: a node's ``Node`` when its view is the very object and what pods outside the jobs hold on
+        it, their host ports and its NUMA topology are the same; queues are built afresh."""
         inf, reuse = self.informers, self.reuse
         nodes = []
         for name, view in self.node_views.items():
@@ -297,7 +297,7 @@ class Build:
         previous = reuse.cycle.snapshot if reuse.cycle is not None else None
         snap = build_snapshot(nodes, queues, self.jobs.values(), self.now, inf["topologies"].list(),
                               inf["configmaps"].list(), self._storage() if reuse.claims_wanted() else None,
-                              self.resources, previous)
+                              self.resources, previous, inf["poddisruptionbudgets"].list())
         if previous is None:
             snap.follow(None)  # the first: kept for the next
         _hold_rejected(snap)

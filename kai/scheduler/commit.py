@@ -8,8 +8,10 @@
   implicit claim for DRA-backed ``nvidia.com/gpu`` as ``extendedResourceClaimAllocation``), then event
   ``Scheduled``; the cache assumes the binding at once, so the next cycle does not place the pod
   again. An existing BindRequest of the same name (409) means the pod is already being bound.
-* ``evict`` -> the pod is deleted (UID precondition), the PodGroup gets event ``Evict`` with KAI's
-  message; ``pipeline`` -> event ``Pipelined`` on the pod.
+* ``evict`` -> the pod is evicted through the Eviction API (UID precondition), so PodDisruptionBudgets
+  hold; the PodGroup gets event ``Evict`` with KAI's message, or ``EvictionBlocked`` (Warning) naming the
+  budget when the API server refuses (429; the session counted the budgets, so only a budget that changed
+  since the snapshot refuses); ``pipeline`` -> event ``Pipelined`` on the pod.
 * every job with pods still waiting: ``NotReady`` when it has fewer pods than its gang needs, else
   events ``Unschedulable`` on the PodGroup and on each waiting pod, the pod condition
   ``PodScheduled=False`` (unless ``markUnschedulable: false``) and the PodGroup scheduling condition
@@ -66,7 +68,16 @@ from kai.metrics import SchedulerMetrics
 from kai.scheduler.build import Cycle
 from kai.scheduler.cache import ClusterCache
 from kai.scheduler.views import BindRequestView, PodView
-from kai.scheduler.writes import bind_request, condition_reason, node_ref, pod_ref, podgroup_ref, rfc3339
+from kai.scheduler.writes import (
+    bind_request,
+    condition_reason,
+    eviction,
+    eviction_refusal,
+    node_ref,
+    pod_ref,
+    podgroup_ref,
+    rfc3339,
+)
 
 log = logging.getLogger(__name__)
 
@@ -266,9 +277,9 @@ class Committer:
         log.info("evict", **fields(pod=pod.key, node=task.node, podgroup=task.job, reason=message))
         pg = cycle.podgroups.get(task.job)
 
-        def delete() -> None:
-            path = object_path("", "v1", "pods", pod.namespace, pod.name)
-            self.kube.delete(path, {"preconditions": {"uid": pod.uid}})
+        def evict() -> None:
+            path = object_path(*names.PODS, pod.namespace, pod.name, subresource="eviction")
+            self.kube.post(path, eviction(pod))
             self.cache.confirm(pod)
             if pg is not None:
                 self._event(podgroup_ref(pg), NORMAL, names.REASON_EVICT, message, once=False)
@@ -277,9 +288,16 @@ class Committer:
             if exc.status in (404, 409):  # gone already, or replaced by another pod of the same name
                 return True
             self.cache.forget(pod)
-            return False
+            if exc.status != 429:
+                return False
+            refusal = eviction_refusal(exc.body)
+            log.info("eviction refused", **fields(pod=pod.key, reason=refusal))
+            if pg is not None:
+                self._event(podgroup_ref(pg), WARNING, names.REASON_EVICTION_BLOCKED,
+                            f"Eviction of pod {pod.namespace}/{pod.name} was refused: {refusal}", once=False)
+            return True
 
-        self._submit("evict", pod.key, delete, on_error=failed, decision=True)
+        self._submit("evict", pod.key, evict, on_error=failed, decision=True)
 
     def _delete_bind_request(self, br: BindRequestView) -> None:
         with self._lock:

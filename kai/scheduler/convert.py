@@ -26,7 +26,7 @@ from kai.api import (
     ZonePlacement,
 )
 from kai.api.dra import DynamicResources, PodResourceClaim, pod_gpus
-from kai.kube.views import PodGroupView, is_preemptible
+from kai.kube.views import PodGroupView, is_preemptible, is_semi_preemptible
 from kai.scheduler.views import BindRequestView, NodeView, PodView
 
 
@@ -129,7 +129,7 @@ def to_job(pg: PodGroupView, priority: int) -> Job:
               pod_sets={"default": PodSet("default", pg.min_member)}, topology=pg.topology,
               last_start=pg.last_start, stale_since=pg.stale_since, last_eviction=pg.last_eviction,
               preemption_delay=pg.preemption_delay, staleness_grace_period=pg.staleness_grace_period,
-              min_subgroup=pg.min_subgroup)
+              min_subgroup=pg.min_subgroup, semi_preemptible=is_semi_preemptible(pg))
     if pg.sub_groups:
         parents = {parent for _, _, parent, _, _ in pg.sub_groups if parent}
         job.pod_sets.clear()

@@ -78,7 +78,8 @@ GC_MIDDLE_THRESHOLD = 50
 
 #: Every API call of the scheduler (its cache watches the cluster, its committer writes decisions).
 API_ACCESS = (
-    Access("", "pods", ("list", "watch", "delete")),
+    Access("", "pods", ("list", "watch")),
+    Access("", "pods/eviction", ("create",)),
     Access("", "pods/status", ("patch",)),
     Access("", "nodes", ("list", "watch")),
     Access("", "configmaps", ("list", "watch")),
@@ -87,6 +88,7 @@ API_ACCESS = (
     Access(names.STORAGECLASSES[0], names.STORAGECLASSES[2], ("list", "watch")),
     Access(names.CSISTORAGECAPACITIES[0], names.CSISTORAGECAPACITIES[2], ("list", "watch")),
     Access(names.CSIDRIVERS[0], names.CSIDRIVERS[2], ("list", "watch")),
+    Access(names.PODDISRUPTIONBUDGETS[0], names.PODDISRUPTIONBUDGETS[2], ("list", "watch")),
     Access("", "events", ("create",)),
     Access(names.PRIORITYCLASSES[0], names.PRIORITYCLASSES[2], ("list", "watch")),
     Access(names.QUEUES[0], names.QUEUES[2], ("list", "watch")),

@@ -164,14 +164,15 @@ def requirement(expr: JsonObject) -> LabelRequirement:
                             tuple(str(v) for v in expr.get("values") or ()))
 
 
-def _selector(sel: JsonObject | None) -> LabelSelector:
+def label_selector(sel: JsonObject | None) -> LabelSelector:
+    """A label selector (matchLabels and matchExpressions); an empty or missing one matches every label set."""
     sel = sel or {}
     return LabelSelector(tuple(sorted(strings(sel.get("matchLabels")).items())),
                          tuple(requirement(e) for e in sel.get("matchExpressions") or ()))
 
 
 def _affinity_term(t: JsonObject) -> PodAffinityTerm:
-    return PodAffinityTerm(_selector(t.get("labelSelector")), str(t.get("topologyKey", "")),
+    return PodAffinityTerm(label_selector(t.get("labelSelector")), str(t.get("topologyKey", "")),
                            tuple(t.get("namespaces") or ()))
 
 

@@ -14,6 +14,7 @@ import attrs
 from kai.api import (
     GPU,
     ContainerRequest,
+    DisruptionBudget,
     HostPort,
     LabelRequirement,
     PodAffinityTerm,
@@ -48,6 +49,7 @@ from kai.scheduler.podspec import (
     affinity_terms,
     container_requests,
     host_ports,
+    label_selector,
     parse_containers,
     pod_request,
     preferred_terms,
@@ -284,3 +286,20 @@ def config_map_view(raw: JsonObject) -> str:
     """A ConfigMap as its ``namespace/name`` alone: the scheduler only asks whether one exists."""
     meta = raw.get("metadata") or {}
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def disruption_budget_view(raw: JsonObject) -> DisruptionBudget | None:
+    """A PodDisruptionBudget (None without a selector: it covers no pod). Its ``status.disruptionsAllowed``
+    counts only once the disruption controller has observed its current spec; until then it allows none,
+    as the Eviction API refuses every eviction it covers."""
+    meta, spec, status = (raw.get(k) or {} for k in ("metadata", "spec", "status"))
+    selector = spec.get("selector")
+    if not isinstance(selector, dict):
+        return None
+    try:
+        allowed = int(status.get("disruptionsAllowed") or 0)
+        observed = int(status.get("observedGeneration") or 0) >= int(meta.get("generation") or 0)
+    except (TypeError, ValueError):
+        allowed, observed = 0, False
+    return DisruptionBudget(str(meta.get("name", "")), str(meta.get("namespace", "")), label_selector(selector),
+                            allowed if observed else 0)

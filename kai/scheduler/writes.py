@@ -1,5 +1,5 @@
-"""What the scheduler writes, in KAI's shapes: the BindRequest of a bind, the objects its events are about, a
-PodGroup scheduling condition's reasons, and the times it records."""
+"""What the scheduler writes, in KAI's shapes: the BindRequest of a bind, the Eviction of a victim pod, the objects
+its events are about, a PodGroup scheduling condition's reasons, and the times it records."""
 
 from __future__ import annotations
 
@@ -57,6 +57,20 @@ def bind_request(pod: PodView, task: Task, node: str, gpu_groups: tuple[str, ...
         },
         "spec": spec,
     }
+
+
+def eviction(pod: PodView) -> JsonObject:
+    """The ``policy/v1`` Eviction of ``pod`` (this very pod: a UID precondition)."""
+    return {"apiVersion": names.EVICTION_API_VERSION, "kind": "Eviction",
+            "metadata": {"name": pod.name, "namespace": pod.namespace},
+            "deleteOptions": {"preconditions": {"uid": pod.uid}}}
+
+
+def eviction_refusal(status: JsonObject) -> str:
+    """Why the API server refused an eviction (its 429 Status): the budget's causes, else its message."""
+    causes = [str(c.get("message")) for c in (status.get("details") or {}).get("causes") or ()
+              if isinstance(c, dict) and c.get("message")]
+    return "; ".join(causes) or str(status.get("message") or "too many requests")
 
 
 def pod_ref(pod: PodView) -> JsonObject:

@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 
-from kai.api import ACTIVE_USED, UNLIMITED, Job, Node, Queue, QuotaSpec, Topology
+from kai.api import ACTIVE_USED, UNLIMITED, DisruptionBudget, Job, LabelSelector, Node, Queue, QuotaSpec, Topology
 from kai.api.dra import DeviceClass, DynamicResources, ResourceClaim, ResourceSlice
 from kai.common.durations import parse_duration
 from kai.common.errors import ConfigError
@@ -22,7 +22,9 @@ from kai.sim.cluster_fields import MAX_CYCLES, MAX_PRIORITY, Entry, named, parse
 from kai.sim.cluster_nodes import device_classes, parse_nodes, parse_topologies
 from kai.sim.cluster_workloads import parse_jobs
 
-TOP_FIELDS = ("name", "cycles", "config", "topologies", "device_classes", "nodes", "queues", "workloads")
+TOP_FIELDS = ("name", "cycles", "config", "topologies", "device_classes", "nodes", "queues", "workloads",
+              "disruption_budgets")
+BUDGET_FIELDS = ("name", "selector", "disruptions_allowed")
 QUEUE_FIELDS = ("name", "parent", "priority", "gpu", "cpu", "memory", "preempt_min_runtime", "reclaim_min_runtime")
 QUOTA_FIELDS = ("deserved", "limit", "over_quota_weight")
 
@@ -42,9 +44,11 @@ class ClusterFile:
     device_classes: list[DeviceClass] = attrs.field(factory=list)
     slices: list[ResourceSlice] = attrs.field(factory=list)
     claims: list[ResourceClaim] = attrs.field(factory=list)
+    budgets: list[DisruptionBudget] = attrs.field(factory=list)
 
     def snapshot(self, now: float) -> Snapshot:
-        return build_snapshot(self.nodes, self.queues, self.jobs, now, self.topologies, dra=self._dra())
+        return build_snapshot(self.nodes, self.queues, self.jobs, now, self.topologies, dra=self._dra(),
+                              budgets=self.budgets)
 
     def _dra(self) -> DynamicResources | None:
         """The DRA objects, each claim allocated as the pods holding it got it in an earlier cycle."""
@@ -77,7 +81,19 @@ def parse_cluster(data: Any, file: str, now: float) -> ClusterFile:
         name=top.get("name", str, file), file=file, nodes=nodes, queues=parse_queues(file, data.get("queues")),
         jobs=jobs, config=config, cycles=top.count("cycles", 1, minimum=1, maximum=MAX_CYCLES),
         topologies=parse_topologies(file, data.get("topologies")), device_classes=classes, slices=slices, claims=claims,
+        budgets=parse_budgets(file, data.get("disruption_budgets")),
     )
+
+
+def parse_budgets(file: str, items: Any) -> list[DisruptionBudget]:
+    """The PodDisruptionBudgets of ``disruption_budgets``: each covers the pods whose labels include its
+    ``selector`` and allows ``disruptions_allowed`` disruptions every cycle."""
+    budgets = []
+    for where, item in named(items, file, "disruption_budgets"):
+        e = Entry(item, where, BUDGET_FIELDS)
+        selector = LabelSelector(tuple(sorted(e.labels("selector").items())))
+        budgets.append(DisruptionBudget(e.get("name", str), "default", selector, e.count("disruptions_allowed", 0)))
+    return budgets
 
 
 def parse_queues(file: str, items: Any) -> list[Queue]:

@@ -22,6 +22,7 @@ from kai.api import (
 from kai.api.dra import ALL, EXACT_COUNT, DeviceRequest, PodResourceClaim, ResourceClaim
 from kai.api.names import QUEUE_LABEL
 from kai.api.numa import QOS_CLASSES
+from kai.api.podgroup import NON_PREEMPTIBLE, PREEMPTIBLE, SEMI_PREEMPTIBLE
 from kai.common.errors import ConfigError
 from kai.common.yamlfile import describe
 from kai.sim.cluster_fields import MAX_GPUS, MAX_PODS, MAX_PRIORITY, Entry, mig_counts, named
@@ -33,8 +34,10 @@ PREEMPTIBLE_BELOW = 100
 WORKLOAD_FIELDS = (
     "name", "queue", "priority", "preemptible", "replicas", "min_available", "gpus", "cpu", "memory",
     "node_selector", "tolerations", "running_on", "topology", "subgroups", "pod_sets", "annotations", "mig",
-    "qos_class", "claims",
+    "qos_class", "claims", "labels", "preemptibility",
 )
+#: KAI's preemptibility values of a workload's ``preemptibility``.
+PREEMPTIBILITIES = (PREEMPTIBLE, NON_PREEMPTIBLE, SEMI_PREEMPTIBLE)
 #: A claim of a workload's pods (one request for devices of a class; ``shared``: one claim for all its pods).
 CLAIM_FIELDS = ("name", "device_class", "count", "all", "selectors", "admin_access", "shared")
 #: Fields of a workload that belong to each pod set when the workload lists ``pod_sets``.
@@ -58,6 +61,10 @@ def parse_jobs(file: str, items: Any, node_names: set[str], now: float, classes:
                   topology=_constraint(e))
         job.pod_sets.clear()
         job.preemptible = e.get("preemptible", bool, priority < PREEMPTIBLE_BELOW)
+        preemptibility = e.text("preemptibility", "", PREEMPTIBILITIES)
+        if preemptibility:
+            job.preemptible = preemptibility != NON_PREEMPTIBLE
+            job.semi_preemptible = preemptibility == SEMI_PREEMPTIBLE
         if e.has("pod_sets"):
             for key in POD_SET_ONLY:
                 if e.has(key):
@@ -121,7 +128,8 @@ def _add_pod_set(job: Job, e: Entry, ps_name: str, parent: str | None, workload:
     for k in range(replicas):
         node = placed[k] if k < len(placed) else None
         job.add_task(Task(f"{prefix}-{k}", job.uid, request, TaskStatus.RUNNING if node else TaskStatus.PENDING,
-                          node, creation=job.creation, labels={"job-name": job.name}, pod_set=ps_name,
+                          node, creation=job.creation, labels={"job-name": job.name, **outer.labels("labels")},
+                          pod_set=ps_name,
                           node_selector=outer.labels("node_selector"), tolerations=tolerations, invalid=invalid,
                           qos_class=qos_class))
     if placed:

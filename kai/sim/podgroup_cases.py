@@ -93,6 +93,7 @@ def _check_subgroup(field: str, expected: dict, subgroup: SubGroupMetadata) -> s
     checks = {
         "name": subgroup.name,
         "minAvailable": subgroup.min_available,
+        "minSubGroup": subgroup.min_subgroup,
         "parent": subgroup.parent,
         "pods": list(subgroup.pods),
         "pods_count": len(subgroup.pods),
@@ -149,6 +150,7 @@ def check_metadata(expected: dict, metadata: PodGroupMetadata, pod: dict) -> str
         "name": metadata.name,
         "namespace": metadata.namespace,
         "minAvailable": metadata.min_available,
+        "minSubGroup": metadata.min_subgroup,
         "queue": metadata.queue,
         "priorityClassName": metadata.priority_class,
         "preemptibility": metadata.preemptibility,
@@ -157,6 +159,8 @@ def check_metadata(expected: dict, metadata: PodGroupMetadata, pod: dict) -> str
         "labels_count": len(metadata.labels),
         "annotations_count": len(metadata.annotations),
         "subgroups_count": len(metadata.subgroups),
+        "preemptionDelay": metadata.preemption_delay,
+        "stalenessGracePeriod": metadata.staleness_grace_period,
     }
     for key, want in expected.items():
         if key in scalar:

@@ -19,6 +19,7 @@ from kai.api import (
     ACTIVE_USED,
     MIG_PREFIX,
     UNLIMITED,
+    DisruptionBudget,
     Job,
     LabelRequirement,
     LabelSelector,
@@ -37,6 +38,7 @@ from kai.api import (
     mig_gpu_slices,
 )
 from kai.api.numa import QOS_CLASSES
+from kai.api.podgroup import NON_PREEMPTIBLE, PREEMPTIBLE, SEMI_PREEMPTIBLE
 from kai.common.errors import ConfigError
 from kai.common.yamlfile import Fields, describe, read_yaml
 from kai.framework import PluginSpec, SchedulerConfig, build_snapshot
@@ -58,8 +60,11 @@ STATUSES = {s.value: s for s in TaskStatus}
 #: Largest job age or staleness (minutes): about 1900 years.
 MAX_AGE_MINUTES = 1e9
 ACTIONS = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction")
-#: The domain objects of a scenario's facts: nodes, queues, jobs, ``now``, topologies and the DRA objects.
-Facts = tuple[list[Node], list[Queue], list[Job], float, list[Topology], ScenarioDRA]
+#: KAI's preemptibility values of a job's ``preemptibility`` field.
+PREEMPTIBILITIES = (PREEMPTIBLE, NON_PREEMPTIBLE, SEMI_PREEMPTIBLE)
+#: The domain objects of a scenario's facts: nodes, queues, jobs, ``now``, topologies, the DRA objects and the
+#: PodDisruptionBudgets.
+Facts = tuple[list[Node], list[Queue], list[Job], float, list[Topology], ScenarioDRA, list[DisruptionBudget]]
 
 
 class ScenarioError(ConfigError):
@@ -213,12 +218,12 @@ class Scenario:
 
     def build(self, now: float = NOW):
         """A fresh Snapshot of the current facts."""
-        nodes, queues, jobs, now, topologies, dra = self.facts(now)
-        return build_snapshot(nodes, queues, jobs, now, topologies, dra=dra.resources())
+        nodes, queues, jobs, now, topologies, dra, budgets = self.facts(now)
+        return build_snapshot(nodes, queues, jobs, now, topologies, dra=dra.resources(), budgets=budgets)
 
     def facts(self, now: float) -> Facts:
-        """Fresh domain objects of the current facts: nodes, queues, jobs, ``now``, topologies and the DRA
-        objects (immutable, so shared by the builds of the same facts)."""
+        """Fresh domain objects of the current facts: nodes, queues, jobs, ``now``, topologies, the DRA objects
+        and the budgets (immutable, so shared by the builds of the same facts)."""
         try:  # version 0: no references, whose use depends on reference counts, and no interning flags
             content = marshal.dumps(self.data, 0)
         except ValueError:  # a value marshal does not take (a YAML timestamp): read the facts every time
@@ -236,11 +241,20 @@ class Scenario:
         queues = [self._queue(i, q) for i, q in _items(top, "queues")]
         jobs = [self._job(i, j, dra) for i, j in _items(top, "jobs")]
         topologies = [self._topology_def(i, t) for i, t in _items(top, "topologies")]
+        budgets = [self._budget(i, b) for i, b in _items(top, "disruption_budgets")]
 
         def make(now: float) -> Facts:
-            return [n() for n in nodes], [q() for q in queues], [j(now) for j in jobs], now, list(topologies), dra
+            return ([n() for n in nodes], [q() for q in queues], [j(now) for j in jobs], now, list(topologies), dra,
+                    list(budgets))
 
         return make
+
+    def _budget(self, i: int, bd: Any) -> DisruptionBudget:
+        """A PodDisruptionBudget covering the pods whose ``pod_labels`` include its ``pod_labels``."""
+        name = _fields(bd, f"{self.where}: disruption_budgets[{i}]").text("name")
+        f = _fields(bd, f"{self.where}: disruption budget {describe(name)}")
+        selector = LabelSelector(tuple(sorted(f.labels("pod_labels").items())))
+        return DisruptionBudget(name, NAMESPACE, selector, f.whole("disruptions_allowed", minimum=0, maximum=MAX_PODS))
 
     def _topology_def(self, i: int, td: Any) -> Topology:
         f = _fields(td, f"{self.where}: topologies[{i}]")
@@ -305,6 +319,9 @@ class Scenario:
         age = 60.0 * f.number("created_minutes_ago", 0, -MAX_AGE_MINUTES, MAX_AGE_MINUTES)
         topology = _topology(f, "topology_constraint")
         preemptible = f.flag("preemptible", priority < 100)
+        preemptibility = f.text("preemptibility", "", choices=PREEMPTIBILITIES)
+        if preemptibility:
+            preemptible = preemptibility != NON_PREEMPTIBLE
         f.flag("deleting", False)
         pod_sets, subgroups = self._pod_sets(f, len(tasks_data))
         base = self._request(f)
@@ -319,7 +336,8 @@ class Scenario:
 
         def make(now: float) -> Job:
             job = Job(name=name, namespace=NAMESPACE, queue=queue, priority=priority, preemptible=preemptible,
-                      creation=now - age, topology=_constraint(topology),
+                      semi_preemptible=preemptibility == SEMI_PREEMPTIBLE, creation=now - age,
+                      topology=_constraint(topology),
                       subgroups={g: SubGroup(g, parent, _constraint(tc), least) for g, parent, tc, least in subgroups},
                       pod_sets={p: PodSet(p, least, parent, _constraint(tc)) for p, least, parent, tc in pod_sets},
                       **rest)

@@ -1,5 +1,8 @@
 """The fields of the conformance scenario format, and what a scenario needs that the kernel lacks.
 
+This project extends the format with PodDisruptionBudgets (``disruption_budgets``) and KAI's
+``preemptibility`` of a job (``semi-preemptible``).
+
 A scenario is run only when every field it sets is one the loader reads. :func:`needs` walks the raw
 scenario and names, for each field or value that is part of the format but not built yet, its
 feature tag (``needs: numa``), and for each field outside the format the field itself, so that no
@@ -11,10 +14,11 @@ from __future__ import annotations
 from typing import Any
 
 #: The fields of each part of a scenario (SCHEMA.md §1-§10 and its v0.17 additions, and this project's DRA
-#: extension: ``device_classes``, ``resource_claims``, node ``devices``, task ``resource_claims``).
+#: extension: ``device_classes``, ``resource_claims``, node ``devices``, task ``resource_claims``; its budget
+#: extension: ``disruption_budgets``, job ``preemptibility``).
 FIELDS: dict[str, frozenset[str]] = {k: frozenset(v.split()) for k, v in {
     "scenario": "name source actions mode simulation config topologies nodes queues jobs expected features notes "
-                "device_classes resource_claims",
+                "device_classes resource_claims disruption_budgets",
     "simulation": "rounds_until_match rounds_after_match",
     "config": "plugins predicates max_consolidation_preemptees allow_consolidating_reclaim "
               "staleness_grace_period_seconds",
@@ -27,7 +31,7 @@ FIELDS: dict[str, frozenset[str]] = {k: frozenset(v.split()) for k, v in {
     "job": "name queue priority preemptible created_minutes_ago min_available topology_constraint pod_sets subgroups "
            "gpus_per_task gpu_memory_mib_per_task cpu_millis_per_task memory_bytes_per_task best_effort "
            "stale_for_seconds deleting tasks preemption_delay_seconds staleness_grace_period_seconds qos_class "
-           "gpu_devices_per_task min_subgroup",
+           "gpu_devices_per_task min_subgroup preemptibility",
     "subgroup": "name topology_constraint pod_sets subgroups min_subgroup",
     "pod_set": "name min_available topology_constraint",
     "topology_constraint": "topology required_level preferred_level",
@@ -42,6 +46,7 @@ FIELDS: dict[str, frozenset[str]] = {k: frozenset(v.split()) for k, v in {
     "resource_claim": "name device_class count all selectors admin_access labels allocation reserved_for "
                       "other_consumers",
     "claim_allocation": "node devices",
+    "disruption_budget": "name pod_labels disruptions_allowed",
 }.items()}
 
 #: Fields (``part.field``) and task states of the format that the kernel does not build yet, with their
@@ -89,7 +94,7 @@ def _part(found: dict, part: str, data: Any, where: str) -> None:
 _CHILDREN: dict[str, dict[str, str]] = {
     "scenario": {"simulation": "simulation", "config": "config", "topologies": "topology", "nodes": "node",
                  "queues": "queue", "jobs": "job", "expected": "expected", "device_classes": "device_class",
-                 "resource_claims": "resource_claim"},
+                 "resource_claims": "resource_claim", "disruption_budgets": "disruption_budget"},
     "node": {"devices": "node_device"},
     "resource_claim": {"allocation": "claim_allocation"},
     "job": {"topology_constraint": "topology_constraint", "subgroups": "subgroup", "pod_sets": "pod_set",

@@ -8,9 +8,18 @@ that would take a queue over its limit, or a non-preemptible job over its deserv
 
 from __future__ import annotations
 
-from kai.sdk import ALLOCATED, Resources, hookimpl, max_node_gpu_memory, tasks_to_allocate
+from kai.sdk import (
+    ACTIVE_ALLOCATED,
+    ALLOCATED,
+    Resources,
+    core_tasks,
+    hookimpl,
+    max_node_gpu_memory,
+    tasks_to_allocate,
+)
 
 from . import capacity, queue_order, reclaim
+from .core import joining_core
 from .shares import (
     CPU,
     GPU,
@@ -86,11 +95,23 @@ class Proportion:
         total = self.requests.get(job.uid)
         if total is None:
             total = [0.0, 0.0, 0.0]
-            for task in tasks_to_allocate(session, job, also=session.evicted):
+            for task in tasks_to_allocate(session, job, also=session.evicted, admission=False):
                 for r, v in enumerate(quantify(task.request, self.gpu_memory)):
                     total[r] += v
             self.requests[job.uid] = total
         return total
+
+    def core_request(self, session, job) -> list[float] | None:
+        """The non-preemptible part of :meth:`job_request` (:mod:`.core`); None when it has none."""
+        if not job.preemptible:
+            return self.job_request(session, job)
+        if not job.semi_preemptible:
+            return None
+        total = [0.0, 0.0, 0.0]
+        for task in joining_core(job, tasks_to_allocate(session, job, also=session.evicted)):
+            for r, v in enumerate(quantify(task.request, self.gpu_memory)):
+                total[r] += v
+        return total if any(total) else None
 
     def job_allocated(self, session, job) -> list[float]:
         """(CPU, memory, GPU) the job holds in allocated statuses."""
@@ -108,18 +129,21 @@ class Proportion:
     @hookimpl
     def kai_job_over_capacity(self, session, job, tasks):
         # A GPU-memory request is measured on the largest devices: if even that share is over, it is over.
-        request = [0.0, 0.0, 0.0]
+        request, in_core = [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]
+        core = {id(t) for t in joining_core(job, tasks)}
         for task in tasks:
             for r, v in enumerate(quantify(task.request, self.max_gpu_memory)):
                 request[r] += v
-        return capacity.check(self, session, job, request)
+                if id(task) in core:
+                    in_core[r] += v
+        return capacity.check(self, session, job, request, in_core)
 
     @hookimpl
     def kai_task_over_capacity(self, session, task, job, node):
         request = quantify(task.request, memory_base(node, self.gpu_memory))
         if node is not None and task.request.gpu_memory_mib:  # the share of this node's devices it would get
             request[GPU] = task.request.accepted_gpus(memory_base(node, self.gpu_memory))
-        return capacity.check(self, session, job, request)
+        return capacity.check(self, session, job, request, request if joining_core(job, [task]) else [0.0, 0.0, 0.0])
 
     def chain(self, session, queue: str) -> list:
         """The shares of ``queue`` and its ancestors that have shares, leaf first."""
@@ -135,11 +159,36 @@ class Proportion:
             return
         self.requests.pop(job.uid, None)
         amounts = quantify(task.request, memory_base(session.node_by_name.get(task.node), self.gpu_memory))
+        np_change: list[float] | None = None
+        if job.semi_preemptible:
+            np_change = self._core_change(session, job, task, sign)
+        elif not job.preemptible:
+            np_change = [sign * a for a in amounts]
         for qs in self.chain(session, job.queue):
             for r in range(3):
                 qs.allocated[r] += sign * amounts[r]
-                if not job.preemptible:
-                    qs.allocated_np[r] += sign * amounts[r]
+                if np_change is not None:
+                    qs.allocated_np[r] += np_change[r]
+
+    def _core_change(self, session, job, task, sign: float) -> list[float]:
+        """How a semi-preemptible job's core amount changes as ``task`` is placed (``sign`` 1) or taken off
+        (-1): the core with the task placed less the core without it, or the other way round."""
+        placed = {t.uid for t in job.tasks.values() if t.status in ACTIVE_ALLOCATED}
+        with_task, without = self._core_amount(session, job, placed | {task.uid}), \
+            self._core_amount(session, job, placed - {task.uid})
+        return [sign * (a - b) for a, b in zip(with_task, without)]
+
+    def _core_amount(self, session, job, placed: set[str]) -> list[float]:
+        """(CPU, memory, GPU) of a semi-preemptible job's core when ``placed`` are placed (on their nodes'
+        memory base)."""
+        total = [0.0, 0.0, 0.0]
+        core = core_tasks(job, placed)
+        for task in job.tasks.values():
+            if task.uid in core:
+                base = memory_base(session.node_by_name.get(task.node), self.gpu_memory)
+                for r, v in enumerate(quantify(task.request, base)):
+                    total[r] += v
+        return total
 
     @hookimpl
     def kai_on_allocate(self, session, task, node):

@@ -13,8 +13,9 @@ def _h(value: float, divisor: float) -> str:
     return f"{round(value / divisor, 3):g}"
 
 
-def check(plugin, session, job, request: list[float]) -> Reject | None:
-    """Reject when ``request`` (CPU, memory, GPU) of ``job`` breaks a limit or the non-preemptible quota."""
+def check(plugin, session, job, request: list[float], in_core: list[float]) -> Reject | None:
+    """Reject when ``request`` (CPU, memory, GPU) of ``job`` breaks a limit, or its part ``in_core`` that is
+    non-preemptible (:mod:`.core`) the non-preemptible quota."""
     chain = plugin.chain(session, job.queue)
     for qs in chain:
         for r in (CPU, MEMORY, GPU):
@@ -25,13 +26,13 @@ def check(plugin, session, job, request: list[float]) -> Reject | None:
                     f"{_label(qs)} quota has reached the allowable limit of {title}. Limit is {_h(limit, div)} {unit}, "
                     f"currently {_h(qs.allocated[r], div)} {unit} allocated and workload requested "
                     f"{_h(request[r], div)} {unit}"), names.UNSCHEDULABLE_OVER_LIMIT, _details(qs, request))
-    if job.preemptible:
+    if job.preemptible and not (job.semi_preemptible and any(in_core)):
         return None
     for qs in chain:
         for r in (CPU, MEMORY, GPU):
             deserved = qs.deserved[r]
-            if deserved != UNLIMITED and deserved < qs.allocated_np[r] + request[r] - 1e-9:
-                return Reject("proportion", "Non-preemptible workload is over quota. " + _np_details(qs, r, request)
+            if deserved != UNLIMITED and deserved < qs.allocated_np[r] + in_core[r] - 1e-9:
+                return Reject("proportion", "Non-preemptible workload is over quota. " + _np_details(qs, r, in_core)
                               + " Use a preemptible workload to go over quota.",
                               names.UNSCHEDULABLE_NON_PREEMPTIBLE_OVER_QUOTA, _details(qs, request))
     return None

@@ -45,10 +45,11 @@ def can_reclaim(plugin, session, job) -> Reject | None:
         return None
     if not _within(_plus(leaf.allocated, request), leaf.fair_share):
         return Reject("proportion", f"queue {leaf.name} would go over its fair share")
-    if not job.preemptible:
+    core = plugin.core_request(session, job)
+    if core is not None:
         for q in session.ancestors(job.queue):
             qs = plugin.shares[q.name]
-            if not _within(_plus(qs.allocated_np, request), qs.deserved):
+            if not _within(_plus(qs.allocated_np, core), qs.deserved):
                 return Reject("proportion", f"non-preemptible job would take queue {qs.name} over its deserved quota")
     return None
 
@@ -110,6 +111,8 @@ class ReclaimState:
         self.allocated = {name: list(qs.allocated) for name, qs in plugin.shares.items()}
         self.allocated_np = {name: list(qs.allocated_np) for name, qs in plugin.shares.items()}
         self.request = list(plugin.job_request(session, job))
+        #: The request's non-preemptible part (None: it has none).
+        self.core = plugin.core_request(session, job)
 
 
 def validate(plugin, session, scenario, state: ReclaimState) -> Reject | None:
@@ -170,6 +173,6 @@ def _saturation_kept(plugin, session, job, request, remaining, involved, state) 
                 if ratio > 1 and sibling.fair_share[r] > 0 and \
                         ratio * plugin.saturation_multiplier >= _saturation(left[r], sibling.fair_share[r]):
                     return Reject("proportion", f"queue {q.name} would be more saturated than queue {sibling_name}")
-        if not job.preemptible and not _within(_plus(state.allocated_np[q.name], request), mine.deserved):
+        if state.core is not None and not _within(_plus(state.allocated_np[q.name], state.core), mine.deserved):
             return Reject("proportion", f"non-preemptible job would take queue {q.name} over its deserved quota")
     return None

@@ -19,6 +19,8 @@ from kai.sdk import (
     min_node_gpu_memory,
 )
 
+from .core import core_of
+
 #: Resource order of every vector here: KAI's (CPU, memory, GPU).
 RESOURCES = ("cpu", "memory", "gpu")
 CPU, MEMORY, GPU = range(3)
@@ -195,43 +197,47 @@ def job_amounts(session, job, gpu_mem: float) -> tuple[list[int] | None, bool]:
     return _whole(job, list(task_amounts(session, job, gpu_mem)))
 
 
-def _whole(job, counted: list[tuple[bool, list[float]]]) -> tuple[list[int] | None, bool]:
-    """The sums of the job's ``counted`` amounts (whether allocated, the amounts), see :func:`job_amounts`."""
+def _whole(job, counted: list[tuple[bool, bool, list[float]]]) -> tuple[list[int] | None, bool]:
+    """The sums of the job's ``counted`` amounts (whether allocated, whether non-preemptible, the amounts), see
+    :func:`job_amounts`."""
     amounts = [0] * 9
-    for allocated, values in counted:
+    for allocated, core, values in counted:
         for r, v in enumerate(values):
             if not float(v).is_integer():
                 return None, False
             amounts[6 + r] += int(v)
             if allocated:
                 amounts[r] += int(v)
-                if not job.preemptible:
+                if core:
                     amounts[3 + r] += int(v)
     return amounts, not any(t.request.gpu_memory_mib for t in job.tasks.values())
 
 
 def task_amounts(session, job, gpu_mem: float):
-    """Whether allocated, and the amounts, of each of the job's tasks that counts: allocated tasks on their node's
-    memory base, pending ones on ``gpu_mem`` (the smallest device's memory, the base of GPU-memory requests)."""
+    """Whether allocated, whether non-preemptible (:mod:`.core`), and the amounts, of each of the job's tasks that
+    counts: allocated tasks on their node's memory base, pending ones on ``gpu_mem`` (the smallest device's memory,
+    the base of GPU-memory requests)."""
+    core = core_of(job)
     for task in job.tasks.values():
         if task.status in ALLOCATED:
-            yield True, quantify(task.request, memory_base(session.node_by_name.get(task.node), gpu_mem))
+            yield True, core is None or task.uid in core, quantify(
+                task.request, memory_base(session.node_by_name.get(task.node), gpu_mem))
         elif task.status is TaskStatus.PENDING:
-            yield False, quantify(task.request, gpu_mem)
+            yield False, False, quantify(task.request, gpu_mem)
 
 
-def add_job(session, shares: dict[str, QueueShare], job, gpu_mem: float) -> list[tuple[bool, list[float]]]:
+def add_job(session, shares: dict[str, QueueShare], job, gpu_mem: float) -> list[tuple[bool, bool, list[float]]]:
     """Count the job's allocated tasks as allocated and requested, its pending ones as requested, up its queue
     chain; what was counted per task (:func:`task_amounts`)."""
     chain = [shares[q.name] for q in session.ancestors(job.queue)]
     counted = list(task_amounts(session, job, gpu_mem))
-    for allocated, amounts in counted:
+    for allocated, core, amounts in counted:
         for qs in chain:
             for r in range(3):
                 if allocated:
                     qs.allocated[r] += amounts[r]
                 qs.request[r] += amounts[r]
-                if allocated and not job.preemptible:
+                if allocated and core:
                     qs.allocated_np[r] += amounts[r]
     return counted
 

@@ -3,7 +3,8 @@
 Every scheduling scenario of ``kai/*.yaml`` (KAI of March 2026) and ``kai-v017/*.yaml`` (the scenarios
 KAI v0.17 added or changed; a changed one replaces its ``kai/`` version), ``kai-v017-dra/*.yaml`` (KAI v0.17's
 DRA scenarios, in the format's DRA extension), ``kai-v017-more/*.yaml`` (the rest of KAI v0.17's new and changed
-scenarios) and every podgrouper case of
+scenarios), ``project/*.yaml`` (this project's own: PodDisruptionBudgets, semi-preemptible jobs) and every
+podgrouper case of
 ``podgrouper/*.yaml`` is an item named by its file and its name (``-k allocateGpuMemory`` selects a
 file's scenarios). An item fails with the runner's mismatch message and is skipped with the runner's
 reason when the scenario needs something not built.
@@ -22,7 +23,7 @@ from kai.sim.podgroup_cases import load_cases, run_case
 from kai.sim.scenario import load_scenarios
 
 HERE = Path(__file__).parent
-SCENARIOS = (HERE / "kai", HERE / "kai-v017", HERE / "kai-v017-dra", HERE / "kai-v017-more")
+SCENARIOS = (HERE / "kai", HERE / "kai-v017", HERE / "kai-v017-dra", HERE / "kai-v017-more", HERE / "project")
 PODGROUPER_CASES = HERE / "podgrouper"
 
 

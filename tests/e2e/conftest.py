@@ -91,8 +91,8 @@ def kai_crds(kube: Kube) -> list[str]:
 
 @pytest.fixture(scope="session")
 def workload_crds(kube: Kube) -> list[str]:
-    """CRDs of the workload kinds the podgroupers know (PyTorchJob, RayCluster, JobSet, LeaderWorkerSet),
-    established; no controller acts on them."""
+    """CRDs of the workload kinds the podgroupers know (PyTorchJob, RayCluster, JobSet, LeaderWorkerSet), of a
+    kind only a Karta describes (KAI's e2e CustomJob) and of the Karta, established; no controller acts on them."""
     return _apply_crds(kube, WORKLOAD_CRDS)
 
 
@@ -104,11 +104,12 @@ def apply_crds(kube: Kube):
 
 # -- the chart installed, components as processes under its ServiceAccounts -----------------------
 RELEASE_NAMESPACE = "kai-scheduler"
+OPERATOR_KINDS = ("Config", "SchedulingShard")
 _PLURALS = {
     "CustomResourceDefinition": "customresourcedefinitions", "Namespace": "namespaces",
     "ServiceAccount": "serviceaccounts", "ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings",
     "Role": "roles", "RoleBinding": "rolebindings", "PriorityClass": "priorityclasses", "Queue": "queues",
-    "Deployment": "deployments", "Service": "services",
+    "Deployment": "deployments", "Service": "services", "Job": "jobs",
 }
 
 
@@ -128,15 +129,17 @@ def chart_object_path():
 
 @pytest.fixture(scope="session")
 def kai_chart(kube: Kube, kai_crds: list[str]) -> list[dict]:
-    """The chart's manifests applied: its CRDs are deploy/crds (``kai_crds``); Deployments and Services
-    are only validated with a server-side dry run (the components run as processes instead). Returns the docs."""
+    """The chart's manifests applied: its CRDs are deploy/crds (``kai_crds``); Deployments, Services and the
+    CRD upgrade hook's Job are only validated with a server-side dry run (the components run as processes
+    instead), and KAI's operator objects are left to the tests of their own (each module's components see
+    none unless it makes them; test_deploy.py installs them). Returns the docs."""
     from support.chart import render_chart
 
     docs = render_chart(DEPLOY / "chart" / "kai-scheduler", namespace=RELEASE_NAMESPACE)
     assert sorted(d["metadata"]["name"] for d in docs if d["kind"] == "CustomResourceDefinition") == sorted(kai_crds)
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": RELEASE_NAMESPACE}}
-    for doc in [namespace, *(d for d in docs if d["kind"] != "CustomResourceDefinition")]:
-        dry_run = doc["kind"] in ("Deployment", "Service")
+    for doc in [namespace, *(d for d in docs if d["kind"] not in ("CustomResourceDefinition", *OPERATOR_KINDS))]:
+        dry_run = doc["kind"] in ("Deployment", "Service", "Job")
         try:
             kube.request("POST", manifest_path(doc), {"dryRun": "All"} if dry_run else None, doc)
         except ApiError as exc:
@@ -211,11 +214,15 @@ class KaiProcess:
 
 @pytest.fixture(scope="module")
 def kai_run(tmp_path_factory):
-    """``kai_run(args, kubeconfig, name=...)`` starts a :class:`KaiProcess`; the module's are killed at its end."""
+    """``kai_run(args, kubeconfig, name=...)`` starts a :class:`KaiProcess`; the module's are killed at its end.
+    It creates KAI's operator objects only when ``args`` say so (``--create-default-objects``), so that each
+    module's components see none unless the module makes them."""
     started: list[KaiProcess] = []
     logs = tmp_path_factory.mktemp("kai-run")
 
     def start(args: list[str], kubeconfig: Path, name: str = "kai", env: dict[str, str] | None = None) -> KaiProcess:
+        if not any(arg.startswith("--create-default-objects") for arg in args):
+            args = [*args, "--create-default-objects=false"]
         process = KaiProcess(args, kubeconfig, logs / f"{name}-{len(started)}.log", env)
         started.append(process)
         return process

@@ -1,7 +1,7 @@
 """Chaos on the real control plane: a stream of ~200 pods while the components are killed, the API server
 restarts and nodes vanish; afterwards the API must show that nothing was bound twice, no node gives out
-more than it has, no pod was lost, no gang runs in part and every BindRequest is finished, and a new
-workload still gets scheduled.
+more than it has, no pod was lost, no gang runs in part, every BindRequest is finished, no service lost
+more pods to evictions than its PodDisruptionBudget allows, and a new workload still gets scheduled.
 
 The scheduler, the binder (``--fake-gpu-nodes``) and the podgrouper run as separate ``kai-scheduler run``
 processes under the chart's ServiceAccounts, with a scheduler name of this test's own; the mutating
@@ -29,7 +29,7 @@ from kai.binder.reservation import NAMESPACE as RESERVATION_NAMESPACE
 from kai.kube.client import ApiError
 from support import invariants as inv
 from support import manifests as m
-from support.chaos import Job, Recorder, make_plan
+from support.chaos import SERVICE_LABEL, Job, Recorder, make_plan
 from support.waiting import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("kai_chart")]
@@ -199,7 +199,8 @@ class Run:
             elif job.min_member:
                 body = m.pod(self.ns, name, job.name, gpus=job.gpus, **common)
             else:
-                body = m.pod(self.ns, name, gpus=job.gpus, labels={"kai.scheduler/queue": job.queue}, **common)
+                labels = {"kai.scheduler/queue": job.queue, **({SERVICE_LABEL: job.service} if job.service else {})}
+                body = m.pod(self.ns, name, gpus=job.gpus, labels=labels, **common)
             self._create_pod(body)
 
     def _create_pod(self, body: dict) -> None:
@@ -219,8 +220,11 @@ class Run:
 
     def fault(self, kind: str, pause: float, at: float, late: float) -> list[tuple[float, str]] | None:
         """Injects one fault, ``late`` seconds after its time; returns what to do later (restarts), or None to
-        be asked again shortly (a node is deleted while pods are being bound to it: up to 5 s later)."""
+        be asked again shortly (a node is deleted while pods are being bound to it: up to 5 s later; a component
+        is killed once its restart after the last kill, still due when the run is late, is done)."""
         verb, _, target = kind.partition(" ")
+        if verb == "kill" and target not in self.components.current:
+            return None
         if verb == "kill":
             self.components.kill(target)
             self.faults.append(f"{at:5.1f}s kill -9 {target} (back after {pause:.1f}s)")
@@ -315,6 +319,8 @@ def test_chaos_nothing_bound_twice_nothing_overcommitted_nothing_lost(
         wait_until(lambda process=process: process.get("/readyz")[0] == 200, 60, f"{role} ready")
     recorder = Recorder(kube, ns).start()
     run = Run(kube, control_plane, cluster, components, recorder, random.Random(SEED))
+    for service, min_available in plan.budgets.items():
+        m.apply(kube, m.pod_disruption_budget(ns, service, min_available, {SERVICE_LABEL: service}))
 
     stream = run.play(plan)
 
@@ -369,6 +375,7 @@ def test_chaos_nothing_bound_twice_nothing_overcommitted_nothing_lost(
     counts, lost = inv.account_pods(run.created, state.by_uid, state.podgroups, state.events, set(nodes),
                                     evicted_logged, recorder.nodes_seen)
     failed_cycles = [line for line in scheduler_logs if line.get("msg") == "scheduling cycle failed"]
+    refused = sum(1 for line in scheduler_logs if line.get("msg") == "eviction refused")
     exited = [f"{role} exited with {p.proc.poll()}" for role, p in components.current.items()
               if p.proc.poll() is not None]
     violations = {
@@ -380,6 +387,7 @@ def test_chaos_nothing_bound_twice_nothing_overcommitted_nothing_lost(
         "no gang partly bound": inv.partial_gangs(state.podgroups, state.pods, set(nodes),
                                                   recorder.removed_from_vanished_nodes(set(nodes))),
         "no BindRequest left unfinished": inv.unfinished_bind_requests(state.bind_requests),
+        "evictions within the budgets": inv.budget_overruns(plan, ns, inv.evicted_pods(state.events)),
         "new work scheduled after the faults": [] if probe_ok else [
             f"probe pods not Running after {PROBE_SECONDS:.0f}s: " + ", ".join(
                 f"{p['metadata']['name']}={p['status'].get('phase')} on {inv.node_of(p) or '-'}"
@@ -409,7 +417,7 @@ def test_chaos_nothing_bound_twice_nothing_overcommitted_nothing_lost(
             Counter((b.get('status') or {}).get('phase', '') for b in state.bind_requests).items()))
         + f"), {bound_events} Bound events, {sum(len(v) for v in recorder.succeeded_on.values())} pods seen with a "
         f"Succeeded BindRequest; evictions: {len(inv.evicted_pods(state.events))} by event, "
-        f"{len(evicted_logged)} logged; {len(failed_cycles)} failed cycles",
+        f"{len(evicted_logged)} logged, {refused} refused by a budget; {len(failed_cycles)} failed cycles",
         "invariants:", *(f"  [{'FAIL' if v else ' ok '}] {name}" + "".join(f"\n        {line}" for line in v[:10])
                          + (f"\n        ... {len(v) - 10} more" if len(v) > 10 else "")
                          for name, v in violations.items()),

@@ -160,3 +160,32 @@ def test_the_podgrouper_reads_the_queue_from_the_label_the_config_names(kube, na
                "the podgrouper's flags again")
     m.apply(kube, m.pod(namespace, "second", labels=labels))
     assert wait_until(lambda: queue_of(kube, namespace, "second"), 30, "the second pod grouped") == "default-queue"
+
+
+def conditions_of_current_generation(kube: Kube) -> dict[str, dict] | None:
+    """The Config's status conditions by type, once all of them observed its current generation."""
+    config = kube.get(CONFIG)
+    found = (config.get("status") or {}).get("conditions") or []
+    if not found or any(c["observedGeneration"] != config["metadata"]["generation"] for c in found):
+        return None
+    return {c["type"]: c for c in found}
+
+
+def test_the_config_s_conditions_follow_each_patch_as_kai_s_suites_wait_for_them(kube, namespace, podgrouper):
+    # the podgrouper is the process's only component taking the Config up: it reports the conditions
+    for patch in ({"podGrouper": {"args": {"genericKartaFallback": False}}},
+                  {"podGrouper": {"args": {"genericKartaFallback": True}}}):
+        kube.patch(CONFIG, {"spec": patch})  # a merge patch, as KAI's suites make
+        found = wait_until(lambda: conditions_of_current_generation(kube), 15, "conditions of the new generation")
+        assert {t: c["status"] for t, c in found.items()} == {
+            "Deployed": "True", "Available": "True", "DependenciesFulfilled": "True", "Ready": "True",
+            "Reconciling": "False"}
+        assert found["Deployed"]["reason"] == "deployed" and found["Deployed"]["message"] == "Resources deployed"
+
+    kube.patch(CONFIG, {"spec": {"global": {"queueLabelKey": " "}}})
+    found = wait_until(lambda: conditions_of_current_generation(kube), 15, "conditions of the malformed generation")
+    assert found["Deployed"]["status"] == "False" and "spec.global.queueLabelKey" in found["Deployed"]["message"]
+    assert found["Available"]["status"] == "True"  # the previous settings stay in force
+    kube.patch(CONFIG, {"spec": {"global": {"queueLabelKey": None}}})
+    found = wait_until(lambda: conditions_of_current_generation(kube), 15, "conditions of the repaired generation")
+    assert found["Deployed"]["status"] == "True"

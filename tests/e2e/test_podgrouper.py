@@ -165,6 +165,53 @@ def test_leaderworkerset_group_with_leader_and_workers(kube, podgrouper, ns):
     wait_until(lambda: assigned(kube, ns, "serve-1-2") == (name, "workers"), what="the worker assigned")
 
 
+def customjob_karta(name: str) -> dict:
+    """The Karta of KAI's Karta e2e suite (customjob_karta.yaml): coordinator and worker sub-groups."""
+    def component(role: str) -> dict:
+        return {"name": role, "ownerRef": "customjob",
+                "specDefinition": {"podTemplateSpecPath": f".spec.{role}.template"},
+                "scaleDefinition": {"replicasPath": f".spec.{role}.replicas"},
+                "podSelector": {"componentTypeSelector": {"keyPath": '.metadata.labels["e2e.example.com/role"]',
+                                                          "value": role}}}
+    kind = {"group": "e2e.example.com", "version": "v1", "kind": "CustomJob"}
+    return {"apiVersion": "run.ai/v1alpha1", "kind": "Karta",
+            "metadata": {"name": name, "labels": {"run.ai/karta-group": kind["group"],
+                                                  "run.ai/karta-version": kind["version"],
+                                                  "run.ai/karta-kind": kind["kind"]}},
+            "spec": {"structureDefinition": {"rootComponent": {"name": "customjob", "kind": kind,
+                                                               "statusDefinition": {"statusMappings": {}}},
+                                             "childComponents": [component("coordinator"), component("worker")]},
+                     "optimizationInstructions": {"gangScheduling": {"podGroup": {
+                         "name": "customjob",
+                         "subGroups": [{"componentName": "coordinator"}, {"componentName": "worker"}]}}}}}
+
+
+def test_a_kind_without_podgrouper_is_grouped_by_its_karta(kube, podgrouper, ns):
+    """KAI's Karta e2e spec: a CustomJob's pods form the PodGroup its Karta describes, listed while grouping."""
+    karta = kube.post(object_path("run.ai", "v1alpha1", "kartas"), customjob_karta(f"customjob-{ns}"))
+    try:
+        job = create(kube, ns, "e2e.example.com/v1", "CustomJob", "customjobs", "custom-job",
+                     {"coordinator": {"replicas": 1, "template": {"spec": {}}},
+                      "worker": {"replicas": 2, "template": {"spec": {}}}},
+                     labels={"kai.scheduler/queue": "team-a"})
+        pods = {"custom-job-coordinator-0": "coordinator", "custom-job-worker-0": "worker",
+                "custom-job-worker-1": "worker"}
+        for pod, role in pods.items():
+            make_pod(kube, ns, pod, job, {"e2e.example.com/role": role})
+        name = f"pg-{job['metadata']['uid']}-customjob"
+        pg = wait_until(lambda: podgroup(kube, ns, name), what="the CustomJob's PodGroup")
+        assert "minMember" not in pg["spec"] and pg["spec"]["minSubGroup"] == 2
+        assert pg["spec"]["queue"] == "team-a"
+        assert sorted(subgroups(pg)) == [("coordinator", 1), ("worker", 2)]
+        (owner,) = pg["metadata"]["ownerReferences"]
+        assert (owner["apiVersion"], owner["kind"], owner["name"], owner["uid"]) == (
+            "e2e.example.com/v1", "CustomJob", "custom-job", job["metadata"]["uid"])
+        for pod, role in pods.items():
+            wait_until(lambda pod=pod, role=role: assigned(kube, ns, pod) == (name, role), what=f"{pod} assigned")
+    finally:
+        kube.delete(object_path("run.ai", "v1alpha1", "kartas", None, karta["metadata"]["name"]))
+
+
 def test_a_pod_whose_owner_is_gone_gets_one_event_naming_the_owner(kube, podgrouper, ns):
     ghost = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
              "metadata": {"name": "vanished", "uid": str(uuid.uuid4())}}

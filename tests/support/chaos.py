@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import threading
 import time
@@ -16,6 +17,9 @@ from kai.kube.watch import Informer
 FAULTS = (("kill scheduler", 3), ("kill binder", 2), ("kill podgrouper", 1), ("restart kube-apiserver", 1),
           ("delete node", 2))
 PRIORITIES = (("train", 0.55), ("inference", 0.3), ("build", 0.15))
+#: Services: single GPU pods labelled ``chaos-service: <name>``, each service under a PodDisruptionBudget.
+SERVICES = ("svc-a", "svc-b", "svc-c")
+SERVICE_LABEL = "chaos-service"
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,8 @@ class Job:
     fraction: str | None = None
     #: Index of the node the job's pods are pinned to (``kubernetes.io/hostname``), if any.
     pin: int | None = None
+    #: The service (and so the PodDisruptionBudget) a bare pod belongs to, if any.
+    service: str | None = None
 
     def pod_names(self) -> list[str]:
         return [self.name] if self.min_member == 0 else [f"{self.name}-{i}" for i in range(self.pods)]
@@ -52,6 +58,8 @@ class Plan:
     seed: int
     jobs: list[Job]
     faults: list[Fault]
+    #: Each service's PodDisruptionBudget: its ``minAvailable``.
+    budgets: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def pods(self) -> int:
@@ -65,7 +73,10 @@ def make_plan(seed: int, queues: list[str], nodes: int, target_pods: int = 200, 
     Jobs: bare single pods (whole GPU or CPU only; a share ``pinned`` of them pinned to one of the
     ``nodes`` nodes), gangs of 2-4 pods, and a few shared-GPU pods, spread evenly over
     ``stream_seconds``. Faults: one per slot of equal length over the stream (in random order), at a
-    random point of the slot's first half, so a component is back before the next fault.
+    random point of the slot's first half, so a component is back before the next fault. Half of the
+    bare GPU pods not pinned belong to one of the :data:`SERVICES` (decided by a generator of their own,
+    so a seed gives the same jobs and faults as before services), each service under a budget that
+    allows two disruptions of its pods at most.
     """
     rng = random.Random(seed)
     specs: list[dict] = []
@@ -96,7 +107,11 @@ def make_plan(seed: int, queues: list[str], nodes: int, target_pods: int = 200, 
     faults = [Fault(at=round(3.0 + i * slot + rng.uniform(0, slot / 2), 2), kind=kind,
                     pause=round(rng.uniform(0.5, 2.0), 2))
               for i, kind in enumerate(kinds)]
-    return Plan(seed, jobs, faults)
+    services = random.Random(f"{seed}-services")
+    jobs = [dataclasses.replace(j, service=services.choice(SERVICES))
+            if j.min_member == 0 and j.gpus and j.pin is None and services.random() < 0.5 else j for j in jobs]
+    members = Counter(j.service for j in jobs if j.service)
+    return Plan(seed, jobs, faults, {name: max(1, members[name] - 2) for name in SERVICES if members[name]})
 
 
 def _pod_facts(pod: dict) -> tuple[str, str, str, str]:

@@ -154,6 +154,21 @@ def evicted_pods(events: Iterable[Mapping]) -> set[str]:
     return out
 
 
+def budget_overruns(plan, namespace: str, evicted: set[str]) -> list[str]:
+    """The services (a chaos plan's, each under a budget of ``minAvailable`` bare pods) that lost more pods to
+    evictions (``evicted``: ``namespace/name``) than the budget could ever allow: its pods less its minimum."""
+    members: dict[str, set[str]] = defaultdict(set)
+    for job in plan.jobs:
+        if job.service:
+            members[job.service].update(f"{namespace}/{name}" for name in job.pod_names())
+    out = []
+    for service, pods in sorted(members.items()):
+        allowed = len(pods) - plan.budgets[service]
+        if len(pods & evicted) > allowed:
+            out.append(f"service {service}: {len(pods & evicted)} pods evicted, its budget allows {allowed} at most")
+    return out
+
+
 def explained(pod: Mapping, podgroup: Mapping | None, events_about: Mapping[tuple[str, str], set[str]]) -> bool:
     """A pending pod is explained by condition PodScheduled=False, an Unschedulable event, or its PodGroup's
     scheduling condition or Unschedulable / NotReady event."""

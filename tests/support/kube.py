@@ -14,7 +14,9 @@ components rely on:
   selectors; any other stored document (a discovery document) is returned as it is;
 * POST creates (``generateName`` too; 409 if the name is taken), giving a uid and the namespace of the path;
   a POST of an Event is recorded in ``events`` instead; ``pods/<name>/binding`` sets the pod's node (409 if it
-  has one or the UID differs);
+  has one or the UID differs); ``pods/<name>/eviction`` deletes the pod (409 if the UID precondition fails)
+  unless a PodDisruptionBudget of its namespace whose ``matchLabels`` it matches has no
+  ``status.disruptionsAllowed`` left (429 with the budget as cause; an eviction spends one);
 * PUT and PATCH (JSON merge, JSON patch, strategic merge with ``conditions`` merged by type) of an object or of
   its ``status``: the object's own writes leave ``status`` as it was, ``/status`` writes change only ``status``;
   a ``metadata.resourceVersion`` in the body must be the stored one (409) and a ``metadata.uid`` the object's
@@ -205,6 +207,8 @@ class FakeApi(Kube):
             return copy.deepcopy(body)
         if where is not None and where[2] == "pods" and where[4] == "binding":
             return self._bind(path, body)
+        if where is not None and where[2] == "pods" and where[4] == "eviction":
+            return self._evict(path, body)
         if where is None or where[3] is not None:
             raise AssertionError(f"unsupported POST {path}")
         obj = copy.deepcopy(body)
@@ -236,6 +240,29 @@ class FakeApi(Kube):
         bound["metadata"].setdefault("annotations", {}).update((body.get("metadata") or {}).get("annotations") or {})
         self._replace(path.rsplit("/", 1)[0], pod, bound)
         return {}
+
+    def _evict(self, path: str, body: dict) -> dict:
+        pod_path = path.rsplit("/", 1)[0]
+        pod = self.objects.get(pod_path)
+        if pod is None:
+            raise _not_found("POST", path)
+        namespace = pod["metadata"].get("namespace")
+        labels = pod["metadata"].get("labels") or {}
+        for pdb_path, pdb in self.objects.items():
+            where = _resource(pdb_path)
+            if where is None or where[2] != "poddisruptionbudgets" or where[1] != namespace:
+                continue
+            selector = (pdb.get("spec") or {}).get("selector") or {}
+            if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+                continue
+            status = pdb.setdefault("status", {})
+            if status.get("disruptionsAllowed", 0) < 1:
+                cause = f"The disruption budget {pdb['metadata']['name']} needs more healthy pods"
+                raise ApiError("POST", path, 429, "Too Many Requests", {
+                    "message": "Cannot evict pod as it would violate the pod's disruption budget.",
+                    "details": {"causes": [{"reason": "DisruptionBudget", "message": cause}]}})
+            status["disruptionsAllowed"] -= 1
+        return self._delete(pod_path, (body.get("deleteOptions") or {}))
 
     def _write(self, method: str, path: str, body: Any, content_type: str) -> dict:
         status = path.endswith("/status")

@@ -33,6 +33,7 @@ COLLECTIONS = {
     "Topology": (*names.TOPOLOGIES, False),
     "SchedulingShard": (*names.SCHEDULINGSHARDS, False),
     "Config": (*names.CONFIGS, False),
+    "PodDisruptionBudget": (*names.PODDISRUPTIONBUDGETS, True),
 }
 
 
@@ -147,3 +148,10 @@ def pod(namespace: str, name: str, group: str | None = None, gpus: int = 0, cpu:
     if priority_class:
         spec["priorityClassName"] = priority_class
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def pod_disruption_budget(namespace: str, name: str, min_available: int, labels: dict) -> dict:
+    """A PodDisruptionBudget keeping ``min_available`` of the pods with ``labels`` available."""
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"minAvailable": min_available, "selector": {"matchLabels": dict(labels)}}}

@@ -1,4 +1,4 @@
-"""Consolidation's pre-check keeps the ready nodes' free GPUs summed while no node's amounts change."""
+"""Consolidation's pre-check keeps the ready, schedulable nodes' free GPUs summed while no node's amounts change."""
 
 from kai import testing as kt
 from kai.actions.consolidation import enough_gpus
@@ -19,3 +19,11 @@ def test_the_free_gpus_kept_for_the_pre_check_follow_every_change_of_the_nodes()
     assert not enough_gpus(session, wants5)  # 1 + 3 free now, not the sum kept before
     session.nodes[1].remove_task(next(iter(session.nodes[1].tasks.values())))
     assert enough_gpus(session, wants5)
+
+
+def test_a_cordoned_nodes_gpus_are_not_counted_by_the_pre_check():
+    # As KAI (ValidateIsNodeReady, tolerations or not): cordoned nodes are left out of the sum.
+    snapshot = kt.cluster(nodes=[kt.node("n1", gpus=4), kt.node("n2", gpus=4, unschedulable=True)],
+                          queues=[kt.queue("q", deserved_gpus=8)], jobs=[kt.job("wants5", "q", gpus=5)])
+    session = Session(snapshot, kt.plugin_manager()).open()
+    assert not enough_gpus(session, next(iter(snapshot.jobs.values())))

@@ -11,7 +11,7 @@ import pytest
 from kai.admission.pods import PodPolicy, prepared
 from kai.binder.hamicore import MEMORY_LIMIT, SM_LIMIT, build, limits
 from kai.binder.pluginconfig import default_config, enabled_plugins, parse_config, resolve
-from kai.binder.plugins import BindContext, BindRequest
+from kai.binder.plugins import BindContext, BindError, BindRequest
 from kai.common.errors import ConfigError
 from support.chart import render_chart
 from support.kube import FakeApi
@@ -57,10 +57,13 @@ def test_the_limit_is_the_received_portion_of_the_nodes_gpu_memory_as_kai_writes
     assert with_sm.patches[0][1]["data"] == {MEMORY_LIMIT: "40960m", SM_LIMIT: "50"}
 
 
-def test_whole_gpus_and_nodes_without_gpu_memory_get_no_limit():
+def test_whole_gpus_get_no_limit_and_a_fraction_on_a_node_without_gpu_memory_fails_its_bind():
     kube = Patches()
     bind(build({}), kube, kind="Regular")
-    bind(build({}), kube, memory="")
+    # KAI after v0.17 (#2157): fail closed, so the pod never runs uncapped; the bind is retried.
+    with pytest.raises(BindError, match="cannot work out CUDA_DEVICE_MEMORY_LIMIT: node n1 has "
+                                        "nvidia.com/gpu.memory=''"):
+        bind(build({}), kube, memory="")
     assert kube.patches == [] and limits(0, 0.5) == {}
     with pytest.raises(ValueError, match="smLimit: 'maybe' is not a boolean"):
         build({"smLimit": "maybe"})

@@ -5,6 +5,7 @@ The real API server is exercised by tests/e2e/test_podgrouper.py.
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 
@@ -101,6 +102,18 @@ def test_a_pod_gets_its_podgroup_and_annotation_and_a_second_pass_writes_nothing
     assert g.handle("ns/train-0") is None
     assert kube.writes == []
     assert kube.events == []
+
+
+def test_assigning_a_pod_patches_that_pod_only(kube):
+    owner = job(kube)
+    pod(kube, owner=owner)
+    other = pod(kube, "train-1", owner=owner, annotations={"pod-group-name": "pg-train-job-uid"},
+                labels={"kai.scheduler/subgroup-name": "existing-subgroup"})
+    before = copy.deepcopy(other["metadata"])
+    g = grouper(kube)
+    assert g.handle("ns/train-0") is None
+    assert [w for w in kube.writes if w[0] == "PATCH"] == [("PATCH", "/api/v1/namespaces/ns/pods/train-0")]
+    assert kube.objects["/api/v1/namespaces/ns/pods/train-1"]["metadata"] == before
 
 
 def test_a_podgroup_the_store_has_not_seen_yet_is_not_written_twice(kube):
@@ -280,6 +293,16 @@ def test_an_owner_asking_to_be_skipped_leaves_the_pod_alone_without_an_event(kub
     assert kube.writes == [] and kube.events == []
 
 
+def test_a_pod_asking_to_be_skipped_is_left_alone_and_false_groups_it(kube):
+    pod(kube, "skipped", annotations={"kai.scheduler/skip-podgrouper": "true"})
+    pod(kube, "grouped", annotations={"kai.scheduler/skip-podgrouper": "false"})
+    g = grouper(kube)
+    assert g.handle("ns/skipped") is None
+    assert kube.writes == [] and kube.events == []
+    g.handle("ns/grouped")
+    assert kube.writes
+
+
 def test_reader_lists_a_kind_by_labels_across_namespaces(kube):
     listed = []
 
@@ -324,3 +347,18 @@ def test_new_grouping_settings_are_taken_up_and_every_pod_is_grouped_again(kube)
     g.stores["pods"]["ns/serve-0"] = pod(kube, "serve-0", owner=other)
     g.handle("ns/serve-0")
     assert kube.objects[f"{PG_PATH}/pg-serve-serve-uid"]["spec"]["queue"] == "team-b"
+
+
+def test_pods_of_namespaces_outside_the_namespace_selector_are_not_grouped(kube):
+    pod(kube, owner=job(kube))
+    g = grouper(kube)
+    g.namespace_label_selector = "team=a"
+    assert set(g.informers()) == {"pods", "podgroups", "namespaces"}
+    assert g.informers()["namespaces"].selectors == {"labelSelector": "team=a"}
+    g.stores["namespaces"] = Store()  # ns does not match
+    assert g.handle("ns/train-0") is None and kube.writes == []
+    g.stores["namespaces"]["ns"] = {"metadata": {"name": "ns", "labels": {"team": "a"}}}
+    g.on_namespace("ADDED", g.stores["namespaces"]["ns"])  # it comes to match: its pods are grouped
+    assert g.queue.get(timeout=0) == "ns/train-0"
+    assert g.handle("ns/train-0") is None and [w[0] for w in kube.writes] == ["POST", "PATCH"]
+    assert "namespaces" not in grouper(kube).informers()

@@ -91,6 +91,28 @@ def test_status_sums_pods_and_marks_non_preemptible_allocation(priority_class, p
     assert views.DEFAULT_PRIORITY < 100
 
 
+def test_a_podgroup_turned_preemptible_has_its_non_preemptible_allocation_cleared():
+    # KAI after v0.17 (#2232): the reported non-preemptible allocation goes once the PodGroup is preemptible.
+    class Kube:
+        def __init__(self):
+            self.patches = []
+
+        def patch(self, path, body, subresource=None):
+            self.patches.append(body)
+
+    c, _ = controller(preemptibility="preemptible", priority_class="inference")
+    was = {"allocated": {"cpu": "500m", "memory": "1073741824"},
+           "allocatedNonPreemptible": {"cpu": "500m", "memory": "1073741824"},
+           "requested": {"cpu": "500m", "memory": "1073741824"}}
+    c.stores["podgroups"]["ns/pg"] = (c.stores["podgroups"]["ns/pg"][0], was)
+    c.stores["pods"]["ns/a"] = slim_pod(raw_pod("a"))
+    c._by_group["ns/pg"] = {"ns/a"}
+    c.kube = Kube()
+    assert c.reconcile("ns/pg")
+    assert c.kube.patches == [{"status": {"resourcesStatus": {"allocatedNonPreemptible": {"cpu": None,
+                                                                                          "memory": None}}}}]
+
+
 def test_pod_moving_between_groups_refreshes_both():
     c, _ = controller()
     c.on_pod("ADDED", slim_pod(raw_pod("p", group="one")))

@@ -16,6 +16,7 @@ import tomllib
 
 from kai.binder.reservation import NAMESPACE as RESERVATION_NAMESPACE
 from kai.kube.access import service_account
+from kai.kube.operatorobjects import default_objects
 from kai.kube.server import ObservabilityServer
 from kai.metrics import Registry
 from kai.rbac import chart_template, components, shadow_template
@@ -24,13 +25,14 @@ from support.chart import TemplateError, render, render_chart
 ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "deploy" / "chart" / "kai-scheduler"
 CLUSTER_SCOPED = {"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "PriorityClass", "Queue",
-                  "Namespace"}
+                  "Namespace", "Config", "SchedulingShard"}
 KNOWN_KINDS = {
     ("apiextensions.k8s.io/v1", "CustomResourceDefinition"), ("apps/v1", "Deployment"), ("v1", "Service"),
     ("v1", "ServiceAccount"), ("rbac.authorization.k8s.io/v1", "ClusterRole"),
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"), ("rbac.authorization.k8s.io/v1", "Role"),
     ("rbac.authorization.k8s.io/v1", "RoleBinding"), ("scheduling.k8s.io/v1", "PriorityClass"),
-    ("scheduling.run.ai/v2", "Queue"), ("v1", "Namespace"),
+    ("scheduling.run.ai/v2", "Queue"), ("v1", "Namespace"), ("kai.scheduler/v1", "Config"),
+    ("kai.scheduler/v1", "SchedulingShard"), ("batch/v1", "Job"),
 }
 
 
@@ -251,6 +253,42 @@ def test_deployment_args_are_flags_of_kai_scheduler_run(values):
         assert args.leader_elect is bool(values)
 
 
+def test_no_deployment_creates_kai_s_operator_objects_the_chart_leaves_out():
+    from kai.run import _parser
+
+    values = {"nodeScaleAdjuster": {"enabled": True},
+              "components": {"admission": {"enabled": True, "tls": {"caBundle": "Q0E="}}}}
+    deployments = by_kind(render_chart(CHART, values=values), "Deployment").values()
+    assert len(deployments) == 7
+    for deployment in deployments:  # the chart creates them, as its values say
+        args = _parser().parse_args(deployment["spec"]["template"]["spec"]["containers"][0]["args"])
+        assert args.create_default_objects is False, deployment["metadata"]["name"]
+
+
+def test_kai_s_operator_objects_are_those_kai_scheduler_run_creates_and_kept_on_uninstall(docs):
+    rendered = [d for d in docs if d["kind"] in ("Config", "SchedulingShard")]
+    assert rendered == default_objects("gpu-system")
+    for doc in rendered:
+        assert doc["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+
+
+def test_values_change_kai_s_operator_objects_or_leave_them_out():
+    values = {"kaiConfig": {"spec": {"admission": {"gpuSharing": False}}},
+              "defaultShard": {"spec": {"placementStrategy": {"gpu": "spread", "cpu": "spread"}, "kValue": 2}}}
+    docs = render_chart(CHART, values=values)
+    config = by_kind(docs, "Config")["kai-config"]["spec"]
+    assert config["namespace"] == "kai-scheduler"
+    assert config["admission"] == {"service": {"enabled": True}, "gpuSharing": False}  # laid over the defaults
+    assert by_kind(docs, "SchedulingShard")["default"]["spec"] == {
+        "partitionLabelValue": "", "goMemLimitRatio": 0.9, "placementStrategy": {"gpu": "spread", "cpu": "spread"},
+        "kValue": 2}
+    off = render_chart(CHART, values={"kaiConfig": {"create": False}, "defaultShard": {"create": False}})
+    assert not by_kind(off, "Config") and not by_kind(off, "SchedulingShard")
+
+
+ADMISSION = {"components": {"admission": {"enabled": True, "tls": {"mode": "secret", "caBundle": "Q0E="}}}}
+
+
 def test_admission_is_opt_in_with_its_tls_secret_webhook_port_and_configuration():
     from kai.admission.webhook import MUTATE_PATH, VALIDATE_PATH
 
@@ -258,9 +296,8 @@ def test_admission_is_opt_in_with_its_tls_secret_webhook_port_and_configuration(
     assert "kai-admission" not in by_kind(plain, "Deployment")
     assert not by_kind(plain, "ValidatingWebhookConfiguration") and not by_kind(plain, "MutatingWebhookConfiguration")
     with pytest.raises(TemplateError, match="caBundle"):
-        render_chart(CHART, values={"components": {"admission": {"enabled": True}}})
-    docs = render_chart(CHART, namespace="gpu-system",
-                        values={"components": {"admission": {"enabled": True, "tls": {"caBundle": "Q0E="}}}})
+        render_chart(CHART, values={"components": {"admission": {"enabled": True, "tls": {"mode": "secret"}}}})
+    docs = render_chart(CHART, namespace="gpu-system", values=ADMISSION)
     pod = by_kind(docs, "Deployment")["kai-admission"]["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     assert {"--webhook-cert-file=/etc/kai-admission/tls.crt", "--webhook-key-file=/etc/kai-admission/tls.key",
@@ -282,14 +319,10 @@ def test_admission_is_opt_in_with_its_tls_secret_webhook_port_and_configuration(
     assert mutating["rules"][0]["operations"] == ["CREATE"]
     assert mutating["matchConditions"] == hook["matchConditions"]
     assert "volumes" not in by_kind(docs, "Deployment")["kai-binder"]["spec"]["template"]["spec"]
-    elected = render_chart(CHART, values={"leaderElection": {"enabled": True},
-                                   "components": {"admission": {"enabled": True, "tls": {"caBundle": "Q0E="}}}})
+    elected = render_chart(CHART, values={"leaderElection": {"enabled": True}, **ADMISSION})
     args = {name: d["spec"]["template"]["spec"]["containers"][0]["args"]
             for name, d in by_kind(elected, "Deployment").items()}
     assert "--leader-elect" in args["kai-binder"] and "--leader-elect" not in args["kai-admission"]
-
-
-ADMISSION = {"components": {"admission": {"enabled": True, "tls": {"caBundle": "Q0E="}}}}
 
 
 def test_kai_s_resources_get_validating_webhooks_on_their_crds_coordinates_and_the_admission_paths():
@@ -411,8 +444,7 @@ ESCALATING_VERBS = {"escalate", "bind", "impersonate"}
 
 
 def test_no_role_grants_wildcards_escalation_or_secrets():
-    docs = render_chart(CHART, values={"leaderElection": {"enabled": True},
-                                       "components": {"admission": {"enabled": True, "tls": {"caBundle": "Q0E="}}}})
+    docs = render_chart(CHART, values={"leaderElection": {"enabled": True}, **ADMISSION})
     roles = [d for d in docs if d["kind"] in ("Role", "ClusterRole")]
     assert {r["metadata"]["name"] for r in roles} >= {"kai-scheduler", "kai-binder", "kai-scheduler-leader-election",
                                                       "kai-resource-reservation"}

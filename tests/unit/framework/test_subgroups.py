@@ -3,7 +3,7 @@
 from kai import testing as kt
 from kai.actions.stalegangeviction import is_stale
 from kai.api import Job, PodSet, SubGroup, TaskStatus, Topology, TopologyConstraint
-from kai.framework.gang import tasks_to_evict
+from kai.framework.gang import tasks_to_allocate, tasks_to_evict
 
 RACK = "rack"
 RACKS = Topology("racks", (RACK,))
@@ -128,6 +128,32 @@ def test_min_subgroup_job_runs_when_only_that_many_members_fit_and_is_not_ready_
         if not t.name.startswith("r0"):
             t.status = TaskStatus.GATED
     assert not gated.is_ready()
+
+
+def test_a_member_short_of_its_gang_is_passed_over_for_one_that_fills_its_own():
+    # KAI after v0.17 (#2096, the gang admission floor): r0 has one pod of its two, so the step takes r1 and r2
+    # whole instead of r0's lone pod beside r1 (a step that could never satisfy the job).
+    job = replicas()
+    del job.tasks[next(uid for uid, t in job.tasks.items() if t.name == "r0-1")]
+    assert job.is_ready()
+    session = kt.run(kt.cluster(nodes=[kt.node("g1", gpus=4)], jobs=[job]))
+    assert bound(session) == ["r1-0", "r1-1", "r2-0", "r2-1"]
+
+
+def test_a_step_gives_a_gang_whole_or_not_at_all_but_victims_are_put_back_as_they_are():
+    job = kt.job("j", tasks=[kt.task("j-0"), kt.task("j-1", status="Running", node="n1"), kt.task("j-2")],
+                 min_available=4)
+    session = kt.run(kt.cluster(nodes=[kt.node("n1")], jobs=[job]), actions=())
+    job = session.jobs["default/j"]
+    assert tasks_to_allocate(session, job) == []
+    assert [t.name for t in tasks_to_allocate(session, job, admission=False)] == ["j-0", "j-2"]
+    nested = replicas()
+    del nested.tasks[next(uid for uid, t in nested.tasks.items() if t.name == "r0-1")]
+    del nested.tasks[next(uid for uid, t in nested.tasks.items() if t.name == "r1-1")]
+    session = kt.run(kt.cluster(nodes=[kt.node("g1", gpus=4)], jobs=[nested]), actions=())
+    nested = session.jobs["default/svc"]
+    assert tasks_to_allocate(session, nested) == []  # only r2 can fill its gang; two members are needed
+    assert sorted(t.name for t in tasks_to_allocate(session, nested, admission=False)) == ["r0-0", "r1-0"]
 
 
 def test_a_job_at_its_min_subgroup_is_gang_satisfied_and_not_stale():

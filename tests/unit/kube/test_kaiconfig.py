@@ -8,7 +8,7 @@ from kai.api import names
 from kai.framework import DEFAULT_CONFIG, PluginError, Plugins
 from kai.framework.shard import apply_shard
 from kai.kube.client import object_path
-from kai.kube.kaiconfig import KaiObjects
+from kai.kube.kaiconfig import KaiObjects, config_field
 from kai.scheduler.settings import Settings, settings_builder
 from support.kube import FakeApi
 from support.waiting import wait_until
@@ -121,3 +121,58 @@ def test_a_plugin_refusing_its_arguments_is_an_error_of_the_build():
     build = settings_builder(DEFAULT_CONFIG, 1.0, lambda: now)
     with pytest.raises(PluginError, match="unknown plugin 'nosuchplugin'"):
         build(shard({"plugins": {"nosuchplugin": {}}}), None)
+
+
+CONFIG = f"{CONFIGS}/kai-config"
+
+
+def kai_config(spec: dict, generation: int = 1) -> dict:
+    return {"apiVersion": "kai.scheduler/v1", "kind": "Config",
+            "metadata": {"name": "kai-config", "uid": "c1", "generation": generation}, "spec": spec}
+
+
+def config_conditions(kube: FakeApi) -> dict[str, tuple[str, int, str]]:
+    """The Config's conditions by type (none while a test has just replaced the object, status and all)."""
+    return {c["type"]: (c["status"], c["observedGeneration"], c["message"])
+            for c in kube.objects[CONFIG].get("status", {}).get("conditions", [])}
+
+
+def deployed(kube: FakeApi) -> tuple:
+    return config_conditions(kube).get("Deployed", ())[:2]
+
+
+def gpu_sharing(_shard, config):
+    return config_field(config, "admission.gpuSharing", bool)
+
+
+def test_the_config_s_conditions_follow_each_attempt_of_the_component_reporting_them():
+    kube = FakeApi()
+    kube.add(CONFIG, kai_config({"admission": {"gpuSharing": False}}))
+    objects = KaiObjects(kube, gpu_sharing, True, component="binder", shard=None, report_config=True).start()
+    try:
+        assert objects.wait_applied(5) and objects.value is False
+        assert config_conditions(kube) == {
+            "Deployed": ("True", 1, "Resources deployed"), "Available": ("True", 1, "System available"),
+            "DependenciesFulfilled": ("True", 1, "Dependencies are fulfilled"), "Ready": ("True", 1, "System is ready"),
+            "Reconciling": ("False", 1, "Reconciliation completed successfully")}
+        kube.add(CONFIG, kai_config({"admission": {"gpuSharing": "yes"}}, generation=2))
+        wait_until(lambda: deployed(kube) == ("False", 2), 5, "Deployed False", interval=0.01)
+        assert "spec.admission.gpuSharing: expected true or false" in config_conditions(kube)["Deployed"][2]
+        assert config_conditions(kube)["Available"][:2] == ("True", 2) and objects.value is False
+        kube.add(CONFIG, kai_config({"admission": {"gpuSharing": True}}, generation=3))
+        wait_until(lambda: deployed(kube) == ("True", 3), 5, "Deployed True", interval=0.01)
+        assert objects.value is True
+        assert all(path == f"{CONFIG}/status" for path in kube.paths("PATCH"))
+    finally:
+        objects.stop()
+
+
+def test_a_component_not_reporting_leaves_the_config_s_status_alone():
+    kube = FakeApi()
+    kube.add(CONFIG, kai_config({"admission": {"gpuSharing": False}}))
+    objects = KaiObjects(kube, gpu_sharing, True, component="podgrouper", shard=None).start()
+    try:
+        assert objects.wait_applied(5) and objects.value is False
+        assert kube.paths("PATCH") == [] and "status" not in kube.objects[CONFIG]
+    finally:
+        objects.stop()

@@ -1,5 +1,5 @@
 """Kubernetes' filters and scores KAI applies: host ports, ConfigMaps, the largest node, restricted node roles,
-preferred pod affinity."""
+preferred pod affinity, cordoned nodes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import attrs
 import pytest
 
 import kai.testing as kt
-from kai.api import HostPort, LabelSelector, PodAffinityTerm, TaskStatus, WeightedPodAffinityTerm
+from kai.api import HostPort, LabelSelector, PodAffinityTerm, TaskStatus, Toleration, WeightedPodAffinityTerm
 from kai.framework import DEFAULT_CONFIG, Plugins
 
 PORT_80 = (HostPort("0.0.0.0", "TCP", 80),)
@@ -46,6 +46,27 @@ def test_a_releasing_pod_still_holds_its_port():
     session = kt.run(kt.cluster(nodes=[kt.node("n1")], jobs=[leaving, kt.job("new", tasks=[
         kt.task("new-0", host_ports=PORT_80)])]))
     assert kt.placements(session) == {} and kt.placements(session, "pipeline") == {}
+
+
+# --- cordoned nodes -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("toleration", "placed"), [
+    (None, {}),
+    (Toleration("node.kubernetes.io/unschedulable", "Exists", "", "NoSchedule"), {"diag-0": "n1"}),
+    (Toleration("node.kubernetes.io/unschedulable"), {"diag-0": "n1"}),  # Equal to the taint's empty value
+    (Toleration("", "Exists"), {"diag-0": "n1"}),
+    (Toleration("node.kubernetes.io/unschedulable", "Exists", "", "NoExecute"), {}),
+])
+def test_a_cordoned_node_takes_only_pods_tolerating_its_unschedulable_taint(toleration, placed):
+    # KAI after v0.17 (#2225), as kube-scheduler's NodeUnschedulable filter.
+    tolerations = (toleration,) if toleration else ()
+    job = kt.job("diag", tasks=[kt.task("diag-0", tolerations=tolerations)])
+    session = kt.run(kt.cluster(nodes=[kt.node("n1", unschedulable=True)], jobs=[job]))
+    assert kt.placements(session) == placed
+    if not placed:
+        assert kt.fit_error(session, "diag-0") == (
+            "no nodes with enough resources were found: 1 node(s) were unschedulable.")
 
 
 # --- ConfigMaps and the largest node ------------------------------------------------------------------

@@ -104,7 +104,6 @@ def test_version_wildcard_applies_when_no_exact_match():
     assert h.podgrouper_for(("example.com", "v1", "Thing")) == "any"
     assert h.podgrouper_for(("example.com", "v2", "Thing")) == "v2"
     assert h.podgrouper_for(("example.com", "v1", "Other")) == "default"
-    assert h.podgrouper_for(("example.com", "v1", "Thing"), exact=True) is None
 
 
 def test_two_podgroupers_claiming_one_kind_is_an_error():

@@ -3,6 +3,8 @@
 import pytest
 
 from kai.api.podgroup import GroupingError
+from kai.grouping.hub import build_hub
+from kai.grouping.objects import MemoryObjects
 from kai.testing_podgroupers import group, obj, pod, subgroup_of
 
 TYPE = "training.kubeflow.org/replica-type"
@@ -207,3 +209,13 @@ def test_generic_distributed_grouper_for_a_custom_kind():
         }
     }
     assert group(pod("paddle-0", owner=job), job, arguments=arguments).min_available == 3
+
+
+@pytest.mark.parametrize(
+    ("kind", "name"),
+    [(("kubeflow.org", "v1", "TFJob"), "tfjob"), (("kubeflow.org", "v1", "XGBoostJob"), "xgboostjob"),
+     (("kubeflow.org", "v1", "JAXJob"), "jaxjob"), (("kubeflow.org", "v1beta1", "Notebook"), "notebook")],
+)
+def test_each_kubeflow_kind_has_its_named_podgrouper(kind, name):
+    """KAI's grouper names (its TestName tests) are the entry-point names here."""
+    assert build_hub(MemoryObjects()).table.get(kind) == name

@@ -165,3 +165,18 @@ def test_dynamo_deployment_is_skipped_and_its_labels_reach_the_podgroup():
     assert metadata.name == "pg-disagg-0-pg1"
     assert metadata.labels["kai.scheduler/queue"] == "inference-q"
     assert metadata.preemptibility == "non-preemptible"
+
+
+@pytest.mark.parametrize("wrapper", [("run.ai/v1alpha1", "WorkloadRunner"), ("argoproj.io/v1alpha1", "Workflow")])
+def test_a_wrapped_dynamo_deployment_is_skipped_in_turn(wrapper):
+    # KAI after v0.17 (#2067): WorkloadRunner is a wrapper to skip, and the owner below a skipped one is
+    # grouped by the podgrouper the hub finds for its kind (DynamoGraphDeployment is claimed for any version).
+    outer = obj(*wrapper, "llm-runner", uid="w1", labels={"kai.scheduler/queue": "inference-q"})
+    dgd = obj("nvidia.com/v1alpha1", "DynamoGraphDeployment", "llm", uid="d1", owner=outer)
+    pcs, clique, podgang, p = grove_objects()
+    pcs["metadata"]["ownerReferences"] = [
+        {"apiVersion": "nvidia.com/v1alpha1", "kind": "DynamoGraphDeployment", "name": "llm", "uid": "d1"}
+    ]
+    metadata = group(p, outer, dgd, pcs, clique, podgang)
+    assert metadata.name == "pg-disagg-0-pg1"
+    assert metadata.labels["kai.scheduler/queue"] == "inference-q"

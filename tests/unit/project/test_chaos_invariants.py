@@ -155,3 +155,15 @@ def test_the_plan_is_decided_by_the_seed_alone():
     times = [f.at for f in plan.faults]
     assert times == sorted(times) and times[0] >= 3 and times[-1] < 35
     assert {j.min_member > 0 for j in plan.jobs} == {True, False} and any(j.fraction for j in plan.jobs)
+
+
+def test_a_plan_puts_some_bare_gpu_pods_under_service_budgets_and_overruns_are_caught():
+    plan = make_plan(7, ["a", "b", "c"], 8)
+    assert plan.budgets and all(j.min_member == 0 and j.gpus and j.pin is None for j in plan.jobs if j.service)
+    assert [(j.name, j.at) for j in plan.jobs] == [(j.name, j.at) for j in make_plan(7, ["a", "b", "c"], 8).jobs]
+    service = next(iter(plan.budgets))
+    members = [f"ns/{j.name}" for j in plan.jobs if j.service == service]
+    allowed = len(members) - plan.budgets[service]
+    assert inv.budget_overruns(plan, "ns", set(members[:allowed])) == []
+    assert inv.budget_overruns(plan, "ns", set(members)) == [
+        f"service {service}: {len(members)} pods evicted, its budget allows {allowed} at most"]

@@ -9,7 +9,7 @@ from kai.binder.gpusharing import GpuSharing
 from kai.binder.plugins import build_plugins
 from kai.framework import DEFAULT_CONFIG, PluginError
 from kai.metrics import Registry
-from kai.run import COMPONENTS, Context, _parser, parse_components
+from kai.run import COMPONENTS, Context, _parser, parse_components, report_config_status
 
 
 class NoKube:
@@ -149,6 +149,21 @@ def test_the_config_named_by_kai_config_is_watched_over_the_flags_and_none_witho
         assert settings.value.flags.config.queue_label_key == "team"
         assert settings.build(None, config).flags.config.queue_label_key == "team/queue"
     assert build(name, "--kai-config", "").settings is None
+
+
+def test_the_config_s_status_is_reported_by_one_component_of_the_process():
+    everything = [build(name) for name in ("scheduler", "binder", "podgrouper", "admission")]
+    report_config_status(everything)
+    assert [c.settings.report_config for c in everything[1:]] == [True, False, False]  # the binder's
+    alone = [build("podgroup-controller"), build("admission")]
+    report_config_status(alone)
+    assert alone[1].settings.report_config
+    report_config_status([build("scheduler", "--kai-config", "")])  # nothing takes the Config up: no one reports
+
+
+def test_kai_s_operator_objects_are_created_unless_switched_off():
+    assert _parser().parse_args([]).create_default_objects is True
+    assert _parser().parse_args(["--create-default-objects=false"]).create_default_objects is False
 
 
 def test_node_scale_adjuster_flags_and_kai_s_defaults():

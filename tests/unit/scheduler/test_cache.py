@@ -92,6 +92,34 @@ def test_assumed_eviction_releases_the_pod_until_it_is_deleting():
     assert stuck.jobs["ns/g"].tasks["p"].status is TaskStatus.STUCK_IN_RELEASING
 
 
+def test_same_named_podgroups_of_two_namespaces_are_two_jobs():
+    # KAI after v0.17 (#2095) keys PodGroups by namespace and name; so does the cache.
+    def moved(obj, ns):
+        obj["metadata"]["namespace"] = ns
+        return obj
+
+    cache = cache_with(
+        nodes=[node("n1")], queues=[queue()],
+        podgroups=[podgroup("shared", min_member=2), moved(podgroup("shared"), "shadow")],
+        pods=[pod("live-0", group="shared"), pod("live-1", group="shared"),
+              moved(pod("shadow-0", group="shared", node_name="n1", phase="Running"), "shadow")],
+    )
+    jobs = cache.snapshot().snapshot.jobs
+    assert {uid: sorted(t.name for t in j.tasks.values()) for uid, j in jobs.items()} == {
+        "ns/shared": ["live-0", "live-1"], "shadow/shared": ["shadow-0"]}
+    assert [[ps.min_available for ps in jobs[uid].pod_sets.values()] for uid in ("ns/shared", "shadow/shared")] == [
+        [2], [1]]
+
+
+def test_only_nvidia_com_gpu_counts_as_gpus_other_names_ending_in_gpu_are_extended_resources():
+    # KAI after v0.17 (#2195): HAMi's nvidia.com/vgpu (80 slices on 8 GPUs) no longer counts as 80 GPUs.
+    hami = node("n1")
+    hami["status"]["allocatable"]["nvidia.com/vgpu"] = "80"
+    cache = cache_with(nodes=[hami], queues=[queue()])
+    (n,) = cache.snapshot().snapshot.nodes
+    assert (n.allocatable.gpu, n.allocatable.scalars) == (8.0, {"nvidia.com/vgpu": 80.0})
+
+
 def test_pods_outside_the_schedulers_jobs_take_their_node_resources():
     cache = cache_with(
         nodes=[node("n1"), node("n2")], queues=[queue()],

@@ -9,8 +9,10 @@ import threading
 
 from kai import testing as kt
 from kai.api import TaskStatus
+from kai.framework import Decision
 from kai.scheduler.cache import ClusterCache
 from kai.scheduler.commit import Committer
+from kai.scheduler.views import disruption_budget_view
 from support.kube import FakeApi
 
 
@@ -210,3 +212,60 @@ def test_writes_take_what_they_need_when_queued_so_the_next_cycle_may_rewind_the
     wait(committer)
     [body] = kube.of("POST", "/bindrequests")
     assert (body["spec"]["podName"], body["spec"]["selectedNode"]) == ("p", "n1")
+
+
+def _evict_running_pod(kube):
+    """Commit one eviction of the running pod ns/v (PodGroup gv, label app=serve)."""
+    running = pod("v", "gv")
+    running["metadata"]["labels"] = {"app": "serve"}
+    running["spec"]["nodeName"], running["status"]["phase"] = "n1", "Running"
+    kube.add("/api/v1/namespaces/ns/pods/v", running)
+    cache = cache_for(kube, [running], [podgroup("gv")])
+    committer = Committer(kube, cache, workers=2)
+    c = cache.snapshot(now=1000.0)
+    session = kt.run(c.snapshot, actions=())
+    session.decisions.append(Decision("evict", session.jobs["ns/gv"].tasks["v"], "n1", "preempted by ns/urgent"))
+    committer.commit(session, c)
+    wait(committer)
+    return cache
+
+
+def _budget(allowed):
+    return {"metadata": {"name": "serve-pdb", "namespace": "ns"},
+            "spec": {"selector": {"matchLabels": {"app": "serve"}}}, "status": {"disruptionsAllowed": allowed}}
+
+
+def test_an_eviction_goes_through_the_eviction_api_with_the_pods_uid():
+    kube = FakeApi()
+    _evict_running_pod(kube)
+    (body,) = [b for m, path, b in kube.calls if m == "POST" and path == "/api/v1/namespaces/ns/pods/v/eviction"]
+    assert body["kind"] == "Eviction" and body["deleteOptions"] == {"preconditions": {"uid": "uid-v"}}
+    assert "/api/v1/namespaces/ns/pods/v" not in kube.objects and not kube.paths("DELETE")
+    assert [e["reason"] for e in kube.events] == ["Evict"]
+
+
+def test_an_eviction_a_budget_refuses_is_reported_naming_the_budget_and_forgotten():
+    kube = FakeApi()
+    kube.add("/apis/policy/v1/namespaces/ns/poddisruptionbudgets/serve-pdb", _budget(0))
+    cache = _evict_running_pod(kube)
+    assert "/api/v1/namespaces/ns/pods/v" in kube.objects
+    (event,) = kube.events
+    assert event["reason"] == "EvictionBlocked" and event["type"] == "Warning"
+    assert "ns/v" in event["message"] and "serve-pdb" in event["message"]
+    assert not cache._evicted
+
+
+def test_the_snapshot_holds_the_budgets_with_their_allowed_disruptions():
+    kube = RecordingKube()
+    cache = cache_for(kube, [], [])
+    cache.informers["poddisruptionbudgets"]._replace([_budget(2), {"metadata": {"name": "none", "namespace": "ns"},
+                                                                   "spec": {}}], "1")
+    (budget,) = cache.snapshot(now=1000.0).snapshot.budgets
+    assert (budget.key, budget.allowed) == ("ns/serve-pdb", 2)
+    assert budget.covers(kt.task("p", labels={"app": "serve"}, namespace="ns"))
+
+
+def test_a_budget_whose_spec_the_disruption_controller_has_not_observed_allows_nothing():
+    raw = _budget(2)
+    raw["metadata"]["generation"], raw["status"]["observedGeneration"] = 2, 1
+    assert disruption_budget_view(raw).allowed == 0

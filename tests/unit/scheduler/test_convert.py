@@ -266,3 +266,16 @@ def test_topology_levels_keep_their_aliases():
     assert topology.levels == ("topology.kubernetes.io/zone", "example.com/rack")
     assert topology.level("zone") == "topology.kubernetes.io/zone" and topology.level("example.com/rack") == (
         "example.com/rack")
+
+
+@pytest.mark.parametrize("where", ["spec", "label"])
+def test_a_semi_preemptible_podgroup_is_preemptible_above_its_minimum(where):
+    raw = {"metadata": {"name": "g", "namespace": "ns", "uid": "u"}, "spec": {"queue": "q", "minMember": 2}}
+    if where == "spec":
+        raw["spec"]["preemptibility"] = "semi-preemptible"
+    else:
+        raw["metadata"]["labels"] = {"kai.scheduler/preemptibility": "semi-preemptible"}
+    job = convert.to_job(kube_views.podgroup_view(raw), 150)
+    assert (job.preemptible, job.semi_preemptible) == (True, True)
+    assert not convert.to_job(kube_views.podgroup_view({**raw, "metadata": {"name": "g"}, "spec": {"queue": "q"}}),
+                              150).semi_preemptible

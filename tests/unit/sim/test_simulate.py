@@ -241,3 +241,9 @@ def test_bad_numa_zones_in_a_cluster_file_are_errors_naming_the_field(tmp_path, 
     path.write_text(yaml.safe_dump({"nodes": [{"name": "n", "cpu": "4", "memory": "1Gi", "numa": numa}]}))
     assert main(["simulate", str(path)]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_budget_paces_a_services_evictions_and_a_semi_preemptible_job_keeps_its_core(capsys):
+    report = simulate_json(capsys, str(Path(QUICKSTART).with_name("disruption-budget.yaml")))
+    evicted = [[e["pod"] for e in cycle["evictions"]] for cycle in report["runs"][0]["cycles"]]
+    assert evicted == [["elastic-3"], ["elastic-2"], ["serve-3-0"], ["serve-2-0"]]
