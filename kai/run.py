@@ -91,8 +91,13 @@ def _scheduler(ctx: Context):
                          reservation_app=a.resource_reservation_app_label)
 
     shards = scheduling_shards(a.scheduling_shard)
-    if shards == []:  # the flags' configuration only, over the default partition
-        return scheduler(None, Partition(a.nodepool_label_key), SchedulerMetrics(ctx.registry))
+    if a.shadow or shards == []:  # the flags' configuration only, over the default partition
+        loop = scheduler(None, Partition(a.nodepool_label_key), SchedulerMetrics(ctx.registry))
+        if a.shadow:  # writes nothing: not even a SchedulingShard's status, so no shard is watched
+            from kai.scheduler.shadow import ShadowCommitter
+
+            loop.committer = ShadowCommitter(loop.cache, ctx.registry, a.shadow_report)
+        return loop
     metrics: dict[str, tuple[Any, SchedulerMetrics]] = {}  # per shard: its labelled registry, kept across restarts
     listed = Registry(ctx.registry.namespace)  # the families every shard's loop exports, with the label shard
     SchedulerMetrics(listed)
@@ -281,6 +286,15 @@ def parse_components(value: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def shadow_components(args: argparse.Namespace, names: list[str]) -> list[str]:
+    """Shadow mode runs the scheduler alone (KAI runs the rest) and without a Lease, which is a write."""
+    if args.components != _parser().get_default("components") and names != ["scheduler"]:
+        raise ValueError("--shadow runs the scheduler alone; --components must be 'scheduler'")
+    if args.leader_elect:
+        raise ValueError("--shadow writes nothing, not even a Lease: run one replica without --leader-elect")
+    return ["scheduler"]
+
+
 def scheduler_config(args: argparse.Namespace) -> SchedulerConfig:
     """The configuration of ``--config`` (else the default) with the scheduler flags that set it."""
     config = load_config(args.config) if args.config else DEFAULT_CONFIG
@@ -440,6 +454,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="deprecated spelling of --gpu-fraction-runtime-class-name, which wins when both are given")
     g.add_argument("--enable-quota-validation", type=_bool, nargs="?", const=True, default=False, metavar="BOOL",
                    help="warn when a queue's quotas exceed its parent's (reads queues; default: false)")
+    g = p.add_argument_group("shadow mode (beside a running KAI; docs/snapshots.md)")
+    g.add_argument("--shadow", action="store_true",
+                   help="run the scheduler alone, writing nothing, and compare its decisions with KAI's")
+    g.add_argument("--shadow-report", metavar="FILE", help="with --shadow: also write the rolling report to FILE")
     g = p.add_argument_group("node-scale-adjuster (scaling pods for cluster autoscalers; docs/gpu-sharing.md)")
     g.add_argument("--scale-adjust-namespace", default=nodescaleadjuster.NAMESPACE, metavar="NAMESPACE",
                    help="namespace of the scaling pods (default: %(default)s)")
@@ -492,6 +510,8 @@ def main(argv: list[str]) -> int:
         return 2
     try:
         names = parse_components(args.components)
+        if args.shadow:
+            names = shadow_components(args, names)
         if args.schedule_period <= 0:
             raise ValueError(f"--schedule-period must be positive, not {args.schedule_period:g}")
         config = scheduler_config(args)
@@ -521,12 +541,13 @@ def main(argv: list[str]) -> int:
     except (PluginError, ValueError, OSError) as exc:
         print(f"kai-scheduler run: {exc}", file=sys.stderr)
         return 2
-    if args.create_default_objects:
+    if args.create_default_objects and not args.shadow:  # shadow mode writes nothing
         from kai.kube.operatorobjects import create_missing
 
         create_missing(kube, args.namespace)
     report_config_status(components)
     probes = next(s for s in servers if PROBES in s.routes)
+    _serve_snapshots(next(s for s in servers if METRICS in s.routes), components)
     for component in components:
         probes.add_ready_check(component.name, _readiness(component, elector if component in leased else None))
     if elector is not None:
@@ -554,6 +575,23 @@ def report_config_status(components: list) -> None:
     first = next(watching, None)
     if first is not None:
         first.report_config = True
+
+
+def _serve_snapshots(server: ObservabilityServer, components: list) -> None:
+    """KAI's ``/get-snapshot`` of the scheduler, served while its configuration has the ``snapshot`` plugin (of
+    the default shard's loop, or the only shard's, in a process serving shards), and in shadow mode the report at
+    ``/shadow-report``."""
+    from kai.scheduler.kaisnapshot import ROUTE, snapshot_route
+    from kai.scheduler.shadow import ShadowCommitter
+    from kai.scheduler.shards import ShardSchedulers
+
+    scheduler = next((c for c in components if c.name == "scheduler"), None)
+    if isinstance(scheduler, ShardSchedulers):
+        server.add_route(ROUTE, snapshot_route(scheduler.snapshot_scheduler))
+    elif scheduler is not None:
+        server.add_route(ROUTE, snapshot_route(lambda: scheduler))
+        if isinstance(scheduler.committer, ShadowCommitter):
+            server.add_route("/shadow-report", scheduler.committer.route)
 
 
 def observability_servers(args: argparse.Namespace, registry) -> list[ObservabilityServer]:

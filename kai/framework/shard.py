@@ -65,10 +65,10 @@ FLAG_ARGS = {"use-scheduling-signatures": "use_scheduling_signatures",
              "restrict-node-scheduling": "restrict_node_scheduling"}
 #: Shard fields this scheduler does not act on.
 IGNORED_FIELDS = ("goMemLimit", "goMemLimitRatio")
-#: KAI plugins with no plugin here: ``snapshot`` and ``reflectjoborder``, which serve the session's snapshot
-#: and job order over KAI's HTTP endpoint (``/get-snapshot``, ``/get-job-order``), and KAI's scenario
-#: generators ``sg-*`` (:data:`SCENARIO_GENERATOR_PREFIX`), which the job solver here always runs.
-NOT_RUN_PLUGINS = ("snapshot", "reflectjoborder")
+#: KAI plugins with no plugin here: ``reflectjoborder``, which serves the session's job order over KAI's HTTP
+#: endpoint (``/get-job-order``), and KAI's scenario generators ``sg-*`` (:data:`SCENARIO_GENERATOR_PREFIX`),
+#: which the job solver here always runs.
+NOT_RUN_PLUGINS = ("reflectjoborder",)
 SCENARIO_GENERATOR_PREFIX = "sg-"
 #: KAI's in-cluster usage Prometheus, in the Config's namespace.
 IN_CLUSTER_PROMETHEUS = "http://usage-prometheus.{namespace}.svc.cluster.local:9090"

@@ -38,6 +38,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
+from typing import TYPE_CHECKING
 
 from kai.api import names
 from kai.framework import DEFAULT_CONFIG, Decision, Plugins, SchedulerConfig, Session
@@ -54,6 +55,9 @@ from kai.scheduler.partition import EVERYTHING, Partition
 from kai.scheduler.probe import SessionProbe
 from kai.scheduler.settings import Settings, settings_builder
 from kai.usagedb import make_usage_source
+
+if TYPE_CHECKING:
+    from kai.scheduler.shadow import ShadowCommitter
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +122,7 @@ class Scheduler:
         self.plugins = Plugins(config)
         self.cache = ClusterCache(kube, scheduler_name, stuck_in_releasing_threshold, partition)
         self.cache.reservation_app = reservation_app
-        self.committer = Committer(kube, self.cache, workers=workers, metrics=metrics)
+        self.committer: Committer | ShadowCommitter = Committer(kube, self.cache, workers=workers, metrics=metrics)
         self.period = period
         self.debounce = debounce
         self.metrics = metrics

@@ -141,6 +141,12 @@ class ShardSchedulers:
         return all(ok for ok, _ in states.values()), "; ".join(f"shard {name}: {state}"
                                                                for name, (_, state) in states.items())
 
+    def snapshot_scheduler(self) -> Scheduler | None:
+        """The scheduler whose snapshot ``/get-snapshot`` serves: the default shard's, else the only shard's."""
+        loops = dict(self.loops)
+        loop = loops.get(names.DEFAULT_SHARD) or (next(iter(loops.values())) if len(loops) == 1 else None)
+        return loop.scheduler if loop is not None else None
+
     def run(self, stop: threading.Event) -> None:
         self.informer.start()
         try:

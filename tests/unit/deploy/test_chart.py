@@ -19,7 +19,7 @@ from kai.kube.access import service_account
 from kai.kube.operatorobjects import default_objects
 from kai.kube.server import ObservabilityServer
 from kai.metrics import Registry
-from kai.rbac import chart_template, components
+from kai.rbac import chart_template, components, shadow_template
 from support.chart import TemplateError, render, render_chart
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -79,6 +79,27 @@ def test_every_component_of_kai_scheduler_run_declares_its_access():
 def test_rbac_template_is_generated_from_the_components_declarations():
     committed = (CHART / "templates" / "rbac.yaml").read_text()
     assert committed == chart_template(), "regenerate: python -m kai.rbac > .../templates/rbac.yaml"
+
+
+def test_shadow_mode_runs_the_scheduler_read_only_without_a_lease(docs):
+    assert (CHART / "templates" / "rbac-shadow.yaml").read_text() == shadow_template(), \
+        "regenerate: python -m kai.rbac shadow > .../templates/rbac-shadow.yaml"
+    assert "kai-scheduler-shadow" not in by_kind(docs, "ServiceAccount")  # off by default
+    shadow = render_chart(CHART, namespace="gpu-system", values={
+        "leaderElection": {"enabled": True},
+        "components": {"scheduler": {"shadow": True}, "binder": {"enabled": False},
+                       "podgrouper": {"enabled": False}, "podgroup-controller": {"enabled": False},
+                       "queue-controller": {"enabled": False}}})
+    (deployment,) = by_kind(shadow, "Deployment").values()
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "kai-scheduler-shadow"
+    args = pod["containers"][0]["args"]
+    assert {"--components=scheduler", "--shadow"} <= set(args) and "--leader-elect" not in args
+    role = by_kind(shadow, "ClusterRole")["kai-scheduler-shadow"]
+    assert {v for rule in role["rules"] for v in rule["verbs"]} == {"list", "watch"}
+    assert by_kind(shadow, "ClusterRoleBinding")["kai-scheduler-shadow"]["subjects"] == [
+        {"kind": "ServiceAccount", "name": "kai-scheduler-shadow", "namespace": "gpu-system"}]
+    assert "kai-scheduler-shadow-leader-election" not in by_kind(shadow, "Role")
 
 
 def test_each_component_gets_least_privilege_rbac_covering_its_declared_access(docs):
