@@ -97,6 +97,17 @@ def test_a_shard_with_a_bad_partition_gets_an_event_and_deployed_false_and_the_o
         wait_until(lambda: conditions(kube, "default").get("Deployed") == "True")
 
 
+def test_the_snapshot_served_is_the_default_shards_else_the_only_shards():
+    kube = cluster()
+    add_shard(kube, "pool-a", "pool-a")
+    with Running(kube) as shards:
+        wait_until(lambda: shards.loops.get("pool-a") is not None and shards.loops["pool-a"].scheduler is not None)
+        assert shards.snapshot_scheduler() is shards.loops["pool-a"].scheduler
+        add_shard(kube, "default")
+        wait_until(lambda: shards.loops.get("default") is not None and shards.loops["default"].scheduler is not None)
+        assert shards.snapshot_scheduler() is shards.loops["default"].scheduler
+
+
 def test_named_shards_only_and_no_stand_in_for_a_missing_pool():
     kube = cluster()
     add_shard(kube, "pool-a", "pool-a")
