@@ -46,6 +46,7 @@ from kai.admission.webhook import MUTATE_PATH, PODGROUP_PATH, QUEUE_PATH, TOPOLO
 from kai.api.names import SCHEDULER_NAME
 from kai.common.durations import parse_duration
 from kai.common.yamlfile import read_yaml
+from kai.dev import dradevices
 from kai.dev.controlplane import ControlPlane, free_ports
 from kai.dev.gobuild import ControlPlaneError, MissingToolError, go_command, go_environment
 from kai.kube.certs import serving_certificate
@@ -67,6 +68,8 @@ GPU_NODE_LABELS = {
     "nvidia.com/gpu.memory": "11441",
     "nvidia.com/gpu.product": "Tesla-K80",
 }
+#: Labels of KAI's kind DRA workers (hack/generate-kind-config.sh, feature config dra-enabled).
+DRA_NODE_LABELS = {"run.ai/simulated-gpu-node-pool": "default", "nvidia.com/gpu.deploy.dra-plugin-gpu": "true"}
 
 
 # -- KAI's suites, compiled ---------------------------------------------------------------------------
@@ -116,13 +119,24 @@ def node(name: str, cpu: str, memory: str, gpus: int = 0, labels: dict | None = 
     return body
 
 
-def cluster_nodes(gpu_nodes: int, gpus: int, cpu: str, memory: str) -> list[dict]:
-    """KAI's kind layout: GPU workers, one CPU worker and a control-plane node no workload may use."""
+def cluster_nodes(gpu_nodes: int, gpus: int, cpu: str, memory: str, dra_nodes: int = 0) -> list[dict]:
+    """KAI's kind layout: GPU workers, DRA GPU workers (their GPUs only in ResourceSlices, :func:`dra_objects`),
+    one CPU worker and a control-plane node no workload may use."""
     nodes = [node(f"kai-e2e-gpu-{i}", cpu, memory, gpus) for i in range(gpu_nodes)]
+    nodes += [node(f"kai-e2e-dra-{i}", cpu, memory, labels=DRA_NODE_LABELS) for i in range(dra_nodes)]
     nodes.append(node("kai-e2e-cpu", cpu, memory))
     nodes.append(node(CONTROL_PLANE_NODE, cpu, memory, labels={"node-role.kubernetes.io/control-plane": ""},
                       taints=[{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]))
     return nodes
+
+
+def dra_objects(dra_nodes: int, gpus: int) -> list[dict]:
+    """What the fake GPU operator's DRA plugin publishes for the DRA workers: DeviceClass ``gpu.nvidia.com`` and a
+    ResourceSlice with each node's GPUs (11441 MiB Tesla-K80s, as the device plugin's)."""
+    memory = int(GPU_NODE_LABELS["nvidia.com/gpu.memory"])
+    model = GPU_NODE_LABELS["nvidia.com/gpu.product"]
+    return [dradevices.device_class(),
+            *(dradevices.resource_slice(f"kai-e2e-dra-{i}", gpus, memory, model) for i in range(dra_nodes))]
 
 
 def stand_in(name: str) -> dict:
@@ -247,8 +261,8 @@ def karta_crd(root: Path, source: Path) -> Path | None:
     return path if proc.returncode == 0 and path.is_file() else None
 
 
-def prepare_cluster(kube: Kube, deploy: Path, run: KaiRun, gpu_nodes: int, gpus: int, cpu: str, memory: str,
-                    extra_crds: list[Path]) -> None:
+def prepare_cluster(kube: Kube, deploy: Path, run: KaiRun, gpu_nodes: int, dra_nodes: int, gpus: int, cpu: str,
+                    memory: str, extra_crds: list[Path]) -> None:
     """Everything KAI's e2e cluster has besides the components (see the module's docstring)."""
     m.install(kube, deploy)
     for path in extra_crds:
@@ -257,7 +271,8 @@ def prepare_cluster(kube: Kube, deploy: Path, run: KaiRun, gpu_nodes: int, gpus:
         m.apply(kube, m.namespace(name))
     m.apply(kube, {"apiVersion": "v1", "kind": "ServiceAccount",
                    "metadata": {"name": RESERVATION_NAMESPACE, "namespace": RESERVATION_NAMESPACE}})
-    for obj in [*kai_objects(), *cluster_nodes(gpu_nodes, gpus, cpu, memory), *map(stand_in, STAND_INS),
+    for obj in [*kai_objects(), *cluster_nodes(gpu_nodes, gpus, cpu, memory, dra_nodes), *dra_objects(dra_nodes, gpus),
+                *map(stand_in, STAND_INS),
                 *webhook_configurations(run.webhook_url, run.certificate.ca_bundle())]:
         m.apply(kube, obj)
 
@@ -313,7 +328,8 @@ def run_suite(binary: Path, catalogue: Catalogue, suite: str, source: Path, kube
 
 def run(catalogue: Catalogue, deploy: Path, out: Path, suites: list[str] | None = None, *,
         source: Path | None = None, git_dir: Path | None = None, spec_timeout: float = 360.0,
-        suite_timeout: float = 2700.0, gpu_nodes: int = 4, gpus: int = 8, cpu: str = "4", memory: str = "16Gi",
+        suite_timeout: float = 2700.0, gpu_nodes: int = 4, dra_nodes: int = 2, gpus: int = 8, cpu: str = "4",
+        memory: str = "16Gi",
         run_args: list[str] | None = None, build_only: bool = False) -> list[SuiteResult]:
     """Builds the suites, prepares the cluster, runs them; writes results.md and results.json to ``out``."""
     root = cache_dir()
@@ -330,7 +346,8 @@ def run(catalogue: Catalogue, deploy: Path, out: Path, suites: list[str] | None 
     with tempfile.TemporaryDirectory(prefix="kai-e2e-") as tmp, ControlPlane(state_dir=Path(tmp) / "cp") as plane:
         kube = Kube.connect(plane.kubeconfig)
         kai = KaiRun(plane.kubeconfig, out, run_args or [])
-        prepare_cluster(kube, deploy, kai, gpu_nodes, gpus, cpu, memory, [p for p in [karta_crd(root, src)] if p])
+        prepare_cluster(kube, deploy, kai, gpu_nodes, dra_nodes, gpus, cpu, memory,
+                        [p for p in [karta_crd(root, src)] if p])
         kai.start()
         try:
             for suite, binary in binaries.items():
@@ -396,6 +413,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--suite-timeout", type=parse_duration, default=2700.0, metavar="DURATION",
                         help="most time one suite may take (default: 45m)")
     parser.add_argument("--gpu-nodes", type=int, default=4, help="kwok nodes with 8 GPUs each (default: %(default)s)")
+    parser.add_argument("--dra-nodes", type=int, default=2,
+                        help="kwok nodes publishing 8 GPUs each as DRA devices (default: %(default)s)")
     parser.add_argument("--run-arg", action="append", default=[], metavar="ARG",
                         help="an extra argument of 'kai-scheduler run' (repeatable)")
     parser.add_argument("--build-only", action="store_true", help="only build the suites")
@@ -420,7 +439,7 @@ def main(argv: list[str]) -> int:
             signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
             results = run(catalogue, args.deploy, args.out, args.suites, source=args.kai_source, git_dir=args.kai_git,
                           spec_timeout=args.spec_timeout, suite_timeout=args.suite_timeout, gpu_nodes=args.gpu_nodes,
-                          run_args=args.run_arg, build_only=args.build_only)
+                          dra_nodes=args.dra_nodes, run_args=args.run_arg, build_only=args.build_only)
     except (ExclusionsError, MissingToolError) as exc:
         print(f"kai-e2e: {exc}", file=sys.stderr)
         return 2

@@ -33,6 +33,8 @@ COLLECTIONS = {
     "Topology": (*names.TOPOLOGIES, False),
     "SchedulingShard": (*names.SCHEDULINGSHARDS, False),
     "Config": (*names.CONFIGS, False),
+    "DeviceClass": (*names.DEVICECLASSES, False),
+    "ResourceSlice": (*names.RESOURCESLICES, False),
 }
 
 
