@@ -343,7 +343,9 @@ def run(catalogue: Catalogue, deploy: Path, out: Path, suites: list[str] | None 
     if build_only:
         return []
     out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="kai-e2e-") as tmp, ControlPlane(state_dir=Path(tmp) / "cp") as plane:
+    # KAI's pods run "sleep infinity": kwok runs Job pods until they are deleted, as a kubelet would
+    with (tempfile.TemporaryDirectory(prefix="kai-e2e-") as tmp,
+          ControlPlane(state_dir=Path(tmp) / "cp", job_pods_complete=False) as plane):
         kube = Kube.connect(plane.kubeconfig)
         kai = KaiRun(plane.kubeconfig, out, run_args or [])
         prepare_cluster(kube, deploy, kai, gpu_nodes, dra_nodes, gpus, cpu, memory,
