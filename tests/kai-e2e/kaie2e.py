@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -50,7 +51,7 @@ from kai.dev import dradevices
 from kai.dev.controlplane import ControlPlane, free_ports
 from kai.dev.gobuild import ControlPlaneError, MissingToolError, go_command, go_environment
 from kai.kube.certs import serving_certificate
-from kai.kube.client import Kube
+from kai.kube.client import ApiError, Kube
 from support import manifests as m
 
 HERE = Path(__file__).resolve().parent
@@ -58,8 +59,11 @@ HERE = Path(__file__).resolve().parent
 SUITES_DIR = "test/e2e/suites"
 SYSTEM_NAMESPACE = "kai-scheduler"
 RESERVATION_NAMESPACE = "kai-resource-reservation"
-#: KAI's Deployments, each with pods labeled ``app=<name>``; the suites wait for some of them to run.
-STAND_INS = ("admission", "binder", "kai-scheduler-default", "pod-grouper", "podgroup-controller", "queue-controller")
+#: KAI's Deployments, each with pods labeled ``app=<name>``, and the section of ``Config kai-config`` whose
+#: ``service.enabled`` turns it on and off; the suites wait for some of them to run or to go away.
+STAND_INS = {"admission": "admission", "binder": "binder", "kai-scheduler-default": "scheduler",
+             "pod-grouper": "podGrouper", "podgroup-controller": "podGroupController",
+             "queue-controller": "queueController"}
 CONTROL_PLANE_NODE = "kai-e2e-control-plane"
 #: Labels of KAI's kind GPU workers (hack/e2e-kind-config.yaml) and what the fake GPU operator adds.
 GPU_NODE_LABELS = {
@@ -150,6 +154,51 @@ def stand_in(name: str) -> dict:
             "spec": {"nodeName": CONTROL_PLANE_NODE, "tolerations": [{"operator": "Exists"}],
                      "containers": [{"name": name, "image": "kai-scheduler"}]}}},
     }
+
+
+def stand_in_replicas(config: dict | None) -> dict[str, int]:
+    """Each stand-in's replicas as KAI's operator keeps its Deployment: none while ``Config kai-config`` disables
+    the component (``<section>.service.enabled: false``), else one."""
+    spec = (config or {}).get("spec") or {}
+    return {name: 0 if ((spec.get(section) or {}).get("service") or {}).get("enabled") is False else 1
+            for name, section in STAND_INS.items()}
+
+
+class StandInScaler:
+    """Follows ``Config kai-config`` with the stand-ins' replicas (:func:`stand_in_replicas`), once a second, in
+    a thread: KAI's operator removes a component's pods when the Config disables it (some specs wait for it)."""
+
+    def __init__(self, kube: Kube, interval: float = 1.0) -> None:
+        self.kube, self.interval = kube, interval
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="stand-in-scaler", daemon=True)
+
+    def __enter__(self) -> StandInScaler:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stopping.set()
+        self.thread.join(10)
+
+    def _run(self) -> None:
+        while not self.stopping.wait(self.interval):
+            try:
+                self.sync()
+            except (ApiError, OSError) as exc:
+                log(f"stand-in scaler: {exc}")
+
+    def sync(self) -> None:
+        try:
+            config = self.kube.get(f"{m.collection('Config')}/kai-config")
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            config = None
+        for name, replicas in stand_in_replicas(config).items():
+            path = f"{m.collection('Deployment', SYSTEM_NAMESPACE)}/{name}"
+            if self.kube.get(path)["spec"].get("replicas") != replicas:
+                self.kube.patch(path, {"spec": {"replicas": replicas}})
 
 
 def kai_objects() -> list[dict]:
@@ -352,16 +401,17 @@ def run(catalogue: Catalogue, deploy: Path, out: Path, suites: list[str] | None 
                         [p for p in [karta_crd(root, src)] if p])
         kai.start()
         try:
-            for suite, binary in binaries.items():
-                if not kai.alive():
-                    log("kai-scheduler run exited; starting it again")
-                    kai.start()
-                results[suite] = run_suite(binary, catalogue, suite, src, plane.kubeconfig, out, spec_timeout,
-                                           suite_timeout)
-                r = results[suite]
-                log(f"{suite}: {r.passed} passed, {r.failed} failed, {r.skipped} skipped, {r.excluded} excluded"
-                     + (f" ({r.error})" if r.error else ""))
-                write_results([results[s] for s in chosen if s in results], catalogue, out)
+            with StandInScaler(kube):
+                for suite, binary in binaries.items():
+                    if not kai.alive():
+                        log("kai-scheduler run exited; starting it again")
+                        kai.start()
+                    results[suite] = run_suite(binary, catalogue, suite, src, plane.kubeconfig, out, spec_timeout,
+                                               suite_timeout)
+                    r = results[suite]
+                    log(f"{suite}: {r.passed} passed, {r.failed} failed, {r.skipped} skipped, {r.excluded} excluded"
+                         + (f" ({r.error})" if r.error else ""))
+                    write_results([results[s] for s in chosen if s in results], catalogue, out)
         finally:
             kai.stop()
     ordered = [results[s] for s in chosen]

@@ -52,6 +52,15 @@ def test_stand_ins_run_on_the_control_plane_node_labeled_as_kais_components():
     assert {"binder", "kai-scheduler-default", "admission"} <= set(kaie2e.STAND_INS)
 
 
+def test_a_stand_in_has_no_replica_while_the_config_disables_its_component():
+    config, _ = kaie2e.kai_objects()
+    assert set(kaie2e.stand_in_replicas(config).values()) == {1}
+    assert set(kaie2e.stand_in_replicas(None).values()) == {1}
+    config["spec"]["scheduler"] = {"service": {"enabled": False}}
+    replicas = kaie2e.stand_in_replicas(config)
+    assert replicas["kai-scheduler-default"] == 0 and replicas["binder"] == 1
+
+
 def test_the_config_and_the_default_shard_have_the_charts_nested_settings():
     config, shard = kaie2e.kai_objects()
     assert (config["kind"], config["metadata"]["name"], config["spec"]["namespace"]) == ("Config", "kai-config",
