@@ -72,6 +72,8 @@ GPU_NODE_LABELS = {
     "nvidia.com/gpu.memory": "11441",
     "nvidia.com/gpu.product": "Tesla-K80",
 }
+#: Each node's ephemeral storage (a kind node reports its disk's).
+EPHEMERAL_STORAGE = "100Gi"
 #: Labels of KAI's kind DRA workers (hack/generate-kind-config.sh, feature config dra-enabled).
 DRA_NODE_LABELS = {"run.ai/simulated-gpu-node-pool": "default", "nvidia.com/gpu.deploy.dra-plugin-gpu": "true"}
 
@@ -111,13 +113,15 @@ def build_suites(root: Path, source: Path, suites: list[str], commit: str = KAI_
 # -- the cluster --------------------------------------------------------------------------------------
 def node(name: str, cpu: str, memory: str, gpus: int = 0, labels: dict | None = None,
          taints: list | None = None) -> dict:
-    """A kwok node; with ``gpus``, one like KAI's kind GPU workers, else one without any GPU resource or label."""
+    """A kwok node; with ``gpus``, one like KAI's kind GPU workers, else one without any GPU resource or label.
+    Like a kubelet's, it has ephemeral storage."""
     body = m.gpu_node(name, gpus=gpus, cpu=cpu, memory=memory,
                       labels={**GPU_NODE_LABELS, **(labels or {})} if gpus else labels)
+    resources = {k: v for k, v in body["status"]["allocatable"].items() if gpus or k != "nvidia.com/gpu"}
+    resources["ephemeral-storage"] = EPHEMERAL_STORAGE
+    body["status"] = {"allocatable": resources, "capacity": resources}
     if not gpus:
         del body["metadata"]["labels"]["nvidia.com/gpu.count"]
-        resources = {k: v for k, v in body["status"]["allocatable"].items() if k != "nvidia.com/gpu"}
-        body["status"] = {"allocatable": resources, "capacity": resources}
     if taints:
         body["spec"] = {"taints": taints}
     return body

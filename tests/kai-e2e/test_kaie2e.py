@@ -19,7 +19,8 @@ def test_nodes_are_laid_out_like_kais_kind_cluster():
     assert sorted(nodes) == ["kai-e2e-control-plane", "kai-e2e-cpu", "kai-e2e-dra-0", "kai-e2e-gpu-0",
                              "kai-e2e-gpu-1"]
     gpu = nodes["kai-e2e-gpu-0"]
-    assert gpu["status"]["allocatable"] == {"cpu": "4", "memory": "16Gi", "pods": "110", "nvidia.com/gpu": "8"}
+    assert gpu["status"]["allocatable"] == {"cpu": "4", "memory": "16Gi", "pods": "110", "nvidia.com/gpu": "8",
+                                            "ephemeral-storage": "100Gi"}
     assert gpu["metadata"]["labels"]["nvidia.com/gpu.memory"] == "11441"
     assert gpu["metadata"]["labels"]["run.ai/simulated-gpu-node-pool"] == "default"
     for name in ("kai-e2e-cpu", "kai-e2e-control-plane"):
