@@ -5,10 +5,12 @@
 2. A private control plane (:class:`~kai.dev.controlplane.ControlPlane`) gets what KAI's e2e cluster
    has: the CRDs, default queues and priority classes of ``deploy/``, the ``Config kai-config`` and
    ``SchedulingShard default`` KAI's chart creates, kwok nodes like KAI's kind workers (8 fake GPUs of
-   11441 MiB each, a CPU node, a tainted control-plane node), the admission webhooks, and a stand-in
-   Deployment per KAI component -- the suites wait for pods labeled ``app=binder`` and
-   ``app=kai-scheduler-default`` to run; kwok runs them on the control-plane node -- while the
-   components themselves run as one ``kai-scheduler run --fake-gpu-nodes`` process.
+   11441 MiB each, DRA workers publishing 8 GPUs as DRA devices with the fake GPU driver's DeviceClass, a
+   CPU node, a tainted control-plane node; Job pods run until deleted), the admission webhooks, and a
+   stand-in Deployment per KAI component -- the suites wait for pods labeled ``app=binder`` and
+   ``app=kai-scheduler-default`` to run; kwok runs them on the control-plane node, and their replicas follow
+   ``Config kai-config`` as KAI's operator's do -- while the components themselves run as one
+   ``kai-scheduler run --fake-gpu-nodes`` process.
 3. Each suite runs with a JSON report and a timeout (a budget per spec that will run, capped per
    suite); :mod:`kaisuites` counts and classifies. The table goes to stdout, the details to
    ``results.md`` and ``results.json`` in the output folder, with each suite's log.
@@ -72,6 +74,8 @@ GPU_NODE_LABELS = {
     "nvidia.com/gpu.memory": "11441",
     "nvidia.com/gpu.product": "Tesla-K80",
 }
+#: The admission's argument KAI's operator sets from the Config's ``admission.blockNvidiaVisibleDevices``.
+BLOCK_VISIBLE_DEVICES_ARG = "--block-nvidia-visible-devices=true"
 #: Each node's ephemeral storage (a kind node reports its disk's).
 EPHEMERAL_STORAGE = "100Gi"
 #: Labels of KAI's kind DRA workers (hack/generate-kind-config.sh, feature config dra-enabled).
@@ -160,24 +164,28 @@ def stand_in(name: str) -> dict:
     }
 
 
-def stand_in_replicas(config: dict | None) -> dict[str, int]:
-    """Each stand-in's replicas as KAI's operator keeps its Deployment: none while ``Config kai-config`` disables
-    the component (``<section>.service.enabled: false``), else one."""
+def stand_in_specs(config: dict | None) -> dict[str, tuple[int, list[str]]]:
+    """Each stand-in's replicas and container arguments as KAI's operator keeps its Deployment from
+    ``Config kai-config``: no replica while the Config disables the component (``<section>.service.enabled:
+    false``), else one; the admission's ``--block-nvidia-visible-devices=true`` while
+    ``admission.blockNvidiaVisibleDevices`` is true (``kai-scheduler run`` reads both from the Config itself)."""
     spec = (config or {}).get("spec") or {}
-    return {name: 0 if ((spec.get(section) or {}).get("service") or {}).get("enabled") is False else 1
+    block = (spec.get("admission") or {}).get("blockNvidiaVisibleDevices") is True
+    return {name: (0 if ((spec.get(section) or {}).get("service") or {}).get("enabled") is False else 1,
+                   [BLOCK_VISIBLE_DEVICES_ARG] if name == "admission" and block else [])
             for name, section in STAND_INS.items()}
 
 
-class StandInScaler:
-    """Follows ``Config kai-config`` with the stand-ins' replicas (:func:`stand_in_replicas`), once a second, in
-    a thread: KAI's operator removes a component's pods when the Config disables it (some specs wait for it)."""
+class StandInOperator:
+    """Keeps the stand-ins as :func:`stand_in_specs` says, once a second, in a thread: some specs change
+    ``Config kai-config`` and wait for KAI's operator to remove a component's pods or roll out new arguments."""
 
     def __init__(self, kube: Kube, interval: float = 1.0) -> None:
         self.kube, self.interval = kube, interval
         self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="stand-in-scaler", daemon=True)
+        self.thread = threading.Thread(target=self._run, name="stand-in-operator", daemon=True)
 
-    def __enter__(self) -> StandInScaler:
+    def __enter__(self) -> StandInOperator:
         self.thread.start()
         return self
 
@@ -190,7 +198,7 @@ class StandInScaler:
             try:
                 self.sync()
             except (ApiError, OSError) as exc:
-                log(f"stand-in scaler: {exc}")
+                log(f"stand-in operator: {exc}")
 
     def sync(self) -> None:
         try:
@@ -199,10 +207,13 @@ class StandInScaler:
             if exc.status != 404:
                 raise
             config = None
-        for name, replicas in stand_in_replicas(config).items():
+        for name, (replicas, args) in stand_in_specs(config).items():
             path = f"{m.collection('Deployment', SYSTEM_NAMESPACE)}/{name}"
-            if self.kube.get(path)["spec"].get("replicas") != replicas:
-                self.kube.patch(path, {"spec": {"replicas": replicas}})
+            spec = self.kube.get(path)["spec"]
+            (container,) = spec["template"]["spec"]["containers"]
+            if spec.get("replicas") != replicas or container.get("args", []) != args:
+                self.kube.patch(path, {"spec": {"replicas": replicas, "template": {"spec": {"containers": [
+                    {**container, "args": args}]}}}})
 
 
 def kai_objects() -> list[dict]:
@@ -405,7 +416,7 @@ def run(catalogue: Catalogue, deploy: Path, out: Path, suites: list[str] | None 
                         [p for p in [karta_crd(root, src)] if p])
         kai.start()
         try:
-            with StandInScaler(kube):
+            with StandInOperator(kube):
                 for suite, binary in binaries.items():
                     if not kai.alive():
                         log("kai-scheduler run exited; starting it again")

@@ -53,13 +53,15 @@ def test_stand_ins_run_on_the_control_plane_node_labeled_as_kais_components():
     assert {"binder", "kai-scheduler-default", "admission"} <= set(kaie2e.STAND_INS)
 
 
-def test_a_stand_in_has_no_replica_while_the_config_disables_its_component():
+def test_the_stand_ins_follow_the_config_as_kais_operator_keeps_its_deployments():
     config, _ = kaie2e.kai_objects()
-    assert set(kaie2e.stand_in_replicas(config).values()) == {1}
-    assert set(kaie2e.stand_in_replicas(None).values()) == {1}
+    assert all(spec == (1, []) for spec in kaie2e.stand_in_specs(config).values())
+    assert kaie2e.stand_in_specs(None) == kaie2e.stand_in_specs(config)
     config["spec"]["scheduler"] = {"service": {"enabled": False}}
-    replicas = kaie2e.stand_in_replicas(config)
-    assert replicas["kai-scheduler-default"] == 0 and replicas["binder"] == 1
+    config["spec"]["admission"]["blockNvidiaVisibleDevices"] = True
+    specs = kaie2e.stand_in_specs(config)
+    assert specs["kai-scheduler-default"] == (0, []) and specs["binder"] == (1, [])
+    assert specs["admission"] == (1, ["--block-nvidia-visible-devices=true"])
 
 
 def test_the_config_and_the_default_shard_have_the_charts_nested_settings():
