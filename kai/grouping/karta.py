@@ -2,7 +2,7 @@
 
 A Karta describes a workload kind as a tree of components (the root is the kind itself); each
 component may say where its replica count is (``scaleDefinition``) and which pods belong to it
-(``podSelector.componentTypeSelector``). Its ``instructions.gangScheduling.podGroup`` says how the
+(``podSelector.componentTypeSelector``). Its ``optimizationInstructions.gangScheduling.podGroup`` says how the
 workload's pods form one PodGroup: ``pg-<uid>-<name>``, with a sub-group per listed component and
 optional topology constraints. KAI v0.17 consults the Kartas labelled with a kind
 (``run.ai/karta-group``, ``-version``, ``-kind``) before its default rules.
@@ -165,7 +165,7 @@ def parse_karta(obj: dict) -> Karta:
                 raise UnsupportedKarta(f"component {component.name} does not lead to the root component")
             seen.add(current.name)
             current = components[current.parent]
-    gang = (spec.get("instructions") or {}).get("gangScheduling") or {}
+    gang = (spec.get("optimizationInstructions") or {}).get("gangScheduling") or {}
     pod_group = gang.get("podGroup")
     if not isinstance(pod_group, Mapping):
         raise UnsupportedKarta("only the gangScheduling.podGroup format is supported")
@@ -188,7 +188,7 @@ def _has_instructions(obj: dict) -> bool:
     structure = spec.get("structureDefinition") or {}
     if not (structure.get("rootComponent") or {}).get("name") and not structure.get("childComponents"):
         return False
-    gang = (spec.get("instructions") or {}).get("gangScheduling") or {}
+    gang = (spec.get("optimizationInstructions") or {}).get("gangScheduling") or {}
     return bool(gang.get("podGroup") or gang.get("podGroups"))
 
 

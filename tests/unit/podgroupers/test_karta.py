@@ -47,7 +47,7 @@ def karta(pod_group=None, name="pyflow", labels=True, spec=True, **gang):
             "rootComponent": {"name": "pyflow", "kind": dict(KIND)},
             "childComponents": [child("master", spec), child("worker", spec)],
         },
-        "instructions": {"gangScheduling": gang_scheduling or None},
+        "optimizationInstructions": {"gangScheduling": gang_scheduling or None},
     })
 
 
