@@ -217,7 +217,7 @@ def test_a_gpu_pod_on_a_node_whose_gpus_only_dra_publishes_is_bound_through_an_i
         status = pod["status"]["extendedResourceClaimStatus"]
         assert status["resourceClaimName"] == claim["metadata"]["name"]
         assert status["requestMappings"] == [{"containerName": "main", "resourceName": "nvidia.com/gpu",
-                                              "requestName": "container-0-request-0"}]
+                                              "requestName": "container-0-request-2"}]  # cpu, memory, nvidia.com/gpu
     finally:
         kube.request("DELETE", f"{RESOURCE}/resourceslices/{host}-gpus")
         kube.request("DELETE", f"{RESOURCE}/deviceclasses/{backing}")
