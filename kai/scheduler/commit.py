@@ -99,7 +99,8 @@ class Committer:
         self.decisions = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="commit-decision")
         self.status = ThreadPoolExecutor(max_workers=max(1, workers // 2), thread_name_prefix="commit-status")
         self._lock = threading.Lock()
-        #: What was last written per (object, what): skips writing the same explanation again.
+        #: What was last written per (object, what), with the object's uid (a new object of the same name is
+        #: written to): skips writing the same explanation again.
         self._written: dict[tuple[str, str], str] = {}
         self._in_flight: set[str] = set()
         self._logged_problems: set[str] = set()
@@ -181,7 +182,7 @@ class Committer:
             f"{ref['kind']} {meta['name']}"
         return self._submit(f"event {reason}", obj,
                             lambda: record_event(self.kube, ref, event_type, reason, message, names.SOURCE_SCHEDULER),
-                            dedupe=((obj, f"event {reason}"), message) if once else None)
+                            dedupe=((obj, f"event {reason}"), f"{meta.get('uid', '')} {message}") if once else None)
 
     # --- one cycle ----------------------------------------------------------------------------------
 
@@ -374,7 +375,7 @@ class Committer:
             path = object_path(*names.PODGROUPS, pg.namespace, pg.name)
             body = {"metadata": {"annotations": patch}}
             self._submit("annotate PodGroup", pg.key, lambda: self.kube.patch(path, body),
-                         dedupe=((f"PodGroup {pg.key}", "annotations"), repr(sorted(patch.items()))))
+                         dedupe=((f"PodGroup {pg.key}", "annotations"), f"{pg.uid} {sorted(patch.items())!r}"))
 
     def _explain(self, session: Session, job: Job, pg: PodGroupView, cycle: Cycle) -> None:
         """Explain a job with pods still waiting: events, pod conditions and the PodGroup's condition."""
@@ -411,7 +412,8 @@ class Committer:
                 "pod condition", pod.key,
                 lambda: self.kube.request("PATCH", path, body={"status": {"conditions": [condition]}},
                                           content_type=STRATEGIC_MERGE_PATCH),
-                on_error=lambda exc: exc.status == 404, dedupe=((f"Pod {pod.key}", "condition"), message))
+                on_error=lambda exc: exc.status == 404,
+                dedupe=((f"Pod {pod.key}", "condition"), f"{pod.uid} {message}"))
 
     def _podgroup_unschedulable(self, job: Job, pg: PodGroupView, message: str, reasons: list[JsonObject]) -> None:
         self._event(podgroup_ref(pg), NORMAL, names.REASON_UNSCHEDULABLE, message)
@@ -433,7 +435,7 @@ class Committer:
         self._submit("PodGroup condition", pg.key,
                      lambda: self.kube.patch(path, {"status": {"schedulingConditions": [*previous, condition]}},
                                              subresource="status"),
-                     dedupe=((f"PodGroup {pg.key}", "condition"), message))
+                     dedupe=((f"PodGroup {pg.key}", "condition"), f"{pg.uid} {message}"))
 
 
 def _has_waiting(job: Job) -> bool:

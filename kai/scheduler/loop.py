@@ -22,8 +22,9 @@ The scheduler serves one ``partition`` of the cluster (:mod:`kai.scheduler.parti
 default); :mod:`kai.scheduler.shards` runs one per SchedulingShard. With a ``shard`` name the scheduler
 watches KAI's ``Config kai-config`` and that ``SchedulingShard`` (:mod:`kai.kube.kaiconfig`) and takes
 their settings up at the start of the next cycle: the plugin set and actions (rebuilt only when they
-changed), historical usage and the period. Without the objects the ``config`` given stays in force; a
-change that cannot be applied leaves the previous settings.
+changed), historical usage and the period; while the Config's ``scheduler.service.enabled`` is false no
+cycle runs (KAI's operator removes its scheduler then). Without the objects the ``config`` given stays in
+force; a change that cannot be applied leaves the previous settings.
 
 On stop the loop ends within :data:`STOP_POLL` seconds when idle, or after the cycle under way;
 the committer then finishes the decisions that cycle submitted, for at most ``stop_timeout``
@@ -145,6 +146,8 @@ class Scheduler:
                 Settings(self.plugins, self.usage, period, reservation_app), component=names.SOURCE_SCHEDULER,
                 shard=shard)
         self._settings_version = 0
+        #: False while Config kai-config disables the scheduler (``scheduler.service.enabled``): no cycles run.
+        self.enabled = True
 
     def ready(self) -> tuple[bool, str]:
         """Readiness: every informer has listed once."""
@@ -176,6 +179,9 @@ class Scheduler:
                 self.cache.changed.clear()
                 try:
                     self.reconfigure()
+                    if not self.enabled:
+                        stop.wait(self.period)
+                        continue
                     session = self.run_once()
                 except Exception as exc:  # noqa: BLE001 - one bad cycle must not stop scheduling
                     stop.wait(self._cycle_failed(exc))
@@ -210,8 +216,9 @@ class Scheduler:
                 self.usage.start()
         self.period = settings.period
         self.cache.reservation_app = settings.reservation_app
+        self.enabled = settings.enabled
         log.info("scheduler configuration applied", **fields(
-            actions=",".join(self.plugins.config.actions),
+            enabled=self.enabled, actions=",".join(self.plugins.config.actions),
             plugins=",".join(p.name for p in self.plugins.config.plugins),
             period_seconds=self.period, objects=self.objects.describe()))
         return True
