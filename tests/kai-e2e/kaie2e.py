@@ -3,14 +3,14 @@
 1. KAI's source at the pinned commit is put in the cache (:mod:`kaisource`). Each suite that is not
    excluded is compiled once with ``go test -c``.
 2. A private control plane (:class:`~kai.dev.controlplane.ControlPlane`) gets what KAI's e2e cluster
-   has: the CRDs, default queues and priority classes of ``deploy/``, the ``Config kai-config`` and
-   ``SchedulingShard default`` KAI's chart creates, kwok nodes like KAI's kind workers (8 fake GPUs of
-   11441 MiB each, DRA workers publishing 8 GPUs as DRA devices with the fake GPU driver's DeviceClass, a
-   CPU node, a tainted control-plane node; Job pods run until deleted), the admission webhooks, and a
-   stand-in Deployment per KAI component -- the suites wait for pods labeled ``app=binder`` and
-   ``app=kai-scheduler-default`` to run; kwok runs them on the control-plane node, and their replicas follow
-   ``Config kai-config`` as KAI's operator's do -- while the components themselves run as one
-   ``kai-scheduler run --fake-gpu-nodes`` process.
+   has: the CRDs, default queues and priority classes of ``deploy/``, kwok nodes like KAI's kind workers
+   (8 fake GPUs of 11441 MiB each, DRA workers publishing 8 GPUs as DRA devices with the fake GPU driver's
+   DeviceClass, a CPU node, a tainted control-plane node; Job pods run until deleted), the admission
+   webhooks, and a stand-in Deployment per KAI component -- the suites wait for pods labeled ``app=binder``
+   and ``app=kai-scheduler-default`` to run; kwok runs them on the control-plane node, and their replicas
+   follow ``Config kai-config`` as KAI's operator's do -- while the components themselves run as one
+   ``kai-scheduler run --fake-gpu-nodes`` process, which creates ``Config kai-config`` and ``SchedulingShard
+   default`` as it does on any install.
 3. Each suite runs with a JSON report and a timeout (a budget per spec that will run, capped per
    suite); :mod:`kaisuites` counts and classifies. The table goes to stdout, the details to
    ``results.md`` and ``results.json`` in the output folder, with each suite's log.
@@ -216,22 +216,6 @@ class StandInOperator:
                     {**container, "args": args}]}}}})
 
 
-def kai_objects() -> list[dict]:
-    """The objects KAI's chart creates for its operator, with the chart's default values (as KAI's e2e setup
-    installs it, with GPU sharing) but no images: ``Config kai-config`` and ``SchedulingShard default``. The
-    suites patch fields of their nested settings in place."""
-    enabled = {"service": {"enabled": True}}
-    config = {"namespace": SYSTEM_NAMESPACE, "global": {},
-              **dict.fromkeys(("binder", "podGrouper", "podGroupController", "queueController", "scheduler"), enabled),
-              "admission": {**enabled, "gpuSharing": True, "blockNvidiaVisibleDevices": False}}
-    shard = {"partitionLabelValue": "", "goMemLimitRatio": 0.9,
-             "placementStrategy": {"gpu": "binpack", "cpu": "binpack"}}
-    return [
-        {"apiVersion": "kai.scheduler/v1", "kind": "Config", "metadata": {"name": "kai-config"}, "spec": config},
-        {"apiVersion": "kai.scheduler/v1", "kind": "SchedulingShard", "metadata": {"name": "default"}, "spec": shard},
-    ]
-
-
 def webhook_configurations(url: str, ca_bundle: str, scheduler_name: str = SCHEDULER_NAME) -> list[dict]:
     """The chart's admission webhooks (deploy/chart/.../admission-webhook.yaml) calling ``url`` directly."""
 
@@ -335,7 +319,7 @@ def prepare_cluster(kube: Kube, deploy: Path, run: KaiRun, gpu_nodes: int, dra_n
         m.apply(kube, m.namespace(name))
     m.apply(kube, {"apiVersion": "v1", "kind": "ServiceAccount",
                    "metadata": {"name": RESERVATION_NAMESPACE, "namespace": RESERVATION_NAMESPACE}})
-    for obj in [*kai_objects(), *cluster_nodes(gpu_nodes, gpus, cpu, memory, dra_nodes), *dra_objects(dra_nodes, gpus),
+    for obj in [*cluster_nodes(gpu_nodes, gpus, cpu, memory, dra_nodes), *dra_objects(dra_nodes, gpus),
                 *map(stand_in, STAND_INS),
                 *webhook_configurations(run.webhook_url, run.certificate.ca_bundle())]:
         m.apply(kube, obj)

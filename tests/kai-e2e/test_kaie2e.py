@@ -12,6 +12,7 @@ import pytest
 from kaisuites import load_catalogue
 
 from kai.admission.webhook import MUTATE_PATH, QUEUE_PATH, VALIDATE_PATH
+from kai.kube.operatorobjects import default_objects
 
 
 def test_nodes_are_laid_out_like_kais_kind_cluster():
@@ -54,7 +55,7 @@ def test_stand_ins_run_on_the_control_plane_node_labeled_as_kais_components():
 
 
 def test_the_stand_ins_follow_the_config_as_kais_operator_keeps_its_deployments():
-    config, _ = kaie2e.kai_objects()
+    config, _ = default_objects(kaie2e.SYSTEM_NAMESPACE)
     assert all(spec == (1, []) for spec in kaie2e.stand_in_specs(config).values())
     assert kaie2e.stand_in_specs(None) == kaie2e.stand_in_specs(config)
     config["spec"]["scheduler"] = {"service": {"enabled": False}}
@@ -62,16 +63,6 @@ def test_the_stand_ins_follow_the_config_as_kais_operator_keeps_its_deployments(
     specs = kaie2e.stand_in_specs(config)
     assert specs["kai-scheduler-default"] == (0, []) and specs["binder"] == (1, [])
     assert specs["admission"] == (1, ["--block-nvidia-visible-devices=true"])
-
-
-def test_the_config_and_the_default_shard_have_the_charts_nested_settings():
-    config, shard = kaie2e.kai_objects()
-    assert (config["kind"], config["metadata"]["name"], config["spec"]["namespace"]) == ("Config", "kai-config",
-                                                                                          "kai-scheduler")
-    assert config["spec"]["scheduler"] == {"service": {"enabled": True}}
-    assert config["spec"]["admission"]["gpuSharing"] is True
-    assert (shard["kind"], shard["metadata"]["name"]) == ("SchedulingShard", "default")
-    assert shard["spec"]["placementStrategy"] == {"gpu": "binpack", "cpu": "binpack"}
 
 
 def test_webhooks_call_the_admission_paths_at_the_given_url():
