@@ -137,7 +137,9 @@ def report_costs(pods: int, cpu: dict[str, float], before: dict[str, dict], afte
 
 
 def cycles(samples: dict[tuple[str, tuple], float], decided: str) -> float:
-    return samples.get(("kai_scheduler_cycles_total", (("decided", decided),)), 0.0)
+    """The scheduler's cycles that decided something (``decided`` "true") or not, over every shard."""
+    return sum(v for (name, labels), v in samples.items()
+               if name == "kai_scheduler_cycles_total" and ("decided", decided) in labels)
 
 
 class Phases:

@@ -91,6 +91,7 @@ class Registry:
         self.collectors = CollectorRegistry(auto_describe=True)
         #: Every metric registered, in order.
         self.families: list[Family] = []
+        self._children: _Children | None = None
 
     def _name(self, name: str, prefixed: bool) -> str:
         return f"{self.namespace}_{name}" if prefixed and self.namespace else name
@@ -125,6 +126,42 @@ class Registry:
     def value(self, name: str, labels: Mapping[str, str] | None = None) -> float | None:
         """The current value of one sample (its full name, as in ``/metrics``), None if absent."""
         return self.collectors.get_sample_value(name, dict(labels or {}))
+
+    def labelled(self, label: str, value: str) -> Registry:
+        """A registry of its own (one per scheduling shard) whose samples this one serves with ``label="value"``
+        added; :meth:`drop` stops serving them."""
+        if self._children is None:
+            self._children = _Children()
+            self.collectors.register(self._children)
+        child = Registry(self.namespace)
+        self._children.add((label, value), child)
+        return child
+
+    def drop(self, child: Registry) -> None:
+        if self._children is not None:
+            self._children.remove(child)
+
+
+class _Children:
+    """The samples of labelled child registries, one family per name (a collector of the parent's)."""
+
+    def __init__(self) -> None:
+        self._children: dict[int, tuple[tuple[str, str], Registry]] = {}
+
+    def add(self, label: tuple[str, str], child: Registry) -> None:
+        self._children[id(child)] = (label, child)
+
+    def remove(self, child: Registry) -> None:
+        self._children.pop(id(child), None)
+
+    def collect(self) -> list[Metric]:
+        merged: dict[str, Metric] = {}
+        for (label, value), child in list(self._children.values()):
+            for family in child.collectors.collect():
+                out = merged.setdefault(family.name, Metric(family.name, family.documentation, family.type,
+                                                            family.unit))
+                out.samples.extend(s._replace(labels={**s.labels, label: value}) for s in family.samples)
+        return list(merged.values())
 
 
 def exposition(registry: Registry) -> bytes:

@@ -2,7 +2,9 @@
 
 ``python -m kai.rbac > deploy/chart/kai-scheduler/templates/rbac.yaml`` writes a ServiceAccount,
 ClusterRole and ClusterRoleBinding per component, plus a Role in the release namespace for the
-leader-election Lease. A unit test fails when the committed file differs from the generated one,
+leader-election Lease; ``python -m kai.rbac shadow > deploy/chart/kai-scheduler/templates/rbac-shadow.yaml``
+the read-only ServiceAccount of shadow mode (:mod:`kai.scheduler.shadow`), installed with the value
+``components.scheduler.shadow``. A unit test fails when the committed file differs from the generated one,
 and the end-to-end tests run the components under these ServiceAccounts, so a call a declaration
 misses is a 403 there.
 """
@@ -18,7 +20,7 @@ from kai.binder import binder
 from kai.controllers import nodescaleadjuster, podgrouper, podgroupstatus, queuestatus
 from kai.kube import operatorobjects
 from kai.kube.access import Access, manifests
-from kai.scheduler import loop
+from kai.scheduler import loop, shadow
 
 
 def components() -> dict[str, tuple[Access, ...]]:
@@ -44,5 +46,20 @@ def chart_template() -> str:
     return HEADER + body.replace(f"'{HELM_NAMESPACE}'", HELM_NAMESPACE)
 
 
-if __name__ == "__main__":  # pragma: no cover - regenerates the chart file
-    sys.stdout.write(chart_template())
+#: Shadow mode's ServiceAccount (``kai-scheduler-shadow``): reads only, and no Lease.
+SHADOW_ACCOUNT = "scheduler-shadow"
+
+
+def shadow_template() -> str:
+    """The chart's ``templates/rbac-shadow.yaml``: shadow mode's ServiceAccount, read-only ClusterRole and its
+    binding, when the value ``components.scheduler.shadow`` is set."""
+    docs = [d for d in manifests(HELM_NAMESPACE, {SHADOW_ACCOUNT: shadow.API_ACCESS}) if d["kind"] != "Role"
+            and d["kind"] != "RoleBinding"]
+    body = yaml.safe_dump_all(docs, sort_keys=False, default_flow_style=False, explicit_start=True)
+    header = HEADER.replace("`python -m kai.rbac`", "`python -m kai.rbac shadow`")
+    return (header + "{{- if .Values.components.scheduler.shadow }}\n"
+            + body.replace(f"'{HELM_NAMESPACE}'", HELM_NAMESPACE) + "{{- end }}\n")
+
+
+if __name__ == "__main__":  # pragma: no cover - regenerates the chart files
+    sys.stdout.write(shadow_template() if sys.argv[1:] == ["shadow"] else chart_template())

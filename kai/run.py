@@ -15,7 +15,8 @@ components reports the Config's status conditions (:func:`report_config_status`)
 The process serves ``/metrics``, ``/healthz`` and ``/readyz`` on ``--metrics-address`` (every
 interface by default), the probes on ``--health-probe-address`` instead when that is given. With
 ``--leader-elect`` it first campaigns for a Lease in ``--namespace`` and runs the components only
-while it holds it; losing the lease ends the process with exit code 1 (KAI's behaviour), so that
+while it holds it (the scheduler of each SchedulingShard campaigns for a Lease of its own,
+:mod:`kai.scheduler.shards`); losing the lease ends the process with exit code 1 (KAI's behaviour), so that
 Kubernetes restarts it as a standby. On SIGTERM the leader releases the lease as soon as its
 components have returned, and a standby watching the lease takes over at once.
 """
@@ -75,13 +76,58 @@ class Context:
 
 
 def _scheduler(ctx: Context):
+    from kai.kube.leader import LeaderElector
     from kai.metrics import SchedulerMetrics
     from kai.scheduler.loop import Scheduler
+    from kai.scheduler.partition import Partition
+    from kai.scheduler.shards import ShardSchedulers
 
-    return Scheduler(ctx.client(), ctx.config, period=ctx.args.schedule_period, scheduler_name=ctx.args.scheduler_name,
-                     metrics=SchedulerMetrics(ctx.registry), shard=ctx.args.scheduling_shard or None,
-                     stuck_in_releasing_threshold=ctx.args.stuck_in_releasing_threshold,
-                     reservation_app=ctx.args.resource_reservation_app_label)
+    a = ctx.args
+
+    def scheduler(shard: str | None, partition: Partition, metrics: SchedulerMetrics) -> Scheduler:
+        return Scheduler(ctx.client(), ctx.config, period=a.schedule_period, scheduler_name=a.scheduler_name,
+                         metrics=metrics, shard=shard, partition=partition,
+                         stuck_in_releasing_threshold=a.stuck_in_releasing_threshold,
+                         reservation_app=a.resource_reservation_app_label)
+
+    shards = scheduling_shards(a.scheduling_shard)
+    if a.shadow or shards == []:  # the flags' configuration only, over the default partition
+        loop = scheduler(None, Partition(a.nodepool_label_key), SchedulerMetrics(ctx.registry))
+        if a.shadow:  # writes nothing: not even a SchedulingShard's status, so no shard is watched
+            from kai.scheduler.shadow import ShadowCommitter
+
+            loop.committer = ShadowCommitter(loop.cache, ctx.registry, a.shadow_report)
+        return loop
+    metrics: dict[str, tuple[Any, SchedulerMetrics]] = {}  # per shard: its labelled registry, kept across restarts
+    listed = Registry(ctx.registry.namespace)  # the families every shard's loop exports, with the label shard
+    SchedulerMetrics(listed)
+    ctx.registry.families.extend(f._replace(labels=(*f.labels, "shard")) for f in listed.families)
+
+    def shard_metrics(shard: str) -> SchedulerMetrics:
+        if shard not in metrics:
+            registry = ctx.registry.labelled("shard", shard)
+            metrics[shard] = (registry, SchedulerMetrics(registry))
+        return metrics[shard][1]
+
+    def forget(shard: str) -> None:
+        if shard in metrics:
+            ctx.registry.drop(metrics.pop(shard)[0])
+
+    def elector(lease: str) -> LeaderElector:
+        return LeaderElector(ctx.kube, lease, a.namespace, lease_duration=a.leader_elect_lease_duration,
+                             renew_deadline=a.leader_elect_renew_deadline, retry_period=a.leader_elect_retry_period)
+
+    return ShardSchedulers(ctx.client(), lambda shard, partition: scheduler(shard, partition, shard_metrics(shard)),
+                           scheduler_name=a.scheduler_name, shards=shards, selector=a.scheduling_shard_selector,
+                           key=a.nodepool_label_key, elector=elector if a.leader_elect else None, forget=forget)
+
+
+def scheduling_shards(values: list[str] | None) -> list[str] | None:
+    """The shards named by ``--scheduling-shard`` (repeated or comma-separated): None when not given (every
+    shard), [] for ``''`` (none: the flags' configuration)."""
+    if values is None:
+        return None
+    return list(dict.fromkeys(name.strip() for value in values for name in value.split(",") if name.strip()))
 
 
 def _binder(ctx: Context):
@@ -240,6 +286,15 @@ def parse_components(value: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def shadow_components(args: argparse.Namespace, names: list[str]) -> list[str]:
+    """Shadow mode runs the scheduler alone (KAI runs the rest) and without a Lease, which is a write."""
+    if args.components != _parser().get_default("components") and names != ["scheduler"]:
+        raise ValueError("--shadow runs the scheduler alone; --components must be 'scheduler'")
+    if args.leader_elect:
+        raise ValueError("--shadow writes nothing, not even a Lease: run one replica without --leader-elect")
+    return ["scheduler"]
+
+
 def scheduler_config(args: argparse.Namespace) -> SchedulerConfig:
     """The configuration of ``--config`` (else the default) with the scheduler flags that set it."""
     config = load_config(args.config) if args.config else DEFAULT_CONFIG
@@ -269,9 +324,13 @@ def _parser() -> argparse.ArgumentParser:
                    help="schedule only on nodes labelled as GPU workers (node-role.kubernetes.io/gpu-worker, for pods "
                         "asking for GPUs) or CPU workers (node-role.kubernetes.io/cpu-worker, for the others); the "
                         "configuration's restrictSchedulingNodes does the same")
-    p.add_argument("--scheduling-shard", default=names.DEFAULT_SHARD, metavar="NAME",
-                   help="the SchedulingShard whose settings (with Config kai-config's) the scheduler takes up live, "
-                        "over --config and --schedule-period; '' for none (default: %(default)s)")
+    p.add_argument("--scheduling-shard", action="append", metavar="NAME[,NAME...]",
+                   help="serve these SchedulingShards (repeatable): one scheduling loop per shard over its partition "
+                        "(spec.partitionLabelValue on --nodepool-label-key), taking up the shard's settings (with "
+                        "Config kai-config's) live over --config and --schedule-period; '' for one loop with the "
+                        "flags' configuration only (default: every SchedulingShard, see docs/shards.md)")
+    p.add_argument("--scheduling-shard-selector", default="", metavar="SELECTOR",
+                   help="serve the SchedulingShards matching this label selector (default: all)")
     p.add_argument("--kai-config", default=names.KAI_CONFIG_NAME, metavar="NAME",
                    help="the Config whose binder, podGrouper, admission and global sections the binder, podgrouper and "
                         "admission take up live, over their flags; '' for none (default: %(default)s)")
@@ -343,7 +402,8 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--queue-label-key", default="kai.scheduler/queue",
                    help="label naming a workload's queue (default: %(default)s)")
     g.add_argument("--nodepool-label-key", default="kai.scheduler/node-pool",
-                   help="label naming a pod's node pool, copied to its PodGroup (default: %(default)s)")
+                   help="label naming a pod's node pool, copied to its PodGroup; the scheduling shards' partitions "
+                        "are its values (default: %(default)s)")
     g.add_argument("--default-priorities-configmap-name", default="", metavar="NAME",
                    help="ConfigMap with default priority classes per workload kind (key 'types')")
     g.add_argument("--default-priorities-configmap-namespace", default="", metavar="NAMESPACE")
@@ -394,6 +454,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="deprecated spelling of --gpu-fraction-runtime-class-name, which wins when both are given")
     g.add_argument("--enable-quota-validation", type=_bool, nargs="?", const=True, default=False, metavar="BOOL",
                    help="warn when a queue's quotas exceed its parent's (reads queues; default: false)")
+    g = p.add_argument_group("shadow mode (beside a running KAI; docs/snapshots.md)")
+    g.add_argument("--shadow", action="store_true",
+                   help="run the scheduler alone, writing nothing, and compare its decisions with KAI's")
+    g.add_argument("--shadow-report", metavar="FILE", help="with --shadow: also write the rolling report to FILE")
     g = p.add_argument_group("node-scale-adjuster (scaling pods for cluster autoscalers; docs/gpu-sharing.md)")
     g.add_argument("--scale-adjust-namespace", default=nodescaleadjuster.NAMESPACE, metavar="NAMESPACE",
                    help="namespace of the scaling pods (default: %(default)s)")
@@ -446,6 +510,8 @@ def main(argv: list[str]) -> int:
         return 2
     try:
         names = parse_components(args.components)
+        if args.shadow:
+            names = shadow_components(args, names)
         if args.schedule_period <= 0:
             raise ValueError(f"--schedule-period must be positive, not {args.schedule_period:g}")
         config = scheduler_config(args)
@@ -462,8 +528,11 @@ def main(argv: list[str]) -> int:
     ctx = Context(args, config, kube, metrics_registry(args, kube))
     try:
         components = build_components(ctx, names)
+        # the schedulers of the shards hold a Lease each; the process's Lease is for the other components
+        own = [c for c in components if getattr(c, "elector", None) is not None]
+        leased = [c for c in components if c not in own]
         elector = None
-        if args.leader_elect:
+        if args.leader_elect and leased:
             elector = LeaderElector(
                 kube, args.leader_elect_lease_name or lease_name(args.scheduler_name, names), args.namespace,
                 lease_duration=args.leader_elect_lease_duration, renew_deadline=args.leader_elect_renew_deadline,
@@ -472,15 +541,16 @@ def main(argv: list[str]) -> int:
     except (PluginError, ValueError, OSError) as exc:
         print(f"kai-scheduler run: {exc}", file=sys.stderr)
         return 2
-    if args.create_default_objects:
+    if args.create_default_objects and not args.shadow:  # shadow mode writes nothing
         from kai.kube.operatorobjects import create_missing
 
         create_missing(kube, args.namespace)
     report_config_status(components)
     probes = next(s for s in servers if PROBES in s.routes)
+    _serve_snapshots(next(s for s in servers if METRICS in s.routes), components)
     serve_visibility(components, next(s for s in servers if METRICS in s.routes))
     for component in components:
-        probes.add_ready_check(component.name, _readiness(component, elector))
+        probes.add_ready_check(component.name, _readiness(component, elector if component in leased else None))
     if elector is not None:
         probes.add_ready_check("leader-election", lambda: (not elector.lost, elector.state))
     for server in servers:
@@ -489,7 +559,9 @@ def main(argv: list[str]) -> int:
     try:
         if elector is None:
             return run_components(components, stop)
-        return run_as_leader(elector, components, stop)
+        if not own:
+            return run_as_leader(elector, components, stop)
+        return run_components([*own, Leading(elector, leased)], stop)
     finally:
         for server in servers:
             server.stop()
@@ -506,9 +578,27 @@ def report_config_status(components: list) -> None:
         first.report_config = True
 
 
+def _serve_snapshots(server: ObservabilityServer, components: list) -> None:
+    """KAI's ``/get-snapshot`` of the scheduler, served while its configuration has the ``snapshot`` plugin (of
+    the default shard's loop, or the only shard's, in a process serving shards), and in shadow mode the report at
+    ``/shadow-report``."""
+    from kai.scheduler.kaisnapshot import ROUTE, snapshot_route
+    from kai.scheduler.shadow import ShadowCommitter
+    from kai.scheduler.shards import ShardSchedulers
+
+    scheduler = next((c for c in components if c.name == "scheduler"), None)
+    if isinstance(scheduler, ShardSchedulers):
+        server.add_route(ROUTE, snapshot_route(scheduler.snapshot_scheduler))
+    elif scheduler is not None:
+        server.add_route(ROUTE, snapshot_route(lambda: scheduler))
+        if isinstance(scheduler.committer, ShadowCommitter):
+            server.add_route("/shadow-report", scheduler.committer.route)
 def serve_visibility(components: list, server: ObservabilityServer) -> None:
-    """The scheduler's visibility API on the metrics server: the scheduler hands each cycle's view to it."""
+    """The scheduler's visibility API on the metrics server: each scheduler hands its cycles to a
+    :class:`~kai.scheduler.visibility.Visibility`; in a process serving shards, one per shard, and the API
+    answers from the default shard's (else the only shard's), as ``/get-snapshot`` does."""
     from kai.scheduler.loop import Scheduler
+    from kai.scheduler.shards import ShardSchedulers
     from kai.scheduler.visibility import Visibility
 
     for component in components:
@@ -516,6 +606,24 @@ def serve_visibility(components: list, server: ObservabilityServer) -> None:
             visibility = Visibility(component.committer.node_pool)
             component.observer = visibility
             server.visibility = visibility.answer
+        elif isinstance(component, ShardSchedulers):
+            shards: dict[str, Visibility] = {}
+            make = component.make
+
+            def observed(shard: str, partition, make=make, shards=shards) -> Scheduler:
+                scheduler = make(shard, partition)
+                scheduler.observer = shards.setdefault(shard, Visibility(partition.value or "default"))
+                return scheduler
+
+            def answer(path: str, component=component) -> tuple[int, dict]:
+                loop = component.snapshot_scheduler()
+                visibility = loop.observer if loop is not None else None
+                if not isinstance(visibility, Visibility):
+                    return 503, {"error": "no scheduling shard to explain"}
+                return visibility.answer(path)
+
+            component.make = observed
+            server.visibility = answer
 
 
 def observability_servers(args: argparse.Namespace, registry) -> list[ObservabilityServer]:
@@ -552,6 +660,19 @@ def run_as_leader(elector, components: list, stop: threading.Event | None = None
     if not kept:
         return 1
     return codes[0] if codes else 0
+
+
+@attrs.define
+class Leading:
+    """Components run while the process holds its Lease, beside components holding Leases of their own."""
+
+    elector: LeaderElector
+    components: list
+    name: str = "leader-election"
+
+    def run(self, stop: threading.Event) -> None:
+        if run_as_leader(self.elector, self.components, stop) != 0:
+            raise RuntimeError("the leader lease was lost or a component failed")
 
 
 def _stop_on_signals(stop: threading.Event) -> None:

@@ -150,7 +150,8 @@ def _contains(target: Mapping[str, str], source: Mapping[str, str]) -> bool:
 
 
 def pod_patch(pod: dict, podgroup: dict, subgroup: str | None) -> dict | None:
-    """The merge patch assigning ``pod`` to its PodGroup and subgroup; None when it already is."""
+    """The merge patch assigning ``pod`` to its PodGroup and subgroup; None when it already is. It carries the
+    pod's uid: the API server refuses it for a new pod of the same name (the store may still hold the old one)."""
     wanted = pod_assignment(podgroup, subgroup)
     meta = pod.get("metadata") or {}
     patch: dict[str, Any] = {}
@@ -159,6 +160,8 @@ def pod_patch(pod: dict, podgroup: dict, subgroup: str | None) -> dict | None:
         missing = {k: v for k, v in wanted[part].items() if have.get(k) != v}
         if missing:
             patch[part] = missing
+    if patch and meta.get("uid"):
+        patch["uid"] = meta["uid"]
     return {"metadata": patch} if patch else None
 
 

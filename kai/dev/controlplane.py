@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kai.dev.gobuild import Binaries, ControlPlaneError, ensure_binaries
+from kai.dev.kwokstages import RUN_UNTIL_DELETED
 from kai.dev.pki import make_pki
 
 #: kwok plays the kubelet of every node in one process: with its default of 4 pod and 4 node updates
@@ -117,16 +118,19 @@ class ControlPlane:
     ``DRAExtendedResource`` on), the garbage collector follows
     ownerReferences and pod GC removes the pods of deleted nodes. kwok runs with its built-in stages:
     every Node is managed (made Ready, heartbeats by Lease) and pods bound to a node become Running;
-    pods owned by a Job complete; deleted pods go away.
+    pods owned by a Job complete (unless ``job_pods_complete`` is False); deleted pods go away.
     """
 
     STATE_FILE = "state.json"
     STOP_ORDER = ("kube-controller-manager", "kwok", "kube-apiserver", "etcd")
 
-    def __init__(self, state_dir: Path | None = None, cache_dir: Path | None = None, ready_timeout: float = 180.0):
+    def __init__(self, state_dir: Path | None = None, cache_dir: Path | None = None, ready_timeout: float = 180.0,
+                 job_pods_complete: bool = True):
         self.state_dir = (state_root() if state_dir is None else Path(state_dir)).absolute()
         self.cache_dir = cache_dir
         self.ready_timeout = ready_timeout
+        #: False: kwok runs the pods of Jobs until they are deleted (:mod:`kai.dev.kwokstages`).
+        self.job_pods_complete = job_pods_complete
         self.server = ""
         self.processes: dict[str, ProcessRecord] = {}
         self._children: dict[str, subprocess.Popen] = {}
@@ -294,7 +298,8 @@ class ControlPlane:
 
         kwok_dir = self.state_dir / "kwok"
         kwok_dir.mkdir(exist_ok=True)
-        (kwok_dir / "kwok.yaml").write_text(json.dumps(KWOK_CONFIGURATION))
+        documents = [KWOK_CONFIGURATION, *(() if self.job_pods_complete else RUN_UNTIL_DELETED)]
+        (kwok_dir / "kwok.yaml").write_text("---\n".join(json.dumps(d) + "\n" for d in documents))
         self._launch(
             "kwok",
             [

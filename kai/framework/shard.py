@@ -17,8 +17,8 @@ sets wins, what it leaves unset stays as the base has it.
   connection takes the Config's ``prometheus``: the in-cluster one when enabled, else
   ``externalPrometheusUrl``) and ``scenarioSearchBudgets`` (the whole block; its unset fields take KAI's
   defaults) replace the base's.
-* ``args``: the KAI scheduler flags in :data:`ARGS`; other flags, ``partitionLabelValue``,
-  ``goMemLimit`` and ``goMemLimitRatio`` are reported as ignored.
+* ``args``: the KAI scheduler flags in :data:`ARGS`; other flags, ``goMemLimit`` and ``goMemLimitRatio`` are
+  reported as ignored. ``partitionLabelValue`` is the shard's partition (:mod:`kai.scheduler.shards`).
 * KAI's plugins this scheduler does not run as plugins (:func:`not_run`) are left out of the plugins and,
   when enabled, reported as ignored (``plugins.NAME``).
 
@@ -64,11 +64,11 @@ FLAG_ARGS = {"use-scheduling-signatures": "use_scheduling_signatures",
              "allow-consolidating-reclaim": "allow_consolidating_reclaim",
              "restrict-node-scheduling": "restrict_node_scheduling"}
 #: Shard fields this scheduler does not act on.
-IGNORED_FIELDS = ("partitionLabelValue", "goMemLimit", "goMemLimitRatio")
-#: KAI plugins with no plugin here: ``snapshot`` and ``reflectjoborder``, which serve the session's snapshot
-#: and job order over KAI's HTTP endpoint (``/get-snapshot``, ``/get-job-order``), and KAI's scenario
-#: generators ``sg-*`` (:data:`SCENARIO_GENERATOR_PREFIX`), which the job solver here always runs.
-NOT_RUN_PLUGINS = ("snapshot", "reflectjoborder")
+IGNORED_FIELDS = ("goMemLimit", "goMemLimitRatio")
+#: KAI plugins with no plugin here: ``reflectjoborder``, which serves the session's job order over KAI's HTTP
+#: endpoint (``/get-job-order``), and KAI's scenario generators ``sg-*`` (:data:`SCENARIO_GENERATOR_PREFIX`),
+#: which the job solver here always runs.
+NOT_RUN_PLUGINS = ("reflectjoborder",)
 SCENARIO_GENERATOR_PREFIX = "sg-"
 #: KAI's in-cluster usage Prometheus, in the Config's namespace.
 IN_CLUSTER_PROMETHEUS = "http://usage-prometheus.{namespace}.svc.cluster.local:9090"

@@ -136,11 +136,17 @@ class Statement:
             self._hold_releasing(task, old, old_groups, 1.0)
 
     def _other_devices(self, task: Task, groups: Collection[str] | None) -> bool:
-        """Whether ``groups`` moves a shared task to devices of its node other than its own that are in use."""
+        """Whether ``groups`` moves a shared task to devices of its node other than its own: ones in use, or
+        a new one while a device of its own is still held by tasks that are not releasing (a new device
+        stands for its own only when all of its own is releasing; else its freed share may be taken)."""
         if not groups:
             return False
         in_use = self.session.node_by_name[task.node].gpu_groups
-        return any(g in in_use and g not in task.gpu_groups for g in groups)
+        moved = [g for g in groups if g not in task.gpu_groups]
+        if any(g in in_use for g in moved):
+            return True
+        return bool(moved) and any((own := in_use.get(g)) is not None and own.used != own.releasing
+                                   for g in task.gpu_groups)
 
     def place(self, task: Task, node: NodeInfo, fits_idle: bool, pipeline_only: bool) -> str | None:
         """Allocate ``task`` on ``node`` (a NodeInfo) when it fits idle resources, else pipeline it; return which.

@@ -15,7 +15,7 @@ from kai.grouping.unstructured import meta_str
 def resolve_owners(reader: ObjectReader, pod: dict) -> tuple[dict, list[dict]]:
     """The pod's top owner (read in full) and its owners, nearest first, the top owner last.
 
-    A pod without owners is its own top owner and has no owners.
+    A pod without owners is its own top owner (the pod given) and has no owners.
     """
     namespace = meta_str(pod, "namespace")
     refs = (pod.get("metadata") or {}).get("ownerReferences") or []
@@ -52,6 +52,8 @@ def resolve_owners(reader: ObjectReader, pod: dict) -> tuple[dict, list[dict]]:
                 f"with multiple owners: {next_refs}"
             )
         ref = next_refs[0] if next_refs else None
+    if not owners:  # the pod as given: read again by name, it may be an older pod of the same name
+        return {**pod, "apiVersion": top["apiVersion"], "kind": top["kind"]}, owners
     top_owner = reader.get(
         str(top.get("apiVersion") or ""),
         str(top.get("kind") or ""),

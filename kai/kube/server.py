@@ -1,6 +1,9 @@
 """The process's HTTP endpoint: ``/metrics`` (Prometheus), ``/healthz`` (alive) and ``/readyz`` (ready), and
 the scheduler's visibility API (``/apis/visibility/v1/...``, JSON) on the metrics listener when one is attached.
 
+Components may add routes of their own next to ``/metrics`` (:meth:`ObservabilityServer.add_route`): a
+handler answers a body, its content type and extra headers, or None for a 404.
+
 Readiness is a list of named checks, each answering ``(ok, detail)``; ``/readyz`` returns 200 when
 all pass and 503 with the failing ones otherwise, so a probe's log says what is not ready.
 
@@ -35,6 +38,8 @@ Check = Callable[[], "tuple[bool, str]"]
 #: Answers a GET of a visibility path (with its query): (HTTP status, JSON body).
 Answer = Callable[[str], "tuple[int, dict]"]
 VISIBILITY_PREFIX = "/apis/visibility/"
+#: A route's handler: (body, content type, extra headers), or None when there is nothing to serve.
+Route = Callable[[], "tuple[bytes, str, dict[str, str]] | None"]
 
 
 def parse_address(address: str) -> tuple[str, int]:
@@ -99,6 +104,7 @@ class ObservabilityServer:
         self.routes = routes
         #: The visibility API's answers, served with the metrics (None: not served).
         self.visibility: Answer | None = None
+        self.extra_routes: dict[str, Route] = {}
         self._httpd = HTTPServer(parse_address(address), _handler(self))
         self._thread: threading.Thread | None = None
 
@@ -112,6 +118,10 @@ class ObservabilityServer:
 
     def add_ready_check(self, name: str, check: Check) -> None:
         self.ready_checks[name] = check
+
+    def add_route(self, path: str, handler: Route) -> None:
+        """Serve ``handler`` at ``path`` (with ``/metrics``)."""
+        self.extra_routes[path] = handler
 
     def readiness(self) -> tuple[bool, list[str]]:
         lines, ok = [], True
@@ -151,12 +161,29 @@ def _handler(server: ObservabilityServer) -> type[BaseHTTPRequestHandler]:
                 ok, lines = server.readiness()
                 body = "\n".join(lines + ["ready" if ok else "not ready"]) + "\n"
                 self._reply(200 if ok else 503, body.encode())
+            elif route in server.extra_routes and metrics:
+                self._extra(server.extra_routes[route])
             else:
                 self._reply(404, b"not found\n")
 
-        def _reply(self, status: int, body: bytes, content_type: str = "text/plain; charset=utf-8") -> None:
+        def _extra(self, handler: Route) -> None:
+            try:
+                answer = handler()
+            except Exception as exc:  # noqa: BLE001 - a failing handler answers 500, the server goes on
+                log.warning("route failed", **fields(route=self.path, error=str(exc)))
+                self._reply(500, f"{exc}\n".encode())
+                return
+            if answer is None:
+                self._reply(404, b"not found\n")
+            else:
+                self._reply(200, *answer)
+
+        def _reply(self, status: int, body: bytes, content_type: str = "text/plain; charset=utf-8",
+                   headers: dict[str, str] | None = None) -> None:
             self.send_response(status)
             self.send_header("Content-Type", content_type)
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)

@@ -123,6 +123,12 @@ class Informer:
     def wait_synced(self, timeout: float | None = None) -> bool:
         return self.synced.wait(timeout)
 
+    def load(self, items: Iterable[dict]) -> Informer:
+        """Fill the store from objects in hand (a snapshot file) instead of the API server: a list without a
+        watch; the informer counts as synced."""
+        self._replace(items, "")
+        return self
+
     # -- lifecycle --
 
     def start(self) -> Informer:

@@ -4,7 +4,8 @@
 Topologies, ConfigMaps (their names only), the storage objects (PersistentVolumeClaims,
 PersistentVolumes, StorageClasses, CSIStorageCapacities, CSIDrivers; read into the snapshot only in
 cycles where a pod to schedule has claims) and -- when the cluster serves that API --
-NodeResourceTopologies (slim views, :mod:`kai.scheduler.views`) and sets
+NodeResourceTopologies (slim views, :mod:`kai.scheduler.views`) -- of nodes, queues, PodGroups and
+BindRequests only those of its partition (:mod:`kai.scheduler.partition`) -- and sets
 :attr:`ClusterCache.changed` on every change that can let a cycle decide something new (:func:`wakes`).
 :meth:`ClusterCache.snapshot` builds the kernel's input from the stores in KAI's phases (:mod:`kai.scheduler.build`),
 as KAI's cache does:
@@ -55,6 +56,7 @@ from kai.kube.watch import Informer
 from kai.logs import fields
 from kai.scheduler import convert, views
 from kai.scheduler.build import Build, Cycle
+from kai.scheduler.partition import EVERYTHING, Partition
 from kai.scheduler.reuse import Reuse
 from kai.scheduler.views import BindRequestView, PodView
 
@@ -84,6 +86,8 @@ PATHS = {
 #: Informers of APIs a cluster may not serve (a CRD not installed, DRA off): name -> the API's group version.
 OPTIONAL = {"noderesourcetopologies": names.NODERESOURCETOPOLOGIES[:2],
             **{name: names.RESOURCECLAIMS[:2] for name in dra.INFORMERS}}
+#: The informers that read only the objects of the scheduler's partition.
+PARTITIONED = frozenset({"nodes", "queues", "podgroups", "bindrequests"})
 #: How long a successful write of this scheduler is assumed without the watch showing it.
 ASSUME_TTL = 60.0
 
@@ -143,8 +147,10 @@ Assumptions = tuple[dict[str, Assumed], set[str]]
 
 class ClusterCache:
     def __init__(self, kube: Kube, scheduler_name: str = names.SCHEDULER_NAME,
-                 stuck_after: float = convert.STUCK_IN_RELEASING_THRESHOLD) -> None:
+                 stuck_after: float = convert.STUCK_IN_RELEASING_THRESHOLD, partition: Partition = EVERYTHING) -> None:
         self.scheduler_name = scheduler_name
+        #: The nodes, queues, PodGroups and BindRequests read (:mod:`kai.scheduler.partition`).
+        self.partition = partition
         #: Seconds after which a running pod being deleted is stuck in releasing.
         self.stuck_after = stuck_after
         #: Only nodes labelled as GPU or CPU workers take part (KAI's ``--restrict-node-scheduling``).
@@ -174,7 +180,8 @@ class ClusterCache:
             "resourceclaimtemplates": dra.claim_template_view,
         }
         self.informers = {
-            name: Informer(kube, PATHS[name], transform=transforms[name], on_change=self._on_change, name=name)
+            name: Informer(kube, PATHS[name], transform=transforms[name], on_change=self._on_change, name=name,
+                           label_selector=partition.selector if name in PARTITIONED else "")
             for name in PATHS
         }
         self._lock = threading.Lock()

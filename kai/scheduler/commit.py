@@ -81,7 +81,6 @@ from kai.scheduler.writes import (
 
 log = logging.getLogger(__name__)
 
-DEFAULT_NODE_POOL = "default"
 #: The snapshot memo of the jobs with pods waiting (pending or gated) as built (:mod:`kai.framework.asbuilt`).
 WAITING_MEMO = JobsKey("commit-waiting")
 DEFAULT_POD_MESSAGE = "Unable to schedule pod"
@@ -90,16 +89,18 @@ DEFAULT_POD_MESSAGE = "Unable to schedule pod"
 class Committer:
     """Writes on two bounded pools: decisions (BindRequests, evictions) never wait behind explanations."""
 
-    def __init__(self, kube: Kube, cache: ClusterCache, workers: int = 16, node_pool: str = DEFAULT_NODE_POOL,
+    def __init__(self, kube: Kube, cache: ClusterCache, workers: int = 16,
                  metrics: SchedulerMetrics | None = None) -> None:
         self.kube = kube
         self.cache = cache
-        self.node_pool = node_pool
+        #: KAI's node pool of the cache's partition, named in events and scheduling conditions.
+        self.node_pool = cache.partition.node_pool
         self.metrics = metrics
         self.decisions = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="commit-decision")
         self.status = ThreadPoolExecutor(max_workers=max(1, workers // 2), thread_name_prefix="commit-status")
         self._lock = threading.Lock()
-        #: What was last written per (object, what): skips writing the same explanation again.
+        #: What was last written per (object, what), with the object's uid (a new object of the same name is
+        #: written to): skips writing the same explanation again.
         self._written: dict[tuple[str, str], str] = {}
         self._in_flight: set[str] = set()
         self._logged_problems: set[str] = set()
@@ -181,7 +182,7 @@ class Committer:
             f"{ref['kind']} {meta['name']}"
         return self._submit(f"event {reason}", obj,
                             lambda: record_event(self.kube, ref, event_type, reason, message, names.SOURCE_SCHEDULER),
-                            dedupe=((obj, f"event {reason}"), message) if once else None)
+                            dedupe=((obj, f"event {reason}"), f"{meta.get('uid', '')} {message}") if once else None)
 
     # --- one cycle ----------------------------------------------------------------------------------
 
@@ -240,8 +241,10 @@ class Committer:
     def _bind(self, pod: PodView, task: Task, node: str, gpu_groups: tuple[str, ...], session: Session,
               numa_zones: tuple[ZonePlacement, ...] = ()) -> None:
         info = session.node_by_name.get(node)
+        labels = self.cache.partition.labels
         body = bind_request(pod, task, node, gpu_groups, info.node.gpu_memory_mib if info is not None else 0,
-                            numa_zones)
+                            numa_zones, labels)
+        relabel = {k: v for k, v in labels.items() if pod.labels.get(k) != v}
         self.cache.assume_bound(pod, node, gpu_groups, numa_zones, task.claim_allocations, task.extended_claim)
         log.info("bind", **fields(pod=pod.key, node=node, podgroup=task.job))
         if self.metrics is not None:
@@ -255,6 +258,8 @@ class Committer:
             else:
                 self.kube.post(path, body)
             self.cache.confirm(pod)
+            if relabel:
+                self._label(pod, relabel)
             self._event(pod_ref(pod), NORMAL, names.REASON_SCHEDULED,
                         f"Successfully assigned pod {pod.namespace}/{pod.name} "
                         f"to node {node} at node-pool {self.node_pool}", once=False)
@@ -271,6 +276,13 @@ class Committer:
             return True
 
         self._submit("bind", pod.key, create, on_error=failed, decision=True)
+
+    def _label(self, pod: PodView, labels: dict[str, str]) -> None:
+        """The pod bound joins the partition that bound it (KAI's ``nodePoolLabelsChange``); a failure is logged."""
+        try:
+            self.kube.patch(object_path(*names.PODS, pod.namespace, pod.name), {"metadata": {"labels": labels}})
+        except ApiError as exc:
+            log.warning("cannot label the pod with its node pool", **fields(pod=pod.key, error=str(exc)))
 
     def _evict(self, pod: PodView, task: Task, message: str, cycle: Cycle) -> None:
         self.cache.assume_evicted(pod)
@@ -363,7 +375,7 @@ class Committer:
             path = object_path(*names.PODGROUPS, pg.namespace, pg.name)
             body = {"metadata": {"annotations": patch}}
             self._submit("annotate PodGroup", pg.key, lambda: self.kube.patch(path, body),
-                         dedupe=((f"PodGroup {pg.key}", "annotations"), repr(sorted(patch.items()))))
+                         dedupe=((f"PodGroup {pg.key}", "annotations"), f"{pg.uid} {sorted(patch.items())!r}"))
 
     def _explain(self, session: Session, job: Job, pg: PodGroupView, cycle: Cycle) -> None:
         """Explain a job with pods still waiting: events, pod conditions and the PodGroup's condition."""
@@ -400,7 +412,8 @@ class Committer:
                 "pod condition", pod.key,
                 lambda: self.kube.request("PATCH", path, body={"status": {"conditions": [condition]}},
                                           content_type=STRATEGIC_MERGE_PATCH),
-                on_error=lambda exc: exc.status == 404, dedupe=((f"Pod {pod.key}", "condition"), message))
+                on_error=lambda exc: exc.status == 404,
+                dedupe=((f"Pod {pod.key}", "condition"), f"{pod.uid} {message}"))
 
     def _podgroup_unschedulable(self, job: Job, pg: PodGroupView, message: str, reasons: list[JsonObject]) -> None:
         self._event(podgroup_ref(pg), NORMAL, names.REASON_UNSCHEDULABLE, message)
@@ -422,7 +435,7 @@ class Committer:
         self._submit("PodGroup condition", pg.key,
                      lambda: self.kube.patch(path, {"status": {"schedulingConditions": [*previous, condition]}},
                                              subresource="status"),
-                     dedupe=((f"PodGroup {pg.key}", "condition"), message))
+                     dedupe=((f"PodGroup {pg.key}", "condition"), f"{pg.uid} {message}"))
 
 
 def _has_waiting(job: Job) -> bool:

@@ -18,10 +18,13 @@ contained in the session (:mod:`kai.framework.faults`); a cycle that fails as a 
 counted, and retried after a backoff that doubles with each failure in a row (a period first, at most
 :data:`MAX_BACKOFF`), changes or not -- never a tight loop of failing cycles.
 
-With a ``shard`` name the scheduler watches KAI's ``Config kai-config`` and that ``SchedulingShard``
-(:mod:`kai.kube.kaiconfig`) and takes their settings up at the start of the next cycle: the plugin set
-and actions (rebuilt only when they changed), historical usage and the period. Without the objects
-the ``config`` given stays in force; a change that cannot be applied leaves the previous settings.
+The scheduler serves one ``partition`` of the cluster (:mod:`kai.scheduler.partition`; every node by
+default); :mod:`kai.scheduler.shards` runs one per SchedulingShard. With a ``shard`` name the scheduler
+watches KAI's ``Config kai-config`` and that ``SchedulingShard`` (:mod:`kai.kube.kaiconfig`) and takes
+their settings up at the start of the next cycle: the plugin set and actions (rebuilt only when they
+changed), historical usage and the period; while the Config's ``scheduler.service.enabled`` is false no
+cycle runs (KAI's operator removes its scheduler then). Without the objects the ``config`` given stays in
+force; a change that cannot be applied leaves the previous settings.
 
 On stop the loop ends within :data:`STOP_POLL` seconds when idle, or after the cycle under way;
 the committer then finishes the decisions that cycle submitted, for at most ``stop_timeout``
@@ -36,6 +39,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
+from typing import TYPE_CHECKING
 
 from kai.api import names
 from kai.framework import DEFAULT_CONFIG, Decision, Plugins, SchedulerConfig, Session
@@ -48,9 +52,13 @@ from kai.metrics import ON_SESSION_CLOSE, ON_SESSION_OPEN, SchedulerMetrics
 from kai.scheduler.cache import ClusterCache
 from kai.scheduler.commit import Committer
 from kai.scheduler.convert import STUCK_IN_RELEASING_THRESHOLD
+from kai.scheduler.partition import EVERYTHING, Partition
 from kai.scheduler.probe import SessionProbe
 from kai.scheduler.settings import Settings, settings_builder
 from kai.usagedb import make_usage_source
+
+if TYPE_CHECKING:
+    from kai.scheduler.shadow import ShadowCommitter
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +82,7 @@ GC_MIDDLE_THRESHOLD = 50
 
 #: Every API call of the scheduler (its cache watches the cluster, its committer writes decisions).
 API_ACCESS = (
-    Access("", "pods", ("list", "watch")),
+    Access("", "pods", ("list", "watch", "patch")),
     Access("", "pods/eviction", ("create",)),
     Access("", "pods/status", ("patch",)),
     Access("", "nodes", ("list", "watch")),
@@ -109,13 +117,13 @@ class Scheduler:
     def __init__(self, kube: Kube, config: SchedulerConfig = DEFAULT_CONFIG, *, period: float = DEFAULT_PERIOD,
                  debounce: float = DEFAULT_DEBOUNCE, scheduler_name: str = names.SCHEDULER_NAME, workers: int = 16,
                  metrics: SchedulerMetrics | None = None, sync_timeout: float = 120.0,
-                 stop_timeout: float = STOP_TIMEOUT, shard: str | None = None,
+                 stop_timeout: float = STOP_TIMEOUT, shard: str | None = None, partition: Partition = EVERYTHING,
                  stuck_in_releasing_threshold: float = STUCK_IN_RELEASING_THRESHOLD,
                  reservation_app: str = names.RESERVATION_APP[1]) -> None:
         self.plugins = Plugins(config)
-        self.cache = ClusterCache(kube, scheduler_name, stuck_in_releasing_threshold)
+        self.cache = ClusterCache(kube, scheduler_name, stuck_in_releasing_threshold, partition)
         self.cache.reservation_app = reservation_app
-        self.committer = Committer(kube, self.cache, workers=workers, metrics=metrics)
+        self.committer: Committer | ShadowCommitter = Committer(kube, self.cache, workers=workers, metrics=metrics)
         self.period = period
         self.debounce = debounce
         self.metrics = metrics
@@ -138,6 +146,8 @@ class Scheduler:
                 Settings(self.plugins, self.usage, period, reservation_app), component=names.SOURCE_SCHEDULER,
                 shard=shard)
         self._settings_version = 0
+        #: False while Config kai-config disables the scheduler (``scheduler.service.enabled``): no cycles run.
+        self.enabled = True
         #: Called with each cycle's session after its actions, before it closes (the visibility API's view).
         self.observer: Callable[[Session], None] | None = None
 
@@ -171,6 +181,9 @@ class Scheduler:
                 self.cache.changed.clear()
                 try:
                     self.reconfigure()
+                    if not self.enabled:
+                        stop.wait(self.period)
+                        continue
                     session = self.run_once()
                 except Exception as exc:  # noqa: BLE001 - one bad cycle must not stop scheduling
                     stop.wait(self._cycle_failed(exc))
@@ -205,8 +218,9 @@ class Scheduler:
                 self.usage.start()
         self.period = settings.period
         self.cache.reservation_app = settings.reservation_app
+        self.enabled = settings.enabled
         log.info("scheduler configuration applied", **fields(
-            actions=",".join(self.plugins.config.actions),
+            enabled=self.enabled, actions=",".join(self.plugins.config.actions),
             plugins=",".join(p.name for p in self.plugins.config.plugins),
             period_seconds=self.period, objects=self.objects.describe()))
         return True

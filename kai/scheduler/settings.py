@@ -39,6 +39,8 @@ class Settings:
     period: float
     #: The ``app`` label of the binder's reservation pods (``binder.resourceReservation.appLabel``).
     reservation_app: str = names.RESERVATION_APP[1]
+    #: ``scheduler.service.enabled`` of the Config: False stops the cycles (KAI's operator removes the scheduler).
+    enabled: bool = True
 
 
 def settings_builder(base: SchedulerConfig, period: float, current: Callable[[], Settings],
@@ -58,7 +60,8 @@ def settings_builder(base: SchedulerConfig, period: float, current: Callable[[],
             log.info("SchedulingShard fields this scheduler does not act on",
                      **fields(ignored=",".join(applied.ignored)))
         app = config_field(kai_config, "binder.resourceReservation.appLabel", str)
-        settings = Settings(plugins, usage, applied.schedule_period or period, app or reservation_app)
+        enabled = config_field(kai_config, "scheduler.service.enabled", bool) is not False
+        settings = Settings(plugins, usage, applied.schedule_period or period, app or reservation_app, enabled)
         return now if _same(settings, now) else settings
 
     return build
@@ -66,4 +69,4 @@ def settings_builder(base: SchedulerConfig, period: float, current: Callable[[],
 
 def _same(a: Settings, b: Settings) -> bool:
     return a.plugins is b.plugins and a.usage is b.usage and a.period == b.period and (
-        a.reservation_app == b.reservation_app)
+        a.reservation_app == b.reservation_app) and a.enabled == b.enabled

@@ -20,9 +20,9 @@ def rfc3339(seconds: float) -> str:
 
 
 def bind_request(pod: PodView, task: Task, node: str, gpu_groups: tuple[str, ...], gpu_memory_mib: int,
-                 numa_zones: tuple[ZonePlacement, ...] = ()) -> JsonObject:
+                 numa_zones: tuple[ZonePlacement, ...] = (), labels: dict[str, str] | None = None) -> JsonObject:
     """KAI's BindRequest for placing ``pod`` on ``node`` (shared GPUs on the devices ``gpu_groups``, the NUMA
-    placement ``numa_zones`` the session chose)."""
+    placement ``numa_zones`` the session chose), labelled also with ``labels`` (its scheduler's partition)."""
     req = task.request
     if req.mig:
         kind, count, portion = "MigInstance", 0, 0.0
@@ -52,7 +52,7 @@ def bind_request(pod: PodView, task: Task, node: str, gpu_groups: tuple[str, ...
         "metadata": {
             "name": pod.name,
             "namespace": pod.namespace,
-            "labels": {"selected-node": node},
+            "labels": {"selected-node": node, **(labels or {})},
             "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": pod.name, "uid": pod.uid}],
         },
         "spec": spec,

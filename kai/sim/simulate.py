@@ -96,11 +96,11 @@ def simulate(run: Run, available=None) -> dict:
     for cycle, session in enumerate(run_cycles(run, plugins, actions, times), 1):
         if cycle == 1:
             report["problems"] = [str(p) for p in session.snapshot.problems]
-        report["cycles"].append(_cycle_report(cycle, session))
+        report["cycles"].append(cycle_report(cycle, session))
     return report
 
 
-def _cycle_report(cycle: int, session: Session) -> dict:
+def cycle_report(cycle: int, session: Session) -> dict:
     def job_name(task):
         return session.jobs[task.job].name
 
@@ -162,7 +162,11 @@ def format_report(report: dict) -> str:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
-    parser.add_argument("file", metavar="FILE", help="a cluster file or a conformance scenario file")
+    parser.add_argument("file", metavar="FILE", nargs="?", help="a cluster file or a conformance scenario file")
+    parser.add_argument("--kai-snapshot", metavar="FILE",
+                        help="replay a snapshot of KAI's snapshot plugin (the zip, or its snapshot.json) instead")
+    parser.add_argument("--compare", action="store_true",
+                        help="with --kai-snapshot: set the first cycle beside the decisions KAI had just made")
     parser.add_argument("--cycles", type=int, metavar="N",
                         help="scheduling cycles to run (default: the file's, else 1)")
     parser.add_argument("--json", action="store_true", help="print a machine-readable report instead")
@@ -171,12 +175,32 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.cycles is not None and args.cycles < 1:
         parser.error("--cycles must be at least 1")
+    if (args.file is None) == (args.kai_snapshot is None):
+        parser.error("give either FILE or --kai-snapshot FILE")
+    if args.compare and args.kai_snapshot is None:
+        parser.error("--compare needs --kai-snapshot")
+    if args.kai_snapshot is not None:
+        return replay_snapshot(args.kai_snapshot, args.cycles or 1, args.compare, args.json)
     if args.explain:
         from kai.sim.explain import explain_file
 
         namespace, sep, name = args.explain.rpartition("/")
         return explain_file(args.file, namespace if sep else "default", name, args.cycles, args.json)
     return print_reports(PROG, args.file, args.cycles, simulate, format_report, args.json)
+
+
+def replay_snapshot(path: str, cycles: int, compare: bool, as_json: bool) -> int:
+    """Print the replay of the KAI snapshot at ``path`` (:mod:`kai.sim.kaisnapshot`); the exit status."""
+    from kai.scheduler.kaisnapshot import read_snapshot
+    from kai.sim.kaisnapshot import format_replay, replay
+
+    try:
+        report = replay(read_snapshot(path), path, cycles, compare)
+    except (ConfigError, PluginError) as exc:
+        print(f"{PROG}: {path}: {one_line(str(exc))}", file=sys.stderr)
+        return 2
+    print(json.dumps({"file": path, "runs": [report]}, indent=1) if as_json else format_replay(report))
+    return 0
 
 
 def print_reports(prog: str, path: str, cycles: int | None, report: Callable[[Run], dict],

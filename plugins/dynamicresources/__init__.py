@@ -18,8 +18,9 @@ evicted.
 
 DRA-backed ``nvidia.com/gpu`` (KEP-5004): on a node whose GPUs are published only through DRA and backed by
 a device class with that ``extendedResourceName`` (``DynamicResources.extended_gpu_nodes``), a pod asking
-whole GPUs gets an implicit claim, one request per container asking GPUs, allocated like any other; its
-``extended_claim`` carries it to the binder. A shared-GPU pod does not fit such a node.
+whole GPUs gets an implicit claim with Kubernetes' requests (:mod:`.extended`: init containers reuse the
+containers' devices), allocated like any other; its ``extended_claim`` carries it to the binder. A shared-GPU
+pod does not fit such a node.
 
 The plugin steps out of the session when no pod has claims and no node's GPUs are DRA-backed.
 """
@@ -50,6 +51,7 @@ from kai.sdk import (
 
 from .allocator import Candidate, Search, reachable
 from .cel import Selectors
+from .extended import implicit_requests
 
 NAME = "dynamicresources"
 #: The memo key of the jobs with ResourceClaims as built.
@@ -157,16 +159,16 @@ class DynamicResourcesPlugin:
         key = (task.uid, device_class)
         claim = self.extended.get(key)
         if claim is None:
-            gpus = [(i, int(c.amounts.get(GPU_RESOURCE, 0))) for i, c in enumerate(task.containers)]
-            gpus = [(i, n) for i, n in gpus if n > 0] or [(0, task.request.gpus)]
-            requests = tuple(DeviceRequest(f"container-{i}-request-0", device_class, count=n) for i, n in gpus)
+            gpus = implicit_requests(task.containers, GPU_RESOURCE)[0] or [("container-0-request-0", task.request.gpus)]
+            requests = tuple(DeviceRequest(name, device_class, count=n) for name, n in gpus)
             claim = self.extended[key] = ResourceClaim(task.namespace, f"{EXTENDED_ENTRY}{task.name}", requests,
                                                        extended_for=task.uid)
         return claim
 
     def _mappings(self, task: Task, claim: ResourceClaim) -> tuple[tuple[str, str, str], ...]:
-        names = [c.name for c in task.containers]
-        return tuple((names[int(r.name.split("-")[1])] if names else "", GPU_RESOURCE, r.name) for r in claim.requests)
+        mappings = implicit_requests(task.containers, GPU_RESOURCE)[1]
+        return tuple((container, GPU_RESOURCE, request) for container, request in mappings) or tuple(
+            ("", GPU_RESOURCE, r.name) for r in claim.requests)
 
     # --- filtering ------------------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -16,6 +17,8 @@ from kubernetes.client.rest import ApiException
 from kai.dev import cli as devcluster
 from kai.dev.controlplane import ControlPlane
 from kai.dev.gobuild import K8S_VERSION
+from kai.kube.client import Kube
+from support import manifests as m
 from support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -317,3 +320,26 @@ def test_up_without_go_names_what_to_install(tmp_path):
     assert proc.returncode == 2
     assert "Go toolchain" in proc.stderr and "install" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_without_job_completion_a_jobs_pod_runs_until_it_is_deleted(tmp_path, control_plane):
+    # control_plane: the binaries are built and cached by now
+    with ControlPlane(state_dir=tmp_path / "cp", job_pods_complete=False) as plane:
+        kube = Kube.connect(plane.kubeconfig)
+        m.apply(kube, m.gpu_node("worker", gpus=0))
+        m.apply(kube, {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "sleeper", "namespace": "default"},
+                       "spec": {"template": {"spec": {"restartPolicy": "Never", "nodeName": "worker",
+                                                      "containers": [{"name": "main", "image": "busybox"}]}}}})
+
+        def pod() -> dict | None:
+            items = kube.get("/api/v1/namespaces/default/pods", {"labelSelector": "job-name=sleeper"})["items"]
+            return items[0] if items else None
+
+        running = wait_until(lambda: (p := pod()) and p["status"].get("phase") == "Running" and p, 60,
+                             "the Job's pod Running")
+        time.sleep(3)  # kwok's built-in stages complete a Job's pod at once
+        assert pod()["status"]["phase"] == "Running"
+        assert [c["type"] for c in running["status"]["conditions"]] == ["Initialized", "Ready", "ContainersReady"]
+        kube.request("DELETE", f"/api/v1/namespaces/default/pods/{running['metadata']['name']}")
+        wait_until(lambda: (p := pod()) is None or p["metadata"]["uid"] != running["metadata"]["uid"], 60,
+                   "the deleted pod removed")

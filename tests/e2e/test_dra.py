@@ -13,6 +13,7 @@ import uuid
 
 import pytest
 
+from kai.dev import dradevices
 from support import manifests as m
 from support.waiting import wait_until
 
@@ -216,7 +217,32 @@ def test_a_gpu_pod_on_a_node_whose_gpus_only_dra_publishes_is_bound_through_an_i
         status = pod["status"]["extendedResourceClaimStatus"]
         assert status["resourceClaimName"] == claim["metadata"]["name"]
         assert status["requestMappings"] == [{"containerName": "main", "resourceName": "nvidia.com/gpu",
-                                              "requestName": "container-0-request-0"}]
+                                              "requestName": "container-0-request-2"}]  # cpu, memory, nvidia.com/gpu
     finally:
         kube.request("DELETE", f"{RESOURCE}/resourceslices/{host}-gpus")
         kube.request("DELETE", f"{RESOURCE}/deviceclasses/{backing}")
+
+
+def test_a_claim_of_the_fake_gpu_drivers_class_is_bound_on_the_fake_gpu_node_publishing_it(cluster, kube, scheduler):
+    """The dev cluster's fake GPU node ``<ns>-c`` publishes two GPUs as KAI's e2e setup does (DeviceClass
+    ``gpu.nvidia.com`` selecting them with CEL): a pod whose claim asks one of that class lands there."""
+    host = f"{cluster.ns}-c"
+    m.apply(kube, m.gpu_node(host, gpus=0, cpu="8", labels={"e2e": cluster.ns}))
+    created = m.apply(kube, dradevices.device_class())
+    m.apply(kube, dradevices.resource_slice(host, gpus=2))
+    try:
+        request = {"name": "gpu", "exactly": {"deviceClassName": dradevices.DEVICE_CLASS}}
+        kube.post(f"{RESOURCE}/namespaces/{cluster.ns}/resourceclaims", {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": "fake-gpu", "labels": {"kai.scheduler/queue": cluster.queue}},
+            "spec": {"devices": {"requests": [request]}}})
+        cluster.job("fake", claim="fake-gpu")
+        wait_until(lambda: cluster.bound(["fake"]).get("fake"), 60, "the pod bound")
+        assert cluster.bound(["fake"]) == {"fake": host}
+        (result,) = cluster.claim_of("fake")["status"]["allocation"]["devices"]["results"]
+        assert (result["driver"], result["pool"], result["device"]) in {
+            (dradevices.DRIVER, host, f"gpu-{i}") for i in range(2)}
+    finally:
+        kube.request("DELETE", f"{RESOURCE}/resourceslices/{dradevices.resource_slice(host, 0)['metadata']['name']}")
+        if created:
+            kube.request("DELETE", f"{RESOURCE}/deviceclasses/{dradevices.DEVICE_CLASS}")

@@ -79,9 +79,10 @@ def test_one_leader_schedules_and_a_standby_takes_over_after_kill_9(kube, setup,
     assert '"msg":"scheduler started"' in a.log()
     assert '"msg":"scheduler started"' not in b.log() and '"msg":"cycle"' not in b.log()
     metrics = a.get("/metrics")[1]
-    assert "\nkai_e2e_scheduling_latency_milliseconds " in metrics and "\nprocess_cpu_seconds_total " in metrics
+    assert '\nkai_e2e_scheduling_latency_milliseconds{shard="default"} ' in metrics
+    assert "\nprocess_cpu_seconds_total " in metrics
     assert ('kai_queue_fair_share_gpu{queue_display_name="",queue_metadata_name="default-queue",'
-            'queue_name="default-queue"}') in metrics
+            'queue_name="default-queue",shard="default"}') in metrics
 
     a.kill()  # SIGKILL: no release, the lease must expire
     killed = time.monotonic()

@@ -3,12 +3,14 @@
 1. KAI's source at the pinned commit is put in the cache (:mod:`kaisource`). Each suite that is not
    excluded is compiled once with ``go test -c``.
 2. A private control plane (:class:`~kai.dev.controlplane.ControlPlane`) gets what KAI's e2e cluster
-   has: the CRDs, default queues and priority classes of ``deploy/``, the ``Config kai-config`` and
-   ``SchedulingShard default`` KAI's chart creates, kwok nodes like KAI's kind workers (8 fake GPUs of
-   11441 MiB each, a CPU node, a tainted control-plane node), the admission webhooks, and a stand-in
-   Deployment per KAI component -- the suites wait for pods labeled ``app=binder`` and
-   ``app=kai-scheduler-default`` to run; kwok runs them on the control-plane node -- while the
-   components themselves run as one ``kai-scheduler run --fake-gpu-nodes`` process.
+   has: the CRDs, default queues and priority classes of ``deploy/``, kwok nodes like KAI's kind workers
+   (8 fake GPUs of 11441 MiB each, DRA workers publishing 8 GPUs as DRA devices with the fake GPU driver's
+   DeviceClass, a CPU node, a tainted control-plane node; Job pods run until deleted), the admission
+   webhooks, and a stand-in Deployment per KAI component -- the suites wait for pods labeled ``app=binder``
+   and ``app=kai-scheduler-default`` to run; kwok runs them on the control-plane node, and their replicas
+   follow ``Config kai-config`` as KAI's operator's do -- while the components themselves run as one
+   ``kai-scheduler run --fake-gpu-nodes`` process, which creates ``Config kai-config`` and ``SchedulingShard
+   default`` as it does on any install.
 3. Each suite runs with a JSON report and a timeout (a budget per spec that will run, capped per
    suite); :mod:`kaisuites` counts and classifies. The table goes to stdout, the details to
    ``results.md`` and ``results.json`` in the output folder, with each suite's log.
@@ -23,6 +25,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -46,10 +49,11 @@ from kai.admission.webhook import MUTATE_PATH, PODGROUP_PATH, QUEUE_PATH, TOPOLO
 from kai.api.names import SCHEDULER_NAME
 from kai.common.durations import parse_duration
 from kai.common.yamlfile import read_yaml
+from kai.dev import dradevices
 from kai.dev.controlplane import ControlPlane, free_ports
 from kai.dev.gobuild import ControlPlaneError, MissingToolError, go_command, go_environment
 from kai.kube.certs import serving_certificate
-from kai.kube.client import Kube
+from kai.kube.client import ApiError, Kube
 from support import manifests as m
 
 HERE = Path(__file__).resolve().parent
@@ -57,8 +61,11 @@ HERE = Path(__file__).resolve().parent
 SUITES_DIR = "test/e2e/suites"
 SYSTEM_NAMESPACE = "kai-scheduler"
 RESERVATION_NAMESPACE = "kai-resource-reservation"
-#: KAI's Deployments, each with pods labeled ``app=<name>``; the suites wait for some of them to run.
-STAND_INS = ("admission", "binder", "kai-scheduler-default", "pod-grouper", "podgroup-controller", "queue-controller")
+#: KAI's Deployments, each with pods labeled ``app=<name>``, and the section of ``Config kai-config`` whose
+#: ``service.enabled`` turns it on and off; the suites wait for some of them to run or to go away.
+STAND_INS = {"admission": "admission", "binder": "binder", "kai-scheduler-default": "scheduler",
+             "pod-grouper": "podGrouper", "podgroup-controller": "podGroupController",
+             "queue-controller": "queueController"}
 CONTROL_PLANE_NODE = "kai-e2e-control-plane"
 #: Labels of KAI's kind GPU workers (hack/e2e-kind-config.yaml) and what the fake GPU operator adds.
 GPU_NODE_LABELS = {
@@ -67,6 +74,12 @@ GPU_NODE_LABELS = {
     "nvidia.com/gpu.memory": "11441",
     "nvidia.com/gpu.product": "Tesla-K80",
 }
+#: The admission's argument KAI's operator sets from the Config's ``admission.blockNvidiaVisibleDevices``.
+BLOCK_VISIBLE_DEVICES_ARG = "--block-nvidia-visible-devices=true"
+#: Each node's ephemeral storage (a kind node reports its disk's).
+EPHEMERAL_STORAGE = "100Gi"
+#: Labels of KAI's kind DRA workers (hack/generate-kind-config.sh, feature config dra-enabled).
+DRA_NODE_LABELS = {"run.ai/simulated-gpu-node-pool": "default", "nvidia.com/gpu.deploy.dra-plugin-gpu": "true"}
 
 
 # -- KAI's suites, compiled ---------------------------------------------------------------------------
@@ -104,25 +117,38 @@ def build_suites(root: Path, source: Path, suites: list[str], commit: str = KAI_
 # -- the cluster --------------------------------------------------------------------------------------
 def node(name: str, cpu: str, memory: str, gpus: int = 0, labels: dict | None = None,
          taints: list | None = None) -> dict:
-    """A kwok node; with ``gpus``, one like KAI's kind GPU workers, else one without any GPU resource or label."""
+    """A kwok node; with ``gpus``, one like KAI's kind GPU workers, else one without any GPU resource or label.
+    Like a kubelet's, it has ephemeral storage."""
     body = m.gpu_node(name, gpus=gpus, cpu=cpu, memory=memory,
                       labels={**GPU_NODE_LABELS, **(labels or {})} if gpus else labels)
+    resources = {k: v for k, v in body["status"]["allocatable"].items() if gpus or k != "nvidia.com/gpu"}
+    resources["ephemeral-storage"] = EPHEMERAL_STORAGE
+    body["status"] = {"allocatable": resources, "capacity": resources}
     if not gpus:
         del body["metadata"]["labels"]["nvidia.com/gpu.count"]
-        resources = {k: v for k, v in body["status"]["allocatable"].items() if k != "nvidia.com/gpu"}
-        body["status"] = {"allocatable": resources, "capacity": resources}
     if taints:
         body["spec"] = {"taints": taints}
     return body
 
 
-def cluster_nodes(gpu_nodes: int, gpus: int, cpu: str, memory: str) -> list[dict]:
-    """KAI's kind layout: GPU workers, one CPU worker and a control-plane node no workload may use."""
+def cluster_nodes(gpu_nodes: int, gpus: int, cpu: str, memory: str, dra_nodes: int = 0) -> list[dict]:
+    """KAI's kind layout: GPU workers, DRA GPU workers (their GPUs only in ResourceSlices, :func:`dra_objects`),
+    one CPU worker and a control-plane node no workload may use."""
     nodes = [node(f"kai-e2e-gpu-{i}", cpu, memory, gpus) for i in range(gpu_nodes)]
+    nodes += [node(f"kai-e2e-dra-{i}", cpu, memory, labels=DRA_NODE_LABELS) for i in range(dra_nodes)]
     nodes.append(node("kai-e2e-cpu", cpu, memory))
     nodes.append(node(CONTROL_PLANE_NODE, cpu, memory, labels={"node-role.kubernetes.io/control-plane": ""},
                       taints=[{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]))
     return nodes
+
+
+def dra_objects(dra_nodes: int, gpus: int) -> list[dict]:
+    """What the fake GPU operator's DRA plugin publishes for the DRA workers: DeviceClass ``gpu.nvidia.com`` and a
+    ResourceSlice with each node's GPUs (11441 MiB Tesla-K80s, as the device plugin's)."""
+    memory = int(GPU_NODE_LABELS["nvidia.com/gpu.memory"])
+    model = GPU_NODE_LABELS["nvidia.com/gpu.product"]
+    return [dradevices.device_class(),
+            *(dradevices.resource_slice(f"kai-e2e-dra-{i}", gpus, memory, model) for i in range(dra_nodes))]
 
 
 def stand_in(name: str) -> dict:
@@ -138,20 +164,56 @@ def stand_in(name: str) -> dict:
     }
 
 
-def kai_objects() -> list[dict]:
-    """The objects KAI's chart creates for its operator, with the chart's default values (as KAI's e2e setup
-    installs it, with GPU sharing) but no images: ``Config kai-config`` and ``SchedulingShard default``. The
-    suites patch fields of their nested settings in place."""
-    enabled = {"service": {"enabled": True}}
-    config = {"namespace": SYSTEM_NAMESPACE, "global": {},
-              **dict.fromkeys(("binder", "podGrouper", "podGroupController", "queueController", "scheduler"), enabled),
-              "admission": {**enabled, "gpuSharing": True, "blockNvidiaVisibleDevices": False}}
-    shard = {"partitionLabelValue": "", "goMemLimitRatio": 0.9,
-             "placementStrategy": {"gpu": "binpack", "cpu": "binpack"}}
-    return [
-        {"apiVersion": "kai.scheduler/v1", "kind": "Config", "metadata": {"name": "kai-config"}, "spec": config},
-        {"apiVersion": "kai.scheduler/v1", "kind": "SchedulingShard", "metadata": {"name": "default"}, "spec": shard},
-    ]
+def stand_in_specs(config: dict | None) -> dict[str, tuple[int, list[str]]]:
+    """Each stand-in's replicas and container arguments as KAI's operator keeps its Deployment from
+    ``Config kai-config``: no replica while the Config disables the component (``<section>.service.enabled:
+    false``), else one; the admission's ``--block-nvidia-visible-devices=true`` while
+    ``admission.blockNvidiaVisibleDevices`` is true (``kai-scheduler run`` reads both from the Config itself)."""
+    spec = (config or {}).get("spec") or {}
+    block = (spec.get("admission") or {}).get("blockNvidiaVisibleDevices") is True
+    return {name: (0 if ((spec.get(section) or {}).get("service") or {}).get("enabled") is False else 1,
+                   [BLOCK_VISIBLE_DEVICES_ARG] if name == "admission" and block else [])
+            for name, section in STAND_INS.items()}
+
+
+class StandInOperator:
+    """Keeps the stand-ins as :func:`stand_in_specs` says, once a second, in a thread: some specs change
+    ``Config kai-config`` and wait for KAI's operator to remove a component's pods or roll out new arguments."""
+
+    def __init__(self, kube: Kube, interval: float = 1.0) -> None:
+        self.kube, self.interval = kube, interval
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="stand-in-operator", daemon=True)
+
+    def __enter__(self) -> StandInOperator:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stopping.set()
+        self.thread.join(10)
+
+    def _run(self) -> None:
+        while not self.stopping.wait(self.interval):
+            try:
+                self.sync()
+            except (ApiError, OSError) as exc:
+                log(f"stand-in operator: {exc}")
+
+    def sync(self) -> None:
+        try:
+            config = self.kube.get(f"{m.collection('Config')}/kai-config")
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            config = None
+        for name, (replicas, args) in stand_in_specs(config).items():
+            path = f"{m.collection('Deployment', SYSTEM_NAMESPACE)}/{name}"
+            spec = self.kube.get(path)["spec"]
+            (container,) = spec["template"]["spec"]["containers"]
+            if spec.get("replicas") != replicas or container.get("args", []) != args:
+                self.kube.patch(path, {"spec": {"replicas": replicas, "template": {"spec": {"containers": [
+                    {**container, "args": args}]}}}})
 
 
 def webhook_configurations(url: str, ca_bundle: str, scheduler_name: str = SCHEDULER_NAME) -> list[dict]:
@@ -247,8 +309,8 @@ def karta_crd(root: Path, source: Path) -> Path | None:
     return path if proc.returncode == 0 and path.is_file() else None
 
 
-def prepare_cluster(kube: Kube, deploy: Path, run: KaiRun, gpu_nodes: int, gpus: int, cpu: str, memory: str,
-                    extra_crds: list[Path]) -> None:
+def prepare_cluster(kube: Kube, deploy: Path, run: KaiRun, gpu_nodes: int, dra_nodes: int, gpus: int, cpu: str,
+                    memory: str, extra_crds: list[Path]) -> None:
     """Everything KAI's e2e cluster has besides the components (see the module's docstring)."""
     m.install(kube, deploy)
     for path in extra_crds:
@@ -257,7 +319,8 @@ def prepare_cluster(kube: Kube, deploy: Path, run: KaiRun, gpu_nodes: int, gpus:
         m.apply(kube, m.namespace(name))
     m.apply(kube, {"apiVersion": "v1", "kind": "ServiceAccount",
                    "metadata": {"name": RESERVATION_NAMESPACE, "namespace": RESERVATION_NAMESPACE}})
-    for obj in [*kai_objects(), *cluster_nodes(gpu_nodes, gpus, cpu, memory), *map(stand_in, STAND_INS),
+    for obj in [*cluster_nodes(gpu_nodes, gpus, cpu, memory, dra_nodes), *dra_objects(dra_nodes, gpus),
+                *map(stand_in, STAND_INS),
                 *webhook_configurations(run.webhook_url, run.certificate.ca_bundle())]:
         m.apply(kube, obj)
 
@@ -313,7 +376,8 @@ def run_suite(binary: Path, catalogue: Catalogue, suite: str, source: Path, kube
 
 def run(catalogue: Catalogue, deploy: Path, out: Path, suites: list[str] | None = None, *,
         source: Path | None = None, git_dir: Path | None = None, spec_timeout: float = 360.0,
-        suite_timeout: float = 2700.0, gpu_nodes: int = 4, gpus: int = 8, cpu: str = "4", memory: str = "16Gi",
+        suite_timeout: float = 2700.0, gpu_nodes: int = 4, dra_nodes: int = 2, gpus: int = 8, cpu: str = "4",
+        memory: str = "16Gi",
         run_args: list[str] | None = None, build_only: bool = False) -> list[SuiteResult]:
     """Builds the suites, prepares the cluster, runs them; writes results.md and results.json to ``out``."""
     root = cache_dir()
@@ -327,22 +391,26 @@ def run(catalogue: Catalogue, deploy: Path, out: Path, suites: list[str] | None 
     if build_only:
         return []
     out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="kai-e2e-") as tmp, ControlPlane(state_dir=Path(tmp) / "cp") as plane:
+    # KAI's pods run "sleep infinity": kwok runs Job pods until they are deleted, as a kubelet would
+    with (tempfile.TemporaryDirectory(prefix="kai-e2e-") as tmp,
+          ControlPlane(state_dir=Path(tmp) / "cp", job_pods_complete=False) as plane):
         kube = Kube.connect(plane.kubeconfig)
         kai = KaiRun(plane.kubeconfig, out, run_args or [])
-        prepare_cluster(kube, deploy, kai, gpu_nodes, gpus, cpu, memory, [p for p in [karta_crd(root, src)] if p])
+        prepare_cluster(kube, deploy, kai, gpu_nodes, dra_nodes, gpus, cpu, memory,
+                        [p for p in [karta_crd(root, src)] if p])
         kai.start()
         try:
-            for suite, binary in binaries.items():
-                if not kai.alive():
-                    log("kai-scheduler run exited; starting it again")
-                    kai.start()
-                results[suite] = run_suite(binary, catalogue, suite, src, plane.kubeconfig, out, spec_timeout,
-                                           suite_timeout)
-                r = results[suite]
-                log(f"{suite}: {r.passed} passed, {r.failed} failed, {r.skipped} skipped, {r.excluded} excluded"
-                     + (f" ({r.error})" if r.error else ""))
-                write_results([results[s] for s in chosen if s in results], catalogue, out)
+            with StandInOperator(kube):
+                for suite, binary in binaries.items():
+                    if not kai.alive():
+                        log("kai-scheduler run exited; starting it again")
+                        kai.start()
+                    results[suite] = run_suite(binary, catalogue, suite, src, plane.kubeconfig, out, spec_timeout,
+                                               suite_timeout)
+                    r = results[suite]
+                    log(f"{suite}: {r.passed} passed, {r.failed} failed, {r.skipped} skipped, {r.excluded} excluded"
+                         + (f" ({r.error})" if r.error else ""))
+                    write_results([results[s] for s in chosen if s in results], catalogue, out)
         finally:
             kai.stop()
     ordered = [results[s] for s in chosen]
@@ -396,6 +464,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--suite-timeout", type=parse_duration, default=2700.0, metavar="DURATION",
                         help="most time one suite may take (default: 45m)")
     parser.add_argument("--gpu-nodes", type=int, default=4, help="kwok nodes with 8 GPUs each (default: %(default)s)")
+    parser.add_argument("--dra-nodes", type=int, default=2,
+                        help="kwok nodes publishing 8 GPUs each as DRA devices (default: %(default)s)")
     parser.add_argument("--run-arg", action="append", default=[], metavar="ARG",
                         help="an extra argument of 'kai-scheduler run' (repeatable)")
     parser.add_argument("--build-only", action="store_true", help="only build the suites")
@@ -420,7 +490,7 @@ def main(argv: list[str]) -> int:
             signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
             results = run(catalogue, args.deploy, args.out, args.suites, source=args.kai_source, git_dir=args.kai_git,
                           spec_timeout=args.spec_timeout, suite_timeout=args.suite_timeout, gpu_nodes=args.gpu_nodes,
-                          run_args=args.run_arg, build_only=args.build_only)
+                          dra_nodes=args.dra_nodes, run_args=args.run_arg, build_only=args.build_only)
     except (ExclusionsError, MissingToolError) as exc:
         print(f"kai-e2e: {exc}", file=sys.stderr)
         return 2

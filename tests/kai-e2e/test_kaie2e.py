@@ -12,13 +12,16 @@ import pytest
 from kaisuites import load_catalogue
 
 from kai.admission.webhook import MUTATE_PATH, QUEUE_PATH, VALIDATE_PATH
+from kai.kube.operatorobjects import default_objects
 
 
 def test_nodes_are_laid_out_like_kais_kind_cluster():
-    nodes = {n["metadata"]["name"]: n for n in kaie2e.cluster_nodes(2, 8, "4", "16Gi")}
-    assert sorted(nodes) == ["kai-e2e-control-plane", "kai-e2e-cpu", "kai-e2e-gpu-0", "kai-e2e-gpu-1"]
+    nodes = {n["metadata"]["name"]: n for n in kaie2e.cluster_nodes(2, 8, "4", "16Gi", dra_nodes=1)}
+    assert sorted(nodes) == ["kai-e2e-control-plane", "kai-e2e-cpu", "kai-e2e-dra-0", "kai-e2e-gpu-0",
+                             "kai-e2e-gpu-1"]
     gpu = nodes["kai-e2e-gpu-0"]
-    assert gpu["status"]["allocatable"] == {"cpu": "4", "memory": "16Gi", "pods": "110", "nvidia.com/gpu": "8"}
+    assert gpu["status"]["allocatable"] == {"cpu": "4", "memory": "16Gi", "pods": "110", "nvidia.com/gpu": "8",
+                                            "ephemeral-storage": "100Gi"}
     assert gpu["metadata"]["labels"]["nvidia.com/gpu.memory"] == "11441"
     assert gpu["metadata"]["labels"]["run.ai/simulated-gpu-node-pool"] == "default"
     for name in ("kai-e2e-cpu", "kai-e2e-control-plane"):
@@ -27,6 +30,19 @@ def test_nodes_are_laid_out_like_kais_kind_cluster():
     assert "spec" not in nodes["kai-e2e-cpu"]
     assert nodes["kai-e2e-control-plane"]["spec"]["taints"] == [
         {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]
+    dra = nodes["kai-e2e-dra-0"]
+    assert "nvidia.com/gpu" not in dra["status"]["allocatable"]
+    assert dra["metadata"]["labels"]["nvidia.com/gpu.deploy.dra-plugin-gpu"] == "true"
+
+
+def test_the_dra_workers_publish_their_gpus_through_the_fake_drivers_class():
+    device_class, *slices = kaie2e.dra_objects(2, 8)
+    assert (device_class["kind"], device_class["metadata"]["name"]) == ("DeviceClass", "gpu.nvidia.com")
+    assert [(s["spec"]["nodeName"], s["spec"]["driver"], len(s["spec"]["devices"])) for s in slices] == [
+        ("kai-e2e-dra-0", "gpu.nvidia.com", 8), ("kai-e2e-dra-1", "gpu.nvidia.com", 8)]
+    device = slices[0]["spec"]["devices"][0]
+    assert device["attributes"]["model"] == {"string": "Tesla-K80"}
+    assert device["capacity"]["memory"] == {"value": "11441Mi"}
 
 
 def test_stand_ins_run_on_the_control_plane_node_labeled_as_kais_components():
@@ -38,14 +54,15 @@ def test_stand_ins_run_on_the_control_plane_node_labeled_as_kais_components():
     assert {"binder", "kai-scheduler-default", "admission"} <= set(kaie2e.STAND_INS)
 
 
-def test_the_config_and_the_default_shard_have_the_charts_nested_settings():
-    config, shard = kaie2e.kai_objects()
-    assert (config["kind"], config["metadata"]["name"], config["spec"]["namespace"]) == ("Config", "kai-config",
-                                                                                          "kai-scheduler")
-    assert config["spec"]["scheduler"] == {"service": {"enabled": True}}
-    assert config["spec"]["admission"]["gpuSharing"] is True
-    assert (shard["kind"], shard["metadata"]["name"]) == ("SchedulingShard", "default")
-    assert shard["spec"]["placementStrategy"] == {"gpu": "binpack", "cpu": "binpack"}
+def test_the_stand_ins_follow_the_config_as_kais_operator_keeps_its_deployments():
+    config, _ = default_objects(kaie2e.SYSTEM_NAMESPACE)
+    assert all(spec == (1, []) for spec in kaie2e.stand_in_specs(config).values())
+    assert kaie2e.stand_in_specs(None) == kaie2e.stand_in_specs(config)
+    config["spec"]["scheduler"] = {"service": {"enabled": False}}
+    config["spec"]["admission"]["blockNvidiaVisibleDevices"] = True
+    specs = kaie2e.stand_in_specs(config)
+    assert specs["kai-scheduler-default"] == (0, []) and specs["binder"] == (1, [])
+    assert specs["admission"] == (1, ["--block-nvidia-visible-devices=true"])
 
 
 def test_webhooks_call_the_admission_paths_at_the_given_url():

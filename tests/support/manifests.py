@@ -22,6 +22,7 @@ COLLECTIONS = {
     "Namespace": ("", "v1", "namespaces", False),
     "ServiceAccount": ("", "v1", "serviceaccounts", True),
     "Deployment": ("apps", "v1", "deployments", True),
+    "Job": ("batch", "v1", "jobs", True),
     "ValidatingWebhookConfiguration": ("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", False),
     "MutatingWebhookConfiguration": ("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", False),
     "Pod": (*names.PODS, True),
@@ -34,6 +35,8 @@ COLLECTIONS = {
     "SchedulingShard": (*names.SCHEDULINGSHARDS, False),
     "Config": (*names.CONFIGS, False),
     "PodDisruptionBudget": (*names.PODDISRUPTIONBUDGETS, True),
+    "DeviceClass": (*names.DEVICECLASSES, False),
+    "ResourceSlice": (*names.RESOURCESLICES, False),
 }
 
 

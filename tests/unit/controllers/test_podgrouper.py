@@ -165,6 +165,14 @@ def test_pod_patch_only_names_what_differs():
     assert pod_patch({"metadata": {}}, pg, None) == {"metadata": {"annotations": {"pod-group-name": "pg-1"}}}
 
 
+def test_the_pod_patch_names_the_pods_uid_so_a_new_pod_of_the_same_name_is_not_assigned():
+    """KAI's specs delete pods and make new ones of the same names at once: a pod grouped from a store still
+    holding the old one must not give the new one the old pod's PodGroup (its owner, collected with it)."""
+    pg = {"metadata": {"name": "pg-1"}}
+    assert pod_patch({"metadata": {"uid": "old"}}, pg, None) == {
+        "metadata": {"annotations": {"pod-group-name": "pg-1"}, "uid": "old"}}
+
+
 def test_a_missing_owner_gives_one_event_naming_it_and_retries_with_backoff(kube):
     ghost = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "ghost", "uid": "g-uid"}}
     pod(kube, owner=ghost)

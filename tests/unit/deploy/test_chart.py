@@ -19,7 +19,7 @@ from kai.kube.access import service_account
 from kai.kube.operatorobjects import default_objects
 from kai.kube.server import ObservabilityServer
 from kai.metrics import Registry
-from kai.rbac import chart_template, components
+from kai.rbac import chart_template, components, shadow_template
 from support.chart import TemplateError, render, render_chart
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -79,6 +79,27 @@ def test_every_component_of_kai_scheduler_run_declares_its_access():
 def test_rbac_template_is_generated_from_the_components_declarations():
     committed = (CHART / "templates" / "rbac.yaml").read_text()
     assert committed == chart_template(), "regenerate: python -m kai.rbac > .../templates/rbac.yaml"
+
+
+def test_shadow_mode_runs_the_scheduler_read_only_without_a_lease(docs):
+    assert (CHART / "templates" / "rbac-shadow.yaml").read_text() == shadow_template(), \
+        "regenerate: python -m kai.rbac shadow > .../templates/rbac-shadow.yaml"
+    assert "kai-scheduler-shadow" not in by_kind(docs, "ServiceAccount")  # off by default
+    shadow = render_chart(CHART, namespace="gpu-system", values={
+        "leaderElection": {"enabled": True},
+        "components": {"scheduler": {"shadow": True}, "binder": {"enabled": False},
+                       "podgrouper": {"enabled": False}, "podgroup-controller": {"enabled": False},
+                       "queue-controller": {"enabled": False}}})
+    (deployment,) = by_kind(shadow, "Deployment").values()
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "kai-scheduler-shadow"
+    args = pod["containers"][0]["args"]
+    assert {"--components=scheduler", "--shadow"} <= set(args) and "--leader-elect" not in args
+    role = by_kind(shadow, "ClusterRole")["kai-scheduler-shadow"]
+    assert {v for rule in role["rules"] for v in rule["verbs"]} == {"list", "watch"}
+    assert by_kind(shadow, "ClusterRoleBinding")["kai-scheduler-shadow"]["subjects"] == [
+        {"kind": "ServiceAccount", "name": "kai-scheduler-shadow", "namespace": "gpu-system"}]
+    assert "kai-scheduler-shadow-leader-election" not in by_kind(shadow, "Role")
 
 
 def test_each_component_gets_least_privilege_rbac_covering_its_declared_access(docs):
@@ -153,6 +174,33 @@ def test_values_switch_leader_election_replicas_and_components():
     assert "--leader-elect" in args and "--leader-elect-lease-duration=30s" in args
     assert args[-1] == "--bind-workers=20"
     assert binder["spec"]["template"]["spec"]["containers"][0]["image"] == "kai-scheduler:dev"
+
+
+def test_one_scheduler_serves_every_shard_or_one_deployment_runs_per_listed_shard():
+    from kai.run import _parser, scheduling_shards
+
+    (scheduler,) = [d for d in by_kind(render_chart(CHART), "Deployment").values()
+                    if d["metadata"]["labels"]["app.kubernetes.io/component"] == "scheduler"]
+    args = _parser().parse_args(scheduler["spec"]["template"]["spec"]["containers"][0]["args"])
+    assert scheduling_shards(args.scheduling_shard) is None  # every SchedulingShard
+
+    docs = render_chart(CHART, values={"components": {"scheduler": {"shards": ["default", "pool-a"], "replicas": 2}},
+                                       "leaderElection": {"enabled": True}})
+    deployments = by_kind(docs, "Deployment")
+    assert "kai-scheduler" not in deployments and "kai-scheduler" not in by_kind(docs, "Service")
+    for shard in ("default", "pool-a"):
+        deployment = deployments[f"kai-scheduler-{shard}"]
+        pod = deployment["spec"]["template"]
+        assert deployment["spec"]["replicas"] == 2
+        assert deployment["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+        assert deployment["spec"]["selector"]["matchLabels"]["kai.scheduler/scheduling-shard"] == shard
+        assert pod["spec"]["serviceAccountName"] == service_account("scheduler")
+        args = _parser().parse_args(pod["spec"]["containers"][0]["args"])
+        assert (args.components, scheduling_shards(args.scheduling_shard), args.leader_elect) == (
+            "scheduler", [shard], True)
+        service = by_kind(docs, "Service")[f"kai-scheduler-{shard}"]
+        assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    assert {"kai-binder", "kai-podgrouper"} <= set(deployments)
 
 
 def test_dockerfile_installs_the_package_and_runs_as_non_root():

@@ -136,3 +136,26 @@ def test_kai_run_serves_the_schedulers_view_with_its_metrics():
         assert isinstance(s.observer, Visibility) and server.visibility == s.observer.answer
     finally:
         server.stop()
+
+
+def test_in_a_process_serving_shards_the_default_shards_view_is_served():
+    from kai.run import serve_visibility
+    from kai.scheduler.partition import Partition
+    from kai.scheduler.shards import ShardSchedulers
+
+    shards = ShardSchedulers(None, lambda shard, partition: scheduler())
+    server = ObservabilityServer("127.0.0.1:0", Registry(), routes=(METRICS,))
+    try:
+        serve_visibility([shards], server)
+        assert server.visibility(PREFIX + "pending")[0] == 503  # no shard yet
+        s = shards.make("default", Partition("kai.scheduler/node-pool"))
+
+        class Loop:
+            scheduler = s
+
+        shards.loops["default"] = Loop()
+        s.run_once()
+        status, body = server.visibility(PREFIX + "pending?limit=1")
+        assert status == 200 and body["total"] == 18
+    finally:
+        server.stop()

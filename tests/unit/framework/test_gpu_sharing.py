@@ -202,3 +202,18 @@ def test_a_gpu_memory_request_waits_for_a_node_whose_gpu_memory_is_synced():
     assert s.decisions == []
     assert "gpu memory count on the node was not synced yet" in kt.fit_error(s, "a-0")
     assert decision(kt.run(snap([shared("a-0", mib=500)], nodes=[gpu_node("n1", gpus=1)])), "a-0").node == "n1"
+
+
+def test_consolidation_does_not_put_a_third_half_on_a_full_device():
+    """Node n1's two devices are full of halves that must stay on n1; the pending half (the oldest job) has no
+    room there, whatever moves (n2's free GPUs only let the action try). A victim placed back onto a new
+    device while the pending half took its freed share is moved, not un-evicted onto that full device."""
+    on_n1 = {"kubernetes.io/hostname": "n1"}
+    halves = [shared(f"{name}-0", 0.5, status="Running", node="n1", gpu_groups=(group,), node_selector=on_n1)
+              for name, group in (("a", "g1"), ("b", "g1"), ("c", "g2"), ("d", "g2"))]
+    jobs = [kt.job(t.name[0], queue="q", tasks=[t], priority=50, creation=created)
+            for t, created in zip([*halves, shared("p-0", 0.5, node_selector=on_n1)], (1, 2, 3, 4, 0), strict=True)]
+    nodes = [gpu_node(labels=on_n1), gpu_node("n2")]
+    s = kt.run(kt.cluster(nodes=nodes, jobs=jobs, queues=[kt.queue("q", deserved_gpus=-1)]),
+               actions=("allocate", "consolidation"))
+    assert s.decisions == []

@@ -176,3 +176,13 @@ def test_a_component_not_reporting_leaves_the_config_s_status_alone():
         assert kube.paths("PATCH") == [] and "status" not in kube.objects[CONFIG]
     finally:
         objects.stop()
+
+
+def test_the_config_disabling_the_scheduler_is_a_setting_of_its_own():
+    now = Settings(Plugins(DEFAULT_CONFIG), None, 1.0)
+    build = settings_builder(DEFAULT_CONFIG, 1.0, lambda: now)
+    assert build(None, {"spec": {"scheduler": {"service": {"enabled": True}}}}) is now
+    off = build(None, {"spec": {"scheduler": {"service": {"enabled": False}}}})
+    assert not off.enabled and off.plugins is now.plugins
+    with pytest.raises(ValueError, match="spec.scheduler.service.enabled"):
+        build(None, {"spec": {"scheduler": {"service": {"enabled": "no"}}}})

@@ -23,6 +23,7 @@ from kai.api.names import QUEUE_LABEL
 from kai.api.selectors import LabelRequirement, NodeSelectorTerm
 from kai.framework import PluginSpec, Session, cluster_capacity
 from kai.framework.statement import Statement
+from plugins.dynamicresources.extended import implicit_requests
 
 DRIVER = "gpu.example.com"
 GPU_CLASS = DeviceClass("gpu.example.com", (f'device.driver == "{DRIVER}"',))
@@ -379,3 +380,30 @@ def test_the_queue_label_is_not_asked_of_a_template_claim_nor_of_a_claim_of_anot
     s = run(NODES[:1], [kt.job("a", tasks=[task])],
             [GPU_CLASS, DeviceClass("nic.example.com"), gpus("n1", "A"), nics, generated, other])
     assert kt.placements(s) == {"a-0": "n1"}
+
+
+def test_init_containers_reuse_the_containers_devices_of_the_implicit_claim():
+    """Kubernetes asks the larger of a pod's init and regular containers' GPUs, not their sum (KAI's
+    "aggregates init-container GPU requests correctly (max, not sum)")."""
+    containers = (ContainerRequest({"nvidia.com/gpu": 3}, init=True, name="init"),
+                  ContainerRequest({"cpu": 100.0, "nvidia.com/gpu": 3}, name="main"))
+    pod = kt.task("a-0", request=ResourceRequest(cpu=100, memory=1e6, gpus=3), containers=containers)
+    s = run([kt.node("dra")], [kt.job("a", tasks=[pod])], [BACKING, gpus("dra", "A", "A", "A")])
+    assert kt.placements(s) == {"a-0": "dra"}
+    extended = next(d.task for d in s.decisions).extended_claim
+    assert [(r.name, r.count) for r in extended.claim.requests] == [("container-1-request-1", 3)]
+    assert extended.mappings == (("main", "nvidia.com/gpu", "container-1-request-1"),
+                                 ("init", "nvidia.com/gpu", "container-1-request-1"))
+
+
+def test_init_containers_ask_only_what_later_containers_do_not_cover_in_one_request_the_largest():
+    containers = (ContainerRequest({"nvidia.com/gpu": 2}, init=True, name="i0"),
+                  ContainerRequest({"nvidia.com/gpu": 4}, init=True, name="i1"),
+                  ContainerRequest({"nvidia.com/gpu": 1}, init=True, sidecar=True, name="side"),
+                  ContainerRequest({"nvidia.com/gpu": 1}, name="main"))
+    requests, mappings = implicit_requests(containers, "nvidia.com/gpu")
+    assert requests == [("container-1-request-0", 2), ("container-2-request-0", 1), ("container-3-request-0", 1)]
+    assert mappings == [("side", "container-2-request-0"), ("main", "container-3-request-0"),
+                        ("i0", "container-2-request-0"), ("i0", "container-3-request-0"),
+                        ("i1", "container-2-request-0"), ("i1", "container-3-request-0"),
+                        ("i1", "container-1-request-0")]

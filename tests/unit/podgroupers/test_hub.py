@@ -38,6 +38,13 @@ def test_bare_pod_is_its_own_top_owner():
     assert metadata.owner.kind == "Pod"
 
 
+def test_a_bare_pod_is_grouped_as_given_not_as_an_older_pod_of_its_name_reads():
+    """KAI's specs delete pods and make new ones of the same names at once: a reader still serving the old pod
+    must not name the new pod's PodGroup after the old one (its owner, collected with it)."""
+    metadata = group(pod("solo", uid="new"), pod("solo", uid="old"))
+    assert metadata.name == "pg-solo-new" and metadata.owner.uid == "new"
+
+
 def test_missing_owner_is_reported_like_kai():
     job = obj("batch/v1", "Job", "gone", uid="j1")
     with pytest.raises(

@@ -14,7 +14,16 @@ import pytest
 from kai.common.durations import duration_flag
 from kai.kube.server import parse_address
 from kai.metrics import Registry
-from kai.run import _parser, _readiness, lease_name, observability_servers, run_as_leader, scheduler_config
+from kai.run import (
+    Leading,
+    _parser,
+    _readiness,
+    lease_name,
+    observability_servers,
+    run_as_leader,
+    run_components,
+    scheduler_config,
+)
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("15s", 15), ("500ms", 0.5), ("2m", 120), ("1h", 3600), ("4", 4),
@@ -163,3 +172,10 @@ def test_restrict_node_scheduling_flag_and_configuration_setting(tmp_path):
     path = tmp_path / "config.yaml"
     path.write_text("restrictSchedulingNodes: true\n")
     assert scheduler_config(_parser().parse_args(["--config", str(path)])).restrict_node_scheduling is True
+
+
+def test_components_beside_the_shards_run_under_the_process_lease_and_a_lost_one_fails():
+    component = Component()
+    assert run_components([Leading(Elector(keep=False), [component])], threading.Event(), stop_timeout=1.0) == 1
+    assert component.ran
+    assert run_components([Leading(Elector(keep=True), [Component()])], threading.Event(), stop_timeout=1.0) == 0

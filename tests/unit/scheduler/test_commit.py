@@ -269,3 +269,24 @@ def test_a_budget_whose_spec_the_disruption_controller_has_not_observed_allows_n
     raw = _budget(2)
     raw["metadata"]["generation"], raw["status"]["observedGeneration"] = 2, 1
     assert disruption_budget_view(raw).allowed == 0
+
+
+def test_a_pod_created_again_under_the_same_name_is_explained_again():
+    """KAI's specs delete their pods and make new ones of the same names: the new pod and its new PodGroup get
+    their condition and events although the old ones got the same message."""
+    kube = RecordingKube()
+    cache = cache_for(kube, [pod("p", "g", gpus=9)], [podgroup("g")])
+    committer, _ = commit_once(kube, cache)
+    wait(committer)
+    again = pod("p", "g", gpus=9)
+    again["metadata"].update(uid="uid-p-again", resourceVersion="2")
+    group = podgroup("g")
+    group["metadata"].update(uid="pg-g-again", resourceVersion="2")
+    cache.informers["pods"]._replace([again], "2")
+    cache.informers["podgroups"]._replace([group], "2")
+    commit_once(kube, cache, committer)
+    wait(committer)
+    assert len(kube.of("PATCH", "/pods/p/status")) == 2
+    assert len(kube.of("PATCH", "/podgroups/g/status")) == 2
+    assert sorted(e["involvedObject"]["uid"] for e in kube.of("POST", "/events") if e["reason"] == "Unschedulable") == [
+        "pg-g", "pg-g-again", "uid-p", "uid-p-again"]

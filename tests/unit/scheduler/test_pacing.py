@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from types import SimpleNamespace
 
 from kai.scheduler.loop import Scheduler
 
@@ -60,3 +61,45 @@ def test_the_schedulers_own_record_written_back_waits_for_the_period_a_spec_chan
     stamped = podgroup({"kai.scheduler/last-start-timestamp": "2026-01-01T00:00:00Z"})
     assert waited_after(scheduler, stamped) >= 0.49  # the last-start time it stamped: no early cycle
     assert waited_after(scheduler, podgroup(min_member=2)) < 0.3  # a new gang size may let the job run
+
+
+class Objects:
+    """The watched SchedulingShard and Config as the loop sees them: a version and the settings built."""
+
+    def __init__(self, value) -> None:
+        self.version, self.value = 1, value
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def wait_applied(self, timeout: float) -> bool:
+        return True
+
+    def describe(self) -> str:
+        return "test"
+
+
+def test_no_cycle_runs_while_the_config_disables_the_scheduler():
+    from kai.framework import DEFAULT_CONFIG, Plugins
+    from kai.scheduler.settings import Settings
+
+    scheduler = Scheduler(None, period=0.05)
+    scheduler.objects = Objects(Settings(Plugins(DEFAULT_CONFIG), None, 0.05, enabled=False))
+    scheduler.cache.wait_synced = lambda timeout: []
+    scheduler.cache.start = scheduler.cache.stop = lambda: None
+    ran = []
+    scheduler.run_once = lambda: ran.append(1) or SimpleNamespace(decisions=[])
+    stop = threading.Event()
+    worker = threading.Thread(target=scheduler.run, args=(stop,))
+    worker.start()
+    time.sleep(0.3)
+    assert not ran and not scheduler.enabled
+    scheduler.objects.value = Settings(Plugins(DEFAULT_CONFIG), None, 0.05)
+    scheduler.objects.version = 2
+    deadline = time.monotonic() + 5
+    while not ran and time.monotonic() < deadline:
+        time.sleep(0.02)
+    stop.set()
+    worker.join(5)
+    assert ran and scheduler.enabled

@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 from kai.cli import main
+from kai.sim import scenario
 
 ROOT = Path(__file__).resolve().parents[3]
 SMALL = str(ROOT / "bench" / "topologies" / "BenchmarkAllocateAction_SmallCluster.yaml")
@@ -38,10 +39,11 @@ def test_json_shape(capsys):
     assert 0 < entry["cpu_median_s"]
 
 
-def test_unbuilt_plugin_is_skipped_and_named(tmp_path, capsys):
-    (tmp_path / "snap.yaml").write_text(TINY.replace("{plugins: default}", "{plugins: [{name: snapshot}]}"))
+def test_unbuilt_plugin_is_skipped_and_named(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(scenario, "KAI_DEFAULT_PLUGINS", (*scenario.KAI_DEFAULT_PLUGINS, "notyet"))
+    (tmp_path / "snap.yaml").write_text(TINY.replace("{plugins: default}", "{plugins: [{name: notyet}]}"))
     (entry,) = bench_json(capsys, str(tmp_path / "snap.yaml"), "--repeat", "1")
-    assert "plugin snapshot" in entry["skipped"]
+    assert "plugin notyet" in entry["skipped"]
     assert entry["median_s"] is None and entry["min_s"] is None and entry["repeats"] == 0
     assert entry["cpu_median_s"] is None
 

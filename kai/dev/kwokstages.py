@@ -1,0 +1,73 @@
+"""kwok's pod stages for pods that run until they are deleted, as a real kubelet runs ``sleep infinity``.
+
+kwok's built-in pod stages make a bound pod Running, complete the pods Jobs own at once, and remove
+deleted pods. :data:`RUN_UNTIL_DELETED` is the first and the last of them: given in kwok's
+configuration they replace the built-in ones, so Job pods keep their node and its resources until
+they are deleted, as on KAI's kind clusters.
+"""
+
+from __future__ import annotations
+
+_POD = {"apiGroup": "v1", "kind": "Pod"}
+
+_READY_STATUS = """\
+{{ $now := Now }}
+conditions:
+- lastTransitionTime: {{ $now | Quote }}
+  status: "True"
+  type: Initialized
+- lastTransitionTime: {{ $now | Quote }}
+  status: "True"
+  type: Ready
+- lastTransitionTime: {{ $now | Quote }}
+  status: "True"
+  type: ContainersReady
+{{ range .spec.readinessGates }}
+- lastTransitionTime: {{ $now | Quote }}
+  status: "True"
+  type: {{ .conditionType | Quote }}
+{{ end }}
+containerStatuses:
+{{ range .spec.containers }}
+- image: {{ .image | Quote }}
+  name: {{ .name | Quote }}
+  ready: true
+  restartCount: 0
+  state:
+    running:
+      startedAt: {{ $now | Quote }}
+{{ end }}
+initContainerStatuses:
+{{ range .spec.initContainers }}
+- image: {{ .image | Quote }}
+  name: {{ .name | Quote }}
+  ready: true
+  restartCount: 0
+  state:
+    terminated:
+      exitCode: 0
+      finishedAt: {{ $now | Quote }}
+      reason: Completed
+      startedAt: {{ $now | Quote }}
+{{ end }}
+hostIP: {{ NodeIPWith .spec.nodeName | Quote }}
+podIP: {{ PodIPWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" ) ( or .metadata.name "" ) \
+( or .metadata.namespace "" ) | Quote }}
+phase: Running
+startTime: {{ $now | Quote }}
+"""
+
+
+def _stage(name: str, expressions: list[dict], next_: dict) -> dict:
+    return {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": name},
+            "spec": {"resourceRef": _POD, "selector": {"matchExpressions": expressions}, "next": next_}}
+
+
+#: A bound pod becomes Running and Ready (and stays so); a deleted pod is removed.
+RUN_UNTIL_DELETED = (
+    _stage("pod-ready", [{"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
+                         {"key": ".status.podIP", "operator": "DoesNotExist"}],
+           {"statusTemplate": _READY_STATUS}),
+    _stage("pod-delete", [{"key": ".metadata.deletionTimestamp", "operator": "Exists"}],
+           {"finalizers": {"empty": True}, "delete": True}),
+)

@@ -1,0 +1,192 @@
+"""Shadow mode (``kai-scheduler run --shadow``): the scheduler beside a running KAI, deciding but writing nothing.
+
+:class:`ShadowCommitter` stands in for the :class:`~kai.scheduler.commit.Committer`: it carries out no decision
+(no BindRequest, eviction, status, annotation or event) and assumes none in the cache, so every cycle sees the
+cluster as KAI leaves it. It sets each cycle's decisions beside what KAI does with the same pods:
+
+* a pod waiting in a cycle here gets this scheduler's latest verdict -- the node it would bind it to, or pending
+  with the explanation here; when KAI places the pod (a BindRequest, or the pod bound) the two are compared:
+  ``same node``, ``different node`` or ``bound by KAI only``; a pod this scheduler would bind that KAI leaves
+  pending for ``settle`` seconds is ``bound here only`` (and is compared again if KAI places it later);
+* a pod this scheduler would evict is ``evicted by both`` when KAI deletes it within ``settle`` seconds, else
+  ``evicted here only``; a running pod that starts to be deleted without an eviction here is
+  ``deleted, not evicted here`` (KAI's eviction, or anyone's deletion).
+
+Each outcome counts in ``shadow_decisions_total{outcome}``; the divergences (every outcome but ``same node``,
+``both pending``, ``evicted by both``) go to a rolling report of the last ``keep``, served as JSON
+(:meth:`ShadowCommitter.report`) and written to a file when one is given. Each entry has the explanation here
+and KAI's (its ``PodScheduled=False`` message) where there is one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from kai.api import TaskStatus, names
+from kai.framework import Session
+from kai.kube.access import Access
+from kai.metrics import Registry
+from kai.scheduler import loop
+from kai.scheduler.build import Cycle
+from kai.scheduler.cache import ClusterCache
+
+#: The verbs shadow mode uses: it reads.
+READ_VERBS = ("get", "list", "watch")
+#: Shadow mode's API calls: the scheduler's reads, without the SchedulingShard and Config (not watched).
+API_ACCESS = tuple(
+    Access(a.group, a.resource, tuple(v for v in a.verbs if v in READ_VERBS)) for a in loop.API_ACCESS
+    if "/" not in a.resource and a.resource not in (names.SCHEDULINGSHARDS[2], names.CONFIGS[2])
+    and any(v in READ_VERBS for v in a.verbs))
+#: Outcomes that are not divergences.
+AGREED = ("same node", "evicted by both")
+#: Seconds KAI is given to act on a pod before the verdict here counts as one KAI did not share.
+SETTLE = 10.0
+#: Divergences the rolling report keeps.
+KEEP = 1000
+
+
+@attrs.define
+class Verdict:
+    """This scheduler's latest decision about a pod: the node it would bind it to (None: pending), why it
+    would not, and since when (``time.time()``) it has said so."""
+
+    node: str | None
+    why: str | None
+    since: float
+    reported: bool = False
+
+
+class ShadowCommitter:
+    """Writes nothing; compares each cycle's decisions with KAI's (see the module docstring)."""
+
+    node_pool = "default"
+
+    def __init__(self, cache: ClusterCache, registry: Registry | None = None, report_file: str | None = None,
+                 settle: float = SETTLE, keep: int = KEEP) -> None:
+        self.cache, self.report_file, self.settle = cache, report_file, settle
+        self.verdicts: dict[str, Verdict] = {}
+        self.evictions: dict[str, float] = {}
+        self.running: set[str] = set()
+        self.divergences: deque[dict[str, Any]] = deque(maxlen=keep)
+        self.counts: dict[str, int] = {}
+        self.cycles = 0
+        self._lock = threading.Lock()
+        self._outcomes = registry.counter("shadow_decisions_total", "Decisions of shadow mode beside KAI's, by "
+                                          "outcome", ("outcome",)) if registry is not None else None
+
+    # --- the Committer's interface -----------------------------------------------------------------
+
+    def commit(self, session: Session, cycle: Cycle) -> None:
+        now = time.time()
+        placed = self._kai_placements(cycle)
+        pods = cycle.pods
+        with self._lock:
+            self.cycles += 1
+            for key, verdict in list(self.verdicts.items()):
+                pod = pods.get(key)
+                if pod is None or pod.deleting:
+                    del self.verdicts[key]
+                elif key in placed:
+                    del self.verdicts[key]
+                    self._compare(key, verdict, placed[key], pod.unschedulable_message, now)
+                elif verdict.node is not None and not verdict.reported and now - verdict.since >= self.settle:
+                    verdict.reported = True
+                    self._outcome(now, key, "bound here only", verdict.node, None, None,
+                                  pod.unschedulable_message)
+            binds = {d.task.uid: d.node for d in session.decisions if d.kind in ("bind", "pipeline")}
+            for job in session.jobs.values():
+                for task in job.tasks.values():
+                    if task.uid in placed or task.uid not in binds and task.status is not TaskStatus.PENDING:
+                        continue  # placed by KAI since the cycle was built, or not waiting in it
+                    node = binds.get(task.uid)
+                    why = None if node else session.task_fit_errors.get(task.uid) or session.job_fit_message(job)
+                    old = self.verdicts.get(task.uid)
+                    if old is None or old.node != node:
+                        self.verdicts[task.uid] = Verdict(node, why, now)
+                    else:
+                        old.why = why
+            self._evictions(session, cycle, now)
+        self._write()
+
+    def flush(self, timeout: float | None = None) -> bool:
+        return True
+
+    def close(self, timeout: float = 0.0) -> bool:
+        self._write()
+        return True
+
+    # --- comparing ---------------------------------------------------------------------------------
+
+    def _kai_placements(self, cycle: Cycle) -> dict[str, str]:
+        """Pod key -> node of every pod KAI placed: bound, or with a BindRequest that has not failed."""
+        placed = {key: pod.node_name for key, pod in cycle.pods.items() if pod.node_name}
+        for br in self.cache.informers["bindrequests"].list():
+            key = f"{br.namespace}/{br.pod_name}"
+            if not br.failed and key not in placed:
+                placed[key] = br.node
+        return placed
+
+    def _compare(self, key: str, verdict: Verdict, kai_node: str, kai_why: str | None, now: float) -> None:
+        if verdict.node == kai_node:
+            self._outcome(now, key, "same node", verdict.node, kai_node, None, None)
+        elif verdict.node is None:
+            self._outcome(now, key, "bound by KAI only", None, kai_node, verdict.why, None)
+        else:
+            self._outcome(now, key, "different node", verdict.node, kai_node, None, kai_why)
+
+    def _evictions(self, session: Session, cycle: Cycle, now: float) -> None:
+        pods = cycle.pods
+        gone = {key for key in self.running if key not in pods or pods[key].deleting or pods[key].terminated}
+        for key in [k for k in self.evictions if k in gone]:
+            del self.evictions[key]
+            self._outcome(now, key, "evicted by both", None, None, None, None)
+        for key in gone - set(self.evictions):
+            if key in pods and pods[key].terminated and not pods[key].deleting:
+                continue  # finished on its own
+            self._outcome(now, key, "deleted, not evicted here", None, None, None, None)
+        for key, since in list(self.evictions.items()):
+            if now - since >= self.settle:
+                del self.evictions[key]
+                self._outcome(now, key, "evicted here only", None, None, None, None)
+        for d in session.decisions:
+            if d.kind == "evict":
+                self.evictions.setdefault(d.task.uid, now)
+        self.running = {key for key, pod in pods.items() if pod.node_name and not pod.deleting and not pod.terminated}
+
+    def _outcome(self, now: float, pod: str, outcome: str, here: str | None, kai: str | None,
+                 why_here: str | None, why_kai: str | None) -> None:
+        self.counts[outcome] = self.counts.get(outcome, 0) + 1
+        if self._outcomes is not None:
+            self._outcomes.labels(outcome).inc()
+        if outcome not in AGREED:
+            self.divergences.append({"time": round(now, 3), "pod": pod, "outcome": outcome, "here": here,
+                                     "kai": kai, "why_here": why_here, "why_kai": why_kai})
+
+    # --- the report --------------------------------------------------------------------------------
+
+    def report(self) -> dict[str, Any]:
+        """The rolling report: outcome counts, the pods awaiting KAI, and the latest divergences."""
+        with self._lock:
+            return {"cycles": self.cycles, "outcomes": dict(sorted(self.counts.items())),
+                    "awaiting_kai": len(self.verdicts) + len(self.evictions),
+                    "divergences": list(self.divergences)}
+
+    def _write(self) -> None:
+        if self.report_file is None:
+            return
+        path = Path(self.report_file)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(json.dumps(self.report(), indent=1))
+        os.replace(tmp, path)
+
+    def route(self) -> tuple[bytes, str, dict[str, str]]:
+        """The report as served at ``/shadow-report``."""
+        return json.dumps(self.report(), indent=1).encode(), "application/json", {}
