@@ -16,6 +16,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     # name: ("module:function", one-line help)
     "simulate": ("kai.sim.simulate:main", "run the scheduler on an in-memory cluster described in YAML"),
     "fairshare": ("kai.sim.fairshare:main", "show each queue's fair share and the rule that bounded it"),
+    "explain": ("kai.sim.explain:main", "why a pod or PodGroup is pending and what would make it run"),
     "conformance": ("kai.sim.conformance:main", "replay KAI conformance scenarios through the kernel"),
     "replay": ("kai.sim.replay.cli:main", "replay a GPU cluster trace through the scheduler (FGD paper's procedure)"),
     "bench": ("kai.sim.bench:main", "time scheduling actions on scenario files"),

@@ -548,6 +548,7 @@ def main(argv: list[str]) -> int:
     report_config_status(components)
     probes = next(s for s in servers if PROBES in s.routes)
     _serve_snapshots(next(s for s in servers if METRICS in s.routes), components)
+    serve_visibility(components, next(s for s in servers if METRICS in s.routes))
     for component in components:
         probes.add_ready_check(component.name, _readiness(component, elector if component in leased else None))
     if elector is not None:
@@ -592,6 +593,37 @@ def _serve_snapshots(server: ObservabilityServer, components: list) -> None:
         server.add_route(ROUTE, snapshot_route(lambda: scheduler))
         if isinstance(scheduler.committer, ShadowCommitter):
             server.add_route("/shadow-report", scheduler.committer.route)
+def serve_visibility(components: list, server: ObservabilityServer) -> None:
+    """The scheduler's visibility API on the metrics server: each scheduler hands its cycles to a
+    :class:`~kai.scheduler.visibility.Visibility`; in a process serving shards, one per shard, and the API
+    answers from the default shard's (else the only shard's), as ``/get-snapshot`` does."""
+    from kai.scheduler.loop import Scheduler
+    from kai.scheduler.shards import ShardSchedulers
+    from kai.scheduler.visibility import Visibility
+
+    for component in components:
+        if isinstance(component, Scheduler):
+            visibility = Visibility(component.committer.node_pool)
+            component.observer = visibility
+            server.visibility = visibility.answer
+        elif isinstance(component, ShardSchedulers):
+            shards: dict[str, Visibility] = {}
+            make = component.make
+
+            def observed(shard: str, partition, make=make, shards=shards) -> Scheduler:
+                scheduler = make(shard, partition)
+                scheduler.observer = shards.setdefault(shard, Visibility(partition.value or "default"))
+                return scheduler
+
+            def answer(path: str, component=component) -> tuple[int, dict]:
+                loop = component.snapshot_scheduler()
+                visibility = loop.observer if loop is not None else None
+                if not isinstance(visibility, Visibility):
+                    return 503, {"error": "no scheduling shard to explain"}
+                return visibility.answer(path)
+
+            component.make = observed
+            server.visibility = answer
 
 
 def observability_servers(args: argparse.Namespace, registry) -> list[ObservabilityServer]:

@@ -1,4 +1,5 @@
-"""The process's HTTP endpoint: ``/metrics`` (Prometheus), ``/healthz`` (alive) and ``/readyz`` (ready).
+"""The process's HTTP endpoint: ``/metrics`` (Prometheus), ``/healthz`` (alive) and ``/readyz`` (ready), and
+the scheduler's visibility API (``/apis/visibility/v1/...``, JSON) on the metrics listener when one is attached.
 
 Components may add routes of their own next to ``/metrics`` (:meth:`ObservabilityServer.add_route`): a
 handler answers a body, its content type and extra headers, or None for a 404.
@@ -14,6 +15,7 @@ let the requests in progress finish, and a broken connection is a log line, not 
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import threading
@@ -33,6 +35,9 @@ DEFAULT_ADDRESS = ":8080"
 METRICS, PROBES = "metrics", "probes"
 
 Check = Callable[[], "tuple[bool, str]"]
+#: Answers a GET of a visibility path (with its query): (HTTP status, JSON body).
+Answer = Callable[[str], "tuple[int, dict]"]
+VISIBILITY_PREFIX = "/apis/visibility/"
 #: A route's handler: (body, content type, extra headers), or None when there is nothing to serve.
 Route = Callable[[], "tuple[bytes, str, dict[str, str]] | None"]
 
@@ -97,6 +102,8 @@ class ObservabilityServer:
         self.registry = registry
         self.ready_checks: dict[str, Check] = dict(ready_checks or {})
         self.routes = routes
+        #: The visibility API's answers, served with the metrics (None: not served).
+        self.visibility: Answer | None = None
         self.extra_routes: dict[str, Route] = {}
         self._httpd = HTTPServer(parse_address(address), _handler(self))
         self._thread: threading.Thread | None = None
@@ -147,6 +154,9 @@ def _handler(server: ObservabilityServer) -> type[BaseHTTPRequestHandler]:
                 self._reply(200, exposition(server.registry), CONTENT_TYPE_LATEST)
             elif route in ("/healthz", "/livez") and probes:
                 self._reply(200, b"ok\n")
+            elif route.startswith(VISIBILITY_PREFIX) and metrics and server.visibility is not None:
+                status, answer = server.visibility(self.path)
+                self._reply(status, json.dumps(answer).encode(), "application/json")
             elif route == "/readyz" and probes:
                 ok, lines = server.readiness()
                 body = "\n".join(lines + ["ready" if ok else "not ready"]) + "\n"

@@ -148,6 +148,8 @@ class Scheduler:
         self._settings_version = 0
         #: False while Config kai-config disables the scheduler (``scheduler.service.enabled``): no cycles run.
         self.enabled = True
+        #: Called with each cycle's session after its actions, before it closes (the visibility API's view).
+        self.observer: Callable[[Session], None] | None = None
 
     def ready(self) -> tuple[bool, str]:
         """Readiness: every informer has listed once."""
@@ -232,6 +234,10 @@ class Scheduler:
         except Exception:  # noqa: BLE001
             log.exception("cycle bookkeeping failed; the decisions are committed", **fields(step=record.__name__))
 
+    def _observe_session(self, session: Session) -> None:
+        if self.observer is not None:
+            self._observe(self.observer, session)
+
     def _cycle_failed(self, exc: Exception) -> float:
         """Log and count a failed cycle; the seconds to wait before the next attempt."""
         self.failures += 1
@@ -287,6 +293,7 @@ class Scheduler:
         if self.metrics is None or self.probe is None:  # the probe comes with the metrics
             session.open()
             session.run_actions()
+            self._observe_session(session)
             session.close()
         else:
             self._run_measured(session, self.metrics, self.probe, started)
@@ -318,6 +325,7 @@ class Scheduler:
                 self._observe(record_decisions, metrics, session, action, session.decisions[before:],
                               probe.tried, self.committer.node_pool)
             self._observe(_record_shares, metrics, session)
+            self._observe_session(session)
             with metrics.close_session():
                 session.close()
         self._observe(_record_session, metrics, session)

@@ -170,6 +170,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--cycles", type=int, metavar="N",
                         help="scheduling cycles to run (default: the file's, else 1)")
     parser.add_argument("--json", action="store_true", help="print a machine-readable report instead")
+    parser.add_argument("--explain", metavar="[NAMESPACE/]NAME",
+                        help="explain why this pod or PodGroup is pending after the last cycle instead")
     args = parser.parse_args(argv)
     if args.cycles is not None and args.cycles < 1:
         parser.error("--cycles must be at least 1")
@@ -179,6 +181,11 @@ def main(argv: list[str]) -> int:
         parser.error("--compare needs --kai-snapshot")
     if args.kai_snapshot is not None:
         return replay_snapshot(args.kai_snapshot, args.cycles or 1, args.compare, args.json)
+    if args.explain:
+        from kai.sim.explain import explain_file
+
+        namespace, sep, name = args.explain.rpartition("/")
+        return explain_file(args.file, namespace if sep else "default", name, args.cycles, args.json)
     return print_reports(PROG, args.file, args.cycles, simulate, format_report, args.json)
 
 
