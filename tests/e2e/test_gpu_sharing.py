@@ -14,19 +14,17 @@ import uuid
 from pathlib import Path
 
 import pytest
-import yaml
 
-from kai.admission.webhook import MUTATE_PATH, AdmissionServer
 from kai.binder.gpusharing import configmap_names
 from kai.binder.reservation import DEVICE_ANNOTATION, NAMESPACE, reservation_pod, reservation_pod_name
 from kai.kube.client import ApiError, Kube
 from support import manifests as m
 from support.waiting import wait_until
+from support.webhooks import mutating_webhook
 
 pytestmark = pytest.mark.e2e
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
-WEBHOOKS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
 
 
 def pods(kube: Kube, namespace: str, query: dict | None = None) -> dict[str, dict]:
@@ -47,29 +45,8 @@ def namespace(kube: Kube):
 
 @pytest.fixture(scope="module")
 def webhook(kube: Kube, namespace: str, tmp_path_factory):
-    server = AdmissionServer("127.0.0.1:0", hosts=["127.0.0.1"], cert_dir=str(tmp_path_factory.mktemp("certs")))
-    server.start()
-    config = yaml.safe_load((DEPLOY / "admission-mutating-webhook.yaml").read_text())
-    config["metadata"]["name"] = f"kai-admission-{namespace}"
-    hook = config["webhooks"][0]
-    hook["clientConfig"] = {"url": f"https://127.0.0.1:{server.port}{MUTATE_PATH}", "caBundle": server.ca_bundle}
-    hook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
-    kube.post(WEBHOOKS, config)
-    probe = m.pod(namespace, "probe", "probe", annotations={"gpu-fraction": "0.5"})
-    try:
-        wait_until(lambda: _mutated(kube, namespace, probe), 30, "the mutating webhook in force")
+    with mutating_webhook(kube, namespace, tmp_path_factory.mktemp("certs")) as server:
         yield server
-    finally:
-        kube.delete(f"{WEBHOOKS}/{config['metadata']['name']}")
-        server.stop()
-
-
-def _mutated(kube: Kube, namespace: str, pod: dict) -> bool:
-    try:
-        out = kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", {"dryRun": "All"}, pod)
-    except ApiError:
-        return False
-    return "runai/shared-gpu-configmap" in out["metadata"].get("annotations", {})
 
 
 class Restartable:
