@@ -10,8 +10,8 @@ tiers:
 ```
 
 Plugins are called in the order they are listed (tier by tier). Also read:
-``stalenessGracePeriodSeconds``, ``restrictSchedulingNodes``, ``usageDBConfig`` (historical queue
-usage for time-based fair share, KAI's shape; see :mod:`kai.framework.usage`) and
+``stalenessGracePeriodSeconds``, ``restrictSchedulingNodes``, ``fullHierarchyFairness``, ``usageDBConfig``
+(historical queue usage for time-based fair share, KAI's shape; see :mod:`kai.framework.usage`) and
 ``scenarioSearchBudgets`` (the eviction actions' search budgets, see :mod:`kai.framework.scenariosearch`).
 """
 
@@ -53,6 +53,10 @@ class SchedulerConfig:
     #: ``restrictSchedulingNodes`` (KAI's ``--restrict-node-scheduling``): only nodes labelled as GPU or CPU
     #: workers take part; GPU pods go to GPU workers, the others to CPU workers.
     restrict_node_scheduling: bool = False
+    #: ``fullHierarchyFairness`` (KAI's ``--full-hierarchy-fairness``, on by default): fair share is divided down
+    #: the whole queue tree; off, among the queues that have a parent only, as children of one unlimited parent
+    #: (:func:`kai.framework.snapshot.project_level_queues`).
+    full_hierarchy_fairness: bool = True
     #: ``scenarioSearchBudgets``: the time budgets of the eviction actions' victim search.
     scenario_search_budgets: SearchBudgets = SearchBudgets()
 
@@ -154,7 +158,8 @@ def parse_config(data: Any, where: str = "config") -> SchedulerConfig:
     flags = {field: fields.flag(key, getattr(DEFAULT_CONFIG, field))
              for key, field in (("allowConsolidatingReclaim", "allow_consolidating_reclaim"),
                                 ("useSchedulingSignatures", "use_scheduling_signatures"),
-                                ("restrictSchedulingNodes", "restrict_node_scheduling"))}
+                                ("restrictSchedulingNodes", "restrict_node_scheduling"),
+                                ("fullHierarchyFairness", "full_hierarchy_fairness"))}
     depths = parse_queue_depths(data.get("queueDepthPerAction"), where)
     usage_db = None
     if data.get("usageDBConfig") is not None:

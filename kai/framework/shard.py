@@ -56,13 +56,15 @@ ARGS = {
     "use-scheduling-signatures": "true or false",
     "allow-consolidating-reclaim": "true or false",
     "restrict-node-scheduling": "true or false",
+    "full-hierarchy-fairness": "true or false",
     "default-staleness-grace-period": "a duration",
     "schedule-period": "a positive duration",
 }
 #: The true-or-false flags and the configuration field each sets.
 FLAG_ARGS = {"use-scheduling-signatures": "use_scheduling_signatures",
              "allow-consolidating-reclaim": "allow_consolidating_reclaim",
-             "restrict-node-scheduling": "restrict_node_scheduling"}
+             "restrict-node-scheduling": "restrict_node_scheduling",
+             "full-hierarchy-fairness": "full_hierarchy_fairness"}
 #: Shard fields this scheduler does not act on.
 IGNORED_FIELDS = ("goMemLimit", "goMemLimitRatio")
 #: KAI plugins with no plugin here: ``reflectjoborder``, which serves the session's job order over KAI's HTTP
@@ -216,11 +218,8 @@ def _args(spec: Fields, config: SchedulerConfig, where: str) -> tuple[SchedulerC
             flag = _go_bool(value)
             if flag is None:
                 raise invalid
-            field = FLAG_ARGS[name]
-            config = (attrs.evolve(config, use_scheduling_signatures=flag) if field == "use_scheduling_signatures"
-                      else attrs.evolve(config, allow_consolidating_reclaim=flag)
-                      if field == "allow_consolidating_reclaim"
-                      else attrs.evolve(config, restrict_node_scheduling=flag))
+            changes: dict[str, Any] = {FLAG_ARGS[name]: flag}
+            config = attrs.evolve(config, **changes)
         elif name == "default-staleness-grace-period":
             config = attrs.evolve(config, staleness_grace_period=_duration(value, partial(args.fail, name)))
         else:

@@ -35,6 +35,7 @@ from kai.api import (
     Node,
     PodSet,
     Queue,
+    QuotaSpec,
     Storage,
     SubGroup,
     Topology,
@@ -140,6 +141,19 @@ class Snapshot:
         if self.journal is not None:
             self.journal.rewind(self)
             self.journal = None
+
+
+#: The parent of every queue when fairness is at the project level only (KAI's name).
+PROJECT_LEVEL_PARENT = "default"
+
+
+def project_level_queues(queues: Iterable[Queue], now: float) -> list[Queue]:
+    """KAI's ``--full-hierarchy-fairness=false``: the queues that have a parent, each as a child of one parent
+    named ``default`` with unlimited deserved quota and limit and over-quota weight 1 (created ``now``); the
+    queues without a parent are left out, so fair share is divided among the projects alone."""
+    unlimited = QuotaSpec(UNLIMITED, UNLIMITED, 1.0)
+    parent = Queue(PROJECT_LEVEL_PARENT, gpu=unlimited, cpu=unlimited, memory=unlimited, creation=now)
+    return [parent, *(attrs.evolve(q, parent=PROJECT_LEVEL_PARENT) for q in queues if q.parent)]
 
 
 def _bad_quota(q: Queue) -> str | None:

@@ -17,7 +17,7 @@ from kai.api import ACTIVE_USED, HostPort, Job, NumaTopology, Resources, Task, T
 from kai.api.dra import EXTENDED_ENTRY, Allocation, DynamicResources, ExtendedClaim, PodResourceClaim, ResourceClaim
 from kai.api.storage import Storage
 from kai.framework import Problem, Snapshot, build_snapshot
-from kai.framework.snapshot import NODE_NOT_FOUND
+from kai.framework.snapshot import NODE_NOT_FOUND, project_level_queues
 from kai.kube import dra
 from kai.kube.views import DEFAULT_PRIORITY, PodGroupView, job_priority
 from kai.scheduler import convert
@@ -29,11 +29,11 @@ if TYPE_CHECKING:
     from kai.scheduler.cache import Assumptions, ClusterCache
 
 #: What a whole cycle is built from: each informer's count of changes, and the cache's settings (restricted node
-#: scheduling, the reservation pods' app label, the stuck-in-releasing threshold).
-CycleInputs = tuple[tuple[int, ...], bool, str, float]
+#: scheduling, full hierarchy fairness, the reservation pods' app label, the stuck-in-releasing threshold).
+CycleInputs = tuple[tuple[int, ...], bool, bool, str, float]
 #: What every job is built against besides its PodGroup and pods: the PriorityClasses' and Topologies' counts of
 #: changes, whether no pod has an implicit claim, and the cache's settings.
-Context = tuple[int, int, bool, bool, str, float]
+Context = tuple[int, int, bool, bool, bool, str, float]
 
 
 @attrs.define(eq=False)
@@ -294,6 +294,8 @@ class Build:
                                                                                 inputs[2])
             nodes.append(reuse.nodes.keep(name, view, inputs, node))
         queues = [convert.to_queue(q) for q in inf["queues"].list()]
+        if not self.cache.full_hierarchy_fairness:
+            queues = project_level_queues(queues, self.now)
         previous = reuse.cycle.snapshot if reuse.cycle is not None else None
         snap = build_snapshot(nodes, queues, self.jobs.values(), self.now, inf["topologies"].list(),
                               inf["configmaps"].list(), self._storage() if reuse.claims_wanted() else None,

@@ -155,6 +155,8 @@ class ClusterCache:
         self.stuck_after = stuck_after
         #: Only nodes labelled as GPU or CPU workers take part (KAI's ``--restrict-node-scheduling``).
         self.restrict_node_scheduling = False
+        #: Fair share down the whole queue tree (KAI's ``--full-hierarchy-fairness``), else among the projects.
+        self.full_hierarchy_fairness = True
         #: The ``app`` label value of the binder's GPU reservation pods (``--resource-reservation-app-label``).
         self.reservation_app = names.RESERVATION_APP[1]
         self.changed = threading.Event()
@@ -286,7 +288,7 @@ class ClusterCache:
         now = time.time() if now is None else now
         reuse = self._reuse
         inputs = (tuple(informer.changes for informer in self.informers.values()), self.restrict_node_scheduling,
-                  self.reservation_app, self.stuck_after)
+                  self.full_hierarchy_fairness, self.reservation_app, self.stuck_after)
         if reuse.cycle is not None and inputs == reuse.inputs:
             again = reuse.same_cycle(self.assumptions(reuse.pods, reuse.binds), now)
             if again is not None:

@@ -285,6 +285,7 @@ class Scheduler:
         """One cycle: snapshot, session (open, actions, close), commit."""
         started = time.perf_counter()
         self.cache.restrict_node_scheduling = self.plugins.config.restrict_node_scheduling
+        self.cache.full_hierarchy_fairness = self.plugins.config.full_hierarchy_fairness
         cycle = self.cache.snapshot()
         if self.usage is not None:
             cycle.snapshot.usage = self.usage.usage(cycle.snapshot.now)

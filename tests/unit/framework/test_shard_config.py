@@ -84,7 +84,7 @@ def test_queue_depth_usage_db_and_args():
         "usageDBConfig": {"clientType": "prometheus"},
         "args": {"max-consolidation-preemptees": "4", "use-scheduling-signatures": "false",
                  "allow-consolidating-reclaim": "F", "restrict-node-scheduling": "true",
-                 "default-staleness-grace-period": "2m",
+                 "full-hierarchy-fairness": "false", "default-staleness-grace-period": "2m",
                  "schedule-period": "500ms", "detailed-fit-errors": "true"},
         "partitionLabelValue": "gpu-nodes"}),
         {"kind": "Config", "spec": {"namespace": "kai", "prometheus": {"enabled": True}}})
@@ -93,6 +93,7 @@ def test_queue_depth_usage_db_and_args():
     assert config.usage_db == UsageDBConfig("prometheus", "http://usage-prometheus.kai.svc.cluster.local:9090")
     assert config.max_consolidation_preemptees == 4
     assert config.use_scheduling_signatures is False and config.allow_consolidating_reclaim is False
+    assert config.full_hierarchy_fairness is False and DEFAULT_CONFIG.full_hierarchy_fairness is True
     assert config.restrict_node_scheduling is True
     assert config.staleness_grace_period == 120.0
     assert settings.schedule_period == 0.5

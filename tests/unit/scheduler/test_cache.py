@@ -249,6 +249,20 @@ def test_restricted_node_scheduling_leaves_out_nodes_without_a_worker_role():
     assert {n.name for n in cache.snapshot().snapshot.nodes} == {"gpu", "cpu"}
 
 
+def test_without_full_hierarchy_fairness_the_projects_share_one_unlimited_parent():
+    """KAI's --full-hierarchy-fairness=false: a department's limit no longer bounds its projects."""
+    department = {"metadata": {"name": "dept"}, "spec": {"resources": {"gpu": {"quota": 0, "limit": 0}}}}
+    project = queue("team")
+    project["spec"]["parentQueue"] = "dept"
+    cache = cache_with(nodes=[node("n1")], queues=[department, project])
+    full = cache.snapshot(now=100.0).snapshot.queues
+    assert full["team"].parent == "dept" and full["dept"].gpu.limit == 0
+    cache.full_hierarchy_fairness = False
+    flat = cache.snapshot(now=100.0).snapshot.queues
+    assert set(flat) == {"default", "team"} and flat["team"].parent == "default"
+    assert (flat["default"].gpu.deserved, flat["default"].gpu.limit, flat["default"].cpu.limit) == (-1, -1, -1)
+
+
 def test_storage_objects_reach_the_snapshot_only_when_a_pod_to_schedule_has_claims():
     pvc = {"metadata": {"namespace": "ns", "name": "data", "uid": "c1",
                         "annotations": {"volume.kubernetes.io/selected-node": "n1"}},
