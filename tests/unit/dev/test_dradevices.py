@@ -5,7 +5,7 @@ from __future__ import annotations
 from kai.api.dra import DynamicResources, is_gpu_name
 from kai.dev import dradevices
 from kai.kube.dra import device_class_view, resource_slice_view
-from plugins.dynamicresources.cel import Selectors
+from kai.plugins.dynamicresources.cel import Selectors
 
 
 def test_the_slice_publishes_the_nodes_gpus_with_kais_fake_driver_and_memory():

@@ -23,7 +23,7 @@ from kai.api.names import QUEUE_LABEL
 from kai.api.selectors import LabelRequirement, NodeSelectorTerm
 from kai.framework import PluginSpec, Session, cluster_capacity
 from kai.framework.statement import Statement
-from plugins.dynamicresources.extended import implicit_requests
+from kai.plugins.dynamicresources.extended import implicit_requests
 
 DRIVER = "gpu.example.com"
 GPU_CLASS = DeviceClass("gpu.example.com", (f'device.driver == "{DRIVER}"',))

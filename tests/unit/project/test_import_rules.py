@@ -8,6 +8,7 @@ packages without a cycle between their modules, counting every import, are check
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -204,3 +205,12 @@ def test_no_import_cycle_within(package):
 def test_the_cycle_check_sees_a_cycle():
     assert _cycle({"a": ["b"], "b": ["c"], "c": ["b"]}) == ["b", "c", "b"]
     assert _cycle({"a": ["b", "c"], "b": ["c"], "c": []}) == []
+
+
+def test_tests_import_plugins_and_podgroupers_by_their_installed_names():
+    """``plugins`` and ``podgroupers`` are folders of the source tree only; installed they are ``kai.plugins`` and
+    ``kai.podgroupers``, which is where the tests run from an installed wheel find them."""
+    wrong = [f"{path.relative_to(ROOT)}:{number}" for path in sorted((ROOT / "tests").rglob("*.py"))
+             for number, line in enumerate(path.read_text().splitlines(), 1)
+             if re.match(r"\s*(from|import) (plugins|podgroupers)\b", line)]
+    assert not wrong, wrong
