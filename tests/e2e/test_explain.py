@@ -72,7 +72,8 @@ def running(kube, ns, names):
 def explain(scheduler, ns, name):
     """``kai-scheduler explain --json`` of ``ns/name``; None while the job is not pending in the last cycle."""
     out = subprocess.run([sys.executable, "-m", "kai.cli", "explain", f"{ns}/{name}", "--json",
-                          "--server", f"http://127.0.0.1:{scheduler.port}"], capture_output=True, text=True)
+                          "--server", f"http://127.0.0.1:{scheduler.port}"],
+                         capture_output=True, text=True, cwd="/")  # the installed package, not the source tree
     answer = json.loads(out.stdout) if out.stdout else {}
     return answer if out.returncode == 0 else None
 
