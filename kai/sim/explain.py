@@ -15,13 +15,10 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from kai.common.errors import ConfigError
-from kai.common.yamlfile import one_line
-from kai.framework import PluginError
 from kai.framework.whatif import DEFAULT_BUDGET
 from kai.scheduler.visibility import PREFIX, Visibility
 from kai.sim.scenario import NOW
-from kai.sim.simulate import ROUND_SECONDS, Run, load_runs, prepare, run_cycles
+from kai.sim.simulate import ROUND_SECONDS, Run, load_runs, prepare, reported, run_cycles
 
 PROG = "kai-scheduler explain"
 TIMEOUT = 10.0
@@ -114,12 +111,7 @@ def main(argv: list[str]) -> int:
 
 def explain_file(path: str, namespace: str, name: str, cycles: int | None, as_json: bool, check: bool = True) -> int:
     """Explain ``namespace/name`` in the (first) run of the cluster file at ``path``; the exit status."""
-    try:
-        status, answer = explain_offline(load_runs(path, cycles)[0], namespace, name, check)
-    except ConfigError as exc:
-        print(f"{PROG}: {one_line(str(exc))}", file=sys.stderr)
+    result = reported(PROG, path, lambda: explain_offline(load_runs(path, cycles)[0], namespace, name, check))
+    if result is None:
         return 2
-    except PluginError as exc:
-        print(f"{PROG}: {path}: {one_line(str(exc))}", file=sys.stderr)
-        return 2
-    return print_answer(status, answer, as_json)
+    return print_answer(*result, as_json)

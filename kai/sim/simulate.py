@@ -14,7 +14,7 @@ import functools
 import json
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
@@ -26,6 +26,8 @@ from kai.sim.cluster_file import parse_cluster
 from kai.sim.rounds import ROUND_SECONDS, feed_back, feed_back_jobs
 from kai.sim.scenario import NOW, load_scenarios
 from kai.usagedb import make_usage_source
+
+T = TypeVar("T")
 
 PROG = "kai-scheduler simulate"
 KINDS = {"bind": "bound", "pipeline": "pipelined"}
@@ -203,16 +205,23 @@ def replay_snapshot(path: str, cycles: int, compare: bool, as_json: bool) -> int
     return 0
 
 
+def reported(prog: str, path: str, work: Callable[[], T]) -> T | None:
+    """``work()`` on the cluster file at ``path``; None, with the bad field or plugin on standard error, when the
+    file cannot be used."""
+    try:
+        return work()
+    except ConfigError as exc:
+        print(f"{prog}: {one_line(str(exc))}", file=sys.stderr)
+    except PluginError as exc:
+        print(f"{prog}: {path}: {one_line(str(exc))}", file=sys.stderr)
+    return None
+
+
 def print_reports(prog: str, path: str, cycles: int | None, report: Callable[[Run], dict],
                   text: Callable[[dict], str], as_json: bool) -> int:
     """Print ``report`` of every run of the file at ``path`` (as text or JSON); the exit status."""
-    try:
-        reports = [report(run) for run in load_runs(path, cycles)]
-    except ConfigError as exc:
-        print(f"{prog}: {one_line(str(exc))}", file=sys.stderr)
-        return 2
-    except PluginError as exc:
-        print(f"{prog}: {path}: {one_line(str(exc))}", file=sys.stderr)
+    reports = reported(prog, path, lambda: [report(run) for run in load_runs(path, cycles)])
+    if reports is None:
         return 2
     if as_json:
         print(json.dumps({"file": path, "runs": reports}, indent=1))
