@@ -16,6 +16,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import uuid
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ import yaml
 
 from kai.dev.controlplane import ControlPlane, ControlPlaneError
 from kai.kube.client import ApiError, Kube
+from support import manifests as m
 from support.waiting import wait_until
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
@@ -251,3 +253,17 @@ def kai_scheduler(kai_run, control_plane, kai_chart, tmp_path_factory):
     for process in started:
         if process.proc.poll() is None:
             assert process.terminate() == 0, process.log()[-3000:]
+
+
+@pytest.fixture
+def ns(kube):
+    """A namespace for one test; its pods, nodes (label ``e2e=<ns>``) and queues are deleted afterwards (a module
+    may have its own)."""
+    name = f"e2e-{uuid.uuid4().hex[:6]}"
+    m.apply(kube, m.namespace(name))
+    yield name
+    kube.request("DELETE", f"/api/v1/namespaces/{name}/pods", body={"gracePeriodSeconds": 0})
+    wait_until(lambda: not kube.get(m.collection("Pod", name)).get("items"), 30, f"the pods of {name} gone")
+    kube.request("DELETE", "/api/v1/nodes", {"labelSelector": f"e2e={name}"})
+    for queue in kube.get(m.collection("Queue"), {"labelSelector": f"e2e={name}"}).get("items", []):
+        kube.delete(f"{m.collection('Queue')}/{queue['metadata']['name']}")

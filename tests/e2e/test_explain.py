@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import uuid
 
 import pytest
 
@@ -25,18 +24,6 @@ RACK = "e2e.kai.scheduler/rack"
 @pytest.fixture(scope="module")
 def scheduler(kai_scheduler):
     return kai_scheduler(ACTIONS, name="explain")
-
-
-@pytest.fixture
-def ns(kube):
-    name = f"e2e-{uuid.uuid4().hex[:6]}"
-    m.apply(kube, m.namespace(name))
-    yield name
-    kube.request("DELETE", f"/api/v1/namespaces/{name}/pods", body={"gracePeriodSeconds": 0})
-    wait_until(lambda: not pods(kube, name), 30, f"the pods of {name} gone")
-    kube.request("DELETE", "/api/v1/nodes", {"labelSelector": f"e2e={name}"})
-    for queue in kube.get(m.collection("Queue"), {"labelSelector": f"e2e={name}"}).get("items", []):
-        kube.delete(f"{m.collection('Queue')}/{queue['metadata']['name']}")
 
 
 def pods(kube, ns) -> dict[str, dict]:

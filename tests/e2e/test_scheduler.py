@@ -7,7 +7,6 @@ tests share one scheduler process and one control plane without seeing each othe
 from __future__ import annotations
 
 import time
-import uuid
 from collections import Counter, defaultdict
 
 import pytest
@@ -55,19 +54,6 @@ def scheduler(kube, kai_chart, kai_run, control_plane, tmp_path_factory):
     yield proc
     if proc.process.proc.poll() is None:
         assert proc.process.terminate() == 0, proc.log()[-3000:]
-
-
-@pytest.fixture
-def ns(kube):
-    """A namespace for one test; its pods, nodes (label ``e2e=<ns>``) and queues are deleted afterwards."""
-    name = f"e2e-{uuid.uuid4().hex[:6]}"
-    m.apply(kube, m.namespace(name))
-    yield name
-    kube.request("DELETE", f"/api/v1/namespaces/{name}/pods", body={"gracePeriodSeconds": 0})
-    wait_until(lambda: not items(kube, "Pod", name), 30, f"the pods of {name} gone")
-    kube.request("DELETE", "/api/v1/nodes", {"labelSelector": f"e2e={name}"})
-    for queue in kube.get(m.collection("Queue"), {"labelSelector": f"e2e={name}"}).get("items", []):
-        kube.delete(f"{m.collection('Queue')}/{queue['metadata']['name']}")
 
 
 def node(kube, name, labels, gpus=8):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import uuid
 
 import pytest
 
@@ -16,15 +15,6 @@ from support.waiting import wait_until
 pytestmark = pytest.mark.e2e
 
 ACTIONS = "allocate, consolidation, reclaim, preempt, stalegangeviction"
-
-
-@pytest.fixture
-def ns(kube):
-    name = f"e2e-{uuid.uuid4().hex[:6]}"
-    m.apply(kube, m.namespace(name))
-    yield name
-    kube.request("DELETE", f"/api/v1/namespaces/{name}/pods", body={"gracePeriodSeconds": 0})
-    kube.request("DELETE", "/api/v1/nodes", {"labelSelector": f"e2e={name}"})
 
 
 def verbs(metrics: str) -> dict[str, float]:
