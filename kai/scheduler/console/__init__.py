@@ -118,8 +118,11 @@ class Console:
         if page == "console.css":
             return 200, self.css, "text/css; charset=utf-8", dict(HEADERS)
         if page == "cycles":
-            return self._render("cycles.html", 200, None, bars=cycle_chart(self.recent()),
-                                recent=list(reversed(self.recent())))
+            status, head = self.answer(API + "queues")
+            recent = self.recent()
+            return self._render("cycles.html", 200, head if status == 200 else None, bars=cycle_chart(recent),
+                                recent=list(reversed(recent)),
+                                longest=max((c.seconds for c in recent), default=0.0))
         pages = {"": self.queues, "pending": self.pending, "nodes": self.nodes}
         if page not in pages:
             return self._render("missing.html", 404, None, route=route)
