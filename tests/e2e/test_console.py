@@ -24,9 +24,14 @@ ACTIONS = "allocate, consolidation, reclaim, preempt, stalegangeviction"
 PAGES = {"queues": "", "pending": "pending", "nodes": "nodes", "cycles": "cycles"}
 
 
+@pytest.fixture(scope="session")
+def browser():
+    """Chromium, or a skip before a control plane is started for nothing."""
+    return chromium()
+
+
 @pytest.fixture(scope="module")
 def scheduler(kai_scheduler):
-    chromium()  # skip before starting anything when there is no browser to be had
     return kai_scheduler(ACTIONS, name="console", args=("--console",))
 
 
@@ -57,7 +62,7 @@ def pending_reasons(scheduler, ns):
     return {i["name"]: i["reason"] for i in items if i["namespace"] == ns}
 
 
-def test_every_page_loads_and_shows_the_pending_jobs_with_their_reasons(kube, scheduler, ns, tmp_path):
+def test_every_page_loads_and_shows_the_pending_jobs_with_their_reasons(browser, kube, scheduler, ns, tmp_path):
     for name, gpus in (("n0", 8), ("n1", 8), ("n2", 4)):
         m.apply(kube, m.gpu_node(f"{ns}-{name}", gpus=gpus, labels={"e2e": ns}))
     org = queue(kube, ns, "org", gpu_quota=16)

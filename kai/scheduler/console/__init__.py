@@ -92,7 +92,7 @@ def _environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
                              autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(number=_number, cores=_cores, gib=_gib, utc=_utc, age=_age)
-    env.globals.update(prefix=PREFIX, BAR_WIDTH=BAR_WIDTH, CELLS_PER_ROW=CELLS_PER_ROW, CHART_BAR=CHART_BAR,
+    env.globals.update(prefix=PREFIX, api=API, BAR_WIDTH=BAR_WIDTH, CELLS_PER_ROW=CELLS_PER_ROW, CHART_BAR=CHART_BAR,
                        CHART_HEIGHT=CHART_HEIGHT)
     return env
 

@@ -185,8 +185,3 @@ def test_the_console_is_served_get_only_from_the_metrics_server():
     finally:
         server.stop()
 
-
-def test_console_needs_the_scheduler():
-    from kai.run import main
-
-    assert main(["--components", "binder", "--console"]) == 2
