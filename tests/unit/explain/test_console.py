@@ -164,6 +164,23 @@ def test_the_gpu_map_tells_whole_shared_free_and_fragmented_gpus():
     assert sum(width for _, _, width, _ in pool.segments()) == pytest.approx(240)
 
 
+def test_a_gpu_shared_by_fractions_is_drawn_as_shared_beside_whole_ones():
+    from kai import testing as kt
+    from kai.api.resources import ResourceRequest
+    from kai.scheduler.build import Cycle
+
+    half = kt.task("half-0", request=ResourceRequest(cpu=100.0, memory=1e8, gpu_fraction=0.5))
+    cluster = kt.cluster(nodes=[kt.node("n1", gpus=4)], queues=[kt.queue("a", deserved_gpus=4)],
+                         jobs=[kt.job("half", queue="a", tasks=[half]), kt.job("two", queue="a", gpus=2)])
+    s, visibility = scheduler(), Visibility()
+    s.cache.snapshot = lambda: Cycle(cluster, {}, {}, [])
+    s.observer = visibility
+    assert len(s.run_once().decisions) == 2
+    (node,) = visibility.answer(API + "nodes")[1]["items"]
+    m = node_map(node)
+    assert (m.used, m.shared, m.shared_used, m.free, m.fragmented) == (2, 1, 0.5, 0, 1)
+
+
 def test_the_console_is_served_get_only_from_the_metrics_server():
     s, visibility = run_cycle()
     server = ObservabilityServer("127.0.0.1:0", Registry())
