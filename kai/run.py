@@ -14,8 +14,9 @@ components reports the Config's status conditions (:func:`report_config_status`)
 
 The process serves ``/metrics``, ``/healthz`` and ``/readyz`` on ``--metrics-address`` (every
 interface by default), the probes on ``--health-probe-address`` instead when that is given. With
-``--leader-elect`` it first campaigns for a Lease in ``--namespace`` and runs the components only
-while it holds it (the scheduler of each SchedulingShard campaigns for a Lease of its own,
+``--console`` the metrics listener also serves the scheduler's read-only web console at ``/console/``
+(:mod:`kai.scheduler.console`). With ``--leader-elect`` it first campaigns for a Lease in ``--namespace``
+and runs the components only while it holds it (the scheduler of each SchedulingShard campaigns for a Lease of its own,
 :mod:`kai.scheduler.shards`); losing the lease ends the process with exit code 1 (KAI's behaviour), so that
 Kubernetes restarts it as a standby. On SIGTERM the leader releases the lease as soon as its
 components have returned, and a standby watching the lease takes over at once.
@@ -349,6 +350,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--health-probe-address", default="", metavar="HOST:PORT",
                    help="serve /healthz and /readyz here instead, e.g. for the kubelet while /metrics listens "
                         "on 127.0.0.1 only (default: with the metrics)")
+    p.add_argument("--console", action="store_true",
+                   help="scheduler: serve the read-only web console at /console/ on the metrics address (bind that "
+                        "to 127.0.0.1 to keep it to this host)")
     p.add_argument("--metrics-namespace", default=DEFAULT_NAMESPACE,
                    help="prefix of every metric name (default: %(default)s)")
     p.add_argument("--bind-workers", type=int, default=DEFAULT_WORKERS,
@@ -512,6 +516,8 @@ def main(argv: list[str]) -> int:
         names = parse_components(args.components)
         if args.shadow:
             names = shadow_components(args, names)
+        if args.console and "scheduler" not in names:
+            raise ValueError("--console serves the scheduler's console: it needs the scheduler component")
         if args.schedule_period <= 0:
             raise ValueError(f"--schedule-period must be positive, not {args.schedule_period:g}")
         config = scheduler_config(args)
@@ -549,6 +555,8 @@ def main(argv: list[str]) -> int:
     probes = next(s for s in servers if PROBES in s.routes)
     _serve_snapshots(next(s for s in servers if METRICS in s.routes), components)
     serve_visibility(components, next(s for s in servers if METRICS in s.routes))
+    if args.console:
+        serve_console(components, next(s for s in servers if METRICS in s.routes))
     for component in components:
         probes.add_ready_check(component.name, _readiness(component, elector if component in leased else None))
     if elector is not None:
@@ -624,6 +632,24 @@ def serve_visibility(components: list, server: ObservabilityServer) -> None:
 
             component.make = observed
             server.visibility = answer
+
+
+def serve_console(components: list, server: ObservabilityServer) -> None:
+    """The web console on the metrics server, from the visibility API and the recent cycles of the scheduler it
+    answers from (in a process serving shards, the default shard's, else the only shard's)."""
+    from kai.scheduler.console import PREFIX, Console
+    from kai.scheduler.shards import ShardSchedulers
+
+    scheduler = next(c for c in components if c.name == "scheduler")
+    if isinstance(scheduler, ShardSchedulers):
+        def recent() -> tuple:
+            loop = scheduler.snapshot_scheduler()
+            return loop.recent if loop is not None else ()
+    else:
+        def recent() -> tuple:
+            return scheduler.recent
+    assert server.visibility is not None  # serve_visibility set it for the scheduler
+    server.add_pages(PREFIX, Console(server.visibility, recent))
 
 
 def observability_servers(args: argparse.Namespace, registry) -> list[ObservabilityServer]:

@@ -2,7 +2,9 @@
 the scheduler's visibility API (``/apis/visibility/v1/...``, JSON) on the metrics listener when one is attached.
 
 Components may add routes of their own next to ``/metrics`` (:meth:`ObservabilityServer.add_route`): a
-handler answers a body, its content type and extra headers, or None for a 404.
+handler answers a body, its content type and extra headers, or None for a 404; and pages under a prefix
+(:meth:`ObservabilityServer.add_pages`, e.g. the scheduler's console), whose handler is given the path with
+its query and answers the status too. Every route is GET only.
 
 Readiness is a list of named checks, each answering ``(ok, detail)``; ``/readyz`` returns 200 when
 all pass and 503 with the failing ones otherwise, so a probe's log says what is not ready.
@@ -40,6 +42,8 @@ Answer = Callable[[str], "tuple[int, dict]"]
 VISIBILITY_PREFIX = "/apis/visibility/"
 #: A route's handler: (body, content type, extra headers), or None when there is nothing to serve.
 Route = Callable[[], "tuple[bytes, str, dict[str, str]] | None"]
+#: The handler of the pages under a prefix: given the path with its query, (status, body, content type, headers).
+Pages = Callable[[str], "tuple[int, bytes, str, dict[str, str]]"]
 
 
 def parse_address(address: str) -> tuple[str, int]:
@@ -105,6 +109,7 @@ class ObservabilityServer:
         #: The visibility API's answers, served with the metrics (None: not served).
         self.visibility: Answer | None = None
         self.extra_routes: dict[str, Route] = {}
+        self.pages: dict[str, Pages] = {}
         self._httpd = HTTPServer(parse_address(address), _handler(self))
         self._thread: threading.Thread | None = None
 
@@ -122,6 +127,14 @@ class ObservabilityServer:
     def add_route(self, path: str, handler: Route) -> None:
         """Serve ``handler`` at ``path`` (with ``/metrics``)."""
         self.extra_routes[path] = handler
+
+    def add_pages(self, prefix: str, handler: Pages) -> None:
+        """Serve ``handler`` at every path under ``prefix`` (``/console/``; ``/console`` too), with ``/metrics``."""
+        self.pages[prefix] = handler
+
+    def pages_of(self, route: str) -> Pages | None:
+        return next((h for prefix, h in self.pages.items()
+                     if route.startswith(prefix) or route == prefix.rstrip("/")), None)
 
     def readiness(self) -> tuple[bool, list[str]]:
         lines, ok = [], True
@@ -163,6 +176,8 @@ def _handler(server: ObservabilityServer) -> type[BaseHTTPRequestHandler]:
                 self._reply(200 if ok else 503, body.encode())
             elif route in server.extra_routes and metrics:
                 self._extra(server.extra_routes[route])
+            elif metrics and (pages := server.pages_of(route)) is not None:
+                self._page(pages)
             else:
                 self._reply(404, b"not found\n")
 
@@ -177,6 +192,15 @@ def _handler(server: ObservabilityServer) -> type[BaseHTTPRequestHandler]:
                 self._reply(404, b"not found\n")
             else:
                 self._reply(200, *answer)
+
+        def _page(self, pages: Pages) -> None:
+            try:
+                status, body, content_type, headers = pages(self.path)
+            except Exception as exc:  # noqa: BLE001 - a failing page answers 500, the server goes on
+                log.warning("page failed", **fields(route=self.path, error=str(exc)))
+                self._reply(500, b"the page failed; see the log\n")
+                return
+            self._reply(status, body, content_type, headers)
 
         def _reply(self, status: int, body: bytes, content_type: str = "text/plain; charset=utf-8",
                    headers: dict[str, str] | None = None) -> None:

@@ -41,7 +41,10 @@ from collections import Counter
 from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING
 
+import attrs
+
 from kai.api import names
+from kai.common.yamlfile import one_line
 from kai.framework import DEFAULT_CONFIG, Decision, Plugins, SchedulerConfig, Session
 from kai.framework.asbuilt import pending_jobs, task_statuses
 from kai.kube.access import Access
@@ -79,6 +82,8 @@ SETTINGS_WAIT = 5.0
 GC_YOUNG_THRESHOLD = 10_000
 #: Collections of the youngest generation between two of the middle one while the scheduler runs (default: 10).
 GC_MIDDLE_THRESHOLD = 50
+#: How many cycles a scheduler keeps the summaries of (:attr:`Scheduler.recent`).
+RECENT_CYCLES = 60
 
 #: Every API call of the scheduler (its cache watches the cluster, its committer writes decisions).
 API_ACCESS = (
@@ -107,6 +112,22 @@ API_ACCESS = (
     *(Access(coords[0], coords[2], ("list", "watch")) for coords in (
         names.DEVICECLASSES, names.RESOURCESLICES, names.RESOURCECLAIMS, names.RESOURCECLAIMTEMPLATES)),
 )
+
+
+@attrs.frozen
+class CycleSummary:
+    """One cycle in brief: its number (None for a cycle that failed, with its ``error``), when it started (seconds
+    since the epoch), how long it took, the jobs and nodes it saw and the pods it bound, pipelined and evicted."""
+
+    cycle: int | None
+    started: float
+    seconds: float
+    jobs: int = 0
+    nodes: int = 0
+    binds: int = 0
+    pipelined: int = 0
+    evictions: int = 0
+    error: str = ""
 
 
 class Scheduler:
@@ -150,6 +171,8 @@ class Scheduler:
         self.enabled = True
         #: Called with each cycle's session after its actions, before it closes (the visibility API's view).
         self.observer: Callable[[Session], None] | None = None
+        #: The last :data:`RECENT_CYCLES` cycles, oldest first; replaced, never changed, so readers need no lock.
+        self.recent: tuple[CycleSummary, ...] = ()
 
     def ready(self) -> tuple[bool, str]:
         """Readiness: every informer has listed once."""
@@ -186,6 +209,8 @@ class Scheduler:
                         continue
                     session = self.run_once()
                 except Exception as exc:  # noqa: BLE001 - one bad cycle must not stop scheduling
+                    self._remember(CycleSummary(None, time.time() - (time.monotonic() - started),
+                                                time.monotonic() - started, error=one_line(str(exc) or repr(exc))))
                     stop.wait(self._cycle_failed(exc))
                     continue
                 self.failures = 0
@@ -238,6 +263,9 @@ class Scheduler:
         if self.observer is not None:
             self._observe(self.observer, session)
 
+    def _remember(self, summary: CycleSummary) -> None:
+        self.recent = (*self.recent[1 - RECENT_CYCLES:], summary)
+
     def _cycle_failed(self, exc: Exception) -> float:
         """Log and count a failed cycle; the seconds to wait before the next attempt."""
         self.failures += 1
@@ -284,6 +312,7 @@ class Scheduler:
     def run_once(self) -> Session:
         """One cycle: snapshot, session (open, actions, close), commit."""
         started = time.perf_counter()
+        wall = time.time()
         self.cache.restrict_node_scheduling = self.plugins.config.restrict_node_scheduling
         self.cache.full_hierarchy_fairness = self.plugins.config.full_hierarchy_fairness
         cycle = self.cache.snapshot()
@@ -304,12 +333,15 @@ class Scheduler:
         self.cycles += 1
         if self.metrics is not None:
             self.metrics.cycle_ran(bool(session.decisions))
+        kinds = Counter(d.kind for d in session.decisions)
+        seconds = time.perf_counter() - started
+        self._remember(CycleSummary(self.cycles, wall, seconds, len(session.jobs), len(session.nodes), kinds["bind"],
+                                    kinds["pipeline"], kinds["evict"]))
         if session.decisions or log.isEnabledFor(logging.DEBUG):
-            kinds = Counter(d.kind for d in session.decisions)
             log.info("cycle", **fields(cycle=self.cycles, jobs=len(session.jobs), nodes=len(session.nodes),
                                        binds=kinds["bind"], evictions=kinds["evict"], pipelined=kinds["pipeline"],
                                        snapshot_ms=round(snapshot_seconds * 1000, 1),
-                                       total_ms=round((time.perf_counter() - started) * 1000, 1)))
+                                       total_ms=round(seconds * 1000, 1)))
         return session
 
     def _run_measured(self, session: Session, metrics: SchedulerMetrics, probe: SessionProbe, started: float) -> None:

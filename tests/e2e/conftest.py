@@ -237,14 +237,15 @@ def kai_run(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def kai_scheduler(kai_run, control_plane, kai_chart, tmp_path_factory):
-    """``kai_scheduler(actions)`` starts the scheduler, the binder and the podgrouper with a configuration
-    of ``actions``; each must stop cleanly (exit 0) at the module's end if it still runs."""
+    """``kai_scheduler(actions, args=...)`` starts the scheduler, the binder and the podgrouper with a configuration
+    of ``actions`` and more flags of ``kai-scheduler run``; each must stop cleanly (exit 0) at the module's end if it
+    still runs."""
     started: list[KaiProcess] = []
 
-    def start(actions: str, name: str = "scheduler") -> KaiProcess:
+    def start(actions: str, name: str = "scheduler", args: tuple[str, ...] = ()) -> KaiProcess:
         config = tmp_path_factory.mktemp(name) / "config.yaml"
         config.write_text(f"actions: {actions}\n")
-        process = kai_run(["--config", str(config), "--components", "scheduler,binder,podgrouper"],
+        process = kai_run(["--config", str(config), "--components", "scheduler,binder,podgrouper", *args],
                           control_plane.kubeconfig, name=name)
         started.append(process)
         return process

@@ -464,6 +464,44 @@ def test_metrics_listen_where_the_values_say_and_the_probes_follow():
     assert restricted["livenessProbe"]["httpGet"]["port"] == restricted["readinessProbe"]["httpGet"]["port"] == "health"
 
 
+def test_the_console_is_off_by_default_and_a_value_turns_it_on_behind_a_service():
+    from kai.run import _parser
+
+    def consoles(docs):
+        return {name: d for name, d in by_kind(docs, "Service").items() if name.endswith("-console")}
+
+    def console_flags(docs):
+        return {name: _parser().parse_args(d["spec"]["template"]["spec"]["containers"][0]["args"]).console
+                for name, d in by_kind(docs, "Deployment").items()}
+
+    default = render_chart(CHART)
+    assert not consoles(default) and not any(console_flags(default).values())
+
+    docs = render_chart(CHART, values={"console": {"enabled": True}})
+    assert {name for name, on in console_flags(docs).items() if on} == {"kai-scheduler"}
+    (service,) = consoles(docs).values()
+    pod = by_kind(docs, "Deployment")["kai-scheduler"]["spec"]["template"]
+    assert service["metadata"]["name"] == "kai-scheduler-console" and service["spec"]["type"] == "ClusterIP"
+    assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    assert service["spec"]["ports"] == [{"name": "console", "port": 80, "targetPort": "metrics"}]
+    assert "metrics" in [p["name"] for p in pod["spec"]["containers"][0]["ports"]]
+
+    sharded = render_chart(CHART, values={"console": {"enabled": True, "service": {"type": "NodePort", "port": 8088}},
+                                          "components": {"scheduler": {"shards": ["default", "pool-a"]}}})
+    assert {name for name, on in console_flags(sharded).items() if on} == {"kai-scheduler-default",
+                                                                           "kai-scheduler-pool-a"}
+    services = consoles(sharded)
+    assert set(services) == {"kai-scheduler-default-console", "kai-scheduler-pool-a-console"}
+    for shard in ("default", "pool-a"):
+        service = services[f"kai-scheduler-{shard}-console"]
+        pod = by_kind(sharded, "Deployment")[f"kai-scheduler-{shard}"]["spec"]["template"]
+        assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+        assert service["spec"]["type"] == "NodePort" and service["spec"]["ports"][0]["port"] == 8088
+
+    assert not consoles(render_chart(CHART, values={"console": {"enabled": True},
+                                                    "components": {"scheduler": {"enabled": False}}}))
+
+
 #: Components that read Secrets through the API. None does: the webhook's certificate is a mounted volume.
 SECRET_READERS: set[str] = set()
 #: Verbs that let a subject grant itself more than its role (RBAC escalation).

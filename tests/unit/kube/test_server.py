@@ -137,6 +137,21 @@ def test_server_serves_metrics_health_and_readiness():
         server.stop()
 
 
+def test_pages_under_a_prefix_get_the_path_and_a_failing_page_answers_500():
+    server = ObservabilityServer("127.0.0.1:0", Registry())
+    server.add_pages("/pages/", lambda path: (200 if path != "/pages/bad" else 1 / 0, path.encode(), "text/plain",
+                                              {"X-Page": "yes"}))
+    server.start()
+    try:
+        base = f"http://127.0.0.1:{server.port}"
+        assert _get(base + "/pages/a?b=c") == (200, "/pages/a?b=c")
+        assert _get(base + "/pages") == (200, "/pages")
+        assert _get(base + "/pages/bad")[0] == 500
+        assert _get(base + "/pagesx")[0] == 404
+    finally:
+        server.stop()
+
+
 def _capture(fmt: str) -> tuple[logging.Logger, io.StringIO]:
     stream = io.StringIO()
     logs.configure(fmt, "INFO", stream=stream)

@@ -130,3 +130,14 @@ def test_cel_comes_with_every_install(wheel):
     requires = re.findall(r"^Requires-Dist: (.*)$", wheel.read(f"{dist_info}/METADATA").decode(), re.M)
     cel = [r for r in requires if r.startswith("cel-python")]
     assert cel and all("extra ==" not in r for r in cel), requires
+
+
+def test_the_console_s_templates_and_jinja_come_with_every_install(wheel):
+    """The web console renders on a plain ``pip install``: Jinja2 is a requirement, not an extra, and the
+    templates are in the wheel."""
+    dist_info = f"kai_scheduler-{kai.__version__}.dist-info"
+    requires = re.findall(r"^Requires-Dist: (.*)$", wheel.read(f"{dist_info}/METADATA").decode(), re.M)
+    jinja = [r for r in requires if r.lower().startswith("jinja2")]
+    assert jinja and all("extra ==" not in r for r in jinja), requires
+    assert {"kai/scheduler/console/templates/base.html", "kai/scheduler/console/templates/console.css"} <= set(
+        wheel.namelist())

@@ -40,6 +40,8 @@ def test_cli_reports_bad_usage_with_exit_2(capsys, tmp_path):
     bad.write_text("actions: [1, 2]\n")
     assert run.main(["--components", "scheduler", "--config", str(bad)]) == 2
     assert str(bad) in capsys.readouterr().err
+    assert run.main(["--components", "binder", "--console"]) == 2
+    assert "--console serves the scheduler's console" in capsys.readouterr().err
 
 
 def test_an_unknown_binder_plugin_exits_2_naming_the_flag(capsys, tmp_path):

@@ -17,7 +17,7 @@ from kai.framework.faults import SessionOpenError
 from kai.metrics import Registry, SchedulerMetrics
 from kai.scheduler.cache import ClusterCache
 from kai.scheduler.commit import Committer
-from kai.scheduler.loop import GC_MIDDLE_THRESHOLD, GC_YOUNG_THRESHOLD, Scheduler, backoff
+from kai.scheduler.loop import GC_MIDDLE_THRESHOLD, GC_YOUNG_THRESHOLD, RECENT_CYCLES, Scheduler, backoff
 from support.kube import FakeApi
 
 from .test_commit import RecordingKube
@@ -279,6 +279,27 @@ def test_cycles_are_counted_by_whether_they_decided_something(scheduler):
     assert scheduler.committer.flush(10)
     assert scheduler.registry.value("kai_scheduler_cycles_total", {"decided": "true"}) == 1
     assert scheduler.registry.value("kai_scheduler_cycles_total", {"decided": "false"}) == 1
+
+
+def test_the_last_cycles_are_kept_in_brief_failed_ones_with_their_error(scheduler, monkeypatch):
+    kube = RecordingKube()
+    scheduler.cache = cache_with(kube, pods=[pod("a0")], podgroups=[podgroup()])
+    scheduler.committer = Committer(kube, scheduler.cache, workers=2)
+    scheduler.run_once()
+    scheduler.run_once()
+    assert scheduler.committer.flush(10)
+    first, second = scheduler.recent
+    assert (first.cycle, first.binds, first.evictions, first.jobs, first.nodes) == (1, 1, 0, 1, 1)
+    assert (second.cycle, second.binds) == (2, 0)
+    assert first.started <= second.started and first.seconds > 0
+
+    def failing():
+        raise RuntimeError("cycle\nbroke")
+
+    monkeypatch.setattr(scheduler, "run_once", failing)
+    scheduler.run(CountingStop(after=RECENT_CYCLES))
+    assert len(scheduler.recent) == RECENT_CYCLES
+    assert scheduler.recent[-1].cycle is None and scheduler.recent[-1].error == "cycle\\nbroke"
 
 
 def test_a_running_scheduler_collects_the_young_generations_less_often(scheduler, monkeypatch):
