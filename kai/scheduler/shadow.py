@@ -13,9 +13,11 @@ cluster as KAI leaves it. It sets each cycle's decisions beside what KAI does wi
   ``deleted, not evicted here`` (KAI's eviction, or anyone's deletion).
 
 Each outcome counts in ``shadow_decisions_total{outcome}``; the divergences (every outcome but ``same node``,
-``both pending``, ``evicted by both``) go to a rolling report of the last ``keep``, served as JSON
-(:meth:`ShadowCommitter.report`) and written to a file when one is given. Each entry has the explanation here
-and KAI's (its ``PodScheduled=False`` message) where there is one.
+``evicted by both``) go to a rolling report of the last ``keep``, served as JSON (:meth:`ShadowCommitter.report`),
+written to a file when one is given, and listed by the visibility API (:meth:`ShadowCommitter.entries`). Each
+entry has both explanations where there is one: here, the dominant reason of a pod it would leave pending
+(:mod:`kai.framework.reasons`) or the message of its eviction; KAI's, what KAI last wrote on the pod and its
+PodGroup (:func:`kai_explanation`), read from the cluster.
 """
 
 from __future__ import annotations
@@ -30,13 +32,16 @@ from typing import Any
 
 import attrs
 
-from kai.api import TaskStatus, names
+from kai.api import Job, TaskStatus, names
 from kai.framework import Session
+from kai.framework.reasons import Explainer, pending_tasks
 from kai.kube.access import Access
+from kai.kube.views import PodGroupView
 from kai.metrics import Registry
 from kai.scheduler import loop
 from kai.scheduler.build import Cycle
 from kai.scheduler.cache import ClusterCache
+from kai.scheduler.views import PodView
 
 #: The verbs shadow mode uses: it reads.
 READ_VERBS = ("get", "list", "watch")
@@ -56,12 +61,44 @@ KEEP = 1000
 @attrs.define
 class Verdict:
     """This scheduler's latest decision about a pod: the node it would bind it to (None: pending), why it
-    would not, and since when (``time.time()``) it has said so."""
+    would not (its job's dominant reason, as JSON), and since when (``time.time()``) it has said so."""
 
     node: str | None
-    why: str | None
+    why: dict[str, Any] | None
     since: float
     reported: bool = False
+
+
+class Reasons:
+    """The dominant reasons (as JSON) of a session's pending jobs, each worked out when first asked for."""
+
+    def __init__(self, session: Session, node_pool: str) -> None:
+        self.session, self.node_pool = session, node_pool
+        self._explainer: Explainer | None = None
+        self._found: dict[str, dict[str, Any]] = {}
+
+    def of(self, job: Job) -> dict[str, Any]:
+        found = self._found.get(job.uid)
+        if found is None:
+            if self._explainer is None:
+                s = self.session
+                self._explainer = Explainer(s.nodes, dict(s.jobs), s.job_fit_errors, self.node_pool)
+            found = self._found[job.uid] = self._explainer.reason(job, pending_tasks(job)).to_json()
+        return found
+
+
+def kai_explanation(pod: PodView, group: PodGroupView | None) -> dict[str, Any] | None:
+    """What KAI last wrote about ``pod``: the message of its ``PodScheduled=False`` condition, and its PodGroup's
+    latest scheduling condition (reason, message, node pool, KAI's unschedulable explanations, when) -- KAI's
+    ``Unschedulable`` events on the two carry the same messages; None when it wrote neither."""
+    condition = group.conditions[-1] if group is not None and group.conditions else None
+    if pod.unschedulable_message is None and condition is None:
+        return None
+    return {"pod": pod.unschedulable_message,
+            "podgroup": None if condition is None else {
+                "reason": condition.get("reason"), "message": condition.get("message"),
+                "node_pool": condition.get("nodePool"), "reasons": condition.get("reasons") or [],
+                "time": condition.get("lastTransitionTime")}}
 
 
 class ShadowCommitter:
@@ -73,7 +110,8 @@ class ShadowCommitter:
                  settle: float = SETTLE, keep: int = KEEP) -> None:
         self.cache, self.report_file, self.settle = cache, report_file, settle
         self.verdicts: dict[str, Verdict] = {}
-        self.evictions: dict[str, float] = {}
+        #: Pod key -> (since when, the message) of each eviction here KAI has not made yet.
+        self.evictions: dict[str, tuple[float, str]] = {}
         self.running: set[str] = set()
         self.divergences: deque[dict[str, Any]] = deque(maxlen=keep)
         self.counts: dict[str, int] = {}
@@ -96,18 +134,18 @@ class ShadowCommitter:
                     del self.verdicts[key]
                 elif key in placed:
                     del self.verdicts[key]
-                    self._compare(key, verdict, placed[key], pod.unschedulable_message, now)
+                    self._compare(key, verdict, placed[key], self._kai_why(cycle, pod), now)
                 elif verdict.node is not None and not verdict.reported and now - verdict.since >= self.settle:
                     verdict.reported = True
-                    self._outcome(now, key, "bound here only", verdict.node, None, None,
-                                  pod.unschedulable_message)
+                    self._outcome(now, key, "bound here only", verdict.node, None, None, self._kai_why(cycle, pod))
             binds = {d.task.uid: d.node for d in session.decisions if d.kind in ("bind", "pipeline")}
+            reasons = Reasons(session, self.node_pool)
             for job in session.jobs.values():
                 for task in job.tasks.values():
                     if task.uid in placed or task.uid not in binds and task.status is not TaskStatus.PENDING:
                         continue  # placed by KAI since the cycle was built, or not waiting in it
                     node = binds.get(task.uid)
-                    why = None if node else session.task_fit_errors.get(task.uid) or session.job_fit_message(job)
+                    why = None if node else reasons.of(job)
                     old = self.verdicts.get(task.uid)
                     if old is None or old.node != node:
                         self.verdicts[task.uid] = Verdict(node, why, now)
@@ -134,7 +172,11 @@ class ShadowCommitter:
                 placed[key] = br.node
         return placed
 
-    def _compare(self, key: str, verdict: Verdict, kai_node: str, kai_why: str | None, now: float) -> None:
+    def _kai_why(self, cycle: Cycle, pod: PodView) -> dict[str, Any] | None:
+        return kai_explanation(pod, cycle.podgroups.get(f"{pod.namespace}/{pod.pod_group}"))
+
+    def _compare(self, key: str, verdict: Verdict, kai_node: str, kai_why: dict[str, Any] | None,
+                 now: float) -> None:
         if verdict.node == kai_node:
             self._outcome(now, key, "same node", verdict.node, kai_node, None, None)
         elif verdict.node is None:
@@ -152,17 +194,17 @@ class ShadowCommitter:
             if key in pods and pods[key].terminated and not pods[key].deleting:
                 continue  # finished on its own
             self._outcome(now, key, "deleted, not evicted here", None, None, None, None)
-        for key, since in list(self.evictions.items()):
+        for key, (since, message) in list(self.evictions.items()):
             if now - since >= self.settle:
                 del self.evictions[key]
-                self._outcome(now, key, "evicted here only", None, None, None, None)
+                self._outcome(now, key, "evicted here only", None, None, {"message": message}, None)
         for d in session.decisions:
             if d.kind == "evict":
-                self.evictions.setdefault(d.task.uid, now)
+                self.evictions.setdefault(d.task.uid, (now, d.message))
         self.running = {key for key, pod in pods.items() if pod.node_name and not pod.deleting and not pod.terminated}
 
     def _outcome(self, now: float, pod: str, outcome: str, here: str | None, kai: str | None,
-                 why_here: str | None, why_kai: str | None) -> None:
+                 why_here: dict[str, Any] | None, why_kai: dict[str, Any] | None) -> None:
         self.counts[outcome] = self.counts.get(outcome, 0) + 1
         if self._outcomes is not None:
             self._outcomes.labels(outcome).inc()
@@ -178,6 +220,14 @@ class ShadowCommitter:
             return {"cycles": self.cycles, "outcomes": dict(sorted(self.counts.items())),
                     "awaiting_kai": len(self.verdicts) + len(self.evictions),
                     "divergences": list(self.divergences)}
+
+    def entries(self, offset: int, limit: int, outcome: str | None = None) -> dict[str, Any]:
+        """The visibility API's page of the divergences (those of ``outcome`` only, when given), newest first,
+        with the outcome counts."""
+        with self._lock:
+            rows = [d for d in reversed(self.divergences) if outcome is None or d["outcome"] == outcome]
+            return {"outcomes": dict(sorted(self.counts.items())), "total": len(rows), "offset": offset,
+                    "items": rows[offset:offset + limit]}
 
     def _write(self) -> None:
         if self.report_file is None:

@@ -9,9 +9,10 @@ are worked out on the first request for a view, each job's dominant reason (:mod
 when a request first shows the job, and kept with the view.
 
 Routes, under :data:`PREFIX`: ``pending`` (``?queue=&offset=&limit=``), ``queues``, ``nodes``
-(``?offset=&limit=``) and ``explain/NAMESPACE/NAME`` (a PodGroup or one of its pods; ``?check=true``
-also checks its suggestions with the kernel). Lists are paginated: at most :data:`MAX_LIMIT` items per
-request.
+(``?offset=&limit=``), ``explain/NAMESPACE/NAME`` (a PodGroup or one of its pods; ``?check=true``
+also checks its suggestions with the kernel) and, in shadow mode, ``shadow`` (``?outcome=&offset=&limit=``:
+its divergences from KAI, :mod:`kai.scheduler.shadow`). Lists are paginated: at most :data:`MAX_LIMIT` items
+per request.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import heapq
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -281,6 +282,8 @@ class Visibility:
         self.copy_wanted = threading.Event()
         #: The last copy: (its cycle, the snapshot as built, the configuration, the actions, when taken).
         self.base: Base | None = None
+        #: In shadow mode, a page of its divergences: (offset, limit, outcome or None) -> JSON.
+        self.shadow: Callable[[int, int, str | None], dict[str, Any]] | None = None
         self._cycles = 0
         self._changed = threading.Condition()
 
@@ -351,6 +354,8 @@ class Visibility:
         if parts == ["nodes"]:
             return 200, head | {"total": len(view.nodes), "offset": offset,
                                 "items": [n.to_json() for n in view.nodes[offset:offset + limit]]}
+        if parts == ["shadow"] and self.shadow is not None:
+            return 200, head | self.shadow(offset, limit, params.get("outcome"))
         if len(parts) == 3 and parts[0] == "explain":
             return self.explain(parts[1], parts[2], check=params.get("check") == "true")
         return 404, {"error": f"unknown route {route}"}
