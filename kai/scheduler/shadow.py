@@ -66,6 +66,8 @@ class Verdict:
     node: str | None
     why: dict[str, Any] | None
     since: float
+    #: The pod's PodGroup.
+    group: str
     reported: bool = False
 
 
@@ -112,7 +114,8 @@ class ShadowCommitter:
         self.verdicts: dict[str, Verdict] = {}
         #: Pod key -> (since when, the message) of each eviction here KAI has not made yet.
         self.evictions: dict[str, tuple[float, str]] = {}
-        self.running: set[str] = set()
+        #: Pod key -> PodGroup of the pods running in the last cycle.
+        self.running: dict[str, str] = {}
         self.divergences: deque[dict[str, Any]] = deque(maxlen=keep)
         self.counts: dict[str, int] = {}
         self.cycles = 0
@@ -137,7 +140,8 @@ class ShadowCommitter:
                     self._compare(key, verdict, placed[key], self._kai_why(cycle, pod), now)
                 elif verdict.node is not None and not verdict.reported and now - verdict.since >= self.settle:
                     verdict.reported = True
-                    self._outcome(now, key, "bound here only", verdict.node, None, None, self._kai_why(cycle, pod))
+                    self._outcome(now, key, verdict.group, "bound here only", verdict.node, None, None,
+                                  self._kai_why(cycle, pod))
             binds = {d.task.uid: d.node for d in session.decisions if d.kind in ("bind", "pipeline")}
             reasons = Reasons(session, self.node_pool)
             for job in session.jobs.values():
@@ -148,7 +152,7 @@ class ShadowCommitter:
                     why = None if node else reasons.of(job)
                     old = self.verdicts.get(task.uid)
                     if old is None or old.node != node:
-                        self.verdicts[task.uid] = Verdict(node, why, now)
+                        self.verdicts[task.uid] = Verdict(node, why, now, job.name)
                     else:
                         old.why = why
             self._evictions(session, cycle, now)
@@ -178,39 +182,41 @@ class ShadowCommitter:
     def _compare(self, key: str, verdict: Verdict, kai_node: str, kai_why: dict[str, Any] | None,
                  now: float) -> None:
         if verdict.node == kai_node:
-            self._outcome(now, key, "same node", verdict.node, kai_node, None, None)
+            self._outcome(now, key, verdict.group, "same node", verdict.node, kai_node, None, None)
         elif verdict.node is None:
-            self._outcome(now, key, "bound by KAI only", None, kai_node, verdict.why, None)
+            self._outcome(now, key, verdict.group, "bound by KAI only", None, kai_node, verdict.why, None)
         else:
-            self._outcome(now, key, "different node", verdict.node, kai_node, None, kai_why)
+            self._outcome(now, key, verdict.group, "different node", verdict.node, kai_node, None, kai_why)
 
     def _evictions(self, session: Session, cycle: Cycle, now: float) -> None:
         pods = cycle.pods
         gone = {key for key in self.running if key not in pods or pods[key].deleting or pods[key].terminated}
         for key in [k for k in self.evictions if k in gone]:
             del self.evictions[key]
-            self._outcome(now, key, "evicted by both", None, None, None, None)
+            self._outcome(now, key, self.running[key], "evicted by both", None, None, None, None)
         for key in gone - set(self.evictions):
             if key in pods and pods[key].terminated and not pods[key].deleting:
                 continue  # finished on its own
-            self._outcome(now, key, "deleted, not evicted here", None, None, None, None)
+            self._outcome(now, key, self.running[key], "deleted, not evicted here", None, None, None, None)
         for key, (since, message) in list(self.evictions.items()):
             if now - since >= self.settle:
                 del self.evictions[key]
-                self._outcome(now, key, "evicted here only", None, None, {"message": message}, None)
+                self._outcome(now, key, self.running.get(key, ""), "evicted here only", None, None,
+                              {"message": message}, None)
         for d in session.decisions:
             if d.kind == "evict":
                 self.evictions.setdefault(d.task.uid, (now, d.message))
-        self.running = {key for key, pod in pods.items() if pod.node_name and not pod.deleting and not pod.terminated}
+        self.running = {key: pod.pod_group for key, pod in pods.items()
+                        if pod.node_name and not pod.deleting and not pod.terminated}
 
-    def _outcome(self, now: float, pod: str, outcome: str, here: str | None, kai: str | None,
+    def _outcome(self, now: float, pod: str, group: str, outcome: str, here: str | None, kai: str | None,
                  why_here: dict[str, Any] | None, why_kai: dict[str, Any] | None) -> None:
         self.counts[outcome] = self.counts.get(outcome, 0) + 1
         if self._outcomes is not None:
             self._outcomes.labels(outcome).inc()
         if outcome not in AGREED:
-            self.divergences.append({"time": round(now, 3), "pod": pod, "outcome": outcome, "here": here,
-                                     "kai": kai, "why_here": why_here, "why_kai": why_kai})
+            self.divergences.append({"time": round(now, 3), "pod": pod, "podgroup": group, "outcome": outcome,
+                                     "here": here, "kai": kai, "why_here": why_here, "why_kai": why_kai})
 
     # --- the report --------------------------------------------------------------------------------
 
@@ -228,6 +234,17 @@ class ShadowCommitter:
             rows = [d for d in reversed(self.divergences) if outcome is None or d["outcome"] == outcome]
             return {"outcomes": dict(sorted(self.counts.items())), "total": len(rows), "offset": offset,
                     "items": rows[offset:offset + limit]}
+
+    def about(self, namespace: str, name: str) -> dict[str, Any]:
+        """What shadow mode has to say about the pod or PodGroup ``namespace/name``: the verdicts here on its pods
+        KAI has not placed yet, and their divergences in the rolling report."""
+        def mine(pod: str, group: str) -> bool:
+            return pod == f"{namespace}/{name}" or group == name and pod.startswith(f"{namespace}/")
+
+        with self._lock:
+            return {"awaiting_kai": [{"pod": key, "here": v.node, "why_here": v.why, "since": round(v.since, 3)}
+                                     for key, v in self.verdicts.items() if mine(key, v.group)],
+                    "divergences": [d for d in self.divergences if mine(d["pod"], d["podgroup"])]}
 
     def _write(self) -> None:
         if self.report_file is None:

@@ -92,6 +92,9 @@ def test_shadow_mode_writes_nothing_and_reports_what_kai_did_otherwise(kube, kai
         "Unschedulable", KAI_SAYS)
     only = listed("?outcome=bound%20by%20KAI%20only&limit=10")
     assert [d["pod"] for d in only["items"]] == [f"{ns}/huge"] and only["outcomes"]["bound here only"] == 1
+    status, body = shadow.get(f"/apis/visibility/v1/explain/{ns}/single")  # bound here: not pending in the view
+    word = json.loads(body)["shadow"]
+    assert status == 404 and [d["outcome"] for d in word["divergences"]] == ["bound here only"]
     written = json.loads(report_file.read_text())
     assert written["cycles"] >= 1
     assert {d["pod"]: d for d in written["divergences"]}[f"{ns}/single"]["why_kai"] == single["why_kai"]

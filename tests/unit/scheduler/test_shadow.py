@@ -18,6 +18,7 @@ from kai.scheduler.kaisnapshot import RAW_OBJECTS, read_snapshot
 from kai.scheduler.loop import Scheduler
 from kai.scheduler.shadow import ShadowCommitter
 from kai.scheduler.visibility import PREFIX, Visibility
+from kai.sim.explain import print_answer
 from kai.sim.kaisnapshot import kai_decisions, without_binds
 from support.kube import FakeApi
 
@@ -111,7 +112,7 @@ def kai_wrote(kube: FakeApi, scheduler: Scheduler, pod: str, group: str) -> None
 def test_each_divergence_has_both_explanations_and_is_listed_by_the_visibility_api(shadow):
     kube, kai, scheduler, _ = shadow
     visibility = Visibility()
-    visibility.shadow = scheduler.committer.entries
+    visibility.shadow = scheduler.committer
     scheduler.observer = visibility
     scheduler.run_once()
     kai_wrote(kube, scheduler, "gang-b-3", "gang-b")
@@ -142,6 +143,35 @@ def test_each_divergence_has_both_explanations_and_is_listed_by_the_visibility_a
     elsewhere = Visibility()  # a scheduler not in shadow mode has no such route
     elsewhere.view = visibility.view
     assert elsewhere.answer(PREFIX + "shadow")[0] == 404
+    assert "shadow" not in elsewhere.answer(PREFIX + "explain/team-a/huge-c")[1]
+
+
+@pytest.mark.parametrize("shadow", ["gangs-queues.json"], indirect=True)
+def test_explain_has_shadow_modes_word_on_the_pods(shadow, capsys):
+    kube, kai, scheduler, _ = shadow
+    visibility = Visibility()
+    visibility.shadow = scheduler.committer
+    scheduler.observer = visibility
+    scheduler.run_once()
+    kai_wrote(kube, scheduler, "gang-b-3", "gang-b")
+    del kai["gang-b-3"]
+    for br in kai.values():
+        kube.add(path("bindrequests", br), copy.deepcopy(br))
+    seen(scheduler, "bindrequests", lambda inf: len(inf) == len(kai))
+    scheduler.run_once()
+    status, body = visibility.answer(PREFIX + "explain/team-a/huge-c")
+    assert status == 200 and body["reason"]["code"]
+    assert sorted(v["pod"] for v in body["shadow"]["awaiting_kai"]) == [f"team-a/huge-c-{i}" for i in range(3)]
+    assert all(v["here"] is None and v["why_here"]["details"] == body["reason"]["details"]
+               for v in body["shadow"]["awaiting_kai"])
+    status, body = visibility.answer(PREFIX + "explain/team-a/gang-b-3")  # bound here: not pending in the view
+    assert status == 404
+    assert [(v["pod"], v["here"]) for v in body["shadow"]["awaiting_kai"]] == [("team-a/gang-b-3", "node-1")]
+    assert [d["outcome"] for d in body["shadow"]["divergences"]] == ["bound here only"]
+    assert print_answer(status, body, as_json=False) == 1
+    out = capsys.readouterr().out
+    assert "team-a/gang-b-3: would bind to node-1; KAI has not placed it yet" in out
+    assert "team-a/gang-b-3: bound here only (here node-1, KAI -)" in out and "KAI: gang-b: node-1 is full" in out
     assert {call.method for call in kube.calls} <= {"GET", "WATCH"}
 
 
@@ -209,7 +239,7 @@ def test_kai_run_lists_the_divergences_in_the_visibility_api_in_shadow_mode_only
     server = ObservabilityServer("127.0.0.1:0", Registry(), routes=(METRICS,))
     try:
         serve_visibility([shadow, plain], server)
-        assert isinstance(shadow.observer, Visibility) and shadow.observer.shadow == shadow.committer.entries
+        assert isinstance(shadow.observer, Visibility) and shadow.observer.shadow is shadow.committer
         assert isinstance(plain.observer, Visibility) and plain.observer.shadow is None
     finally:
         server.stop()
