@@ -17,7 +17,9 @@ Each outcome counts in ``shadow_decisions_total{outcome}``; the divergences (eve
 written to a file when one is given, and listed by the visibility API (:meth:`ShadowCommitter.entries`). Each
 entry has both explanations where there is one: here, the dominant reason of a pod it would leave pending
 (:mod:`kai.framework.reasons`) or the message of its eviction; KAI's, what KAI last wrote on the pod and its
-PodGroup (:func:`kai_explanation`), read from the cluster.
+PodGroup (:func:`kai_explanation`), read from the cluster. A dominant reason is worked out only when a
+divergence or a request (:meth:`ShadowCommitter.about`) needs it, from the last cycle that left the pod
+pending (:class:`Reasons`): a cycle keeps that of the cycle before, which the visibility API's view keeps anyway.
 """
 
 from __future__ import annotations
@@ -32,9 +34,9 @@ from typing import Any
 
 import attrs
 
-from kai.api import Job, TaskStatus, names
+from kai.api import Task, TaskStatus, names
 from kai.framework import Session
-from kai.framework.reasons import Explainer, pending_tasks
+from kai.framework.reasons import Explainer
 from kai.kube.access import Access
 from kai.kube.views import PodGroupView
 from kai.metrics import Registry
@@ -60,32 +62,42 @@ KEEP = 1000
 
 @attrs.define
 class Verdict:
-    """This scheduler's latest decision about a pod: the node it would bind it to (None: pending), why it
-    would not (its job's dominant reason, as JSON), and since when (``time.time()``) it has said so."""
+    """This scheduler's latest decision about a pod: the node it would bind it to (None: pending), since when
+    (``time.time()``) it has said so, the pod's PodGroup (name and uid), and the last cycle that left it pending;
+    ``why`` it would not bind it (its job's dominant reason, as JSON) is worked out when asked for."""
 
     node: str | None
-    why: dict[str, Any] | None
     since: float
-    #: The pod's PodGroup.
     group: str
+    job: str
+    cycle: int
+    why: dict[str, Any] | None = None
     reported: bool = False
 
 
 class Reasons:
-    """The dominant reasons (as JSON) of a session's pending jobs, each worked out when first asked for."""
+    """The dominant reasons (as JSON) of the jobs a cycle left pending, each worked out when first asked for, as
+    the visibility API's view does: from what the session alone owns and each job's pending tasks, taken in the
+    cycle (:meth:`wait`)."""
 
-    def __init__(self, session: Session, node_pool: str) -> None:
-        self.session, self.node_pool = session, node_pool
+    def __init__(self, session: Session, cycle: int, node_pool: str) -> None:
+        self.cycle, self.node_pool = cycle, node_pool
+        self._nodes, self._jobs, self._errors = session.nodes, dict(session.jobs), session.job_fit_errors
+        self._pending: dict[str, list[Task]] = {}
         self._explainer: Explainer | None = None
         self._found: dict[str, dict[str, Any]] = {}
 
-    def of(self, job: Job) -> dict[str, Any]:
-        found = self._found.get(job.uid)
+    def wait(self, task: Task) -> None:
+        """``task`` was left pending."""
+        self._pending.setdefault(task.job, []).append(task)
+
+    def of(self, job: str) -> dict[str, Any]:
+        found = self._found.get(job)
         if found is None:
             if self._explainer is None:
-                s = self.session
-                self._explainer = Explainer(s.nodes, dict(s.jobs), s.job_fit_errors, self.node_pool)
-            found = self._found[job.uid] = self._explainer.reason(job, pending_tasks(job)).to_json()
+                self._explainer = Explainer(self._nodes, self._jobs, self._errors, self.node_pool)
+            found = self._explainer.reason(self._jobs[job], self._pending.get(job, ())).to_json()
+            self._found[job] = found
         return found
 
 
@@ -119,6 +131,8 @@ class ShadowCommitter:
         self.divergences: deque[dict[str, Any]] = deque(maxlen=keep)
         self.counts: dict[str, int] = {}
         self.cycles = 0
+        #: The last cycle's reasons, which the verdicts of that cycle's pending pods are explained by.
+        self._reasons: Reasons | None = None
         self._lock = threading.Lock()
         self._outcomes = registry.counter("shadow_decisions_total", "Decisions of shadow mode beside KAI's, by "
                                           "outcome", ("outcome",)) if registry is not None else None
@@ -143,18 +157,22 @@ class ShadowCommitter:
                     self._outcome(now, key, verdict.group, "bound here only", verdict.node, None, None,
                                   self._kai_why(cycle, pod))
             binds = {d.task.uid: d.node for d in session.decisions if d.kind in ("bind", "pipeline")}
-            reasons = Reasons(session, self.node_pool)
+            reasons = Reasons(session, self.cycles, self.node_pool)
             for job in session.jobs.values():
                 for task in job.tasks.values():
                     if task.uid in placed or task.uid not in binds and task.status is not TaskStatus.PENDING:
                         continue  # placed by KAI since the cycle was built, or not waiting in it
                     node = binds.get(task.uid)
-                    why = None if node else reasons.of(job)
+                    if node is None:
+                        reasons.wait(task)
                     old = self.verdicts.get(task.uid)
                     if old is None or old.node != node:
-                        self.verdicts[task.uid] = Verdict(node, why, now, job.name)
+                        self.verdicts[task.uid] = Verdict(node, now, job.name, job.uid, self.cycles)
                     else:
-                        old.why = why
+                        old.cycle, old.why = self.cycles, None
+            for verdict in self.verdicts.values():  # pending in the last cycle but not in this one
+                self._why(verdict)
+            self._reasons = reasons
             self._evictions(session, cycle, now)
         self._write()
 
@@ -176,6 +194,14 @@ class ShadowCommitter:
                 placed[key] = br.node
         return placed
 
+    def _why(self, verdict: Verdict) -> dict[str, Any] | None:
+        """Why this scheduler would leave the verdict's pod pending, worked out from the last cycle's reasons
+        while they are those of the last cycle that left it pending."""
+        last = self._reasons
+        if verdict.node is None and verdict.why is None and last is not None and verdict.cycle == last.cycle:
+            verdict.why = last.of(verdict.job)
+        return verdict.why
+
     def _kai_why(self, cycle: Cycle, pod: PodView) -> dict[str, Any] | None:
         return kai_explanation(pod, cycle.podgroups.get(f"{pod.namespace}/{pod.pod_group}"))
 
@@ -184,7 +210,7 @@ class ShadowCommitter:
         if verdict.node == kai_node:
             self._outcome(now, key, verdict.group, "same node", verdict.node, kai_node, None, None)
         elif verdict.node is None:
-            self._outcome(now, key, verdict.group, "bound by KAI only", None, kai_node, verdict.why, None)
+            self._outcome(now, key, verdict.group, "bound by KAI only", None, kai_node, self._why(verdict), None)
         else:
             self._outcome(now, key, verdict.group, "different node", verdict.node, kai_node, None, kai_why)
 
@@ -242,7 +268,7 @@ class ShadowCommitter:
             return pod == f"{namespace}/{name}" or group == name and pod.startswith(f"{namespace}/")
 
         with self._lock:
-            return {"awaiting_kai": [{"pod": key, "here": v.node, "why_here": v.why, "since": round(v.since, 3)}
+            return {"awaiting_kai": [{"pod": key, "here": v.node, "why_here": self._why(v), "since": round(v.since, 3)}
                                      for key, v in self.verdicts.items() if mine(key, v.group)],
                     "divergences": [d for d in self.divergences if mine(d["pod"], d["podgroup"])]}
 

@@ -243,3 +243,19 @@ def test_kai_run_lists_the_divergences_in_the_visibility_api_in_shadow_mode_only
         assert isinstance(plain.observer, Visibility) and plain.observer.shadow is None
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("shadow", ["gangs-queues.json"], indirect=True)
+def test_a_verdict_keeps_the_explanation_of_the_last_cycle_that_left_its_pod_pending(shadow):
+    kube, _, scheduler, _ = shadow
+    scheduler.run_once()
+    committer = scheduler.committer
+    assert committer.verdicts["team-a/huge-c-0"].why is None  # worked out only when asked for
+    pod_path = object_path("", "v1", "pods", "team-a", "huge-c-0")
+    raw = kube.objects[pod_path]
+    kube.add(pod_path, {**raw, "spec": {**raw["spec"], "schedulingGates": [{"name": "example.com/wait"}]}})
+    seen(scheduler, "pods", lambda inf: inf.get("team-a/huge-c-0").gated)
+    scheduler.run_once()  # the pod is gated: not pending in this cycle, nor in the next
+    scheduler.run_once()
+    why = committer.about("team-a", "huge-c-0")["awaiting_kai"][0]["why_here"]
+    assert why is not None and why["details"]["requested"] == 24.0
