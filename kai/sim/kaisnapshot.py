@@ -2,10 +2,10 @@
 
 The snapshot's raw objects fill a :class:`~kai.scheduler.cache.ClusterCache` (:mod:`kai.scheduler.kaisnapshot`),
 so each cycle is built by the live scheduler's own code, of the node pool the snapshot's scheduler served
-(``partitionParams``) as a scheduler of that partition reads it; its configuration is KAI's, mapped. Each cycle runs
-the actions, and its binds and evictions are fed back into the cache as the live scheduler's committer
-assumes them, so the next cycle sees them. Cycles are :data:`~kai.sim.rounds.ROUND_SECONDS` apart from the
-newest time the snapshot's objects record (their creation and conditions).
+(``partitionParams``) as a scheduler of that partition reads it; its configuration is KAI's, mapped. Each cycle
+runs the actions, and its binds and evictions are fed back into the cache as the live scheduler's committer
+assumes them, so the next cycle sees them. Cycles are :data:`~kai.sim.rounds.ROUND_SECONDS` apart from the newest
+time the snapshot's objects record (their creation and conditions).
 
 With ``compare``, the BindRequests KAI made for pods it had not bound yet -- what KAI decided in the cycle
 before the snapshot was taken -- are taken out of the first cycle's input and set beside its decisions, pod

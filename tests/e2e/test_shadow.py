@@ -98,7 +98,10 @@ def test_shadow_mode_writes_nothing_and_reports_what_kai_did_otherwise(kube, kai
     written = json.loads(report_file.read_text())
     assert written["cycles"] >= 1
     assert {d["pod"]: d for d in written["divergences"]}[f"{ns}/single"]["why_kai"] == single["why_kai"]
-    counted = verbs(shadow.get("/metrics")[1])
+    metrics = shadow.get("/metrics")[1]
+    for outcome in ("bound here only", "bound by KAI only"):
+        assert re.search(rf'^kai_shadow_decisions_total\{{outcome="{outcome}"\}} 1', metrics, re.M), outcome
+    counted = verbs(metrics)
     assert counted.get("GET", 0) > 0
     assert set(counted) <= {"GET"}, f"shadow mode wrote to the API server: {counted}"
     assert not kube.get(f"/api/v1/namespaces/{ns}/events")["items"], "shadow mode recorded no event"
