@@ -604,14 +604,18 @@ def _serve_snapshots(server: ObservabilityServer, components: list) -> None:
 def serve_visibility(components: list, server: ObservabilityServer) -> None:
     """The scheduler's visibility API on the metrics server: each scheduler hands its cycles to a
     :class:`~kai.scheduler.visibility.Visibility`; in a process serving shards, one per shard, and the API
-    answers from the default shard's (else the only shard's), as ``/get-snapshot`` does."""
+    answers from the default shard's (else the only shard's), as ``/get-snapshot`` does. In shadow mode it also
+    lists the divergences from KAI and adds shadow mode's word to ``explain``."""
     from kai.scheduler.loop import Scheduler
+    from kai.scheduler.shadow import ShadowCommitter
     from kai.scheduler.shards import ShardSchedulers
     from kai.scheduler.visibility import Visibility
 
     for component in components:
         if isinstance(component, Scheduler):
             visibility = Visibility(component.committer.node_pool)
+            if isinstance(component.committer, ShadowCommitter):
+                visibility.shadow = component.committer
             component.observer = visibility
             server.visibility = visibility.answer
         elif isinstance(component, ShardSchedulers):

@@ -42,7 +42,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import attrs
 
@@ -51,7 +51,7 @@ from kai.api.dra import Allocation, ExtendedClaim
 from kai.kube import dra, storage
 from kai.kube.client import ApiError, Kube, object_path
 from kai.kube.nrt import NrtView, nrt_view
-from kai.kube.views import JsonObject, PodGroupView, podgroup_view, priority_class_view, queue_view
+from kai.kube.views import JsonObject, PodGroupView, podgroup_view, priority_class_view, queue_view, strings
 from kai.kube.watch import Informer
 from kai.logs import fields
 from kai.scheduler import convert, views
@@ -203,6 +203,16 @@ class ClusterCache:
                     informer.synced.set()  # nothing to list: no object of this kind exists
                     continue
             informer.start()
+        return self
+
+    def load(self, objects: dict[str, Iterable[JsonObject]]) -> ClusterCache:
+        """Fill the stores from objects in hand (a snapshot file, by informer name) instead of the API server: of
+        the kinds read by partition, only the partition's objects, as the informers' label selector lists them."""
+        for name, informer in self.informers.items():
+            items = objects.get(name, ())
+            if name in PARTITIONED:
+                items = [o for o in items if self.partition.matches(strings((o.get("metadata") or {}).get("labels")))]
+            informer.load(items)
         return self
 
     def _served(self, group: str, version: str) -> bool:

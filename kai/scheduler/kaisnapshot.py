@@ -38,6 +38,7 @@ from kai.framework.shard import not_run
 from kai.kube.client import ApiError, Kube
 from kai.scheduler.cache import OPTIONAL, PATHS, ClusterCache
 from kai.scheduler.convert import STUCK_IN_RELEASING_THRESHOLD
+from kai.scheduler.partition import EVERYTHING, Partition
 
 if TYPE_CHECKING:
     from kai.kube.server import Route
@@ -56,13 +57,14 @@ RAW_OBJECTS = {
     "resourceSlices": "resourceslices", "deviceClasses": "deviceclasses", "topologies": "topologies",
     "nodeResourceTopologies": "noderesourcetopologies",
 }
+#: The ``rawObjects`` KAI's plugin lists of its node pool only (by the pool's label selector), the others whole.
+POOL_FIELDS = ("nodes", "queues", "podGroups")
 #: KAI's plugin options that switch one of a plugin's functions off; the plugins here have no such switch.
 DISABLE_OPTIONS = ("disableJobOrder", "disableTaskOrder", "disablePreemptable", "disableReclaimable",
                    "disableQueueOrder", "disablePredicate", "disableNodeOrder")
 #: ``schedulerParams`` that change no decision here (status writers, logging, the period, CSI scheduling on).
 PARAMS_NOT_DECIDING = ("numOfStatusRecordingWorkers", "schedulePeriod", "detailedFitErrors",
-                       "updatePodEvictionCondition", "scheduleCSIStorage", "fullHierarchyFairness", "queueLabelKey",
-                       "partitionParams")
+                       "updatePodEvictionCondition", "scheduleCSIStorage", "fullHierarchyFairness", "queueLabelKey")
 NANOSECONDS = 1e9
 
 
@@ -86,6 +88,8 @@ class Mapped:
     stuck_after: float
     #: KAI plugins and parameters that take no part here, named as in the snapshot.
     ignored: tuple[str, ...] = ()
+    #: The node pool the snapshot's scheduler served (``partitionParams``; :mod:`kai.scheduler.partition`).
+    partition: Partition = EVERYTHING
 
 
 def read_snapshot(path: str | Path) -> KaiSnapshot:
@@ -143,13 +147,16 @@ def snapshot_zip(snapshot: KaiSnapshot) -> bytes:
     return buffer.getvalue()
 
 
-def list_objects(kube: Kube) -> dict[str, list[dict[str, Any]]]:
-    """Every object of the kinds a snapshot holds, listed from the API server; a kind that is not served
-    (its CRD is absent, DRA is off) is empty."""
+def list_objects(kube: Kube, partition: Partition = EVERYTHING) -> dict[str, list[dict[str, Any]]]:
+    """Every object of the kinds a snapshot holds, listed from the API server, of :data:`POOL_FIELDS` those of
+    ``partition`` only, as KAI's plugin lists them; a kind that is not served (its CRD is absent, DRA is off) is
+    empty."""
     objects: dict[str, list[dict[str, Any]]] = {}
     for field, informer in RAW_OBJECTS.items():
         items: list[dict[str, Any]] = []
         query: dict[str, Any] = {"limit": 500}
+        if field in POOL_FIELDS and partition.selector:
+            query["labelSelector"] = partition.selector
         while True:
             try:
                 page = kube.get(PATHS[informer], query)
@@ -183,10 +190,10 @@ def discovery(kube: Kube) -> dict[str, Any]:
 
 
 def take_snapshot(kube: Kube, config: SchedulerConfig, scheduler_name: str, stuck_after: float,
-                  period: float) -> KaiSnapshot:
+                  period: float, partition: Partition = EVERYTHING) -> KaiSnapshot:
     """The cluster as a scheduler with these settings reads it, now: what ``/get-snapshot`` serves."""
-    return KaiSnapshot(kai_config(config), scheduler_params(config, scheduler_name, stuck_after, period),
-                       list_objects(kube), discovery(kube))
+    return KaiSnapshot(kai_config(config), scheduler_params(config, scheduler_name, stuck_after, period, partition),
+                       list_objects(kube, partition), discovery(kube))
 
 
 def snapshot_route(current: Callable[[], Scheduler | None]) -> Route:
@@ -202,21 +209,20 @@ def snapshot_route(current: Callable[[], Scheduler | None]) -> Route:
             return None
         cache = scheduler.cache
         snapshot = take_snapshot(cache.kube, plugins.config, cache.scheduler_name, cache.stuck_after,
-                                 scheduler.period)
+                                 scheduler.period, cache.partition)
         return snapshot_zip(snapshot), "application/zip", {"Content-Disposition": "attachment; filename=snapshot.zip"}
     return serve
 
 
 def load_cache(objects: dict[str, list[dict[str, Any]]], scheduler_name: str = names.SCHEDULER_NAME,
-               stuck_after: float = STUCK_IN_RELEASING_THRESHOLD,
-               restrict_node_scheduling: bool = False) -> ClusterCache:
-    """A cache (no API server behind it) holding ``objects`` (by ``rawObjects`` field), as its informers would."""
-    cache = ClusterCache(kube=None, scheduler_name=scheduler_name, stuck_after=stuck_after)  # type: ignore[arg-type]
+               stuck_after: float = STUCK_IN_RELEASING_THRESHOLD, restrict_node_scheduling: bool = False,
+               partition: Partition = EVERYTHING) -> ClusterCache:
+    """A cache (no API server behind it) holding ``objects`` (by ``rawObjects`` field), as its informers would
+    list them for a scheduler of ``partition``."""
+    cache = ClusterCache(kube=None, scheduler_name=scheduler_name, stuck_after=stuck_after,  # type: ignore[arg-type]
+                         partition=partition)
     cache.restrict_node_scheduling = restrict_node_scheduling
-    by_informer = {informer: objects.get(field, []) for field, informer in RAW_OBJECTS.items()}
-    for name, informer in cache.informers.items():
-        informer.load(by_informer.get(name, ()))
-    return cache
+    return cache.load({informer: objects.get(field, []) for field, informer in RAW_OBJECTS.items()})
 
 
 def scheduler_config(snapshot: KaiSnapshot, where: str = "snapshot") -> Mapped:
@@ -249,18 +255,14 @@ def scheduler_config(snapshot: KaiSnapshot, where: str = "snapshot") -> Mapped:
             data["tiers"] = tiers
         config = parse_config(data, f"{where}: config")
     scheduler_name, stuck_after = names.SCHEDULER_NAME, STUCK_IN_RELEASING_THRESHOLD
+    partition = EVERYTHING
     if snapshot.params is not None:
         params = snapshot.params
-        partition = params.get("partitionParams") or {}
-        if partition.get("NodePoolLabelValue"):
-            raise ConfigError(f"{where}: schedulerParams.partitionParams: node pool "
-                              f"{partition.get('NodePoolLabelKey')}={partition['NodePoolLabelValue']} has no "
-                              "counterpart here (one scheduler schedules every node)")
-        ignored += [f"schedulerParams.{key}" for key in PARAMS_NOT_DECIDING
-                    if (partition.get("NodePoolLabelKey") if key == "partitionParams" else params.get(key))]
+        partition = _partition(params.get("partitionParams"), where)
+        ignored += [f"schedulerParams.{key}" for key in PARAMS_NOT_DECIDING if params.get(key)]
         known = {"schedulerName", "restrictSchedulingNodes", "maxNumberConsolidationPreemptees",
                  "useSchedulingSignatures", "allowConsolidatingReclaim", "globalDefaultStalenessGracePeriod",
-                 "stuckInReleasingThreshold", *PARAMS_NOT_DECIDING}
+                 "stuckInReleasingThreshold", "partitionParams", *PARAMS_NOT_DECIDING}
         unknown = sorted(set(params) - known)
         if unknown:
             raise ConfigError(f"{where}: schedulerParams field(s) {', '.join(unknown)} have no counterpart here")
@@ -274,7 +276,21 @@ def scheduler_config(snapshot: KaiSnapshot, where: str = "snapshot") -> Mapped:
         scheduler_name = str(params.get("schedulerName") or names.SCHEDULER_NAME)
         stuck = _whole(params, "stuckInReleasingThreshold", where) / NANOSECONDS
         stuck_after = stuck if stuck > 0 else STUCK_IN_RELEASING_THRESHOLD  # KAI: zero is its default
-    return Mapped(config, scheduler_name, stuck_after, tuple(ignored))
+    return Mapped(config, scheduler_name, stuck_after, tuple(ignored), partition)
+
+
+def _partition(params: Any, where: str) -> Partition:
+    """The partition of KAI's ``partitionParams``: the objects labelled ``NodePoolLabelKey=NodePoolLabelValue``,
+    or without the key when no value is given; every object without a key (KAI's ``GetLabelSelector``)."""
+    if params is None:
+        return EVERYTHING
+    if not isinstance(params, dict):
+        raise ConfigError(f"{where}: schedulerParams.partitionParams must be a mapping, not {describe(params)}")
+    key, value = params.get("NodePoolLabelKey") or "", params.get("NodePoolLabelValue") or ""
+    if not isinstance(key, str) or not isinstance(value, str):
+        raise ConfigError(f"{where}: schedulerParams.partitionParams: the node pool label key and value must be "
+                          "strings")
+    return Partition(key, value or None) if key else EVERYTHING
 
 
 def _whole(params: dict[str, Any], key: str, where: str) -> int:
@@ -308,8 +324,9 @@ def _go_string(value: Any) -> str:
 
 
 def scheduler_params(config: SchedulerConfig, scheduler_name: str, stuck_after: float,
-                     period: float) -> dict[str, Any]:
-    """The parameters of a scheduler with ``config`` (``schedulerParams`` of a snapshot), zero values left out."""
+                     period: float, partition: Partition = EVERYTHING) -> dict[str, Any]:
+    """The parameters of a scheduler with ``config`` serving ``partition`` (``schedulerParams`` of a snapshot),
+    zero values left out."""
     params: dict[str, Any] = {
         "schedulerName": scheduler_name,
         "restrictSchedulingNodes": config.restrict_node_scheduling,
@@ -320,6 +337,8 @@ def scheduler_params(config: SchedulerConfig, scheduler_name: str, stuck_after: 
         "globalDefaultStalenessGracePeriod": round(config.staleness_grace_period * NANOSECONDS),
         "schedulePeriod": round(period * NANOSECONDS),
         "stuckInReleasingThreshold": round(stuck_after * NANOSECONDS),
+        "partitionParams": partition.key and {"NodePoolLabelKey": partition.key,
+                                              "NodePoolLabelValue": partition.value or ""},
     }
     return {key: value for key, value in params.items() if value}
 

@@ -9,9 +9,10 @@ are worked out on the first request for a view, each job's dominant reason (:mod
 when a request first shows the job, and kept with the view.
 
 Routes, under :data:`PREFIX`: ``pending`` (``?queue=&offset=&limit=``), ``queues``, ``nodes``
-(``?offset=&limit=``) and ``explain/NAMESPACE/NAME`` (a PodGroup or one of its pods; ``?check=true``
-also checks its suggestions with the kernel). Lists are paginated: at most :data:`MAX_LIMIT` items per
-request.
+(``?offset=&limit=``), ``explain/NAMESPACE/NAME`` (a PodGroup or one of its pods; ``?check=true``
+also checks its suggestions with the kernel; in shadow mode, shadow mode's word on its pods too) and, in
+shadow mode, ``shadow`` (``?outcome=&offset=&limit=``: its divergences from KAI, :mod:`kai.scheduler.shadow`).
+Lists are paginated: at most :data:`MAX_LIMIT` items per request.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import heapq
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 import attrs
@@ -30,6 +31,9 @@ from kai.framework import FAIR_SHARE_REASONS, Plugins, SchedulerConfig, Session,
 from kai.framework.nodes import NodeInfo
 from kai.framework.reasons import RESOURCES, Explainer, Reason, job_request, pending_tasks
 from kai.framework.whatif import DEFAULT_BUDGET, copy_as_built, verify_all
+
+if TYPE_CHECKING:
+    from kai.scheduler.shadow import ShadowCommitter
 
 PREFIX = "/apis/visibility/v1/"
 DEFAULT_LIMIT = 100
@@ -281,6 +285,8 @@ class Visibility:
         self.copy_wanted = threading.Event()
         #: The last copy: (its cycle, the snapshot as built, the configuration, the actions, when taken).
         self.base: Base | None = None
+        #: In shadow mode, its committer: its divergences from KAI are listed, and ``explain`` has its word.
+        self.shadow: ShadowCommitter | None = None
         self._cycles = 0
         self._changed = threading.Condition()
 
@@ -351,8 +357,13 @@ class Visibility:
         if parts == ["nodes"]:
             return 200, head | {"total": len(view.nodes), "offset": offset,
                                 "items": [n.to_json() for n in view.nodes[offset:offset + limit]]}
+        if parts == ["shadow"] and self.shadow is not None:
+            return 200, head | self.shadow.entries(offset, limit, params.get("outcome"))
         if len(parts) == 3 and parts[0] == "explain":
-            return self.explain(parts[1], parts[2], check=params.get("check") == "true")
+            status, body = self.explain(parts[1], parts[2], check=params.get("check") == "true")
+            if self.shadow is not None:
+                body["shadow"] = self.shadow.about(parts[1], parts[2])
+            return status, body
         return 404, {"error": f"unknown route {route}"}
 
 

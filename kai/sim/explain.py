@@ -75,6 +75,22 @@ def _checked(verdict: bool | str | None) -> str:
     return " (checked: it runs)" if verdict else " (checked: not enough on its own)"
 
 
+def format_shadow(shadow: dict[str, Any]) -> str:
+    """Shadow mode's word on the pods of an answer: its verdicts KAI has not acted on yet, and the divergences."""
+    lines = ["shadow mode beside KAI:"]
+    for v in shadow["awaiting_kai"]:
+        lines.append(f"  {v['pod']}: {'would bind to ' + v['here'] if v['here'] else 'pending here'}; "
+                     "KAI has not placed it yet")
+    for d in shadow["divergences"]:
+        lines.append(f"  {d['pod']}: {d['outcome']} (here {d['here'] or '-'}, KAI {d['kai'] or '-'})")
+        said = d["why_kai"] and (d["why_kai"]["pod"] or (d["why_kai"]["podgroup"] or {}).get("message"))
+        if said:
+            lines.append(f"    KAI: {said}")
+    if len(lines) == 1:
+        lines.append("  no verdict awaiting KAI and no divergence")
+    return "\n".join(lines)
+
+
 def print_answer(status: int, answer: dict[str, Any], as_json: bool) -> int:
     if as_json:
         print(json.dumps(answer, indent=1))
@@ -82,6 +98,8 @@ def print_answer(status: int, answer: dict[str, Any], as_json: bool) -> int:
         print(format_answer(answer))
     else:
         print(f"{PROG}: {answer.get('error', f'HTTP {status}')}", file=sys.stderr)
+    if not as_json and "shadow" in answer:
+        print(format_shadow(answer["shadow"]))
     return 0 if status == 200 else 1
 
 

@@ -1,10 +1,11 @@
 """``kai-scheduler simulate --kai-snapshot FILE``: replay a KAI snapshot through the kernel.
 
 The snapshot's raw objects fill a :class:`~kai.scheduler.cache.ClusterCache` (:mod:`kai.scheduler.kaisnapshot`),
-so each cycle is built by the live scheduler's own code; its configuration is KAI's, mapped. Each cycle runs
-the actions, and its binds and evictions are fed back into the cache as the live scheduler's committer
-assumes them, so the next cycle sees them. Cycles are :data:`~kai.sim.rounds.ROUND_SECONDS` apart from the
-newest time the snapshot's objects record (their creation and conditions).
+so each cycle is built by the live scheduler's own code, of the node pool the snapshot's scheduler served
+(``partitionParams``) as a scheduler of that partition reads it; its configuration is KAI's, mapped. Each cycle
+runs the actions, and its binds and evictions are fed back into the cache as the live scheduler's committer
+assumes them, so the next cycle sees them. Cycles are :data:`~kai.sim.rounds.ROUND_SECONDS` apart from the newest
+time the snapshot's objects record (their creation and conditions).
 
 With ``compare``, the BindRequests KAI made for pods it had not bound yet -- what KAI decided in the cycle
 before the snapshot was taken -- are taken out of the first cycle's input and set beside its decisions, pod
@@ -73,16 +74,17 @@ def without_binds(snapshot: KaiSnapshot, pods: dict[str, str]) -> KaiSnapshot:
 
 def replay(snapshot: KaiSnapshot, name: str, cycles: int = 1, compare: bool = False,
            mapped: Mapped | None = None) -> dict[str, Any]:
-    """Run ``cycles`` cycles on the snapshot; the JSON-ready report (``simulate``'s, with ``ignored`` and,
-    with ``compare``, ``comparison``)."""
+    """Run ``cycles`` cycles on the snapshot (of its scheduler's node pool only); the JSON-ready report
+    (``simulate``'s, with ``ignored``, ``node_pool`` -- the pool's label selector, "" for the whole cluster --
+    and, with ``compare``, ``comparison``)."""
     mapped = mapped or scheduler_config(snapshot, name)
     kai = kai_decisions(snapshot) if compare else {}
     cache = load_cache(without_binds(snapshot, kai).objects, mapped.scheduler_name, mapped.stuck_after,
-                       mapped.config.restrict_node_scheduling)
+                       mapped.config.restrict_node_scheduling, mapped.partition)
     plugins = Plugins(mapped.config)
     actions = [a for a in mapped.config.actions if a in plugins.actions]
     report: dict[str, Any] = {"name": name, "actions": actions, "unbuilt_actions": [], "problems": [],
-                              "ignored": list(mapped.ignored), "cycles": []}
+                              "ignored": list(mapped.ignored), "node_pool": mapped.partition.selector, "cycles": []}
     start = snapshot_time(snapshot)
     for k in range(cycles):
         cycle = cache.snapshot(now=start + k * ROUND_SECONDS)
@@ -151,6 +153,8 @@ def _waited(task: Any) -> bool:
 def format_replay(report: dict[str, Any]) -> str:
     """``simulate``'s text, with what was left out of the configuration and the comparison with KAI."""
     lines = [format_report(report)]
+    if report["node_pool"]:
+        lines.append(f"   node pool {report['node_pool']}: its nodes, queues, PodGroups and BindRequests only")
     if report["ignored"]:
         lines.append(f"   not taking part here: {', '.join(report['ignored'])}")
     comp = report.get("comparison")

@@ -35,11 +35,13 @@ from kai.scheduler.kaisnapshot import (
     take_snapshot,
 )
 from kai.scheduler.loop import Scheduler
+from kai.scheduler.partition import EVERYTHING, Partition
 from kai.sim.kaisnapshot import kai_decisions, replay, without_binds
 from support.kube import FakeApi
 
 FIXTURES = Path(__file__).parent / "kai_snapshots"
 ALL = sorted(FIXTURES.iterdir())
+POOL = names.NODE_POOL_LABEL
 
 
 def decisions(report: dict) -> list[tuple]:
@@ -95,6 +97,47 @@ def test_a_kai_decision_differing_from_ours_is_shown_with_our_explanation():
     assert (entry["outcome"], entry["here"], entry["kai"]) == ("different node", "node-2", "node-0")
 
 
+def test_a_snapshot_of_a_node_pool_replays_that_pools_nodes_and_pods_only():
+    """KAI's scheduler of node pool ``pool-a`` (``partitionParams``) reads only the nodes, queues, PodGroups and
+    BindRequests labelled with it; pool ``pool-b`` has room for the pod pool ``pool-a`` has none for."""
+    snapshot = read_snapshot(FIXTURES / "two-pools.json")
+    mapped = scheduler_config(snapshot)
+    assert mapped.partition == Partition(POOL, "pool-a")
+    report = replay(snapshot, "pool-a", compare=True)
+    assert report["node_pool"] == f"{POOL}=pool-a"
+    assert decisions(report) == [("bind", "gang-a-0", "node-a0"), ("bind", "gang-a-1", "node-a1")]
+    assert [p["pod"] for p in report["cycles"][0]["pending"]] == ["big-a-0"]
+    assert (report["comparison"]["agree"], report["comparison"]["total"]) == (3, 3)
+    everything = replay(snapshot, "all", mapped=attrs.evolve(mapped, partition=EVERYTHING))
+    assert ("big-a-0", "node-b0") in {d[1:] for d in decisions(everything)}  # the whole cluster has room for it
+    default = attrs.evolve(snapshot, params={"partitionParams": {"NodePoolLabelKey": POOL, "NodePoolLabelValue": ""}})
+    assert scheduler_config(default).partition == Partition(POOL)  # the nodes without the label: none here
+    assert replay(default, "default")["cycles"][0]["placements"] == []
+
+
+def test_a_node_pools_scheduler_serves_a_snapshot_that_replays_as_it_decides(tmp_path):
+    snapshot = read_snapshot(FIXTURES / "two-pools.json")
+    kube = cluster(without_binds(snapshot, kai_decisions(snapshot)))
+    config = attrs.evolve(DEFAULT_CONFIG, plugins=(*DEFAULT_CONFIG.plugins, PluginSpec("snapshot")))
+    scheduler = Scheduler(kube, config, partition=Partition(POOL, "pool-a"))
+    served = snapshot_route(lambda: scheduler)()
+    assert served is not None
+    written = parse_snapshot(json.loads(zipfile.ZipFile(io.BytesIO(served[0])).read("snapshot.json")))
+    assert written.params["partitionParams"] == {"NodePoolLabelKey": POOL, "NodePoolLabelValue": "pool-a"}
+    assert [len(written.objects[k]) for k in ("nodes", "queues", "podGroups")] == [2, 2, 3]  # as KAI's plugin lists
+    scheduler.cache.start()
+    try:
+        assert scheduler.cache.wait_synced(10) == []
+        live = scheduler.run_once()
+        assert scheduler.committer.flush(10)
+    finally:
+        scheduler.committer.close()
+        scheduler.cache.stop()
+    ours = sorted((d.kind, d.task.name, d.node) for d in live.decisions)
+    assert ours == [("bind", "gang-a-0", "node-a0"), ("bind", "gang-a-1", "node-a1")]
+    assert decisions(replay(written, "served")) == ours
+
+
 def config_of(**changes) -> KaiSnapshot:
     snapshot = read_snapshot(FIXTURES / "reclaim.json")
     snapshot.config = {**snapshot.config, **changes}
@@ -120,9 +163,9 @@ def test_kai_plugins_without_a_counterpart_are_named():
     assert mapped.ignored[:2] == ("plugin reflectjoborder", "plugin sg-multinodegang")
     with pytest.raises(ConfigError, match="disableNodeOrder"):
         scheduler_config(config_of(tiers=[{"plugins": [{"name": "nodeplacement", "disableNodeOrder": True}]}]))
-    with pytest.raises(ConfigError, match="node pool"):
+    with pytest.raises(ConfigError, match="partitionParams"):
         scheduler_config(KaiSnapshot(None, {"partitionParams": {"NodePoolLabelKey": "pool",
-                                                                "NodePoolLabelValue": "a"}}, {}))
+                                                                "NodePoolLabelValue": 1}}, {}))
     with pytest.raises(ConfigError, match="someFutureField"):
         scheduler_config(KaiSnapshot(None, {"someFutureField": 1}, {}))
     with pytest.raises(PluginError, match="nosuchplugin"):
