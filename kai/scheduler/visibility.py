@@ -1,8 +1,9 @@
 """The visibility API: what the last scheduling cycle saw, read-only, as JSON.
 
 :class:`Visibility` is the scheduler's cycle observer: at the end of each cycle's actions (before the
-session closes) it takes a :class:`CycleView` -- references to what the session alone owns, and each
-pending job's pending tasks -- and swaps it in by reference. Readers (the HTTP server's threads) only
+session closes) it takes a :class:`CycleView` -- references to what the session alone owns, each
+pending job's pending tasks and its place in the order the scheduler tries jobs (the order the allocate
+action's job queue gave them) -- and swaps it in by reference. Readers (the HTTP server's threads) only
 ever see a view whose cycle has ended, so a request never waits for a cycle and a cycle never waits for
 a request. The queues' shares, the nodes' amounts and the positions (in each queue and in the cluster)
 are worked out on the first request for a view, each job's dominant reason (:mod:`kai.framework.reasons`)
@@ -16,7 +17,6 @@ request.
 
 from __future__ import annotations
 
-import heapq
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -25,8 +25,9 @@ from urllib.parse import parse_qs
 
 import attrs
 
-from kai.api import Queue, Task
+from kai.api import Job, Queue, Task
 from kai.framework import FAIR_SHARE_REASONS, Plugins, SchedulerConfig, Session, Snapshot
+from kai.framework.jobqueue import JobQueue
 from kai.framework.nodes import NodeInfo
 from kai.framework.reasons import RESOURCES, Explainer, Reason, job_request, pending_tasks
 from kai.framework.whatif import DEFAULT_BUDGET, copy_as_built, verify_all
@@ -54,15 +55,9 @@ class PendingJob:
     request: tuple[float, float, float]
     tasks: tuple[Task, ...]
 
-    def order_key(self) -> tuple[int, float, bytes]:
-        """The job order of a queue's pending jobs: higher priority first, then older, then by name."""
-        return -self.priority, self.creation, self.name.encode()
-
 
 #: (position in the cluster, position in its queue, job).
 Ordered = tuple[int, int, PendingJob]
-#: The order of queues: (-priority, 0 when below deserved GPUs, allocated / fair share, name).
-QueueKey = tuple[int, int, float, str]
 
 
 @attrs.frozen
@@ -121,13 +116,14 @@ class NodeView:
 
 class CycleView:
     """What one cycle saw. Taken in the cycle by reference -- the session's own node copies, fit errors and
-    fair shares, which no later session changes, and each pending job with its pending tasks -- and worked
+    fair shares, which no later session changes, and each pending job with its pending tasks and rank -- and worked
     out into answers on first use, under a lock, then kept."""
 
     def __init__(self, session: Session, cycle: int, node_pool: str) -> None:
         self.cycle, self.time, self.node_pool = cycle, session.now, node_pool
         self._jobs = dict(session.jobs)
         self._waiting = [(job, tasks) for job in self._jobs.values() if (tasks := pending_tasks(job))]
+        self._rank = _rank(session, (job for job, _ in self._waiting))
         self._nodes = session.nodes
         self._errors = session.job_fit_errors
         proportion = session.plugins.plugin("proportion")
@@ -178,10 +174,10 @@ class CycleView:
     def ordered(self) -> tuple[list[Ordered], dict[str, list[int]]]:
         """(position in the cluster, position in its queue, job) in cluster order, and per queue the indexes
         of its jobs in that list."""
-        pending, queues = self.pending, self.queues
+        pending = self.pending
         with self._lock:
             if self._ordered is None:
-                self._ordered = _order(pending, queues)
+                self._ordered = _order(pending, self._rank)
             return self._ordered
 
     def find(self, namespace: str, name: str) -> Ordered | None:
@@ -193,42 +189,30 @@ class CycleView:
         return None
 
 
-def _order(pending: Iterable[PendingJob], queues: dict[str, QueueView]) -> tuple[list[Ordered], dict[str, list[int]]]:
-    """The order the scheduler tries pending jobs in: each queue's jobs in job order; across queues, the next
-    job comes from the queue that the proportion plugin's main rules prefer -- higher priority, then below its
-    deserved GPUs, then the least GPUs allocated for its fair share -- counting each job taken as allocated."""
-    by_queue: dict[str, list[PendingJob]] = {}
-    for job in pending:
-        by_queue.setdefault(job.queue, []).append(job)
-    allocated = {}
-    heap: list[tuple[QueueKey, str]] = []
-    for name, jobs in by_queue.items():
-        jobs.sort(key=PendingJob.order_key)
-        jobs.reverse()  # popped from the end
-        q = queues.get(name)
-        allocated[name] = q.allocated[2] if q is not None else 0.0
-        heapq.heappush(heap, (_queue_key(q, allocated[name]), name))
+def _order(pending: Iterable[PendingJob], rank: dict[str, int]) -> tuple[list[Ordered], dict[str, list[int]]]:
+    """``pending`` in the order of ``rank`` (job uid -> its place in the order the scheduler tries jobs)."""
     out: list[Ordered] = []
     index: dict[str, list[int]] = {}
-    while heap:
-        _, name = heapq.heappop(heap)
-        job = by_queue[name].pop()
-        mine = index.setdefault(name, [])
+    for job in sorted(pending, key=lambda j: rank[j.uid]):
+        mine = index.setdefault(job.queue, [])
         mine.append(len(out))
         out.append((len(out) + 1, len(mine), job))
-        if by_queue[name]:
-            allocated[name] += job.request[2]
-            heapq.heappush(heap, (_queue_key(queues.get(name), allocated[name]), name))
     return out, index
 
 
-def _queue_key(q: QueueView | None, allocated: float) -> QueueKey:
-    if q is None:
-        return 0, 1, 0.0, ""
-    deserved, share = q.deserved[2], q.fair_share[2]
-    below = 0 if deserved > 0 and allocated < deserved else 1
-    ratio = allocated / share if share > 0 else (0.0 if allocated == 0 else float("inf"))
-    return -q.priority, below, ratio, q.name
+def _rank(session: Session, waiting: Iterable[Job]) -> dict[str, int]:
+    """Each waiting job's place in the order the scheduler tries them: the allocate action's, as its job queue gave
+    them (a job tried again counts where it was last tried), then the jobs it did not try (not ready, beyond its
+    queue depth, or no allocate action) in the order a :class:`~kai.framework.jobqueue.JobQueue` of the session
+    gives them."""
+    rank = {job.uid: i for i, job in enumerate(session.allocation_order)}
+    rest = [job for job in waiting if job.uid not in rank]
+    if rest:
+        queue, tried = JobQueue(session, rest), len(session.allocation_order)
+        while (job := queue.pop()) is not None:
+            rank[job.uid] = tried
+            tried += 1
+    return rank
 
 
 def build_view(session: Session, cycle: int = 0, node_pool: str = "default") -> CycleView:
