@@ -30,14 +30,14 @@ from kai.framework import FAIR_SHARE_REASONS, Plugins, SchedulerConfig, Session,
 from kai.framework.jobqueue import JobQueue
 from kai.framework.nodes import NodeInfo
 from kai.framework.reasons import RESOURCES, Explainer, Reason, job_request, pending_tasks
-from kai.framework.whatif import DEFAULT_BUDGET, copy_as_built, verify_all
+from kai.framework.whatif import DEFAULT_BUDGET, AsBuilt, copy_as_built, keep_as_built, verify_all
 
 PREFIX = "/apis/visibility/v1/"
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
-#: How long a check waits for a cycle to copy its snapshot, seconds.
+#: How long a check waits for a cycle to keep its snapshot, seconds.
 CHECK_WAIT = 10.0
-#: A snapshot copy serves the checks for this many seconds before a check asks for a new one.
+#: A snapshot kept serves the checks for this many seconds before a check asks for a new one.
 COPY_INTERVAL = 30.0
 
 
@@ -60,15 +60,27 @@ class PendingJob:
 Ordered = tuple[int, int, PendingJob]
 
 
-@attrs.frozen
 class Base:
-    """A cycle's snapshot as built, with what the counterfactuals need to run the kernel on it."""
+    """A cycle's snapshot kept as built (:func:`~kai.framework.whatif.keep_as_built`: nothing copied in the cycle),
+    with what the counterfactuals need to run the kernel on it. The first check that uses it copies it, on its
+    own thread; the later ones use that copy."""
 
-    cycle: int
-    snapshot: Snapshot
-    config: SchedulerConfig
-    actions: tuple[str, ...]
-    taken: float
+    def __init__(self, cycle: int, kept: AsBuilt, config: SchedulerConfig, actions: tuple[str, ...],
+                 taken: float) -> None:
+        self.cycle, self.config, self.actions, self.taken = cycle, config, actions, taken
+        #: The uids of the snapshot's jobs.
+        self.jobs = kept.facts["jobs"].keys()
+        self._kept: AsBuilt | None = kept
+        self._copy: Snapshot | None = None
+        self._lock = threading.Lock()
+
+    def snapshot(self) -> Snapshot:
+        """The copy of the snapshot as built, made on first use (then the objects kept are let go)."""
+        with self._lock:
+            if self._copy is None:
+                assert self._kept is not None
+                self._copy, self._kept = copy_as_built(self._kept), None
+            return self._copy
 
 
 @attrs.frozen
@@ -251,10 +263,10 @@ def _nodes(nodes: list[NodeInfo], node_pool: str) -> tuple[NodeView, ...]:
 class Visibility:
     """The scheduler's cycle observer and the API's answers; ``view`` is the last cycle's (None before one).
 
-    A check of the suggestions (``explain/...?check=true``) sets :attr:`copy_wanted` when the last copy is
-    older than :data:`COPY_INTERVAL`; the next cycle then also copies its snapshot as built
-    (:func:`~kai.framework.whatif.copy_as_built`, on the scheduling thread: the one cost a reader can put
-    on a cycle, only when asked and at most once an interval), and the request runs the kernel on copies
+    A check of the suggestions (``explain/...?check=true``) sets :attr:`copy_wanted` when the last
+    :class:`Base` is older than :data:`COPY_INTERVAL`; the next cycle then also keeps its snapshot as built
+    (:func:`~kai.framework.whatif.keep_as_built`, on the scheduling thread: a tuple per task and job, only when
+    asked and at most once an interval, and no copy), and the request copies it and runs the kernel on copies
     of that copy on its own thread, with plugins of its own."""
 
     def __init__(self, node_pool: str = "default", actions: Sequence[str] | None = None) -> None:
@@ -263,7 +275,7 @@ class Visibility:
         self.actions = actions
         self.view: CycleView | None = None
         self.copy_wanted = threading.Event()
-        #: The last copy: (its cycle, the snapshot as built, the configuration, the actions, when taken).
+        #: The last snapshot kept for the checks.
         self.base: Base | None = None
         self._cycles = 0
         self._changed = threading.Condition()
@@ -275,7 +287,7 @@ class Visibility:
         if self.copy_wanted.is_set():
             self.copy_wanted.clear()
             config = session.plugins.config
-            base = Base(self._cycles, copy_as_built(session.snapshot), config,
+            base = Base(self._cycles, keep_as_built(session.snapshot), config,
                         tuple(self.actions if self.actions is not None else config.actions), time.monotonic())
         with self._changed:
             self.view, self.base = view, base
@@ -284,12 +296,12 @@ class Visibility:
     def explain(self, namespace: str, name: str, check: bool = False, budget: float = DEFAULT_BUDGET,
                 wait: float = CHECK_WAIT) -> tuple[int, dict[str, Any]]:
         """(HTTP status, JSON body) of ``namespace/name`` in the last view; with ``check`` its suggestions
-        checked on the last snapshot copy (a new one asked for and waited for, at most ``wait`` seconds, when
-        that one is older than :data:`COPY_INTERVAL` or predates the job)."""
+        checked on a copy of the last snapshot kept (a new one asked for and waited for, at most ``wait`` seconds,
+        when that one is older than :data:`COPY_INTERVAL` or predates the job)."""
         view, base = self.view, self.base
         found = view.find(namespace, name) if view is not None else None
         if check and (base is None or time.monotonic() - base.taken > COPY_INTERVAL
-                      or (found is not None and found[2].uid not in base.snapshot.jobs)):
+                      or (found is not None and found[2].uid not in base.jobs)):
             self.copy_wanted.set()
             with self._changed:
                 self._changed.wait_for(lambda: self.base is not base, wait)
@@ -304,7 +316,7 @@ class Visibility:
         if check and base is not None:
             answer["checked_on_cycle"] = base.cycle
             checkable = [w for w in answer["reason"]["would_run_if"] if w["change"] is not None]
-            verdicts = verify_all(base.snapshot, Plugins(base.config), found[2].uid,
+            verdicts = verify_all(base.snapshot(), Plugins(base.config), found[2].uid,
                                   [w["change"] for w in checkable], base.actions, budget)
             for hint, verdict in zip(checkable, verdicts, strict=True):
                 hint["verified"] = verdict

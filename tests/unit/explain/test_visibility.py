@@ -146,24 +146,26 @@ def test_served_with_the_metrics_only():
         probes.stop()
 
 
-def test_a_check_has_the_next_cycle_copy_its_snapshot_and_runs_the_kernel_on_the_request_thread():
+def test_a_check_has_the_next_cycle_keep_its_snapshot_and_copies_it_and_runs_the_kernel_on_the_request_thread():
     s, visibility = scheduler(), Visibility()
     s.observer = visibility
     s.run_once()
-    assert visibility.base is None  # nobody asked: no copy
+    assert visibility.base is None  # nobody asked: nothing kept
     status, body = visibility.explain("default", "b-9", check=True, wait=0.0)
     assert status == 200 and all(w["verified"] is None for w in body["reason"]["would_run_if"])
     assert visibility.copy_wanted.is_set()
     s.run_once()
     assert visibility.base.cycle == 2 and not visibility.copy_wanted.is_set()
-    assert all(t.status.value == "Pending" for j in visibility.base.snapshot.jobs.values() for t in j.tasks.values())
+    s.run_once()  # a cycle after the one kept changes nothing of it
+    copy = visibility.base.snapshot()
+    assert all(t.status.value == "Pending" for j in copy.jobs.values() for t in j.tasks.values())
     status, body = visibility.answer(PREFIX + "explain/default/b-9?check=true")
     checked = [w for w in body["reason"]["would_run_if"] if w["change"]]
     assert status == 200 and checked and all(w["verified"] in (True, False) for w in checked)
-    assert body["checked_on_cycle"] == 2
-    s.run_once()  # a later check within the interval reuses the copy: the cycles copy nothing more
+    assert body["checked_on_cycle"] == 2 and visibility.base.snapshot() is copy
+    s.run_once()  # a later check within the interval reuses the copy: the cycles keep nothing more
     status, body = visibility.explain("default", "a-9", check=True, wait=0.0)
-    assert body["cycle"] == 3 and body["checked_on_cycle"] == 2 and not visibility.copy_wanted.is_set()
+    assert body["cycle"] == 4 and body["checked_on_cycle"] == 2 and not visibility.copy_wanted.is_set()
 
 
 def test_kai_run_serves_the_schedulers_view_with_its_metrics():
