@@ -46,6 +46,7 @@ def allocate(session: Session) -> None:
         jobs.append(candidate)
     queue = JobQueue(session, jobs, depth=session.plugins.config.queue_depth("allocate"))
     while (job := queue.pop()) is not None:
+        session.allocation_order.append(job)
         with session.contained("allocate", job):
             if allocate_step(session, job) and job.has_pending():
                 queue.push(job)

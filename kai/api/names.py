@@ -74,6 +74,9 @@ SEGMENT_PREFERRED_ANNOTATION = "kai.scheduler/segment-topology-preferred-placeme
 LAST_START_ANNOTATION = "kai.scheduler/last-start-timestamp"
 STALE_ANNOTATION = "kai.scheduler/stale-podgroup-timestamp"
 LAST_EVICTION_ANNOTATION = "kai.scheduler/last-eviction-timestamp"
+#: Not KAI's: a pending PodGroup's dominant reason, ``{"code", "details"}`` as compact JSON, on the PodGroup (written
+#: with its scheduling condition) and on the Unschedulable events about it and its pods.
+PENDING_REASON_ANNOTATION = "kai.scheduler/pending-reason"
 #: A pod's NUMA placement: as the node observed it, and as the scheduler predicted it (written by the binder).
 NUMA_PLACEMENT_OBSERVED_ANNOTATION = "kai.scheduler/numa-placement-observed"
 NUMA_PLACEMENT_PREDICTED_ANNOTATION = "kai.scheduler/numa-placement-predicted"

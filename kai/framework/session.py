@@ -103,6 +103,9 @@ class Session:
         #: reports no fit errors (trace replay) turns it off and such a task gets no message.
         self.explain = True
         self.decisions: list[Decision] = []
+        #: The jobs the allocate action took from its job queue, in the order it tried them (a job stepped
+        #: again is listed again): what the visibility API serves as the order of the pending jobs.
+        self.allocation_order: list[Job] = []
         #: Uids of the tasks evicted in this session (virtually Releasing): the eviction actions' simulations
         #: may place them again, and the queue order counts them in their job's next step.
         self.evicted: set[str] = set()

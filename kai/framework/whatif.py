@@ -4,10 +4,12 @@ Each :class:`~kai.framework.reasons.Suggestion` carries a ``change`` (JSON-ready
 limit or deserved quota (``{"queue", "resource", "limit" | "deserved"}``), end jobs (``{"end_jobs":
 [namespace/name, ...]}``), add a node with more GPUs (``{"add_node_gpus": n}``), relax a topology
 constraint to a preferred level (``{"relax_topology": true}``) or make the job preemptible
-(``{"preemptible": true}``). :func:`copy_as_built` copies a cycle's snapshot as it was built (what
-its session changed put back on the copy); :func:`verify` applies a change to a copy of that, runs the
-configured actions in a new session and answers whether every pending pod of the job was placed (bound
-or pipelined). Changes it cannot apply answer None.
+(``{"preemptible": true}``). :func:`keep_as_built` keeps a cycle's snapshot as it was built without
+copying it -- its facts by reference, and the few fields a session changes as they were built -- and
+:func:`copy_as_built` copies it from that, on any thread, while later sessions go on;
+:func:`verify` applies a change to a copy of that, runs the configured actions in a new session and
+answers whether every pending pod of the job was placed (bound or pipelined). Changes it cannot apply
+answer None.
 :func:`verify_all` stops starting new runs once its time is up and says so.
 """
 
@@ -21,6 +23,7 @@ from typing import Any
 import attrs
 
 from kai.api import Job, PodSet, SubGroup, TaskStatus
+from kai.framework.journal import JOB_FIELDS, TASK_FIELDS
 from kai.framework.plugins import Plugins
 from kai.framework.session import Session
 from kai.framework.snapshot import Snapshot
@@ -32,14 +35,46 @@ ADDED_NODE = "would-run-if-node"
 HOSTNAME = "kubernetes.io/hostname"
 
 
-def copy_as_built(snapshot: Snapshot) -> Snapshot:
-    """A deep copy of ``snapshot``'s facts as they were built: what the last session on it changed is put back
-    on the copy (the snapshot itself is left as it is), and nothing the sessions kept on it is copied."""
+@attrs.frozen(eq=False)
+class AsBuilt:
+    """A snapshot as it was built, kept without copying it: its facts by reference (a session changes none of them
+    but the fields of :mod:`kai.framework.journal`), and those fields of each task and job as built, by object id
+    (:data:`~kai.framework.journal.TASK_FIELDS`, :data:`~kai.framework.journal.JOB_FIELDS`). Later sessions
+    may change the objects' fields; a copy (:func:`copy_as_built`) puts back the kept ones."""
+
+    facts: dict[str, Any]
+    tasks: dict[int, tuple[Any, ...]]
+    jobs: dict[int, tuple[Any, ...]]
+
+
+def keep_as_built(snapshot: Snapshot) -> AsBuilt:
+    """``snapshot`` as built, kept while a session is still on it (or none is): the fields it changed are taken
+    from its journal, the others as they are. Costs a tuple per task and job; no object is copied."""
+    journal = snapshot.journal
+    added = set(journal.added_jobs) if journal is not None else set()
     facts = {a.name: getattr(snapshot, a.name) for a in attrs.fields(Snapshot) if a.init}
-    copied, journal = copy.deepcopy((facts, snapshot.journal))
-    base = Snapshot(**copied)
+    facts["jobs"] = {uid: job for uid, job in snapshot.jobs.items() if uid not in added}
+    facts["problems"] = snapshot.problems[:journal.problems] if journal is not None else list(snapshot.problems)
+    every = [*facts["jobs"].values(), *snapshot.rejected_jobs.values()]
+    tasks = {id(t): (t.status, t.node, t.gpu_groups, t.numa_placement, t.claim_allocations, t.extended_claim)
+             for job in every for t in job.tasks.values()}
+    jobs = {id(j): (j.last_start, j.stale_since, j.last_eviction) for j in every}
     if journal is not None:
-        journal.rewind(base)
+        tasks.update((key, saved) for key, (_, saved) in journal.tasks.items())
+        jobs.update((key, saved) for key, (_, saved) in journal.jobs.items())
+    return AsBuilt(facts, tasks, jobs)
+
+
+def copy_as_built(kept: AsBuilt) -> Snapshot:
+    """A deep copy of the snapshot ``kept`` keeps, as it was built (whatever sessions changed on it since); nothing
+    the sessions kept on the snapshot is copied. Runs on any thread: it reads no field a session changes."""
+    memo: dict[int, Any] = {}
+    base = Snapshot(**copy.deepcopy(kept.facts, memo))
+    for fields, saved in ((TASK_FIELDS, kept.tasks), (JOB_FIELDS, kept.jobs)):
+        for key, values in saved.items():
+            copied = memo[key]  # each kept task and job is reached from the facts
+            for field, value in zip(fields, values, strict=True):
+                setattr(copied, field, value)
     return base
 
 

@@ -16,15 +16,17 @@ WARNING = "Warning"
 
 
 def record_event(kube: Kube, obj: dict[str, Any], event_type: str, reason: str, message: str,
-                 component: str) -> None:
-    """Create an Event about ``obj`` (a decoded object with kind/apiVersion/metadata); failures are logged."""
+                 component: str, annotations: dict[str, str] | None = None) -> None:
+    """Create an Event about ``obj`` (a decoded object with kind/apiVersion/metadata), with ``annotations`` of its
+    own; failures are logged."""
     meta = obj.get("metadata", {})
     namespace = meta.get("namespace") or "default"
     now = rfc3339()
     event = {
         "apiVersion": "v1",
         "kind": "Event",
-        "metadata": {"generateName": f"{meta.get('name', 'object')}.", "namespace": namespace},
+        "metadata": {"generateName": f"{meta.get('name', 'object')}.", "namespace": namespace,
+                     **({"annotations": annotations} if annotations else {})},
         "involvedObject": {
             "apiVersion": obj.get("apiVersion", "v1"), "kind": obj.get("kind", "Pod"), "namespace": namespace,
             "name": meta.get("name"), "uid": meta.get("uid"), "resourceVersion": meta.get("resourceVersion"),

@@ -14,7 +14,13 @@ from typing import Any
 import attrs
 
 from kai.api import UNLIMITED, Queue, QuotaSpec, TopologyConstraint
-from kai.api.names import LAST_EVICTION_ANNOTATION, LAST_START_ANNOTATION, PREEMPTIBILITY_LABEL, STALE_ANNOTATION
+from kai.api.names import (
+    LAST_EVICTION_ANNOTATION,
+    LAST_START_ANNOTATION,
+    PENDING_REASON_ANNOTATION,
+    PREEMPTIBILITY_LABEL,
+    STALE_ANNOTATION,
+)
 from kai.api.podgroup import NON_PREEMPTIBLE, PREEMPTIBLE, SEMI_PREEMPTIBLE
 from kai.common.durations import parse_duration
 
@@ -80,6 +86,8 @@ class PodGroupView:
     conditions: tuple[JsonObject, ...]
     #: What is malformed in the spec (the field is ignored), or "".
     invalid: str = ""
+    #: The dominant reason the scheduler last wrote (annotation ``kai.scheduler/pending-reason``), or "".
+    pending_reason: str = ""
 
 
 def _topology(tc: object) -> TopologyConstraint | None:
@@ -117,6 +125,7 @@ def podgroup_view(raw: JsonObject) -> PodGroupView:
         mark_unschedulable=spec.get("markUnschedulable") is not False,
         conditions=conditions,
         invalid="; ".join(invalid),
+        pending_reason=annotations.get(PENDING_REASON_ANNOTATION, ""),
     )
 
 

@@ -47,6 +47,7 @@ they may still wait for their turn.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -58,6 +59,7 @@ from kai.api import ACTIVE_ALLOCATED, Job, Task, TaskStatus, ZonePlacement, name
 from kai.framework import Decision, Problem, Session
 from kai.framework.asbuilt import JobsKey, changed_jobs, flagged_as_built
 from kai.framework.faults import INTERNAL_ERROR_REASON
+from kai.framework.reasons import Explainer, pending_tasks
 from kai.framework.snapshot import NODE_NOT_FOUND
 from kai.kube import dra
 from kai.kube.client import STRATEGIC_MERGE_PATCH, ApiError, Kube, object_path
@@ -74,6 +76,7 @@ from kai.scheduler.writes import (
     eviction,
     eviction_refusal,
     node_ref,
+    pending_reason,
     pod_ref,
     podgroup_ref,
     rfc3339,
@@ -105,6 +108,8 @@ class Committer:
         self._in_flight: set[str] = set()
         self._logged_problems: set[str] = set()
         self._pending: set[Future[None]] = set()
+        #: The dominant reasons of the cycle being committed (worked out for the explanations written).
+        self._explainer: Explainer | None = None
 
     def flush(self, timeout: float | None = None) -> bool:
         """Waits for every write submitted so far, and for those they submit in turn (the event after a
@@ -171,18 +176,30 @@ class Committer:
         future.add_done_callback(self._finished)
         return True
 
+    def _written_already(self, dedupe: tuple[tuple[str, str], str]) -> bool:
+        key, value = dedupe
+        with self._lock:
+            return self._written.get(key) == value
+
     def _finished(self, future: Future[None]) -> None:
         with self._lock:
             self._pending.discard(future)
 
-    def _event(self, ref: JsonObject, event_type: str, reason: str, message: str, once: bool = True) -> bool:
-        """An event about ``ref``, unless (``once``) the last one of this reason said the same."""
+    def _event(self, ref: JsonObject, event_type: str, reason: str, message: str, once: bool = True,
+               note: Callable[[], str] | None = None) -> bool:
+        """An event about ``ref``, unless (``once``) the last one of this reason said the same; ``note`` gives its
+        ``kai.scheduler/pending-reason`` annotation (asked only when the event is written)."""
         meta = ref["metadata"]
         obj = f"{ref['kind']} {meta['namespace']}/{meta['name']}" if meta.get("namespace") else \
             f"{ref['kind']} {meta['name']}"
+        dedupe = ((obj, f"event {reason}"), f"{meta.get('uid', '')} {message}") if once else None
+        if dedupe is not None and self._written_already(dedupe):
+            return False
+        annotations = {names.PENDING_REASON_ANNOTATION: note()} if note is not None else None
         return self._submit(f"event {reason}", obj,
-                            lambda: record_event(self.kube, ref, event_type, reason, message, names.SOURCE_SCHEDULER),
-                            dedupe=((obj, f"event {reason}"), f"{meta.get('uid', '')} {message}") if once else None)
+                            lambda: record_event(self.kube, ref, event_type, reason, message, names.SOURCE_SCHEDULER,
+                                                 annotations),
+                            dedupe=dedupe)
 
     # --- one cycle ----------------------------------------------------------------------------------
 
@@ -203,6 +220,7 @@ class Committer:
                 internal.setdefault(error.job, []).append(error.fit_error())
         touched = changed_jobs(session)
         waiting = flagged_as_built(session, WAITING_MEMO, _has_waiting, touched)
+        self._explainer = None
         for uid, job in session.jobs.items():
             if uid not in touched and uid not in waiting and uid not in internal:
                 continue  # as built: no pod waits and its times are its PodGroup's, so there is nothing to write
@@ -217,6 +235,7 @@ class Committer:
                 self._explain(session, job, pg, cycle)
             except Exception:  # noqa: BLE001 - one job's explanation must not keep the others'
                 log.exception("explaining a podgroup failed", **fields(podgroup=job.uid))
+        self._explainer = None
         for job in cycle.snapshot.rejected_jobs.values():
             pg = cycle.podgroups.get(job.uid)
             problem = rejected.get(job.name)
@@ -371,6 +390,10 @@ class Committer:
             patch[names.STALE_ANNOTATION] = None if job.stale_since is None else rfc3339(job.stale_since)
         if job.last_eviction is not None and _changed(job.last_eviction, pg.last_eviction):
             patch[names.LAST_EVICTION_ANNOTATION] = rfc3339(job.last_eviction)
+        if pg.pending_reason and not _has_waiting(job):  # placed: no longer pending
+            patch[names.PENDING_REASON_ANNOTATION] = None
+            with self._lock:  # pending again later: written again
+                self._written.pop((f"PodGroup {pg.key}", "pending reason"), None)
         if patch:
             path = object_path(*names.PODGROUPS, pg.namespace, pg.name)
             body = {"metadata": {"annotations": patch}}
@@ -387,13 +410,21 @@ class Committer:
             return
         errors = session.job_fit_errors.get(job.uid, [])
         job_message = session.job_fit_message(job)
+        note = functools.cache(lambda: self._pending_reason(session, job))
         for task in waiting:
             if task.status is not TaskStatus.PENDING:
                 continue
             message = session.task_fit_errors.get(task.uid) or (job_message if errors else DEFAULT_POD_MESSAGE)
-            self._pod_unschedulable(cycle.pods[task.uid], message, pg.mark_unschedulable)
+            self._pod_unschedulable(cycle.pods[task.uid], message, pg.mark_unschedulable, note)
         reasons = [condition_reason(*explanation) for explanation in dict.fromkeys(e.explanation() for e in errors)]
-        self._podgroup_unschedulable(job, pg, job_message, reasons)
+        self._podgroup_unschedulable(job, pg, job_message, reasons, note)
+
+    def _pending_reason(self, session: Session, job: Job) -> str:
+        """The job's dominant reason as annotation ``kai.scheduler/pending-reason`` carries it: the visibility API's
+        (:class:`~kai.framework.reasons.Explainer` on the same session), worked out only for what is written."""
+        if self._explainer is None:
+            self._explainer = Explainer(session.nodes, session.jobs, session.job_fit_errors, self.node_pool)
+        return pending_reason(self._explainer.reason(job, pending_tasks(job)))
 
     def _explain_rejected(self, job: Job, pg: PodGroupView, reason: str, message: str, cycle: Cycle) -> None:
         for task in job.tasks.values():
@@ -401,8 +432,8 @@ class Committer:
                 self._pod_unschedulable(cycle.pods[task.uid], message, pg.mark_unschedulable)
         self._podgroup_unschedulable(job, pg, message, [{"reason": reason, "message": message}])
 
-    def _pod_unschedulable(self, pod: PodView, message: str, mark: bool) -> None:
-        if self._event(pod_ref(pod), WARNING, names.REASON_UNSCHEDULABLE, message) and pod.invalid:
+    def _pod_unschedulable(self, pod: PodView, message: str, mark: bool, note: Callable[[], str] | None = None) -> None:
+        if self._event(pod_ref(pod), WARNING, names.REASON_UNSCHEDULABLE, message, note=note) and pod.invalid:
             log.warning("pod cannot be scheduled as defined", **fields(pod=pod.key, reason=pod.invalid))
         if mark and pod.unschedulable_message != message:
             condition = {"type": "PodScheduled", "status": "False", "reason": names.REASON_UNSCHEDULABLE,
@@ -415,14 +446,18 @@ class Committer:
                 on_error=lambda exc: exc.status == 404,
                 dedupe=((f"Pod {pod.key}", "condition"), f"{pod.uid} {message}"))
 
-    def _podgroup_unschedulable(self, job: Job, pg: PodGroupView, message: str, reasons: list[JsonObject]) -> None:
-        self._event(podgroup_ref(pg), NORMAL, names.REASON_UNSCHEDULABLE, message)
+    def _podgroup_unschedulable(self, job: Job, pg: PodGroupView, message: str, reasons: list[JsonObject],
+                                note: Callable[[], str] | None = None) -> None:
+        self._event(podgroup_ref(pg), NORMAL, names.REASON_UNSCHEDULABLE, message, note=note)
         if any(t.status in ACTIVE_ALLOCATED for t in job.tasks.values()):
             return  # as KAI: the condition is not updated while some of the group's pods are placed
         last = pg.conditions[-1] if pg.conditions else {}
         wanted = {"type": names.UNSCHEDULABLE_ON_NODE_POOL, "nodePool": self.node_pool,
                   "reason": names.REASON_UNSCHEDULABLE, "message": message, "status": "True"}
-        if all(last.get(k) == v for k, v in wanted.items()):
+        written = all(last.get(k) == v for k, v in wanted.items())
+        if note is not None and not (written and pg.pending_reason):
+            self._note_reason(pg, message, note)
+        if written:
             return
         previous = [c for c in pg.conditions if c.get("nodePool") != self.node_pool]
         try:
@@ -436,6 +471,16 @@ class Committer:
                      lambda: self.kube.patch(path, {"status": {"schedulingConditions": [*previous, condition]}},
                                              subresource="status"),
                      dedupe=((f"PodGroup {pg.key}", "condition"), f"{pg.uid} {message}"))
+
+    def _note_reason(self, pg: PodGroupView, message: str, note: Callable[[], str]) -> None:
+        """The PodGroup's ``kai.scheduler/pending-reason`` annotation, written with its scheduling condition (the
+        condition's schema has no room for it, and a write of the status subresource changes no annotation)."""
+        dedupe = ((f"PodGroup {pg.key}", "pending reason"), f"{pg.uid} {message}")
+        if self._written_already(dedupe):
+            return
+        path = object_path(*names.PODGROUPS, pg.namespace, pg.name)
+        body = {"metadata": {"annotations": {names.PENDING_REASON_ANNOTATION: note()}}}
+        self._submit("annotate PodGroup", pg.key, lambda: self.kube.patch(path, body), dedupe=dedupe)
 
 
 def _has_waiting(job: Job) -> bool:

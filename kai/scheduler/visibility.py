@@ -1,8 +1,9 @@
 """The visibility API: what the last scheduling cycle saw, read-only, as JSON.
 
 :class:`Visibility` is the scheduler's cycle observer: at the end of each cycle's actions (before the
-session closes) it takes a :class:`CycleView` -- references to what the session alone owns, and each
-pending job's pending tasks -- and swaps it in by reference. Readers (the HTTP server's threads) only
+session closes) it takes a :class:`CycleView` -- references to what the session alone owns, each
+pending job's pending tasks and its place in the order the scheduler tries jobs (the order the allocate
+action's job queue gave them) -- and swaps it in by reference. Readers (the HTTP server's threads) only
 ever see a view whose cycle has ended, so a request never waits for a cycle and a cycle never waits for
 a request. The queues' shares, the nodes' amounts and the positions (in each queue and in the cluster)
 are worked out on the first request for a view, each job's dominant reason (:mod:`kai.framework.reasons`)
@@ -17,7 +18,6 @@ Lists are paginated: at most :data:`MAX_LIMIT` items per request.
 
 from __future__ import annotations
 
-import heapq
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -26,11 +26,12 @@ from urllib.parse import parse_qs
 
 import attrs
 
-from kai.api import Queue, Task
+from kai.api import Job, Queue, Task
 from kai.framework import FAIR_SHARE_REASONS, Plugins, SchedulerConfig, Session, Snapshot
+from kai.framework.jobqueue import JobQueue
 from kai.framework.nodes import NodeInfo
 from kai.framework.reasons import RESOURCES, Explainer, Reason, job_request, pending_tasks
-from kai.framework.whatif import DEFAULT_BUDGET, copy_as_built, verify_all
+from kai.framework.whatif import DEFAULT_BUDGET, AsBuilt, copy_as_built, keep_as_built, verify_all
 
 if TYPE_CHECKING:
     from kai.scheduler.shadow import ShadowCommitter
@@ -38,9 +39,9 @@ if TYPE_CHECKING:
 PREFIX = "/apis/visibility/v1/"
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
-#: How long a check waits for a cycle to copy its snapshot, seconds.
+#: How long a check waits for a cycle to keep its snapshot, seconds.
 CHECK_WAIT = 10.0
-#: A snapshot copy serves the checks for this many seconds before a check asks for a new one.
+#: A snapshot kept serves the checks for this many seconds before a check asks for a new one.
 COPY_INTERVAL = 30.0
 
 
@@ -58,26 +59,32 @@ class PendingJob:
     request: tuple[float, float, float]
     tasks: tuple[Task, ...]
 
-    def order_key(self) -> tuple[int, float, bytes]:
-        """The job order of a queue's pending jobs: higher priority first, then older, then by name."""
-        return -self.priority, self.creation, self.name.encode()
-
 
 #: (position in the cluster, position in its queue, job).
 Ordered = tuple[int, int, PendingJob]
-#: The order of queues: (-priority, 0 when below deserved GPUs, allocated / fair share, name).
-QueueKey = tuple[int, int, float, str]
 
 
-@attrs.frozen
 class Base:
-    """A cycle's snapshot as built, with what the counterfactuals need to run the kernel on it."""
+    """A cycle's snapshot kept as built (:func:`~kai.framework.whatif.keep_as_built`: nothing copied in the cycle),
+    with what the counterfactuals need to run the kernel on it. The first check that uses it copies it, on its
+    own thread; the later ones use that copy."""
 
-    cycle: int
-    snapshot: Snapshot
-    config: SchedulerConfig
-    actions: tuple[str, ...]
-    taken: float
+    def __init__(self, cycle: int, kept: AsBuilt, config: SchedulerConfig, actions: tuple[str, ...],
+                 taken: float) -> None:
+        self.cycle, self.config, self.actions, self.taken = cycle, config, actions, taken
+        #: The uids of the snapshot's jobs.
+        self.jobs = kept.facts["jobs"].keys()
+        self._kept: AsBuilt | None = kept
+        self._copy: Snapshot | None = None
+        self._lock = threading.Lock()
+
+    def snapshot(self) -> Snapshot:
+        """The copy of the snapshot as built, made on first use (then the objects kept are let go)."""
+        with self._lock:
+            if self._copy is None:
+                assert self._kept is not None
+                self._copy, self._kept = copy_as_built(self._kept), None
+            return self._copy
 
 
 @attrs.frozen
@@ -125,13 +132,14 @@ class NodeView:
 
 class CycleView:
     """What one cycle saw. Taken in the cycle by reference -- the session's own node copies, fit errors and
-    fair shares, which no later session changes, and each pending job with its pending tasks -- and worked
+    fair shares, which no later session changes, and each pending job with its pending tasks and rank -- and worked
     out into answers on first use, under a lock, then kept."""
 
     def __init__(self, session: Session, cycle: int, node_pool: str) -> None:
         self.cycle, self.time, self.node_pool = cycle, session.now, node_pool
         self._jobs = dict(session.jobs)
         self._waiting = [(job, tasks) for job in self._jobs.values() if (tasks := pending_tasks(job))]
+        self._rank = _rank(session, (job for job, _ in self._waiting))
         self._nodes = session.nodes
         self._errors = session.job_fit_errors
         proportion = session.plugins.plugin("proportion")
@@ -182,10 +190,10 @@ class CycleView:
     def ordered(self) -> tuple[list[Ordered], dict[str, list[int]]]:
         """(position in the cluster, position in its queue, job) in cluster order, and per queue the indexes
         of its jobs in that list."""
-        pending, queues = self.pending, self.queues
+        pending = self.pending
         with self._lock:
             if self._ordered is None:
-                self._ordered = _order(pending, queues)
+                self._ordered = _order(pending, self._rank)
             return self._ordered
 
     def find(self, namespace: str, name: str) -> Ordered | None:
@@ -197,42 +205,30 @@ class CycleView:
         return None
 
 
-def _order(pending: Iterable[PendingJob], queues: dict[str, QueueView]) -> tuple[list[Ordered], dict[str, list[int]]]:
-    """The order the scheduler tries pending jobs in: each queue's jobs in job order; across queues, the next
-    job comes from the queue that the proportion plugin's main rules prefer -- higher priority, then below its
-    deserved GPUs, then the least GPUs allocated for its fair share -- counting each job taken as allocated."""
-    by_queue: dict[str, list[PendingJob]] = {}
-    for job in pending:
-        by_queue.setdefault(job.queue, []).append(job)
-    allocated = {}
-    heap: list[tuple[QueueKey, str]] = []
-    for name, jobs in by_queue.items():
-        jobs.sort(key=PendingJob.order_key)
-        jobs.reverse()  # popped from the end
-        q = queues.get(name)
-        allocated[name] = q.allocated[2] if q is not None else 0.0
-        heapq.heappush(heap, (_queue_key(q, allocated[name]), name))
+def _order(pending: Iterable[PendingJob], rank: dict[str, int]) -> tuple[list[Ordered], dict[str, list[int]]]:
+    """``pending`` in the order of ``rank`` (job uid -> its place in the order the scheduler tries jobs)."""
     out: list[Ordered] = []
     index: dict[str, list[int]] = {}
-    while heap:
-        _, name = heapq.heappop(heap)
-        job = by_queue[name].pop()
-        mine = index.setdefault(name, [])
+    for job in sorted(pending, key=lambda j: rank[j.uid]):
+        mine = index.setdefault(job.queue, [])
         mine.append(len(out))
         out.append((len(out) + 1, len(mine), job))
-        if by_queue[name]:
-            allocated[name] += job.request[2]
-            heapq.heappush(heap, (_queue_key(queues.get(name), allocated[name]), name))
     return out, index
 
 
-def _queue_key(q: QueueView | None, allocated: float) -> QueueKey:
-    if q is None:
-        return 0, 1, 0.0, ""
-    deserved, share = q.deserved[2], q.fair_share[2]
-    below = 0 if deserved > 0 and allocated < deserved else 1
-    ratio = allocated / share if share > 0 else (0.0 if allocated == 0 else float("inf"))
-    return -q.priority, below, ratio, q.name
+def _rank(session: Session, waiting: Iterable[Job]) -> dict[str, int]:
+    """Each waiting job's place in the order the scheduler tries them: the allocate action's, as its job queue gave
+    them (a job tried again counts where it was last tried), then the jobs it did not try (not ready, beyond its
+    queue depth, or no allocate action) in the order a :class:`~kai.framework.jobqueue.JobQueue` of the session
+    gives them."""
+    rank = {job.uid: i for i, job in enumerate(session.allocation_order)}
+    rest = [job for job in waiting if job.uid not in rank]
+    if rest:
+        queue, tried = JobQueue(session, rest), len(session.allocation_order)
+        while (job := queue.pop()) is not None:
+            rank[job.uid] = tried
+            tried += 1
+    return rank
 
 
 def build_view(session: Session, cycle: int = 0, node_pool: str = "default") -> CycleView:
@@ -271,10 +267,10 @@ def _nodes(nodes: list[NodeInfo], node_pool: str) -> tuple[NodeView, ...]:
 class Visibility:
     """The scheduler's cycle observer and the API's answers; ``view`` is the last cycle's (None before one).
 
-    A check of the suggestions (``explain/...?check=true``) sets :attr:`copy_wanted` when the last copy is
-    older than :data:`COPY_INTERVAL`; the next cycle then also copies its snapshot as built
-    (:func:`~kai.framework.whatif.copy_as_built`, on the scheduling thread: the one cost a reader can put
-    on a cycle, only when asked and at most once an interval), and the request runs the kernel on copies
+    A check of the suggestions (``explain/...?check=true``) sets :attr:`copy_wanted` when the last
+    :class:`Base` is older than :data:`COPY_INTERVAL`; the next cycle then also keeps its snapshot as built
+    (:func:`~kai.framework.whatif.keep_as_built`, on the scheduling thread: a tuple per task and job, only when
+    asked and at most once an interval, and no copy), and the request copies it and runs the kernel on copies
     of that copy on its own thread, with plugins of its own."""
 
     def __init__(self, node_pool: str = "default", actions: Sequence[str] | None = None) -> None:
@@ -283,7 +279,7 @@ class Visibility:
         self.actions = actions
         self.view: CycleView | None = None
         self.copy_wanted = threading.Event()
-        #: The last copy: (its cycle, the snapshot as built, the configuration, the actions, when taken).
+        #: The last snapshot kept for the checks.
         self.base: Base | None = None
         #: In shadow mode, its committer: its divergences from KAI are listed, and ``explain`` has its word.
         self.shadow: ShadowCommitter | None = None
@@ -297,7 +293,7 @@ class Visibility:
         if self.copy_wanted.is_set():
             self.copy_wanted.clear()
             config = session.plugins.config
-            base = Base(self._cycles, copy_as_built(session.snapshot), config,
+            base = Base(self._cycles, keep_as_built(session.snapshot), config,
                         tuple(self.actions if self.actions is not None else config.actions), time.monotonic())
         with self._changed:
             self.view, self.base = view, base
@@ -306,12 +302,12 @@ class Visibility:
     def explain(self, namespace: str, name: str, check: bool = False, budget: float = DEFAULT_BUDGET,
                 wait: float = CHECK_WAIT) -> tuple[int, dict[str, Any]]:
         """(HTTP status, JSON body) of ``namespace/name`` in the last view; with ``check`` its suggestions
-        checked on the last snapshot copy (a new one asked for and waited for, at most ``wait`` seconds, when
-        that one is older than :data:`COPY_INTERVAL` or predates the job)."""
+        checked on a copy of the last snapshot kept (a new one asked for and waited for, at most ``wait`` seconds,
+        when that one is older than :data:`COPY_INTERVAL` or predates the job)."""
         view, base = self.view, self.base
         found = view.find(namespace, name) if view is not None else None
         if check and (base is None or time.monotonic() - base.taken > COPY_INTERVAL
-                      or (found is not None and found[2].uid not in base.snapshot.jobs)):
+                      or (found is not None and found[2].uid not in base.jobs)):
             self.copy_wanted.set()
             with self._changed:
                 self._changed.wait_for(lambda: self.base is not base, wait)
@@ -326,7 +322,7 @@ class Visibility:
         if check and base is not None:
             answer["checked_on_cycle"] = base.cycle
             checkable = [w for w in answer["reason"]["would_run_if"] if w["change"] is not None]
-            verdicts = verify_all(base.snapshot, Plugins(base.config), found[2].uid,
+            verdicts = verify_all(base.snapshot(), Plugins(base.config), found[2].uid,
                                   [w["change"] for w in checkable], base.actions, budget)
             for hint, verdict in zip(checkable, verdicts, strict=True):
                 hint["verified"] = verdict

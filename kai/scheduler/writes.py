@@ -1,13 +1,16 @@
 """What the scheduler writes, in KAI's shapes: the BindRequest of a bind, the Eviction of a victim pod, the objects
-its events are about, a PodGroup scheduling condition's reasons, and the times it records."""
+its events are about, a PodGroup scheduling condition's reasons, and the times it records; and, not KAI's, a
+pending PodGroup's dominant reason as an annotation."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 from decimal import Decimal
 
 from kai.api import QueueDetails, Task, ZonePlacement, names
 from kai.common.quantity import format_quantity
+from kai.framework.reasons import Reason
 from kai.kube import dra
 from kai.kube.nrt import placement_json
 from kai.kube.views import JsonObject, PodGroupView
@@ -113,3 +116,9 @@ def _resource_list(amounts: tuple[float, float, float]) -> dict[str, str]:
     cpu, memory, gpus = amounts
     gpu = f"{int(gpus * 1000)}m" if 0 < gpus < 1 else str(int(gpus))
     return {"cpu": format_quantity(Decimal(int(cpu)) / 1000), "memory": str(int(memory)), names.GPU: gpu}
+
+
+def pending_reason(reason: Reason) -> str:
+    """The value of annotation ``kai.scheduler/pending-reason``: the reason's code and details as the visibility API
+    serves them, as compact JSON."""
+    return json.dumps({"code": reason.code, "details": reason.details}, separators=(",", ":"), sort_keys=True)

@@ -87,6 +87,18 @@ def change(answer, key):
     return hint["change"]
 
 
+def written_reasons(kube, ns, name):
+    """The dominant reasons written about PodGroup ``ns/name``: its annotation's, then those of the Unschedulable
+    events about it and its pods (annotation ``kai.scheduler/pending-reason``, decoded; None where there is none)."""
+    key = "kai.scheduler/pending-reason"
+    group = kube.get(f"{m.collection('PodGroup', ns)}/{name}")
+    events = kube.get(f"/api/v1/namespaces/{ns}/events").get("items", [])
+    notes = [(group["metadata"].get("annotations") or {}).get(key)]
+    notes += [(e["metadata"].get("annotations") or {}).get(key) for e in events
+              if e["reason"] == "Unschedulable" and e["involvedObject"]["name"].startswith(name)]
+    return [json.loads(n) if n else None for n in notes]
+
+
 def test_a_gang_over_its_queue_limit_runs_once_the_limit_is_raised(kube, scheduler, ns):
     node(kube, ns, "n0")
     q = queue(kube, ns, gpu_quota=4, gpu_limit=4)
@@ -98,8 +110,12 @@ def test_a_gang_over_its_queue_limit_runs_once_the_limit_is_raised(kube, schedul
     assert answer["reason"]["details"]["missing"] == 2
     raise_limit = change(answer, "limit")
     assert raise_limit == {"queue": q, "resource": "gpu", "limit": 6}
+    served = {"code": "OverLimit", "details": answer["reason"]["details"]}  # the same on the PodGroup and events
+    wait_until(lambda: (found := written_reasons(kube, ns, "gang"))[1:] and all(n == served for n in found), 30,
+               "the reason written as served", detail=lambda: f"written: {written_reasons(kube, ns, 'gang')}")
     kube.patch(f"{m.collection('Queue')}/{q}", {"spec": {"resources": {"gpu": {"limit": raise_limit["limit"]}}}})
     wait_until(lambda: running(kube, ns, gang), 60, "the gang Running")
+    wait_until(lambda: written_reasons(kube, ns, "gang")[0] is None, 30, "the reason taken off the PodGroup")
 
 
 def test_a_pod_larger_than_any_node_runs_once_such_a_node_joins(kube, scheduler, ns):

@@ -93,8 +93,8 @@ def test_the_kernel_runs_stop_when_the_time_is_up(capsys):
 def test_positions_in_queue_and_cluster(capsys):
     positions = {n: (a["position_in_queue"], a["position_in_cluster"])
                  for n in ("gang", "giant", "late") for a in [answer(capsys, f"default/{n}")]}
-    # late (priority 75) before giant (50) in team-b; the queues take turns
-    assert positions == {"late": (1, 1), "gang": (1, 2), "giant": (2, 3)}
+    # team-b, below its deserved GPUs, before team-a, at its own: late (priority 75), then giant (50), then gang
+    assert positions == {"late": (1, 1), "giant": (2, 2), "gang": (1, 3)}
 
 
 def test_simulate_explain_gives_the_same_answer_and_text(capsys):

@@ -49,8 +49,9 @@ def test_pending_in_order_with_positions_paginated():
     s.observer = visibility
     s.run_once()
     _, first = visibility.answer(PREFIX + "pending?limit=4")
+    # a job that does not fit leaves its queue's standing as it was: queue a stays first, oldest job first
     assert [(i["name"], i["position_in_cluster"], i["position_in_queue"]) for i in first["items"]] == [
-        ("a-1", 1, 1), ("b-1", 2, 1), ("a-2", 3, 2), ("b-2", 4, 2)]  # the queues take turns, oldest job first
+        ("a-1", 1, 1), ("a-2", 2, 2), ("a-3", 3, 3), ("a-4", 4, 4)]
     item = first["items"][0]
     assert item["requested"]["gpu"] == 1 and item["age_seconds"] == 99
     assert item["reason"]["details"]["kind"] in ("insufficient-resources", "queue-quota", "not-considered")
@@ -61,8 +62,47 @@ def test_pending_in_order_with_positions_paginated():
     assert visibility.answer(PREFIX + "pending?limit=x")[0] == 400
     _, explained = visibility.answer(PREFIX + "explain/default/b-3-0")
     assert explained["name"] == "b-3" and explained["position_in_queue"] == 3
+    assert explained["position_in_cluster"] == 12
     assert visibility.answer(PREFIX + "explain/default/a-0")[0] == 404  # placed
     assert visibility.answer(PREFIX + "nope")[0] == 404
+
+
+def tried_in_order(monkeypatch):
+    """The jobs the allocate action tries, in order."""
+    from kai.actions import allocate
+
+    tried, step = [], allocate.allocate_step
+
+    def spy(session, job):
+        tried.append(job.name)
+        return step(session, job)
+
+    monkeypatch.setattr(allocate, "allocate_step", spy)
+    return tried
+
+
+def test_the_order_served_is_the_order_allocate_tries(monkeypatch):
+    """Queues of three priorities and shares, jobs of several priorities and sizes, some placed: the pending ones
+    are served in the order allocate tried them, in this cycle and in the next, which finds the same cluster."""
+    queues = [kt.queue("hi", deserved_gpus=2, priority=200), kt.queue("mid", deserved_gpus=4),
+              kt.queue("low", deserved_gpus=1), kt.queue("spare", deserved_gpus=0)]
+    jobs = [kt.job(f"{q}-{i}", queue=q, gpus=1 + i % 3, priority=50 + 25 * (i % 2), creation=kt.NOW - 60 + i)
+            for q in ("hi", "mid", "low", "spare") for i in range(6)]
+    jobs.append(kt.job("mid-held", queue="mid", gpus=2, status="Running", node="n1"))
+    cluster = kt.cluster(nodes=[kt.node("n1", gpus=4), kt.node("n2", gpus=4)], queues=queues, jobs=jobs)
+    tried = tried_in_order(monkeypatch)
+    s, visibility = scheduler(), Visibility()
+    s.cache.snapshot = lambda: Cycle(cluster, {}, {}, [])
+    s.observer = visibility
+    s.run_once()
+    _, body = visibility.answer(PREFIX + "pending?limit=1000")
+    served = [i["name"] for i in body["items"]]
+    assert len(served) > 10 and len({i["queue"] for i in body["items"]}) == 4
+    last = {name: k for k, name in enumerate(tried)}
+    assert served == sorted(served, key=last.__getitem__)
+    tried.clear()
+    s.run_once()  # the same cluster: the pending jobs are tried in the order served
+    assert [name for name in tried if name in served] == served
 
 
 def test_queues_and_nodes():
@@ -106,24 +146,26 @@ def test_served_with_the_metrics_only():
         probes.stop()
 
 
-def test_a_check_has_the_next_cycle_copy_its_snapshot_and_runs_the_kernel_on_the_request_thread():
+def test_a_check_has_the_next_cycle_keep_its_snapshot_and_copies_it_and_runs_the_kernel_on_the_request_thread():
     s, visibility = scheduler(), Visibility()
     s.observer = visibility
     s.run_once()
-    assert visibility.base is None  # nobody asked: no copy
+    assert visibility.base is None  # nobody asked: nothing kept
     status, body = visibility.explain("default", "b-9", check=True, wait=0.0)
     assert status == 200 and all(w["verified"] is None for w in body["reason"]["would_run_if"])
     assert visibility.copy_wanted.is_set()
     s.run_once()
     assert visibility.base.cycle == 2 and not visibility.copy_wanted.is_set()
-    assert all(t.status.value == "Pending" for j in visibility.base.snapshot.jobs.values() for t in j.tasks.values())
+    s.run_once()  # a cycle after the one kept changes nothing of it
+    copy = visibility.base.snapshot()
+    assert all(t.status.value == "Pending" for j in copy.jobs.values() for t in j.tasks.values())
     status, body = visibility.answer(PREFIX + "explain/default/b-9?check=true")
     checked = [w for w in body["reason"]["would_run_if"] if w["change"]]
     assert status == 200 and checked and all(w["verified"] in (True, False) for w in checked)
-    assert body["checked_on_cycle"] == 2
-    s.run_once()  # a later check within the interval reuses the copy: the cycles copy nothing more
+    assert body["checked_on_cycle"] == 2 and visibility.base.snapshot() is copy
+    s.run_once()  # a later check within the interval reuses the copy: the cycles keep nothing more
     status, body = visibility.explain("default", "a-9", check=True, wait=0.0)
-    assert body["cycle"] == 3 and body["checked_on_cycle"] == 2 and not visibility.copy_wanted.is_set()
+    assert body["cycle"] == 4 and body["checked_on_cycle"] == 2 and not visibility.copy_wanted.is_set()
 
 
 def test_kai_run_serves_the_schedulers_view_with_its_metrics():

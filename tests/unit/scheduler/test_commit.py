@@ -5,6 +5,7 @@ The end-to-end tests run the same code against a real API server; these reach th
 
 from __future__ import annotations
 
+import json
 import threading
 
 from kai import testing as kt
@@ -13,6 +14,7 @@ from kai.framework import Decision
 from kai.scheduler.cache import ClusterCache
 from kai.scheduler.commit import Committer
 from kai.scheduler.views import disruption_budget_view
+from kai.scheduler.visibility import build_view
 from support.kube import FakeApi
 
 
@@ -189,6 +191,41 @@ def test_a_queue_capacity_veto_is_explained_with_kais_reason_and_queue_details()
     assert details["queueResourceLimits"]["nvidia.com/gpu"] == "1"
     assert details["podGroupRequestedResources"]["nvidia.com/gpu"] == "2"
     assert details["queueAllocatedResources"] == {"cpu": "0", "memory": "0", "nvidia.com/gpu": "0"}
+
+
+def pending_reasons(kube, path):
+    """The ``kai.scheduler/pending-reason`` annotations written to the PodGroup at ``path``, decoded."""
+    return [json.loads(a) if a else a for b in kube.of("PATCH", path) if "metadata" in b
+            for k, a in b["metadata"]["annotations"].items() if k == "kai.scheduler/pending-reason"]
+
+
+def test_the_dominant_reason_goes_with_the_events_and_the_condition_as_the_api_serves_it():
+    kube = RecordingKube()
+    cache = cache_for(kube, [pod("p", "g", gpus=2)], [podgroup("g")], gpu_limit=1)
+    committer, session = commit_once(kube, cache)
+    commit_once(kube, cache, committer)  # the same outcome: nothing more is written
+    wait(committer)
+    served = build_view(session, 1, committer.node_pool)
+    reason = served.reason(served.find("ns", "g")[2]).to_json()
+    expected = {"code": reason["code"], "details": reason["details"]}
+    assert expected["code"] == "OverLimit" and expected["details"]["kind"] == "queue-limit"
+    assert expected["details"]["queue"] == "q" and expected["details"]["missing"] == 1
+    events = kube.of("POST", "/events")
+    assert sorted(e["involvedObject"]["kind"] for e in events) == ["Pod", "PodGroup"]
+    for event in events:  # KAI's reason and message as they were, the details beside them
+        assert event["reason"] == "Unschedulable" and event["message"].startswith("OverLimit")
+        assert json.loads(event["metadata"]["annotations"]["kai.scheduler/pending-reason"]) == expected
+    assert pending_reasons(kube, "/podgroups/g") == [expected]  # with the condition, once
+    assert len(kube.of("PATCH", "/podgroups/g/status")) == len(kube.of("PATCH", "/pods/p/status")) == 1
+
+
+def test_the_pending_reason_is_taken_off_the_podgroup_once_it_is_placed():
+    kube = RecordingKube()
+    group = podgroup("g")
+    group["metadata"]["annotations"] = {"kai.scheduler/pending-reason": '{"code":"OverLimit"}'}
+    cache = cache_for(kube, [pod("p", "g")], [group])
+    wait(commit_once(kube, cache)[0])
+    assert pending_reasons(kube, "/podgroups/g") == [None]
 
 
 def test_writes_take_what_they_need_when_queued_so_the_next_cycle_may_rewind_the_snapshot():
