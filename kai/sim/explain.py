@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from kai.framework import Session
 from kai.framework.whatif import DEFAULT_BUDGET
 from kai.scheduler.visibility import PREFIX, Visibility
 from kai.sim.scenario import NOW
@@ -125,6 +126,30 @@ def main(argv: list[str]) -> int:
             return 2
         return print_answer(status, answer, args.json)
     return explain_file(args.file, namespace, name, args.cycles, args.json, not args.no_check)
+
+
+def explain_kai_snapshot(path: str, namespace: str, name: str, cycles: int, as_json: bool, check: bool = True) -> int:
+    """Explain ``namespace/name`` after ``cycles`` cycles of the KAI snapshot at ``path`` (``simulate --kai-snapshot
+    FILE --explain NAME``), as a scheduler of the snapshot's node pool answers it; the exit status."""
+    from kai.scheduler.kaisnapshot import read_snapshot
+    from kai.sim.kaisnapshot import replay
+
+    visibility = Visibility()
+
+    def last(session: Session) -> None:
+        visibility.actions = [a for a in session.plugins.config.actions if a in session.plugins.actions]
+        if check:
+            visibility.copy_wanted.set()
+        visibility(session)
+
+    def answer() -> tuple[int, dict[str, Any]]:
+        replay(read_snapshot(path), path, cycles, last=last)
+        return visibility.explain(namespace, name, check)
+
+    result = reported(PROG, path, answer)
+    if result is None:
+        return 2
+    return print_answer(*result, as_json)
 
 
 def explain_file(path: str, namespace: str, name: str, cycles: int | None, as_json: bool, check: bool = True) -> int:

@@ -16,6 +16,7 @@ KAI's are counted, not compared.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from kai.api import TaskStatus
@@ -73,10 +74,10 @@ def without_binds(snapshot: KaiSnapshot, pods: dict[str, str]) -> KaiSnapshot:
 
 
 def replay(snapshot: KaiSnapshot, name: str, cycles: int = 1, compare: bool = False,
-           mapped: Mapped | None = None) -> dict[str, Any]:
+           mapped: Mapped | None = None, last: Callable[[Session], None] | None = None) -> dict[str, Any]:
     """Run ``cycles`` cycles on the snapshot (of its scheduler's node pool only); the JSON-ready report
     (``simulate``'s, with ``ignored``, ``node_pool`` -- the pool's label selector, "" for the whole cluster --
-    and, with ``compare``, ``comparison``)."""
+    and, with ``compare``, ``comparison``). ``last`` is handed the last cycle's session before it closes."""
     mapped = mapped or scheduler_config(snapshot, name)
     kai = kai_decisions(snapshot) if compare else {}
     cache = load_cache(without_binds(snapshot, kai).objects, mapped.scheduler_name, mapped.stuck_after,
@@ -96,6 +97,8 @@ def replay(snapshot: KaiSnapshot, name: str, cycles: int = 1, compare: bool = Fa
                 if compare:
                     report["comparison"] = comparison(session, kai)
             report["cycles"].append(cycle_report(k + 1, session))
+            if last is not None and k == cycles - 1:
+                last(session)
             feed_back(cache, session, cycle)
         finally:
             session.close()

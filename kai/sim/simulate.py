@@ -181,13 +181,18 @@ def main(argv: list[str]) -> int:
         parser.error("give either FILE or --kai-snapshot FILE")
     if args.compare and args.kai_snapshot is None:
         parser.error("--compare needs --kai-snapshot")
-    if args.kai_snapshot is not None:
-        return replay_snapshot(args.kai_snapshot, args.cycles or 1, args.compare, args.json)
+    if args.compare and args.explain:
+        parser.error("--compare and --explain go separately")
     if args.explain:
-        from kai.sim.explain import explain_file
+        from kai.sim.explain import explain_file, explain_kai_snapshot
 
         namespace, sep, name = args.explain.rpartition("/")
-        return explain_file(args.file, namespace if sep else "default", name, args.cycles, args.json)
+        namespace = namespace if sep else "default"
+        if args.kai_snapshot is not None:
+            return explain_kai_snapshot(args.kai_snapshot, namespace, name, args.cycles or 1, args.json)
+        return explain_file(args.file, namespace, name, args.cycles, args.json)
+    if args.kai_snapshot is not None:
+        return replay_snapshot(args.kai_snapshot, args.cycles or 1, args.compare, args.json)
     return print_reports(PROG, args.file, args.cycles, simulate, format_report, args.json)
 
 

@@ -252,6 +252,23 @@ def test_simulate_kai_snapshot_on_the_command_line(capsys):
     assert len(json.loads(capsys.readouterr().out)["runs"][0]["cycles"]) == 2
 
 
+def test_simulate_kai_snapshot_explains_a_pod_pending_after_the_replay(capsys):
+    path = str(FIXTURES / "kai-captured.zip")
+    assert cli(["simulate", "--kai-snapshot", path, "--explain", "team-a/huge-c-1", "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert (answer["namespace"], answer["name"], answer["queue"]) == ("team-a", "huge-c", "queue-a")
+    reason = answer["reason"]
+    assert reason["code"] == "PodSchedulingErrors"
+    assert reason["details"]["resource"] == "gpu" and reason["details"]["requested"] == 24
+    assert reason["details"]["missing"] == reason["details"]["requested"] - reason["details"]["free"]
+    assert cli(["simulate", "--kai-snapshot", path, "--explain", "team-a/huge-c"]) == 0
+    assert "would run if:" in capsys.readouterr().out
+    assert cli(["simulate", "--kai-snapshot", path, "--explain", "team-a/nothing-here"]) == 1
+    assert "not pending" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli(["simulate", "--kai-snapshot", path, "--explain", "team-a/huge-c", "--compare"])
+
+
 def test_simulate_kai_snapshot_reports_what_cannot_be_mapped(tmp_path, capsys):
     snapshot = config_of(tiers=[{"plugins": [{"name": "nosuchplugin"}]}])
     path = tmp_path / "s.zip"
