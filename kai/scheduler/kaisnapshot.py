@@ -64,7 +64,7 @@ DISABLE_OPTIONS = ("disableJobOrder", "disableTaskOrder", "disablePreemptable", 
                    "disableQueueOrder", "disablePredicate", "disableNodeOrder")
 #: ``schedulerParams`` that change no decision here (status writers, logging, the period, CSI scheduling on).
 PARAMS_NOT_DECIDING = ("numOfStatusRecordingWorkers", "schedulePeriod", "detailedFitErrors",
-                       "updatePodEvictionCondition", "scheduleCSIStorage", "fullHierarchyFairness", "queueLabelKey")
+                       "updatePodEvictionCondition", "scheduleCSIStorage", "queueLabelKey")
 NANOSECONDS = 1e9
 
 
@@ -261,8 +261,9 @@ def scheduler_config(snapshot: KaiSnapshot, where: str = "snapshot") -> Mapped:
         partition = _partition(params.get("partitionParams"), where)
         ignored += [f"schedulerParams.{key}" for key in PARAMS_NOT_DECIDING if params.get(key)]
         known = {"schedulerName", "restrictSchedulingNodes", "maxNumberConsolidationPreemptees",
-                 "useSchedulingSignatures", "allowConsolidatingReclaim", "globalDefaultStalenessGracePeriod",
-                 "stuckInReleasingThreshold", "partitionParams", *PARAMS_NOT_DECIDING}
+                 "useSchedulingSignatures", "fullHierarchyFairness", "allowConsolidatingReclaim",
+                 "globalDefaultStalenessGracePeriod", "stuckInReleasingThreshold", "partitionParams",
+                 *PARAMS_NOT_DECIDING}
         unknown = sorted(set(params) - known)
         if unknown:
             raise ConfigError(f"{where}: schedulerParams field(s) {', '.join(unknown)} have no counterpart here")
@@ -271,6 +272,7 @@ def scheduler_config(snapshot: KaiSnapshot, where: str = "snapshot") -> Mapped:
             restrict_node_scheduling=bool(params.get("restrictSchedulingNodes")),
             max_consolidation_preemptees=_whole(params, "maxNumberConsolidationPreemptees", where),
             use_scheduling_signatures=bool(params.get("useSchedulingSignatures")),
+            full_hierarchy_fairness=bool(params.get("fullHierarchyFairness")),
             allow_consolidating_reclaim=bool(params.get("allowConsolidatingReclaim")),
             staleness_grace_period=_whole(params, "globalDefaultStalenessGracePeriod", where) / NANOSECONDS)
         scheduler_name = str(params.get("schedulerName") or names.SCHEDULER_NAME)
@@ -332,7 +334,7 @@ def scheduler_params(config: SchedulerConfig, scheduler_name: str, stuck_after: 
         "restrictSchedulingNodes": config.restrict_node_scheduling,
         "maxNumberConsolidationPreemptees": config.max_consolidation_preemptees,
         "useSchedulingSignatures": config.use_scheduling_signatures,
-        "fullHierarchyFairness": True,
+        "fullHierarchyFairness": config.full_hierarchy_fairness,
         "allowConsolidatingReclaim": config.allow_consolidating_reclaim,
         "globalDefaultStalenessGracePeriod": round(config.staleness_grace_period * NANOSECONDS),
         "schedulePeriod": round(period * NANOSECONDS),

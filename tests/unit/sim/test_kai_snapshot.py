@@ -150,9 +150,11 @@ def test_the_config_maps_both_ways():
     assert mapped.config == DEFAULT_CONFIG
     assert (mapped.scheduler_name, mapped.stuck_after) == ("kai-scheduler", 120.0)
     config = attrs.evolve(DEFAULT_CONFIG, max_consolidation_preemptees=0, use_scheduling_signatures=False,
-                          staleness_grace_period=-1.0, queue_depth_per_action=(("allocate", 3),))
+                          full_hierarchy_fairness=False, staleness_grace_period=-1.0,
+                          queue_depth_per_action=(("allocate", 3),))
     back = scheduler_config(KaiSnapshot(kai_config(config), scheduler_params(config, "other", 5.0, 1.0), {}))
     assert back.config == config and (back.scheduler_name, back.stuck_after) == ("other", 5.0)
+    assert "fullHierarchyFairness" not in scheduler_params(config, "other", 5.0, 1.0)  # Go leaves false out
 
 
 def test_kai_plugins_without_a_counterpart_are_named():
