@@ -418,7 +418,7 @@ def main(argv: list[str]) -> int:
         missing.append("a checkout of knavigator (--knavigator-source or KNAVIGATOR_SOURCE)")
     if missing:
         if args.if_available:
-            print(f"knavigator's benchmarks skipped: no {' and no '.join(missing)}")
+            print(f"knavigator's benchmarks skipped: they need {' and '.join(missing)}")
             return 0
         p.error(f"needs {' and '.join(missing)}")
     args.knavigator = Path(args.knavigator).absolute()
