@@ -17,6 +17,7 @@ from kubernetes.client.rest import ApiException
 from kai.dev import cli as devcluster
 from kai.dev.controlplane import ControlPlane
 from kai.dev.gobuild import K8S_VERSION
+from kai.dev.kwokstages import COMPLETE_DELAY_ANNOTATION
 from kai.kube.client import Kube
 from support import manifests as m
 from support.waiting import wait_until
@@ -343,3 +344,30 @@ def test_without_job_completion_a_jobs_pod_runs_until_it_is_deleted(tmp_path, co
         kube.request("DELETE", f"/api/v1/namespaces/default/pods/{running['metadata']['name']}")
         wait_until(lambda: (p := pod()) is None or p["metadata"]["uid"] != running["metadata"]["uid"], 60,
                    "the deleted pod removed")
+
+
+def test_without_job_completion_a_pod_asking_for_it_completes_after_its_delay(tmp_path, control_plane):
+    # control_plane: the binaries are built and cached by now
+    with ControlPlane(state_dir=tmp_path / "cp", job_pods_complete=False) as plane:
+        kube = Kube.connect(plane.kubeconfig)
+        m.apply(kube, m.gpu_node("worker", gpus=0))
+        template = {"metadata": {"annotations": {COMPLETE_DELAY_ANNOTATION: "3s"}},
+                    "spec": {"restartPolicy": "Never", "nodeName": "worker",
+                             "containers": [{"name": "main", "image": "busybox"}]}}
+        m.apply(kube, {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "timed", "namespace": "default"},
+                       "spec": {"template": template}})
+
+        def phase() -> str:
+            items = kube.get("/api/v1/namespaces/default/pods", {"labelSelector": "job-name=timed"})["items"]
+            return items[0]["status"].get("phase", "") if items else ""
+
+        wait_until(lambda: phase() == "Running", 60, "the Job's pod Running")
+        started = time.monotonic()
+        wait_until(lambda: phase() == "Succeeded", 60, "the Job's pod Succeeded")
+        assert time.monotonic() - started > 1.5  # after its delay, not at once
+
+        def complete() -> bool:
+            status = kube.get("/apis/batch/v1/namespaces/default/jobs/timed")["status"]
+            return any(c["type"] == "Complete" and c["status"] == "True" for c in status.get("conditions", []))
+
+        wait_until(complete, 60, "the Job Complete")

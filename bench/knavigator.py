@@ -1,0 +1,434 @@
+"""NVIDIA knavigator's scaling and gang-scheduling benchmarks, driven by knavigator, against ``kai-scheduler run``.
+
+Run: ``python bench/knavigator.py [--knavigator BINARY] [--knavigator-source DIR] [--benchmark NAME ...]
+[--until running|finished] [--if-available] [-- RUN-ARGS]``.
+
+knavigator (``NVIDIA/knavigator``) is not part of this project: give a knavigator binary (``--knavigator``,
+default ``knavigator`` on the PATH) and a checkout of its repository (``--knavigator-source``, default
+``$KNAVIGATOR_SOURCE``), whose ``resources/`` folder holds the benchmarks' workflows and templates.
+
+Each benchmark gets a private control plane on which kwok keeps pods running until they are deleted,
+or completes them after the delay that knavigator's job templates ask for (:mod:`kai.dev.kwokstages`).
+KAI's CRDs, default queues and priority classes are installed, and the nodes of the benchmark's
+``config-nodes.yaml`` are created here, in the shapes of knavigator's ``virtual-nodes`` chart
+(knavigator's own ``Configure`` task installs that chart with helm from the internet). Then
+``kai-scheduler run`` starts its scheduler, binder, podgrouper and status controllers, one process
+each as the chart deploys them, with their defaults, and knavigator runs the remaining workflows
+(``config-kai.yaml`` and the test). Prints the seconds from knavigator's start until the Job
+controller made every pod of the workflow's Jobs (the control plane's share: kube-controller-manager
+creates pods at its default 20 requests/s), until every pod ran and until every Job finished, pods/s,
+and the nodes' average GPU occupancy over that time (the GPUs of the bound, unfinished pods, sampled
+every second). Not a test: numbers, no pass/fail.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import signal
+import string
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+import yaml
+
+from kai.dev.controlplane import ControlPlane
+from kai.kube.client import ApiError, Kube, object_path
+from kai.kube.watch import Informer
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))  # the tests' manifest builders
+from support import manifests as m  # noqa: E402
+
+DEPLOY = ROOT / "deploy"
+#: The namespace knavigator's KAI job templates create their Jobs in.
+NAMESPACE = "default"
+GPU = "nvidia.com/gpu"
+#: ``kai-scheduler run``'s components as the chart deploys them, each a process; not the admission webhook,
+#: which the API server is not told of here.
+COMPONENTS = ("scheduler", "binder", "podgrouper", "podgroup-controller", "queue-controller")
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """A knavigator benchmark: its workflow folder and the workflows knavigator runs once the nodes exist."""
+
+    folder: str
+    workflows: tuple[str, ...]
+    nodes: str = "config-nodes.yaml"
+
+
+_SCALING, _GANG = "resources/benchmarks/scaling/workflows", "resources/benchmarks/gang-scheduling/workflows"
+BENCHMARKS = {
+    "scaling-multi": Benchmark(_SCALING, ("config-kai.yaml", "run-test-multi.yaml")),
+    "scaling-single": Benchmark(_SCALING, ("config-kai.yaml", "run-test-single.yaml")),
+    "gang-scheduling": Benchmark(_GANG, ("config-kai.yaml", "run-test.yaml")),
+}
+
+# -- the nodes of knavigator's virtual-nodes chart --------------------------------------------------------
+
+#: Capacity of the chart's node types (DGX A100 40 GB and 80 GB, DGX H100), besides :data:`_EVERY_NODE`.
+NODE_TYPES = {
+    "dgxa100.40g": {"cpu": "256", "memory": "1Ti", GPU: "8", "nvidia.com/mlnxnics": "16", "ephemeral-storage": "15Ti"},
+    "dgxa100.80g": {"cpu": "256", "memory": "2Ti", GPU: "8", "nvidia.com/mlnxnics": "16", "ephemeral-storage": "30Ti"},
+    "dgxh100.80g": {"cpu": "224", "memory": "2Ti", GPU: "8", "nvidia.com/mlnxnics": "16", "ephemeral-storage": "30Ti"},
+}
+_EVERY_NODE = {"hugepages-1Gi": "0", "hugepages-2Mi": "0", "pods": "110"}
+_CONDITIONS = (
+    ("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+    ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+    ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+    ("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
+)
+
+
+def virtual_node(spec: dict, suffix: str) -> dict:
+    """The Node ``virtual-<type>-<suffix>`` of one entry of a ``Configure`` task's ``nodes``, as the chart makes it:
+    a kwok node with the type's capacity, the entry's labels and annotations over the chart's, and its conditions
+    after the chart's."""
+    kind = spec["type"]
+    if kind not in NODE_TYPES:
+        raise ValueError(f"node type {kind!r} is not one of the chart's: {', '.join(NODE_TYPES)}")
+    name = f"virtual-{kind}-{suffix}"
+    resources = {**_EVERY_NODE, **NODE_TYPES[kind]}
+    labels = {"beta.kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+              "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/role": "agent",
+              "node-role.kubernetes.io/agent": "", **{k: str(v) for k, v in (spec.get("labels") or {}).items()},
+              "type": "kwok"}
+    annotations = {"node.alpha.kubernetes.io/ttl": "0", "kwok.x-k8s.io/node": "fake",
+                   **{k: str(v) for k, v in (spec.get("annotations") or {}).items()}}
+    conditions = [{"type": t, "status": s, "reason": r, "message": msg} for t, s, r, msg in _CONDITIONS]
+    conditions += [{**c, "status": str(c["status"])} for c in spec.get("conditions") or ()]
+    return {
+        "apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels, "annotations": annotations},
+        "status": {"conditions": conditions, "allocatable": resources, "capacity": dict(resources), "phase": "Running",
+                   "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux", "kubeletVersion": "fake",
+                                "kubeProxyVersion": "fake"}},
+    }
+
+
+def configured_nodes(workflow: dict, seed: int = 0) -> list[dict]:
+    """The Nodes the ``Configure`` tasks of a knavigator workflow ask for, named with random suffixes as the chart
+    names them (from ``seed``: the same names every run). Only node parameters are understood."""
+    rng = random.Random(seed)
+    suffixes: set[str] = set()
+    nodes = []
+    for task in workflow.get("tasks") or ():
+        if task.get("type") != "Configure":
+            raise ValueError(f"task {task.get('id')!r} is a {task.get('type')}, not a Configure task")
+        unknown = set(task.get("params") or {}) - {"nodes", "timeout"}
+        if unknown:
+            raise ValueError(f"task {task.get('id')!r}: only its nodes can be configured here, not {sorted(unknown)}")
+        for spec in task["params"].get("nodes") or ():
+            for _ in range(int(spec["count"])):
+                while (suffix := "".join(rng.choices(string.ascii_lowercase + string.digits, k=6))) in suffixes:
+                    pass
+                suffixes.add(suffix)
+                nodes.append(virtual_node(spec, suffix))
+    return nodes
+
+
+def reduced_crd(group: str, version: str, kind: str, plural: str) -> dict:
+    """A CRD of ``kind`` that keeps whatever is written: knavigator's KAI workflows register the MPIJob template
+    of the Kubeflow MPI operator, and registering needs the kind to be served (no MPIJob is made here)."""
+    keep = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{plural}.{group}"},
+            "spec": {"group": group, "scope": "Namespaced",
+                     "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural, "singular": kind.lower()},
+                     "versions": [{"name": version, "served": True, "storage": True, "subresources": {"status": {}},
+                                   "schema": {"openAPIV3Schema": {"type": "object",
+                                                                  "properties": {"spec": keep, "status": keep}}}}]}}
+
+
+MPIJOB_CRD = reduced_crd("kubeflow.org", "v2beta1", "MPIJob", "mpijobs")
+
+# -- watching the run -------------------------------------------------------------------------------------
+
+
+def pod_gpus(pod: dict) -> int:
+    """The whole GPUs a pod's containers ask for."""
+    total = 0
+    for container in pod.get("spec", {}).get("containers") or ():
+        resources = container.get("resources") or {}
+        amount = (resources.get("requests") or {}).get(GPU, (resources.get("limits") or {}).get(GPU, 0))
+        total += int(float(amount))
+    return total
+
+
+class PodView(NamedTuple):
+    uid: str
+    node: str
+    phase: str
+    gpus: int
+
+
+def slim_pod(pod: dict) -> PodView:
+    return PodView(pod["metadata"]["uid"], pod.get("spec", {}).get("nodeName", ""),
+                   pod.get("status", {}).get("phase", ""), pod_gpus(pod))
+
+
+def slim_job(job: dict) -> tuple[int, bool]:
+    """(completions, finished) of a Job: finished once Complete or Failed."""
+    finished = any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+                   for c in job.get("status", {}).get("conditions") or ())
+    return int(job.get("spec", {}).get("completions") or 1), finished
+
+
+def occupancy(pods: list[PodView], capacity: dict[str, int]) -> float:
+    """The fraction of the nodes' GPUs that bound, unfinished pods hold (at most each node's GPUs)."""
+    held: dict[str, int] = {}
+    for pod in pods:
+        if pod.node in capacity and pod.phase not in ("Succeeded", "Failed"):
+            held[pod.node] = held.get(pod.node, 0) + pod.gpus
+    total = sum(capacity.values())
+    return sum(min(gpus, capacity[node]) for node, gpus in held.items()) / total if total else 0.0
+
+
+class Watch:
+    """The workflow's pods and Jobs: which pods were made and which ever ran, which Jobs finished, and the GPU
+    occupancy each second."""
+
+    def __init__(self, kube: Kube, capacity: dict[str, int]) -> None:
+        self.capacity = capacity
+        self.made: set[str] = set()
+        self.ran: set[str] = set()
+        self.samples: list[float] = []
+        self.pods = Informer(kube, f"/api/v1/namespaces/{NAMESPACE}/pods", transform=slim_pod,
+                             on_event=self._on_pod).start()
+        self.jobs = Informer(kube, object_path("batch", "v1", "jobs", NAMESPACE), transform=slim_job).start()
+        self.pods.wait_synced(30)
+        self.jobs.wait_synced(30)
+
+    def _on_pod(self, kind: str, pod: PodView) -> None:
+        if kind == "DELETED":
+            return
+        self.made.add(pod.uid)
+        if pod.phase in ("Running", "Succeeded"):
+            self.ran.add(pod.uid)
+
+    def sample(self) -> None:
+        self.samples.append(occupancy(self.pods.list(), self.capacity))
+
+    def expected_pods(self) -> int:
+        return sum(completions for completions, _ in self.jobs.list())
+
+    def all_finished(self) -> bool:
+        jobs = self.jobs.list()
+        return bool(jobs) and all(finished for _, finished in jobs)
+
+    def stop(self) -> None:
+        self.pods.stop()
+        self.jobs.stop()
+
+
+# -- the components ---------------------------------------------------------------------------------------
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a running process (``/proc/<pid>/stat`` fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Components:
+    """``kai-scheduler run`` processes, one per component, logging into ``workdir``."""
+
+    def __init__(self, kubeconfig: str, workdir: Path, run_args: list[str]) -> None:
+        self.kubeconfig, self.workdir, self.run_args = kubeconfig, workdir, run_args
+        self.procs: dict[str, subprocess.Popen] = {}
+
+    def start(self, timeout: float = 120.0) -> None:
+        """Starts every component and returns once each answers ready."""
+        for component in COMPONENTS:
+            with open(self.workdir / f"{component}.log", "wb") as log:
+                self.procs[component] = subprocess.Popen(
+                    [sys.executable, "-m", "kai.cli", "run", "--kubeconfig", self.kubeconfig, "--components", component,
+                     "--metrics-address=127.0.0.1:0", *self.run_args],
+                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        for component, proc in self.procs.items():
+            while not self._ready(component):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit(f"{component} did not get ready; see {self.workdir}/{component}.log")
+                time.sleep(0.2)
+
+    def _ready(self, component: str) -> bool:
+        text = (self.workdir / f"{component}.log").read_text(errors="replace")
+        address = next((word.removeprefix("address=") for line in text.splitlines() if "serving " in line
+                        for word in line.split() if word.startswith("address=")), None)
+        if address is None:
+            return False
+        try:
+            with urllib.request.urlopen(f"http://{address}/readyz", timeout=5) as resp:
+                return resp.status == 200
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            proc.send_signal(signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+# -- one benchmark ----------------------------------------------------------------------------------------
+
+
+def create_all(kube: Kube, objects: list[dict], workers: int = 32) -> None:
+    with ThreadPoolExecutor(workers) as pool:
+        for _ in pool.map(lambda obj: m.apply(kube, obj), objects):
+            pass
+
+
+def wait_served(kube: Kube, path: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            kube.get(path, {"limit": 1})
+            return
+        except ApiError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def run(name: str, args: argparse.Namespace, kubeconfig: str, workdir: Path, plane: dict[str, int]) -> dict:
+    """The benchmark ``name`` on ``kubeconfig``; ``plane`` names the control plane's processes (pids)."""
+    bench = BENCHMARKS[name]
+    folder = args.knavigator_source / bench.folder
+    kube = Kube.connect(kubeconfig, pool_size=64)
+    m.install(kube, DEPLOY)
+    m.apply(kube, MPIJOB_CRD)
+    wait_served(kube, object_path("kubeflow.org", "v2beta1", "mpijobs", NAMESPACE))
+    nodes = configured_nodes(yaml.safe_load((folder / bench.nodes).read_text()))
+    create_all(kube, nodes)
+    capacity = {n["metadata"]["name"]: int(n["status"]["allocatable"][GPU]) for n in nodes}
+    print(f"{name}: {len(nodes)} nodes ({sum(capacity.values())} GPUs) created", flush=True)
+
+    components = Components(kubeconfig, workdir, args.run_args)
+    watch: Watch | None = None
+    try:
+        components.start()
+        watch = Watch(kube, capacity)
+        pids = {**plane, **{c: p.pid for c, p in components.procs.items()}}
+        cpu0 = {c: cpu_seconds(pid) for c, pid in pids.items()}
+        load0 = os.getloadavg()
+        t0 = time.monotonic()
+        with open(workdir / "knavigator.log", "wb") as log:
+            knavigator = subprocess.Popen(
+                [str(args.knavigator), "-kubeconfig", kubeconfig,
+                 "-workflow", ",".join(str(folder / w) for w in bench.workflows)],
+                cwd=args.knavigator_source, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        submitted = made = ran = finished = None
+        next_sample = t0
+        while time.monotonic() - t0 < args.timeout:
+            now = time.monotonic()
+            if now >= next_sample:
+                watch.sample()
+                next_sample += 1.0
+            if submitted is None and knavigator.poll() is not None:
+                if knavigator.returncode != 0:
+                    raise SystemExit(f"knavigator failed (exit {knavigator.returncode}); see {workdir}/knavigator.log")
+                submitted = now - t0
+            if submitted is not None and made is None and len(watch.made) >= watch.expected_pods():
+                made = now - t0
+            if made is not None and ran is None and len(watch.ran) >= watch.expected_pods():
+                ran = now - t0
+                if args.until == "running":
+                    break
+            if ran is not None and watch.all_finished():
+                finished = now - t0
+                break
+            time.sleep(0.1)
+        end = time.monotonic() - t0
+        pods = watch.expected_pods()
+        used = {c: cpu_seconds(pid) - cpu0[c] for c, pid in pids.items()}
+        result = {
+            "benchmark": name, "nodes": len(nodes), "gpus": sum(capacity.values()),
+            "jobs": len(watch.jobs.list()), "pods": pods, "pods_ran": len(watch.ran),
+            "submitted_s": submitted, "all_made_s": made, "all_ran_s": ran, "all_finished_s": finished,
+            "pods_per_s": pods / ran if ran else None,
+            "gpu_occupancy": sum(watch.samples) / len(watch.samples) if watch.samples else 0.0,
+            "load_before": load0, "load_after": os.getloadavg(), "cpu_s": used,
+        }
+        report(result, end, args.timeout)
+        return result
+    finally:
+        if watch is not None:
+            watch.stop()
+        components.stop()
+        print(f"logs in {workdir}", flush=True)
+
+
+def report(r: dict, end: float, timeout: float) -> None:
+    def seconds(value: float | None) -> str:
+        return f"{value:.1f}s" if value is not None else f"not within {timeout:.0f}s"
+
+    print(f"{r['benchmark']}: {r['jobs']} Jobs, {r['pods_ran']}/{r['pods']} pods ran; knavigator submitted in "
+          f"{seconds(r['submitted_s'])}; the Job controller made every pod in {seconds(r['all_made_s'])}; "
+          f"all pods ran {seconds(r['all_ran_s'])}, all Jobs finished "
+          f"{seconds(r['all_finished_s'])} after knavigator's start")
+    if r["pods_per_s"]:
+        print(f"{r['benchmark']}: {r['pods_per_s']:.1f} pods/s until every pod ran")
+    print(f"{r['benchmark']}: average GPU occupancy {r['gpu_occupancy'] * 100:.1f}% over {end:.0f}s")
+    print(f"{r['benchmark']}: load average {' '.join(f'{x:.2f}' for x in r['load_before'])} before, "
+          f"{' '.join(f'{x:.2f}' for x in r['load_after'])} after ({os.cpu_count()} cores); CPU seconds: "
+          + ", ".join(f"{c} {s:.0f}" for c, s in sorted(r["cpu_s"].items(), key=lambda kv: -kv[1])), flush=True)
+
+
+def private_run(name: str, args: argparse.Namespace) -> dict:
+    """``run`` on a control plane of its own, whose kwok completes only the pods that ask for it."""
+    workdir = Path(tempfile.mkdtemp(prefix=f"kai-knavigator-{name}-"))
+    with ControlPlane(state_dir=workdir / "control-plane", job_pods_complete=False) as plane:
+        return run(name, args, str(plane.kubeconfig), workdir, {n: rec.pid for n, rec in plane.processes.items()})
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--knavigator", default=shutil.which("knavigator"),
+                   help="the knavigator binary (default: knavigator on the PATH)")
+    p.add_argument("--knavigator-source", type=Path, default=os.environ.get("KNAVIGATOR_SOURCE"),
+                   help="a checkout of knavigator, for its workflows (default: $KNAVIGATOR_SOURCE)")
+    p.add_argument("--benchmark", nargs="+", choices=sorted(BENCHMARKS), default=list(BENCHMARKS),
+                   help="the benchmarks to run, one after the other (default: all)")
+    p.add_argument("--until", choices=("running", "finished"), default="finished",
+                   help="stop once every pod ran, or once every Job finished too (default)")
+    p.add_argument("--timeout", type=float, default=3600.0, help="seconds per benchmark (default 3600)")
+    p.add_argument("--if-available", action="store_true",
+                   help="without knavigator or its checkout, say so in one line and exit 0 (as tox -e bench runs it)")
+    p.add_argument("run_args", nargs="*", help="extra arguments of kai-scheduler run (after --)")
+    args = p.parse_args(argv)
+    missing = []
+    if not args.knavigator or not os.access(args.knavigator, os.X_OK):
+        missing.append("a knavigator binary (--knavigator, or knavigator on the PATH)")
+    if args.knavigator_source is None or not (args.knavigator_source / "resources" / "benchmarks").is_dir():
+        missing.append("a checkout of knavigator (--knavigator-source or KNAVIGATOR_SOURCE)")
+    if missing:
+        if args.if_available:
+            print(f"knavigator's benchmarks skipped: they need {' and '.join(missing)}")
+            return 0
+        p.error(f"needs {' and '.join(missing)}")
+    args.knavigator = Path(args.knavigator).absolute()
+    args.knavigator_source = args.knavigator_source.absolute()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the private control plane too
+    for name in args.benchmark:
+        private_run(name, args)
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main(sys.argv[1:]))
