@@ -168,8 +168,9 @@ def queue_view(raw: JsonObject) -> Queue:
 def resource_type(raw: JsonObject) -> ResourceTypeQuota:
     """One entry of a Queue's ``spec.resourceTypes``: its GPU quota on the nodes its ``nodeSelector`` matches
     (quota 0, limit unlimited and over-quota weight 1 when not given)."""
-    gpu = raw.get("gpu") if isinstance(raw.get("gpu"), dict) else {}
-    selector = raw.get("nodeSelector") if isinstance(raw.get("nodeSelector"), dict) else {}
+    gpu, selector = raw.get("gpu"), raw.get("nodeSelector")
+    gpu = gpu if isinstance(gpu, dict) else {}
+    selector = selector if isinstance(selector, dict) else {}
 
     def number(key: str, default: float) -> float:
         value = gpu.get(key)
