@@ -127,3 +127,15 @@ def test_reclaim_needs_a_type_within_its_fair_share():
     types_off = [kt.queue("x", deserved_gpus=4), kt.queue("y", deserved_gpus=0)]
     session = kt.run(kt.cluster(nodes(h=0), types_off, jobs), PLUGINS, actions=("reclaim",))
     assert [d.kind for d in session.decisions] == ["evict", "pipeline"]
+
+
+def test_no_reclaim_on_a_type_from_a_queue_whose_quota_of_it_is_unlimited():
+    queues = [kt.queue("x", deserved_gpus=2, resource_types=[a100(2)]),
+              kt.queue("y", deserved_gpus=0, resource_types=[a100(UNLIMITED)])]
+    jobs = [kt.job("held", "y", tasks=4, gpus=1, status="Running", node="a1", min_available=1),
+            kt.job("want", "x", gpus=1, priority=100)]
+    session = kt.run(kt.cluster(nodes(h=0), queues, jobs), PLUGINS, actions=("reclaim",))
+    assert not session.decisions  # on the totals alone y is above its share of 3
+    types_off = [kt.queue("x", deserved_gpus=2), kt.queue("y", deserved_gpus=0)]
+    session = kt.run(kt.cluster(nodes(h=0), types_off, jobs), PLUGINS, actions=("reclaim",))
+    assert [d.kind for d in session.decisions] == ["evict", "pipeline"]
