@@ -261,6 +261,8 @@ def validate(plugin, session, job, victims: dict[str, list], before: dict[tuple[
             within = leq(before[(name, mine.name)] + request, mine.deserved)
             remaining = left.setdefault((name, theirs.name), before[(name, theirs.name)])
             for chunk in _chunks(plugin, session, victim, on_type):
+                if not chunk:
+                    continue
                 if leq(remaining, theirs.allocatable()) and not (within and not leq(remaining, theirs.deserved)):
                     return Reject("proportion", f"queue {theirs.name} is not above what the reclaim strategies "
                                                 f"protect on GPU type {name}")
