@@ -34,12 +34,14 @@ class TypeShare:
     """One queue's GPU quota, fair share, allocation and request on one type."""
 
     __slots__ = ("name", "parent", "priority", "creation", "deserved", "limit", "weight", "fair_share", "allocated",
-                 "request", "reason")
+                 "allocated_np", "request", "reason")
 
     def __init__(self, queue, deserved: float, limit: float, weight: float) -> None:
         self.name, self.parent, self.priority, self.creation = queue.name, queue.parent, queue.priority, queue.creation
         self.deserved, self.limit, self.weight = deserved, limit, weight
         self.fair_share = self.allocated = self.request = 0.0
+        #: What non-preemptible jobs hold of the type.
+        self.allocated_np = 0.0
         #: The code of the rule that bounded the fair share (``kai.framework.FAIR_SHARE_REASONS``).
         self.reason = 0
 
@@ -118,6 +120,8 @@ class GpuTypes:
                 for ts in self.chain(session, job.queue, t):
                     ts.allocated += gpus
                     ts.request += gpus
+                    if not job.preemptible:
+                        ts.allocated_np += gpus
             elif task.status is TaskStatus.PENDING and allowed:
                 gpus = quantify(task.request, self.gpu_memory)[GPU]
                 for t in allowed:
@@ -146,9 +150,12 @@ class GpuTypes:
         gpus = quantify(task.request, memory_base(node, self.gpu_memory))[GPU]
         for ts in self.chain(session, job.queue, t):
             ts.allocated += sign * gpus
+            if not job.preemptible:
+                ts.allocated_np += sign * gpus
 
     def veto(self, session, task, job, node) -> Reject | None:
-        """Why ``task`` may not go on ``node``: not of a type its queue may use, or over a type's limit."""
+        """Why ``task`` may not go on ``node``: not of a type its queue may use, over a type's limit, or -- a task of a
+        non-preemptible job -- over a type's deserved quota with what non-preemptible jobs hold there."""
         allowed = self.allowed(session, job.queue)
         if allowed is None:
             return None
@@ -163,6 +170,10 @@ class GpuTypes:
             if ts.limit != UNLIMITED and ts.limit < ts.allocated + gpus - 1e-9:
                 return Reject("proportion", f"node(s) of GPU type {t.name}, where queue {ts.name} has reached its "
                                             f"limit of {ts.limit:g} GPUs ({ts.allocated:g} allocated)")
+            if not job.preemptible and ts.deserved != UNLIMITED and ts.deserved < ts.allocated_np + gpus - 1e-9:
+                return Reject("proportion", f"node(s) of GPU type {t.name}, where non-preemptible jobs of queue "
+                                            f"{ts.name} would go over its deserved quota of {ts.deserved:g} GPUs "
+                                            f"({ts.allocated_np:g} allocated)")
         return None
 
 

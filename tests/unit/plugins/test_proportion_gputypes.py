@@ -139,3 +139,16 @@ def test_no_reclaim_on_a_type_from_a_queue_whose_quota_of_it_is_unlimited():
     types_off = [kt.queue("x", deserved_gpus=2), kt.queue("y", deserved_gpus=0)]
     session = kt.run(kt.cluster(nodes(h=0), types_off, jobs), PLUGINS, actions=("reclaim",))
     assert [d.kind for d in session.decisions] == ["evict", "pipeline"]
+
+
+def test_a_non_preemptible_job_stays_within_its_queue_s_quota_of_the_type():
+    queues = [kt.queue("x", deserved_gpus=8, resource_types=[a100(2)])]
+    jobs = [kt.job("held", "x", gpus=1, status="Running", node="a1", priority=100),
+            kt.job("serve", "x", tasks=2, gpus=1, priority=100, min_available=1, creation=1),
+            kt.job("batch", "x", tasks=2, gpus=1, priority=50, min_available=1, creation=2)]
+    session = kt.run(kt.cluster(nodes(), queues, jobs), PLUGINS)
+    placed = kt.placements(session)
+    assert placed == {"serve-0": "a1", "batch-0": "a1", "batch-1": "a1"}
+    assert session.task_fit_errors["default/serve-1"].endswith(
+        "1 node(s) of GPU type a100, where non-preemptible jobs of queue x would go over its deserved quota of 2 GPUs "
+        "(2 allocated).")
