@@ -25,7 +25,7 @@ import math
 from collections.abc import Callable
 
 from kai.admission.responses import allow, deny, kind, refusal
-from kai.api import selectors_overlap
+from kai.api import MAX_RESOURCE_TYPES, selectors_overlap
 from kai.logs import fields
 
 log = logging.getLogger(__name__)
@@ -79,6 +79,8 @@ def resource_types_problem(queue: object) -> str | None:
         return None
     if not isinstance(types, list):
         return "spec.resourceTypes must be a list"
+    if len(types) > MAX_RESOURCE_TYPES:
+        return f"spec.resourceTypes gives {len(types)} types; a cluster may have at most {MAX_RESOURCE_TYPES}"
     seen: dict[str, dict] = {}
     for i, entry in enumerate(types):
         where = f"spec.resourceTypes[{i}]"

@@ -164,6 +164,13 @@ def test_bad_resource_types_are_refused_with_what_is_wrong(entry, message):
     assert response["allowed"] is False and response["status"]["message"] == message
 
 
+def test_at_most_thirteen_resource_types():
+    types = [{"name": f"t{i}", "nodeSelector": {"gpu": f"m{i}"}} for i in range(14)]
+    response = review(request(typed("q", *types)))
+    assert response["status"]["message"] == "spec.resourceTypes gives 14 types; a cluster may have at most 13"
+    assert review(request(typed("q", *types[:13])))["allowed"] is True
+
+
 def test_resource_types_are_admitted_and_a_child_may_give_only_its_parent_s_types():
     assert review(request(typed("q", A100, H100)))["allowed"] is True
     read = reader(typed("dept", A100))
