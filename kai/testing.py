@@ -32,6 +32,7 @@ from kai.api import (
     QuotaSpec,
     ResourceRequest,
     Resources,
+    ResourceTypeQuota,
     Taint,
     Task,
     TaskStatus,
@@ -62,10 +63,18 @@ def node(name: str, gpus: int = 0, cpu: float = NODE_CPU, memory: float = NODE_M
 
 
 def queue(name: str, parent: str | None = None, deserved_gpus: float = 0.0, limit_gpus: float = UNLIMITED,
-          over_quota_weight: float = 1.0, priority: int = 100, creation: float = 0.0) -> Queue:
-    """A queue with a GPU quota (CPU and memory unlimited); ``parent`` names its parent queue."""
+          over_quota_weight: float = 1.0, priority: int = 100, creation: float = 0.0,
+          resource_types: Iterable[ResourceTypeQuota] = ()) -> Queue:
+    """A queue with a GPU quota (CPU and memory unlimited) and its GPU quota per resource type (:func:`gpu_type`);
+    ``parent`` names its parent queue."""
     return Queue(name, parent, priority, QuotaSpec(deserved_gpus, limit_gpus, over_quota_weight),
-                 creation=creation)
+                 creation=creation, resource_types=tuple(resource_types))
+
+
+def gpu_type(name: str, node_selector: Mapping[str, str], deserved_gpus: float = 0.0, limit_gpus: float = UNLIMITED,
+             over_quota_weight: float = 1.0) -> ResourceTypeQuota:
+    """A queue's GPU quota on the nodes whose labels match ``node_selector`` (for :func:`queue`)."""
+    return ResourceTypeQuota(name, dict(node_selector), QuotaSpec(deserved_gpus, limit_gpus, over_quota_weight))
 
 
 def task(name: str, gpus: int = 0, cpu: float = TASK_CPU, memory: float = TASK_MEMORY,

@@ -8,6 +8,7 @@ from kai.api.dra import DynamicResources, PodResourceClaim
 from kai.api.dranodes import back_extended_gpus
 from kai.api.model import (
     ANY_IP,
+    MAX_RESOURCE_TYPES,
     UNLIMITED,
     HostPort,
     Job,
@@ -19,6 +20,7 @@ from kai.api.model import (
     QueueDetails,
     QuotaSpec,
     Reject,
+    ResourceTypeQuota,
     SubGroup,
     Taint,
     Task,
@@ -26,6 +28,7 @@ from kai.api.model import (
     Topology,
     TopologyConstraint,
     WeightedPodAffinityTerm,
+    selectors_overlap,
 )
 from kai.api.names import GPU, GPU_FRACTION, GPU_FRACTION_NUM_DEVICES, GPU_MEMORY, GPU_MEMORY_LABEL, MIG_PREFIX
 from kai.api.numa import ContainerRequest, NumaTopology, NumaZone, ZonePlacement
@@ -46,13 +49,14 @@ from kai.api.storage import PodClaim, Storage
 
 __all__ = [
     "ACTIVE_ALLOCATED", "ACTIVE_USED", "ALIVE", "ALLOCATED", "ANY_IP", "DEFAULT_GPU_MEMORY_MIB", "EPSILON", "GPU",
-    "GPU_FRACTION", "GPU_FRACTION_NUM_DEVICES", "GPU_MEMORY", "GPU_MEMORY_LABEL", "MIG_PREFIX", "UNLIMITED",
+    "GPU_FRACTION", "GPU_FRACTION_NUM_DEVICES", "GPU_MEMORY", "GPU_MEMORY_LABEL", "MAX_RESOURCE_TYPES", "MIG_PREFIX",
+    "UNLIMITED",
     "ContainerRequest", "DisruptionBudget", "DynamicResources", "GpuRequestError", "HostPort", "Job",
     "LabelRequirement", "LabelSelector",
     "Member", "Node", "NumaTopology", "NumaZone", "PodAffinityTerm", "PodClaim", "PodResourceClaim", "PodSet", "Queue",
-    "QueueDetails", "QuotaSpec", "Reject",
+    "QueueDetails", "QuotaSpec", "Reject", "ResourceTypeQuota",
     "ResourceRequest", "Resources", "Storage", "SubGroup", "Taint", "Task", "TaskStatus", "Toleration", "Topology",
     "TopologyConstraint", "WeightedPodAffinityTerm", "ZonePlacement", "back_extended_gpus", "gpu_memory_from_label",
     "is_mig_resource",
-    "mig_gpu_slices", "parse_gpu_sharing",
+    "mig_gpu_slices", "parse_gpu_sharing", "selectors_overlap",
 ]

@@ -416,6 +416,30 @@ class QuotaSpec:
 
 
 @attrs.define(slots=True, eq=False)
+class ResourceTypeQuota:
+    """A queue's GPU quota on one resource type (a GPU model or node pool): the nodes whose labels have every
+    pair of ``node_selector``. ``Queue.gpu`` stays the queue's total over all types."""
+
+    name: str
+    node_selector: dict[str, str]
+    gpu: QuotaSpec = attrs.field(factory=lambda: QuotaSpec(0.0, UNLIMITED, 1.0))
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        """Whether a node with ``labels`` is of this type."""
+        return all(labels.get(k) == v for k, v in self.node_selector.items())
+
+
+#: Most resource types a cluster's queues may give (the queue order compares at most 16 resources: CPU, memory,
+#: GPUs and one per type).
+MAX_RESOURCE_TYPES = 13
+
+
+def selectors_overlap(a: dict[str, str], b: dict[str, str]) -> bool:
+    """Whether one node could match both selectors: no label they both name has two different values."""
+    return not any(a[k] != b[k] for k in a.keys() & b.keys())
+
+
+@attrs.define(slots=True, eq=False)
 class Queue:
     """A node of the queue tree. Jobs reference leaf queues."""
 
@@ -432,6 +456,8 @@ class Queue:
     reclaim_min_runtime: float | None = None
     #: ``spec.displayName`` ("" when unset): a label of the scheduler's queue metrics.
     display_name: str = ""
+    #: GPU quota per resource type (``spec.resourceTypes``); empty: the queue's GPUs are one pool, as in KAI.
+    resource_types: tuple[ResourceTypeQuota, ...] = ()
 
 
 @attrs.frozen

@@ -28,6 +28,7 @@ import attrs
 
 from kai.api import (
     ACTIVE_USED,
+    MAX_RESOURCE_TYPES,
     UNLIMITED,
     DisruptionBudget,
     DynamicResources,
@@ -36,12 +37,14 @@ from kai.api import (
     PodSet,
     Queue,
     QuotaSpec,
+    ResourceTypeQuota,
     Storage,
     SubGroup,
     Topology,
     TopologyConstraint,
     back_extended_gpus,
     names,
+    selectors_overlap,
 )
 from kai.framework.journal import Journal
 from kai.framework.memo import Memo
@@ -160,8 +163,9 @@ def _bad_quota(q: Queue) -> str | None:
     """Why the queue's priority or quotas cannot be divided, or None."""
     if isinstance(q.priority, bool) or not isinstance(q.priority, int):
         return f"priority {q.priority!r} is not a whole number"
-    for res in ("gpu", "cpu", "memory"):
-        spec = getattr(q, res)
+    specs = [(res, getattr(q, res)) for res in ("gpu", "cpu", "memory")]
+    specs += [(f"resource type {t.name} gpu", t.gpu) for t in q.resource_types]
+    for res, spec in specs:
         for field in ("deserved", "limit", "over_quota_weight"):
             v = getattr(spec, field)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v):
@@ -172,6 +176,30 @@ def _bad_quota(q: Queue) -> str | None:
                 return f"{res} {field} is negative ({v:g}); only -1 (unlimited) may be negative"
         if spec.limit != UNLIMITED and spec.deserved != UNLIMITED and spec.limit < spec.deserved:
             return f"{res} limit {spec.limit:g} is below its deserved quota {spec.deserved:g}"
+    names = [t.name for t in q.resource_types]
+    if len(set(names)) < len(names):
+        return "a resource type is given twice"
+    return _bad_types(q.resource_types, {})
+
+
+def _bad_types(types: Iterable[ResourceTypeQuota], known: dict[str, ResourceTypeQuota]) -> str | None:
+    """Why resource types cannot be told apart -- a type without a name or node selector, one named twice
+    with other selectors, two whose selectors one node could match -- given the ``known`` ones, or None;
+    ``known`` gets the new types."""
+    for t in types:
+        if not t.name or not t.node_selector:
+            return f"resource type {t.name or '(unnamed)'} needs a name and a node selector"
+        other = known.get(t.name)
+        if other is not None:
+            if other.node_selector != t.node_selector:
+                return f"resource type {t.name} has another node selector than where it was first given"
+            continue
+        for other in known.values():
+            if selectors_overlap(other.node_selector, t.node_selector):
+                return f"resource types {other.name} and {t.name} have node selectors one node could match"
+        if len(known) >= MAX_RESOURCE_TYPES:
+            return f"resource type {t.name} is one more than the {MAX_RESOURCE_TYPES} a cluster may have"
+        known[t.name] = t
     return None
 
 
@@ -184,8 +212,9 @@ def _valid_queues(queues: list[Queue], problems: list[Problem], invalid: dict[st
             continue
         by_name[q.name] = q
     bad: dict[str, str] = {}
+    types: dict[str, ResourceTypeQuota] = {}  # every queue's resource types, for a queue that disagrees
     for q in by_name.values():
-        why = _bad_quota(q)
+        why = _bad_quota(q) or _bad_types(q.resource_types, types)
         if why:
             bad[q.name] = why
     # Walk each queue up to a root: a missing or bad ancestor, or a cycle, makes the queue invalid.

@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from kai.api import UNLIMITED, Queue, QuotaSpec, TopologyConstraint
+from kai.api import UNLIMITED, Queue, QuotaSpec, ResourceTypeQuota, TopologyConstraint
 from kai.api.names import (
     LAST_EVICTION_ANNOTATION,
     LAST_START_ANNOTATION,
@@ -170,7 +170,24 @@ def queue_view(raw: JsonObject) -> Queue:
         preempt_min_runtime=go_duration(spec.get("preemptMinRuntime")),
         reclaim_min_runtime=go_duration(spec.get("reclaimMinRuntime")),
         display_name=str(spec.get("displayName") or ""),
+        resource_types=tuple(resource_type(t) for t in spec.get("resourceTypes") or () if isinstance(t, dict)),
     )
+
+
+def resource_type(raw: JsonObject) -> ResourceTypeQuota:
+    """One entry of a Queue's ``spec.resourceTypes``: its GPU quota on the nodes its ``nodeSelector`` matches
+    (quota 0, limit unlimited and over-quota weight 1 when not given)."""
+    gpu, selector = raw.get("gpu"), raw.get("nodeSelector")
+    gpu = gpu if isinstance(gpu, dict) else {}
+    selector = selector if isinstance(selector, dict) else {}
+
+    def number(key: str, default: float) -> float:
+        value = gpu.get(key)
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
+
+    return ResourceTypeQuota(str(raw.get("name") or ""), {str(k): str(v) for k, v in selector.items()},
+                             QuotaSpec(number("quota", 0.0), number("limit", UNLIMITED),
+                                       number("overQuotaWeight", 1.0)))
 
 
 def priority_class_view(raw: JsonObject) -> tuple[str, int, bool]:

@@ -12,7 +12,18 @@ from typing import Any
 
 import attrs
 
-from kai.api import ACTIVE_USED, UNLIMITED, DisruptionBudget, Job, LabelSelector, Node, Queue, QuotaSpec, Topology
+from kai.api import (
+    ACTIVE_USED,
+    UNLIMITED,
+    DisruptionBudget,
+    Job,
+    LabelSelector,
+    Node,
+    Queue,
+    QuotaSpec,
+    ResourceTypeQuota,
+    Topology,
+)
 from kai.api.dra import DeviceClass, DynamicResources, ResourceClaim, ResourceSlice
 from kai.common.durations import parse_duration
 from kai.common.errors import ConfigError
@@ -25,7 +36,9 @@ from kai.sim.cluster_workloads import parse_jobs
 TOP_FIELDS = ("name", "cycles", "config", "topologies", "device_classes", "nodes", "queues", "workloads",
               "disruption_budgets")
 BUDGET_FIELDS = ("name", "selector", "disruptions_allowed")
-QUEUE_FIELDS = ("name", "parent", "priority", "gpu", "cpu", "memory", "preempt_min_runtime", "reclaim_min_runtime")
+QUEUE_FIELDS = ("name", "parent", "priority", "gpu", "cpu", "memory", "preempt_min_runtime", "reclaim_min_runtime",
+                "resource_types")
+RESOURCE_TYPE_FIELDS = ("name", "node_selector", "gpu")
 QUOTA_FIELDS = ("deserved", "limit", "over_quota_weight")
 
 
@@ -106,8 +119,19 @@ def parse_queues(file: str, items: Any) -> list[Queue]:
         queues.append(Queue(e.get("name", str), e.get("parent", str, None),
                             e.whole("priority", 100, -MAX_PRIORITY, MAX_PRIORITY),
                             creation=float(i), preempt_min_runtime=_runtime(e, "preempt_min_runtime"),
-                            reclaim_min_runtime=_runtime(e, "reclaim_min_runtime"), **quotas))
+                            reclaim_min_runtime=_runtime(e, "reclaim_min_runtime"),
+                            resource_types=_resource_types(e), **quotas))
     return queues
+
+
+def _resource_types(e: Entry) -> tuple[ResourceTypeQuota, ...]:
+    """A queue's GPU quota per resource type: ``{name, node_selector, gpu: {deserved, limit, over_quota_weight}}``."""
+    out = []
+    for k, item in enumerate(e.sequence("resource_types", [])):
+        t = Entry(item, f"{e.where}: resource_types[{k}]", RESOURCE_TYPE_FIELDS)
+        out.append(ResourceTypeQuota(t.get("name", str), t.labels("node_selector"),
+                                     _quota(t, "gpu", QuotaSpec(0.0, UNLIMITED, 1.0))))
+    return tuple(out)
 
 
 def _runtime(e: Entry, key: str) -> float | None:

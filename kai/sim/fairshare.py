@@ -3,7 +3,8 @@
 FILE is a cluster file or a conformance scenario file, as for ``simulate``. The scheduler opens one
 session on the file's cluster with the file's configuration (which must run the ``proportion``
 plugin) and reports, per queue and resource, the deserved quota, the fair share the division gave
-it, what it holds and asks for, its limit, and the rule that bounded the fair share.
+it, what it holds and asks for, its limit, and the rule that bounded the fair share; then the same
+for each GPU type the queues give a quota for, among the queues taking part in it.
 """
 
 from __future__ import annotations
@@ -51,10 +52,28 @@ def fair_shares(run: Run, available=None) -> dict:
                 }
             queues.append({"name": name, "parent": qs.parent, "priority": qs.priority,
                            "depth": len(session.ancestors(name)) - 1, "resources": resources})
+        types = _types(session, proportion.types)
     finally:
         session.close()
     return {"name": run.name, "totals": {label: totals[r] for label, r, _, _ in RESOURCES},
-            "problems": [str(p) for p in snapshot.problems], "queues": queues}
+            "problems": [str(p) for p in snapshot.problems], "queues": queues, "resource_types": types}
+
+
+def _types(session, types) -> list[dict]:
+    """Per resource type: its node selector, its GPUs, and the division of them among the queues taking part."""
+    if types is None:
+        return []
+    out = []
+    for t in sorted(types.types.values(), key=lambda t: t.name):
+        queues = []
+        for name in _tree_order(session):
+            ts = t.shares.get(name)
+            if ts is not None:
+                queues.append({"name": name, "depth": len(session.ancestors(name)) - 1, "deserved": ts.deserved,
+                               "fair_share": ts.fair_share, "allocated": ts.allocated, "requested": ts.request,
+                               "limit": ts.limit, "bounded_by": FAIR_SHARE_REASONS[ts.reason]})
+        out.append({"name": t.name, "node_selector": dict(t.selector), "gpus": t.capacity, "queues": queues})
+    return out
 
 
 def _tree_order(session) -> list[str]:
@@ -96,6 +115,18 @@ def format_report(report: dict) -> str:
             usage = f" {row['usage']:>6.1%}" if with_usage else ""
             lines.append(f"  {name}  {values[0]:>9} {values[1]:>10} {values[2]:>9} {values[3]:>9} {values[4]:>7}"
                          f"{usage}  {row['bounded_by']}")
+    for t in report["resource_types"]:
+        width = max([len("queue")] + [2 * q["depth"] + len(q["name"]) for q in t["queues"]])
+        selector = ", ".join(f"{k}={v}" for k, v in t["node_selector"].items())
+        lines.append("")
+        lines.append(f"GPU type {t['name']} (nodes {selector}; {_amount(t['gpus'], 1.0)} GPUs; - = unlimited)")
+        lines.append(f"  {'queue'.ljust(width)}  {'deserved':>9} {'fair share':>10} {'allocated':>9} "
+                     f"{'requested':>9} {'limit':>7}  bounded by")
+        for q in t["queues"]:
+            values = [_amount(q[c], 1.0) for c in COLUMNS]
+            name = ("  " * q["depth"] + q["name"]).ljust(width)
+            lines.append(f"  {name}  {values[0]:>9} {values[1]:>10} {values[2]:>9} {values[3]:>9} {values[4]:>7}"
+                         f"  {q['bounded_by']}")
     return "\n".join(lines)
 
 

@@ -30,6 +30,7 @@ from kai.api import (
     QuotaSpec,
     ResourceRequest,
     Resources,
+    ResourceTypeQuota,
     SubGroup,
     Task,
     TaskStatus,
@@ -302,13 +303,23 @@ class Scenario:
         cpu = (amount("deserved_cpu_millis", UNLIMITED), amount("max_allowed_cpu_millis", UNLIMITED), 1.0)
         memory = (amount("deserved_memory_bytes", UNLIMITED), amount("max_allowed_memory_bytes", UNLIMITED), 1.0)
         runtimes = seconds("preempt_min_runtime_seconds"), seconds("reclaim_min_runtime_seconds")
+        types = [self._resource_type(f, k, t) for k, t in _items(f, "resource_types")]
 
         def make() -> Queue:
             return Queue(name=name, parent=parent, priority=priority, gpu=QuotaSpec(*gpu), cpu=QuotaSpec(*cpu),
                          memory=QuotaSpec(*memory), creation=float(i), preempt_min_runtime=runtimes[0],
-                         reclaim_min_runtime=runtimes[1])
+                         reclaim_min_runtime=runtimes[1],
+                         resource_types=tuple(ResourceTypeQuota(n, dict(sel), QuotaSpec(*spec))
+                                              for n, sel, spec in types))
 
         return make
+
+    @staticmethod
+    def _resource_type(queue: Fields, k: int, data: Any) -> tuple[str, dict[str, str], tuple[float, float, float]]:
+        """(name, node selector, (deserved, limit, over-quota weight)) of one of a queue's ``resource_types``."""
+        f = _fields(data, f"{queue.where}: resource_types[{k}]")
+        return f.text("name"), f.labels("node_selector"), (
+            f.number("deserved_gpus", 0.0), f.number("max_allowed_gpus", UNLIMITED), f.number("over_quota_weight", 1.0))
 
     def _job(self, i: int, jd: Any, dra: ScenarioDRA) -> Callable[[float], Job]:
         name = _fields(jd, f"{self.where}: jobs[{i}]").text("name")

@@ -1,7 +1,8 @@
 """The fields of the conformance scenario format, and what a scenario needs that the kernel lacks.
 
-This project extends the format with PodDisruptionBudgets (``disruption_budgets``) and KAI's
-``preemptibility`` of a job (``semi-preemptible``).
+This project extends the format with PodDisruptionBudgets (``disruption_budgets``), KAI's
+``preemptibility`` of a job (``semi-preemptible``) and a queue's GPU quota per resource type
+(``resource_types``).
 
 A scenario is run only when every field it sets is one the loader reads. :func:`needs` walks the raw
 scenario and names, for each field or value that is part of the format but not built yet, its
@@ -15,7 +16,7 @@ from typing import Any
 
 #: The fields of each part of a scenario (SCHEMA.md §1-§10 and its v0.17 additions, and this project's DRA
 #: extension: ``device_classes``, ``resource_claims``, node ``devices``, task ``resource_claims``; its budget
-#: extension: ``disruption_budgets``, job ``preemptibility``).
+#: extension: ``disruption_budgets``, job ``preemptibility``; its GPU type extension: queue ``resource_types``).
 FIELDS: dict[str, frozenset[str]] = {k: frozenset(v.split()) for k, v in {
     "scenario": "name source actions mode simulation config topologies nodes queues jobs expected features notes "
                 "device_classes resource_claims disruption_budgets",
@@ -27,7 +28,8 @@ FIELDS: dict[str, frozenset[str]] = {k: frozenset(v.split()) for k, v in {
             "gpu_memory_synced numa devices",
     "queue": "name parent implicit priority deserved_gpus max_allowed_gpus over_quota_weight deserved_cpu_millis "
              "max_allowed_cpu_millis deserved_memory_bytes max_allowed_memory_bytes preempt_min_runtime_seconds "
-             "reclaim_min_runtime_seconds",
+             "reclaim_min_runtime_seconds resource_types",
+    "resource_type": "name node_selector deserved_gpus max_allowed_gpus over_quota_weight",
     "job": "name queue priority preemptible created_minutes_ago min_available topology_constraint pod_sets subgroups "
            "gpus_per_task gpu_memory_mib_per_task cpu_millis_per_task memory_bytes_per_task best_effort "
            "stale_for_seconds deleting tasks preemption_delay_seconds staleness_grace_period_seconds qos_class "
@@ -96,6 +98,7 @@ _CHILDREN: dict[str, dict[str, str]] = {
                  "queues": "queue", "jobs": "job", "expected": "expected", "device_classes": "device_class",
                  "resource_claims": "resource_claim", "disruption_budgets": "disruption_budget"},
     "node": {"devices": "node_device"},
+    "queue": {"resource_types": "resource_type"},
     "resource_claim": {"allocation": "claim_allocation"},
     "job": {"topology_constraint": "topology_constraint", "subgroups": "subgroup", "pod_sets": "pod_set",
             "tasks": "task"},

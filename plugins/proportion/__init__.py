@@ -18,7 +18,7 @@ from kai.sdk import (
     tasks_to_allocate,
 )
 
-from . import capacity, queue_order, reclaim
+from . import capacity, gputypes, queue_order, reclaim
 from .core import joining_core
 from .shares import (
     CPU,
@@ -48,6 +48,8 @@ class Proportion:
         #: The shares of each queue's chain up to the root, by leaf queue name (for this session).
         self.chains: dict[str, list] = {}
         self.solution: reclaim.ReclaimState | None = None
+        #: The queues' GPU quota per resource type (:mod:`.gputypes`); None when no queue gives one.
+        self.types: gputypes.GpuTypes | None = None
 
     @hookimpl
     def kai_session_open(self, session):
@@ -56,17 +58,32 @@ class Proportion:
         self.chains = {}
         self.gpu_memory = min_node_gpu_memory(session)
         self.max_gpu_memory = max_node_gpu_memory(session)
+        self.types = gputypes.build(session, self.gpu_memory)
+        if self.types is None:
+            session.calls.withdraw(self, ("kai_predicate", "kai_nodes_alike"))
 
     @hookimpl
     def kai_session_job_added(self, session, job):
         add_job(session, self.shares, job, self.gpu_memory)
         divide(self.shares, self.totals, self.k_value)
+        if self.types is not None:
+            self.types.add_job(session, job)
+            self.types.divide()
 
     @hookimpl
     def kai_session_close(self, session):
         self.shares = {}
         self.chains = {}
         self.solution = None
+        self.types = None
+
+    @hookimpl
+    def kai_predicate(self, session, task, job, node):
+        return None if self.types is None else self.types.veto(session, task, job, node)
+
+    @hookimpl
+    def kai_nodes_alike(self, session, task, job):
+        return self.types is None or self.types.allowed(session, job.queue) is None
 
     @hookimpl
     def kai_can_reclaim(self, session, job):
@@ -153,7 +170,7 @@ class Proportion:
             chain = self.chains[queue] = [shares[q.name] for q in session.ancestors(queue) if q.name in shares]
         return chain
 
-    def _charge(self, session, task, sign: float) -> None:
+    def _charge(self, session, task, node, sign: float) -> None:
         job = session.jobs.get(task.job)
         if job is None:
             return
@@ -169,6 +186,8 @@ class Proportion:
                 qs.allocated[r] += sign * amounts[r]
                 if np_change is not None:
                     qs.allocated_np[r] += np_change[r]
+        if self.types is not None:
+            self.types.charge(session, task, node, sign)
 
     def _core_change(self, session, job, task, sign: float) -> list[float]:
         """How a semi-preemptible job's core amount changes as ``task`` is placed (``sign`` 1) or taken off
@@ -192,11 +211,11 @@ class Proportion:
 
     @hookimpl
     def kai_on_allocate(self, session, task, node):
-        self._charge(session, task, 1.0)
+        self._charge(session, task, node, 1.0)
 
     @hookimpl
     def kai_on_deallocate(self, session, task, node):
-        self._charge(session, task, -1.0)
+        self._charge(session, task, node, -1.0)
 
 
 def build(arguments):

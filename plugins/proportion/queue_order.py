@@ -1,12 +1,15 @@
 """KAI's order of sibling queues (proportion plugin), each represented by its best job.
 
 The comparison itself is the compiled ``queueorder`` kernel (rules in its docstring); this module
-gathers each queue's vectors for it and breaks the last tie by creation time, then name.
+gathers each queue's vectors for it (one more resource per GPU type either queue takes part in,
+:mod:`.gputypes`) and breaks the last tie by creation time, then name.
 """
 
 from __future__ import annotations
 
 from kai.sdk import queue_order_compare
+
+from .gputypes import order_vectors
 
 LEFT, RIGHT = -1, 1
 NO_REQUEST = (0.0, 0.0, 0.0)
@@ -16,12 +19,18 @@ def compare(plugin, session, lq, rq, ljob, rjob, lvictims, rvictims) -> int | No
     ls, rs = plugin.shares.get(lq.name), plugin.shares.get(rq.name)
     if ls is None or rs is None:
         return None
-    result = queue_order_compare(
-        ls.fair_share, ls.allocated, _request(plugin, session, ljob), _victims(plugin, session, lvictims),
-        ls.deserved, ls.limit, ls.priority,
-        rs.fair_share, rs.allocated, _request(plugin, session, rjob), _victims(plugin, session, rvictims),
-        rs.deserved, rs.limit, rs.priority, plugin.totals,
-    )
+    lreq, lvic = _request(plugin, session, ljob), _victims(plugin, session, lvictims)
+    rreq, rvic = _request(plugin, session, rjob), _victims(plugin, session, rvictims)
+    if plugin.types is None:
+        result = queue_order_compare(ls.fair_share, ls.allocated, lreq, lvic, ls.deserved, ls.limit, ls.priority,
+                                     rs.fair_share, rs.allocated, rreq, rvic, rs.deserved, rs.limit, rs.priority,
+                                     plugin.totals)
+    else:
+        lf, la, lr, lv, ld, ll, rf, ra, rr, rv, rd, rl, totals = order_vectors(
+            plugin, session, lq, rq, ljob, rjob, lvictims, rvictims,
+            [ls.fair_share, ls.allocated, lreq, lvic, ls.deserved, ls.limit,
+             rs.fair_share, rs.allocated, rreq, rvic, rs.deserved, rs.limit, plugin.totals])
+        result = queue_order_compare(lf, la, lr, lv, ld, ll, ls.priority, rf, ra, rr, rv, rd, rl, rs.priority, totals)
     if result:
         return result
     return LEFT if (ls.creation, ls.name.encode()) < (rs.creation, rs.name.encode()) else RIGHT

@@ -14,6 +14,9 @@ are compared; before each chunk is taken from the victim side one strategy must 
 * guarantee deserved quota: the reclaimer side stays within its deserved quota with the job, and
   the victim side is still above its deserved quota in some resource.
 
+With GPU quota per resource type (:mod:`.gputypes`), a reclaimer's queue must also stay within its fair
+share of some type it may use, and the strategies hold per type for the GPUs taken on each type's nodes.
+
 Afterwards, at every level of the reclaimer's path, the reclaimer's side must stay less saturated
 (allocated / fair share, times the saturation multiplier) than each sibling it took from, in every
 resource involved.
@@ -25,6 +28,7 @@ import math
 
 from kai.sdk import ACTIVE_ALLOCATED, UNLIMITED, Reject
 
+from . import gputypes
 from .shares import leq, memory_base, quantify
 
 RESOURCES = range(3)
@@ -51,7 +55,7 @@ def can_reclaim(plugin, session, job) -> Reject | None:
             qs = plugin.shares[q.name]
             if not _within(_plus(qs.allocated_np, core), qs.deserved):
                 return Reject("proportion", f"non-preemptible job would take queue {qs.name} over its deserved quota")
-    return None
+    return None if plugin.types is None else gputypes.can_reclaim(plugin, session, job)
 
 
 def _chunks(plugin, session, job, tasks, ignore_moved: bool) -> list[list[float]]:
@@ -113,6 +117,8 @@ class ReclaimState:
         self.request = list(plugin.job_request(session, job))
         #: The request's non-preemptible part (None: it has none).
         self.core = plugin.core_request(session, job)
+        #: Each queue's allocation per GPU type (:mod:`.gputypes`), by (type, queue).
+        self.typed = gputypes.allocations(plugin) if plugin.types is not None else {}
 
 
 def validate(plugin, session, scenario, state: ReclaimState) -> Reject | None:
@@ -146,6 +152,10 @@ def validate(plugin, session, scenario, state: ReclaimState) -> Reject | None:
                     amounts[r] -= chunk[r]
                 if q.name != victim_queue:
                     involved.setdefault(q.name, set()).update(involved[victim_queue])
+    if plugin.types is not None:
+        reject = gputypes.validate(plugin, session, job, per_job, state.typed, _leveled)
+        if reject is not None:
+            return reject
     return _saturation_kept(plugin, session, job, request, remaining, involved, state)
 
 

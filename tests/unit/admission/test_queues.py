@@ -132,3 +132,60 @@ def test_the_api_reader_turns_api_errors_into_lookup_errors(status, message):
         queue_reader(kube)("p")
     assert str(error.value) == message
     assert queue_reader(kube)("p")["metadata"]["name"] == "p"
+
+
+def typed(name, *types, parent=None):
+    obj = queue(name, gpu=4, parent=parent)
+    obj["spec"]["resourceTypes"] = list(types)
+    return obj
+
+
+A100 = {"name": "a100", "nodeSelector": {"nvidia.com/gpu.product": "A100"}, "gpu": {"quota": 2, "limit": 4}}
+H100 = {"name": "h100", "nodeSelector": {"nvidia.com/gpu.product": "H100"}}
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({**H100, "gpu": {"quota": -2}}, "spec.resourceTypes[1] (h100): gpu.quota is negative (-2); only -1 (unlimited) "
+                                     "may be negative"),
+    ({**H100, "gpu": {"quota": 4, "limit": 2}}, "spec.resourceTypes[1] (h100): gpu.limit 2 is below gpu.quota 4"),
+    ({**H100, "gpu": {"quota": "2"}}, "spec.resourceTypes[1] (h100): gpu.quota must be a number"),
+    ({**H100, "cpu": {"quota": 2}}, "spec.resourceTypes[1]: unknown field cpu (a resource type has gpu, name and "
+                                    "nodeSelector; only GPUs are divided per type)"),
+    ({**H100, "nodeSelector": {}}, "spec.resourceTypes[1] (h100): nodeSelector must map node labels to values, and "
+                                   "name at least one"),
+    ({**H100, "name": ""}, "spec.resourceTypes[1]: name must be a non-empty string"),
+    ({**H100, "nodeSelector": {"pool": "big"}}, "spec.resourceTypes[1] (h100): its nodeSelector and that of a100 could "
+                                                "match the same node; resource types must differ in the value of a "
+                                                "label they both name"),
+    ({**H100, "name": "a100"}, "spec.resourceTypes[1] (a100): resource type a100 is given twice"),
+])
+def test_bad_resource_types_are_refused_with_what_is_wrong(entry, message):
+    response = review(request(typed("q", A100, entry)))
+    assert response["allowed"] is False and response["status"]["message"] == message
+
+
+def test_at_most_thirteen_resource_types():
+    types = [{"name": f"t{i}", "nodeSelector": {"gpu": f"m{i}"}} for i in range(14)]
+    response = review(request(typed("q", *types)))
+    assert response["status"]["message"] == "spec.resourceTypes gives 14 types; a cluster may have at most 13"
+    assert review(request(typed("q", *types[:13])))["allowed"] is True
+
+
+def test_resource_types_are_admitted_and_a_child_may_give_only_its_parent_s_types():
+    assert review(request(typed("q", A100, H100)))["allowed"] is True
+    read = reader(typed("dept", A100))
+    assert review(request(typed("team", A100, parent="dept")), read)["allowed"] is True
+    response = review(request(typed("team", H100, parent="dept")), read)
+    assert response["status"]["message"] == "resource type h100 is unknown to parent queue dept, which gives a100"
+    other = {**A100, "nodeSelector": {"nvidia.com/gpu.product": "A100-80GB"}}
+    response = review(request(typed("team", other, parent="dept")), read)
+    assert response["status"]["message"] == "resource type a100 has another nodeSelector in parent queue dept"
+    # without quota validation there is no parent to compare with
+    assert review(request(typed("team", H100, parent="dept")))["allowed"] is True
+
+
+def test_an_update_that_leaves_bad_resource_types_as_they_were_is_admitted():
+    bad = typed("q", {**H100, "gpu": {"quota": -2}})
+    labelled = typed("q", {**H100, "gpu": {"quota": -2}})
+    labelled["metadata"]["labels"] = {"team": "x"}
+    assert review(request(labelled, "UPDATE", bad))["allowed"] is True

@@ -167,6 +167,20 @@ def test_queue_units_and_min_runtimes():
     assert q.preempt_min_runtime == 5400.0 and q.reclaim_min_runtime is None
 
 
+def test_queue_resource_types():
+    q = kube_views.queue_view({"metadata": {"name": "team"}, "spec": {"resources": {}, "resourceTypes": [
+        {"name": "a100", "nodeSelector": {"nvidia.com/gpu.product": "A100"},
+         "gpu": {"quota": 2, "limit": 4, "overQuotaWeight": 3}},
+        {"name": "h100", "nodeSelector": {"nvidia.com/gpu.product": "H100"}},
+    ]}})
+    a100, h100 = q.resource_types
+    assert (a100.name, a100.node_selector) == ("a100", {"nvidia.com/gpu.product": "A100"})
+    assert (a100.gpu.deserved, a100.gpu.limit, a100.gpu.over_quota_weight) == (2.0, 4.0, 3.0)
+    assert (h100.gpu.deserved, h100.gpu.limit, h100.gpu.over_quota_weight) == (0.0, -1.0, 1.0)
+    assert a100.matches({"nvidia.com/gpu.product": "A100", "zone": "a"}) and not h100.matches({})
+    assert kube_views.queue_view({"metadata": {"name": "plain"}, "spec": {}}).resource_types == ()
+
+
 def test_node_view_and_foreign_usage():
     view = views.node_view({
         "metadata": {"name": "n1", "labels": {"nvidia.com/gpu.memory": "40960"}},

@@ -107,3 +107,38 @@ workloads:
     assert main(["fairshare", str(path)]) == 0
     text = capsys.readouterr().out
     assert " usage  bounded by" in text and "  60.0%  over-quota weight share, reduced by past usage" in text
+
+
+def test_gpu_types_of_a_cluster_file_are_divided_and_explained_per_type(capsys, tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("""
+nodes:
+  - {name: a, count: 2, gpus: 4, cpu: "8", memory: 32Gi, labels: {nvidia.com/gpu.product: A100}}
+  - {name: h, count: 1, gpus: 8, cpu: "8", memory: 32Gi, labels: {nvidia.com/gpu.product: H100}}
+queues:
+  - name: vision
+    gpu: {deserved: 4}
+    resource_types:
+      - {name: a100, node_selector: {nvidia.com/gpu.product: A100}, gpu: {deserved: 2, limit: 6}}
+  - name: speech
+    gpu: {deserved: 4}
+    resource_types:
+      - {name: a100, node_selector: {nvidia.com/gpu.product: A100}, gpu: {deserved: 2}}
+      - {name: h100, node_selector: {nvidia.com/gpu.product: H100}, gpu: {deserved: 2}}
+  - {name: any, gpu: {deserved: 2}}
+workloads:
+  - {name: v, queue: vision, replicas: 8, gpus: 1, cpu: "1", memory: 1Gi}
+  - {name: s, queue: speech, replicas: 8, gpus: 1, cpu: "1", memory: 1Gi}
+""")
+    (run,) = report(capsys, str(path))["runs"]
+    types = {t["name"]: t for t in run["resource_types"]}
+    assert (types["a100"]["gpus"], types["h100"]["gpus"]) == (8, 8)
+    assert types["a100"]["node_selector"] == {"nvidia.com/gpu.product": "A100"}
+    a100 = {q["name"]: q for q in types["a100"]["queues"]}
+    assert set(a100) == {"vision", "speech"} and [q["name"] for q in types["h100"]["queues"]] == ["speech"]
+    assert (a100["vision"]["fair_share"], a100["speech"]["fair_share"]) == (4, 4)
+    assert (a100["vision"]["limit"], a100["speech"]["requested"]) == (6, 8)
+    assert main(["fairshare", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "GPU type a100 (nodes nvidia.com/gpu.product=A100; 8 GPUs; - = unlimited)" in text
+    assert "GPU type h100" in text
