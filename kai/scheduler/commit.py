@@ -65,11 +65,13 @@ from kai.kube.events import NORMAL, WARNING, record_event
 from kai.kube.views import JsonObject, PodGroupView
 from kai.logs import fields
 from kai.metrics import SchedulerMetrics
+from kai.scheduler.bindmode import DIRECT, binder_work
 from kai.scheduler.build import Cycle
 from kai.scheduler.cache import ClusterCache
 from kai.scheduler.views import BindRequestView, PodView
 from kai.scheduler.writes import (
     bind_request,
+    binding,
     condition_reason,
     eviction,
     eviction_refusal,
@@ -90,9 +92,11 @@ class Committer:
     """Writes on two bounded pools: decisions (BindRequests, evictions) never wait behind explanations."""
 
     def __init__(self, kube: Kube, cache: ClusterCache, workers: int = 16,
-                 metrics: SchedulerMetrics | None = None) -> None:
+                 metrics: SchedulerMetrics | None = None, bind_mode: str = DIRECT) -> None:
         self.kube = kube
         self.cache = cache
+        #: How placed pods are bound (:mod:`kai.scheduler.bindmode`); the loop sets it from its settings.
+        self.bind_mode = bind_mode
         #: KAI's node pool of the cache's partition, named in events and scheduling conditions.
         self.node_pool = cache.partition.node_pool
         self.metrics = metrics
@@ -242,16 +246,21 @@ class Committer:
               numa_zones: tuple[ZonePlacement, ...] = ()) -> None:
         info = session.node_by_name.get(node)
         labels = self.cache.partition.labels
-        body = bind_request(pod, task, node, gpu_groups, info.node.gpu_memory_mib if info is not None else 0,
-                            numa_zones, labels)
+        gpu_memory_mib = info.node.gpu_memory_mib if info is not None else 0
+        direct = self.bind_mode == DIRECT and binder_work(pod, task, gpu_groups) is None
+        if direct:
+            path = object_path("", "v1", "pods", pod.namespace, pod.name, "binding")
+            body = binding(pod, task, node, gpu_memory_mib, numa_zones)
+        else:
+            path = object_path(*names.BINDREQUESTS, pod.namespace)
+            body = bind_request(pod, task, node, gpu_groups, gpu_memory_mib, numa_zones, labels)
         relabel = {k: v for k, v in labels.items() if pod.labels.get(k) != v}
         self.cache.assume_bound(pod, node, gpu_groups, numa_zones, task.claim_allocations, task.extended_claim)
-        log.info("bind", **fields(pod=pod.key, node=node, podgroup=task.job))
+        log.info("bind", **fields(pod=pod.key, node=node, podgroup=task.job, direct=direct))
         if self.metrics is not None:
             self.metrics.task_scheduled(session.now - pod.created)
 
         def create() -> None:
-            path = object_path(*names.BINDREQUESTS, pod.namespace)
             if self.metrics is not None:
                 with self.metrics.bind_request():
                     self.kube.post(path, body)
@@ -265,11 +274,14 @@ class Committer:
                         f"to node {node} at node-pool {self.node_pool}", once=False)
 
         def failed(exc: ApiError) -> bool:
-            if exc.status == 409:  # a BindRequest for this pod exists: it is being bound already
+            if exc.status == 409 and not direct:  # a BindRequest for this pod exists: it is being bound already
                 log.info("BindRequest exists already", **fields(pod=pod.key, node=node))
                 self.cache.confirm(pod)
                 return True
-            self.cache.forget(pod)
+            self.cache.forget(pod)  # the watch alone tells where the pod is; if pending still, it is placed again
+            if direct and exc.status in (404, 409):  # gone, replaced, or bound already: nothing was bound now
+                log.info("pod not bound: gone or bound already", **fields(pod=pod.key, node=node, error=str(exc)))
+                return True
             message = f"Failed to bind pod {pod.namespace}/{pod.name} to node {node}. {exc}"
             log.warning("bind failed", **fields(pod=pod.key, node=node, error=str(exc)))
             self._event(pod_ref(pod), WARNING, names.REASON_FAILED_BINDING, message, once=False)
