@@ -8,6 +8,12 @@
   implicit claim for DRA-backed ``nvidia.com/gpu`` as ``extendedResourceClaimAllocation``), then event
   ``Scheduled``; the cache assumes the binding at once, so the next cycle does not place the pod
   again. An existing BindRequest of the same name (409) means the pod is already being bound.
+  A pod that needs no bind-time work is bound here instead, in bind mode ``direct``
+  (:mod:`kai.scheduler.bindmode`): ``pods/<name>/binding`` with the pod's UID and the binder's annotations,
+  then event ``Scheduled``. A Binding refused with 409 (bound already, or another pod of that name) keeps the
+  assumption until the watch shows the pod; one without an answer (lost connection, server error) reads the
+  pod to learn whether it landed; a pod gone (404) or a Binding refused otherwise drops the assumption (and
+  gets event ``FailedBinding``), so a pod still pending is placed again. The API server binds a pod once.
 * ``evict`` -> the pod is evicted through the Eviction API (UID precondition), so PodDisruptionBudgets
   hold; the PodGroup gets event ``Evict`` with KAI's message, or ``EvictionBlocked`` (Warning) naming the
   budget when the API server refuses (429; the session counted the budgets, so only a budget that changed
@@ -274,13 +280,15 @@ class Committer:
                         f"to node {node} at node-pool {self.node_pool}", once=False)
 
         def failed(exc: ApiError) -> bool:
-            if exc.status == 409 and not direct:  # a BindRequest for this pod exists: it is being bound already
-                log.info("BindRequest exists already", **fields(pod=pod.key, node=node))
+            if exc.status == 409:  # a BindRequest exists, or the pod is bound already or was replaced: the watch
+                log.info("pod being bound or bound already", **fields(pod=pod.key, node=node, error=str(exc)))
+                self.cache.confirm(pod)  # shows where; meanwhile it is not placed again
+                return True
+            if direct and (exc.status == 0 or exc.status >= 500) and self._landed(pod):
                 self.cache.confirm(pod)
                 return True
             self.cache.forget(pod)  # the watch alone tells where the pod is; if pending still, it is placed again
-            if direct and exc.status in (404, 409):  # gone, replaced, or bound already: nothing was bound now
-                log.info("pod not bound: gone or bound already", **fields(pod=pod.key, node=node, error=str(exc)))
+            if direct and exc.status == 404:  # the pod is gone
                 return True
             message = f"Failed to bind pod {pod.namespace}/{pod.name} to node {node}. {exc}"
             log.warning("bind failed", **fields(pod=pod.key, node=node, error=str(exc)))
@@ -288,6 +296,16 @@ class Committer:
             return True
 
         self._submit("bind", pod.key, create, on_error=failed, decision=True)
+
+    def _landed(self, pod: PodView) -> bool:
+        """Whether ``pod``, whose Binding got no answer (a lost connection, a server error), is bound: read from
+        the API server; True also when that read fails too (the binding is then assumed until the watch shows
+        the pod or the assumption expires), False when the pod is gone or still has no node."""
+        try:
+            current = self.kube.get(object_path(*names.PODS, pod.namespace, pod.name))
+        except ApiError as exc:
+            return exc.status != 404
+        return bool((current.get("spec") or {}).get("nodeName"))
 
     def _label(self, pod: PodView, labels: dict[str, str]) -> None:
         """The pod bound joins the partition that bound it (KAI's ``nodePoolLabelsChange``); a failure is logged."""

@@ -119,22 +119,42 @@ def test_existing_bind_request_is_not_a_failure_and_a_refused_one_is_retried():
     assert [d.kind for d in commit_once(kube, cache)[1].decisions] == ["bind"]  # placed again
 
 
-def test_a_binding_refused_as_gone_or_bound_already_is_forgotten_quietly_and_another_is_retried():
-    for status in (404, 409):  # gone; bound already (by an earlier attempt or elsewhere) or replaced
-        kube = RecordingKube(fail={("POST", "/binding"): status})
-        cache = cache_for(kube, [pod("p", "g")], [podgroup("g")])
-        wait(commit_once(kube, cache)[0])
-        assert not kube.of("POST", "/events")  # neither Scheduled nor FailedBinding
-        # the cache does not believe it bound: the watch alone tells where the pod is, here still pending, so it
-        # is placed again (a pod bound meanwhile shows its node; the API server refuses a second Binding)
-        assert [d.kind for d in commit_once(kube, cache)[1].decisions] == ["bind"]
-
-    kube = RecordingKube(fail={("POST", "/binding"): 500})
+def test_a_binding_refused_for_a_pod_gone_or_refused_is_dropped_and_the_pod_placed_again():
+    kube = RecordingKube(fail={("POST", "/binding"): 404})  # gone: no event
     cache = cache_for(kube, [pod("p", "g")], [podgroup("g")])
     wait(commit_once(kube, cache)[0])
-    event = kube.of("POST", "/events")[0]
+    assert not kube.of("POST", "/events")
+    # the cache does not believe it bound: the watch alone tells where the pod is (here still pending)
+    assert [d.kind for d in commit_once(kube, cache)[1].decisions] == ["bind"]
+
+    kube = RecordingKube(fail={("POST", "/binding"): 403})
+    cache = cache_for(kube, [pod("p", "g")], [podgroup("g")])
+    wait(commit_once(kube, cache)[0])
+    [event] = kube.of("POST", "/events")
     assert event["reason"] == "FailedBinding" and event["message"].startswith("Failed to bind pod ns/p to node n1.")
-    assert [d.kind for d in commit_once(kube, cache)[1].decisions] == ["bind"]  # placed again
+    assert [d.kind for d in commit_once(kube, cache)[1].decisions] == ["bind"]
+
+
+def test_a_pod_bound_already_is_not_placed_again_until_the_watch_shows_where():
+    kube = RecordingKube(fail={("POST", "/binding"): 409})  # bound by an earlier attempt, or replaced
+    cache = cache_for(kube, [pod("p", "g")], [podgroup("g")])
+    wait(commit_once(kube, cache)[0])
+    assert not kube.of("POST", "/events")
+    assert commit_once(kube, cache)[1].jobs["ns/g"].tasks["p"].status is TaskStatus.BINDING
+
+
+def test_a_binding_without_an_answer_is_held_if_the_pod_shows_its_node_else_placed_again():
+    class Bound(RecordingKube):
+        def serve(self, method, path, query, body, content_type):
+            return {"spec": {"nodeName": "n1"}} if method == "GET" else {}
+
+    for kube, held in ((Bound(), True), (RecordingKube(), False)):
+        kube.fail(0, "connection reset", "POST", "/binding", times=None)
+        cache = cache_for(kube, [pod("p", "g")], [podgroup("g")])
+        wait(commit_once(kube, cache)[0])
+        assert ("GET", "/api/v1/namespaces/ns/pods/p") in [(m, p) for m, p, _ in kube.calls]
+        assert [e["reason"] for e in kube.of("POST", "/events")] == ([] if held else ["FailedBinding"])
+        assert [d.kind for d in commit_once(kube, cache)[1].decisions] == ([] if held else ["bind"])
 
 
 def test_unchanged_explanations_are_written_once():
