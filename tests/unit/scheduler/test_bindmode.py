@@ -91,3 +91,16 @@ def test_the_scheduler_takes_the_bind_mode_of_its_settings_up_at_the_next_cycle(
     scheduler.objects = Objects()  # type: ignore[assignment]
     assert scheduler.reconfigure()
     assert scheduler.committer.bind_mode == DIRECT
+
+
+def test_a_gang_bound_directly_costs_a_binding_and_an_event_per_pod_and_one_podgroup_write():
+    kube = RecordingKube()
+    gang = [raw_pod(f"p{i}") for i in range(4)]
+    for body in gang:
+        body["metadata"]["annotations"]["pod-group-name"] = "gang"
+    cache = cache_for(kube, gang, [podgroup("gang", min_member=4)])
+    wait(commit_once(kube, cache)[0])
+    writes = [(m, p.rsplit("/", 2)[-2] if p.endswith("/binding") else p.rsplit("/", 1)[-1])
+              for m, p, _ in kube.calls if m != "GET"]
+    assert sorted(writes) == sorted([("POST", f"p{i}") for i in range(4)] + [("POST", "events")] * 4
+                                    + [("PATCH", "gang")])
