@@ -12,8 +12,9 @@
   (:mod:`kai.scheduler.bindmode`): ``pods/<name>/binding`` with the pod's UID and the binder's annotations,
   then event ``Scheduled``. A Binding refused with 409 (bound already, or another pod of that name) keeps the
   assumption until the watch shows the pod; one without an answer (lost connection, server error) reads the
-  pod to learn whether it landed; a pod gone (404) or a Binding refused otherwise drops the assumption (and
-  gets event ``FailedBinding``), so a pod still pending is placed again. The API server binds a pod once.
+  pod to learn whether it landed (for a few seconds while the API server does not answer); a pod gone (404)
+  or a Binding refused otherwise drops the assumption (and gets event ``FailedBinding``), so a pod still
+  pending is placed again. The API server binds a pod once.
 * ``evict`` -> the pod is evicted through the Eviction API (UID precondition), so PodDisruptionBudgets
   hold; the PodGroup gets event ``Evict`` with KAI's message, or ``EvictionBlocked`` (Warning) naming the
   budget when the API server refuses (429; the session counted the budgets, so only a budget that changed
@@ -88,6 +89,9 @@ from kai.scheduler.writes import (
 )
 
 log = logging.getLogger(__name__)
+
+#: How long a Binding without an answer is looked for on its pod before the pod may be placed again, seconds.
+UNANSWERED_WAIT = 10.0
 
 #: The snapshot memo of the jobs with pods waiting (pending or gated) as built (:mod:`kai.framework.asbuilt`).
 WAITING_MEMO = JobsKey("commit-waiting")
@@ -299,13 +303,20 @@ class Committer:
 
     def _landed(self, pod: PodView) -> bool:
         """Whether ``pod``, whose Binding got no answer (a lost connection, a server error), is bound: read from
-        the API server; True also when that read fails too (the binding is then assumed until the watch shows
-        the pod or the assumption expires), False when the pod is gone or still has no node."""
-        try:
-            current = self.kube.get(object_path(*names.PODS, pod.namespace, pod.name))
-        except ApiError as exc:
-            return exc.status != 404
-        return bool((current.get("spec") or {}).get("nodeName"))
+        the API server, again while it does not answer, for at most :data:`UNANSWERED_WAIT` seconds; False when
+        the pod is gone, has no node, or cannot be read by then (the watch tells, and a second Binding of a pod
+        bound meanwhile is refused)."""
+        deadline, delay = time.monotonic() + UNANSWERED_WAIT, 0.5
+        while True:
+            try:
+                current = self.kube.get(object_path(*names.PODS, pod.namespace, pod.name))
+            except ApiError as exc:
+                if exc.status == 404 or time.monotonic() + delay > deadline:
+                    return False
+                time.sleep(delay)
+                delay = min(2 * delay, 2.0)
+                continue
+            return bool((current.get("spec") or {}).get("nodeName"))
 
     def _label(self, pod: PodView, labels: dict[str, str]) -> None:
         """The pod bound joins the partition that bound it (KAI's ``nodePoolLabelsChange``); a failure is logged."""

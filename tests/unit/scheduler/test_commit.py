@@ -150,6 +150,7 @@ def test_a_binding_without_an_answer_is_held_if_the_pod_shows_its_node_else_plac
 
     for kube, held in ((Bound(), True), (RecordingKube(), False)):
         kube.fail(0, "connection reset", "POST", "/binding", times=None)
+        kube.fail(0, "connection refused", "GET", "/pods/p", times=1)  # read again while the server is away
         cache = cache_for(kube, [pod("p", "g")], [podgroup("g")])
         wait(commit_once(kube, cache)[0])
         assert ("GET", "/api/v1/namespaces/ns/pods/p") in [(m, p) for m, p, _ in kube.calls]
