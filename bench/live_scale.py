@@ -8,9 +8,9 @@ KAI's CRDs, creates the nodes and one queue per group of pods, starts the schedu
 as two processes, then creates the PodGroups and single-GPU pods and prints the time from the
 first creation until every pod is Running, the peak RSS of each process and the CPU time each
 process (also the control plane's, when private) used meanwhile, the scheduler's CPU per placed pod (and
-its CPU and cycles while pods stream in, until its last BindRequest, and in the tail after it, until every
-pod runs: how long the binder lags) and
-each component's API calls (from its ``kai_api_requests_total``) per bind, counted once the components'
+its CPU and cycles while pods stream in, until every pod has its BindRequest or its node, and in the tail
+after it, until every pod runs: how long the binder lags) and each component's API calls (from its
+``kai_api_requests_total``) per pod, with its writes by verb and resource, counted once the components'
 requests have stopped (the pod conditions and events that report binds trail them; how long is
 printed). ``--versus-floor`` first makes the ``--floor`` run on a control plane of its own and reports
 the live run's time as a ratio to it (the issue's target: 2.5x). ``--staged`` creates everything
@@ -95,10 +95,11 @@ def report_latencies(kube: Kube) -> None:
 class Count:
     """Counts the objects of a watched collection that match ``field_selector``; ``reached`` fires at ``target``."""
 
-    def __init__(self, kube: Kube, path: str, target: int, field_selector: str = "") -> None:
+    def __init__(self, kube: Kube, path: str, target: int, field_selector: str = "",
+                 reached: threading.Event | None = None) -> None:
         self.names: set[str] = set()
         self.target = target
-        self.reached = threading.Event()
+        self.reached = reached or threading.Event()
         self.informer = Informer(kube, path, on_event=self._on_event, field_selector=field_selector,
                                  transform=lambda o: {"metadata": {"name": o["metadata"]["name"]}}).start()
         self.informer.wait_synced(30)
@@ -125,15 +126,28 @@ def api_calls(samples: dict[tuple[str, tuple], float]) -> float:
     return sum(v for (name, _), v in samples.items() if name == "kai_api_requests_total")
 
 
+def writes(samples: dict[tuple[str, tuple], float]) -> dict[str, float]:
+    """A component's ``kai_api_requests_total`` other than GETs, by "VERB resource"."""
+    counted: dict[str, float] = {}
+    for (name, labels), value in samples.items():
+        by = dict(labels)
+        if name == "kai_api_requests_total" and by.get("verb") != "GET":
+            key = f"{by.get('verb')} {by.get('resource', '')}"
+            counted[key] = counted.get(key, 0.0) + value
+    return counted
+
+
 def report_costs(pods: int, cpu: dict[str, float], before: dict[str, dict], after: dict[str, dict]) -> None:
-    """The scheduler's CPU per placed pod and each component's API calls per bind over the run."""
-    binds = sum(after["binder"].get(("kai_binder_bind_attempts_total", (("result", r),)), 0.0)
-                - before["binder"].get(("kai_binder_bind_attempts_total", (("result", r),)), 0.0)
-                for r in ("succeeded", "already_bound"))
+    """The scheduler's CPU per placed pod and each component's API calls per pod over the run, and its writes
+    per pod by verb and resource."""
     print(f"scheduler CPU per placed pod: {cpu['scheduler'] / pods * 1000:.1f} ms")
     for component in ("scheduler", "binder"):
         calls = api_calls(after[component]) - api_calls(before[component])
-        print(f"{component}: {calls:.0f} API calls, {calls / max(binds, 1):.2f} per bind ({binds:.0f} binds)")
+        print(f"{component}: {calls:.0f} API calls, {calls / pods:.2f} per pod")
+        was = writes(before[component])
+        for key, value in sorted(writes(after[component]).items()):
+            if value > was.get(key, 0.0):
+                print(f"  {key}: {(value - was.get(key, 0.0)) / pods:.2f} per pod")
 
 
 def cycles(samples: dict[tuple[str, tuple], float], decided: str) -> float:
@@ -143,8 +157,8 @@ def cycles(samples: dict[tuple[str, tuple], float], decided: str) -> float:
 
 
 class Phases:
-    """The scheduler's CPU and cycles while pods stream in (until its last BindRequest) and in the tail after
-    it (until every pod runs: the binder's lag)."""
+    """The scheduler's CPU and cycles while pods stream in (until every pod has its BindRequest or its node) and in
+    the tail after it (until every pod runs: the binder's lag)."""
 
     def __init__(self, procs: dict[str, subprocess.Popen], workdir: Path, t0: float) -> None:
         self.pid, self.log = procs["scheduler"].pid, workdir / "scheduler.log"
@@ -226,7 +240,10 @@ def run(args: argparse.Namespace, kubeconfig: str, workdir: Path, plane: dict[st
     print(f"{args.nodes} nodes, {args.queues} queues created in {time.monotonic() - started:.1f}s", flush=True)
 
     running = Count(kube, f"/api/v1/namespaces/{NAMESPACE}/pods", args.pods, field_selector="status.phase=Running")
-    requested = Count(kube, m.collection("BindRequest", NAMESPACE), args.pods)
+    placed = threading.Event()  # every pod has its BindRequest or, bound by the scheduler itself, its node
+    requested = Count(kube, m.collection("BindRequest", NAMESPACE), args.pods, reached=placed)
+    bound = Count(kube, f"/api/v1/namespaces/{NAMESPACE}/pods", args.pods, field_selector="spec.nodeName!=",
+                  reached=placed)
     objects = []
     for i in range(args.pods):
         name = f"job-{i}"
@@ -249,8 +266,9 @@ def run(args: argparse.Namespace, kubeconfig: str, workdir: Path, plane: dict[st
         elif args.staged:  # each component alone on the whole backlog: its own throughput
             components.start("scheduler")
             t1 = time.monotonic()
-            requested.reached.wait(args.timeout)
-            print(f"scheduler: {len(requested.names)} BindRequests {time.monotonic() - t1:.1f}s after it started",
+            placed.wait(args.timeout)
+            print(f"scheduler: {len(requested.names)} BindRequests, {len(bound.names)} pods bound "
+                  f"{time.monotonic() - t1:.1f}s after it started",
                   flush=True)
             components.start("binder")
             t1 = time.monotonic()
@@ -259,7 +277,7 @@ def run(args: argparse.Namespace, kubeconfig: str, workdir: Path, plane: dict[st
             for c, p in components.procs.items():
                 pids[c], cpu0[c] = p.pid, 0.0
         if phases is not None:
-            requested.reached.wait(args.timeout)
+            placed.wait(args.timeout)
             phases.mark("streaming")
         finished = running.reached.wait(args.timeout)
         elapsed = time.monotonic() - t0
@@ -281,6 +299,7 @@ def run(args: argparse.Namespace, kubeconfig: str, workdir: Path, plane: dict[st
         components.stop()
         running.informer.stop()
         requested.informer.stop()
+        bound.informer.stop()
         print(f"logs in {workdir}")
 
 

@@ -385,10 +385,12 @@ class SchedulerMetrics:
 
 
 def count_api_requests(registry: Registry, kube) -> None:
-    """Counts every request ``kube`` (a :class:`kai.kube.client.Kube`) sends, by verb: ``api_requests_total``."""
-    requests = registry.counter("api_requests_total", "Requests sent to the API server by verb (a watch counts once)",
-                                ("verb",))
-    kube.on_request = lambda verb: requests.labels(verb).inc()
+    """Counts every request ``kube`` (a :class:`kai.kube.client.Kube`) sends, by verb and resource (with its
+    subresource, as ``pods/binding``): ``api_requests_total``."""
+    requests = registry.counter("api_requests_total",
+                                "Requests sent to the API server by verb and resource (a watch counts once)",
+                                ("verb", "resource"))
+    kube.on_request = lambda verb, resource: requests.labels(verb, resource).inc()
 
 
 class BinderMetrics:

@@ -43,6 +43,7 @@ from kai.common.errors import ConfigError
 from kai.common.yamlfile import one_line
 from kai.controllers import nodescaleadjuster
 from kai.framework import DEFAULT_CONFIG, PluginError, SchedulerConfig, load_config
+from kai.framework.shard import BIND_MODES
 from kai.kube.controller import Controller
 from kai.kube.leader import LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD, LeaderElector
 from kai.kube.server import DEFAULT_ADDRESS, METRICS, PROBES, ObservabilityServer
@@ -89,7 +90,7 @@ def _scheduler(ctx: Context):
         return Scheduler(ctx.client(), ctx.config, period=a.schedule_period, scheduler_name=a.scheduler_name,
                          metrics=metrics, shard=shard, partition=partition,
                          stuck_in_releasing_threshold=a.stuck_in_releasing_threshold,
-                         reservation_app=a.resource_reservation_app_label)
+                         reservation_app=a.resource_reservation_app_label, bind_mode=a.bind_mode)
 
     shards = scheduling_shards(a.scheduling_shard)
     if a.shadow or shards == []:  # the flags' configuration only, over the default partition
@@ -321,6 +322,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--stuck-in-releasing-threshold", type=duration_flag, default=120.0, metavar="DURATION",
                    help="how long a running pod may be deleting before its resources are no longer counted as "
                         "being released (nothing is pipelined onto them, it is never a victim) (default: 2m)")
+    p.add_argument("--bind-mode", choices=BIND_MODES, default=BIND_MODES[0],
+                   help="direct: the scheduler binds a pod that needs no bind-time work (shared GPUs, "
+                        "ResourceClaims, volumes) itself, the others through BindRequests and the binder; "
+                        "bindRequest: every pod through a BindRequest, as KAI (a SchedulingShard's args.bind-mode "
+                        "wins) (default: %(default)s)")
     p.add_argument("--restrict-node-scheduling", action="store_true",
                    help="schedule only on nodes labelled as GPU workers (node-role.kubernetes.io/gpu-worker, for pods "
                         "asking for GPUs) or CPU workers (node-role.kubernetes.io/cpu-worker, for the others); the "

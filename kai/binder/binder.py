@@ -26,8 +26,9 @@ Outcome on the BindRequest status (as KAI): success -> phase ``Succeeded``; fail
 scheduler deletes a Failed BindRequest once ``failedAttempts >= backoffLimit`` (at once without a
 limit), so the limit counts attempts: the binder retries, after ``base_delay * 2**failedAttempts``
 seconds (capped), only while the count is still below it. A BindRequest out of attempts stays
-Failed until the scheduler deletes it; the pod, still pending, is then scheduled again. The pod
-gets condition ``PodBound`` and an event ``Bound`` / ``BindingError``, in the order of the outcomes
+Failed until the scheduler deletes it; the pod, still pending, is then scheduled again. A failure whose
+status cannot be written (the API server away) is attempted again after the same delay: nobody else learns
+of it. The pod gets condition ``PodBound`` and an event ``Bound`` / ``BindingError``, in the order of the outcomes
 (one lane per pod); a stopping binder gives the queued ones its stop timeout. The status and the
 condition name the object's UID (a JSON patch testing the BindRequest's, the pod's in the patch), so
 an outcome never lands on a new object of the same name -- the scheduler replaces a BindRequest
@@ -416,9 +417,14 @@ class Binder(Controller):
                     self._not_before[request.key] = self._clock() + retry
         suffix = f"; retrying in {retry:g}s" if retry is not None else ""
         log.warning(f"bind failed{suffix}", **fields(**ids, reason=reason, attempt=request.failed_attempts + 1))
-        if outcomes.set_status(self.kube, request, status) and "failedAttempts" in status:
+        if outcomes.set_status(self.kube, request, status):
+            if "failedAttempts" in status:
+                with self._lock:
+                    self._attempts_written[request.key] = status["failedAttempts"]
+        elif retry is None:  # nobody learns of the failure (the API server away): the attempt is made again
+            retry = backoff_delay(request.failed_attempts, self.base_delay, self.max_delay)
             with self._lock:
-                self._attempts_written[request.key] = status["failedAttempts"]
+                self._not_before[request.key] = self._clock() + retry
         pod = ctx.pod_ref()
         if pod is not None:
             self._report(request, pod, WARNING, "False", names.REASON_BINDING_ERROR,

@@ -17,8 +17,9 @@ sets wins, what it leaves unset stays as the base has it.
   connection takes the Config's ``prometheus``: the in-cluster one when enabled, else
   ``externalPrometheusUrl``) and ``scenarioSearchBudgets`` (the whole block; its unset fields take KAI's
   defaults) replace the base's.
-* ``args``: the KAI scheduler flags in :data:`ARGS`; other flags, ``goMemLimit`` and ``goMemLimitRatio`` are
-  reported as ignored. ``partitionLabelValue`` is the shard's partition (:mod:`kai.scheduler.shards`).
+* ``args``: the KAI scheduler flags in :data:`ARGS` and this scheduler's ``bind-mode``; other flags,
+  ``goMemLimit`` and ``goMemLimitRatio`` are reported as ignored. ``partitionLabelValue`` is the shard's
+  partition (:mod:`kai.scheduler.shards`).
 * KAI's plugins this scheduler does not run as plugins (:func:`not_run`) are left out of the plugins and,
   when enabled, reported as ignored (``plugins.NAME``).
 
@@ -59,7 +60,10 @@ ARGS = {
     "full-hierarchy-fairness": "true or false",
     "default-staleness-grace-period": "a duration",
     "schedule-period": "a positive duration",
+    "bind-mode": "direct or bindRequest",
 }
+#: The values of ``args.bind-mode``: how the scheduler has placed pods bound (:mod:`kai.scheduler.bindmode`).
+BIND_MODES = ("direct", "bindRequest")
 #: The true-or-false flags and the configuration field each sets.
 FLAG_ARGS = {"use-scheduling-signatures": "use_scheduling_signatures",
              "allow-consolidating-reclaim": "allow_consolidating_reclaim",
@@ -79,12 +83,13 @@ DEFAULT_NAMESPACE = "kai-scheduler"
 
 @attrs.define(frozen=True)
 class ShardSettings:
-    """A shard applied: the scheduler configuration, ``--schedule-period`` if its args set it, and the
-    fields and args it sets that are not acted on."""
+    """A shard applied: the scheduler configuration, ``--schedule-period`` and ``--bind-mode`` if its args set
+    them, and the fields and args it sets that are not acted on."""
 
     config: SchedulerConfig
     schedule_period: float | None = None
     ignored: tuple[str, ...] = ()
+    bind_mode: str | None = None
 
 
 @attrs.define
@@ -155,9 +160,9 @@ def apply_shard(base: SchedulerConfig, shard: dict[str, Any] | None,
     if spec.has("scenarioSearchBudgets"):
         budgets = parse_search_budgets(spec.get("scenarioSearchBudgets", dict), where)
         config = attrs.evolve(config, scenario_search_budgets=budgets)
-    config, period, ignored_args = _args(spec, config, where)
+    config, period, bind_mode, ignored_args = _args(spec, config, where)
     ignored = tuple(f for f in IGNORED_FIELDS if spec.has(f) and spec.data[f] != "") + skipped + ignored_args
-    return ShardSettings(config, period, ignored)
+    return ShardSettings(config, period, ignored, bind_mode)
 
 
 def not_run(plugin: str) -> bool:
@@ -202,10 +207,12 @@ def _with_prometheus(usage: dict[str, Any], kai_config: dict[str, Any] | None, w
     return {**usage, "connectionString": url}
 
 
-def _args(spec: Fields, config: SchedulerConfig, where: str) -> tuple[SchedulerConfig, float | None, tuple[str, ...]]:
-    """The honoured scheduler flags of ``args`` applied; the ``args.NAME`` of the others."""
+def _args(spec: Fields, config: SchedulerConfig, where: str
+          ) -> tuple[SchedulerConfig, float | None, str | None, tuple[str, ...]]:
+    """The honoured scheduler flags of ``args`` applied, the period and bind mode they set; the ``args.NAME`` of
+    the others."""
     args = Fields(spec.mapping("args"), f"{where}.args")
-    period = None
+    period = bind_mode = None
     for name in (n for n in args.data if n in ARGS):
         value = args.text(name)
         invalid = args.fail(name, f"must be {ARGS[name]}, not {describe(value)}")
@@ -222,11 +229,15 @@ def _args(spec: Fields, config: SchedulerConfig, where: str) -> tuple[SchedulerC
             config = attrs.evolve(config, **changes)
         elif name == "default-staleness-grace-period":
             config = attrs.evolve(config, staleness_grace_period=_duration(value, partial(args.fail, name)))
+        elif name == "bind-mode":
+            if value not in BIND_MODES:
+                raise invalid
+            bind_mode = value
         else:
             period = _duration(value, partial(args.fail, name))
             if period <= 0:
                 raise invalid
-    return config, period, tuple(f"args.{name}" for name in args.data if name not in ARGS)
+    return config, period, bind_mode, tuple(f"args.{name}" for name in args.data if name not in ARGS)
 
 
 def _duration(value: str, fail: Callable[[str], ConfigError], minimum: float | None = None) -> float:

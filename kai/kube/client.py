@@ -70,7 +70,8 @@ class Kube:
         self.api_client = api_client
         self.timeout = timeout
         #: Called with the verb of every request sent (a watch counts once), e.g. to count API calls.
-        self.on_request: Callable[[str], None] | None = None
+        #: Called before each request is sent with its verb and :func:`api_resource`.
+        self.on_request: Callable[[str, str], None] | None = None
 
     @classmethod
     def connect(cls, kubeconfig: str | os.PathLike | None = None, pool_size: int = 64) -> Kube:
@@ -92,10 +93,10 @@ class Kube:
     def _connections(self) -> Connections | None:
         return _connections(self.api_client)
 
-    def _started(self, method: str) -> None:
+    def _started(self, method: str, path: str) -> None:
         """Runs before each request is sent (a watch counts once)."""
         if self.on_request is not None:
-            self.on_request(method)
+            self.on_request(method, api_resource(path))
 
     def _headers(self) -> dict[str, str]:
         """The client's default headers (User-Agent) and its bearer token, refreshed as configured."""
@@ -122,7 +123,7 @@ class Kube:
                 content_type: str = "application/json", timeout: float | None = None) -> dict:
         """The decoded reply of a request; raises :class:`ApiError` on a non-2xx status."""
         headers = self._headers()
-        self._started(method)
+        self._started(method, path)
         data = None
         if body is not None:
             headers["Content-Type"] = content_type
@@ -173,7 +174,7 @@ class Kube:
     def stream(self, path: str, query: dict, read_timeout: float) -> Iterator[urllib3.BaseHTTPResponse]:
         """An open streaming response (status checked); closed on exit."""
         headers = self._headers()
-        self._started("GET")
+        self._started("GET", path)
         resp = self._urllib3("GET", path, query, None, headers, read_timeout)
         try:
             if not 200 <= resp.status < 300:
@@ -200,3 +201,18 @@ def object_path(group: str, version: str, plural: str, namespace: str | None = N
         if subresource:
             parts.append(subresource)
     return "/".join(parts)
+
+
+def api_resource(path: str) -> str:
+    """The resource a request's ``path`` is about, with its subresource (``pods/binding``); the path itself for a
+    path outside the resource APIs (``/version``)."""
+    parts = path.split("?", 1)[0].strip("/").split("/")
+    if parts[0] == "api" and len(parts) > 2:
+        parts = parts[2:]
+    elif parts[0] == "apis" and len(parts) > 3:
+        parts = parts[3:]
+    else:
+        return path.split("?", 1)[0]
+    if parts[0] == "namespaces" and len(parts) > 2:
+        parts = parts[2:]
+    return "/".join(parts[::2])

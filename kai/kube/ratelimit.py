@@ -43,6 +43,6 @@ class ThrottledKube(Kube):
         self.on_request = getattr(kube, "on_request", None)
         self.limiter = limiter
 
-    def _started(self, method: str) -> None:
+    def _started(self, method: str, path: str) -> None:
         self.limiter.acquire()
-        super()._started(method)
+        super()._started(method, path)

@@ -249,7 +249,7 @@ class ClusterCache:
                      numa_zones: tuple[ZonePlacement, ...] = (),
                      claim_allocations: tuple[tuple[str, Allocation], ...] = (),
                      extended: ExtendedClaim | None = None) -> None:
-        """A BindRequest for ``pod`` on ``node`` (shared GPU devices ``gpu_groups``, NUMA placement
+        """A BindRequest (or a Binding) for ``pod`` on ``node`` (shared GPU devices ``gpu_groups``, NUMA placement
         ``numa_zones``, allocations of its ResourceClaims and its implicit claim) is being created."""
         with self._lock:
             self._bound[pod.key] = Assumed(pod.uid, node, math.inf, gpu_groups, numa_zones, claim_allocations,
@@ -281,7 +281,8 @@ class ClusterCache:
                 pod = pods.get(key)
                 if pod is None or pod.uid != a.uid or pod.node_name or key in binds or now > a.until:
                     if now > a.until and pod is not None and not pod.node_name and key not in binds:
-                        log.warning("no BindRequest seen for an assumed binding; scheduling the pod again",
+                        log.warning("neither a BindRequest nor the pod's node seen for an assumed binding; "
+                                    "scheduling the pod again",
                                     **fields(pod=key, node=a.node))
                     del self._bound[key]
             for key, a in list(self._evicted.items()):

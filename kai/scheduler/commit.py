@@ -8,6 +8,13 @@
   implicit claim for DRA-backed ``nvidia.com/gpu`` as ``extendedResourceClaimAllocation``), then event
   ``Scheduled``; the cache assumes the binding at once, so the next cycle does not place the pod
   again. An existing BindRequest of the same name (409) means the pod is already being bound.
+  A pod that needs no bind-time work is bound here instead, in bind mode ``direct``
+  (:mod:`kai.scheduler.bindmode`): ``pods/<name>/binding`` with the pod's UID and the binder's annotations,
+  then event ``Scheduled``. A Binding refused with 409 (bound already, or another pod of that name) keeps the
+  assumption until the watch shows the pod; one without an answer (lost connection, server error) reads the
+  pod to learn whether it landed (for a few seconds while the API server does not answer); a pod gone (404)
+  or a Binding refused otherwise drops the assumption (and gets event ``FailedBinding``), so a pod still
+  pending is placed again. The API server binds a pod once.
 * ``evict`` -> the pod is evicted through the Eviction API (UID precondition), so PodDisruptionBudgets
   hold; the PodGroup gets event ``Evict`` with KAI's message, or ``EvictionBlocked`` (Warning) naming the
   budget when the API server refuses (429; the session counted the budgets, so only a budget that changed
@@ -67,11 +74,13 @@ from kai.kube.events import NORMAL, WARNING, record_event
 from kai.kube.views import JsonObject, PodGroupView
 from kai.logs import fields
 from kai.metrics import SchedulerMetrics
+from kai.scheduler.bindmode import DIRECT, binder_work
 from kai.scheduler.build import Cycle
 from kai.scheduler.cache import ClusterCache
 from kai.scheduler.views import BindRequestView, PodView
 from kai.scheduler.writes import (
     bind_request,
+    binding,
     condition_reason,
     eviction,
     eviction_refusal,
@@ -84,6 +93,9 @@ from kai.scheduler.writes import (
 
 log = logging.getLogger(__name__)
 
+#: How long a Binding without an answer is looked for on its pod before the pod may be placed again, seconds.
+UNANSWERED_WAIT = 10.0
+
 #: The snapshot memo of the jobs with pods waiting (pending or gated) as built (:mod:`kai.framework.asbuilt`).
 WAITING_MEMO = JobsKey("commit-waiting")
 DEFAULT_POD_MESSAGE = "Unable to schedule pod"
@@ -93,9 +105,11 @@ class Committer:
     """Writes on two bounded pools: decisions (BindRequests, evictions) never wait behind explanations."""
 
     def __init__(self, kube: Kube, cache: ClusterCache, workers: int = 16,
-                 metrics: SchedulerMetrics | None = None) -> None:
+                 metrics: SchedulerMetrics | None = None, bind_mode: str = DIRECT) -> None:
         self.kube = kube
         self.cache = cache
+        #: How placed pods are bound (:mod:`kai.scheduler.bindmode`); the loop sets it from its settings.
+        self.bind_mode = bind_mode
         #: KAI's node pool of the cache's partition, named in events and scheduling conditions.
         self.node_pool = cache.partition.node_pool
         self.metrics = metrics
@@ -261,16 +275,21 @@ class Committer:
               numa_zones: tuple[ZonePlacement, ...] = ()) -> None:
         info = session.node_by_name.get(node)
         labels = self.cache.partition.labels
-        body = bind_request(pod, task, node, gpu_groups, info.node.gpu_memory_mib if info is not None else 0,
-                            numa_zones, labels)
+        gpu_memory_mib = info.node.gpu_memory_mib if info is not None else 0
+        direct = self.bind_mode == DIRECT and binder_work(pod, task, gpu_groups) is None
+        if direct:
+            path = object_path("", "v1", "pods", pod.namespace, pod.name, "binding")
+            body = binding(pod, task, node, gpu_memory_mib, numa_zones)
+        else:
+            path = object_path(*names.BINDREQUESTS, pod.namespace)
+            body = bind_request(pod, task, node, gpu_groups, gpu_memory_mib, numa_zones, labels)
         relabel = {k: v for k, v in labels.items() if pod.labels.get(k) != v}
         self.cache.assume_bound(pod, node, gpu_groups, numa_zones, task.claim_allocations, task.extended_claim)
-        log.info("bind", **fields(pod=pod.key, node=node, podgroup=task.job))
+        log.info("bind", **fields(pod=pod.key, node=node, podgroup=task.job, direct=direct))
         if self.metrics is not None:
             self.metrics.task_scheduled(session.now - pod.created)
 
         def create() -> None:
-            path = object_path(*names.BINDREQUESTS, pod.namespace)
             if self.metrics is not None:
                 with self.metrics.bind_request():
                     self.kube.post(path, body)
@@ -284,17 +303,39 @@ class Committer:
                         f"to node {node} at node-pool {self.node_pool}", once=False)
 
         def failed(exc: ApiError) -> bool:
-            if exc.status == 409:  # a BindRequest for this pod exists: it is being bound already
-                log.info("BindRequest exists already", **fields(pod=pod.key, node=node))
+            if exc.status == 409:  # a BindRequest exists, or the pod is bound already or was replaced: the watch
+                log.info("pod being bound or bound already", **fields(pod=pod.key, node=node, error=str(exc)))
+                self.cache.confirm(pod)  # shows where; meanwhile it is not placed again
+                return True
+            if direct and (exc.status == 0 or exc.status >= 500) and self._landed(pod):
                 self.cache.confirm(pod)
                 return True
-            self.cache.forget(pod)
+            self.cache.forget(pod)  # the watch alone tells where the pod is; if pending still, it is placed again
+            if direct and exc.status == 404:  # the pod is gone
+                return True
             message = f"Failed to bind pod {pod.namespace}/{pod.name} to node {node}. {exc}"
             log.warning("bind failed", **fields(pod=pod.key, node=node, error=str(exc)))
             self._event(pod_ref(pod), WARNING, names.REASON_FAILED_BINDING, message, once=False)
             return True
 
         self._submit("bind", pod.key, create, on_error=failed, decision=True)
+
+    def _landed(self, pod: PodView) -> bool:
+        """Whether ``pod``, whose Binding got no answer (a lost connection, a server error), is bound: read from
+        the API server, again while it does not answer, for at most :data:`UNANSWERED_WAIT` seconds; False when
+        the pod is gone, has no node, or cannot be read by then (the watch tells, and a second Binding of a pod
+        bound meanwhile is refused)."""
+        deadline, delay = time.monotonic() + UNANSWERED_WAIT, 0.5
+        while True:
+            try:
+                current = self.kube.get(object_path(*names.PODS, pod.namespace, pod.name))
+            except ApiError as exc:
+                if exc.status == 404 or time.monotonic() + delay > deadline:
+                    return False
+                time.sleep(delay)
+                delay = min(2 * delay, 2.0)
+                continue
+            return bool((current.get("spec") or {}).get("nodeName"))
 
     def _label(self, pod: PodView, labels: dict[str, str]) -> None:
         """The pod bound joins the partition that bound it (KAI's ``nodePoolLabelsChange``); a failure is logged."""

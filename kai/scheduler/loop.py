@@ -22,9 +22,9 @@ The scheduler serves one ``partition`` of the cluster (:mod:`kai.scheduler.parti
 default); :mod:`kai.scheduler.shards` runs one per SchedulingShard. With a ``shard`` name the scheduler
 watches KAI's ``Config kai-config`` and that ``SchedulingShard`` (:mod:`kai.kube.kaiconfig`) and takes
 their settings up at the start of the next cycle: the plugin set and actions (rebuilt only when they
-changed), historical usage and the period; while the Config's ``scheduler.service.enabled`` is false no
-cycle runs (KAI's operator removes its scheduler then). Without the objects the ``config`` given stays in
-force; a change that cannot be applied leaves the previous settings.
+changed), historical usage, the period and the bind mode (:mod:`kai.scheduler.bindmode`); while the Config's
+``scheduler.service.enabled`` is false no cycle runs (KAI's operator removes its scheduler then). Without the
+objects the ``config`` given stays in force; a change that cannot be applied leaves the previous settings.
 
 On stop the loop ends within :data:`STOP_POLL` seconds when idle, or after the cycle under way;
 the committer then finishes the decisions that cycle submitted, for at most ``stop_timeout``
@@ -52,6 +52,7 @@ from kai.kube.client import Kube
 from kai.kube.kaiconfig import KaiObjects
 from kai.logs import fields
 from kai.metrics import ON_SESSION_CLOSE, ON_SESSION_OPEN, SchedulerMetrics
+from kai.scheduler.bindmode import DIRECT
 from kai.scheduler.cache import ClusterCache
 from kai.scheduler.commit import Committer
 from kai.scheduler.convert import STUCK_IN_RELEASING_THRESHOLD
@@ -89,6 +90,7 @@ RECENT_CYCLES = 60
 API_ACCESS = (
     Access("", "pods", ("list", "watch", "patch")),
     Access("", "pods/eviction", ("create",)),
+    Access("", "pods/binding", ("create",)),
     Access("", "pods/status", ("patch",)),
     Access("", "nodes", ("list", "watch")),
     Access("", "configmaps", ("list", "watch")),
@@ -140,11 +142,12 @@ class Scheduler:
                  metrics: SchedulerMetrics | None = None, sync_timeout: float = 120.0,
                  stop_timeout: float = STOP_TIMEOUT, shard: str | None = None, partition: Partition = EVERYTHING,
                  stuck_in_releasing_threshold: float = STUCK_IN_RELEASING_THRESHOLD,
-                 reservation_app: str = names.RESERVATION_APP[1]) -> None:
+                 reservation_app: str = names.RESERVATION_APP[1], bind_mode: str = DIRECT) -> None:
         self.plugins = Plugins(config)
         self.cache = ClusterCache(kube, scheduler_name, stuck_in_releasing_threshold, partition)
         self.cache.reservation_app = reservation_app
-        self.committer: Committer | ShadowCommitter = Committer(kube, self.cache, workers=workers, metrics=metrics)
+        self.committer: Committer | ShadowCommitter = Committer(kube, self.cache, workers=workers, metrics=metrics,
+                                                                bind_mode=bind_mode)
         self.period = period
         self.debounce = debounce
         self.metrics = metrics
@@ -163,8 +166,9 @@ class Scheduler:
             self.objects = KaiObjects(
                 kube, settings_builder(config, period, lambda: self.objects.value,  # type: ignore[union-attr]
                                        query_timer=metrics.usage_query if metrics else None,
-                                       reservation_app=reservation_app),
-                Settings(self.plugins, self.usage, period, reservation_app), component=names.SOURCE_SCHEDULER,
+                                       reservation_app=reservation_app, bind_mode=bind_mode),
+                Settings(self.plugins, self.usage, period, reservation_app, bind_mode=bind_mode),
+                component=names.SOURCE_SCHEDULER,
                 shard=shard)
         self._settings_version = 0
         #: False while Config kai-config disables the scheduler (``scheduler.service.enabled``): no cycles run.
@@ -244,8 +248,10 @@ class Scheduler:
         self.period = settings.period
         self.cache.reservation_app = settings.reservation_app
         self.enabled = settings.enabled
+        if isinstance(self.committer, Committer):
+            self.committer.bind_mode = settings.bind_mode
         log.info("scheduler configuration applied", **fields(
-            enabled=self.enabled, actions=",".join(self.plugins.config.actions),
+            enabled=self.enabled, bind_mode=settings.bind_mode, actions=",".join(self.plugins.config.actions),
             plugins=",".join(p.name for p in self.plugins.config.plugins),
             period_seconds=self.period, objects=self.objects.describe()))
         return True

@@ -1,12 +1,14 @@
-"""What the scheduler writes, in KAI's shapes: the BindRequest of a bind, the Eviction of a victim pod, the objects
-its events are about, a PodGroup scheduling condition's reasons, and the times it records; and, not KAI's, a
-pending PodGroup's dominant reason as an annotation."""
+"""What the scheduler writes, in KAI's shapes: the BindRequest or the Binding of a bind, the Eviction of a victim
+pod, the objects its events are about, a PodGroup scheduling condition's reasons, and the times it records; and,
+not KAI's, a pending PodGroup's dominant reason as an annotation."""
 
 from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
 from decimal import Decimal
+
+import orjson
 
 from kai.api import QueueDetails, Task, ZonePlacement, names
 from kai.common.quantity import format_quantity
@@ -26,14 +28,7 @@ def bind_request(pod: PodView, task: Task, node: str, gpu_groups: tuple[str, ...
                  numa_zones: tuple[ZonePlacement, ...] = (), labels: dict[str, str] | None = None) -> JsonObject:
     """KAI's BindRequest for placing ``pod`` on ``node`` (shared GPUs on the devices ``gpu_groups``, the NUMA
     placement ``numa_zones`` the session chose), labelled also with ``labels`` (its scheduler's partition)."""
-    req = task.request
-    if req.mig:
-        kind, count, portion = "MigInstance", 0, 0.0
-    elif req.is_shared_gpu:
-        kind, count = "Fraction", req.gpu_devices
-        portion = req.gpu_fraction or min(1.0, req.accepted_gpus(gpu_memory_mib) / req.gpu_devices)
-    else:
-        kind, count, portion = "Regular", req.gpus, 1.0 if req.gpus else 0.0
+    kind, count, portion = received_gpu(task, gpu_memory_mib)
     spec: JsonObject = {
         "podName": pod.name,
         "selectedNode": node,
@@ -60,6 +55,31 @@ def bind_request(pod: PodView, task: Task, node: str, gpu_groups: tuple[str, ...
         },
         "spec": spec,
     }
+
+
+def received_gpu(task: Task, gpu_memory_mib: int) -> tuple[str, int, float]:
+    """KAI's received resource type of ``task``'s GPUs, how many devices and the portion of each (a shared GPU
+    asked by memory: of a device with ``gpu_memory_mib``)."""
+    req = task.request
+    if req.mig:
+        return "MigInstance", 0, 0.0
+    if req.is_shared_gpu:
+        return "Fraction", req.gpu_devices, req.gpu_fraction or min(
+            1.0, req.accepted_gpus(gpu_memory_mib) / req.gpu_devices)
+    return "Regular", req.gpus, 1.0 if req.gpus else 0.0
+
+
+def binding(pod: PodView, task: Task, node: str, gpu_memory_mib: int,
+            numa_zones: tuple[ZonePlacement, ...] = ()) -> JsonObject:
+    """The Binding of ``pod`` (this very pod: its UID) to ``node``, with the annotations the binder's would
+    carry: the received resource type and the NUMA placement the session chose, which the API server copies
+    onto the pod."""
+    annotations = {names.RECEIVED_RESOURCE_TYPE: received_gpu(task, gpu_memory_mib)[0]}
+    if numa_zones:
+        annotations[names.NUMA_PLACEMENT_PREDICTED_ANNOTATION] = orjson.dumps(placement_json(numa_zones)).decode()
+    return {"apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid, "annotations": annotations},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
 
 
 def eviction(pod: PodView) -> JsonObject:

@@ -22,9 +22,11 @@ KAI_SAYS = "Resources were not found for 1 pods: node(s) didn't have enough GPUs
 
 
 def verbs(metrics: str) -> dict[str, float]:
-    """``kai_api_requests_total`` by verb."""
-    return {m.group(1): float(m.group(2))
-            for m in re.finditer(r'^kai_api_requests_total\{verb="([A-Z]+)"\} ([0-9.e+]+)$', metrics, re.M)}
+    """``kai_api_requests_total`` by verb (summed over the resources)."""
+    counted: dict[str, float] = {}
+    for found in re.finditer(r'^kai_api_requests_total\{[^}]*verb="([A-Z]+)"[^}]*\} ([0-9.e+]+)$', metrics, re.M):
+        counted[found.group(1)] = counted.get(found.group(1), 0.0) + float(found.group(2))
+    return counted
 
 
 def test_shadow_mode_writes_nothing_and_reports_what_kai_did_otherwise(kube, kai_chart, kai_run, control_plane, ns,

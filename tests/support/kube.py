@@ -160,7 +160,7 @@ class FakeApi(Kube):
 
     def request(self, method: str, path: str, query: dict | None = None, body: Any = None,
                 content_type: str = "application/json", timeout: float | None = None) -> Any:
-        self._started(method)
+        self._started(method, path)
         self.calls.append(Call(method, path, copy.deepcopy(body)))
         self._fault(method, path)
         with self._changed:
@@ -168,7 +168,7 @@ class FakeApi(Kube):
 
     @contextlib.contextmanager
     def stream(self, path: str, query: dict, read_timeout: float) -> Iterator[Watch]:
-        self._started("GET")
+        self._started("GET", path)
         self.calls.append(Call("WATCH", path))
         self._fault("WATCH", path)
         watch = Watch(self, path, query)

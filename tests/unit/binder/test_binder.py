@@ -206,6 +206,16 @@ def test_retries_with_exponential_backoff_up_to_backoff_limit(kube):
     assert len(kube.fail_binding) == 0 and "nodeName" not in kube.pod("p")["spec"]
 
 
+def test_a_failure_whose_status_cannot_be_written_is_attempted_again(kube):
+    binder, clock = failing_binder(kube, backoff_limit=None, failures=1)  # no limit: a failure is final
+    kube.fail(0, "connection refused", "PATCH", "/bindrequests/br/status", times=1)  # the API server away
+    assert binder.handle("ns/br") == 1.0
+    assert status(kube) == {}  # nobody learnt of the failure
+    clock.now += 1.0
+    assert binder.handle("ns/br") is None
+    assert status(kube)["phase"] == "Succeeded" and kube.bound == [("p", "n1")]
+
+
 def test_a_retry_that_succeeds_marks_succeeded(kube):
     clock = Clock()
     kube.add_pod("p")

@@ -85,7 +85,7 @@ def test_queue_depth_usage_db_and_args():
         "args": {"max-consolidation-preemptees": "4", "use-scheduling-signatures": "false",
                  "allow-consolidating-reclaim": "F", "restrict-node-scheduling": "true",
                  "full-hierarchy-fairness": "false", "default-staleness-grace-period": "2m",
-                 "schedule-period": "500ms", "detailed-fit-errors": "true"},
+                 "schedule-period": "500ms", "bind-mode": "bindRequest", "detailed-fit-errors": "true"},
         "partitionLabelValue": "gpu-nodes"}),
         {"kind": "Config", "spec": {"namespace": "kai", "prometheus": {"enabled": True}}})
     config = settings.config
@@ -96,8 +96,9 @@ def test_queue_depth_usage_db_and_args():
     assert config.full_hierarchy_fairness is False and DEFAULT_CONFIG.full_hierarchy_fairness is True
     assert config.restrict_node_scheduling is True
     assert config.staleness_grace_period == 120.0
-    assert settings.schedule_period == 0.5
+    assert settings.schedule_period == 0.5 and settings.bind_mode == "bindRequest"
     assert settings.ignored == ("args.detailed-fit-errors",)
+    assert apply_shard(DEFAULT_CONFIG, shard({})).bind_mode is None  # the flag's stays
 
 
 def test_external_prometheus_of_the_config():
@@ -114,6 +115,7 @@ def test_external_prometheus_of_the_config():
     ({"plugins": {"elastic": {"enabled": "no"}}}, "spec.plugins.elastic: field 'enabled' must be"),
     ({"plugins": {"elastic": {"weight": 3}}}, "spec.plugins.elastic: field 'weight' is not known"),
     ({"actions": {a: {"enabled": False} for a in DEFAULT_CONFIG.actions}}, "disables every action"),
+    ({"args": {"bind-mode": "binder"}}, "spec.args: field 'bind-mode' must be direct or bindRequest"),
     ({"queueDepthPerAction": {"allocate": "many"}}, "queueDepthPerAction.allocate must be a whole number"),
     ({"placementStrategy": {"gpu": "spread"}, "queueDepthPerAction": {"consolidation": 2}},
      "names action(s) consolidation, which are not enabled"),

@@ -116,6 +116,13 @@ def test_the_reservation_pods_app_label_comes_from_the_config_else_the_flag():
         build(None, {"spec": {"binder": {"resourceReservation": {"appLabel": 7}}}})
 
 
+def test_the_bind_mode_comes_from_the_shards_args_else_the_flag():
+    now = Settings(Plugins(DEFAULT_CONFIG), None, 1.0, bind_mode="bindRequest")
+    build = settings_builder(DEFAULT_CONFIG, 1.0, lambda: now, bind_mode="bindRequest")
+    assert build(None, None) is now
+    assert build(shard({"args": {"bind-mode": "direct"}}), None).bind_mode == "direct"
+
+
 def test_a_plugin_refusing_its_arguments_is_an_error_of_the_build():
     now = Settings(Plugins(DEFAULT_CONFIG), None, 1.0)
     build = settings_builder(DEFAULT_CONFIG, 1.0, lambda: now)

@@ -43,6 +43,13 @@ def test_schedule_period_is_a_go_duration(text, seconds):
     assert _parser().parse_args(["--schedule-period", text]).schedule_period == seconds
 
 
+def test_plain_pods_are_bound_directly_unless_bind_requests_are_asked_for():
+    assert _parser().parse_args([]).bind_mode == "direct"
+    assert _parser().parse_args(["--bind-mode", "bindRequest"]).bind_mode == "bindRequest"
+    with pytest.raises(SystemExit):
+        _parser().parse_args(["--bind-mode", "binder"])
+
+
 @pytest.mark.parametrize("flag", ["--schedule-period", "--leader-elect-lease-duration", "--leader-elect-renew-deadline",
                                   "--leader-elect-retry-period", "--resource-reservation-allocation-timeout"])
 def test_every_duration_flag_takes_go_durations_and_names_itself_when_wrong(flag, capsys):

@@ -11,6 +11,7 @@ import threading
 from kai import testing as kt
 from kai.api import TaskStatus
 from kai.framework import Decision
+from kai.scheduler.bindmode import BIND_REQUEST, DIRECT
 from kai.scheduler.cache import ClusterCache
 from kai.scheduler.commit import Committer
 from kai.scheduler.views import disruption_budget_view
@@ -62,8 +63,8 @@ def cache_for(kube, pods, podgroups, gpu_limit=-1):
     return cache
 
 
-def commit_once(kube, cache, committer=None):
-    committer = committer or Committer(kube, cache, workers=2)
+def commit_once(kube, cache, committer=None, bind_mode=DIRECT):
+    committer = committer or Committer(kube, cache, workers=2, bind_mode=bind_mode)
     c = cache.snapshot(now=1000.0)
     session = kt.run(c.snapshot)
     committer.commit(session, c)
@@ -77,10 +78,29 @@ def wait(committer):
 def test_bind_creates_a_bind_request_and_a_scheduled_event_and_assumes_it():
     kube = RecordingKube()
     cache = cache_for(kube, [pod("p", "g")], [podgroup("g")])
-    committer, session = commit_once(kube, cache)
+    committer, session = commit_once(kube, cache, bind_mode=BIND_REQUEST)
     wait(committer)
     (body,) = kube.of("POST", "/bindrequests")
     assert body["metadata"]["name"] == "p" and body["spec"]["selectedNode"] == "n1"
+    assert [e["reason"] for e in kube.of("POST", "/events")] == ["Scheduled"]
+    assert not kube.of("POST", "/binding")
+    _, again = commit_once(kube, cache, bind_mode=BIND_REQUEST)
+    assert again.jobs["ns/g"].tasks["p"].status is TaskStatus.BINDING and not again.decisions
+
+
+def test_a_plain_pod_is_bound_directly_with_the_binders_annotations_then_the_scheduled_event():
+    kube = RecordingKube()
+    cache = cache_for(kube, [pod("p", "g")], [podgroup("g")])
+    committer, session = commit_once(kube, cache)
+    wait(committer)
+    assert kube.of("POST", "/bindrequests") == []
+    (body,) = kube.of("POST", "/pods/p/binding")
+    assert body == {"apiVersion": "v1", "kind": "Binding",
+                    "metadata": {"name": "p", "namespace": "ns", "uid": "uid-p",
+                                 "annotations": {"received-resource-type": "Regular"}},
+                    "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}}
+    assert [(m, p.rsplit("/", 1)[-1]) for m, p, _ in kube.calls if m != "GET"] == [
+        ("POST", "binding"), ("POST", "events"), ("PATCH", "g")]  # and the PodGroup's last start, once per group
     assert [e["reason"] for e in kube.of("POST", "/events")] == ["Scheduled"]
     _, again = commit_once(kube, cache)
     assert again.jobs["ns/g"].tasks["p"].status is TaskStatus.BINDING and not again.decisions
@@ -89,16 +109,55 @@ def test_bind_creates_a_bind_request_and_a_scheduled_event_and_assumes_it():
 def test_existing_bind_request_is_not_a_failure_and_a_refused_one_is_retried():
     kube = RecordingKube(fail={("POST", "/bindrequests"): 409})
     cache = cache_for(kube, [pod("p", "g")], [podgroup("g")])
-    wait(commit_once(kube, cache)[0])
+    wait(commit_once(kube, cache, bind_mode=BIND_REQUEST)[0])
     assert not kube.of("POST", "/events")  # neither Scheduled nor FailedBinding
-    assert commit_once(kube, cache)[1].jobs["ns/g"].tasks["p"].status is TaskStatus.BINDING
+    assert commit_once(kube, cache, bind_mode=BIND_REQUEST)[1].jobs["ns/g"].tasks["p"].status is TaskStatus.BINDING
 
     kube = RecordingKube(fail={("POST", "/bindrequests"): 403})
     cache = cache_for(kube, [pod("p", "g")], [podgroup("g")])
-    wait(commit_once(kube, cache)[0])
+    wait(commit_once(kube, cache, bind_mode=BIND_REQUEST)[0])
     event = kube.of("POST", "/events")[0]
     assert event["reason"] == "FailedBinding" and event["message"].startswith("Failed to bind pod ns/p to node n1.")
     assert [d.kind for d in commit_once(kube, cache)[1].decisions] == ["bind"]  # placed again
+
+
+def test_a_binding_refused_for_a_pod_gone_or_refused_is_dropped_and_the_pod_placed_again():
+    kube = RecordingKube(fail={("POST", "/binding"): 404})  # gone: no event
+    cache = cache_for(kube, [pod("p", "g")], [podgroup("g")])
+    wait(commit_once(kube, cache)[0])
+    assert not kube.of("POST", "/events")
+    # the cache does not believe it bound: the watch alone tells where the pod is (here still pending)
+    assert [d.kind for d in commit_once(kube, cache)[1].decisions] == ["bind"]
+
+    kube = RecordingKube(fail={("POST", "/binding"): 403})
+    cache = cache_for(kube, [pod("p", "g")], [podgroup("g")])
+    wait(commit_once(kube, cache)[0])
+    [event] = kube.of("POST", "/events")
+    assert event["reason"] == "FailedBinding" and event["message"].startswith("Failed to bind pod ns/p to node n1.")
+    assert [d.kind for d in commit_once(kube, cache)[1].decisions] == ["bind"]
+
+
+def test_a_pod_bound_already_is_not_placed_again_until_the_watch_shows_where():
+    kube = RecordingKube(fail={("POST", "/binding"): 409})  # bound by an earlier attempt, or replaced
+    cache = cache_for(kube, [pod("p", "g")], [podgroup("g")])
+    wait(commit_once(kube, cache)[0])
+    assert not kube.of("POST", "/events")
+    assert commit_once(kube, cache)[1].jobs["ns/g"].tasks["p"].status is TaskStatus.BINDING
+
+
+def test_a_binding_without_an_answer_is_held_if_the_pod_shows_its_node_else_placed_again():
+    class Bound(RecordingKube):
+        def serve(self, method, path, query, body, content_type):
+            return {"spec": {"nodeName": "n1"}} if method == "GET" else {}
+
+    for kube, held in ((Bound(), True), (RecordingKube(), False)):
+        kube.fail(0, "connection reset", "POST", "/binding", times=None)
+        kube.fail(0, "connection refused", "GET", "/pods/p", times=1)  # read again while the server is away
+        cache = cache_for(kube, [pod("p", "g")], [podgroup("g")])
+        wait(commit_once(kube, cache)[0])
+        assert ("GET", "/api/v1/namespaces/ns/pods/p") in [(m, p) for m, p, _ in kube.calls]
+        assert [e["reason"] for e in kube.of("POST", "/events")] == ([] if held else ["FailedBinding"])
+        assert [d.kind for d in commit_once(kube, cache)[1].decisions] == ([] if held else ["bind"])
 
 
 def test_unchanged_explanations_are_written_once():
@@ -158,7 +217,7 @@ def test_a_malformed_podgroup_field_is_a_warning_event_and_the_pod_is_still_sche
     bad["spec"]["preemptionDelay"] = "soon"
     cache = cache_for(kube, [pod("p", "g")], [bad])
     wait(commit_once(kube, cache)[0])
-    assert kube.of("POST", "/bindrequests")
+    assert kube.of("POST", "/pods/p/binding")
     (event,) = [e for e in kube.of("POST", "/events") if e["reason"] == "InvalidPodGroup"]
     assert event["type"] == "Warning" and event["involvedObject"]["kind"] == "PodGroup"
     assert "spec.preemptionDelay" in event["message"]
@@ -247,8 +306,8 @@ def test_writes_take_what_they_need_when_queued_so_the_next_cycle_may_rewind_the
     assert (task.status, task.node) == (TaskStatus.PENDING, None)
     kube.release.set()
     wait(committer)
-    [body] = kube.of("POST", "/bindrequests")
-    assert (body["spec"]["podName"], body["spec"]["selectedNode"]) == ("p", "n1")
+    [body] = kube.of("POST", "/pods/p/binding")
+    assert (body["metadata"]["name"], body["target"]["name"]) == ("p", "n1")
 
 
 def _evict_running_pod(kube):

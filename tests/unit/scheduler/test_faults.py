@@ -142,8 +142,8 @@ def test_an_internal_error_gives_the_podgroup_an_event_and_a_condition_and_the_o
     session_of = lambda snap: kt.run(snap, plugins=[*DEFAULT_CONFIG.plugins, "boom"],  # noqa: E731
                                      extra_plugins={"boom": lambda a: Boom()})
     _commit(kube, cache, session_of=session_of)
-    [body] = kube.of("POST", "/bindrequests")
-    assert body["spec"]["podName"] == "y0"
+    [body] = kube.of("POST", "/binding")
+    assert body["metadata"]["name"] == "y0"
     message = "Internal error while scheduling the podgroup in action allocate: RuntimeError: predicate broke"
     assert _events(kube, "InternalSchedulingError") == [
         ("PodGroup", "x", f"{message} (the scheduler's log has the details)")]
@@ -250,12 +250,12 @@ def test_a_decision_that_cannot_be_written_leaves_the_others(monkeypatch):
 
     def bind_but_a(pod_view, *args):
         if pod_view.name == "a0":
-            raise ValueError("cannot build the BindRequest")
+            raise ValueError("cannot build the Binding")
         real(pod_view, *args)
 
     monkeypatch.setattr(committer, "_bind", bind_but_a)
     _commit(kube, cache, committer)
-    assert [b["spec"]["podName"] for b in kube.of("POST", "/bindrequests")] == ["b0"]
+    assert [b["metadata"]["name"] for b in kube.of("POST", "/binding")] == ["b0"]
 
 
 def test_failing_metrics_bookkeeping_still_commits_the_cycle_s_decisions(scheduler, monkeypatch):
@@ -267,7 +267,7 @@ def test_failing_metrics_bookkeeping_still_commits_the_cycle_s_decisions(schedul
     session = scheduler.run_once()
     assert scheduler.committer.flush(10)
     assert [d.kind for d in session.decisions] == ["bind"]
-    assert kube.of("POST", "/bindrequests")
+    assert kube.of("POST", "/binding")
 
 
 def test_cycles_are_counted_by_whether_they_decided_something(scheduler):

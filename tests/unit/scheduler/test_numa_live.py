@@ -9,6 +9,7 @@ from kai import testing as kt
 from kai.api import NumaZone, ZonePlacement
 from kai.framework import PluginSpec
 from kai.kube.nrt import nrt_view, placement_annotation, placement_json
+from kai.scheduler.bindmode import BIND_REQUEST
 from kai.scheduler.cache import ClusterCache
 from kai.scheduler.commit import Committer
 from support.kube import FakeApi
@@ -111,7 +112,7 @@ def test_the_chosen_zones_go_on_the_bind_request_and_count_while_it_is_pending()
     kube = RecordingKube()
     cache = cache_with(kube, nodes=[node("n1")], noderesourcetopologies=[nrt("n1", [("node-0", "4"), ("node-1", "4")])],
                        pods=[pod("a")])
-    committer = Committer(kube, cache, workers=1)
+    committer = Committer(kube, cache, workers=1, bind_mode=BIND_REQUEST)
     plugins = ["predicates", PluginSpec("numa")]
     cycle = cache.snapshot(now=1000.0)
     committer.commit(kt.run(cycle.snapshot, plugins), cycle)
@@ -124,6 +125,19 @@ def test_the_chosen_zones_go_on_the_bind_request_and_count_while_it_is_pending()
     session = kt.run(cache.snapshot(now=1001.0).snapshot, plugins)
     (bind,) = session.decisions
     assert bind.task.name == "b" and [zp.zone for zp in bind.numa_zones] == ["node-1"]
+
+
+def test_a_pod_bound_directly_gets_the_chosen_zones_as_the_binders_annotation():
+    kube = RecordingKube()
+    cache = cache_with(kube, nodes=[node("n1")], noderesourcetopologies=[nrt("n1", [("node-0", "4"), ("node-1", "4")])],
+                       pods=[pod("a")])
+    committer = Committer(kube, cache, workers=1)
+    cycle = cache.snapshot(now=1000.0)
+    committer.commit(kt.run(cycle.snapshot, ["predicates", PluginSpec("numa")]), cycle)
+    assert committer.flush(10)
+    (body,) = [b for m, p, b in kube.calls if m == "POST" and p.endswith("/binding")]
+    zones = body["metadata"]["annotations"]["kai.scheduler/numa-placement-predicted"]
+    assert json.loads(zones) == [{"zone": "node-0", "amount": {"cpu": "3"}}]
 
 
 def test_without_the_nrt_api_the_informer_is_not_started_and_counts_as_synced():

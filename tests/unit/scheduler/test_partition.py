@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from kai.api import names
 from kai.kube.client import object_path
+from kai.scheduler.bindmode import BIND_REQUEST, DIRECT
 from kai.scheduler.loop import Scheduler
 from kai.scheduler.partition import EVERYTHING, Partition
 from support.kube import FakeApi
@@ -37,8 +38,10 @@ def cluster() -> FakeApi:
     return kube
 
 
-def schedule(kube: FakeApi, partition: Partition) -> Scheduler:
-    scheduler = Scheduler(kube, partition=partition)
+def schedule(kube: FakeApi, partition: Partition, bind_mode: str = BIND_REQUEST) -> Scheduler:
+    """One cycle of a scheduler of ``partition``; through BindRequests unless ``bind_mode`` says otherwise, so that
+    what it binds shows in them."""
+    scheduler = Scheduler(kube, partition=partition, bind_mode=bind_mode)
     scheduler.cache.start()
     try:
         assert not scheduler.cache.wait_synced(10)
@@ -88,6 +91,14 @@ def test_a_pool_shard_sees_only_its_own_and_labels_what_it_binds():
     scheduled = [e for e in kube.events if e["reason"] == names.REASON_SCHEDULED]
     assert [e["message"] for e in scheduled] == ["Successfully assigned pod ns/p-qa to node a-0 at node-pool pool-a"]
     assert scheduler.committer.node_pool == "pool-a"
+
+
+def test_a_pool_shard_binding_directly_labels_the_pod_it_binds():
+    kube = cluster()
+    schedule(kube, Partition(value="pool-a"), bind_mode=DIRECT)
+    assert bindings(kube) == {}
+    pod = kube.objects[object_path(*names.PODS, "ns", "p-qa")]
+    assert (pod["spec"]["nodeName"], pod["metadata"]["labels"]) == ("a-0", POOL)
 
 
 def test_one_scheduler_per_partition_never_shares_a_node():

@@ -12,6 +12,7 @@ from kai.kube.client import object_path
 from kai.kube.leader import LeaderElector
 from kai.metrics import Registry, SchedulerMetrics
 from kai.run import _parser, scheduling_shards
+from kai.scheduler.bindmode import BIND_REQUEST
 from kai.scheduler.loop import Scheduler
 from kai.scheduler.partition import Partition
 from kai.scheduler.shards import ShardSchedulers, lease_of, partition_of
@@ -49,7 +50,8 @@ class Running:
 
         def make(shard: str, partition: Partition) -> Scheduler:
             self.made.append((shard, partition))
-            return Scheduler(kube, shard=shard, partition=partition, period=0.1, sync_timeout=5.0)
+            return Scheduler(kube, shard=shard, partition=partition, period=0.1, sync_timeout=5.0,
+                             bind_mode=BIND_REQUEST)  # what each binds shows in its BindRequests
 
         self.component = ShardSchedulers(kube, make, **options)
         self.stop = threading.Event()

@@ -17,7 +17,7 @@ from .test_commit import cache_for, pod, podgroup
 
 
 class GatedKube(FakeApi):
-    """Accepts every request (replying ``{}``); a POST of a BindRequest waits for ``gate`` (at most ``hold``
+    """Accepts every request (replying ``{}``); a POST of a Binding waits for ``gate`` (at most ``hold``
     seconds) before it reaches the server."""
 
     def __init__(self, hold: float = 0.0) -> None:
@@ -26,7 +26,7 @@ class GatedKube(FakeApi):
         self.hold = hold
 
     def request(self, method, path, *args, **kwargs):
-        if method == "POST" and path.endswith("/bindrequests"):
+        if method == "POST" and path.endswith("/binding"):
             self.gate.wait(self.hold)
         return super().request(method, path, *args, **kwargs)
 
@@ -49,11 +49,11 @@ def submit_gang(kube, pods: int = 4) -> Committer:
 
 
 def test_close_finishes_the_gang_it_submitted_and_drops_the_events_after_it(caplog):
-    kube = GatedKube(hold=0.05)  # each BindRequest takes a while: most of the gang is still queued
+    kube = GatedKube(hold=0.05)  # each Binding takes a while: most of the gang is still queued
     committer = submit_gang(kube)
     with caplog.at_level(logging.WARNING):
         assert committer.close(timeout=30) is True
-    assert kube.posted("bindrequests") == 4  # the whole gang, none dropped
+    assert kube.posted("binding") == 4  # the whole gang, none dropped
     assert kube.posted("events") < 4  # Scheduled events not started before closing are dropped
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]  # dropping them is no failure
 
@@ -66,13 +66,13 @@ def test_close_drops_decisions_not_started_within_its_timeout():
     assert time.monotonic() - begin < 10  # the bound, not the 60 s the write hangs
     kube.gate.set()  # the write in flight completes; those still queued were dropped
     committer.decisions.shutdown(wait=True)
-    assert kube.posted("bindrequests") == 1
+    assert kube.posted("binding") == 1
 
 
 def test_close_reports_a_failed_decision_as_finished_and_the_error_as_usual(caplog):
     class Refusing(GatedKube):
         def request(self, method, path, query=None, body=None, **kw):
-            if method == "POST" and path.endswith("/bindrequests"):
+            if method == "POST" and path.endswith("/binding"):
                 raise ApiError(method, path, 500, "etcd unavailable")
             return super().request(method, path, query, body, **kw)
 
