@@ -59,7 +59,7 @@ DEFAULT_TASK_MEMORY = 1_000_000_000.0
 STATUSES = {s.value: s for s in TaskStatus}
 #: Largest job age or staleness (minutes): about 1900 years.
 MAX_AGE_MINUTES = 1e9
-ACTIONS = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction")
+ACTIONS = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction", "runtimelimit")
 #: KAI's preemptibility values of a job's ``preemptibility`` field.
 PREEMPTIBILITIES = (PREEMPTIBLE, NON_PREEMPTIBLE, SEMI_PREEMPTIBLE)
 #: The domain objects of a scenario's facts: nodes, queues, jobs, ``now``, topologies, the DRA objects and the

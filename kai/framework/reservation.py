@@ -1,0 +1,220 @@
+"""Reservations: a large gang that cannot start holds the nodes it needs as they free up; short jobs backfill.
+
+A gang the allocate action cannot place, which the policy lets reserve (``reservation`` in the configuration:
+its queue, its priority, at least ``minGPUs`` pending GPUs), picks nodes that could host its tasks -- those
+expected to free first, then those with the most idle GPUs -- until they have room for every pending task, within
+``maxGPUs`` for all reservations together. The reservation is the job's (:attr:`Job.reservation
+<kai.api.Job.reservation>`): the nodes, since when, until when (``maxDuration`` later) and its expected start,
+the first time enough of the nodes' GPUs are free, counted from the declared maximum runtimes of the jobs on
+them (:attr:`Job.max_runtime <kai.api.Job.max_runtime>`; None while one of them declares none).
+
+While the reservation holds, allocate places other jobs on its nodes only when they backfill: they declare a
+maximum runtime and end before the expected start. A reservation is released when its gang is placed, leaves
+or the policy is off; one that expired stays with the job, which does not reserve again, until it is placed.
+The eviction actions (reclaim, preempt, consolidation) are not held back by reservations.
+
+A driver keeps the reservation with the job between cycles (live: the PodGroup's ``kai.scheduler/reservation``
+annotation), so a restarted scheduler finds it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from kai.api import ACTIVE_ALLOCATED, Job, Reservation, Task, TaskStatus
+from kai.common.durations import parse_duration
+from kai.common.yamlfile import Fields
+from kai.framework.asbuilt import JobsKey, changed_jobs, flagged_as_built
+
+if TYPE_CHECKING:
+    from kai.framework.nodes import NodeInfo
+    from kai.framework.session import Session
+
+#: The snapshot memo of the jobs that hold a reservation as built.
+MEMO = JobsKey("reservation")
+FIELDS = ("enabled", "queues", "minPriority", "minGPUs", "maxGPUs", "maxDuration")
+
+
+@attrs.frozen
+class ReservationPolicy:
+    """Which gangs may reserve nodes, how many GPUs all reservations hold at most, and for how long."""
+
+    #: Off by default: no job reserves and reservations found on jobs are released.
+    enabled: bool = False
+    #: Leaf queues whose jobs may reserve; empty: every queue.
+    queues: tuple[str, ...] = ()
+    #: Only jobs of at least this priority reserve; None: any priority.
+    min_priority: int | None = None
+    #: Only jobs with at least this many pending GPUs reserve.
+    min_gpus: float = 16.0
+    #: Most GPUs (of the reserved nodes) all reservations hold together; negative: no limit.
+    max_gpus: float = -1.0
+    #: How long (seconds) a reservation holds.
+    duration: float = 3600.0
+
+    def may_reserve(self, job: Job, gpus: float) -> bool:
+        return (self.enabled and gpus >= self.min_gpus and (not self.queues or job.queue in self.queues)
+                and (self.min_priority is None or job.priority >= self.min_priority))
+
+
+def parse_reservation_policy(data: Any, where: str) -> ReservationPolicy:
+    """The configuration's ``reservation`` mapping (None: the defaults, off); ConfigError names the field."""
+    if data is None:
+        return ReservationPolicy()
+    f = Fields(data, f"{where}: reservation", FIELDS)
+    default = ReservationPolicy()
+    duration = default.duration
+    if f.has("maxDuration"):
+        try:
+            duration = parse_duration(f.data["maxDuration"], "maxDuration")
+        except ValueError as exc:
+            raise f.fail("maxDuration", f"is not a duration: {exc}") from None
+        if duration <= 0:
+            raise f.fail("maxDuration", "must be positive")
+    priority = f.whole("minPriority", None)
+    return ReservationPolicy(f.flag("enabled", default.enabled), tuple(f.names("queues")), priority,
+                             float(f.number("minGPUs", default.min_gpus, 0.0)),
+                             float(f.number("maxGPUs", default.max_gpus, -1.0)), duration)
+
+
+class Reservations:
+    """The reservations of one session: which job holds each node, as allocate sees them."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.policy: ReservationPolicy = session.plugins.config.reservation
+        #: Node name -> the job whose active reservation holds it.
+        self.holder: dict[str, Job] = {}
+        touched = changed_jobs(session)
+        held = flagged_as_built(session, MEMO, lambda j: j.reservation is not None, touched)
+        for uid in sorted(held | {u for u in touched if u in session.jobs}):
+            job = session.jobs.get(uid)
+            if job is None or job.reservation is None:
+                continue
+            if not self.policy.enabled or not waiting(job):
+                self._set(job, None)
+            elif job.reservation.active(session.now):
+                for name in job.reservation.nodes:
+                    if name in session.node_by_name:
+                        self.holder.setdefault(name, job)
+        for job in {id(j): j for j in self.holder.values()}.values():
+            assert job.reservation is not None
+            self._set(job, attrs.evolve(job.reservation, start=self.expected_start(job, job.reservation.nodes)))
+
+    def _set(self, job: Job, reservation: Reservation | None) -> None:
+        if reservation != job.reservation:
+            self.session.journal.job(job)
+            job.reservation = reservation
+
+    def closed_to(self, job: Job) -> set[int]:
+        """Positions of the nodes held for other jobs that ``job`` may not backfill."""
+        if not self.holder:
+            return set()
+        now, node_by_name = self.session.now, self.session.node_by_name
+        closed = set()
+        for name, owner in self.holder.items():
+            if owner is job:
+                continue
+            start = owner.reservation.start if owner.reservation is not None else None
+            if job.max_runtime is None or start is None or now + job.max_runtime > start:
+                closed.add(node_by_name[name].index)
+        return closed
+
+    def expected_start(self, job: Job, nodes: tuple[str, ...]) -> float | None:
+        """When enough GPUs of ``nodes`` are free for ``job``'s pending tasks, from the declared runtimes of the
+        jobs on them (now when they are free already); None when a job that must end first declares none."""
+        session = self.session
+        need = pending_gpus(job)
+        free = 0.0
+        ends: list[tuple[float, float]] = []
+        for name in nodes:
+            node = session.node_by_name.get(name)
+            if node is None:
+                continue
+            free += node.idle_gpu_sum() + node.releasing_gpu_sum()
+            for task in node.tasks.values():
+                if task.status in ACTIVE_ALLOCATED and task.job != job.uid:
+                    ends.append((_end(session, task), task.request.quota_gpus()))
+        if free >= need:
+            return session.now
+        for end, gpus in sorted(ends):
+            free += gpus
+            if free >= need:
+                return None if math.isinf(end) else end
+        return None
+
+    def reserve(self, job: Job) -> None:
+        """Reserve nodes for ``job``, which allocate could not place, when the policy lets it and it holds none."""
+        session, policy = self.session, self.policy
+        if job.reservation is not None or not waiting(job):
+            return
+        pending = [t for t in job.tasks.values() if t.status is TaskStatus.PENDING]
+        need = sum(t.request.quota_gpus() for t in pending)
+        if not policy.may_reserve(job, need) or session.job_over_capacity(job, pending) is not None:
+            return
+        largest = max(pending, key=lambda t: t.request.quota_gpus())
+        per_task = largest.request.quota_gpus()
+        ranked = sorted((n for n in session.nodes if n.name not in self.holder and _may_host(n, largest)),
+                        key=lambda n: (self._free_at(n, job), -n.idle_gpu_sum(), n.sort_key))
+        chosen: list[NodeInfo] = []
+        slots = 0
+        for node in ranked:
+            if slots >= len(pending):
+                break
+            chosen.append(node)
+            slots += int(node.allocatable.gpu // per_task + 1e-9)
+        if slots < len(pending):
+            return
+        gpus = sum(n.allocatable.gpu for n in chosen)
+        held = sum(session.node_by_name[name].allocatable.gpu for name in self.holder)
+        if policy.max_gpus >= 0 and held + gpus > policy.max_gpus:
+            return
+        names = tuple(sorted(n.name for n in chosen))
+        now = session.now
+        self._set(job, Reservation(names, now, now + policy.duration, self.expected_start(job, names)))
+        for name in names:
+            self.holder[name] = job
+
+    def _free_at(self, node: NodeInfo, job: Job) -> float:
+        """When every job on ``node`` other than ``job`` is expected to end (infinite: unknown)."""
+        session = self.session
+        return max((_end(session, t) for t in node.tasks.values()
+                    if t.status in ACTIVE_ALLOCATED and t.job != job.uid), default=session.now)
+
+
+def reservations(session: Session) -> Reservations:
+    """The session's reservations, worked out on first use."""
+    if session.reservations is None:
+        session.reservations = Reservations(session)
+    return session.reservations
+
+
+def waiting(job: Job) -> bool:
+    """The job has pending tasks and is below its gang size."""
+    return job.has_pending() and not job.is_gang_satisfied()
+
+
+def pending_gpus(job: Job) -> float:
+    return sum(t.request.quota_gpus() for t in job.tasks.values() if t.status is TaskStatus.PENDING)
+
+
+def _end(session: Session, task: Task) -> float:
+    """When ``task``'s job is expected to end: its runtime end (not before now), infinite when it declares none."""
+    job = session.jobs.get(task.job)
+    end = job.runtime_end() if job is not None else None
+    return math.inf if end is None else max(end, session.now)
+
+
+def _may_host(node: NodeInfo, task: Task) -> bool:
+    """Whether ``node``, once empty, could take ``task``: schedulable, ready, enough GPUs, its labels selected."""
+    n = node.node
+    if n.unschedulable or not n.ready or n.allocatable.gpu + 1e-9 < task.request.quota_gpus():
+        return False
+    labels = n.labels
+    if any(labels.get(k) != v for k, v in task.node_selector.items()):
+        return False
+    return not task.node_affinity or any(all(r.matches(labels) for r in term) for term in task.node_affinity)
+
