@@ -81,7 +81,10 @@ SHIPPED_DEFAULT_PLUGINS = (
     "gpusharingorder", "gpupack", "resourcetype", "podaffinity", "subgrouporder", "taskorder", "nominatednode",
     "dynamicresources", "nodeplacement", "minruntime", "topology",
 )
-DEFAULT_ACTIONS = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction", "runtimelimit")
+#: KAI's default actions, in its order; the shipped defaults add ``runtimelimit``, which acts only on jobs that
+#: declare a maximum runtime.
+KAI_DEFAULT_ACTIONS = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction")
+DEFAULT_ACTIONS = (*KAI_DEFAULT_ACTIONS, "runtimelimit")
 DEFAULT_CONFIG = SchedulerConfig(
     actions=DEFAULT_ACTIONS,
     plugins=tuple(
