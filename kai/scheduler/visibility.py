@@ -25,7 +25,8 @@ from urllib.parse import parse_qs
 
 import attrs
 
-from kai.api import Queue, Task
+from kai.api import Queue, Reservation, Task
+from kai.common.times import rfc3339
 from kai.framework import FAIR_SHARE_REASONS, Plugins, SchedulerConfig, Session, Snapshot
 from kai.framework.nodes import NodeInfo
 from kai.framework.reasons import RESOURCES, Explainer, Reason, job_request, pending_tasks
@@ -53,6 +54,9 @@ class PendingJob:
     pods: tuple[str, ...]
     request: tuple[float, float, float]
     tasks: tuple[Task, ...]
+    #: The job's declared maximum runtime (seconds) and the nodes it holds, as the cycle left them.
+    max_runtime: float | None = None
+    reservation: Reservation | None = None
 
     def order_key(self) -> tuple[int, float, bytes]:
         """The job order of a queue's pending jobs: higher priority first, then older, then by name."""
@@ -128,6 +132,8 @@ class CycleView:
         self.cycle, self.time, self.node_pool = cycle, session.now, node_pool
         self._jobs = dict(session.jobs)
         self._waiting = [(job, tasks) for job in self._jobs.values() if (tasks := pending_tasks(job))]
+        #: Taken now: the next session on the snapshot puts the jobs' reservations back as built.
+        self._reservations = {job.uid: job.reservation for job, _ in self._waiting if job.reservation is not None}
         self._nodes = session.nodes
         self._errors = session.job_fit_errors
         proportion = session.plugins.plugin("proportion")
@@ -147,7 +153,8 @@ class CycleView:
             if self._pending is None:
                 self._pending = tuple(
                     PendingJob(job.uid, job.namespace, job.name, job.queue, job.priority, job.creation,
-                               tuple(t.name for t in tasks), job_request(tasks), tasks)
+                               tuple(t.name for t in tasks), job_request(tasks), tasks, job.max_runtime,
+                               self._reservations.get(job.uid))
                     for job, tasks in self._waiting)
             return self._pending
 
@@ -361,4 +368,13 @@ def pending_json(entry: Ordered, view: CycleView) -> dict[str, Any]:
     return {"namespace": job.namespace, "name": job.name, "uid": job.uid, "queue": job.queue,
             "priority": job.priority, "position_in_cluster": cluster, "position_in_queue": in_queue,
             "pods": list(job.pods), "requested": dict(zip(RESOURCES, job.request, strict=True)),
-            "age_seconds": round(max(view.time - job.creation, 0.0), 3), "reason": view.reason(job).to_json()}
+            "age_seconds": round(max(view.time - job.creation, 0.0), 3), "reason": view.reason(job).to_json(),
+            "max_runtime_seconds": job.max_runtime, "reservation": _reservation_json(job.reservation, view.time)}
+
+
+def _reservation_json(held: Reservation | None, now: float) -> dict[str, Any] | None:
+    """The nodes a pending job holds, until when, and when it is expected to fit (RFC 3339; null: not known)."""
+    if held is None or not held.active(now):
+        return None
+    return {"nodes": list(held.nodes), "since": rfc3339(held.since), "until": rfc3339(held.until),
+            "expected_start": None if held.start is None else rfc3339(held.start)}
