@@ -54,6 +54,7 @@ def allocate(session: Session) -> None:
                     queue.push(job)
             elif held.policy.enabled:
                 held.reserve(job)
+                held.explain(job)
 
 
 def allocate_arrival(session: Session, job: Job) -> bool:

@@ -5,12 +5,12 @@ its queue, its priority, at least ``minGPUs`` pending GPUs), picks nodes that co
 expected to free first, then those with the most idle GPUs -- until they have room for every pending task, within
 ``maxGPUs`` for all reservations together. The reservation is the job's (:attr:`Job.reservation
 <kai.api.Job.reservation>`): the nodes, since when, until when (``maxDuration`` later) and its expected start,
-the first time enough of the nodes' GPUs are free, counted from the declared maximum runtimes of the jobs on
-them (:attr:`Job.max_runtime <kai.api.Job.max_runtime>`; None while one of them declares none).
+the first time the nodes have room for every pending task, counted from the declared maximum runtimes of the
+jobs on them (:attr:`Job.max_runtime <kai.api.Job.max_runtime>`; None while one of them declares none).
 
 While the reservation holds, allocate places other jobs on its nodes only when they backfill: they declare a
 maximum runtime and end before the expected start. A reservation is released when its gang is placed, leaves
-or the policy is off; one that expired stays with the job, which does not reserve again, until it is placed.
+or the policy is off; when it expires, the gang's next failed attempt reserves again, the nodes chosen afresh.
 The eviction actions (reclaim, preempt, consolidation) are not held back by reservations.
 
 A driver keeps the reservation with the job between cycles (live: the PodGroup's ``kai.scheduler/reservation``
@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from kai.api import ACTIVE_ALLOCATED, Job, Reservation, Task, TaskStatus
+from kai.api import ACTIVE_ALLOCATED, Job, Reservation, Task, TaskStatus, names
 from kai.common.durations import parse_duration
+from kai.common.times import rfc3339
 from kai.common.yamlfile import Fields
 from kai.framework.asbuilt import JobsKey, changed_jobs, flagged_as_built
 
@@ -124,32 +125,37 @@ class Reservations:
         return closed
 
     def expected_start(self, job: Job, nodes: tuple[str, ...]) -> float | None:
-        """When enough GPUs of ``nodes`` are free for ``job``'s pending tasks, from the declared runtimes of the
-        jobs on them (now when they are free already); None when a job that must end first declares none."""
+        """The first time ``nodes`` have room for every pending task of ``job`` (each as large as its largest), from
+        the declared runtimes of the jobs on them (now when they have room already); None when a job that must end
+        first declares none."""
         session = self.session
-        need = pending_gpus(job)
-        free = 0.0
-        ends: list[tuple[float, float]] = []
+        pending = [t for t in job.tasks.values() if t.status is TaskStatus.PENDING]
+        per_task = max((t.request.quota_gpus() for t in pending), default=0.0)
+        if per_task <= 0:
+            return session.now
+        held: list[tuple[float, list[tuple[float, float]]]] = []
+        times = {session.now}
         for name in nodes:
             node = session.node_by_name.get(name)
             if node is None:
                 continue
-            free += node.idle_gpu_sum() + node.releasing_gpu_sum()
-            for task in node.tasks.values():
-                if task.status in ACTIVE_ALLOCATED and task.job != job.uid:
-                    ends.append((_end(session, task), task.request.quota_gpus()))
-        if free >= need:
-            return session.now
-        for end, gpus in sorted(ends):
-            free += gpus
-            if free >= need:
-                return None if math.isinf(end) else end
+            ends = [(_end(session, t), t.request.quota_gpus()) for t in node.tasks.values()
+                    if t.status in ACTIVE_ALLOCATED and t.job != job.uid]
+            held.append((node.idle_gpu_sum() + node.releasing_gpu_sum(), ends))
+            times.update(end for end, _ in ends)
+        for at in sorted(times):
+            if math.isinf(at):
+                return None
+            slots = sum(int((free + sum(g for end, g in ends if end <= at)) / per_task + 1e-9) for free, ends in held)
+            if slots >= len(pending):
+                return at
         return None
 
     def reserve(self, job: Job) -> None:
-        """Reserve nodes for ``job``, which allocate could not place, when the policy lets it and it holds none."""
+        """Reserve nodes for ``job``, which allocate could not place, when the policy lets it and it holds no active
+        reservation (an expired one is replaced: the nodes are chosen again)."""
         session, policy = self.session, self.policy
-        if job.reservation is not None or not waiting(job):
+        if job.reservation is not None and job.reservation.active(session.now) or not waiting(job):
             return
         pending = [t for t in job.tasks.values() if t.status is TaskStatus.PENDING]
         need = sum(t.request.quota_gpus() for t in pending)
@@ -178,6 +184,15 @@ class Reservations:
         for name in names:
             self.holder[name] = job
 
+    def explain(self, job: Job) -> None:
+        """Record the active reservation of a job allocate could not place as one of its fit errors (reason
+        ``NodesReserved``): the PodGroup's events and condition and the visibility API show it."""
+        held = job.reservation
+        if held is None or not held.active(self.session.now):
+            return
+        self.session.add_job_fit_error(job, reservation_message(held, self.session.now),
+                                       reason=names.REASON_NODES_RESERVED)
+
     def _free_at(self, node: NodeInfo, job: Job) -> float:
         """When every job on ``node`` other than ``job`` is expected to end (infinite: unknown)."""
         session = self.session
@@ -192,13 +207,17 @@ def reservations(session: Session) -> Reservations:
     return session.reservations
 
 
+def reservation_message(held: Reservation, now: float) -> str:
+    """What a reservation holds, until when, and when its gang is expected to fit (when that is later than now)."""
+    message = f"Nodes {', '.join(held.nodes)} are reserved for the workload until {rfc3339(held.until)}"
+    if held.start is None:
+        return f"{message}; when they free up is not known"
+    return f"{message}; expected to fit from {rfc3339(held.start)}" if held.start > now else message
+
+
 def waiting(job: Job) -> bool:
     """The job has pending tasks and is below its gang size."""
     return job.has_pending() and not job.is_gang_satisfied()
-
-
-def pending_gpus(job: Job) -> float:
-    return sum(t.request.quota_gpus() for t in job.tasks.values() if t.status is TaskStatus.PENDING)
 
 
 def _end(session: Session, task: Task) -> float:

@@ -59,7 +59,7 @@ def test_off_by_default_and_reservations_released_when_off():
     assert set(kt.placements(session)) == {"long-0", "short-0"}
 
 
-def test_reservation_found_on_the_job_holds_and_expired_one_is_not_renewed():
+def test_reservation_found_on_the_job_holds_and_an_expired_one_is_chosen_again():
     held = Reservation(("n2", "n4"), NOW - 10, NOW + 100)
     session = _run(_cluster(gang_reservation=held))
     placed = kt.placements(session)
@@ -67,8 +67,18 @@ def test_reservation_found_on_the_job_holds_and_expired_one_is_not_renewed():
     assert session.jobs["default/gang"].reservation.nodes == ("n2", "n4")
     expired = Reservation(("n2", "n4"), NOW - 4000, NOW - 400)
     session = _run(_cluster(gang_reservation=expired))
-    assert session.jobs["default/gang"].reservation == expired
-    assert set(kt.placements(session)) == {"long-0", "short-0"}
+    assert session.jobs["default/gang"].reservation == Reservation(("n1", "n2"), NOW, NOW + 3600.0, NOW + 200)
+
+
+def test_expected_start_needs_room_for_each_task_not_only_enough_gpus():
+    # at +200 n1 has 4 GPUs free and n2 8: 12 GPUs, but room for one 8-GPU task only until +300
+    nodes = [kt.node(f"n{i}", gpus=8) for i in (1, 2)]
+    gang = kt.job("gang", tasks=2, gpus=8, priority=90)
+    gang.reservation = Reservation(("n1", "n2"), NOW - 10, NOW + 1000)
+    jobs = [_running("a", "n1", 4, 50), _running("b", "n1", 4, 300), _running("c", "n2", 4, 200), gang]
+    session = _run(kt.cluster(nodes, jobs=jobs, now=NOW))
+    assert session.jobs["default/gang"].reservation.start == NOW + 300
+    assert session.job_fit_errors["default/gang"][-1].reason == "NodesReserved"
 
 
 def test_policy_limits_who_reserves_and_how_many_gpus():
