@@ -92,9 +92,8 @@ def allocate_job(session: Session, stmt: Statement, job: Job, pipeline_only: boo
     """Place the job's next allocation step (or ``tasks``) in ``stmt``; False when it does not fit.
 
     ``candidates`` (node positions) limits the nodes looked at. A real allocation (not
-    ``pipeline_only``) records the job's and the tasks' fit errors, a simulation records none; a real
-    allocation leaves out the nodes other jobs reserved unless the job may backfill them
-    (:mod:`kai.framework.reservation`).
+    ``pipeline_only``) records the job's and the tasks' fit errors, a simulation records none. The nodes other
+    jobs reserved are left out unless the job may backfill them (:mod:`kai.framework.reservation`).
     """
     session.pre_job_allocation(job)
     tasks = tasks_to_allocate(session, job) if tasks is None else list(tasks)
@@ -106,7 +105,7 @@ def allocate_job(session: Session, stmt: Statement, job: Job, pipeline_only: boo
             session.add_veto_fit_error(job, veto)
         return False
     nodes = session.nodes if candidates is None else [session.nodes[i] for i in candidates]
-    if not pipeline_only and session.reservations is not None and (closed := session.reservations.closed_to(job)):
+    if closed := reservations(session).closed_to(job):
         nodes = [n for n in nodes if n.index not in closed]
     return TreePlacement(session, stmt, job, pipeline_only, nodes).place(tasks)
 

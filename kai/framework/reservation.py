@@ -8,10 +8,11 @@ expected to free first, then those with the most idle GPUs -- until they have ro
 the first time the nodes have room for every pending task, counted from the declared maximum runtimes of the
 jobs on them (:attr:`Job.max_runtime <kai.api.Job.max_runtime>`; None while one of them declares none).
 
-While the reservation holds, allocate places other jobs on its nodes only when they backfill: they declare a
-maximum runtime and end before the expected start. A reservation is released when its gang is placed, leaves
-or the policy is off; when it expires, the gang's next failed attempt reserves again, the nodes chosen afresh.
-The eviction actions (reclaim, preempt, consolidation) are not held back by reservations.
+While the reservation holds, other jobs are placed on its nodes only when they backfill: they declare a maximum
+runtime and end before the expected start. That holds for every placement the actions make, the eviction
+actions' preemptors and the victims they move too (evicting pods on reserved nodes is not held back). A
+reservation is released when its gang is placed, leaves or the policy is off; when it expires, the gang's next
+failed attempt reserves again, the nodes chosen afresh.
 
 A driver keeps the reservation with the job between cycles (live: the PodGroup's ``kai.scheduler/reservation``
 annotation), so a restarted scheduler finds it.
