@@ -6,7 +6,9 @@ expected to free first, then those with the most idle GPUs -- until they have ro
 ``maxGPUs`` for all reservations together. The reservation is the job's (:attr:`Job.reservation
 <kai.api.Job.reservation>`): the nodes, since when, until when (``maxDuration`` later) and its expected start,
 the first time the nodes have room for every pending task, counted from the declared maximum runtimes of the
-jobs on them (:attr:`Job.max_runtime <kai.api.Job.max_runtime>`; None while one of them declares none).
+jobs on them (:attr:`Job.max_runtime <kai.api.Job.max_runtime>`; None while one of them declares none). Every
+cycle each holder, higher priority and older first, chooses its nodes again the same way, so that it holds those
+expected to free first as the cluster changes; since and until stay.
 
 While the reservation holds, other jobs are placed on its nodes only when they backfill: they declare a maximum
 runtime and end before the expected start. That holds for every placement the actions make, the eviction
@@ -92,6 +94,7 @@ class Reservations:
         self.holder: dict[str, Job] = {}
         touched = changed_jobs(session)
         held = flagged_as_built(session, MEMO, lambda j: j.reservation is not None, touched)
+        active: list[Job] = []
         for uid in sorted(held | {u for u in touched if u in session.jobs}):
             job = session.jobs.get(uid)
             if job is None or job.reservation is None:
@@ -99,12 +102,18 @@ class Reservations:
             if not self.policy.enabled or not waiting(job):
                 self._set(job, None)
             elif job.reservation.active(session.now):
-                for name in job.reservation.nodes:
-                    if name in session.node_by_name:
-                        self.holder.setdefault(name, job)
-        for job in {id(j): j for j in self.holder.values()}.values():
+                active.append(job)
+        # every cycle each holder, higher priority and older first, takes the nodes that free first now
+        for job in sorted(active, key=lambda j: (-j.priority, j.creation, j.uid)):
             assert job.reservation is not None
-            self._set(job, attrs.evolve(job.reservation, start=self.expected_start(job, job.reservation.nodes)))
+            nodes = self._choose(job) or tuple(
+                n for n in job.reservation.nodes if n in session.node_by_name and n not in self.holder)
+            self._hold(job, attrs.evolve(job.reservation, nodes=nodes, start=self.expected_start(job, nodes)))
+
+    def _hold(self, job: Job, reservation: Reservation) -> None:
+        self._set(job, reservation)
+        for name in reservation.nodes:
+            self.holder[name] = job
 
     def _set(self, job: Job, reservation: Reservation | None) -> None:
         if reservation != job.reservation:
@@ -162,8 +171,23 @@ class Reservations:
         need = sum(t.request.quota_gpus() for t in pending)
         if not policy.may_reserve(job, need) or session.job_over_capacity(job, pending) is not None:
             return
+        nodes = self._choose(job)
+        if nodes is not None:
+            now = session.now
+            self._hold(job, Reservation(nodes, now, now + policy.duration, self.expected_start(job, nodes)))
+
+    def _choose(self, job: Job) -> tuple[str, ...] | None:
+        """The nodes not held for others that could host ``job``'s largest pending task, those expected to free
+        first, then those with the most idle GPUs, until they have room for every pending task; None when there
+        are not enough or they would take the reservations above ``maxGPUs``."""
+        session = self.session
+        pending = [t for t in job.tasks.values() if t.status is TaskStatus.PENDING]
+        if not pending:
+            return None
         largest = max(pending, key=lambda t: t.request.quota_gpus())
         per_task = largest.request.quota_gpus()
+        if per_task <= 0:
+            return None
         ranked = sorted((n for n in session.nodes if n.name not in self.holder and _may_host(n, largest)),
                         key=lambda n: (self._free_at(n, job), -n.idle_gpu_sum(), n.sort_key))
         chosen: list[NodeInfo] = []
@@ -174,16 +198,12 @@ class Reservations:
             chosen.append(node)
             slots += int(node.allocatable.gpu // per_task + 1e-9)
         if slots < len(pending):
-            return
+            return None
         gpus = sum(n.allocatable.gpu for n in chosen)
         held = sum(session.node_by_name[name].allocatable.gpu for name in self.holder)
-        if policy.max_gpus >= 0 and held + gpus > policy.max_gpus:
-            return
-        names = tuple(sorted(n.name for n in chosen))
-        now = session.now
-        self._set(job, Reservation(names, now, now + policy.duration, self.expected_start(job, names)))
-        for name in names:
-            self.holder[name] = job
+        if self.policy.max_gpus >= 0 and held + gpus > self.policy.max_gpus:
+            return None
+        return tuple(sorted(n.name for n in chosen))
 
     def explain(self, job: Job) -> None:
         """Record the active reservation of a job allocate could not place as one of its fit errors (reason

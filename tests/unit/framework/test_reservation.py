@@ -59,13 +59,12 @@ def test_off_by_default_and_reservations_released_when_off():
     assert set(kt.placements(session)) == {"long-0", "short-0"}
 
 
-def test_reservation_found_on_the_job_holds_and_an_expired_one_is_chosen_again():
-    held = Reservation(("n2", "n4"), NOW - 10, NOW + 100)
-    session = _run(_cluster(gang_reservation=held))
-    placed = kt.placements(session)
-    assert "long-0" not in placed  # n2 and n4 are held, the others full
-    assert session.jobs["default/gang"].reservation.nodes == ("n2", "n4")
-    expired = Reservation(("n2", "n4"), NOW - 4000, NOW - 400)
+def test_a_reservation_found_on_the_job_holds_the_nodes_that_free_first_now_and_an_expired_one_is_made_again():
+    found = Reservation(("n3", "n4"), NOW - 10, NOW + 100)
+    session = _run(_cluster(gang_reservation=found))
+    assert session.jobs["default/gang"].reservation == Reservation(("n1", "n2"), NOW - 10, NOW + 100, NOW + 200)
+    assert kt.placements(session) == {"long-0": "n4", "short-0": "n2"}
+    expired = Reservation(("n3", "n4"), NOW - 4000, NOW - 400)
     session = _run(_cluster(gang_reservation=expired))
     assert session.jobs["default/gang"].reservation == Reservation(("n1", "n2"), NOW, NOW + 3600.0, NOW + 200)
 
