@@ -20,6 +20,7 @@ from kai.api import ACTIVE_ALLOCATED, ALIVE, ALLOCATED, Job, Task, TaskStatus
 from kai.framework.asbuilt import changed_jobs, pending_as_built
 from kai.framework.gang import group_children, pod_sets_under, root_group, should_pipeline, tasks_to_allocate
 from kai.framework.jobqueue import JobQueue
+from kai.framework.reservation import reservations
 
 if TYPE_CHECKING:
     from kai.api import PodSet, SubGroup
@@ -44,12 +45,17 @@ def allocate(session: Session) -> None:
             session.add_job_fit_error(candidate, not_ready_message(candidate))
             continue
         jobs.append(candidate)
+    held = reservations(session)
     queue = JobQueue(session, jobs, depth=session.plugins.config.queue_depth("allocate"))
     while (job := queue.pop()) is not None:
         session.allocation_order.append(job)
         with session.contained("allocate", job):
-            if allocate_step(session, job) and job.has_pending():
-                queue.push(job)
+            if allocate_step(session, job):
+                if job.has_pending():
+                    queue.push(job)
+            elif held.policy.enabled:
+                held.reserve(job)
+                held.explain(job)
 
 
 def allocate_arrival(session: Session, job: Job) -> bool:
@@ -87,7 +93,8 @@ def allocate_job(session: Session, stmt: Statement, job: Job, pipeline_only: boo
     """Place the job's next allocation step (or ``tasks``) in ``stmt``; False when it does not fit.
 
     ``candidates`` (node positions) limits the nodes looked at. A real allocation (not
-    ``pipeline_only``) records the job's and the tasks' fit errors; a simulation records none.
+    ``pipeline_only``) records the job's and the tasks' fit errors, a simulation records none. The nodes other
+    jobs reserved are left out unless the job may backfill them (:mod:`kai.framework.reservation`).
     """
     session.pre_job_allocation(job)
     tasks = tasks_to_allocate(session, job) if tasks is None else list(tasks)
@@ -99,6 +106,8 @@ def allocate_job(session: Session, stmt: Statement, job: Job, pipeline_only: boo
             session.add_veto_fit_error(job, veto)
         return False
     nodes = session.nodes if candidates is None else [session.nodes[i] for i in candidates]
+    if closed := reservations(session).closed_to(job):
+        nodes = [n for n in nodes if n.index not in closed]
     return TreePlacement(session, stmt, job, pipeline_only, nodes).place(tasks)
 
 

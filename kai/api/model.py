@@ -282,6 +282,20 @@ class SubGroup:
     min_subgroup: int | None = None
 
 
+@attrs.frozen(slots=True)
+class Reservation:
+    """Nodes a waiting gang holds for itself from ``since`` until ``until`` (seconds since the epoch); other jobs
+    are placed there only when they end before ``start``, the time the gang is expected to fit (None: unknown)."""
+
+    nodes: tuple[str, ...]
+    since: float
+    until: float
+    start: float | None = None
+
+    def active(self, now: float) -> bool:
+        return now < self.until
+
+
 @attrs.define(slots=True, eq=False)
 class Job:
     """A PodGroup: a gang of tasks with one queue and priority."""
@@ -311,6 +325,10 @@ class Job:
     #: KAI's ``semi-preemptible``: the job is non-preemptible up to each pod set's gang size (its core) and
     #: preemptible above it (its surplus); ``preemptible`` is True, the core is protected where victims are chosen.
     semi_preemptible: bool = False
+    #: The job's declared maximum runtime in seconds (``kai.scheduler/max-runtime``); None: not declared.
+    max_runtime: float | None = None
+    #: The nodes the job holds for itself while it waits (:mod:`kai.framework.reservation`); None: none.
+    reservation: Reservation | None = None
 
     def __attrs_post_init__(self) -> None:
         if not self.uid:
@@ -397,6 +415,12 @@ class Job:
     @property
     def gpus_required(self) -> float:
         return round(sum(t.request.gpus_required for t in self.tasks.values()), 2)
+
+    def runtime_end(self) -> float | None:
+        """When the running job reaches its declared maximum runtime (its last start plus it), or None."""
+        if self.max_runtime is None or self.last_start is None:
+            return None
+        return self.last_start + self.max_runtime
 
     def preemption_delay_end(self) -> float | None:
         """When the job may first evict others (its creation or last eviction plus the delay), or None."""

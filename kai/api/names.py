@@ -77,6 +77,11 @@ LAST_EVICTION_ANNOTATION = "kai.scheduler/last-eviction-timestamp"
 #: Not KAI's: a pending PodGroup's dominant reason, ``{"code", "details"}`` as compact JSON, on the PodGroup (written
 #: with its scheduling condition) and on the Unschedulable events about it and its pods.
 PENDING_REASON_ANNOTATION = "kai.scheduler/pending-reason"
+#: On a PodGroup (or its top owner, whose annotations the podgrouper copies): the job's maximum runtime, a Go duration.
+MAX_RUNTIME_ANNOTATION = "kai.scheduler/max-runtime"
+#: On a PodGroup, written by the scheduler: the nodes its gang reserved, as JSON ``{"nodes", "since", "until",
+#: "start"}`` (RFC 3339 times; ``start`` null when unknown).
+RESERVATION_ANNOTATION = "kai.scheduler/reservation"
 #: A pod's NUMA placement: as the node observed it, and as the scheduler predicted it (written by the binder).
 NUMA_PLACEMENT_OBSERVED_ANNOTATION = "kai.scheduler/numa-placement-observed"
 NUMA_PLACEMENT_PREDICTED_ANNOTATION = "kai.scheduler/numa-placement-predicted"
@@ -113,6 +118,10 @@ REASON_PODGROUPER_WARNING = "PodGrouperWarning"
 REASON_INTERNAL_ERROR = "InternalSchedulingError"
 REASON_NODE_NOT_FOUND = "NodeNotFound"
 REASON_NODE_OVERCOMMITTED = "NodeOverCommitted"
+#: Events and PodGroup scheduling conditions of reservations and runtime limits.
+REASON_NODES_RESERVED = "NodesReserved"
+REASON_RESERVATION_RELEASED = "ReservationReleased"
+REASON_RUNTIME_LIMIT_EXCEEDED = "RuntimeLimitExceeded"
 #: KAI's unschedulable reasons of a PodGroup's scheduling condition (``reasons[].reason``).
 UNSCHEDULABLE_OVER_LIMIT = "OverLimit"
 UNSCHEDULABLE_NON_PREEMPTIBLE_OVER_QUOTA = "NonPreemptibleOverQuota"

@@ -12,7 +12,8 @@ tiers:
 Plugins are called in the order they are listed (tier by tier). Also read:
 ``stalenessGracePeriodSeconds``, ``restrictSchedulingNodes``, ``fullHierarchyFairness``, ``usageDBConfig``
 (historical queue usage for time-based fair share, KAI's shape; see :mod:`kai.framework.usage`) and
-``scenarioSearchBudgets`` (the eviction actions' search budgets, see :mod:`kai.framework.scenariosearch`).
+``scenarioSearchBudgets`` (the eviction actions' search budgets, see :mod:`kai.framework.scenariosearch`) and
+``reservation`` (which waiting gangs hold nodes, see :mod:`kai.framework.reservation`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import attrs
 
 from kai.common.errors import ConfigError
 from kai.common.yamlfile import Fields, describe, read_yaml
+from kai.framework.reservation import ReservationPolicy, parse_reservation_policy
 from kai.framework.scenariosearch import SearchBudgets, parse_search_budgets
 from kai.framework.usage import UsageDBConfig, parse_usage_db
 
@@ -59,6 +61,8 @@ class SchedulerConfig:
     full_hierarchy_fairness: bool = True
     #: ``scenarioSearchBudgets``: the time budgets of the eviction actions' victim search.
     scenario_search_budgets: SearchBudgets = SearchBudgets()
+    #: ``reservation``: which waiting gangs hold nodes for themselves (:mod:`kai.framework.reservation`); off.
+    reservation: ReservationPolicy = ReservationPolicy()
 
     def queue_depth(self, action: str) -> int | None:
         """How many jobs per leaf queue ``action`` tries in a cycle; None: all."""
@@ -77,7 +81,10 @@ SHIPPED_DEFAULT_PLUGINS = (
     "gpusharingorder", "gpupack", "resourcetype", "podaffinity", "subgrouporder", "taskorder", "nominatednode",
     "dynamicresources", "nodeplacement", "minruntime", "topology",
 )
-DEFAULT_ACTIONS = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction")
+#: KAI's default actions, in its order; the shipped defaults add ``runtimelimit``, which acts only on jobs that
+#: declare a maximum runtime.
+KAI_DEFAULT_ACTIONS = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction")
+DEFAULT_ACTIONS = (*KAI_DEFAULT_ACTIONS, "runtimelimit")
 DEFAULT_CONFIG = SchedulerConfig(
     actions=DEFAULT_ACTIONS,
     plugins=tuple(
@@ -165,10 +172,11 @@ def parse_config(data: Any, where: str = "config") -> SchedulerConfig:
     if data.get("usageDBConfig") is not None:
         usage_db = parse_usage_db(data["usageDBConfig"], where)
     budgets = parse_search_budgets(data.get("scenarioSearchBudgets"), where)
+    reservation = parse_reservation_policy(data.get("reservation"), where)
     plugins = DEFAULT_CONFIG.plugins if "tiers" not in data else _parse_tiers(data["tiers"], where)
     return SchedulerConfig(actions, plugins, staleness_grace_period=float(grace),
                            max_consolidation_preemptees=preemptees, usage_db=usage_db, queue_depth_per_action=depths,
-                           scenario_search_budgets=budgets, **flags)
+                           scenario_search_budgets=budgets, reservation=reservation, **flags)
 
 
 def _parse_tiers(tiers: Any, where: str) -> tuple[PluginSpec, ...]:

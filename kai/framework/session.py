@@ -50,6 +50,8 @@ from kai.framework.statement import Decision, Statement
 
 log = logging.getLogger("kai.session")
 if TYPE_CHECKING:
+    from kai.framework.reservation import Reservations
+
     #: What the fallback orders compare: (creation time, name) or the name alone, names as bytes.
     _Key = TypeVar("_Key", tuple[float, bytes], bytes)
 
@@ -122,6 +124,8 @@ class Session:
         #: Positions of the nodes short of an extended resource (MIG profile ...) when the session opened.
         self.short_scalars: set[int] = set()
         self._report_overcommitted()
+        #: The nodes waiting gangs hold (:func:`kai.framework.reservation.reservations`), worked out on first use.
+        self.reservations: Reservations | None = None
         #: Node selection for a task (:mod:`kai.framework.nodeselect`).
         self.selector = NodeSelector(self)
         self.job_key = functools.cmp_to_key(self.compare_jobs)

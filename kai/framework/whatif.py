@@ -56,9 +56,8 @@ def keep_as_built(snapshot: Snapshot) -> AsBuilt:
     facts["jobs"] = {uid: job for uid, job in snapshot.jobs.items() if uid not in added}
     facts["problems"] = snapshot.problems[:journal.problems] if journal is not None else list(snapshot.problems)
     every = [*facts["jobs"].values(), *snapshot.rejected_jobs.values()]
-    tasks = {id(t): (t.status, t.node, t.gpu_groups, t.numa_placement, t.claim_allocations, t.extended_claim)
-             for job in every for t in job.tasks.values()}
-    jobs = {id(j): (j.last_start, j.stale_since, j.last_eviction) for j in every}
+    tasks = {id(t): tuple(getattr(t, f) for f in TASK_FIELDS) for job in every for t in job.tasks.values()}
+    jobs = {id(j): tuple(getattr(j, f) for f in JOB_FIELDS) for j in every}
     if journal is not None:
         tasks.update((key, saved) for key, (_, saved) in journal.tasks.items())
         jobs.update((key, saved) for key, (_, saved) in journal.jobs.items())

@@ -8,21 +8,25 @@ scheduler's own views (pods, nodes, BindRequests ...) are :mod:`kai.scheduler.vi
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
 import attrs
 
-from kai.api import UNLIMITED, Queue, QuotaSpec, ResourceTypeQuota, TopologyConstraint
+from kai.api import UNLIMITED, Queue, QuotaSpec, Reservation, ResourceTypeQuota, TopologyConstraint
 from kai.api.names import (
     LAST_EVICTION_ANNOTATION,
     LAST_START_ANNOTATION,
+    MAX_RUNTIME_ANNOTATION,
     PENDING_REASON_ANNOTATION,
     PREEMPTIBILITY_LABEL,
+    RESERVATION_ANNOTATION,
     STALE_ANNOTATION,
 )
 from kai.api.podgroup import NON_PREEMPTIBLE, PREEMPTIBLE, SEMI_PREEMPTIBLE
 from kai.common.durations import parse_duration
+from kai.common.times import rfc3339
 
 #: An object of decoded JSON, as the API server sends it.
 JsonObject = dict[str, Any]
@@ -88,6 +92,10 @@ class PodGroupView:
     invalid: str = ""
     #: The dominant reason the scheduler last wrote (annotation ``kai.scheduler/pending-reason``), or "".
     pending_reason: str = ""
+    #: ``kai.scheduler/max-runtime`` in seconds; None when unset or malformed (then noted in ``invalid``).
+    max_runtime: float | None = None
+    #: ``kai.scheduler/reservation``, the nodes the gang holds; None when unset or unreadable.
+    reservation: Reservation | None = None
 
 
 def _topology(tc: object) -> TopologyConstraint | None:
@@ -124,9 +132,50 @@ def podgroup_view(raw: JsonObject) -> PodGroupView:
         staleness_grace_period=_duration(spec, "stalenessGracePeriod", invalid),
         mark_unschedulable=spec.get("markUnschedulable") is not False,
         conditions=conditions,
+        max_runtime=_max_runtime(annotations.get(MAX_RUNTIME_ANNOTATION), invalid),
+        reservation=parse_reservation(annotations.get(RESERVATION_ANNOTATION)),
         invalid="; ".join(invalid),
         pending_reason=annotations.get(PENDING_REASON_ANNOTATION, ""),
     )
+
+
+def _max_runtime(value: str | None, invalid: list[str]) -> float | None:
+    """Seconds of the ``kai.scheduler/max-runtime`` annotation; a malformed or negative one is noted in ``invalid``."""
+    if value is None:
+        return None
+    try:
+        seconds = parse_duration(value, f"annotation {MAX_RUNTIME_ANNOTATION}")
+    except ValueError as exc:
+        invalid.append(f"{exc}; the annotation is ignored")
+        return None
+    if seconds <= 0:
+        invalid.append(f"annotation {MAX_RUNTIME_ANNOTATION}: {value!r} is not a positive duration; the annotation is "
+                       "ignored")
+        return None
+    return seconds
+
+
+def parse_reservation(value: str | None) -> Reservation | None:
+    """The reservation a ``kai.scheduler/reservation`` annotation records; None when absent or unreadable."""
+    if not value:
+        return None
+    try:
+        data = json.loads(value)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("nodes"), list):
+        return None
+    since, until = timestamp(data.get("since")), timestamp(data.get("until"))
+    if since is None or until is None:
+        return None
+    return Reservation(tuple(str(n) for n in data["nodes"]), since, until, timestamp(data.get("start")))
+
+
+def reservation_annotation(reservation: Reservation) -> str:
+    """The ``kai.scheduler/reservation`` annotation of ``reservation``."""
+    start = None if reservation.start is None else rfc3339(reservation.start)
+    return json.dumps({"nodes": list(reservation.nodes), "since": rfc3339(reservation.since),
+                       "until": rfc3339(reservation.until), "start": start}, separators=(",", ":"))
 
 
 def _whole(value: object) -> int | None:

@@ -95,7 +95,7 @@ ASSUME_TTL = 60.0
 #: What the scheduler itself writes back about a pod (its explanation) and a PodGroup (its explanation and the
 #: times it records): a change of these alone lets no cycle decide anything new.
 POD_RECORDS = frozenset({"unschedulable_message"})
-PODGROUP_RECORDS = frozenset({"conditions", "last_start", "stale_since", "last_eviction"})
+PODGROUP_RECORDS = frozenset({"conditions", "last_start", "stale_since", "last_eviction", "reservation"})
 
 
 def wakes(kind: str, view: object, previous: object) -> bool:

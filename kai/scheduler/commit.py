@@ -63,6 +63,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 from kai.actions.allocate import not_ready_message
 from kai.api import ACTIVE_ALLOCATED, Job, Task, TaskStatus, ZonePlacement, names
+from kai.common.durations import format_duration
 from kai.framework import Decision, Problem, Session
 from kai.framework.asbuilt import JobsKey, changed_jobs, flagged_as_built
 from kai.framework.faults import INTERNAL_ERROR_REASON
@@ -71,7 +72,7 @@ from kai.framework.snapshot import NODE_NOT_FOUND
 from kai.kube import dra
 from kai.kube.client import STRATEGIC_MERGE_PATCH, ApiError, Kube, object_path
 from kai.kube.events import NORMAL, WARNING, record_event
-from kai.kube.views import JsonObject, PodGroupView
+from kai.kube.views import JsonObject, PodGroupView, reservation_annotation
 from kai.logs import fields
 from kai.metrics import SchedulerMetrics
 from kai.scheduler.bindmode import DIRECT, binder_work
@@ -246,6 +247,7 @@ class Committer:
                     self._event(podgroup_ref(pg), WARNING, INTERNAL_ERROR_REASON,
                                 f"{message} (the scheduler's log has the details)")
                 self._annotate(job, pg)
+                self._runtime_limit(session, job, pg)
                 self._explain(session, job, pg, cycle)
             except Exception:  # noqa: BLE001 - one job's explanation must not keep the others'
                 log.exception("explaining a podgroup failed", **fields(podgroup=job.uid))
@@ -435,11 +437,40 @@ class Committer:
             patch[names.PENDING_REASON_ANNOTATION] = None
             with self._lock:  # pending again later: written again
                 self._written.pop((f"PodGroup {pg.key}", "pending reason"), None)
+        if _reservation_changed(job, pg):
+            held = job.reservation
+            patch[names.RESERVATION_ANNOTATION] = None if held is None else reservation_annotation(held)
+            ref = podgroup_ref(pg)
+            if held is not None and (pg.reservation is None or pg.reservation.nodes != held.nodes):
+                self._event(ref, NORMAL, names.REASON_NODES_RESERVED,
+                            f"Reserved nodes {', '.join(held.nodes)} until {rfc3339(held.until)}")
+            elif held is None and pg.reservation is not None:
+                self._event(ref, NORMAL, names.REASON_RESERVATION_RELEASED,
+                            f"Released the reservation of nodes {', '.join(pg.reservation.nodes)}")
         if patch:
             path = object_path(*names.PODGROUPS, pg.namespace, pg.name)
             body = {"metadata": {"annotations": patch}}
             self._submit("annotate PodGroup", pg.key, lambda: self.kube.patch(path, body),
                          dedupe=((f"PodGroup {pg.key}", "annotations"), f"{pg.uid} {sorted(patch.items())!r}"))
+
+    def _runtime_limit(self, session: Session, job: Job, pg: PodGroupView) -> None:
+        """An event and the PodGroup's condition when the job's pods were evicted at its maximum runtime."""
+        end = job.runtime_end()
+        if end is None or end > session.now or not any(t.uid in session.evicted for t in job.tasks.values()):
+            return
+        limit = format_duration(job.max_runtime or 0.0)
+        message = f"Workload exceeded its maximum runtime ({limit}); its pods are evicted"
+        self._event(podgroup_ref(pg), WARNING, names.REASON_RUNTIME_LIMIT_EXCEEDED, message)
+        previous = [c for c in pg.conditions if c.get("nodePool") != self.node_pool]
+        condition = {"type": names.REASON_RUNTIME_LIMIT_EXCEEDED, "nodePool": self.node_pool,
+                     "reason": names.REASON_RUNTIME_LIMIT_EXCEEDED, "message": message, "status": "True",
+                     "reasons": [{"reason": names.REASON_RUNTIME_LIMIT_EXCEEDED, "message": message}],
+                     "transitionID": str(_transition(pg)), "lastTransitionTime": rfc3339(time.time())}
+        path = object_path(*names.PODGROUPS, pg.namespace, pg.name)
+        self._submit("PodGroup condition", pg.key,
+                     lambda: self.kube.patch(path, {"status": {"schedulingConditions": [*previous, condition]}},
+                                             subresource="status"),
+                     dedupe=((f"PodGroup {pg.key}", "condition"), f"{pg.uid} {message} {end}"))
 
     def _explain(self, session: Session, job: Job, pg: PodGroupView, cycle: Cycle) -> None:
         """Explain a job with pods still waiting: events, pod conditions and the PodGroup's condition."""
@@ -501,11 +532,7 @@ class Committer:
         if written:
             return
         previous = [c for c in pg.conditions if c.get("nodePool") != self.node_pool]
-        try:
-            transition = int(last.get("transitionID", -1)) + 1
-        except (TypeError, ValueError):
-            transition = 0
-        condition = {**wanted, "reasons": reasons, "transitionID": str(transition),
+        condition = {**wanted, "reasons": reasons, "transitionID": str(_transition(pg)),
                      "lastTransitionTime": rfc3339(time.time())}
         path = object_path(*names.PODGROUPS, pg.namespace, pg.name)
         self._submit("PodGroup condition", pg.key,
@@ -522,6 +549,27 @@ class Committer:
         path = object_path(*names.PODGROUPS, pg.namespace, pg.name)
         body = {"metadata": {"annotations": {names.PENDING_REASON_ANNOTATION: note()}}}
         self._submit("annotate PodGroup", pg.key, lambda: self.kube.patch(path, body), dedupe=dedupe)
+
+
+def _transition(pg: PodGroupView) -> int:
+    """The transition id of the PodGroup's next condition: one more than its last one's."""
+    last = pg.conditions[-1] if pg.conditions else {}
+    try:
+        return int(last.get("transitionID", -1)) + 1
+    except (TypeError, ValueError):
+        return 0
+
+
+def _reservation_changed(job: Job, pg: PodGroupView) -> bool:
+    """Whether the job's reservation differs from its PodGroup's annotation (its expected start by a minute)."""
+    new, old = job.reservation, pg.reservation
+    if new is None or old is None:
+        return new is not old
+    if new.nodes != old.nodes or _changed(new.since, old.since) or _changed(new.until, old.until):
+        return True
+    if new.start is None or old.start is None:
+        return new.start is not old.start
+    return abs(new.start - old.start) >= 60.0
 
 
 def _has_waiting(job: Job) -> bool:

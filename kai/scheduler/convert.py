@@ -129,7 +129,8 @@ def to_job(pg: PodGroupView, priority: int) -> Job:
               pod_sets={"default": PodSet("default", pg.min_member)}, topology=pg.topology,
               last_start=pg.last_start, stale_since=pg.stale_since, last_eviction=pg.last_eviction,
               preemption_delay=pg.preemption_delay, staleness_grace_period=pg.staleness_grace_period,
-              min_subgroup=pg.min_subgroup, semi_preemptible=is_semi_preemptible(pg))
+              min_subgroup=pg.min_subgroup, semi_preemptible=is_semi_preemptible(pg), max_runtime=pg.max_runtime,
+              reservation=pg.reservation)
     if pg.sub_groups:
         parents = {parent for _, _, parent, _, _ in pg.sub_groups if parent}
         job.pod_sets.clear()

@@ -26,7 +26,8 @@ from urllib.parse import parse_qs
 
 import attrs
 
-from kai.api import Job, Queue, Task
+from kai.api import Job, Queue, Reservation, Task
+from kai.common.times import rfc3339
 from kai.framework import FAIR_SHARE_REASONS, Plugins, SchedulerConfig, Session, Snapshot
 from kai.framework.jobqueue import JobQueue
 from kai.framework.nodes import NodeInfo
@@ -58,6 +59,9 @@ class PendingJob:
     pods: tuple[str, ...]
     request: tuple[float, float, float]
     tasks: tuple[Task, ...]
+    #: The job's declared maximum runtime (seconds) and the nodes it holds, as the cycle left them.
+    max_runtime: float | None = None
+    reservation: Reservation | None = None
 
 
 #: (position in the cluster, position in its queue, job).
@@ -140,6 +144,8 @@ class CycleView:
         self._jobs = dict(session.jobs)
         self._waiting = [(job, tasks) for job in self._jobs.values() if (tasks := pending_tasks(job))]
         self._rank = _rank(session, (job for job, _ in self._waiting))
+        #: Taken now: the next session on the snapshot puts the jobs' reservations back as built.
+        self._reservations = {job.uid: job.reservation for job, _ in self._waiting if job.reservation is not None}
         self._nodes = session.nodes
         self._errors = session.job_fit_errors
         proportion = session.plugins.plugin("proportion")
@@ -159,7 +165,8 @@ class CycleView:
             if self._pending is None:
                 self._pending = tuple(
                     PendingJob(job.uid, job.namespace, job.name, job.queue, job.priority, job.creation,
-                               tuple(t.name for t in tasks), job_request(tasks), tasks)
+                               tuple(t.name for t in tasks), job_request(tasks), tasks, job.max_runtime,
+                               self._reservations.get(job.uid))
                     for job, tasks in self._waiting)
             return self._pending
 
@@ -368,4 +375,13 @@ def pending_json(entry: Ordered, view: CycleView) -> dict[str, Any]:
     return {"namespace": job.namespace, "name": job.name, "uid": job.uid, "queue": job.queue,
             "priority": job.priority, "position_in_cluster": cluster, "position_in_queue": in_queue,
             "pods": list(job.pods), "requested": dict(zip(RESOURCES, job.request, strict=True)),
-            "age_seconds": round(max(view.time - job.creation, 0.0), 3), "reason": view.reason(job).to_json()}
+            "age_seconds": round(max(view.time - job.creation, 0.0), 3), "reason": view.reason(job).to_json(),
+            "max_runtime_seconds": job.max_runtime, "reservation": _reservation_json(job.reservation, view.time)}
+
+
+def _reservation_json(held: Reservation | None, now: float) -> dict[str, Any] | None:
+    """The nodes a pending job holds, until when, and when it is expected to fit (RFC 3339; null: not known)."""
+    if held is None or not held.active(now):
+        return None
+    return {"nodes": list(held.nodes), "since": rfc3339(held.since), "until": rfc3339(held.until),
+            "expected_start": None if held.start is None else rfc3339(held.start)}

@@ -49,6 +49,11 @@ def check_result(session: Session, what: str, name: str, tasks, job: Job, want: 
             got = numa_zones(session, t)
             if got != sorted(want["numa_zones"]):
                 return f"{label}: task {t.name} NUMA zones expected {sorted(want['numa_zones'])}, got {got}"
+    if want.get("reserved_nodes") is not None:
+        held = job.reservation
+        got = sorted(held.nodes) if held is not None and held.active(session.now) else []
+        if got != sorted(want["reserved_nodes"]):
+            return f"{label}: reserved nodes expected {sorted(want['reserved_nodes'])}, got {got}"
     placed = status in ("Allocated", "Bound", "Binding", "Running")
     if placed and job.last_start is None:
         return f"{label}: expected a last-start time (status {status}), got none"

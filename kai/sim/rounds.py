@@ -44,6 +44,12 @@ def feed_back(scenario: Scenario, session: Session) -> None:
         if job is None:
             continue
         deleting = bool(jd.get("deleting"))
+        held = job.reservation
+        if held is None:
+            jd.pop("reservation", None)
+        else:  # as the next round, a round later, sees it
+            left = held.until - session.now - ROUND_SECONDS
+            jd["reservation"] = {"nodes": list(held.nodes), "expires_in_seconds": left}
         for i, td in enumerate(jd.get("tasks") or []):
             task = job.tasks.get(td.get("name") or f"{jd['name']}-{i}")
             if task is None:

@@ -28,6 +28,7 @@ from kai.api import (
     PodSet,
     Queue,
     QuotaSpec,
+    Reservation,
     ResourceRequest,
     Resources,
     ResourceTypeQuota,
@@ -44,6 +45,7 @@ from kai.common.errors import ConfigError
 from kai.common.yamlfile import Fields, describe, read_yaml
 from kai.framework import PluginSpec, SchedulerConfig, build_snapshot
 from kai.framework.config import DEFAULT_CONFIG, KAI_DEFAULT_PLUGINS, MAX_SETTING, parse_plugin_list
+from kai.framework.reservation import parse_reservation_policy
 from kai.sim.cluster_fields import MAX_GPU_MEMORY_MIB, MAX_GPUS, MAX_PODS, MAX_PODS_PER_NODE, MAX_PRIORITY
 from kai.sim.dra_facts import ScenarioDRA
 from kai.sim.numa_facts import amounts, numa_placement, numa_topology
@@ -60,7 +62,7 @@ DEFAULT_TASK_MEMORY = 1_000_000_000.0
 STATUSES = {s.value: s for s in TaskStatus}
 #: Largest job age or staleness (minutes): about 1900 years.
 MAX_AGE_MINUTES = 1e9
-ACTIONS = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction")
+ACTIONS = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction", "runtimelimit")
 #: KAI's preemptibility values of a job's ``preemptibility`` field.
 PREEMPTIBILITIES = (PREEMPTIBLE, NON_PREEMPTIBLE, SEMI_PREEMPTIBLE)
 #: The domain objects of a scenario's facts: nodes, queues, jobs, ``now``, topologies, the DRA objects and the
@@ -170,7 +172,8 @@ class Scenario:
             max_consolidation_preemptees=cfg.whole("max_consolidation_preemptees",
                                                    DEFAULT_CONFIG.max_consolidation_preemptees, -1, MAX_SETTING),
             allow_consolidating_reclaim=cfg.flag("allow_consolidating_reclaim",
-                                                 DEFAULT_CONFIG.allow_consolidating_reclaim))
+                                                 DEFAULT_CONFIG.allow_consolidating_reclaim),
+            reservation=parse_reservation_policy(cfg.data.get("reservation"), f"{self.where}: config"))
 
     def unbuilt_plugins(self, installed) -> list[str]:
         """Plugins the scenario configures that are not installed (KAI's defaults not shipped yet count
@@ -203,6 +206,7 @@ class Scenario:
                 for key in EXPECTED_SUMS:
                     want.number(key, None)
                 want.get("fit_error_message", (str, int, float), None, "a message")
+                want.names("reserved_nodes")
                 for i, zone in enumerate(want.sequence("numa_zones", [])):
                     if isinstance(zone, bool) or not isinstance(zone, int):
                         raise want.fail("numa_zones", f"must list zone indices; item {i} is {describe(zone)}")
@@ -343,7 +347,12 @@ class Scenario:
         rest = {"min_subgroup": f.whole("min_subgroup", None, 0, MAX_PODS),
                 "preemption_delay": f.number("preemption_delay_seconds", None, 0, MAX_AGE_MINUTES * 60.0),
                 "staleness_grace_period": f.number("staleness_grace_period_seconds", None, -MAX_AGE_MINUTES * 60.0,
-                                                   MAX_AGE_MINUTES * 60.0)}
+                                                   MAX_AGE_MINUTES * 60.0),
+                "max_runtime": f.number("max_runtime_seconds", None, 0, MAX_AGE_MINUTES * 60.0)}
+        held = f.entry("reservation", ("nodes", "expires_in_seconds")) if f.has("reservation") else None
+        reserved = None if held is None else (tuple(held.names("nodes")),
+                                              held.number("expires_in_seconds", 3600.0, -MAX_AGE_MINUTES * 60.0,
+                                                          MAX_AGE_MINUTES * 60.0))
 
         def make(now: float) -> Job:
             job = Job(name=name, namespace=NAMESPACE, queue=queue, priority=priority, preemptible=preemptible,
@@ -359,6 +368,8 @@ class Scenario:
                 job.last_start = now - 60.0
             if stale is not None:
                 job.stale_since = now - stale
+            if reserved is not None:
+                job.reservation = Reservation(reserved[0], now - 60.0, now + reserved[1])
             return job
 
         return make

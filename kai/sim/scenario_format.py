@@ -1,8 +1,9 @@
 """The fields of the conformance scenario format, and what a scenario needs that the kernel lacks.
 
 This project extends the format with PodDisruptionBudgets (``disruption_budgets``), KAI's
-``preemptibility`` of a job (``semi-preemptible``) and a queue's GPU quota per resource type
-(``resource_types``).
+``preemptibility`` of a job (``semi-preemptible``), a queue's GPU quota per resource type (``resource_types``),
+and reservations: the configuration's ``reservation`` policy, a job's ``max_runtime_seconds`` and
+``reservation``, and an expected job's ``reserved_nodes``.
 
 A scenario is run only when every field it sets is one the loader reads. :func:`needs` walks the raw
 scenario and names, for each field or value that is part of the format but not built yet, its
@@ -16,13 +17,15 @@ from typing import Any
 
 #: The fields of each part of a scenario (SCHEMA.md §1-§10 and its v0.17 additions, and this project's DRA
 #: extension: ``device_classes``, ``resource_claims``, node ``devices``, task ``resource_claims``; its budget
-#: extension: ``disruption_budgets``, job ``preemptibility``; its GPU type extension: queue ``resource_types``).
+#: extension: ``disruption_budgets``, job ``preemptibility``; its GPU type extension: queue ``resource_types``;
+#: its reservation extension: config ``reservation``, job ``max_runtime_seconds`` and ``reservation``, result
+#: ``reserved_nodes``).
 FIELDS: dict[str, frozenset[str]] = {k: frozenset(v.split()) for k, v in {
     "scenario": "name source actions mode simulation config topologies nodes queues jobs expected features notes "
                 "device_classes resource_claims disruption_budgets",
     "simulation": "rounds_until_match rounds_after_match",
     "config": "plugins predicates max_consolidation_preemptees allow_consolidating_reclaim "
-              "staleness_grace_period_seconds",
+              "staleness_grace_period_seconds reservation",
     "topology": "name levels",
     "node": "gpus cpu_millis memory_bytes gpu_memory_mib mig_strategy mig_instances labels max_pods "
             "gpu_memory_synced numa devices",
@@ -33,7 +36,8 @@ FIELDS: dict[str, frozenset[str]] = {k: frozenset(v.split()) for k, v in {
     "job": "name queue priority preemptible created_minutes_ago min_available topology_constraint pod_sets subgroups "
            "gpus_per_task gpu_memory_mib_per_task cpu_millis_per_task memory_bytes_per_task best_effort "
            "stale_for_seconds deleting tasks preemption_delay_seconds staleness_grace_period_seconds qos_class "
-           "gpu_devices_per_task min_subgroup preemptibility",
+           "gpu_devices_per_task min_subgroup preemptibility max_runtime_seconds reservation",
+    "job_reservation": "nodes expires_in_seconds",
     "subgroup": "name topology_constraint pod_sets subgroups min_subgroup",
     "pod_set": "name min_available topology_constraint",
     "topology_constraint": "topology required_level preferred_level",
@@ -41,7 +45,7 @@ FIELDS: dict[str, frozenset[str]] = {k: frozenset(v.split()) for k, v in {
             "pod_affinity_topology_key pod_anti_affinity_topology_key priority numa_placement resource_claims",
     "expected": "jobs tasks nodes max_binds max_evictions max_pipelines",
     "result": "status node gpus_required gpus_accepted cpu_millis_required memory_bytes_required "
-              "last_start_older_than_seconds fit_error_message numa_zones",
+              "last_start_older_than_seconds fit_error_message numa_zones reserved_nodes",
     "node_result": "idle_gpus releasing_gpus numa_zones_available",
     "device_class": "name selectors extended_resource_name",
     "node_device": "driver count attributes capacity",
@@ -101,7 +105,7 @@ _CHILDREN: dict[str, dict[str, str]] = {
     "queue": {"resource_types": "resource_type"},
     "resource_claim": {"allocation": "claim_allocation"},
     "job": {"topology_constraint": "topology_constraint", "subgroups": "subgroup", "pod_sets": "pod_set",
-            "tasks": "task"},
+            "tasks": "task", "reservation": "job_reservation"},
     "subgroup": {"topology_constraint": "topology_constraint", "subgroups": "subgroup", "pod_sets": "pod_set"},
     "pod_set": {"topology_constraint": "topology_constraint"},
     "expected": {"jobs": "result", "tasks": "result", "nodes": "node_result"},

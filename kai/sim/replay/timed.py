@@ -5,10 +5,13 @@ seconds (a pod without a deletion time runs until the last time the trace names)
 completions. Scheduling cycles run on a grid of ``period`` seconds of trace time through
 :func:`kai.sim.simulate.run_cycles` -- a snapshot of the cluster per cycle, one Session, the configured
 actions -- and a pod that does not fit waits in its queue for the next cycle. A cycle runs only when a pod
-is pending, and after a cycle that changed nothing the next one waits for the next arrival or completion:
-the same facts would give the same decisions. An evicted pod goes back to pending and, placed again,
-runs its whole run time again. ``speedup`` brings the arrivals closer together (their times from the first
-divided by it) and keeps every run time, to load a cluster the trace leaves idle. See ``docs/replay.md``.
+is pending or a job has run for its declared maximum runtime, and after a cycle that changed nothing the next
+one waits for the next arrival, completion or runtime limit: the same facts would give the same decisions. An
+evicted pod goes back to pending and, placed again, runs its whole run time again; a gang (a row with
+``replicas``) runs as one, and loses all its pods when one is evicted. A job evicted at its declared maximum
+runtime (the ``runtimelimit`` action) is stopped, not queued again. ``speedup`` brings the arrivals closer
+together (their times from the first divided by it) and keeps every run time, to load a cluster the trace
+leaves idle. See ``docs/replay.md``.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import time
 
 import attrs
 
-from kai.api import Job, Queue, QuotaSpec, TaskStatus
+from kai.api import Job, Queue, QuotaSpec, Task, TaskStatus
 from kai.common.errors import ConfigError
 from kai.framework import SchedulerConfig, Session, build_snapshot
 from kai.sim.replay.progress import progress_bar
@@ -44,8 +47,16 @@ class Pod:
     done: float | None = None
 
     @property
-    def task(self):
-        return next(iter(self.job.tasks.values()))
+    def tasks(self) -> list[Task]:
+        return list(self.job.tasks.values())
+
+    @property
+    def pending(self) -> bool:
+        return self.job.has_pending()
+
+    @property
+    def node(self) -> str | None:
+        return next(iter(self.job.tasks.values())).node
 
 
 @attrs.define
@@ -148,6 +159,8 @@ class _State:
         self.last_change = 0.0
         self.decided = True
         self.evictions = 0
+        #: Jobs stopped at their declared maximum runtime.
+        self.stopped = 0
         self.cycles = 0
         #: The last session's (allocated, fair share) GPUs per queue.
         self.session_queues: dict[str, tuple[float, float]] = {}
@@ -162,13 +175,14 @@ class _State:
         while True:
             self.now = k * self.period
             self._advance(self.now)
-            if any(p.task.status is TaskStatus.PENDING for p in self.active.values()):
+            if any(p.pending for p in self.active.values()) or self._overdue(self.now):
                 self.cycles += 1
                 yield self.now
                 if self.decided:
                     k += 1
                     continue
-            upcoming = [t for t in (self._next_arrival_time(), self._next_completion()) if t is not None]
+            upcoming = [t for t in (self._next_arrival_time(), self._next_completion(), self._next_runtime_end())
+                        if t is not None]
             if not upcoming:
                 return
             k = max(k + 1, math.ceil(min(upcoming) / self.period))
@@ -180,6 +194,17 @@ class _State:
         while self.completions and self._stale(self.completions[0]):
             heapq.heappop(self.completions)
         return self.completions[0][0] if self.completions else None
+
+    def _next_runtime_end(self) -> float | None:
+        """The first time a running job reaches its declared maximum runtime before it would finish."""
+        ends = [end for p in self.active.values() if p.finish is not None
+                and (end := p.job.runtime_end()) is not None and end < p.finish]
+        return min(ends, default=None)
+
+    def _overdue(self, now: float) -> bool:
+        """Whether a running job has reached its declared maximum runtime before it finished."""
+        end = self._next_runtime_end()
+        return end is not None and end <= now
 
     def _stale(self, entry: tuple[float, str]) -> bool:
         pod = self.active.get(entry[1])
@@ -207,7 +232,7 @@ class _State:
     def _complete(self) -> None:
         at, uid = heapq.heappop(self.completions)
         pod = self.active.pop(uid)
-        node = pod.task.node
+        node = pod.node
         self._use(at, -pod.trace.gpu_milli_total)
         pod.done, pod.finish = at, None
         self._event(at, "complete", pod, node)
@@ -238,23 +263,32 @@ class _State:
         evicted = {d.task.uid for d in session.decisions if d.kind == "evict"}
         self.decided = bool(session.decisions)
         for pod in list(self.active.values()):
-            task = pod.task
-            if task.uid in evicted and pod.finish is not None:
+            tasks = pod.tasks
+            if pod.finish is not None and any(t.uid in evicted for t in tasks):
                 self.evictions += 1
                 self._use(now, -pod.trace.gpu_milli_total)
                 pod.finish = None
                 pod.job.last_eviction = now
-                self._event(now, "evict", pod, task.node)
-            if task.status is TaskStatus.BINDING:
+                end = pod.job.runtime_end()
+                self._event(now, "evict", pod, pod.node)
+                for t in tasks:  # the whole gang goes
+                    if t.uid not in evicted:
+                        t.status, t.node = TaskStatus.PENDING, None
+                if end is not None and end <= now:  # stopped at its runtime limit
+                    self.stopped += 1
+                    del self.active[pod.job.uid]
+                    pod.done = now
+                    continue
+            if tasks[0].status is TaskStatus.BINDING and all(t.status is TaskStatus.BINDING for t in tasks):
                 self._use(now, pod.trace.gpu_milli_total)
                 pod.finish = now + pod.run_s
                 pod.job.last_start = now
                 if pod.first_placed is None:
                     pod.first_placed = now
                 heapq.heappush(self.completions, (pod.finish, pod.job.uid))
-                self._event(now, "place", pod, task.node)
+                self._event(now, "place", pod, pod.node)
         feed_back_jobs(p.job for p in self.active.values())
-        pending = sum(1 for p in self.active.values() if p.task.status is TaskStatus.PENDING)
+        pending = sum(1 for p in self.active.values() if p.pending)
         self.timeline.cycles.append((now, self.used, pending, len(self.active) - pending,
                                      self.session_queues))
 
@@ -277,6 +311,7 @@ class _State:
             "seed": seed, "mode": "timed", "period": period, "nodes": len(nodes), "gpus": self.capacity // 1000,
             "pods": len(self.pods), "placed": len(delays), "failed": len(self.pods) - len(delays),
             "completed": sum(1 for p in self.pods if p.done is not None), "evictions": self.evictions,
+            "stopped_at_runtime_limit": self.stopped,
             "cycles": self.cycles, "end_s": end,
             "queueing_delay_s": percentiles(delays),
             "jct_s": percentiles([p.done - p.trace.creation for p in self.pods if p.done is not None]),

@@ -3,8 +3,9 @@ their nodes and pods become.
 
 A node list has the columns ``sn, cpu_milli, memory_mib, gpu, model``; a pod list ``name, cpu_milli,
 memory_mib, num_gpu, gpu_milli`` and optionally ``gpu_spec`` (GPU models the pod accepts, ``|``
-separated), ``creation_time``, ``deletion_time`` and ``queue``. A bad row is a
-:class:`~kai.common.errors.ConfigError` naming the file, the line and the field.
+separated), ``creation_time``, ``deletion_time``, ``queue``, and this project's ``replicas`` (a row is a gang
+of that many alike pods; default 1) and ``max_runtime`` (the declared maximum runtime in seconds; empty: none).
+A bad row is a :class:`~kai.common.errors.ConfigError` naming the file, the line and the field.
 """
 
 from __future__ import annotations
@@ -37,11 +38,13 @@ class TracePod:
     creation: float = 0.0
     deletion: float | None = None
     queue: str = "default"
+    replicas: int = 1
+    max_runtime: float | None = None
 
     @property
     def gpu_milli_total(self) -> int:
-        """The GPU milli the pod asks in all, as the paper's metric counts it."""
-        return self.num_gpu * self.gpu_milli
+        """The GPU milli the row asks in all (every replica), as the paper's metric counts it."""
+        return self.num_gpu * self.gpu_milli * self.replicas
 
     def request(self) -> ResourceRequest:
         memory = self.memory_mib * MIB
@@ -123,11 +126,16 @@ def read_pods(path: str, queue_column: str | None = None, timed: bool = False) -
             if deletion < creation:
                 raise ConfigError(f"{path}:{line}: field deletion_time: {deletion:g} is before creation_time "
                                   f"{creation:g}")
+        replicas = _number(path, line, row, "replicas", int, default=1)
+        if replicas < 1:
+            raise ConfigError(f"{path}:{line}: field replicas: {replicas} is not a positive number of pods")
+        max_runtime = _number(path, line, row, "max_runtime") if (row.get("max_runtime") or "").strip() else None
         pods.append(TracePod(
             row["name"], _number(path, line, row, "cpu_milli"), _number(path, line, row, "memory_mib"),
             num_gpu, milli if num_gpu else 0,
             tuple(s for s in (row.get("gpu_spec") or "").split("|") if s),
-            creation, deletion, ((row.get(queue_column) or "").strip() or "default") if queue_column else "default"))
+            creation, deletion, ((row.get(queue_column) or "").strip() or "default") if queue_column else "default",
+            replicas, max_runtime))
     return pods
 
 
@@ -140,10 +148,14 @@ def seeded_names(nodes: list[Node], seed: int) -> list[Node]:
 
 
 def arrival_job(pod: TracePod, creation: float) -> Job:
-    """The one-pod job a trace pod arrives as (preemptible, in its queue, created at ``creation``)."""
-    job = Job(pod.name, pod.queue, 0, True, creation, uid=pod.name, pod_sets={"default": PodSet("default", 1)})
-    task = Task(pod.name, pod.name, pod.request(), TaskStatus.PENDING, None, node_affinity=pod.node_affinity(),
-                creation=creation)
-    task.job = job.uid
-    job.add_task(task)
+    """The job a trace row arrives as (preemptible, in its queue, created at ``creation``, with its declared maximum
+    runtime): one pod named as the row, or a gang of ``replicas`` pods ``<name>-<i>``."""
+    job = Job(pod.name, pod.queue, 0, True, creation, uid=pod.name,
+              pod_sets={"default": PodSet("default", pod.replicas)}, max_runtime=pod.max_runtime)
+    names = [pod.name] if pod.replicas == 1 else [f"{pod.name}-{i}" for i in range(pod.replicas)]
+    for name in names:
+        task = Task(name, pod.name, pod.request(), TaskStatus.PENDING, None, node_affinity=pod.node_affinity(),
+                    creation=creation)
+        task.job = job.uid
+        job.add_task(task)
     return job

@@ -430,7 +430,7 @@ def test_bad_plugin_arguments_name_the_plugin():
 
 def test_unknown_action_is_an_error_listing_the_available_ones():
     with pytest.raises(PluginError, match=r"unknown action\(s\) backfill; available actions: allocate, consolidation, "
-                                          r"preempt, reclaim, stalegangeviction"):
+                                          r"preempt, reclaim, runtimelimit, stalegangeviction"):
         kt.plugin_manager(["predicates"], actions=("allocate", "backfill"))
 
 

@@ -75,7 +75,7 @@ def test_plugin_and_action_overrides():
     assert "elastic" not in names(settings)
     assert names(settings)[0] == "taskorder"
     assert plugins(settings)["nodeplacement"] == {"gpu": "spread"}  # arguments replace, as in KAI
-    assert settings.config.actions == ("preempt", "allocate", "consolidation", "reclaim")
+    assert settings.config.actions == ("preempt", "allocate", "consolidation", "reclaim", "runtimelimit")
 
 
 def test_queue_depth_usage_db_and_args():

@@ -9,8 +9,9 @@ import json
 import threading
 
 from kai import testing as kt
-from kai.api import TaskStatus
+from kai.api import Reservation, TaskStatus
 from kai.framework import Decision
+from kai.kube.views import parse_reservation
 from kai.scheduler.bindmode import BIND_REQUEST, DIRECT
 from kai.scheduler.cache import ClusterCache
 from kai.scheduler.commit import Committer
@@ -386,3 +387,43 @@ def test_a_pod_created_again_under_the_same_name_is_explained_again():
     assert len(kube.of("PATCH", "/podgroups/g/status")) == 2
     assert sorted(e["involvedObject"]["uid"] for e in kube.of("POST", "/events") if e["reason"] == "Unschedulable") == [
         "pg-g", "pg-g-again", "uid-p", "uid-p-again"]
+
+
+JAN1 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+
+
+def test_committer_writes_the_reservation_with_an_event_and_releases_it():
+    kube = RecordingKube()
+    cache = cache_for(kube, [pod("p", "g")], [podgroup("g")])
+    committer = Committer(kube, cache, workers=2)
+    c = cache.snapshot(now=JAN1)
+    session = kt.run(c.snapshot)
+    session.jobs["ns/g"].reservation = Reservation(("n1",), JAN1, JAN1 + 3600, JAN1 + 60)
+    committer.commit(session, c)
+    wait(committer)
+    patches = [b["metadata"]["annotations"] for b in kube.of("PATCH", "/podgroups/g") if "metadata" in b]
+    written = [a["kai.scheduler/reservation"] for a in patches if "kai.scheduler/reservation" in a]
+    assert parse_reservation(written[0]) == Reservation(("n1",), JAN1, JAN1 + 3600, JAN1 + 60)
+    (event,) = [e for e in kube.of("POST", "/events") if e["reason"] == "NodesReserved"]
+    assert event["message"] == "Reserved nodes n1 until 2026-01-01T01:00:00Z"
+
+
+def test_committer_reports_a_runtime_limit_with_an_event_and_a_condition():
+    kube = RecordingKube()
+    running = pod("p", "g")
+    running["spec"]["nodeName"] = "n1"
+    running["status"]["phase"] = "Running"
+    pg = podgroup("g")
+    pg["metadata"]["annotations"] = {"kai.scheduler/max-runtime": "1h",
+                                     "kai.scheduler/last-start-timestamp": "2026-01-01T00:00:00Z"}
+    cache = cache_for(kube, [running], [pg])
+    committer = Committer(kube, cache, workers=2)
+    c = cache.snapshot(now=JAN1 + 3601)
+    session = kt.run(c.snapshot, actions=("runtimelimit",))
+    committer.commit(session, c)
+    wait(committer)
+    assert kube.of("POST", "/pods/p/eviction")
+    (event,) = [e for e in kube.of("POST", "/events") if e["reason"] == "RuntimeLimitExceeded"]
+    assert event["type"] == "Warning" and "maximum runtime (1h0m0s)" in event["message"]
+    (status,) = kube.of("PATCH", "/podgroups/g/status")
+    assert status["status"]["schedulingConditions"][-1]["type"] == "RuntimeLimitExceeded"

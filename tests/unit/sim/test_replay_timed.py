@@ -3,10 +3,12 @@
 import json
 from pathlib import Path
 
+import attrs
 import pytest
 
 from kai import cli
 from kai.framework import DEFAULT_CONFIG
+from kai.framework.reservation import ReservationPolicy
 from kai.sim.replay.timed import TimedReplay, percentiles
 
 DATA = Path(__file__).parent / "replay_data"
@@ -126,3 +128,43 @@ def test_bad_trace_input_exits_2_naming_file_and_field(tmp_path, capsys):
     _fails(capsys, ["--pods", str(bad)], str(bad), "creation_time")
     bad.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,1,1,1,1000\n")
     _fails(capsys, ["--pods", str(bad)], str(bad), "creation_time")
+
+
+GANG_TRACE = """name,cpu_milli,memory_mib,num_gpu,gpu_milli,creation_time,deletion_time,replicas,max_runtime
+a,1000,1024,1,1000,0,100,1,100
+b,1000,1024,1,1000,0,100,1,100
+gang,1000,1024,2,1000,10,110,2,300
+c,1000,1024,1,1000,20,120,1,
+d,1000,1024,1,1000,70,170,1,
+e,1000,1024,1,1000,110,210,1,
+f,1000,1024,1,1000,150,250,1,
+"""
+
+
+def _gang_replay(tmp_path, reservation):
+    nodes, pods = tmp_path / "nodes.csv", tmp_path / "pods.csv"
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\nn1,16000,65536,2,T4\nn2,16000,65536,2,T4\n")
+    pods.write_text(GANG_TRACE)
+    config = attrs.evolve(DEFAULT_CONFIG, reservation=ReservationPolicy(enabled=reservation, min_gpus=4))
+    return TimedReplay(str(nodes), str(pods), config, 10).run(42)
+
+
+def test_a_gang_runs_as_one_and_a_reservation_starts_it_before_the_stream_of_small_jobs(tmp_path):
+    _, off = _gang_replay(tmp_path, False)
+    report, on = _gang_replay(tmp_path, True)
+    assert [k for _, k in _pod_events(on, "gang")] == ["arrive", "place", "complete"]
+    assert [e[5] for e in on.events if e[2] == "gang"] == [4000, 4000, 4000]  # both pods, as one
+    assert _pod_events(on, "gang")[1] == (100.0, "place")  # as soon as a and b end; c waited for it
+    assert _pod_events(off, "gang")[1] == (250.0, "place")  # the small jobs kept taking the free GPUs
+    assert report["placed"] == report["completed"] == 7
+
+
+def test_a_job_past_its_declared_runtime_is_stopped_not_queued_again(tmp_path):
+    nodes, pods = tmp_path / "nodes.csv", tmp_path / "pods.csv"
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\nn1,16000,65536,2,T4\n")
+    pods.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli,creation_time,deletion_time,max_runtime\n"
+                    "late,1000,1024,1,1000,0,500,60\nok,1000,1024,1,1000,0,50,60\n")
+    report, timeline = TimedReplay(str(nodes), str(pods), DEFAULT_CONFIG, 10).run(42)
+    assert [k for _, k in _pod_events(timeline, "late")] == ["arrive", "place", "evict"]
+    assert _pod_events(timeline, "late")[2] == (60.0, "evict")
+    assert report["stopped_at_runtime_limit"] == 1 and report["evictions"] == 1

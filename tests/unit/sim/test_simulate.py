@@ -26,7 +26,7 @@ def by_pod(items):
 def test_quickstart_places_what_fits(capsys):
     report = simulate_json(capsys, QUICKSTART, "--cycles", "1")
     (run,) = report["runs"]
-    assert run["actions"] == ["allocate", "consolidation", "reclaim", "preempt", "stalegangeviction"]
+    assert run["actions"] == ["allocate", "consolidation", "reclaim", "preempt", "stalegangeviction", "runtimelimit"]
     assert run["problems"] == []
     (cycle,) = run["cycles"]
     placed = by_pod(cycle["placements"])
