@@ -165,7 +165,8 @@ class Build:
         claim, whose request depends on the DRA objects. A job keeps its object when its tasks are all taken
         over, in the same order."""
         reuse, pods = self.reuse, self.pods
-        for pod in (pods.values() if self.redo is None else (pods[k] for k in pods if k in self.redo)):
+        redo = pods.values() if self.redo is None else map(pods.__getitem__, filter(self.redo.__contains__, pods))
+        for pod in redo:  # in the store's order
             bind = self.binds.get(pod.key)
             found = self._settled(pod, bind) or self._task(pod, bind)
             if found is not None:
