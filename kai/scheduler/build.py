@@ -9,6 +9,7 @@ docstring, through the generations the cache keeps (:mod:`kai.scheduler.reuse`).
 from __future__ import annotations
 
 import operator
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, NamedTuple
 
 import attrs
@@ -138,23 +139,29 @@ class Build:
         classes = {name: value for name, value, _ in inf["priorityclasses"].list()}
         default_priority = next((v for _, v, is_default in inf["priorityclasses"].list() if is_default),
                                 DEFAULT_PRIORITY)
-        self.podgroup_views, groups_touched = inf["podgroups"].take()
+        self.podgroup_views, groups_touched = views, groups_touched = inf["podgroups"].take()
         self.problems += [Problem("job", pg.key, "InvalidPodGroup", pg.invalid)
-                          for pg in self.podgroup_views.values() if pg.invalid]
+                          for pg in filter(operator.attrgetter("invalid"), views.values())]
         topologies = inf["topologies"].changes  # a job's topology constraint is resolved against them
         self._dynamic_resources()
         context = (inf["priorityclasses"].changes, topologies, not self.extended_claims, *self.inputs[1:])
         self.redo, affected = reuse.redo(self.pods, self.pods_touched | self.binds_changed, groups_touched,
                                          self.assumed, context)
-        carried, jobs = reuse.jobs.current, self.jobs  # carried: the jobs no change reaches
-        for key, pg in self.podgroup_views.items():
-            kept = carried.get(key)
-            if kept is not None:
-                jobs[key] = kept[2]
-                continue
+        if affected is None:
+            todo: Iterable[str] = views
+        else:  # the last cycle's jobs, in place: the others are carried over with their tasks
+            todo = list(filter(affected.__contains__, views))
+            self.jobs = reuse.order
+            for key in affected - views.keys():
+                self.jobs.pop(key, None)
+        jobs = self.jobs
+        for key in todo:
+            pg = views[key]
             inputs = self.job_inputs[key] = (job_priority(pg, classes, default_priority), topologies)
             jobs[key] = reuse.jobs.take_over(key, pg, inputs) or convert.to_job(pg, inputs[0])
             self.members[key] = []
+        if affected is not None and list(jobs) != list(views):  # a PodGroup made again moved in the store
+            self.jobs = {key: jobs[key] for key in views}
 
     def tasks(self) -> None:
         """Each pod of a job becomes its task, in the store's order; any other pod holding a node holds what it
@@ -306,7 +313,7 @@ class Build:
         _hold_rejected(snap)
         snap.problems[:0] = self.problems
         cycle = Cycle(snap, reuse.views.current, self.podgroup_views, self.stale)
-        reuse.turn(cycle, self.inputs, self.pods, self.binds, self.assumed)
+        reuse.turn(cycle, self.inputs, self.pods, self.binds, self.assumed, self.jobs)
         return cycle
 
     def _storage(self) -> Storage:

@@ -59,7 +59,8 @@ class Reuse:
     """The last cycle, what it was built from, and what each phase built, by node name, PodGroup key or pod key."""
 
     __slots__ = ("cycle", "inputs", "until", "pods", "binds", "assumed", "context", "bind_requests", "nodes",
-                 "jobs", "tasks", "settled", "views", "members", "shared", "claims", "redone", "unsettled")
+                 "jobs", "tasks", "settled", "views", "members", "shared", "claims", "redone", "unsettled",
+                 "order")
 
     def __init__(self) -> None:
         self.cycle: Cycle | None = None
@@ -93,6 +94,8 @@ class Reuse:
         #: that were not settled.
         self.redone: set[str] | None = None
         self.unsettled: set[str] = set()
+        #: The last cycle's jobs by PodGroup key, in the store's order.
+        self.order: dict[str, Job] = {}
 
     def same_cycle(self, assumed: Assumptions, now: float) -> Cycle | None:
         """The last cycle when it was built from the same inputs (the caller's check) and ``assumed`` and still
@@ -156,9 +159,11 @@ class Reuse:
         return bool(self.claims.current)
 
     def turn(self, cycle: Cycle, inputs: CycleInputs, pods: dict[str, PodView], binds: dict[str, BindRequestView],
-             assumed: Assumptions) -> None:
-        """Remember ``cycle`` and what it was built from; what each phase built is the last cycle's now."""
+             assumed: Assumptions, jobs: dict[str, Job]) -> None:
+        """Remember ``cycle``, what it was built from and its ``jobs`` by PodGroup key; what each phase built is the
+        last cycle's now."""
         self.cycle, self.inputs, self.pods, self.binds, self.assumed = cycle, inputs, pods, binds, assumed
+        self.order = jobs
         settled = self.settled.current
         self.unsettled = (pods.keys() - settled.keys() if self.redone is None
                           else {key for key in self.redone if key in pods and key not in settled})
