@@ -303,6 +303,7 @@ def build_snapshot(nodes: Iterable[Node], queues: Iterable[Queue], jobs: Iterabl
     job_list = list(jobs)
     uids = list(map(_UID, job_list))
     leaves = valid_queues.keys() - parents
+    before = previous.jobs if previous is not None else {}
     if checked and not aliased and previous is not None and previous.queues.keys() - _parents(previous) <= leaves:
         kept = dict(zip(uids, job_list))
     if len(kept) == len(job_list) and kept:  # following, no job twice: only those not checked there are checked
@@ -316,7 +317,7 @@ def build_snapshot(nodes: Iterable[Node], queues: Iterable[Queue], jobs: Iterabl
                 continue
             if not verdict:
                 del whole[job.uid]
-            if previous.jobs.get(job.uid) is not job:
+            if before.get(job.uid) is not job:
                 changed.add(job.uid)
     else:
         kept = {}

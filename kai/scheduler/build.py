@@ -70,6 +70,7 @@ class Build:
         self.pods: dict[str, PodView] = {}
         self.pods_touched: set[str] = set()
         self.node_views: dict[str, NodeView] = {}
+        self.nodes_touched: set[str] = set()
         self.numa: dict[str, NumaTopology | None] = {}
         self.binds: dict[str, BindRequestView] = {}
         self.binds_changed: set[str] = set()
@@ -106,7 +107,8 @@ class Build:
         name, those whose view cannot be read reported and left out, and their NUMA topologies. Nothing to take
         over yet: a node's ``Node`` is built once what pods outside the jobs hold on it is known (:meth:`snapshot`)."""
         restrict = self.cache.restrict_node_scheduling
-        node_views = {n.name: n for n in self.informers["nodes"].list()
+        stored, self.nodes_touched = self.informers["nodes"].take()
+        node_views = {n.name: n for n in stored.values()
                       if not restrict or names.GPU_WORKER_LABEL in n.labels or names.CPU_WORKER_LABEL in n.labels}
         for view in node_views.values():
             if view.invalid:
@@ -292,15 +294,28 @@ class Build:
         """The cycle's snapshot: the nodes less what pods outside the jobs hold, the queues, the jobs, the
         Topologies, ConfigMaps, storage, DRA objects and PodDisruptionBudgets; it follows the last cycle's.
         Taken over: a node's ``Node`` when its view is the very object and what pods outside the jobs hold on
-        it, their host ports and its NUMA topology are the same; queues are built afresh."""
-        inf, reuse = self.informers, self.reuse
-        nodes = []
-        for name, view in self.node_views.items():
+        it, their host ports and its NUMA topology are the same -- when the nodes are those of the last cycle, in
+        the same order, only those changed since or with such pods, ports or topology (then or now) are looked
+        at; queues are built afresh."""
+        inf, reuse, views = self.informers, self.reuse, self.node_views
+        held = self.used.keys() | self.ports.keys() | self.numa.keys()
+        order = list(views)
+        todo: Iterable[str]
+        if order == reuse.node_order:
+            todo = [name for name in self.nodes_touched | held | reuse.held if name in views]
+            reuse.nodes.carry(set(todo))
+            nodes = list(reuse.node_list)
+        else:
+            todo, nodes = order, [None] * len(order)  # type: ignore[list-item]
+            reuse.node_order, reuse.node_index = order, {name: i for i, name in enumerate(order)}
+        for name in todo:
+            view = views[name]
             inputs = (self.used.get(name), tuple(self.ports.get(name, ())), self.numa.get(name))
             used, used_pods = inputs[0] or (None, 0)
             node = reuse.nodes.take_over(name, view, inputs) or convert.to_node(view, used, used_pods, inputs[1],
                                                                                 inputs[2])
-            nodes.append(reuse.nodes.keep(name, view, inputs, node))
+            nodes[reuse.node_index[name]] = reuse.nodes.keep(name, view, inputs, node)
+        reuse.node_list, reuse.held = nodes, held
         queues = [convert.to_queue(q) for q in inf["queues"].list()]
         if not self.cache.full_hierarchy_fairness:
             queues = project_level_queues(queues, self.now)

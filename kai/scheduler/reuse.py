@@ -60,7 +60,7 @@ class Reuse:
 
     __slots__ = ("cycle", "inputs", "until", "pods", "binds", "assumed", "context", "bind_requests", "nodes",
                  "jobs", "tasks", "settled", "views", "members", "shared", "claims", "redone", "unsettled",
-                 "order")
+                 "order", "node_order", "node_index", "node_list", "held")
 
     def __init__(self) -> None:
         self.cycle: Cycle | None = None
@@ -96,6 +96,12 @@ class Reuse:
         self.unsettled: set[str] = set()
         #: The last cycle's jobs by PodGroup key, in the store's order.
         self.order: dict[str, Job] = {}
+        #: The last cycle's node names in order, the position of each, its nodes, and the names of those that pods
+        #: outside the jobs, host ports or a NUMA topology were on.
+        self.node_order: list[str] = []
+        self.node_index: dict[str, int] = {}
+        self.node_list: list[Node] = []
+        self.held: set[str] = set()
 
     def same_cycle(self, assumed: Assumptions, now: float) -> Cycle | None:
         """The last cycle when it was built from the same inputs (the caller's check) and ``assumed`` and still
