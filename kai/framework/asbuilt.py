@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import operator
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, TypeVar, cast
 
 from kai.api import Job, Node, TaskStatus
@@ -62,7 +62,7 @@ def flagged_as_built(session: Session, key: JobsKey, test: Callable[[Job], bool]
     if memo is None:
         before = snapshot.memo_before.pop(key)  # handed over: the snapshot before works it out again if need be
         earlier: dict[str, tuple[Job, bool]] = before.entries if before is not None else {}
-        todo: list[str] = list(snapshot.jobs)
+        todo: Iterable[str] = snapshot.jobs
         if before is not None and snapshot.changed is not None:
             # only jobs new or built again, and those the session before changed, were not worked out there: the
             # flags of the snapshot before are taken over in place
