@@ -39,7 +39,8 @@ Context = tuple[int, int, bool, bool, bool, str, float]
 
 @attrs.define(eq=False)
 class Cycle:
-    """One cycle's input: the snapshot, the views behind it, and what needs cleaning up."""
+    """One cycle's input: the snapshot, the views behind it, and what needs cleaning up. Its ``pods`` are the
+    cache's own, changed in place by the next cycle's build: read them before it starts."""
 
     snapshot: Snapshot
     pods: dict[str, PodView]
