@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import operator
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, TypeVar, cast
 
 from kai.api import Job, Node, TaskStatus
@@ -60,18 +60,21 @@ def flagged_as_built(session: Session, key: JobsKey, test: Callable[[Job], bool]
     snapshot = session.snapshot
     memo = snapshot.memo.get(key)
     if memo is None:
-        memo = snapshot.memo[key] = _Flags()
-        before = snapshot.memo_before.get(key)
-        earlier = before.entries if before is not None else {}
-        todo: list[str] = list(snapshot.jobs)
+        before = snapshot.memo_before.pop(key)  # handed over: the snapshot before works it out again if need be
+        earlier: dict[str, tuple[Job, bool]] = before.entries if before is not None else {}
+        todo: Iterable[str] = snapshot.jobs
         if before is not None and snapshot.changed is not None:
-            # only jobs new or built again, and those the session before changed, were not worked out there
+            # only jobs new or built again, and those the session before changed, were not worked out there: the
+            # flags of the snapshot before are taken over in place
             redo = snapshot.changed | before.unknown | snapshot.gone
-            memo.entries = dict(before.entries)
+            memo, memo.unknown = before, set()
             for uid in redo & memo.entries.keys():
                 del memo.entries[uid]
-            memo.flagged = before.flagged - redo
+            memo.flagged -= redo
             earlier, todo = {}, [uid for uid in redo if uid in snapshot.jobs]
+        else:
+            memo = _Flags()
+        snapshot.memo[key] = memo
     else:
         earlier, todo, memo.unknown = {}, list(memo.unknown), set()
     jobs = snapshot.jobs

@@ -37,6 +37,10 @@ class Memo:
         """The value kept under ``key``, None when there is none."""
         return cast("T | None", self._values.get(key))
 
+    def pop(self, key: MemoKey[T]) -> T | None:
+        """The value kept under ``key``, taken out (None when there is none)."""
+        return cast("T | None", self._values.pop(key, None))
+
     def __contains__(self, key: MemoKey[T]) -> bool:
         return key in self._values
 

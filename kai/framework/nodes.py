@@ -160,15 +160,18 @@ def _follow(nodes: list[Node], jobs: dict[str, Job], before: tuple[NodeArrays, l
             info.node = node
     if not touched:
         return before
-    order = {uid: i for i, uid in enumerate(jobs)}
+    again: dict[str, dict[str, list[Task]]] = {}  # node name -> its tasks by job
     for name in touched:
-        info = by_name[name]
-        by_job: dict[str, list[Task]] = {}
-        for task in info.tasks.values():
+        by_job = again[name] = {}
+        for task in by_name[name].tasks.values():
             if task.job not in changed:
                 by_job.setdefault(task.job, []).append(task)
         for task in now.get(name, ()):
             by_job.setdefault(task.job, []).append(task)
+    there = set().union(*again.values())  # the jobs placed on them, and their order among the jobs
+    order = {uid: i for i, uid in enumerate(filter(there.__contains__, jobs))}
+    for name, by_job in again.items():
+        info = by_name[name]
         arrays.reset(info.index, info.node)
         info.tasks, info.gpu_groups = {}, {}
         for uid in sorted(by_job, key=order.__getitem__):

@@ -153,8 +153,10 @@ class Session:
         it (every amount must be covered) until it has room."""
         a = self.arrays
         over = {i for amounts in (a.idle_cpu, a.idle_mem, a.idle_gpu, a.idle_pods)
+                if min(amounts, default=0.0) < -EPSILON  # as a rule none is: not gone over one by one
                 for i, idle in enumerate(amounts) if idle < -EPSILON}
-        over.update(i for i, scalars in enumerate(a.idle_scalars) if scalars)
+        if any(a.idle_scalars):
+            over.update(i for i, scalars in enumerate(a.idle_scalars) if scalars)
         for i in sorted(over):
             n = self.nodes[i]
             short = [f"{name} {total - idle:g} of {total:g}" for name, idle, total in (

@@ -19,7 +19,9 @@ follows another (:meth:`Snapshot.follow`) takes over what was worked out there f
 
 from __future__ import annotations
 
+import itertools
 import math
+import operator
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -122,22 +124,27 @@ class Snapshot:
     #: The jobs of :attr:`changed` and :attr:`gone` as the snapshot this one follows had them, by uid.
     replaced: dict[str, Job] = attrs.field(factory=dict, init=False)
 
-    def follow(self, previous: Snapshot | None) -> None:
+    def follow(self, previous: Snapshot | None, changed: set[str] | None = None) -> None:
         """This snapshot follows ``previous`` (rewound; the tasks and jobs taken over from it are as they were
         built there): its first session takes over the node accounting ``previous`` kept (``previous`` has it no
         more), accounts again only the nodes whose tasks or amounts changed, and keeps it for the snapshot after
         it; what was worked out per job in ``previous``'s memo is there for the jobs taken over
         (:attr:`memo_before`). With no ``previous`` there is nothing to take over, and the accounting is kept for
-        the next."""
+        the next. ``changed``: the uids of the jobs that are not the very objects of ``previous``, when the caller
+        knows them."""
         self.followed = True
         self.before = previous.placed if previous is not None else None
         self.memo_before = previous.memo if previous is not None else Memo()
         if previous is not None:
             previous.placed = None
             before = previous.jobs
-            self.changed = {uid for uid, job in self.jobs.items() if before.get(uid) is not job}
-            self.gone = before.keys() - self.jobs.keys()
-            self.replaced = {uid: before[uid] for uid in self.changed | self.gone if uid in before}
+            if changed is None:
+                changed = {uid for uid, job in self.jobs.items() if before.get(uid) is not job}
+            self.changed = changed
+            # every job but those changed is one of ``previous``'s: none is gone when they are as many as it had
+            common = len(self.jobs) - sum(uid not in before for uid in changed)
+            self.gone = before.keys() - self.jobs.keys() if common != len(before) else set()
+            self.replaced = {uid: before[uid] for uid in changed | self.gone if uid in before}
 
     def rewind(self) -> None:
         """Undo what the last session changed on the snapshot's tasks, jobs and problems (nothing when none)."""
@@ -321,37 +328,42 @@ def build_snapshot(nodes: Iterable[Node], queues: Iterable[Queue], jobs: Iterabl
     whole: dict[str, Job] = {}
     kept: dict[str, Job] = {}
     rejected: dict[str, Job] = {}
-    for job in jobs:
-        if job.uid in kept:
-            problems.append(Problem("job", job.name, "DuplicateJob", "job is listed twice; the first is kept"))
-            continue
-        if job.queue in invalid:
-            problems.append(Problem("job", job.name, "InvalidQueue",
-                                    f"Queue '{job.queue}' is invalid: {invalid[job.queue]}"))
-            rejected[job.uid] = job
-            continue
-        if job.queue not in valid_queues:
-            problems.append(Problem("job", job.name, "QueueDoesNotExist", f"Queue '{job.queue}' does not exist"))
-            rejected[job.uid] = job
-            continue
-        if job.queue in parents:
-            problems.append(Problem("job", job.name, "QueueNotLeaf",
-                                    f"Queue '{job.queue}' is not a leaf queue; jobs must reference leaf queues"))
-            rejected[job.uid] = job
-            continue
-        if checked.get(job.uid) is not job:
-            why = _subgroup_problem(job)
-            if why:
-                problems.append(Problem("job", job.name, "InvalidSubGroups", why))
+    changed: set[str] | None = None
+    job_list = list(jobs)
+    uids = list(map(_UID, job_list))
+    leaves = valid_queues.keys() - parents
+    before = previous.jobs if previous is not None else {}
+    if checked and not aliased and previous is not None and previous.queues.keys() - _parents(previous) <= leaves:
+        kept = dict(zip(uids, job_list))
+    if len(kept) == len(job_list) and kept:  # following, no job twice: only those not checked there are checked
+        whole, changed = kept.copy(), set()
+        fresh = itertools.compress(job_list, map(operator.is_not, map(checked.get, uids), job_list))
+        for job in fresh:
+            verdict = _check_job(job, invalid, valid_queues, parents, names, problems)
+            if verdict is None:
+                del kept[job.uid], whole[job.uid]
                 rejected[job.uid] = job
                 continue
-            if _task_problems(job, names, problems):
+            if not verdict:
+                del whole[job.uid]
+            if before.get(job.uid) is not job:
+                changed.add(job.uid)
+    else:
+        kept = {}
+        for job in job_list:
+            if job.uid in kept:
+                problems.append(Problem("job", job.name, "DuplicateJob", "job is listed twice; the first is kept"))
+                continue
+            verdict = True if checked.get(job.uid) is job and job.queue in leaves else \
+                _check_job(job, invalid, valid_queues, parents, names, problems)
+            if verdict is None:
+                rejected[job.uid] = job
+                continue
+            if verdict:
                 whole[job.uid] = job
-        else:
-            whole[job.uid] = job
-        if aliased:
-            _resolve_aliases(job, aliased)
-        kept[job.uid] = job
+            if aliased:
+                _resolve_aliases(job, aliased)
+            kept[job.uid] = job
     if dra is not None:
         back_extended_gpus(dra, node_list)
     snapshot = Snapshot(node_list, valid_queues, kept, time.time() if now is None else now,
@@ -360,8 +372,37 @@ def build_snapshot(nodes: Iterable[Node], queues: Iterable[Queue], jobs: Iterabl
                         dra=dra if dra is not None else DynamicResources(), budgets=tuple(budgets))
     snapshot.whole, snapshot.whole_on = whole, node_names
     if previous is not None:
-        snapshot.follow(previous)
+        snapshot.follow(previous, changed)
     return snapshot
+
+
+_UID = operator.attrgetter("uid")
+
+
+def _parents(snapshot: Snapshot) -> set[str]:
+    return {q.parent for q in snapshot.queues.values() if q.parent}
+
+
+def _check_job(job: Job, invalid: dict[str, str], valid_queues: dict[str, Queue], parents: set[str],
+               nodes: set[str], problems: list[Problem]) -> bool | None:
+    """Record the job's problems: None when it is left out (its queue is invalid, missing or not a leaf, or its
+    subgroups cannot be walked), else whether it is whole (no problem of a task either)."""
+    if job.queue in invalid:
+        problems.append(Problem("job", job.name, "InvalidQueue",
+                                f"Queue '{job.queue}' is invalid: {invalid[job.queue]}"))
+        return None
+    if job.queue not in valid_queues:
+        problems.append(Problem("job", job.name, "QueueDoesNotExist", f"Queue '{job.queue}' does not exist"))
+        return None
+    if job.queue in parents:
+        problems.append(Problem("job", job.name, "QueueNotLeaf",
+                                f"Queue '{job.queue}' is not a leaf queue; jobs must reference leaf queues"))
+        return None
+    why = _subgroup_problem(job)
+    if why:
+        problems.append(Problem("job", job.name, "InvalidSubGroups", why))
+        return None
+    return _task_problems(job, nodes, problems)
 
 
 def _task_problems(job: Job, nodes: set[str], problems: list[Problem]) -> bool:

@@ -39,7 +39,8 @@ class LiveBindRequests:
         names = frozenset(nodes)
         live = self.live
         pods_of_todo: set[str] = set()
-        if names != self._nodes:
+        every = names != self._nodes
+        if every:
             self._nodes, self._pod_of, self._of_pod = names, {}, {}
             todo = set(binds)
             pods_of_todo.update(live.previous)
@@ -47,11 +48,13 @@ class LiveBindRequests:
             todo = touched | self._stale
             for pod in pods_touched:
                 todo |= self._of_pod.get(pod, set())
-            live.carry()
         for key in list(todo):  # every BindRequest of a pod one of them names, or named, is worked out again
             for named in (self._pod_of.get(key), _pod_key(binds[key]) if key in binds else None):
                 if named is not None:
                     todo |= self._of_pod.get(named, set())
+                    pods_of_todo.add(named)
+        if not every:  # the live ones of the other pods are the last update's
+            live.carry(pods_of_todo)
         for key in todo:
             was = self._pod_of.pop(key, None)
             if was is not None:
@@ -62,18 +65,17 @@ class LiveBindRequests:
                 pods_of_todo.add(was)
         self._stale = set()
         stale: list[BindRequestView] = []
-        for key, br in binds.items():
-            if key in todo:
-                pod_key = _pod_key(br)
-                self._pod_of[key] = pod_key
-                self._of_pod.setdefault(pod_key, set()).add(key)
-                pods_of_todo.add(pod_key)
-                if self._is_live(br, pods.get(pod_key), names, problems):
-                    live.current[pod_key] = br
-                    continue
-                self._stale.add(key)
-            if key in self._stale:
-                stale.append(br)
+        for key in filter(todo.__contains__, binds):  # the stale ones are worked out again: in the store's order
+            br = binds[key]
+            pod_key = _pod_key(br)
+            self._pod_of[key] = pod_key
+            self._of_pod.setdefault(pod_key, set()).add(key)
+            pods_of_todo.add(pod_key)
+            if self._is_live(br, pods.get(pod_key), names, problems):
+                live.current[pod_key] = br
+                continue
+            self._stale.add(key)
+            stale.append(br)
         changed = {pod for pod in pods_of_todo if live.previous.get(pod) is not live.current.get(pod)}
         return live.current, stale, changed
 

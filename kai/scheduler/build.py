@@ -9,6 +9,7 @@ docstring, through the generations the cache keeps (:mod:`kai.scheduler.reuse`).
 from __future__ import annotations
 
 import operator
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, NamedTuple
 
 import attrs
@@ -38,7 +39,8 @@ Context = tuple[int, int, bool, bool, bool, str, float]
 
 @attrs.define(eq=False)
 class Cycle:
-    """One cycle's input: the snapshot, the views behind it, and what needs cleaning up."""
+    """One cycle's input: the snapshot, the views behind it, and what needs cleaning up. Its ``pods`` are the
+    cache's own, changed in place by the next cycle's build: read them before it starts."""
 
     snapshot: Snapshot
     pods: dict[str, PodView]
@@ -69,6 +71,7 @@ class Build:
         self.pods: dict[str, PodView] = {}
         self.pods_touched: set[str] = set()
         self.node_views: dict[str, NodeView] = {}
+        self.nodes_touched: set[str] = set()
         self.numa: dict[str, NumaTopology | None] = {}
         self.binds: dict[str, BindRequestView] = {}
         self.binds_changed: set[str] = set()
@@ -105,7 +108,8 @@ class Build:
         name, those whose view cannot be read reported and left out, and their NUMA topologies. Nothing to take
         over yet: a node's ``Node`` is built once what pods outside the jobs hold on it is known (:meth:`snapshot`)."""
         restrict = self.cache.restrict_node_scheduling
-        node_views = {n.name: n for n in self.informers["nodes"].list()
+        stored, self.nodes_touched = self.informers["nodes"].take()
+        node_views = {n.name: n for n in stored.values()
                       if not restrict or names.GPU_WORKER_LABEL in n.labels or names.CPU_WORKER_LABEL in n.labels}
         for view in node_views.values():
             if view.invalid:
@@ -138,23 +142,29 @@ class Build:
         classes = {name: value for name, value, _ in inf["priorityclasses"].list()}
         default_priority = next((v for _, v, is_default in inf["priorityclasses"].list() if is_default),
                                 DEFAULT_PRIORITY)
-        self.podgroup_views, groups_touched = inf["podgroups"].take()
+        self.podgroup_views, groups_touched = views, groups_touched = inf["podgroups"].take()
         self.problems += [Problem("job", pg.key, "InvalidPodGroup", pg.invalid)
-                          for pg in self.podgroup_views.values() if pg.invalid]
+                          for pg in filter(operator.attrgetter("invalid"), views.values())]
         topologies = inf["topologies"].changes  # a job's topology constraint is resolved against them
         self._dynamic_resources()
         context = (inf["priorityclasses"].changes, topologies, not self.extended_claims, *self.inputs[1:])
         self.redo, affected = reuse.redo(self.pods, self.pods_touched | self.binds_changed, groups_touched,
                                          self.assumed, context)
-        carried, jobs = reuse.jobs.current, self.jobs  # carried: the jobs no change reaches
-        for key, pg in self.podgroup_views.items():
-            kept = carried.get(key)
-            if kept is not None:
-                jobs[key] = kept[2]
-                continue
+        if affected is None:
+            todo: Iterable[str] = views
+        else:  # the last cycle's jobs, in place: the others are carried over with their tasks
+            todo = list(filter(affected.__contains__, views))
+            self.jobs = reuse.order
+            for key in affected - views.keys():
+                self.jobs.pop(key, None)
+        jobs = self.jobs
+        for key in todo:
+            pg = views[key]
             inputs = self.job_inputs[key] = (job_priority(pg, classes, default_priority), topologies)
             jobs[key] = reuse.jobs.take_over(key, pg, inputs) or convert.to_job(pg, inputs[0])
             self.members[key] = []
+        if affected is not None and list(jobs) != list(views):  # a PodGroup made again moved in the store
+            self.jobs = {key: jobs[key] for key in views}
 
     def tasks(self) -> None:
         """Each pod of a job becomes its task, in the store's order; any other pod holding a node holds what it
@@ -165,7 +175,8 @@ class Build:
         claim, whose request depends on the DRA objects. A job keeps its object when its tasks are all taken
         over, in the same order."""
         reuse, pods = self.reuse, self.pods
-        for pod in (pods.values() if self.redo is None else (pods[k] for k in pods if k in self.redo)):
+        redo = pods.values() if self.redo is None else map(pods.__getitem__, filter(self.redo.__contains__, pods))
+        for pod in redo:  # in the store's order
             bind = self.binds.get(pod.key)
             found = self._settled(pod, bind) or self._task(pod, bind)
             if found is not None:
@@ -284,15 +295,28 @@ class Build:
         """The cycle's snapshot: the nodes less what pods outside the jobs hold, the queues, the jobs, the
         Topologies, ConfigMaps, storage, DRA objects and PodDisruptionBudgets; it follows the last cycle's.
         Taken over: a node's ``Node`` when its view is the very object and what pods outside the jobs hold on
-        it, their host ports and its NUMA topology are the same; queues are built afresh."""
-        inf, reuse = self.informers, self.reuse
-        nodes = []
-        for name, view in self.node_views.items():
+        it, their host ports and its NUMA topology are the same -- when the nodes are those of the last cycle, in
+        the same order, only those changed since or with such pods, ports or topology (then or now) are looked
+        at; queues are built afresh."""
+        inf, reuse, views = self.informers, self.reuse, self.node_views
+        held = self.used.keys() | self.ports.keys() | self.numa.keys()
+        order = list(views)
+        todo: Iterable[str]
+        if order == reuse.node_order:
+            todo = [name for name in self.nodes_touched | held | reuse.held if name in views]
+            reuse.nodes.carry(set(todo))
+            nodes = list(reuse.node_list)
+        else:
+            todo, nodes = order, [None] * len(order)  # type: ignore[list-item]
+            reuse.node_order, reuse.node_index = order, {name: i for i, name in enumerate(order)}
+        for name in todo:
+            view = views[name]
             inputs = (self.used.get(name), tuple(self.ports.get(name, ())), self.numa.get(name))
             used, used_pods = inputs[0] or (None, 0)
             node = reuse.nodes.take_over(name, view, inputs) or convert.to_node(view, used, used_pods, inputs[1],
                                                                                 inputs[2])
-            nodes.append(reuse.nodes.keep(name, view, inputs, node))
+            nodes[reuse.node_index[name]] = reuse.nodes.keep(name, view, inputs, node)
+        reuse.node_list, reuse.held = nodes, held
         queues = [convert.to_queue(q) for q in inf["queues"].list()]
         if not self.cache.full_hierarchy_fairness:
             queues = project_level_queues(queues, self.now)
@@ -305,7 +329,7 @@ class Build:
         _hold_rejected(snap)
         snap.problems[:0] = self.problems
         cycle = Cycle(snap, reuse.views.current, self.podgroup_views, self.stale)
-        reuse.turn(cycle, self.inputs, self.pods, self.binds, self.assumed)
+        reuse.turn(cycle, self.inputs, self.pods, self.binds, self.assumed, self.jobs)
         return cycle
 
     def _storage(self) -> Storage:

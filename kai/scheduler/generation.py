@@ -2,7 +2,8 @@
 
 A :class:`Generation` holds the values of the cycle being built (:attr:`~Generation.current`) and those of the
 last cycle (:attr:`~Generation.previous`). A cycle either carries the last cycle's values over whole but for the
-keys that may have changed (:meth:`~Generation.carry`), or takes one over when it would be built from the same
+keys that may have changed (:meth:`~Generation.carry`, in place: it costs what changed, not what there is), or
+takes one over when it would be built from the same
 (:meth:`Built.take_over`): from the very same source object -- an informer keeps its stored view when a new
 version changes nothing the view keeps -- and equal inputs. When the build is done, :meth:`~Generation.turn`
 makes its values the last cycle's.
@@ -28,10 +29,10 @@ class Generation(Generic[K, V]):
         self.previous: dict[K, V] = {}
 
     def carry(self, but: Set[K] = frozenset()) -> None:
-        """The last cycle's values, but those of the keys ``but``, are the cycle's (before it adds its own)."""
-        current = dict(self.previous)
-        for key in but & current.keys():
-            del current[key]
+        """The last cycle's values, but those of the keys ``but``, are the cycle's (before it adds its own); the
+        last cycle's values are left for the keys ``but`` alone (:attr:`previous`), those the cycle works out again."""
+        current = self.previous
+        self.previous = {key: current.pop(key) for key in but & current.keys()}
         self.current = current
 
     def turn(self) -> None:

@@ -59,7 +59,8 @@ class Reuse:
     """The last cycle, what it was built from, and what each phase built, by node name, PodGroup key or pod key."""
 
     __slots__ = ("cycle", "inputs", "until", "pods", "binds", "assumed", "context", "bind_requests", "nodes",
-                 "jobs", "tasks", "settled", "views", "members", "shared", "claims")
+                 "jobs", "tasks", "settled", "views", "members", "shared", "claims", "redone", "unsettled",
+                 "order", "node_order", "node_index", "node_list", "held")
 
     def __init__(self) -> None:
         self.cycle: Cycle | None = None
@@ -89,6 +90,18 @@ class Reuse:
         self.members: Generation[str, list[str]] = Generation()
         self.shared: Generation[str, Shared] = Generation()
         self.claims: Generation[str, PodView] = Generation()
+        #: The keys of the pods the cycle being built works out (None: all of them), and of the last cycle's pods
+        #: that were not settled.
+        self.redone: set[str] | None = None
+        self.unsettled: set[str] = set()
+        #: The last cycle's jobs by PodGroup key, in the store's order.
+        self.order: dict[str, Job] = {}
+        #: The last cycle's node names in order, the position of each, its nodes, and the names of those that pods
+        #: outside the jobs, host ports or a NUMA topology were on.
+        self.node_order: list[str] = []
+        self.node_index: dict[str, int] = {}
+        self.node_list: list[Node] = []
+        self.held: set[str] = set()
 
     def same_cycle(self, assumed: Assumptions, now: float) -> Cycle | None:
         """The last cycle when it was built from the same inputs (the caller's check) and ``assumed`` and still
@@ -113,10 +126,10 @@ class Reuse:
         writes (bound by pod key, evicted keys)."""
         same = self.cycle is not None and context == self.context
         self.context = context
+        self.redone = None
         if not same:
             return None, None
-        redo = pods.keys() - self.settled.previous.keys()  # not settled: worked out every cycle
-        redo |= touched
+        redo = self.unsettled | touched  # not settled: worked out every cycle; a pod new or gone is touched
         for bound, evicted in (assumed, self.assumed):
             redo.update(bound)
             redo |= evicted
@@ -131,6 +144,7 @@ class Reuse:
             generation.carry(redo)
         self.members.carry(affected)
         self.jobs.carry(affected)
+        self.redone = redo
         return redo, affected
 
     def member(self, job: str, pod: PodView, task: Task) -> None:
@@ -151,9 +165,14 @@ class Reuse:
         return bool(self.claims.current)
 
     def turn(self, cycle: Cycle, inputs: CycleInputs, pods: dict[str, PodView], binds: dict[str, BindRequestView],
-             assumed: Assumptions) -> None:
-        """Remember ``cycle`` and what it was built from; what each phase built is the last cycle's now."""
+             assumed: Assumptions, jobs: dict[str, Job]) -> None:
+        """Remember ``cycle``, what it was built from and its ``jobs`` by PodGroup key; what each phase built is the
+        last cycle's now."""
         self.cycle, self.inputs, self.pods, self.binds, self.assumed = cycle, inputs, pods, binds, assumed
+        self.order = jobs
+        settled = self.settled.current
+        self.unsettled = (pods.keys() - settled.keys() if self.redone is None
+                          else {key for key in self.redone if key in pods and key not in settled})
         for generation in (self.bind_requests.live, self.nodes, self.jobs, self.tasks, self.settled, self.views,
                            self.members, self.shared, self.claims):
             generation.turn()
