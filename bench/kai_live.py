@@ -74,11 +74,9 @@ def scheduler_config() -> dict:
     """The ``config.yaml`` KAI's operator writes for a default SchedulingShard (plugins and actions by descending
     priority, then by name)."""
     off = {"gpuspread"} if PLACEMENT == "binpack" else {"gpupack", "gpusharingorder"}
-    plugins = [{"name": name} for name in sorted(PLUGIN_PRIORITIES, key=lambda n: (-PLUGIN_PRIORITIES[n], n))
-               if name not in off]
-    for plugin in plugins:
-        if plugin["name"] == "nodeplacement":
-            plugin["arguments"] = {"gpu": PLACEMENT, "cpu": PLACEMENT}
+    arguments = {"nodeplacement": {"gpu": PLACEMENT, "cpu": PLACEMENT}}
+    plugins = [{"name": name, **({"arguments": arguments[name]} if name in arguments else {})}
+               for name in sorted(PLUGIN_PRIORITIES, key=lambda n: (-PLUGIN_PRIORITIES[n], n)) if name not in off]
     actions = sorted(ACTION_PRIORITIES, key=lambda n: (-ACTION_PRIORITIES[n], n))
     return {"actions": ", ".join(actions), "tiers": [{"plugins": plugins}], "scenarioSearchBudgets": SEARCH_BUDGETS}
 
@@ -114,14 +112,30 @@ def arguments(component: str, metrics: int, probe: int, config: Path) -> list[st
             "--health-probe-bind-address", probe_at, "--enable-podgroup-webhook=false"]
 
 
-class KaiComponents:
-    """KAI's components as processes (``procs``, keyed ``go-<component>``), logging into ``workdir``; ``metrics``
-    is each one's ``/metrics`` URL, ``ready`` what tells it is ready."""
+class Processes:
+    """The processes a benchmark started (``procs``, by name) and the ``/metrics`` URL of each (``metrics``)."""
 
-    def __init__(self, kubeconfig: str, workdir: Path, binaries: dict[str, Path]) -> None:
-        self.kubeconfig, self.workdir, self.binaries = kubeconfig, workdir, binaries
+    def __init__(self) -> None:
         self.procs: dict[str, subprocess.Popen] = {}
         self.metrics: dict[str, str] = {}
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            proc.send_signal(signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+class KaiComponents(Processes):
+    """KAI's components as processes (keyed ``go-<component>``), logging into ``workdir``; ``ready`` is what tells
+    each is ready."""
+
+    def __init__(self, kubeconfig: str, workdir: Path, binaries: dict[str, Path]) -> None:
+        super().__init__()
+        self.kubeconfig, self.workdir, self.binaries = kubeconfig, workdir, binaries
         self.ready: dict[str, str] = {}
 
     def start(self, timeout: float = 120.0) -> None:
@@ -149,16 +163,6 @@ class KaiComponents:
 
     def _log(self, name: str) -> str:
         return (self.workdir / f"{name}.log").read_text(errors="replace")
-
-    def stop(self) -> None:
-        for proc in self.procs.values():
-            proc.send_signal(signal.SIGTERM)
-        for proc in self.procs.values():
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-
 
 def _serves(url: str) -> bool:
     try:
