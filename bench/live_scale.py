@@ -22,7 +22,8 @@ first and then starts the scheduler, then the binder, timing each on the whole b
 (``bench/kai_live.py``), kube-scheduler (the pods, plain, with ``schedulerName: default-scheduler`` and no
 PodGroups) or the floor: nobody, each pod bound with one Binding call, what the control plane alone needs
 for the same pods. ``--shadow`` (with ``--scheduler kai``) also runs ``kai-scheduler run --shadow`` beside
-KAI and prints its report and its API requests by verb. ``bench/live_versus.py`` runs them side by side.
+KAI and prints its report, its own API requests by verb and the writes in the API server's audit log (kept
+for that run) by user agent: shadow mode's must be none. ``bench/live_versus.py`` runs them side by side.
 Not a test: numbers, no pass/fail. KAI's own figure for 500 nodes x 8 GPUs and 4,000 pods is 6 min 38 s.
 """
 
@@ -50,6 +51,7 @@ from kai.dev.gobuild import ensure_kube_scheduler
 from kai.kube.client import Kube
 from kai.kube.views import timestamp
 from kai.kube.watch import Informer
+from kai.scheduler.shadow import SETTLE as SHADOW_SETTLE
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the tests' manifest builders
@@ -62,6 +64,11 @@ from kai_live import KaiComponents, Processes  # noqa: E402
 DEPLOY = ROOT / "deploy"
 NAMESPACE = "scale"
 SCHEDULERS = ("project", "kai", "kube-scheduler", "floor")
+#: The API server's audit policy of a ``--shadow`` run: who wrote what (but kwok's Lease renewals).
+AUDIT_POLICY = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
+                "rules": [{"level": "None", "verbs": ["get", "list", "watch"]},
+                          {"level": "None", "resources": [{"group": "coordination.k8s.io", "resources": ["leases"]}]},
+                          {"level": "Metadata"}]}
 #: The verbs of the API server's ``apiserver_request_total`` that read.
 READS = ("GET", "LIST", "WATCH", "WATCHLIST")
 
@@ -343,6 +350,8 @@ def run(args: argparse.Namespace, kubeconfig: str, workdir: Path, plane: dict[st
     """The scale run on ``kubeconfig``; ``plane`` names the control plane's processes (pids) to account CPU for.
     Returns what it measured (None when not every pod ran)."""
     kube = Kube.connect(kubeconfig, pool_size=64)
+    project_agent = kube.api_client.user_agent.split(" ")[0]  # this project's components' (the shadow scheduler's)
+    kube.api_client.user_agent = "live-scale"  # its writes are told apart from the components' in the audit log
     m.install(kube, DEPLOY)
     started = time.monotonic()
     create_all(kube, [m.gpu_node(f"scale-{i}", gpus=args.gpus) for i in range(args.nodes)])
@@ -412,7 +421,8 @@ def run(args: argparse.Namespace, kubeconfig: str, workdir: Path, plane: dict[st
         print(f"{args.scheduler}: {len(running.names)}/{args.pods} pods Running {elapsed:.1f}s after the first "
               f"creation, {len(running.names) / elapsed:.0f} pods/s"
               + ("" if finished else f" (gave up after {args.timeout:.0f}s)"))
-        rss = {name: peak_rss_mib(proc.pid) for name, proc in [*components.procs.items(), *shadow.procs.items()]}
+        rss = {name: peak_rss_mib(proc.pid) for name, proc in components.procs.items()}
+        rss.update({f"shadow {name}": peak_rss_mib(proc.pid) for name, proc in shadow.procs.items()})
         print("peak RSS (MiB): " + ", ".join(f"{name} {mib:.0f}" for name, mib in rss.items()))
         used = {name: cpu_seconds(pid) - cpu0[name] for name, pid in pids.items()}
         print(f"CPU seconds during the run ({os.cpu_count()} cores, load average "
@@ -424,12 +434,13 @@ def run(args: argparse.Namespace, kubeconfig: str, workdir: Path, plane: dict[st
         requests = report_requests(args.pods, requests0, settled(kube))
         if live:
             report_costs(args.pods, used, scraped0, {c: scrape(workdir / f"{c}.log") for c in components.procs})
-        clients = {name: by_verb(url) for name, url in [*components.metrics.items(), *shadow.metrics.items()]}
+        clients = {name: by_verb(url) for name, url in components.metrics.items()}
         for name, verbs in clients.items():
             print(f"{name}: API requests by verb (its own count) "
                   + (", ".join(f"{verb} {n:.0f}" for verb, n in sorted(verbs.items())) or "not exported"))
         if args.shadow:
-            report_shadow(workdir / "shadow.json")
+            report_shadow(workdir / "shadow.json", kube, by_verb(shadow.metrics["scheduler"]))
+            report_audit(workdir / "audit.log", project_agent)
         report_latencies(kube)
         return {"elapsed": elapsed, "pods_per_s": args.pods / elapsed, "p50": p50, "p99": p99,
                 "requests": requests, "cpu": used, "rss": rss, "load": os.getloadavg()} if finished else None
@@ -441,15 +452,43 @@ def run(args: argparse.Namespace, kubeconfig: str, workdir: Path, plane: dict[st
         print(f"logs in {workdir}")
 
 
-def report_shadow(path: Path) -> None:
-    """Shadow mode's outcome counts and every divergence it reported."""
+def report_shadow(path: Path, kube: Kube, verbs: dict[str, float]) -> None:
+    """Shadow mode's outcome counts, every divergence it reported (with the node KAI bound the pod to in the
+    end), and its own API requests: reads only."""
     report = json.loads(path.read_text()) if path.exists() else {}
+    nodes = {f"{NAMESPACE}/{p['metadata']['name']}": p["spec"].get("nodeName")
+             for p in kube.get(m.collection("Pod", NAMESPACE)).get("items", [])}
+    divergences = report.get("divergences", [])
     print(f"shadow: {report.get('cycles', 0)} cycles, outcomes {report.get('outcomes', {})}, "
-          f"{report.get('awaiting_kai', 0)} awaiting KAI, {len(report.get('divergences', []))} divergences")
-    for d in report.get("divergences", []):
-        print(f"  {d['pod']}: {d['outcome']} (here {d['here']}, KAI {d['kai']})"
-              + (f"; here: {d['why_here']}" if d.get("why_here") else "")
+          f"{report.get('awaiting_kai', 0)} awaiting KAI, {len(divergences)} divergences:")
+    for d in divergences:
+        print(f"  {d['pod']}: {d['outcome']} (here {d['here']}, KAI then {d['kai']}, KAI in the end "
+              f"{nodes.get(d['pod'])})" + (f"; here: {d['why_here']}" if d.get("why_here") else "")
               + (f"; KAI: {d['why_kai']}" if d.get("why_kai") else ""))
+    latest = {d["pod"]: d for d in divergences}
+    late = sum(d["outcome"] == "bound here only" and d["here"] == nodes.get(pod) for pod, d in latest.items())
+    print(f"shadow: {len(latest)} pods diverged; of them {late} 'bound here only' on the node KAI bound them "
+          f"to later (after shadow mode's {SHADOW_SETTLE:.0f} s)")
+    written = {verb: n for verb, n in verbs.items() if verb.lower() not in ("get", "list", "watch")}
+    print(f"shadow: its own API requests {dict(sorted(verbs.items()))}: "
+          + (f"WRITES {written}" if written else "no writes"))
+
+
+def report_audit(path: Path, shadow_agent: str) -> None:
+    """The writes in the API server's audit log (``--shadow`` runs) by client: user agent and verb; those of the
+    shadow scheduler (the only one of this project's components in the run) are counted apart."""
+    if not path.exists():
+        return
+    time.sleep(2)  # the batch backend flushes every second
+    counts: dict[tuple[str, str], int] = {}
+    for line in path.read_text().splitlines():
+        event = json.loads(line)
+        key = (event.get("userAgent", "?").split(" ")[0], event["verb"])
+        counts[key] = counts.get(key, 0) + 1
+    print("API server's audit log, writes by user agent and verb: "
+          + ", ".join(f"{agent} {verb} {n}" for (agent, verb), n in sorted(counts.items())))
+    print(f"shadow: writes in the API server's audit log ({shadow_agent}): "
+          f"{sum(n for (agent, _), n in counts.items() if agent == shadow_agent)}")
 
 
 def main() -> None:
@@ -494,9 +533,14 @@ def main() -> None:
 
 
 def private_run(args: argparse.Namespace) -> dict | None:
-    """``run`` on a private control plane."""
+    """``run`` on a private control plane (with ``--shadow``, one that keeps an audit log of the writes)."""
     workdir = Path(tempfile.mkdtemp(prefix="kai-scale-"))
-    with ControlPlane(state_dir=workdir / "control-plane") as plane:
+    audit: tuple[str, ...] = ()
+    if args.shadow:
+        (workdir / "audit-policy.json").write_text(json.dumps(AUDIT_POLICY))
+        audit = (f"--audit-policy-file={workdir / 'audit-policy.json'}", f"--audit-log-path={workdir / 'audit.log'}",
+                 "--audit-log-format=json", "--audit-log-mode=batch", "--audit-log-maxsize=0")
+    with ControlPlane(state_dir=workdir / "control-plane", apiserver_args=audit) as plane:
         return run(args, str(plane.kubeconfig), workdir, {name: rec.pid for name, rec in plane.processes.items()})
 
 
