@@ -49,10 +49,12 @@ def report(runs: dict[str, list[dict]], pods: int) -> None:
         requests = medians(results, "requests")
         total = sum(requests.values())
         written = sum(v for k, v in requests.items() if k.split()[0] not in live_scale.READS)
+        heartbeats = sum(v for k, v in requests.items() if k.split()[1].split("/")[0] in ("nodes", "leases"))
         print(f"\n{scheduler} ({len(results)} runs): {median(results, 'elapsed'):.1f}s until all {pods} pods ran, "
               f"{median(results, 'pods_per_s'):.0f} pods/s; creation -> bound p50 {median(results, 'p50'):.2f}s, "
               f"p99 {median(results, 'p99'):.2f}s; load average " + " / ".join(f"{r['load'][0]:.1f}" for r in results))
-        print(f"  API requests per pod: {total:.2f} ({written:.2f} writes): "
+        print(f"  API requests per pod: {total:.2f} ({written:.2f} writes, {written - heartbeats:.2f} without kwok's "
+              "Node and Lease heartbeats, which grow with the time the run takes): "
               + ", ".join(f"{k} {v:.2f}" for k, v in requests.items()))
         print("  CPU seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in medians(results, "cpu").items()))
         print("  peak RSS (MiB): " + ", ".join(f"{k} {v:.0f}" for k, v in medians(results, "rss").items()))
