@@ -475,20 +475,22 @@ def report_shadow(path: Path, kube: Kube, verbs: dict[str, float]) -> None:
 
 
 def report_audit(path: Path, shadow_agent: str) -> None:
-    """The writes in the API server's audit log (``--shadow`` runs) by client: user agent and verb; those of the
-    shadow scheduler (the only one of this project's components in the run) are counted apart."""
+    """The writes in the API server's audit log (``--shadow`` runs) by client (user agent), verb and resource;
+    those of the shadow scheduler (the only one of this project's components in the run) are counted apart."""
     if not path.exists():
         return
     time.sleep(2)  # the batch backend flushes every second
-    counts: dict[tuple[str, str], int] = {}
+    counts: dict[tuple[str, str, str], int] = {}
     for line in path.read_text().splitlines():
         event = json.loads(line)
-        key = (event.get("userAgent", "?").split(" ")[0], event["verb"])
+        ref = event.get("objectRef", {})
+        resource = ref.get("resource", "") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+        key = (event.get("userAgent", "?").split(" ")[0], event["verb"], resource)
         counts[key] = counts.get(key, 0) + 1
-    print("API server's audit log, writes by user agent and verb: "
-          + ", ".join(f"{agent} {verb} {n}" for (agent, verb), n in sorted(counts.items())))
+    print("API server's audit log, writes by user agent, verb and resource: "
+          + ", ".join(f"{agent} {verb} {resource} {n}" for (agent, verb, resource), n in sorted(counts.items())))
     print(f"shadow: writes in the API server's audit log ({shadow_agent}): "
-          f"{sum(n for (agent, _), n in counts.items() if agent == shadow_agent)}")
+          f"{sum(n for (agent, _, _), n in counts.items() if agent == shadow_agent)}")
 
 
 def main() -> None:
