@@ -386,6 +386,7 @@ def run(args: argparse.Namespace, kubeconfig: str, workdir: Path, plane: dict[st
         if args.shadow:
             shadow.workdir.mkdir()
             shadow.start("scheduler")
+            divergences = Divergences(workdir / "shadow.json")
         live = args.scheduler == "project" and not args.staged
         pids = {**plane, **{c: p.pid for c, p in components.procs.items()}, "this benchmark": os.getpid(),
                 **({"shadow scheduler": shadow.procs["scheduler"].pid} if args.shadow else {})}
@@ -439,7 +440,7 @@ def run(args: argparse.Namespace, kubeconfig: str, workdir: Path, plane: dict[st
             print(f"{name}: API requests by verb (its own count) "
                   + (", ".join(f"{verb} {n:.0f}" for verb, n in sorted(verbs.items())) or "not exported"))
         if args.shadow:
-            report_shadow(workdir / "shadow.json", kube, by_verb(shadow.metrics["scheduler"]))
+            report_shadow(divergences.stop(), kube, by_verb(shadow.metrics["scheduler"]))
             report_audit(workdir / "audit.log", project_agent)
         report_latencies(kube)
         return {"elapsed": elapsed, "pods_per_s": args.pods / elapsed, "p50": p50, "p99": p99,
@@ -452,10 +453,41 @@ def run(args: argparse.Namespace, kubeconfig: str, workdir: Path, plane: dict[st
         print(f"logs in {workdir}")
 
 
-def report_shadow(path: Path, kube: Kube, verbs: dict[str, float]) -> None:
+class Divergences:
+    """Every divergence shadow mode reported during the run: its report file, which keeps only the latest, read
+    every second."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.report: dict = {}
+        self.seen: dict[tuple, dict] = {}
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._follow, daemon=True)
+        self.thread.start()
+
+    def _follow(self) -> None:
+        while not self.done.wait(1.0):
+            self._read()
+
+    def _read(self) -> None:
+        try:
+            self.report = json.loads(self.path.read_text())
+        except (OSError, ValueError):  # not written yet
+            return
+        for d in self.report["divergences"]:
+            self.seen[(d["time"], d["pod"], d["outcome"])] = d
+
+    def stop(self) -> dict:
+        """The last report, its divergences all of those seen, in order."""
+        self.done.set()
+        self.thread.join()
+        self._read()
+        return {**self.report, "divergences": [self.seen[k] for k in sorted(self.seen)]}
+
+
+def report_shadow(report: dict, kube: Kube, verbs: dict[str, float]) -> None:
     """Shadow mode's outcome counts, every divergence it reported (with the node KAI bound the pod to in the
     end), and its own API requests: reads only."""
-    report = json.loads(path.read_text()) if path.exists() else {}
     nodes = {f"{NAMESPACE}/{p['metadata']['name']}": p["spec"].get("nodeName")
              for p in kube.get(m.collection("Pod", NAMESPACE)).get("items", [])}
     divergences = report.get("divergences", [])
