@@ -23,7 +23,7 @@ first and then starts the scheduler, then the binder, timing each on the whole b
 PodGroups) or the floor: nobody, each pod bound with one Binding call, what the control plane alone needs
 for the same pods. ``--shadow`` (with ``--scheduler kai``) also runs ``kai-scheduler run --shadow`` beside
 KAI and prints its report, its own API requests by verb and the writes in the API server's audit log (kept
-for that run) by user agent: shadow mode's must be none. ``bench/live_versus.py`` runs them side by side.
+for that run) by client: shadow mode's must be none. ``bench/live_versus.py`` runs them side by side.
 Not a test: numbers, no pass/fail. KAI's own figure for 500 nodes x 8 GPUs and 4,000 pods is 6 min 38 s.
 """
 
@@ -350,7 +350,7 @@ def run(args: argparse.Namespace, kubeconfig: str, workdir: Path, plane: dict[st
     """The scale run on ``kubeconfig``; ``plane`` names the control plane's processes (pids) to account CPU for.
     Returns what it measured (None when not every pod ran)."""
     kube = Kube.connect(kubeconfig, pool_size=64)
-    project_agent = kube.api_client.user_agent.split(" ")[0]  # this project's components' (the shadow scheduler's)
+    project_client = kube.api_client.user_agent.split(" ")[0]  # this project's components' (the shadow scheduler's)
     kube.api_client.user_agent = "live-scale"  # its writes are told apart from the components' in the audit log
     m.install(kube, DEPLOY)
     started = time.monotonic()
@@ -441,7 +441,7 @@ def run(args: argparse.Namespace, kubeconfig: str, workdir: Path, plane: dict[st
                   + (", ".join(f"{verb} {n:.0f}" for verb, n in sorted(verbs.items())) or "not exported"))
         if args.shadow:
             report_shadow(divergences.stop(), kube, by_verb(shadow.metrics["scheduler"]))
-            report_audit(workdir / "audit.log", project_agent)
+            report_audit(workdir / "audit.log", project_client)
         report_latencies(kube)
         return {"elapsed": elapsed, "pods_per_s": args.pods / elapsed, "p50": p50, "p99": p99,
                 "requests": requests, "cpu": used, "rss": rss, "load": os.getloadavg()} if finished else None
@@ -506,8 +506,8 @@ def report_shadow(report: dict, kube: Kube, verbs: dict[str, float]) -> None:
           + (f"WRITES {written}" if written else "no writes"))
 
 
-def report_audit(path: Path, shadow_agent: str) -> None:
-    """The writes in the API server's audit log (``--shadow`` runs) by client (user agent), verb and resource;
+def report_audit(path: Path, shadow_client: str) -> None:
+    """The writes in the API server's audit log (``--shadow`` runs) by client (User-Agent header), verb and resource;
     those of the shadow scheduler (the only one of this project's components in the run) are counted apart."""
     if not path.exists():
         return
@@ -519,10 +519,10 @@ def report_audit(path: Path, shadow_agent: str) -> None:
         resource = ref.get("resource", "") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
         key = (event.get("userAgent", "?").split(" ")[0], event["verb"], resource)
         counts[key] = counts.get(key, 0) + 1
-    print("API server's audit log, writes by user agent, verb and resource: "
-          + ", ".join(f"{agent} {verb} {resource} {n}" for (agent, verb, resource), n in sorted(counts.items())))
-    print(f"shadow: writes in the API server's audit log ({shadow_agent}): "
-          f"{sum(n for (agent, _, _), n in counts.items() if agent == shadow_agent)}")
+    print("API server's audit log, writes by client, verb and resource: "
+          + ", ".join(f"{client} {verb} {resource} {n}" for (client, verb, resource), n in sorted(counts.items())))
+    print(f"shadow: writes in the API server's audit log ({shadow_client}): "
+          f"{sum(n for (client, _, _), n in counts.items() if client == shadow_client)}")
 
 
 def main() -> None:
