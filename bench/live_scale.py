@@ -1,7 +1,7 @@
 """Scale run of ``kai-scheduler run`` on a local control plane: many kwok GPU nodes, thousands of pods.
 
 Run: ``python bench/live_scale.py [--nodes 500] [--gpus 8] [--pods 4000] [--queues 4]
-[--staged | --floor] [--kubeconfig FILE] [-- RUN-ARGS]``.
+[--scheduler project|kai|kube-scheduler|floor] [--staged] [--shadow] [--kubeconfig FILE] [-- RUN-ARGS]``.
 
 Starts a private control plane (etcd, kube-apiserver, kwok; or uses ``--kubeconfig``), installs
 KAI's CRDs, creates the nodes and one queue per group of pods, starts the scheduler and the binder
@@ -12,20 +12,29 @@ its CPU and cycles while pods stream in, until every pod has its BindRequest or 
 after it, until every pod runs: how long the binder lags) and each component's API calls (from its
 ``kai_api_requests_total``) per pod, with its writes by verb and resource, counted once the components'
 requests have stopped (the pod conditions and events that report binds trail them; how long is
-printed). ``--versus-floor`` first makes the ``--floor`` run on a control plane of its own and reports
+printed). Every run also prints pods/s, the time from each pod's creation until this benchmark sees it
+bound (p50/p99), and the API server's own count of requests per pod by verb and resource
+(``apiserver_request_total``, which does not name the client; each component's requests by verb come from
+its own metrics). ``--versus-floor`` first makes the floor's run on a control plane of its own and reports
 the live run's time as a ratio to it (the issue's target: 2.5x). ``--staged`` creates everything
-first and then starts the scheduler, then the binder, timing each on the whole backlog;
-``--floor`` starts neither and binds every pod with one Binding call: what the control plane alone
-needs for the same pods. Not a test: numbers, no pass/fail. KAI's own figure for 500 nodes x 8
-GPUs and 4,000 pods is 6 min 38 s.
+first and then starts the scheduler, then the binder, timing each on the whole backlog.
+``--scheduler`` picks who places the pods: this project (the default), KAI's own Go components
+(``bench/kai_live.py``), kube-scheduler (the pods, plain, with ``schedulerName: default-scheduler`` and no
+PodGroups) or the floor: nobody, each pod bound with one Binding call, what the control plane alone needs
+for the same pods. ``--shadow`` (with ``--scheduler kai``) also runs ``kai-scheduler run --shadow`` beside
+KAI and prints its report, its own API requests by verb and the writes in the API server's audit log (kept
+for that run) by client: shadow mode's must be none. ``bench/live_versus.py`` runs them side by side.
+Not a test: numbers, no pass/fail. KAI's own figure for 500 nodes x 8 GPUs and 4,000 pods is 6 min 38 s.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -37,17 +46,31 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from kai.dev.controlplane import ControlPlane
+from kai.dev.controlplane import ControlPlane, free_ports
+from kai.dev.gobuild import ensure_kube_scheduler
 from kai.kube.client import Kube
 from kai.kube.views import timestamp
 from kai.kube.watch import Informer
+from kai.scheduler.shadow import SETTLE as SHADOW_SETTLE
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the tests' manifest builders
 from support import manifests as m  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "bench"))
+import kai_live  # noqa: E402
+from kai_live import KaiComponents, Processes  # noqa: E402
+
 DEPLOY = ROOT / "deploy"
 NAMESPACE = "scale"
+SCHEDULERS = ("project", "kai", "kube-scheduler", "floor")
+#: The API server's audit policy of a ``--shadow`` run: who wrote what (but kwok's Lease renewals).
+AUDIT_POLICY = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
+                "rules": [{"level": "None", "verbs": ["get", "list", "watch"]},
+                          {"level": "None", "resources": [{"group": "coordination.k8s.io", "resources": ["leases"]}]},
+                          {"level": "Metadata"}]}
+#: The verbs of the API server's ``apiserver_request_total`` that read.
+READS = ("GET", "LIST", "WATCH", "WATCHLIST")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -93,11 +116,12 @@ def report_latencies(kube: Kube) -> None:
 
 
 class Count:
-    """Counts the objects of a watched collection that match ``field_selector``; ``reached`` fires at ``target``."""
+    """Counts the objects of a watched collection that match ``field_selector`` (and when each was first seen);
+    ``reached`` fires at ``target``."""
 
     def __init__(self, kube: Kube, path: str, target: int, field_selector: str = "",
                  reached: threading.Event | None = None) -> None:
-        self.names: set[str] = set()
+        self.names: dict[str, float] = {}  # when each was first seen (time.monotonic())
         self.target = target
         self.reached = reached or threading.Event()
         self.informer = Informer(kube, path, on_event=self._on_event, field_selector=field_selector,
@@ -106,20 +130,67 @@ class Count:
 
     def _on_event(self, kind: str, obj: dict) -> None:
         if kind != "DELETED":
-            self.names.add(obj["metadata"]["name"])
+            self.names.setdefault(obj["metadata"]["name"], time.monotonic())
             if len(self.names) >= self.target:
                 self.reached.set()
 
 
+def metrics_url(log: Path) -> str | None:
+    """The ``/metrics`` URL of the component whose log is ``log`` (None before it serves them)."""
+    match = re.search(r"serving metrics\S*(?: and probes)? address=(\S+)", log.read_text(errors="replace"))
+    return None if match is None else f"http://{match.group(1)}/metrics"
+
+
 def scrape(log: Path) -> dict[tuple[str, tuple], float]:
     """The samples of the ``/metrics`` of the component whose log is ``log``, by (name, sorted labels)."""
-    match = re.search(r"serving metrics\S*(?: and probes)? address=(\S+)", log.read_text(errors="replace"))
-    if match is None:
-        return {}
-    with urllib.request.urlopen(f"http://{match.group(1)}/metrics", timeout=10) as resp:
-        text = resp.read().decode()
+    url = metrics_url(log)
+    return {} if url is None else samples(url)
+
+
+def fetch(url: str) -> str:
+    """The body at ``url``; an HTTPS endpoint's certificate is not checked."""
+    context = ssl._create_unverified_context() if url.startswith("https:") else None
+    with urllib.request.urlopen(url, timeout=10, context=context) as resp:
+        return resp.read().decode()
+
+
+def samples(url: str) -> dict[tuple[str, tuple], float]:
+    """The samples of the metrics served at ``url``, by (name, sorted labels)."""
+    text = fetch(url)
     return {(s.name, tuple(sorted(s.labels.items()))): s.value
             for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def by_verb(url: str) -> dict[str, float]:
+    """A component's API requests by verb: ``kai_api_requests_total`` of this project's, client-go's
+    ``rest_client_requests_total`` of the Go components'."""
+    counts: dict[str, float] = {}
+    for (name, labels), value in samples(url).items():
+        if name in ("kai_api_requests_total", "rest_client_requests_total"):
+            verb = dict(labels).get("verb") or dict(labels).get("method", "?")
+            counts[verb] = counts.get(verb, 0.0) + value
+    return counts
+
+
+def apiserver_requests(kube: Kube) -> dict[tuple[str, str], float]:
+    """The API server's own count of the requests it served (``apiserver_request_total``), by verb and
+    resource (``resource/subresource``); it does not say which client sent them."""
+    with kube.stream("/metrics", {}, 30) as resp:
+        text = resp.read().decode()
+    counts: dict[tuple[str, str], float] = {}
+    lines = "\n".join(line for line in text.splitlines() if line.startswith("apiserver_request_total{"))
+    for family in text_string_to_metric_families(lines):
+        for sample in family.samples:
+            sub = sample.labels.get("subresource")
+            key = (sample.labels["verb"], sample.labels.get("resource", "") + (f"/{sub}" if sub else ""))
+            counts[key] = counts.get(key, 0.0) + sample.value
+    return counts
+
+
+def writes(counts: dict[tuple[str, str], float]) -> float:
+    """The writes among the API server's ``counts``, but for Leases and Nodes (kwok's heartbeats never stop)."""
+    return sum(v for (verb, resource), v in counts.items()
+               if verb not in READS and resource.split("/")[0] not in ("leases", "nodes"))
 
 
 def api_calls(samples: dict[tuple[str, tuple], float]) -> float:
@@ -180,28 +251,51 @@ class Phases:
             previous = (at, cpu, samples)
 
 
-def settled(workdir: Path, procs: dict[str, subprocess.Popen], quiet: float = 3.0, limit: float = 120.0) -> dict:
-    """Each component's samples once its API requests stopped for ``quiet`` seconds (at most ``limit``): the
-    reports that trail the binds (pod conditions, events) are counted too; prints how long they trailed."""
+def settled(kube: Kube, quiet: float = 3.0, limit: float = 120.0) -> dict[tuple[str, str], float]:
+    """The API server's request counts once its writes (but kwok's heartbeats) stopped for ``quiet`` seconds (at
+    most ``limit``): the reports that trail the binds (pod conditions, events) are counted too; prints how long
+    they trailed."""
     started = time.monotonic()
-    last = {c: scrape(workdir / f"{c}.log") for c in procs}
+    last = apiserver_requests(kube)
     calm_since = started
     while time.monotonic() - calm_since < quiet and time.monotonic() - started < limit:
-        time.sleep(0.5)
-        now = {c: scrape(workdir / f"{c}.log") for c in procs}
-        if any(api_calls(now[c]) != api_calls(last[c]) for c in procs):
+        time.sleep(1.0)
+        now = apiserver_requests(kube)
+        if writes(now) != writes(last):
             calm_since = time.monotonic()
         last = now
-    print(f"API requests trailing the last Running pod: {max(0.0, calm_since - started):.1f}s")
+    print(f"API writes trailing the last Running pod: {max(0.0, calm_since - started):.1f}s")
     return last
 
 
-class Components:
+def report_requests(pods: int, before: dict[tuple[str, str], float], after: dict[tuple[str, str], float]) -> dict:
+    """The API server's requests per pod over the run, by verb and resource (those of at least 0.01 per pod)."""
+    per_pod = {key: (after.get(key, 0.0) - before.get(key, 0.0)) / pods for key in after}
+    per_pod = {key: v for key, v in sorted(per_pod.items(), key=lambda kv: -kv[1]) if v >= 0.01}
+    total = sum(v for (verb, _), v in per_pod.items())
+    written = sum(v for (verb, _), v in per_pod.items() if verb not in READS)
+    print(f"API server requests per pod (apiserver_request_total; every client): {total:.2f}, {written:.2f} writes: "
+          + ", ".join(f"{verb} {resource} {v:.2f}" for (verb, resource), v in per_pod.items()))
+    return {f"{verb} {resource}": round(v, 3) for (verb, resource), v in per_pod.items()}
+
+
+def report_binding(created: dict[str, float], bound: dict[str, float]) -> tuple[float, float]:
+    """p50 and p99 seconds from each pod's creation until this benchmark saw it bound."""
+    waits = sorted(bound[name] - created[name] for name in bound if name in created)
+    if not waits:
+        return float("nan"), float("nan")
+    pick = lambda q: waits[min(len(waits) - 1, int(q * len(waits)))]  # noqa: E731
+    print(f"pod creation -> bound (as watched here): p50 {pick(0.5):.2f}s, p99 {pick(0.99):.2f}s, "
+          f"max {waits[-1]:.2f}s over {len(waits)} pods")
+    return pick(0.5), pick(0.99)
+
+
+class Components(Processes):
     """``kai-scheduler run`` processes, one per component, logging into ``workdir``."""
 
     def __init__(self, kubeconfig: str, workdir: Path, run_args: list[str]) -> None:
+        super().__init__()
         self.kubeconfig, self.workdir, self.run_args = kubeconfig, workdir, run_args
-        self.procs: dict[str, subprocess.Popen] = {}
 
     def start(self, *components: str) -> None:
         """Starts ``components`` and returns once each has listed the cluster."""
@@ -217,20 +311,61 @@ class Components:
                 if proc.poll() is not None:
                     raise SystemExit(f"{component} exited with {proc.returncode}; see {self.workdir}/{component}.log")
                 time.sleep(0.2)
+            url = metrics_url(self.workdir / f"{component}.log")
+            if url:
+                self.metrics[component] = url
 
-    def stop(self) -> None:
-        for proc in self.procs.values():
-            proc.send_signal(signal.SIGTERM)
-        for proc in self.procs.values():
+
+class KubeScheduler(Processes):
+    """kube-scheduler with its defaults but for leader election, its health and metrics open to anyone on a
+    loopback port."""
+
+    def __init__(self, kubeconfig: str, workdir: Path) -> None:
+        super().__init__()
+        self.kubeconfig, self.workdir = kubeconfig, workdir
+
+    def start(self, timeout: float = 60.0) -> None:
+        (port,) = free_ports(1)
+        with open(self.workdir / "kube-scheduler.log", "wb") as log:
+            self.procs["kube-scheduler"] = subprocess.Popen(
+                [str(ensure_kube_scheduler()), f"--kubeconfig={self.kubeconfig}", "--leader-elect=false",
+                 "--bind-address=127.0.0.1", f"--secure-port={port}", "--authentication-skip-lookup=true",
+                 "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics"],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.metrics["kube-scheduler"] = f"https://127.0.0.1:{port}/metrics"
+        deadline = time.monotonic() + timeout
+        while True:
             try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+                fetch(f"https://127.0.0.1:{port}/readyz")
+                return
+            except OSError:
+                if self.procs["kube-scheduler"].poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit(f"kube-scheduler did not start; see {self.workdir}/kube-scheduler.log") from None
+                time.sleep(0.2)
 
 
-def run(args: argparse.Namespace, kubeconfig: str, workdir: Path, plane: dict[str, int]) -> float | None:
-    """The scale run on ``kubeconfig``; ``plane`` names the control plane's processes (pids) to account CPU for."""
+def start(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> Processes:
+    """The scheduler's processes, started (none for the floor, nor yet when ``--staged``)."""
+    if args.scheduler == "kai":
+        kai = KaiComponents(kubeconfig, workdir, kai_live.build())
+        kai.start()
+        return kai
+    if args.scheduler == "kube-scheduler":
+        kube_scheduler = KubeScheduler(kubeconfig, workdir)
+        kube_scheduler.start()
+        return kube_scheduler
+    components = Components(kubeconfig, workdir, args.run_args)
+    if args.scheduler == "project" and not args.staged:
+        components.start("scheduler", "binder")
+    return components
+
+
+def run(args: argparse.Namespace, kubeconfig: str, workdir: Path, plane: dict[str, int]) -> dict | None:
+    """The scale run on ``kubeconfig``; ``plane`` names the control plane's processes (pids) to account CPU for.
+    Returns what it measured (None when not every pod ran)."""
     kube = Kube.connect(kubeconfig, pool_size=64)
+    project_client = kube.api_client.user_agent.split(" ")[0]  # this project's components' (the shadow scheduler's)
+    kube.api_client.user_agent = "live-scale"  # its writes are told apart from the components' in the audit log
     m.install(kube, DEPLOY)
     started = time.monotonic()
     create_all(kube, [m.gpu_node(f"scale-{i}", gpus=args.gpus) for i in range(args.nodes)])
@@ -239,31 +374,48 @@ def run(args: argparse.Namespace, kubeconfig: str, workdir: Path, plane: dict[st
     m.apply(kube, m.namespace(NAMESPACE))
     print(f"{args.nodes} nodes, {args.queues} queues created in {time.monotonic() - started:.1f}s", flush=True)
 
-    running = Count(kube, f"/api/v1/namespaces/{NAMESPACE}/pods", args.pods, field_selector="status.phase=Running")
+    pods = f"/api/v1/namespaces/{NAMESPACE}/pods"
+    running = Count(kube, pods, args.pods, field_selector="status.phase=Running")
     placed = threading.Event()  # every pod has its BindRequest or, bound by the scheduler itself, its node
+    bound = Count(kube, pods, args.pods, field_selector="spec.nodeName!=", reached=placed)
     requested = Count(kube, m.collection("BindRequest", NAMESPACE), args.pods, reached=placed)
-    bound = Count(kube, f"/api/v1/namespaces/{NAMESPACE}/pods", args.pods, field_selector="spec.nodeName!=",
-                  reached=placed)
     objects = []
     for i in range(args.pods):
         name = f"job-{i}"
-        objects.append(m.podgroup(NAMESPACE, name, queue=queues[i % len(queues)]))
-        objects.append(m.pod(NAMESPACE, name, name, gpus=1))
-    components = Components(kubeconfig, workdir, args.run_args)
+        if args.scheduler == "kube-scheduler":  # plain pods
+            objects.append(m.pod(NAMESPACE, name, gpus=1, scheduler_name="default-scheduler"))
+        else:
+            objects.append(m.podgroup(NAMESPACE, name, queue=queues[i % len(queues)]))
+            objects.append(m.pod(NAMESPACE, name, name, gpus=1))
+    created: dict[str, float] = {}
+
+    def create(kube: Kube, obj: dict) -> None:
+        m.apply(kube, obj)
+        if obj["kind"] == "Pod":
+            created[obj["metadata"]["name"]] = time.monotonic()
+
+    components = start(args, kubeconfig, workdir)
+    shadow = Components(kubeconfig, workdir / "shadow", ["--shadow", "--shadow-report", str(workdir / "shadow.json"),
+                                                         *args.run_args])
     try:
-        if not (args.staged or args.floor):
-            components.start("scheduler", "binder")
-        pids = {**plane, **{c: p.pid for c, p in components.procs.items()}, "this benchmark": os.getpid()}
+        if args.shadow:
+            shadow.workdir.mkdir()
+            shadow.start("scheduler")
+            divergences = Divergences(workdir / "shadow.json")
+        live = args.scheduler == "project" and not args.staged
+        pids = {**plane, **{c: p.pid for c, p in components.procs.items()}, "this benchmark": os.getpid(),
+                **({"shadow scheduler": shadow.procs["scheduler"].pid} if args.shadow else {})}
         cpu0 = {name: cpu_seconds(pid) for name, pid in pids.items()}
-        live = not (args.staged or args.floor)
         scraped0 = {c: scrape(workdir / f"{c}.log") for c in components.procs} if live else {}
+        requests0 = apiserver_requests(kube)
         t0 = time.monotonic()
         phases = Phases(components.procs, workdir, t0) if live else None
-        create_all(kube, objects)
-        print(f"{args.pods} PodGroups and pods created in {time.monotonic() - t0:.1f}s", flush=True)
-        if args.floor:  # no scheduler: each pod bound straight to a node, one Binding call per pod
+        create_all(kube, objects, post=create)
+        print(f"{args.pods} pods created in {time.monotonic() - t0:.1f}s", flush=True)
+        if args.scheduler == "floor":  # no scheduler: each pod bound straight to a node, one Binding call per pod
             create_all(kube, [binding(i, args.gpus) for i in range(args.pods)], post=post_binding)
         elif args.staged:  # each component alone on the whole backlog: its own throughput
+            assert isinstance(components, Components)
             components.start("scheduler")
             t1 = time.monotonic()
             placed.wait(args.timeout)
@@ -283,24 +435,110 @@ def run(args: argparse.Namespace, kubeconfig: str, workdir: Path, plane: dict[st
         elapsed = time.monotonic() - t0
         if phases is not None:
             phases.mark("tail")
-        print(f"{len(running.names)}/{args.pods} pods Running {elapsed:.1f}s after the first creation"
+        print(f"{args.scheduler}: {len(running.names)}/{args.pods} pods Running {elapsed:.1f}s after the first "
+              f"creation, {len(running.names) / elapsed:.0f} pods/s"
               + ("" if finished else f" (gave up after {args.timeout:.0f}s)"))
-        for component, proc in components.procs.items():
-            print(f"{component}: peak RSS {peak_rss_mib(proc.pid):.0f} MiB")
+        rss = {name: peak_rss_mib(proc.pid) for name, proc in components.procs.items()}
+        rss.update({f"shadow {name}": peak_rss_mib(proc.pid) for name, proc in shadow.procs.items()})
+        print("peak RSS (MiB): " + ", ".join(f"{name} {mib:.0f}" for name, mib in rss.items()))
         used = {name: cpu_seconds(pid) - cpu0[name] for name, pid in pids.items()}
-        print(f"CPU seconds during the run ({os.cpu_count()} cores): "
+        print(f"CPU seconds during the run ({os.cpu_count()} cores, load average "
+              f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}): "
               + ", ".join(f"{name} {sec:.0f}" for name, sec in sorted(used.items(), key=lambda kv: -kv[1])))
-        if live:
+        if phases is not None:
             phases.report(scraped0)
-            report_costs(args.pods, used, scraped0, settled(workdir, components.procs))
+        p50, p99 = report_binding(created, bound.names)
+        requests = report_requests(args.pods, requests0, settled(kube))
+        if live:
+            report_costs(args.pods, used, scraped0, {c: scrape(workdir / f"{c}.log") for c in components.procs})
+        clients = {name: by_verb(url) for name, url in components.metrics.items()}
+        for name, verbs in clients.items():
+            print(f"{name}: API requests by verb (its own count) "
+                  + (", ".join(f"{verb} {n:.0f}" for verb, n in sorted(verbs.items())) or "not exported"))
+        if args.shadow:
+            report_shadow(divergences.stop(), kube, by_verb(shadow.metrics["scheduler"]))
+            report_audit(workdir / "audit.log", project_client)
         report_latencies(kube)
-        return elapsed if finished else None
+        return {"elapsed": elapsed, "pods_per_s": args.pods / elapsed, "p50": p50, "p99": p99,
+                "requests": requests, "cpu": used, "rss": rss, "load": os.getloadavg()} if finished else None
     finally:
+        shadow.stop()
         components.stop()
-        running.informer.stop()
-        requested.informer.stop()
-        bound.informer.stop()
+        for informer in (running, bound, requested):
+            informer.informer.stop()
         print(f"logs in {workdir}")
+
+
+class Divergences:
+    """Every divergence shadow mode reported during the run: its report file, which keeps only the latest, read
+    every second."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.report: dict = {}
+        self.seen: dict[tuple, dict] = {}
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._follow, daemon=True)
+        self.thread.start()
+
+    def _follow(self) -> None:
+        while not self.done.wait(1.0):
+            self._read()
+
+    def _read(self) -> None:
+        try:
+            self.report = json.loads(self.path.read_text())
+        except (OSError, ValueError):  # not written yet
+            return
+        for d in self.report["divergences"]:
+            self.seen[(d["time"], d["pod"], d["outcome"])] = d
+
+    def stop(self) -> dict:
+        """The last report, its divergences all of those seen, in order."""
+        self.done.set()
+        self.thread.join()
+        self._read()
+        return {**self.report, "divergences": [self.seen[k] for k in sorted(self.seen)]}
+
+
+def report_shadow(report: dict, kube: Kube, verbs: dict[str, float]) -> None:
+    """Shadow mode's outcome counts, every divergence it reported (with the node KAI bound the pod to in the
+    end), and its own API requests: reads only."""
+    nodes = {f"{NAMESPACE}/{p['metadata']['name']}": p["spec"].get("nodeName")
+             for p in kube.get(m.collection("Pod", NAMESPACE)).get("items", [])}
+    divergences = report.get("divergences", [])
+    print(f"shadow: {report.get('cycles', 0)} cycles, outcomes {report.get('outcomes', {})}, "
+          f"{report.get('awaiting_kai', 0)} awaiting KAI, {len(divergences)} divergences:")
+    for d in divergences:
+        print(f"  {d['pod']}: {d['outcome']} (here {d['here']}, KAI then {d['kai']}, KAI in the end "
+              f"{nodes.get(d['pod'])})" + (f"; here: {d['why_here']}" if d.get("why_here") else "")
+              + (f"; KAI: {d['why_kai']}" if d.get("why_kai") else ""))
+    latest = {d["pod"]: d for d in divergences}
+    late = sum(d["outcome"] == "bound here only" and d["here"] == nodes.get(pod) for pod, d in latest.items())
+    print(f"shadow: {len(latest)} pods diverged; of them {late} 'bound here only' on the node KAI bound them "
+          f"to later (after shadow mode's {SHADOW_SETTLE:.0f} s)")
+    written = {verb: n for verb, n in verbs.items() if verb.lower() not in ("get", "list", "watch")}
+    print(f"shadow: its own API requests {dict(sorted(verbs.items()))}: "
+          + (f"WRITES {written}" if written else "no writes"))
+
+
+def report_audit(path: Path, shadow_client: str) -> None:
+    """The writes in the API server's audit log (``--shadow`` runs) by client (User-Agent header), verb and resource;
+    those of the shadow scheduler (the only one of this project's components in the run) are counted apart."""
+    if not path.exists():
+        return
+    time.sleep(2)  # the batch backend flushes every second
+    counts: dict[tuple[str, str, str], int] = {}
+    for line in path.read_text().splitlines():
+        event = json.loads(line)
+        ref = event.get("objectRef", {})
+        resource = ref.get("resource", "") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+        key = (event.get("userAgent", "?").split(" ")[0], event["verb"], resource)
+        counts[key] = counts.get(key, 0) + 1
+    print("API server's audit log, writes by client, verb and resource: "
+          + ", ".join(f"{client} {verb} {resource} {n}" for (client, verb, resource), n in sorted(counts.items())))
+    print(f"shadow: writes in the API server's audit log ({shadow_client}): "
+          f"{sum(n for (client, _, _), n in counts.items() if client == shadow_client)}")
 
 
 def main() -> None:
@@ -310,25 +548,33 @@ def main() -> None:
     p.add_argument("--pods", type=int, default=4000, help="single-GPU pods, one PodGroup each")
     p.add_argument("--queues", type=int, default=4)
     p.add_argument("--timeout", type=float, default=900.0)
-    p.add_argument("--floor", action="store_true",
-                   help="no scheduler or binder: bind every pod directly (what the control plane alone needs)")
+    p.add_argument("--scheduler", choices=SCHEDULERS, default="project",
+                   help="who places the pods: this project, KAI's Go components, kube-scheduler (plain pods) or "
+                        "nobody (the floor: every pod bound directly, what the control plane alone needs)")
     p.add_argument("--staged", action="store_true",
                    help="create every object first, then start the scheduler, then the binder: each one's throughput")
+    p.add_argument("--shadow", action="store_true",
+                   help="with --scheduler kai: also run kai-scheduler run --shadow beside KAI and print its report")
     p.add_argument("--kubeconfig", help="use this cluster instead of starting a private control plane")
     p.add_argument("run_args", nargs="*", help="extra arguments of kai-scheduler run (after --)")
     p.add_argument("--versus-floor", action="store_true",
-                   help="make the --floor run first (its own control plane) and report the ratio to it")
+                   help="make the floor's run first (its own control plane) and report the ratio to it")
     args = p.parse_args()
+    if args.staged and args.scheduler != "project":
+        p.error("--staged starts this project's scheduler, then its binder")
+    if args.shadow and args.scheduler != "kai":
+        p.error("--shadow runs beside KAI: --scheduler kai")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the private control plane too
     if args.versus_floor:
-        if args.kubeconfig or args.floor or args.staged:
-            p.error("--versus-floor makes two private runs: not with --kubeconfig, --floor or --staged")
+        if args.kubeconfig or args.scheduler == "floor" or args.staged:
+            p.error("--versus-floor makes two private runs: not with --kubeconfig, --scheduler floor or --staged")
         print("-- floor: the control plane alone", flush=True)
-        floor = private_run(argparse.Namespace(**{**vars(args), "floor": True}))
-        print("-- scheduler and binder", flush=True)
-        elapsed = private_run(args)
-        if floor and elapsed:
-            print(f"ratio to the floor: {elapsed / floor:.2f} ({elapsed:.1f}s / {floor:.1f}s)")
+        floor = private_run(argparse.Namespace(**{**vars(args), "scheduler": "floor", "shadow": False}))
+        print(f"-- {args.scheduler}", flush=True)
+        result = private_run(args)
+        if floor and result:
+            print(f"ratio to the floor: {result['elapsed'] / floor['elapsed']:.2f} "
+                  f"({result['elapsed']:.1f}s / {floor['elapsed']:.1f}s)")
         return
     if args.kubeconfig:
         run(args, args.kubeconfig, Path(tempfile.mkdtemp(prefix="kai-scale-")), {})
@@ -336,10 +582,15 @@ def main() -> None:
     private_run(args)
 
 
-def private_run(args: argparse.Namespace) -> float | None:
-    """``run`` on a private control plane; the seconds until every pod ran, None if they did not."""
+def private_run(args: argparse.Namespace) -> dict | None:
+    """``run`` on a private control plane (with ``--shadow``, one that keeps an audit log of the writes)."""
     workdir = Path(tempfile.mkdtemp(prefix="kai-scale-"))
-    with ControlPlane(state_dir=workdir / "control-plane") as plane:
+    audit: tuple[str, ...] = ()
+    if args.shadow:
+        (workdir / "audit-policy.json").write_text(json.dumps(AUDIT_POLICY))
+        audit = (f"--audit-policy-file={workdir / 'audit-policy.json'}", f"--audit-log-path={workdir / 'audit.log'}",
+                 "--audit-log-format=json", "--audit-log-mode=batch", "--audit-log-maxsize=0")
+    with ControlPlane(state_dir=workdir / "control-plane", apiserver_args=audit) as plane:
         return run(args, str(plane.kubeconfig), workdir, {name: rec.pid for name, rec in plane.processes.items()})
 
 

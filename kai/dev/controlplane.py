@@ -125,8 +125,10 @@ class ControlPlane:
     STOP_ORDER = ("kube-controller-manager", "kwok", "kube-apiserver", "etcd")
 
     def __init__(self, state_dir: Path | None = None, cache_dir: Path | None = None, ready_timeout: float = 180.0,
-                 job_pods_complete: bool = True):
+                 job_pods_complete: bool = True, apiserver_args: tuple[str, ...] = ()):
         self.state_dir = (state_root() if state_dir is None else Path(state_dir)).absolute()
+        #: More flags of kube-apiserver (an audit log, say).
+        self.apiserver_args = apiserver_args
         self.cache_dir = cache_dir
         self.ready_timeout = ready_timeout
         #: False: kwok runs the pods of Jobs until they are deleted (:mod:`kai.dev.kwokstages`).
@@ -256,6 +258,7 @@ class ControlPlane:
                 # (KEP-5004: DeviceClass extendedResourceName, pod extendedResourceClaimStatus) are alpha.
                 f"--feature-gates={FEATURE_GATES}",
                 "--v=1",
+                *self.apiserver_args,
             ],
             lambda: self._get(f"{self.server}/readyz") == b"ok"
             and all(self._get(f"{self.server}/api/v1/namespaces/{ns}") for ns in ("default", "kube-node-lease")),

@@ -6,6 +6,7 @@ The binaries are compiled from the Go module proxy on first use and cached under
 The Kubernetes commands and etcd cannot be ``go install``-ed (their modules carry ``replace``
 directives), so a small wrapper module is generated for each in the cache and built there; kwok
 installs as is. A binary missing from a version's cache is built on its own, next to the others.
+kube-scheduler, not part of the control plane, is built the same way on request (:func:`ensure_kube_scheduler`).
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ func main() {{
 
 APISERVER_MAIN = kubernetes_main("kube-apiserver", "NewAPIServerCommand")
 CONTROLLER_MANAGER_MAIN = kubernetes_main("kube-controller-manager", "NewControllerManagerCommand")
+SCHEDULER_MAIN = kubernetes_main("kube-scheduler", "NewSchedulerCommand")
 
 ETCD_MAIN = """\
 // The etcd command, as in go.etcd.io/etcd/server/v3/main.go.
@@ -215,6 +217,9 @@ class _GoBuilder:
     def build_kube_controller_manager(self, target: Path) -> None:
         self._build_kubernetes_command("kube-controller-manager", CONTROLLER_MANAGER_MAIN, target)
 
+    def build_kube_scheduler(self, target: Path) -> None:
+        self._build_kubernetes_command("kube-scheduler", SCHEDULER_MAIN, target)
+
     def build_etcd(self, target: Path) -> None:
         # etcd 3.5 still requires reflect2 v1.0.1, which predates Go 1.18; use Kubernetes' versions.
         src = self._module(
@@ -264,3 +269,19 @@ def ensure_binaries(root: Path | None = None) -> Binaries:
                 build(path)
         _log(f"binaries ready in {bin_dir} ({time.monotonic() - start:.0f}s)")
     return binaries
+
+
+def ensure_kube_scheduler(root: Path | None = None) -> Path:
+    """kube-scheduler at K8S_VERSION, from the same modules as the control plane's kube-apiserver (built once
+    per version, beside the control plane's binaries; benchmarks compare against it)."""
+    root = cache_root() if root is None else root
+    target = root / version_key() / "bin" / "kube-scheduler"
+    if os.access(target, os.X_OK):
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(root / version_key() / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.access(target, os.X_OK):
+            _log("building kube-scheduler (once per version; the first build takes minutes)")
+            _GoBuilder(root).build_kube_scheduler(target)
+    return target

@@ -1,11 +1,12 @@
-"""The binaries cache: a binary missing from an existing version's cache is built alone, next to the others."""
+"""The binaries cache: a binary missing from an existing version's cache is built alone, next to the others;
+kube-scheduler only when asked for."""
 
 from __future__ import annotations
 
 import os
 
 from kai.dev import gobuild
-from kai.dev.gobuild import Binaries, ensure_binaries, version_key
+from kai.dev.gobuild import Binaries, ensure_binaries, ensure_kube_scheduler, version_key
 
 
 class RecordingBuilder:
@@ -21,7 +22,7 @@ class RecordingBuilder:
         target.chmod(0o755)
         self.built.append(target.name)
 
-    build_etcd = build_kwok = build_kube_apiserver = build_kube_controller_manager = _build
+    build_etcd = build_kwok = build_kube_apiserver = build_kube_controller_manager = build_kube_scheduler = _build
 
 
 def test_a_cache_without_the_controller_manager_gets_only_that_built(tmp_path, monkeypatch):
@@ -46,3 +47,15 @@ def test_an_empty_cache_gets_all_four(tmp_path, monkeypatch):
     monkeypatch.setattr(RecordingBuilder, "built", [])
     ensure_binaries(tmp_path)
     assert sorted(RecordingBuilder.built) == ["etcd", "kube-apiserver", "kube-controller-manager", "kwok"]
+
+
+def test_kube_scheduler_is_built_once_on_request_beside_the_control_planes_binaries(tmp_path, monkeypatch):
+    monkeypatch.setattr(gobuild, "_GoBuilder", RecordingBuilder)
+    monkeypatch.setattr(RecordingBuilder, "built", [])
+    ensure_binaries(tmp_path)
+    assert "kube-scheduler" not in RecordingBuilder.built
+
+    path = ensure_kube_scheduler(tmp_path)
+
+    assert path == tmp_path / version_key() / "bin" / "kube-scheduler" and os.access(path, os.X_OK)
+    assert ensure_kube_scheduler(tmp_path) == path and RecordingBuilder.built.count("kube-scheduler") == 1
