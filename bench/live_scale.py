@@ -197,7 +197,7 @@ def api_calls(samples: dict[tuple[str, tuple], float]) -> float:
     return sum(v for (name, _), v in samples.items() if name == "kai_api_requests_total")
 
 
-def writes(samples: dict[tuple[str, tuple], float]) -> dict[str, float]:
+def component_writes(samples: dict[tuple[str, tuple], float]) -> dict[str, float]:
     """A component's ``kai_api_requests_total`` other than GETs, by "VERB resource"."""
     counted: dict[str, float] = {}
     for (name, labels), value in samples.items():
@@ -215,8 +215,8 @@ def report_costs(pods: int, cpu: dict[str, float], before: dict[str, dict], afte
     for component in ("scheduler", "binder"):
         calls = api_calls(after[component]) - api_calls(before[component])
         print(f"{component}: {calls:.0f} API calls, {calls / pods:.2f} per pod")
-        was = writes(before[component])
-        for key, value in sorted(writes(after[component]).items()):
+        was = component_writes(before[component])
+        for key, value in sorted(component_writes(after[component]).items()):
             if value > was.get(key, 0.0):
                 print(f"  {key}: {(value - was.get(key, 0.0)) / pods:.2f} per pod")
 
