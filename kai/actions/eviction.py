@@ -1,5 +1,6 @@
 """What the eviction actions (consolidation, reclaim, preempt) share: their loop over pending jobs,
-victim queues, and KAI's skipping of jobs no easier than one that already failed.
+victim queues, and KAI's skipping of jobs no easier than one that already failed; and the eviction of a
+whole job that stale-gang eviction and runtime limits share (:func:`evict_job`).
 
 Each action takes the pending, ready jobs past their preemption delay in queue order and asks the
 job solver for a solution per job; a solution is committed at once (victims evicted, the job
@@ -28,6 +29,19 @@ from kai.framework.jobqueue import JobQueue
 
 if TYPE_CHECKING:
     from kai.framework.session import Session
+
+
+def evict_job(session: Session, job: Job, message: Callable[[Job, Task], str]) -> None:
+    """Evict, in one statement, every allocated task of ``job`` on a node still known, as far as the disruption
+    budgets allow."""
+    stmt = session.statement()
+    evicted: list[Task] = []
+    for task in job.tasks.values():
+        if task.status in ACTIVE_ALLOCATED and task.node in session.node_by_name \
+                and session.disruptions.forbidding([*evicted, task]) is None:
+            evicted.append(task)
+            stmt.evict(task, message(job, task))
+    stmt.commit()
 
 
 def has_running_tasks(session: Session, job: Job) -> bool:

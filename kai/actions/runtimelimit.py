@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kai.api import ACTIVE_ALLOCATED, Job, Task
+from kai.actions.eviction import evict_job
+from kai.api import Job, Task
 from kai.common.durations import format_duration
 from kai.framework.asbuilt import JobsKey, changed_jobs, flagged_as_built
 
@@ -42,15 +43,4 @@ def runtimelimit(session: Session) -> None:
         if end is None or session.now < end:
             continue
         with session.contained("runtimelimit", job):
-            _evict(session, job)
-
-
-def _evict(session: Session, job: Job) -> None:
-    stmt = session.statement()
-    evicted: list[Task] = []
-    for task in job.tasks.values():
-        if task.status in ACTIVE_ALLOCATED and task.node in session.node_by_name \
-                and session.disruptions.forbidding([*evicted, task]) is None:
-            evicted.append(task)
-            stmt.evict(task, eviction_message(job, task))
-    stmt.commit()
+            evict_job(session, job, eviction_message)

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kai.api import ACTIVE_ALLOCATED, ACTIVE_USED, Job, Task, TaskStatus
+from kai.actions.eviction import evict_job
+from kai.api import ACTIVE_USED, Job, Task, TaskStatus
 from kai.framework.asbuilt import JobsKey, changed_jobs, flagged_as_built
 
 if TYPE_CHECKING:
@@ -79,11 +80,4 @@ def _evict_if_stale(session: Session, job: Job, grace: float) -> None:
         job.stale_since = session.now
     if grace < 0 or session.now - job.stale_since < grace:
         return
-    stmt = session.statement()
-    evicted: list[Task] = []
-    for task in job.tasks.values():
-        if task.status in ACTIVE_ALLOCATED and task.node in session.node_by_name \
-                and session.disruptions.forbidding([*evicted, task]) is None:
-            evicted.append(task)
-            stmt.evict(task, eviction_message(job, task))
-    stmt.commit()
+    evict_job(session, job, eviction_message)
