@@ -33,8 +33,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -48,6 +46,9 @@ from kai.kube.watch import Informer
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the tests' manifest builders
 from support import manifests as m  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "bench"))
+from live_scale import Components, cpu_seconds, create_all  # noqa: E402
 
 DEPLOY = ROOT / "deploy"
 #: The namespace knavigator's KAI job templates create their Jobs in.
@@ -231,66 +232,7 @@ class Watch:
         self.jobs.stop()
 
 
-# -- the components ---------------------------------------------------------------------------------------
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a running process (``/proc/<pid>/stat`` fields 14 and 15)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-class Components:
-    """``kai-scheduler run`` processes, one per component, logging into ``workdir``."""
-
-    def __init__(self, kubeconfig: str, workdir: Path, run_args: list[str]) -> None:
-        self.kubeconfig, self.workdir, self.run_args = kubeconfig, workdir, run_args
-        self.procs: dict[str, subprocess.Popen] = {}
-
-    def start(self, timeout: float = 120.0) -> None:
-        """Starts every component and returns once each answers ready."""
-        for component in COMPONENTS:
-            with open(self.workdir / f"{component}.log", "wb") as log:
-                self.procs[component] = subprocess.Popen(
-                    [sys.executable, "-m", "kai.cli", "run", "--kubeconfig", self.kubeconfig, "--components", component,
-                     "--metrics-address=127.0.0.1:0", *self.run_args],
-                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + timeout
-        for component, proc in self.procs.items():
-            while not self._ready(component):
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit(f"{component} did not get ready; see {self.workdir}/{component}.log")
-                time.sleep(0.2)
-
-    def _ready(self, component: str) -> bool:
-        text = (self.workdir / f"{component}.log").read_text(errors="replace")
-        address = next((word.removeprefix("address=") for line in text.splitlines() if "serving " in line
-                        for word in line.split() if word.startswith("address=")), None)
-        if address is None:
-            return False
-        try:
-            with urllib.request.urlopen(f"http://{address}/readyz", timeout=5) as resp:
-                return resp.status == 200
-        except OSError:
-            return False
-
-    def stop(self) -> None:
-        for proc in self.procs.values():
-            proc.send_signal(signal.SIGTERM)
-        for proc in self.procs.values():
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-
-
 # -- one benchmark ----------------------------------------------------------------------------------------
-
-
-def create_all(kube: Kube, objects: list[dict], workers: int = 32) -> None:
-    with ThreadPoolExecutor(workers) as pool:
-        for _ in pool.map(lambda obj: m.apply(kube, obj), objects):
-            pass
 
 
 def wait_served(kube: Kube, path: str, timeout: float = 60.0) -> None:
@@ -321,7 +263,7 @@ def run(name: str, args: argparse.Namespace, kubeconfig: str, workdir: Path, pla
     components = Components(kubeconfig, workdir, args.run_args)
     watch: Watch | None = None
     try:
-        components.start()
+        components.start(*COMPONENTS)
         watch = Watch(kube, capacity)
         pids = {**plane, **{c: p.pid for c, p in components.procs.items()}}
         cpu0 = {c: cpu_seconds(pid) for c, pid in pids.items()}

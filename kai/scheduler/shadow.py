@@ -7,7 +7,8 @@ cluster as KAI leaves it. It sets each cycle's decisions beside what KAI does wi
 * a pod waiting in a cycle here gets this scheduler's latest verdict -- the node it would bind it to, or pending
   with the explanation here; when KAI places the pod (a BindRequest, or the pod bound) the two are compared:
   ``same node``, ``different node`` or ``bound by KAI only``; a pod this scheduler would bind that KAI leaves
-  pending for ``settle`` seconds is ``bound here only`` (and is compared again if KAI places it later);
+  pending for ``settle`` seconds is ``bound here only`` (when KAI places it later, that is taken back out of the
+  report -- not the metric -- and the pod compared, so a KAI slower than ``settle`` does not crowd the report);
 * a pod this scheduler would evict is ``evicted by both`` when KAI deletes it within ``settle`` seconds, else
   ``evicted here only``; a running pod that starts to be deleted without an eviction here is
   ``deleted, not evicted here`` (KAI's eviction, or anyone's deletion).
@@ -151,6 +152,8 @@ class ShadowCommitter:
                     del self.verdicts[key]
                 elif key in placed:
                     del self.verdicts[key]
+                    if verdict.reported:  # KAI placed it late: the verdict is compared, not left unshared
+                        self._withdraw(key, "bound here only")
                     self._compare(key, verdict, placed[key], self._kai_why(cycle, pod), now)
                 elif verdict.node is not None and not verdict.reported and now - verdict.since >= self.settle:
                     verdict.reported = True
@@ -243,6 +246,14 @@ class ShadowCommitter:
         if outcome not in AGREED:
             self.divergences.append({"time": round(now, 3), "pod": pod, "podgroup": group, "outcome": outcome,
                                      "here": here, "kai": kai, "why_here": why_here, "why_kai": why_kai})
+
+    def _withdraw(self, pod: str, outcome: str) -> None:
+        """Take ``pod``'s ``outcome`` back out of the report (the metric, a counter, keeps it)."""
+        self.counts[outcome] -= 1
+        if not self.counts[outcome]:
+            del self.counts[outcome]
+        kept = [d for d in self.divergences if d["pod"] != pod or d["outcome"] != outcome]
+        self.divergences = deque(kept, maxlen=self.divergences.maxlen)
 
     # --- the report --------------------------------------------------------------------------------
 

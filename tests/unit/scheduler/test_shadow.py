@@ -75,7 +75,7 @@ def test_binds_are_set_beside_kais_and_nothing_is_written(shadow):
     assert isinstance(committer, ShadowCommitter)
     assert {v.node for k, v in committer.verdicts.items() if "gang-b" in k} == {"node-1"}
     kai["one-d-0"]["spec"]["selectedNode"] = "node-0"  # KAI chose otherwise for this one
-    del kai["gang-b-3"]  # and has not bound this one (yet)
+    late = kai.pop("gang-b-3")  # and has not bound this one (yet)
     for br in kai.values():
         kube.add(path("bindrequests", br), copy.deepcopy(br))
     seen(scheduler, "bindrequests", lambda inf: len(inf) == len(kai))
@@ -86,6 +86,12 @@ def test_binds_are_set_beside_kais_and_nothing_is_written(shadow):
     entry = next(d for d in report["divergences"] if d["outcome"] == "different node")
     assert (entry["here"], entry["kai"]) == ("node-2", "node-0")
     assert 'shadow_decisions_total{outcome="same node"} 3.0' in exposition(registry).decode()
+    kube.add(path("bindrequests", late), copy.deepcopy(late))  # KAI binds it after all, late
+    seen(scheduler, "bindrequests", lambda inf: len(inf) == len(kai) + 1)
+    scheduler.run_once()
+    assert committer.report()["outcomes"] == {"same node": 4, "different node": 1}
+    assert outcomes(committer) == {"different node": ["team-a/one-d-0"]}
+    assert 'shadow_decisions_total{outcome="bound here only"} 1.0' in exposition(registry).decode()
     assert {call.method for call in kube.calls} <= {"GET", "WATCH"}, "shadow mode writes nothing"
 
 
