@@ -170,7 +170,8 @@ class ShadowCommitter:
                         reasons.wait(task)
                     old = self.verdicts.get(task.uid)
                     if old is None or old.node != node:
-                        self.verdicts[task.uid] = Verdict(node, now, job.name, job.uid, self.cycles)
+                        self.verdicts[task.uid] = Verdict(node, now, job.name, job.uid, self.cycles,
+                                                          reported=self._still_reported(task.uid, old, node))
                     else:
                         old.cycle, old.why = self.cycles, None
             for verdict in self.verdicts.values():  # pending in the last cycle but not in this one
@@ -246,6 +247,15 @@ class ShadowCommitter:
         if outcome not in AGREED:
             self.divergences.append({"time": round(now, 3), "pod": pod, "podgroup": group, "outcome": outcome,
                                      "here": here, "kai": kai, "why_here": why_here, "why_kai": why_kai})
+
+    def _still_reported(self, pod: str, old: Verdict | None, node: str | None) -> bool:
+        """Whether a new verdict on ``pod`` (``node``) carries on the ``bound here only`` of the ``old`` one: it does
+        while this scheduler would still bind the pod; one that would leave it pending takes it back."""
+        if old is None or not old.reported:
+            return False
+        if node is None:
+            self._withdraw(pod, "bound here only")
+        return node is not None
 
     def _withdraw(self, pod: str, outcome: str) -> None:
         """Take ``pod``'s ``outcome`` back out of the report (the metric, a counter, keeps it)."""

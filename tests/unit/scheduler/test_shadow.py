@@ -265,3 +265,30 @@ def test_a_verdict_keeps_the_explanation_of_the_last_cycle_that_left_its_pod_pen
     scheduler.run_once()
     why = committer.about("team-a", "huge-c-0")["awaiting_kai"][0]["why_here"]
     assert why is not None and why["details"]["requested"] == 24.0
+
+
+@pytest.mark.parametrize("shadow", ["gangs-queues.json"], indirect=True)
+def test_a_pod_bound_here_only_that_moves_here_and_is_placed_late_by_kai_is_one_divergence(shadow):
+    kube, kai, scheduler, _ = shadow
+    scheduler.run_once()
+    committer = scheduler.committer
+    assert isinstance(committer, ShadowCommitter)
+    late = kai.pop("gang-b-3")  # KAI leaves it pending while shadow mode would bind it to node-1
+    for br in kai.values():
+        kube.add(path("bindrequests", br), copy.deepcopy(br))
+    seen(scheduler, "bindrequests", lambda inf: len(inf) == len(kai))
+    scheduler.run_once()
+    assert committer.report()["outcomes"] == {"same node": 4, "bound here only": 1}
+    node = copy.deepcopy(next(n for n in read_snapshot(FIXTURES / "gangs-queues.json").objects["nodes"]
+                              if n["metadata"]["name"] == "node-1"))
+    node.setdefault("spec", {})["unschedulable"] = True
+    kube.add(path("nodes", node), node)
+    seen(scheduler, "nodes", lambda inf: inf.get("node-1").unschedulable)
+    scheduler.run_once()  # shadow mode would now bind it to another node: still bound here only
+    assert committer.verdicts["team-a/gang-b-3"].node not in (None, "node-1")
+    assert committer.report()["outcomes"] == {"same node": 4, "bound here only": 1}
+    kube.add(path("bindrequests", late), copy.deepcopy(late))  # KAI binds it at last, on node-1
+    seen(scheduler, "bindrequests", lambda inf: len(inf) == len(kai) + 1)
+    scheduler.run_once()
+    assert committer.report()["outcomes"] == {"same node": 4, "different node": 1}
+    assert outcomes(committer) == {"different node": ["team-a/gang-b-3"]}
