@@ -215,20 +215,28 @@ def parse_karta(obj: dict) -> Karta:
 # --- finding the Karta of a kind -------------------------------------------------------------------------
 
 
+def _at(obj: object, *keys: str) -> object:
+    """``obj[keys[0]][keys[1]]...``; None where a level is missing or not a mapping (a malformed Karta)."""
+    for key in keys:
+        if not isinstance(obj, Mapping):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
 def _root_kind(obj: dict) -> tuple[str, str, str] | None:
-    kind = (((obj.get("spec") or {}).get("structureDefinition") or {}).get("rootComponent") or {}).get("kind")
+    kind = _at(obj, "spec", "structureDefinition", "rootComponent", "kind")
     if not isinstance(kind, Mapping):
         return None
     return str(kind.get("group") or ""), str(kind.get("version") or ""), str(kind.get("kind") or "")
 
 
 def _has_instructions(obj: dict) -> bool:
-    spec = obj.get("spec") or {}
-    structure = spec.get("structureDefinition") or {}
-    if not (structure.get("rootComponent") or {}).get("name") and not structure.get("childComponents"):
+    structure = _at(obj, "spec", "structureDefinition")
+    if not _at(structure, "rootComponent", "name") and not _at(structure, "childComponents"):
         return False
-    gang = (spec.get("optimizationInstructions") or {}).get("gangScheduling") or {}
-    return bool(gang.get("podGroup") or gang.get("podGroups"))
+    gang = _at(obj, "spec", "optimizationInstructions", "gangScheduling")
+    return bool(_at(gang, "podGroup") or _at(gang, "podGroups"))
 
 
 def find_karta(hub, kind: tuple[str, str, str]) -> Karta | None:
@@ -247,7 +255,7 @@ def find_karta(hub, kind: tuple[str, str, str]) -> Karta | None:
         return None
     usable = []
     for obj in found:
-        if _root_kind(obj) != kind or (obj.get("metadata") or {}).get("deletionTimestamp"):
+        if _root_kind(obj) != kind or _at(obj, "metadata", "deletionTimestamp"):
             continue
         if not _has_instructions(obj):
             continue

@@ -177,6 +177,18 @@ def test_an_invalid_karta_does_not_hide_a_valid_one():
     assert default_rules(owner, invalid, karta(TRAINING, name="valid")).name == f"pg-{UID}-training"
 
 
+@pytest.mark.parametrize("where", [("spec", "structureDefinition", "rootComponent"), ("spec", "structureDefinition"),
+                                   ("spec", "optimizationInstructions", "gangScheduling"), ("metadata",)])
+def test_a_karta_malformed_at_any_level_is_skipped(where):
+    owner = pyflow()
+    malformed = copy.deepcopy(karta(TRAINING, name="malformed"))
+    parent = malformed
+    for key in where[:-1]:
+        parent = parent[key]
+    parent[where[-1]] = ["not", "a", "mapping"]
+    assert default_rules(owner, malformed, karta(TRAINING, name="valid")).name == f"pg-{UID}-training"
+
+
 def test_a_kind_with_a_podgrouper_never_uses_a_karta():
     job = obj("batch/v1", "Job", "train", uid="j1")
     kt = copy.deepcopy(karta(TRAINING))
