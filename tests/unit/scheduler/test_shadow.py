@@ -60,6 +60,15 @@ def seen(scheduler: Scheduler, informer: str, check) -> None:
         time.sleep(0.01)
 
 
+def kai_placed(kube: FakeApi, scheduler: Scheduler, binds) -> None:
+    """KAI's BindRequests ``binds`` made, and seen by the scheduler's watch."""
+    binds = list(binds)
+    for br in binds:
+        kube.add(path("bindrequests", br), copy.deepcopy(br))
+    names = {br["metadata"]["name"] for br in binds}
+    seen(scheduler, "bindrequests", lambda inf: names <= {b.name for b in inf.list()})
+
+
 def outcomes(committer: ShadowCommitter) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for d in committer.report()["divergences"]:
@@ -76,9 +85,7 @@ def test_binds_are_set_beside_kais_and_nothing_is_written(shadow):
     assert {v.node for k, v in committer.verdicts.items() if "gang-b" in k} == {"node-1"}
     kai["one-d-0"]["spec"]["selectedNode"] = "node-0"  # KAI chose otherwise for this one
     late = kai.pop("gang-b-3")  # and has not bound this one (yet)
-    for br in kai.values():
-        kube.add(path("bindrequests", br), copy.deepcopy(br))
-    seen(scheduler, "bindrequests", lambda inf: len(inf) == len(kai))
+    kai_placed(kube, scheduler, kai.values())
     scheduler.run_once()
     report = committer.report()
     assert report["outcomes"] == {"same node": 3, "different node": 1, "bound here only": 1}
@@ -86,8 +93,7 @@ def test_binds_are_set_beside_kais_and_nothing_is_written(shadow):
     entry = next(d for d in report["divergences"] if d["outcome"] == "different node")
     assert (entry["here"], entry["kai"]) == ("node-2", "node-0")
     assert 'shadow_decisions_total{outcome="same node"} 3.0' in exposition(registry).decode()
-    kube.add(path("bindrequests", late), copy.deepcopy(late))  # KAI binds it after all, late
-    seen(scheduler, "bindrequests", lambda inf: len(inf) == len(kai) + 1)
+    kai_placed(kube, scheduler, [late])  # KAI binds it after all, late
     scheduler.run_once()
     assert committer.report()["outcomes"] == {"same node": 4, "different node": 1}
     assert outcomes(committer) == {"different node": ["team-a/one-d-0"]}
@@ -125,9 +131,7 @@ def test_each_divergence_has_both_explanations_and_is_listed_by_the_visibility_a
     kai["huge-c-0"] = {**kai["one-d-0"], "metadata": {"name": "huge-c-0", "namespace": "team-a"},
                        "spec": {**kai["one-d-0"]["spec"], "podName": "huge-c-0"}}  # KAI placed one we would not
     del kai["gang-b-3"]
-    for br in kai.values():
-        kube.add(path("bindrequests", br), copy.deepcopy(br))
-    seen(scheduler, "bindrequests", lambda inf: len(inf) == len(kai))
+    kai_placed(kube, scheduler, kai.values())
     scheduler.run_once()
     entries = {d["pod"]: d for d in scheduler.committer.report()["divergences"]}
     ours = entries["team-a/huge-c-0"]
@@ -161,9 +165,7 @@ def test_explain_has_shadow_modes_word_on_the_pods(shadow, capsys):
     scheduler.run_once()
     kai_wrote(kube, scheduler, "gang-b-3", "gang-b")
     del kai["gang-b-3"]
-    for br in kai.values():
-        kube.add(path("bindrequests", br), copy.deepcopy(br))
-    seen(scheduler, "bindrequests", lambda inf: len(inf) == len(kai))
+    kai_placed(kube, scheduler, kai.values())
     scheduler.run_once()
     status, body = visibility.answer(PREFIX + "explain/team-a/huge-c")
     assert status == 200 and body["reason"]["code"]
@@ -187,9 +189,7 @@ def test_a_pod_kai_placed_while_the_cycle_ran_gets_no_verdict(shadow):
     cycle = scheduler.cache.snapshot()
     session = Session(cycle.snapshot, scheduler.plugins).open()
     session.run_actions(list(scheduler.plugins.config.actions))
-    for br in kai.values():
-        kube.add(path("bindrequests", br), copy.deepcopy(br))
-    seen(scheduler, "bindrequests", lambda inf: len(inf) == len(kai))
+    kai_placed(kube, scheduler, kai.values())
     scheduler.committer.commit(session, cycle)
     session.close()
     assert sorted(scheduler.committer.verdicts) == ["team-a/huge-c-0", "team-a/huge-c-1", "team-a/huge-c-2"]
@@ -274,9 +274,7 @@ def test_a_pod_bound_here_only_that_moves_here_and_is_placed_late_by_kai_is_one_
     committer = scheduler.committer
     assert isinstance(committer, ShadowCommitter)
     late = kai.pop("gang-b-3")  # KAI leaves it pending while shadow mode would bind it to node-1
-    for br in kai.values():
-        kube.add(path("bindrequests", br), copy.deepcopy(br))
-    seen(scheduler, "bindrequests", lambda inf: len(inf) == len(kai))
+    kai_placed(kube, scheduler, kai.values())
     scheduler.run_once()
     assert committer.report()["outcomes"] == {"same node": 4, "bound here only": 1}
     node = copy.deepcopy(next(n for n in read_snapshot(FIXTURES / "gangs-queues.json").objects["nodes"]
@@ -287,8 +285,7 @@ def test_a_pod_bound_here_only_that_moves_here_and_is_placed_late_by_kai_is_one_
     scheduler.run_once()  # shadow mode would now bind it to another node: still bound here only
     assert committer.verdicts["team-a/gang-b-3"].node not in (None, "node-1")
     assert committer.report()["outcomes"] == {"same node": 4, "bound here only": 1}
-    kube.add(path("bindrequests", late), copy.deepcopy(late))  # KAI binds it at last, on node-1
-    seen(scheduler, "bindrequests", lambda inf: len(inf) == len(kai) + 1)
+    kai_placed(kube, scheduler, [late])  # KAI binds it at last, on node-1
     scheduler.run_once()
     assert committer.report()["outcomes"] == {"same node": 4, "different node": 1}
     assert outcomes(committer) == {"different node": ["team-a/gang-b-3"]}

@@ -17,7 +17,7 @@ import pytest
 from kai.api import names
 from kai.cli import main as cli
 from kai.common.errors import ConfigError
-from kai.framework import DEFAULT_CONFIG, PluginError, PluginSpec
+from kai.framework import DEFAULT_CONFIG, PluginError, PluginSpec, Session
 from kai.framework.config import KAI_DEFAULT_ACTIONS
 from kai.kube.client import object_path
 from kai.kube.server import ObservabilityServer
@@ -126,6 +126,14 @@ def test_a_node_pools_scheduler_serves_a_snapshot_that_replays_as_it_decides(tmp
     written = parse_snapshot(json.loads(zipfile.ZipFile(io.BytesIO(served[0])).read("snapshot.json")))
     assert written.params["partitionParams"] == {"NodePoolLabelKey": POOL, "NodePoolLabelValue": "pool-a"}
     assert [len(written.objects[k]) for k in ("nodes", "queues", "podGroups")] == [2, 2, 3]  # as KAI's plugin lists
+    live = one_live_cycle(scheduler)
+    ours = sorted((d.kind, d.task.name, d.node) for d in live.decisions)
+    assert ours == [("bind", "gang-a-0", "node-a0"), ("bind", "gang-a-1", "node-a1")]
+    assert decisions(replay(written, "served")) == ours
+
+
+def one_live_cycle(scheduler: Scheduler) -> Session:
+    """One cycle of ``scheduler`` on its API server, its writes made."""
     scheduler.cache.start()
     try:
         assert scheduler.cache.wait_synced(10) == []
@@ -134,9 +142,7 @@ def test_a_node_pools_scheduler_serves_a_snapshot_that_replays_as_it_decides(tmp
     finally:
         scheduler.committer.close()
         scheduler.cache.stop()
-    ours = sorted((d.kind, d.task.name, d.node) for d in live.decisions)
-    assert ours == [("bind", "gang-a-0", "node-a0"), ("bind", "gang-a-1", "node-a1")]
-    assert decisions(replay(written, "served")) == ours
+    return live
 
 
 def config_of(**changes) -> KaiSnapshot:
@@ -208,14 +214,7 @@ def test_round_trip_live_cluster_to_file_to_replay_decides_the_same(name, tmp_pa
     scheduler = Scheduler(kube, config)
     written = tmp_path / "snapshot.zip"
     written.write_bytes(snapshot_zip(take_snapshot(kube, config, "kai-scheduler", 120.0, 1.0)))
-    scheduler.cache.start()
-    try:
-        assert scheduler.cache.wait_synced(10) == []
-        live = scheduler.run_once()
-        assert scheduler.committer.flush(10)
-    finally:
-        scheduler.committer.close()
-        scheduler.cache.stop()
+    live = one_live_cycle(scheduler)
     ours = sorted((d.kind, d.task.uid.split("/")[1], d.node) for d in live.decisions)
     assert ours, "the fixture gives the scheduler something to decide"
     assert decisions(replay(read_snapshot(written), name)) == ours
