@@ -107,6 +107,50 @@ def test_a_plain_pod_is_bound_directly_with_the_binders_annotations_then_the_sch
     assert again.jobs["ns/g"].tasks["p"].status is TaskStatus.BINDING and not again.decisions
 
 
+class HeldBindings(RecordingKube):
+    """Holds every Binding until ``release`` is set; counts the other writes running at once meanwhile."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.held = threading.Semaphore(0)
+        self.running = self.most_while_held = 0
+        self.counting = threading.Lock()
+
+    def request(self, method, path, query=None, body=None, content_type="application/json", timeout=None):
+        if path.endswith("/binding"):
+            self.held.release()
+            self.release.wait(10)
+            return super().request(method, path, query, body, content_type, timeout)
+        with self.counting:
+            self.running += 1
+            if not self.release.is_set():
+                self.most_while_held = max(self.most_while_held, self.running)
+        try:
+            threading.Event().wait(0.02)  # long enough for another worker to overlap
+            return super().request(method, path, query, body, content_type, timeout)
+        finally:
+            with self.counting:
+                self.running -= 1
+
+
+def test_while_bindings_are_under_way_the_other_writes_go_one_at_a_time():
+    kube = HeldBindings()
+    groups = [f"g{i}" for i in range(6)]
+    cache = cache_for(kube, [pod(f"p{i}", g) for i, g in enumerate(groups)], [podgroup(g) for g in groups])
+    committer = Committer(kube, cache, workers=8)  # 4 workers for the PodGroups' annotations
+    c = cache.snapshot(now=1000.0)
+    committer.commit(kt.run(c.snapshot), c)
+    for _ in groups:
+        assert kube.held.acquire(timeout=10)  # every Binding is under way
+    threading.Event().wait(0.2)
+    assert len(kube.of("PATCH", "")) >= 2 and kube.most_while_held == 1
+    kube.release.set()
+    wait(committer)
+    assert len(kube.of("POST", "/binding")) == 6 and len(kube.of("POST", "/events")) == 6
+    assert len(kube.of("PATCH", "")) == 6
+
+
 def test_existing_bind_request_is_not_a_failure_and_a_refused_one_is_retried():
     kube = RecordingKube(fail={("POST", "/bindrequests"): 409})
     cache = cache_for(kube, [pod("p", "g")], [podgroup("g")])
