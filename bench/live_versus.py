@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -107,6 +108,7 @@ def main(argv: list[str]) -> int:
             raise
         print(f"live side by side skipped: {err}")
         return 0
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the private control plane too
     runs: dict[str, list[dict]] = {s: [] for s in args.schedulers}
     for r in range(args.repeat):
         for scheduler in args.schedulers if r % 2 == 0 else reversed(args.schedulers):
