@@ -4,7 +4,8 @@ Run: ``python bench/live_scale.py [--nodes 500] [--gpus 8] [--pods 4000] [--queu
 [--scheduler project|kai|kube-scheduler|floor] [--staged] [--shadow] [--kubeconfig FILE] [-- RUN-ARGS]``.
 
 Starts a private control plane (etcd, kube-apiserver, kwok; or uses ``--kubeconfig``), installs
-KAI's CRDs, creates the nodes and one queue per group of pods, starts the scheduler and the binder
+KAI's CRDs, creates the nodes and one queue per group of pods, waits until every node is Ready (on a large
+cluster kwok renews the nodes' Leases less often: at most 10 a second), starts the scheduler and the binder
 as two processes, then creates the PodGroups and single-GPU pods and prints the time from the
 first creation until every pod is Running, the peak RSS of each process and the CPU time each
 process (also the control plane's, when private) used meanwhile, the scheduler's CPU per placed pod (and
@@ -48,7 +49,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from kai.dev.controlplane import ControlPlane, free_ports
+from kai.dev.controlplane import NODE_LEASE_SECONDS, ControlPlane, free_ports
 from kai.dev.gobuild import ensure_kube_scheduler
 from kai.kube.client import Kube
 from kai.kube.views import timestamp
@@ -89,9 +90,28 @@ def peak_rss_mib(pid: int) -> float:
 
 
 def create_all(kube: Kube, objects: list[dict], workers: int = 32, post=m.apply) -> None:
-    with ThreadPoolExecutor(workers) as pool:
+    pool = ThreadPoolExecutor(workers)
+    try:
         for _ in pool.map(lambda obj: post(kube, obj), objects):
             pass
+    finally:  # stopped (SIGTERM): what is not under way yet is not created
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def wait_nodes_ready(kube: Kube, count: int, timeout: float) -> None:
+    """Until ``count`` nodes are Ready without taints (kwok made them Ready and renews their Leases, the node-lifecycle
+    controller lifted its taints): so that no node is still being set up while the pods come."""
+    started = time.monotonic()
+    while True:
+        nodes = kube.get("/api/v1/nodes").get("items", [])
+        ready = sum(not n["spec"].get("taints") and any(c["type"] == "Ready" and c["status"] == "True"
+                                                        for c in n.get("status", {}).get("conditions", []))
+                    for n in nodes)
+        if ready >= count or time.monotonic() - started > timeout:
+            print(f"{ready}/{count} nodes Ready without taints {time.monotonic() - started:.1f}s after their creation",
+                  flush=True)
+            return
+        time.sleep(2.0)
 
 
 def binding(i: int, gpus_per_node: int) -> dict:
@@ -376,6 +396,7 @@ def run(args: argparse.Namespace, kubeconfig: str, workdir: Path, plane: dict[st
     create_all(kube, [m.queue(q, gpu_quota=args.nodes * args.gpus // args.queues) for q in queues])
     m.apply(kube, m.namespace(NAMESPACE))
     print(f"{args.nodes} nodes, {args.queues} queues created in {time.monotonic() - started:.1f}s", flush=True)
+    wait_nodes_ready(kube, args.nodes, args.timeout)
 
     pods = f"/api/v1/namespaces/{NAMESPACE}/pods"
     running = Count(kube, pods, args.pods, field_selector="status.phase=Running")
@@ -604,7 +625,9 @@ def private_run(args: argparse.Namespace) -> dict | None:
         (workdir / "audit-policy.json").write_text(json.dumps(AUDIT_POLICY))
         audit = (f"--audit-policy-file={workdir / 'audit-policy.json'}", f"--audit-log-path={workdir / 'audit.log'}",
                  "--audit-log-format=json", "--audit-log-mode=batch", "--audit-log-maxsize=0")
-    with ControlPlane(state_dir=workdir / "control-plane", apiserver_args=audit) as plane:
+    # kwok renews every node's Lease each quarter of its duration: at most 10 renewals a second on large clusters
+    lease = max(NODE_LEASE_SECONDS, args.nodes * 2 // 5)
+    with ControlPlane(state_dir=workdir / "control-plane", apiserver_args=audit, node_lease_seconds=lease) as plane:
         return run(args, str(plane.kubeconfig), workdir, {name: rec.pid for name, rec in plane.processes.items()})
 
 
