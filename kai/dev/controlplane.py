@@ -295,6 +295,8 @@ class ControlPlane:
                 "--controllers=*",
                 "--leader-elect=false",
                 f"--node-monitor-grace-period={self.node_lease_seconds * 5 // 4}s",
+                # as long for a new node kwok has not made Ready yet (busy with thousands of them)
+                f"--node-startup-grace-period={self.node_lease_seconds * 5 // 4}s",
                 "--profiling=false",
                 f"--feature-gates={FEATURE_GATES}",
                 "--v=1",
