@@ -103,10 +103,10 @@ DEFAULT_POD_MESSAGE = "Unable to schedule pod"
 
 
 class Committer:
-    """Writes on two bounded pools: decisions (BindRequests, Bindings, evictions) never wait behind explanations,
-    and while some are queued or running the explanations and reports (events, conditions, annotations) go out
-    one at a time, so the decisions get the API server's time first (as kube-scheduler's events trail its
-    bindings)."""
+    """Writes on two bounded pools: decisions (BindRequests, Bindings, evictions, and the PodGroups' times that
+    later cycles read: last start, staleness, last eviction, reservation) never wait behind explanations, and while
+    some are queued or running the explanations and reports (events, conditions, the pending reason) go out one at
+    a time, so the decisions get the API server's time first (as kube-scheduler's events trail its bindings)."""
 
     def __init__(self, kube: Kube, cache: ClusterCache, workers: int = 16,
                  metrics: SchedulerMetrics | None = None, bind_mode: str = DIRECT) -> None:
@@ -484,7 +484,8 @@ class Committer:
             path = object_path(*names.PODGROUPS, pg.namespace, pg.name)
             body = {"metadata": {"annotations": patch}}
             self._submit("annotate PodGroup", pg.key, lambda: self.kube.patch(path, body),
-                         dedupe=((f"PodGroup {pg.key}", "annotations"), f"{pg.uid} {sorted(patch.items())!r}"))
+                         dedupe=((f"PodGroup {pg.key}", "annotations"), f"{pg.uid} {sorted(patch.items())!r}"),
+                         decision=True)  # the times the next cycles read (minimum and maximum runtime): not behind
 
     def _runtime_limit(self, session: Session, job: Job, pg: PodGroupView) -> None:
         """An event and the PodGroup's condition when the job's pods were evicted at its maximum runtime."""
