@@ -4,7 +4,8 @@ Run: ``python bench/live_scale.py [--nodes 500] [--gpus 8] [--pods 4000] [--queu
 [--scheduler project|kai|kube-scheduler|floor] [--staged] [--shadow] [--kubeconfig FILE] [-- RUN-ARGS]``.
 
 Starts a private control plane (etcd, kube-apiserver, kwok; or uses ``--kubeconfig``), installs
-KAI's CRDs, creates the nodes and one queue per group of pods, starts the scheduler and the binder
+KAI's CRDs, creates the nodes and one queue per group of pods, waits until every node is Ready (on a large
+cluster kwok renews the nodes' Leases less often: at most 10 a second), starts the scheduler and the binder
 as two processes, then creates the PodGroups and single-GPU pods and prints the time from the
 first creation until every pod is Running, the peak RSS of each process and the CPU time each
 process (also the control plane's, when private) used meanwhile, the scheduler's CPU per placed pod (and
@@ -17,7 +18,9 @@ bound (p50/p99), and the API server's own count of requests per pod by verb and 
 (``apiserver_request_total``, which does not name the client; each component's requests by verb come from
 its own metrics). ``--versus-floor`` first makes the floor's run on a control plane of its own and reports
 the live run's time as a ratio to it (the issue's target: 2.5x). ``--staged`` creates everything
-first and then starts the scheduler, then the binder, timing each on the whole backlog.
+first and then starts the scheduler (kube-scheduler; the floor's Bindings), then the binder, timing each on the
+whole backlog: pods/s from the scheduler's launch until every pod is placed is the scheduler's own rate, not the
+rate the pods are created at.
 ``--scheduler`` picks who places the pods: this project (the default), KAI's own Go components
 (``bench/kai_live.py``), kube-scheduler (the pods, plain, with ``schedulerName: default-scheduler`` and no
 PodGroups) or the floor: nobody, each pod bound with one Binding call, what the control plane alone needs
@@ -46,7 +49,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from kai.dev.controlplane import ControlPlane, free_ports
+from kai.dev.controlplane import NODE_LEASE_SECONDS, ControlPlane, free_ports
 from kai.dev.gobuild import ensure_kube_scheduler
 from kai.kube.client import Kube
 from kai.kube.views import timestamp
@@ -87,9 +90,28 @@ def peak_rss_mib(pid: int) -> float:
 
 
 def create_all(kube: Kube, objects: list[dict], workers: int = 32, post=m.apply) -> None:
-    with ThreadPoolExecutor(workers) as pool:
+    pool = ThreadPoolExecutor(workers)
+    try:
         for _ in pool.map(lambda obj: post(kube, obj), objects):
             pass
+    finally:  # stopped (SIGTERM): what is not under way yet is not created
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def wait_nodes_ready(kube: Kube, count: int, timeout: float) -> None:
+    """Until ``count`` nodes are Ready without taints (kwok made them Ready and renews their Leases, the node-lifecycle
+    controller lifted its taints): so that no node is still being set up while the pods come."""
+    started = time.monotonic()
+    while True:
+        nodes = kube.get("/api/v1/nodes").get("items", [])
+        ready = sum(not n["spec"].get("taints") and any(c["type"] == "Ready" and c["status"] == "True"
+                                                        for c in n.get("status", {}).get("conditions", []))
+                    for n in nodes)
+        if ready >= count or time.monotonic() - started > timeout:
+            print(f"{ready}/{count} nodes Ready without taints {time.monotonic() - started:.1f}s after their creation",
+                  flush=True)
+            return
+        time.sleep(2.0)
 
 
 def binding(i: int, gpus_per_node: int) -> dict:
@@ -352,7 +374,8 @@ def start(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> Processes
         return kai
     if args.scheduler == "kube-scheduler":
         kube_scheduler = KubeScheduler(kubeconfig, workdir)
-        kube_scheduler.start()
+        if not args.staged:
+            kube_scheduler.start()
         return kube_scheduler
     components = Components(kubeconfig, workdir, args.run_args)
     if args.scheduler == "project" and not args.staged:
@@ -373,6 +396,7 @@ def run(args: argparse.Namespace, kubeconfig: str, workdir: Path, plane: dict[st
     create_all(kube, [m.queue(q, gpu_quota=args.nodes * args.gpus // args.queues) for q in queues])
     m.apply(kube, m.namespace(NAMESPACE))
     print(f"{args.nodes} nodes, {args.queues} queues created in {time.monotonic() - started:.1f}s", flush=True)
+    wait_nodes_ready(kube, args.nodes, args.timeout)
 
     pods = f"/api/v1/namespaces/{NAMESPACE}/pods"
     running = Count(kube, pods, args.pods, field_selector="status.phase=Running")
@@ -412,22 +436,33 @@ def run(args: argparse.Namespace, kubeconfig: str, workdir: Path, plane: dict[st
         phases = Phases(components.procs, workdir, t0) if live else None
         create_all(kube, objects, post=create)
         print(f"{args.pods} pods created in {time.monotonic() - t0:.1f}s", flush=True)
+        own: float | None = None  # seconds from the scheduler's launch until every pod was placed (--staged)
         if args.scheduler == "floor":  # no scheduler: each pod bound straight to a node, one Binding call per pod
+            launched = time.monotonic()
             create_all(kube, [binding(i, args.gpus) for i in range(args.pods)], post=post_binding)
-        elif args.staged:  # each component alone on the whole backlog: its own throughput
-            assert isinstance(components, Components)
-            components.start("scheduler")
-            t1 = time.monotonic()
+            if args.staged:
+                placed.wait(args.timeout)
+                own = time.monotonic() - launched
+        elif args.staged:  # the scheduler alone on the whole backlog: its own throughput
+            launched = time.monotonic()
+            if isinstance(components, KubeScheduler):
+                components.start()
+            else:
+                components.start("scheduler")
             placed.wait(args.timeout)
-            print(f"scheduler: {len(requested.names)} BindRequests, {len(bound.names)} pods bound "
-                  f"{time.monotonic() - t1:.1f}s after it started",
-                  flush=True)
-            components.start("binder")
-            t1 = time.monotonic()
-            running.reached.wait(args.timeout)
-            print(f"binder: {len(running.names)} pods Running {time.monotonic() - t1:.1f}s after it started")
+            own = time.monotonic() - launched
+            print(f"{args.scheduler}: {len(requested.names)} BindRequests, {len(bound.names)} pods bound "
+                  f"{own:.1f}s after it was launched", flush=True)
+            if isinstance(components, Components):
+                components.start("binder")
+                t1 = time.monotonic()
+                running.reached.wait(args.timeout)
+                print(f"binder: {len(running.names)} pods Running {time.monotonic() - t1:.1f}s after it started")
             for c, p in components.procs.items():
                 pids[c], cpu0[c] = p.pid, 0.0
+        if own is not None:
+            print(f"{args.scheduler}: every pod placed {own:.1f}s after the scheduler's launch (the floor: after its "
+                  f"first Binding), {args.pods / own:.0f} pods/s: its own rate")
         if phases is not None:
             placed.wait(args.timeout)
             phases.mark("streaming")
@@ -459,7 +494,7 @@ def run(args: argparse.Namespace, kubeconfig: str, workdir: Path, plane: dict[st
             report_shadow(divergences.stop(), kube, by_verb(shadow.metrics["scheduler"]))
             report_audit(workdir / "audit.log", project_client)
         report_latencies(kube)
-        return {"elapsed": elapsed, "pods_per_s": args.pods / elapsed, "p50": p50, "p99": p99,
+        return {"elapsed": elapsed, "pods_per_s": args.pods / elapsed, "p50": p50, "p99": p99, "own": own,
                 "requests": requests, "cpu": used, "rss": rss, "load": os.getloadavg()} if finished else None
     finally:
         shadow.stop()
@@ -560,8 +595,8 @@ def main() -> None:
     p.add_argument("--versus-floor", action="store_true",
                    help="make the floor's run first (its own control plane) and report the ratio to it")
     args = p.parse_args()
-    if args.staged and args.scheduler != "project":
-        p.error("--staged starts this project's scheduler, then its binder")
+    if args.staged and args.scheduler == "kai":
+        p.error("--staged starts this project's scheduler (then its binder), kube-scheduler or the floor's Bindings")
     if args.shadow and args.scheduler != "kai":
         p.error("--shadow runs beside KAI: --scheduler kai")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the private control plane too
@@ -590,7 +625,9 @@ def private_run(args: argparse.Namespace) -> dict | None:
         (workdir / "audit-policy.json").write_text(json.dumps(AUDIT_POLICY))
         audit = (f"--audit-policy-file={workdir / 'audit-policy.json'}", f"--audit-log-path={workdir / 'audit.log'}",
                  "--audit-log-format=json", "--audit-log-mode=batch", "--audit-log-maxsize=0")
-    with ControlPlane(state_dir=workdir / "control-plane", apiserver_args=audit) as plane:
+    # kwok renews every node's Lease each quarter of its duration: at most 10 renewals a second on large clusters
+    lease = max(NODE_LEASE_SECONDS, args.nodes * 2 // 5)
+    with ControlPlane(state_dir=workdir / "control-plane", apiserver_args=audit, node_lease_seconds=lease) as plane:
         return run(args, str(plane.kubeconfig), workdir, {name: rec.pid for name, rec in plane.processes.items()})
 
 

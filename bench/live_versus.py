@@ -2,13 +2,15 @@
 by kube-scheduler (plain pods) and by nobody (the floor), one after the other, each on a fresh control plane.
 
 Run: ``python bench/live_versus.py [--nodes 500] [--pods 4000] [--repeat N] [--schedulers project kai
-kube-scheduler floor] [--json FILE] [--if-available]``.
+kube-scheduler floor] [--staged] [--json FILE] [--if-available]``.
 
 The order alternates over the repeats (forwards, then backwards), so that neither side always runs first on a
 machine that warms up or gets busier. For each scheduler it prints the medians: the time until every pod runs,
 pods/s, the time from a pod's creation until it is seen bound (p50, p99), the API server's requests per pod by
 verb and resource, the CPU seconds of each process (components and control plane) and each component's peak
-RSS; then each one's time as a ratio to KAI's, kube-scheduler's and the floor's. KAI's components are built
+RSS; then each one's time as a ratio to KAI's, kube-scheduler's and the floor's. ``--staged`` creates every pod
+first and then starts the scheduler: its own pods/s, from its launch until every pod is placed, and the ratios of
+those. KAI's components are built
 with Go from its source at the pinned commit (``bench/kai_live.py``), kube-scheduler from the modules of the
 control plane's kube-apiserver. Not a test: numbers, no pass/fail.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -53,6 +56,10 @@ def report(runs: dict[str, list[dict]], pods: int) -> None:
         print(f"\n{scheduler} ({len(results)} runs): {median(results, 'elapsed'):.1f}s until all {pods} pods ran, "
               f"{median(results, 'pods_per_s'):.0f} pods/s; creation -> bound p50 {median(results, 'p50'):.2f}s, "
               f"p99 {median(results, 'p99'):.2f}s; load average " + " / ".join(f"{r['load'][0]:.1f}" for r in results))
+        if all(r.get("own") for r in results):
+            own = statistics.median(r["own"] for r in results)
+            print(f"  staged: every pod placed {own:.1f}s after the scheduler's launch, {pods / own:.0f} pods/s "
+                  "(its own rate; each run " + ", ".join(f"{pods / r['own']:.0f}" for r in results) + ")")
         print(f"  API requests per pod: {total:.2f} ({written:.2f} writes, {written - heartbeats:.2f} without kwok's "
               "Node and Lease heartbeats, which grow with the time the run takes): "
               + ", ".join(f"{k} {v:.2f}" for k, v in requests.items()))
@@ -64,6 +71,13 @@ def report(runs: dict[str, list[dict]], pods: int) -> None:
         ratios = [f"{seconds / times[other]:.2f}x {other}" for other in ("kai", "kube-scheduler", "floor")
                   if other in times and other != scheduler]
         print(f"{scheduler}: time until all pods ran, {', '.join(ratios) or 'nothing to compare with'}")
+    owns = {s: statistics.median(r["own"] for r in results) for s, results in runs.items()
+            if results and all(r.get("own") for r in results)}
+    for scheduler, seconds in owns.items():
+        ratios = [f"{owns[other] / seconds:.2f}x {other}'s" for other in ("kube-scheduler", "floor")
+                  if other in owns and other != scheduler]
+        if ratios:
+            print(f"{scheduler}: its own pods/s (staged), {', '.join(ratios)}")
 
 
 def main(argv: list[str]) -> int:
@@ -75,10 +89,14 @@ def main(argv: list[str]) -> int:
     p.add_argument("--timeout", type=float, default=1800.0)
     p.add_argument("--repeat", type=int, default=1, metavar="N", help="runs of each scheduler (default 1)")
     p.add_argument("--schedulers", nargs="+", choices=live_scale.SCHEDULERS, default=list(live_scale.SCHEDULERS))
+    p.add_argument("--staged", action="store_true",
+                   help="create every pod first, then start the scheduler: each one's own pods/s (not with kai)")
     p.add_argument("--json", type=Path, metavar="FILE", help="also write every run's numbers to FILE")
     p.add_argument("--if-available", action="store_true",
                    help="without Go or KAI's source, say so in one line and exit 0 (as tox -e bench runs it)")
     args = p.parse_args(argv)
+    if args.staged and "kai" in args.schedulers:
+        p.error("--staged: project, kube-scheduler and floor")
     try:
         ensure_binaries()
         if "kai" in args.schedulers:
@@ -90,12 +108,13 @@ def main(argv: list[str]) -> int:
             raise
         print(f"live side by side skipped: {err}")
         return 0
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the private control plane too
     runs: dict[str, list[dict]] = {s: [] for s in args.schedulers}
     for r in range(args.repeat):
         for scheduler in args.schedulers if r % 2 == 0 else reversed(args.schedulers):
             print(f"-- {scheduler} (run {r + 1} of {args.repeat})", flush=True)
             run_args = argparse.Namespace(nodes=args.nodes, gpus=args.gpus, pods=args.pods, queues=args.queues,
-                                          timeout=args.timeout, scheduler=scheduler, staged=False, shadow=False,
+                                          timeout=args.timeout, scheduler=scheduler, staged=args.staged, shadow=False,
                                           run_args=[])
             result = live_scale.private_run(run_args)
             if result is not None:

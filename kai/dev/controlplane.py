@@ -34,14 +34,14 @@ from kai.dev.pki import make_pki
 KWOK_CONFIGURATION = {
     "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
     "kind": "KwokConfiguration",
-    "options": {"podPlayStageParallelism": 32, "nodePlayStageParallelism": 16},
+    "options": {"podPlayStageParallelism": 32, "nodePlayStageParallelism": 16, "nodeLeaseParallelism": 16},
 }
 
 #: kwok renews each node's Lease every quarter of this (a long lease spares the API server on clusters
 #: of many nodes); the node-lifecycle controller taints a node unreachable, and evicts its pods, once
-#: its Lease is older than the grace period: 1.25 times the lease, as for a kubelet.
+#: its Lease is older than the grace period: 1.25 times the lease, as for a kubelet. The default; a
+#: ControlPlane takes another (``node_lease_seconds``).
 NODE_LEASE_SECONDS = 200
-NODE_MONITOR_GRACE_SECONDS = NODE_LEASE_SECONDS * 5 // 4
 
 
 def state_root() -> Path:
@@ -125,7 +125,8 @@ class ControlPlane:
     STOP_ORDER = ("kube-controller-manager", "kwok", "kube-apiserver", "etcd")
 
     def __init__(self, state_dir: Path | None = None, cache_dir: Path | None = None, ready_timeout: float = 180.0,
-                 job_pods_complete: bool = True, apiserver_args: tuple[str, ...] = ()):
+                 job_pods_complete: bool = True, apiserver_args: tuple[str, ...] = (),
+                 node_lease_seconds: int = NODE_LEASE_SECONDS):
         self.state_dir = (state_root() if state_dir is None else Path(state_dir)).absolute()
         #: More flags of kube-apiserver (an audit log, say).
         self.apiserver_args = apiserver_args
@@ -133,6 +134,8 @@ class ControlPlane:
         self.ready_timeout = ready_timeout
         #: False: kwok runs the pods of Jobs until they are deleted (:mod:`kai.dev.kwokstages`).
         self.job_pods_complete = job_pods_complete
+        #: The nodes' Lease duration (kwok renews each every quarter of it: 4 x nodes / this renewals a second).
+        self.node_lease_seconds = node_lease_seconds
         self.server = ""
         self.processes: dict[str, ProcessRecord] = {}
         self._children: dict[str, subprocess.Popen] = {}
@@ -291,7 +294,9 @@ class ControlPlane:
                 "--use-service-account-credentials=true",
                 "--controllers=*",
                 "--leader-elect=false",
-                f"--node-monitor-grace-period={NODE_MONITOR_GRACE_SECONDS}s",
+                f"--node-monitor-grace-period={self.node_lease_seconds * 5 // 4}s",
+                # as long for a new node kwok has not made Ready yet (busy with thousands of them)
+                f"--node-startup-grace-period={self.node_lease_seconds * 5 // 4}s",
                 "--profiling=false",
                 f"--feature-gates={FEATURE_GATES}",
                 "--v=1",
@@ -311,7 +316,7 @@ class ControlPlane:
                 f"--kubeconfig={self.kubeconfig}",
                 "--manage-all-nodes=true",
                 f"--server-address=127.0.0.1:{kwok_port}",
-                f"--node-lease-duration-seconds={NODE_LEASE_SECONDS}",
+                f"--node-lease-duration-seconds={self.node_lease_seconds}",
                 "--cidr=10.244.0.1/16",
             ],
             lambda: self._get(f"http://127.0.0.1:{kwok_port}/healthz") == b"ok",

@@ -103,7 +103,10 @@ DEFAULT_POD_MESSAGE = "Unable to schedule pod"
 
 
 class Committer:
-    """Writes on two bounded pools: decisions (BindRequests, evictions) never wait behind explanations."""
+    """Writes on two bounded pools: decisions (BindRequests, Bindings, evictions, and the PodGroups' times that
+    later cycles read: last start, staleness, last eviction, reservation) never wait behind explanations, and while
+    some are queued or running the explanations and reports (events, conditions, the pending reason) go out one at
+    a time, so the decisions get the API server's time first (as kube-scheduler's events trail its bindings)."""
 
     def __init__(self, kube: Kube, cache: ClusterCache, workers: int = 16,
                  metrics: SchedulerMetrics | None = None, bind_mode: str = DIRECT) -> None:
@@ -123,6 +126,10 @@ class Committer:
         self._in_flight: set[str] = set()
         self._logged_problems: set[str] = set()
         self._pending: set[Future[None]] = set()
+        #: Decision writes submitted and not finished; while there are some, other writes take turns on ``_trailing``.
+        self._deciding = 0
+        self._trailing = threading.Lock()
+        self._none_deciding = threading.Condition(self._lock)
         #: The dominant reasons of the cycle being committed (worked out for the explanations written).
         self._explainer: Explainer | None = None
 
@@ -138,6 +145,11 @@ class Committer:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             if wait(pending, left).not_done:
                 return False
+
+    def wait_decided(self, timeout: float) -> bool:
+        """Waits, at most ``timeout`` seconds, until no decision write is queued or running; whether none is."""
+        with self._none_deciding:
+            return self._none_deciding.wait_for(lambda: self._deciding == 0, timeout)
 
     def close(self, timeout: float = 3.0) -> bool:
         """Stops writing (see the module docstring): finishes the decisions submitted, within ``timeout``
@@ -182,13 +194,27 @@ class Committer:
             except Exception:  # noqa: BLE001 - a bug in one write must not stop the others
                 log.exception("%s failed", what, **fields(object=obj))
 
+        def trail() -> None:
+            with self._lock:
+                deciding = self._deciding > 0
+            if not deciding:
+                run()
+                return
+            with self._trailing:
+                run()
+
+        with self._lock:
+            self._deciding += decision
         try:
-            future = (self.decisions if decision else self.status).submit(run)
+            future = self.decisions.submit(run) if decision else self.status.submit(trail)
         except RuntimeError:  # closed: an event following a decision written while stopping is dropped
+            with self._lock:
+                self._deciding -= decision
+                self._none_deciding.notify_all()
             return False
         with self._lock:
             self._pending.add(future)
-        future.add_done_callback(self._finished)
+        future.add_done_callback(self._decided if decision else self._finished)
         return True
 
     def _written_already(self, dedupe: tuple[tuple[str, str], str]) -> bool:
@@ -199,6 +225,13 @@ class Committer:
     def _finished(self, future: Future[None]) -> None:
         with self._lock:
             self._pending.discard(future)
+
+    def _decided(self, future: Future[None]) -> None:
+        with self._lock:
+            self._pending.discard(future)
+            self._deciding -= 1
+            if not self._deciding:
+                self._none_deciding.notify_all()
 
     def _event(self, ref: JsonObject, event_type: str, reason: str, message: str, once: bool = True,
                note: Callable[[], str] | None = None) -> bool:
@@ -451,7 +484,8 @@ class Committer:
             path = object_path(*names.PODGROUPS, pg.namespace, pg.name)
             body = {"metadata": {"annotations": patch}}
             self._submit("annotate PodGroup", pg.key, lambda: self.kube.patch(path, body),
-                         dedupe=((f"PodGroup {pg.key}", "annotations"), f"{pg.uid} {sorted(patch.items())!r}"))
+                         dedupe=((f"PodGroup {pg.key}", "annotations"), f"{pg.uid} {sorted(patch.items())!r}"),
+                         decision=True)  # the times the next cycles read (minimum and maximum runtime): not behind
 
     def _runtime_limit(self, session: Session, job: Job, pg: PodGroupView) -> None:
         """An event and the PodGroup's condition when the job's pods were evicted at its maximum runtime."""

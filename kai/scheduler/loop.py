@@ -13,7 +13,10 @@ written back -- wait for the periodic cycle: once every pod is placed, the sched
 period while the binder catches up, not one after another. A cycle that decided something is
 followed by the next one a period after it started, changes or not: while pods stream in, each cycle
 places a period's arrivals (a cycle's cost grows with the cluster, not with the pods it places), and
-the first pod after a quiet spell is still taken up within the debounce. Faults of one job or one action are
+the first pod after a quiet spell is still taken up within the debounce. Nor does a cycle start while the
+writes of the decisions before it are still under way (for at most :data:`WRITES_WAIT`): under a backlog of
+writes a cycle would only add to it and take the CPU the writes need; the next one takes all that arrived
+meanwhile. Faults of one job or one action are
 contained in the session (:mod:`kai.framework.faults`); a cycle that fails as a whole is logged,
 counted, and retried after a backoff that doubles with each failure in a row (a period first, at most
 :data:`MAX_BACKOFF`), changes or not -- never a tight loop of failing cycles.
@@ -73,6 +76,8 @@ DEFAULT_PERIOD = 1.0
 DEFAULT_DEBOUNCE = 0.1
 #: How often waits between cycles (and for the first lists) look at the stop event, seconds.
 STOP_POLL = 0.1
+#: How long, at most, the next cycle waits for the writes of the decisions before it, seconds.
+WRITES_WAIT = 30.0
 #: How long a stopping scheduler waits for the decisions it submitted, seconds.
 STOP_TIMEOUT = 3.0
 #: The longest wait, in seconds, before retrying after failed cycles (unless the period is longer).
@@ -300,6 +305,7 @@ class Scheduler:
 
     def _wait_next(self, stop: threading.Event, started: float, decided: bool = False) -> None:
         ended = time.monotonic()
+        self._wait_written(stop, ended + WRITES_WAIT)
         # A long cycle earns a pause as long (up to a period): a busy scheduler leaves half the CPU to
         # the API server and the binder, whose work its decisions just created.
         earliest = ended + min(ended - started, self.period)
@@ -313,6 +319,14 @@ class Scheduler:
             if self.cache.changed.wait(min(remaining, STOP_POLL)):
                 now = time.monotonic()  # gather the burst of events a change usually brings
                 stop.wait(min(due, max(now + self.debounce, earliest)) - now)
+                return
+
+    def _wait_written(self, stop: threading.Event, deadline: float) -> None:
+        """Until the decisions' writes are done, ``stop`` is set or it is ``deadline``."""
+        if not isinstance(self.committer, Committer):
+            return
+        while not stop.is_set() and not self.committer.wait_decided(min(STOP_POLL, deadline - time.monotonic())):
+            if time.monotonic() >= deadline:
                 return
 
     def run_once(self) -> Session:

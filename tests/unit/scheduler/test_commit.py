@@ -100,11 +100,66 @@ def test_a_plain_pod_is_bound_directly_with_the_binders_annotations_then_the_sch
                     "metadata": {"name": "p", "namespace": "ns", "uid": "uid-p",
                                  "annotations": {"received-resource-type": "Regular"}},
                     "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}}
-    assert [(m, p.rsplit("/", 1)[-1]) for m, p, _ in kube.calls if m != "GET"] == [
-        ("POST", "binding"), ("POST", "events"), ("PATCH", "g")]  # and the PodGroup's last start, once per group
+    writes = [(m, p.rsplit("/", 1)[-1]) for m, p, _ in kube.calls if m != "GET"]
+    assert sorted(writes) == [("PATCH", "g"), ("POST", "binding"), ("POST", "events")]  # the last start, once a group
+    assert writes.index(("POST", "binding")) < writes.index(("POST", "events"))
     assert [e["reason"] for e in kube.of("POST", "/events")] == ["Scheduled"]
     _, again = commit_once(kube, cache)
     assert again.jobs["ns/g"].tasks["p"].status is TaskStatus.BINDING and not again.decisions
+
+
+class HeldBindings(RecordingKube):
+    """Holds every Binding until ``release`` is set; counts the explanations (events, conditions) running at once
+    meanwhile, and the writes done by then."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.held = threading.Semaphore(0)
+        self.running = self.most_while_held = 0
+        self.counting = threading.Lock()
+        self.while_held: list[tuple[str, str]] = []
+
+    def request(self, method, path, query=None, body=None, content_type="application/json", timeout=None):
+        if path.endswith("/binding"):
+            self.held.release()
+            self.release.wait(10)
+            return super().request(method, path, query, body, content_type, timeout)
+        explains = path.endswith(("/events", "/status"))
+        with self.counting:
+            self.running += explains
+            if not self.release.is_set():
+                self.most_while_held = max(self.most_while_held, self.running)
+        try:
+            threading.Event().wait(0.02)  # long enough for another worker to overlap
+            return super().request(method, path, query, body, content_type, timeout)
+        finally:
+            with self.counting:
+                self.running -= explains
+                if not self.release.is_set():
+                    self.while_held.append((method, path))
+
+
+def test_while_bindings_are_under_way_explanations_go_one_at_a_time_and_the_podgroups_times_go_with_them():
+    kube = HeldBindings()
+    groups = [f"g{i}" for i in range(6)]
+    waiting = [f"w{i}" for i in range(4)]  # 16 GPUs each: no node has them
+    cache = cache_for(kube, [pod(f"p{i}", g) for i, g in enumerate(groups)] + [pod(w, w, gpus=16) for w in waiting],
+                      [podgroup(g) for g in groups + waiting])
+    committer = Committer(kube, cache, workers=8)  # 4 workers for the explanations
+    c = cache.snapshot(now=1000.0)
+    committer.commit(kt.run(c.snapshot), c)
+    for _ in groups:
+        assert kube.held.acquire(timeout=10)  # every Binding is under way
+    threading.Event().wait(0.3)
+    assert kube.most_while_held == 1
+    assert sum(path.endswith("/events") for _, path in kube.while_held) >= 2
+    assert sorted(p for m, p in kube.while_held if m == "PATCH" and p.rsplit("/", 1)[-1] in groups) == [
+        f"/apis/scheduling.run.ai/v2alpha2/namespaces/ns/podgroups/{g}" for g in groups]  # the last starts
+    kube.release.set()
+    wait(committer)
+    assert len(kube.of("POST", "/binding")) == 6
+    assert sum(e["reason"] == "Scheduled" for e in kube.of("POST", "/events")) == 6
 
 
 def test_existing_bind_request_is_not_a_failure_and_a_refused_one_is_retried():

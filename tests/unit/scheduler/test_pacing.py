@@ -40,6 +40,28 @@ def test_after_a_cycle_that_decided_changes_wait_for_the_period():
     assert time.monotonic() - begin >= 0.49
 
 
+def test_no_cycle_starts_while_the_decisions_before_it_are_still_being_written():
+    scheduler = Scheduler(None, period=0.05, debounce=0.01)
+    release = threading.Event()
+    scheduler.committer._submit("bind", "ns/p", lambda: release.wait(5), decision=True)
+    threading.Timer(0.5, release.set).start()
+    scheduler.cache.changed.set()
+    begin = time.monotonic()
+    scheduler._wait_next(threading.Event(), started=begin, decided=True)
+    assert 0.45 <= time.monotonic() - begin < 4.0
+
+
+def test_a_stop_ends_the_wait_for_the_writes():
+    scheduler = Scheduler(None, period=0.05)
+    release, stop = threading.Event(), threading.Event()
+    scheduler.committer._submit("bind", "ns/p", lambda: release.wait(5), decision=True)
+    threading.Timer(0.2, stop.set).start()
+    begin = time.monotonic()
+    scheduler._wait_next(stop, started=begin)
+    assert time.monotonic() - begin < 2.0
+    release.set()
+
+
 def podgroup(annotations: dict | None = None, min_member: int = 1) -> dict:
     return {"metadata": {"name": "g", "namespace": "ns", "uid": "pg-g", "annotations": annotations or {}},
             "spec": {"queue": "q", "minMember": min_member}}
