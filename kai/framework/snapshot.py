@@ -23,7 +23,7 @@ import itertools
 import math
 import operator
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 import attrs
@@ -114,6 +114,8 @@ class Snapshot:
     #: names their placed tasks were checked against: a snapshot built to follow this one checks them no more.
     whole: dict[str, Job] = attrs.field(factory=dict, init=False)
     whole_on: frozenset[str] = attrs.field(default=frozenset(), init=False)
+    #: The uids of the jobs kept but not found whole: a snapshot following this one checks them again.
+    flawed: set[str] = attrs.field(factory=set, init=False)
     #: The memo of the snapshot this one follows (:meth:`follow`): what was worked out per job or node there holds
     #: for each that this snapshot took over (the very object, as built).
     memo_before: Memo = attrs.field(factory=Memo, init=False)
@@ -124,14 +126,15 @@ class Snapshot:
     #: The jobs of :attr:`changed` and :attr:`gone` as the snapshot this one follows had them, by uid.
     replaced: dict[str, Job] = attrs.field(factory=dict, init=False)
 
-    def follow(self, previous: Snapshot | None, changed: set[str] | None = None) -> None:
+    def follow(self, previous: Snapshot | None, changed: set[str] | None = None, gone: set[str] | None = None
+               ) -> None:
         """This snapshot follows ``previous`` (rewound; the tasks and jobs taken over from it are as they were
         built there): its first session takes over the node accounting ``previous`` kept (``previous`` has it no
         more), accounts again only the nodes whose tasks or amounts changed, and keeps it for the snapshot after
         it; what was worked out per job in ``previous``'s memo is there for the jobs taken over
         (:attr:`memo_before`). With no ``previous`` there is nothing to take over, and the accounting is kept for
-        the next. ``changed``: the uids of the jobs that are not the very objects of ``previous``, when the caller
-        knows them."""
+        the next. ``changed``: the uids of the jobs that are not the very objects of ``previous``, and ``gone``
+        those of its jobs this one has not, when the caller knows them."""
         self.followed = True
         self.before = previous.placed if previous is not None else None
         self.memo_before = previous.memo if previous is not None else Memo()
@@ -141,9 +144,11 @@ class Snapshot:
             if changed is None:
                 changed = {uid for uid, job in self.jobs.items() if before.get(uid) is not job}
             self.changed = changed
-            # every job but those changed is one of ``previous``'s: none is gone when they are as many as it had
-            common = len(self.jobs) - sum(uid not in before for uid in changed)
-            self.gone = before.keys() - self.jobs.keys() if common != len(before) else set()
+            if gone is None:
+                # every job but those changed is one of ``previous``'s: none is gone when they are as many as it had
+                common = len(self.jobs) - sum(uid not in before for uid in changed)
+                gone = before.keys() - self.jobs.keys() if common != len(before) else set()
+            self.gone = gone
             self.replaced = {uid: before[uid] for uid in changed | self.gone if uid in before}
 
     def rewind(self) -> None:
@@ -300,14 +305,19 @@ def _subgroup_problem(job: Job) -> str | None:
     return None
 
 
-def build_snapshot(nodes: Iterable[Node], queues: Iterable[Queue], jobs: Iterable[Job], now: float | None = None,
-                   topologies: Iterable[Topology] = (), config_maps: Iterable[str] = (),
+def build_snapshot(nodes: Iterable[Node], queues: Iterable[Queue], jobs: Iterable[Job] | Mapping[str, Job],
+                   now: float | None = None, topologies: Iterable[Topology] = (), config_maps: Iterable[str] = (),
                    storage: Storage | None = None, dra: DynamicResources | None = None,
-                   previous: Snapshot | None = None, budgets: Iterable[DisruptionBudget] = ()) -> Snapshot:
-    """Validate the facts and assemble a snapshot (see the module docstring for what is left out).
+                   previous: Snapshot | None = None, budgets: Iterable[DisruptionBudget] = (),
+                   touched: set[str] | None = None) -> Snapshot:
+    """Validate the facts and assemble a snapshot (see the module docstring for what is left out); ``jobs`` in
+    order, or by uid.
 
     With ``previous`` the snapshot follows it (:meth:`Snapshot.follow`): a job it found whole, when it is the
-    very object (as built) and the nodes are the same, has its subgroups and tasks not checked again.
+    very object (as built) and the nodes are the same, has its subgroups and tasks not checked again. With
+    ``touched`` too -- the uids of the jobs that may not be the very objects ``previous`` was built from (new,
+    built again or gone); ``jobs`` by uid -- only those and the jobs ``previous`` did not find whole are looked
+    at, so the cost follows what changed.
     """
     problems: list[Problem] = []
     valid_topologies = _valid_topologies(topologies, problems)
@@ -328,52 +338,108 @@ def build_snapshot(nodes: Iterable[Node], queues: Iterable[Queue], jobs: Iterabl
     whole: dict[str, Job] = {}
     kept: dict[str, Job] = {}
     rejected: dict[str, Job] = {}
+    flawed: set[str] = set()
     changed: set[str] | None = None
-    job_list = list(jobs)
-    uids = list(map(_UID, job_list))
+    gone: set[str] | None = None
     leaves = valid_queues.keys() - parents
     before = previous.jobs if previous is not None else {}
-    if checked and not aliased and previous is not None and previous.queues.keys() - _parents(previous) <= leaves:
-        kept = dict(zip(uids, job_list))
-    if len(kept) == len(job_list) and kept:  # following, no job twice: only those not checked there are checked
-        whole, changed = kept.copy(), set()
-        fresh = itertools.compress(job_list, map(operator.is_not, map(checked.get, uids), job_list))
-        for job in fresh:
-            verdict = _check_job(job, invalid, valid_queues, parents, names, problems)
-            if verdict is None:
-                del kept[job.uid], whole[job.uid]
-                rejected[job.uid] = job
-                continue
-            if not verdict:
-                del whole[job.uid]
-            if before.get(job.uid) is not job:
-                changed.add(job.uid)
+    following = bool(checked) and not aliased and previous is not None and \
+        previous.queues.keys() - _parents(previous) <= leaves
+    if following and touched is not None and isinstance(jobs, Mapping):
+        assert previous is not None
+        kept, whole, flawed, changed, gone = _follow_jobs(
+            jobs, touched, previous, lambda job, found: _check_job(job, invalid, valid_queues, parents, names, found),
+            problems, rejected)
     else:
-        kept = {}
-        for job in job_list:
-            if job.uid in kept:
-                problems.append(Problem("job", job.name, "DuplicateJob", "job is listed twice; the first is kept"))
-                continue
-            verdict = True if checked.get(job.uid) is job and job.queue in leaves else \
-                _check_job(job, invalid, valid_queues, parents, names, problems)
-            if verdict is None:
-                rejected[job.uid] = job
-                continue
-            if verdict:
-                whole[job.uid] = job
-            if aliased:
-                _resolve_aliases(job, aliased)
-            kept[job.uid] = job
+        job_list: list[Job] = list(jobs.values() if isinstance(jobs, Mapping) else jobs)
+        uids = list(map(_UID, job_list))
+        if following:
+            kept = dict(zip(uids, job_list))
+        if len(kept) == len(job_list) and kept:  # following, no job twice: only those not checked there are checked
+            whole, changed = kept.copy(), set()
+            fresh = itertools.compress(job_list, map(operator.is_not, map(checked.get, uids), job_list))
+            for job in fresh:
+                verdict = _check_job(job, invalid, valid_queues, parents, names, problems)
+                if verdict is None:
+                    del kept[job.uid], whole[job.uid]
+                    rejected[job.uid] = job
+                    continue
+                if not verdict:
+                    del whole[job.uid]
+                    flawed.add(job.uid)
+                if before.get(job.uid) is not job:
+                    changed.add(job.uid)
+        else:
+            kept = {}
+            for job in job_list:
+                if job.uid in kept:
+                    problems.append(Problem("job", job.name, "DuplicateJob", "job is listed twice; the first is kept"))
+                    continue
+                verdict = True if checked.get(job.uid) is job and job.queue in leaves else \
+                    _check_job(job, invalid, valid_queues, parents, names, problems)
+                if verdict is None:
+                    rejected[job.uid] = job
+                    continue
+                if verdict:
+                    whole[job.uid] = job
+                else:
+                    flawed.add(job.uid)
+                if aliased:
+                    _resolve_aliases(job, aliased)
+                kept[job.uid] = job
     if dra is not None:
         back_extended_gpus(dra, node_list)
     snapshot = Snapshot(node_list, valid_queues, kept, time.time() if now is None else now,
                         valid_topologies, problems, rejected, config_maps=frozenset(config_maps),
                         storage=storage if storage is not None else Storage(),
                         dra=dra if dra is not None else DynamicResources(), budgets=tuple(budgets))
-    snapshot.whole, snapshot.whole_on = whole, node_names
+    snapshot.whole, snapshot.whole_on, snapshot.flawed = whole, node_names, flawed
     if previous is not None:
-        snapshot.follow(previous, changed)
+        snapshot.follow(previous, changed, gone)
     return snapshot
+
+
+def _follow_jobs(jobs: Mapping[str, Job], touched: set[str], previous: Snapshot,
+                 check: Callable[[Job, list[Problem]], bool | None], problems: list[Problem],
+                 rejected: dict[str, Job]) -> tuple[dict[str, Job], dict[str, Job], set[str], set[str], set[str]]:
+    """The jobs kept, those whole, those kept but not whole, those changed and those gone, when every job of
+    ``jobs`` (by uid) but the ``touched`` ones is one ``previous`` was built from and found whole, not whole or
+    left out: only the touched ones and those it did not find whole are checked; ``problems`` and ``rejected``
+    get theirs in the order of ``jobs``, as a pass over every job gives them."""
+    kept, checked, before = dict(jobs), previous.whole, previous.jobs
+    whole = checked.copy()
+    fresh = []
+    for uid in touched | previous.flawed | previous.rejected_jobs.keys():
+        job = kept.get(uid)
+        if job is None or checked.get(uid) is not job:
+            whole.pop(uid, None)
+            if job is not None:
+                fresh.append(uid)
+    found: list[tuple[str, bool | None, list[Problem]]] = []
+    for uid in fresh:
+        own: list[Problem] = []
+        found.append((uid, check(kept[uid], own), own))
+    marked = {uid for uid, verdict, own in found if own or verdict is None}
+    if len(marked) > 1:
+        position = {uid: i for i, uid in enumerate(filter(marked.__contains__, jobs))}
+        found.sort(key=lambda entry: position.get(entry[0], -1))
+    flawed: set[str] = set()
+    changed: set[str] = set()
+    for uid, verdict, own in found:
+        problems += own
+        job = kept[uid]
+        if verdict is None:
+            del kept[uid]
+            rejected[uid] = job
+            continue
+        if verdict:
+            whole[uid] = job
+        else:
+            flawed.add(uid)
+        if before.get(uid) is not job:
+            changed.add(uid)
+    gone = {uid for uid in touched | rejected.keys() if uid in before and uid not in kept}
+    return kept, whole, flawed, changed, gone
 
 
 _UID = operator.attrgetter("uid")

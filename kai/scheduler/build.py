@@ -81,8 +81,9 @@ class Build:
         self.podgroup_views: dict[str, PodGroupView] = {}
         self.resources = DynamicResources()
         self.extended_claims: dict[str, ResourceClaim] = {}
-        #: The pods to go over (None: all of them).
+        #: The pods to go over and the PodGroups whose jobs gather their tasks again (None: all of them).
         self.redo: set[str] | None = None
+        self.affected: set[str] | None = None
         #: The jobs by PodGroup key in the order of the store; the inputs and tasks of those gathering their tasks.
         self.jobs: dict[str, Job] = {}
         self.job_inputs: dict[str, JobInputs] = {}
@@ -148,8 +149,9 @@ class Build:
         topologies = inf["topologies"].changes  # a job's topology constraint is resolved against them
         self._dynamic_resources()
         context = (inf["priorityclasses"].changes, topologies, not self.extended_claims, *self.inputs[1:])
-        self.redo, affected = reuse.redo(self.pods, self.pods_touched | self.binds_changed, groups_touched,
-                                         self.assumed, context)
+        self.redo, self.affected = reuse.redo(self.pods, self.pods_touched | self.binds_changed, groups_touched,
+                                              self.assumed, context)
+        affected = self.affected
         if affected is None:
             todo: Iterable[str] = views
         else:  # the last cycle's jobs, in place: the others are carried over with their tasks
@@ -321,9 +323,9 @@ class Build:
         if not self.cache.full_hierarchy_fairness:
             queues = project_level_queues(queues, self.now)
         previous = reuse.cycle.snapshot if reuse.cycle is not None else None
-        snap = build_snapshot(nodes, queues, self.jobs.values(), self.now, inf["topologies"].list(),
+        snap = build_snapshot(nodes, queues, self.jobs, self.now, inf["topologies"].list(),
                               inf["configmaps"].list(), self._storage() if reuse.claims_wanted() else None,
-                              self.resources, previous, inf["poddisruptionbudgets"].list())
+                              self.resources, previous, inf["poddisruptionbudgets"].list(), self.affected)
         if previous is None:
             snap.follow(None)  # the first: kept for the next
         _hold_rejected(snap)
