@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from array import array
 from collections.abc import Container
+from typing import TYPE_CHECKING
 
 from kai.api import ACTIVE_USED, EPSILON, Job, Node, Resources, Task, TaskStatus, is_mig_resource, mig_gpu_slices
 from kai.framework.gpusharing import (
@@ -22,6 +23,9 @@ from kai.framework.gpusharing import (
     shared_releasing_gpus,
     used_portion,
 )
+
+if TYPE_CHECKING:
+    from kai.framework.nodeclasses import NodeClasses
 
 _FIELDS = ("cpu", "mem", "gpu", "pods")
 
@@ -53,6 +57,9 @@ class NodeArrays:
         self.version = [0] * n
         #: How many times any node's amounts changed, so that a sum over every node can be kept while it stays.
         self.changes = 0
+        #: The node classes of these amounts, kept with an accounting sessions copy: each session's classes start
+        #: from them (:meth:`~kai.framework.nodeclasses.NodeClasses.copy`); a copy has none.
+        self.classes: NodeClasses | None = None
 
     def copy(self) -> NodeArrays:
         """An independent copy of the amounts."""
@@ -66,6 +73,7 @@ class NodeArrays:
         other.changed = set(self.changed)
         other.version = list(self.version)
         other.changes = self.changes
+        other.classes = None
         return other
 
     def reset(self, i: int, node: Node) -> None:
