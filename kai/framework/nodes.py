@@ -181,7 +181,7 @@ def _follow(nodes: list[Node], jobs: dict[str, Job], before: tuple[NodeArrays, l
     for name, by_job in again.items():
         info = by_name[name]
         arrays.reset(info.index, info.node)
-        info.tasks, info.gpu_groups = {}, {}
+        info.tasks, info.gpu_groups, info._shared = {}, {}, False
         for uid in sorted(by_job, key=order.__getitem__):
             for task in by_job[uid]:
                 info.add_task(task)
@@ -200,7 +200,7 @@ def _mig_gpus(scalars: dict[str, float]) -> float:
 class NodeInfo:
     """A node as the session sees it: the Kubernetes node, its position, its tasks and amounts."""
 
-    __slots__ = ("node", "index", "arrays", "tasks", "name", "sort_key", "gpu_groups")
+    __slots__ = ("node", "index", "arrays", "tasks", "name", "sort_key", "gpu_groups", "_shared")
 
     def __init__(self, node: Node, index: int, arrays: NodeArrays):
         self.node = node
@@ -212,13 +212,17 @@ class NodeInfo:
         self.tasks: dict[str, Task] = {}
         #: Shared GPU devices by group id (see :mod:`kai.framework.gpusharing`).
         self.gpu_groups: dict[str, GpuGroup] = {}
+        #: Whether :attr:`tasks` is shared with a copy (or the node copied): copied before it changes.
+        self._shared = False
 
     def copy(self, arrays: NodeArrays) -> NodeInfo:
-        """A copy reading ``arrays`` (a copy of this node's arrays), with its own task and device accounting."""
+        """A copy reading ``arrays`` (a copy of this node's arrays), with its own task and device accounting (the
+        tasks shared until either changes them)."""
         other = NodeInfo.__new__(NodeInfo)
         other.node, other.name, other.sort_key, other.index = self.node, self.name, self.sort_key, self.index
         other.arrays = arrays
-        other.tasks = dict(self.tasks)
+        other.tasks = self.tasks
+        other._shared = self._shared = True
         other.gpu_groups = {gid: group.copy() for gid, group in self.gpu_groups.items()} if self.gpu_groups else {}
         return other
 
@@ -296,6 +300,8 @@ class NodeInfo:
 
     def add_task(self, task: Task) -> None:
         """Account ``task`` (already carrying its status) on this node."""
+        if self._shared:
+            self.tasks, self._shared = dict(self.tasks), False
         self.tasks[task.uid] = task
         res = task.request.node_resources()
         if task.status is TaskStatus.PIPELINED:
@@ -309,6 +315,8 @@ class NodeInfo:
 
     def remove_task(self, task: Task) -> None:
         """Undo :meth:`add_task` for ``task`` with the status it has now."""
+        if self._shared:
+            self.tasks, self._shared = dict(self.tasks), False
         del self.tasks[task.uid]
         res = task.request.node_resources()
         if task.status is TaskStatus.PIPELINED:
