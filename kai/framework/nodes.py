@@ -8,6 +8,8 @@ GPU devices are tracked per node by :mod:`kai.framework.gpusharing`, only for sh
 
 from __future__ import annotations
 
+import itertools
+import operator
 import uuid
 from array import array
 from collections.abc import Container
@@ -28,6 +30,8 @@ if TYPE_CHECKING:
     from kai.framework.nodeclasses import NodeClasses
 
 _FIELDS = ("cpu", "mem", "gpu", "pods")
+_NAME = operator.attrgetter("name")
+_NODE = operator.attrgetter("node")
 
 
 class NodeArrays:
@@ -123,7 +127,7 @@ def place_tasks(nodes: list[Node], jobs: dict[str, Job],
     on, and those whose Node object has other amounts, are accounted again.
     """
     if before is not None and changes is not None and len(before[1]) == len(nodes) and all(
-            info.name == node.name for info, node in zip(before[1], nodes)):
+            map(operator.eq, map(_NAME, before[1]), map(_NAME, nodes))):
         return _follow(nodes, jobs, before, *changes)
     arrays = NodeArrays(nodes)
     infos = [NodeInfo(n, i, arrays) for i, n in enumerate(nodes)]
@@ -153,7 +157,7 @@ def _follow(nodes: list[Node], jobs: dict[str, Job], before: tuple[NodeArrays, l
     """``before`` brought up to date (see :func:`place_tasks`): the nodes a job of ``changed`` had or has a task
     on, or whose amounts changed, get their tasks again, job by job in the order of ``jobs``."""
     arrays, infos = before
-    by_name = {info.name: info for info in infos}
+    by_name = dict(zip(map(_NAME, infos), infos))
     now: dict[str, list[Task]] = {}
     for uid in changed:
         if uid in jobs:
@@ -161,11 +165,11 @@ def _follow(nodes: list[Node], jobs: dict[str, Job], before: tuple[NodeArrays, l
     touched = set(now)
     for job in (replaced[uid] for uid in changed if uid in replaced):
         touched.update(t.node for t in job.tasks.values() if t.status in ACTIVE_USED and t.node in by_name)
-    for info, node in zip(infos, nodes):
-        if info.node is not node:
-            if not _same_amounts(info.node, node):
-                touched.add(info.name)
-            info.node = node
+    for k in itertools.compress(range(len(infos)), map(operator.is_not, map(_NODE, infos), nodes)):
+        info, node = infos[k], nodes[k]
+        if not _same_amounts(info.node, node):
+            touched.add(info.name)
+        info.node = node
     if not touched:
         return before
     again: dict[str, dict[str, list[Task]]] = {}  # node name -> its tasks by job
