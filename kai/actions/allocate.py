@@ -38,8 +38,9 @@ def allocate(session: Session) -> None:
     jobs: list[Job] = []
     touched = changed_jobs(session)
     pending = pending_as_built(session, touched)
-    for uid, candidate in session.jobs.items():
-        if uid not in touched and uid not in pending or not candidate.has_pending():
+    looked_at = touched | pending
+    for candidate in map(session.jobs.__getitem__, filter(looked_at.__contains__, session.jobs)):  # in order
+        if not candidate.has_pending():
             continue
         if not candidate.is_ready():
             session.add_job_fit_error(candidate, not_ready_message(candidate))
