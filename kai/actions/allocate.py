@@ -38,8 +38,7 @@ def allocate(session: Session) -> None:
     jobs: list[Job] = []
     touched = changed_jobs(session)
     pending = pending_as_built(session, touched)
-    looked_at = touched | pending
-    for candidate in map(session.jobs.__getitem__, filter(looked_at.__contains__, session.jobs)):  # in order
+    for candidate in map(session.jobs.__getitem__, session.snapshot.in_order(touched | pending)):
         if not candidate.has_pending():
             continue
         if not candidate.is_ready():

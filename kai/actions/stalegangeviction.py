@@ -61,8 +61,8 @@ def stalegangeviction(session: Session) -> None:
     default = session.plugins.config.staleness_grace_period
     touched = changed_jobs(session)
     built = flagged_as_built(session, MEMO, _stale_or_stamped, touched)
-    looked_at = touched | built  # the others are as built: neither stale nor stamped
-    for job in map(session.jobs.__getitem__, filter(looked_at.__contains__, session.jobs)):  # in the session's order
+    # the others are as built: neither stale nor stamped
+    for job in map(session.jobs.__getitem__, session.snapshot.in_order(touched | built)):
         grace = default if job.staleness_grace_period is None else job.staleness_grace_period
         with session.contained("stalegangeviction", job):
             _evict_if_stale(session, job, grace)

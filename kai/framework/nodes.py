@@ -12,7 +12,7 @@ import itertools
 import operator
 import uuid
 from array import array
-from collections.abc import Container
+from collections.abc import Callable, Collection, Container
 from typing import TYPE_CHECKING
 
 from kai.api import ACTIVE_USED, EPSILON, Job, Node, Resources, Task, TaskStatus, is_mig_resource, mig_gpu_slices
@@ -117,18 +117,21 @@ class NodeArrays:
 
 def place_tasks(nodes: list[Node], jobs: dict[str, Job],
                 before: tuple[NodeArrays, list[NodeInfo]] | None = None,
-                changes: tuple[set[str], dict[str, Job]] | None = None) -> tuple[NodeArrays, list[NodeInfo]]:
+                changes: tuple[set[str], dict[str, Job]] | None = None,
+                in_order: Callable[[Collection[str]], list[str]] | None = None) -> tuple[NodeArrays, list[NodeInfo]]:
     """The amounts and views of ``nodes`` with the placed tasks of ``jobs`` (by uid, in order) on them (a placed
     shared-GPU task that names no device is given one of its own, kept on the task).
 
     ``before`` is an earlier result whose tasks are as they were then, handed over with ``changes``: the jobs
     that are not the very objects it was worked out from (their uids, and those objects). With the same node
     names in the same order it is brought up to date and returned: only the nodes those jobs' tasks were or are
-    on, and those whose Node object has other amounts, are accounted again.
+    on, and those whose Node object has other amounts, are accounted again; ``in_order`` puts uids of ``jobs`` in
+    their order (by default by a pass over them).
     """
     if before is not None and changes is not None and len(before[1]) == len(nodes) and all(
             map(operator.eq, map(_NAME, before[1]), map(_NAME, nodes))):
-        return _follow(nodes, jobs, before, *changes)
+        return _follow(nodes, jobs, before, *changes,
+                       in_order or (lambda uids: list(filter(set(uids).__contains__, jobs))))
     arrays = NodeArrays(nodes)
     infos = [NodeInfo(n, i, arrays) for i, n in enumerate(nodes)]
     by_name = {n.name: n for n in infos}
@@ -153,11 +156,12 @@ def _gather(job: Job, nodes: Container[str], on: dict[str, list[Task]]) -> None:
 
 
 def _follow(nodes: list[Node], jobs: dict[str, Job], before: tuple[NodeArrays, list[NodeInfo]], changed: set[str],
-            replaced: dict[str, Job]) -> tuple[NodeArrays, list[NodeInfo]]:
+            replaced: dict[str, Job], in_order: Callable[[Collection[str]], list[str]]
+            ) -> tuple[NodeArrays, list[NodeInfo]]:
     """``before`` brought up to date (see :func:`place_tasks`): the nodes a job of ``changed`` had or has a task
     on, or whose amounts changed, get their tasks again, job by job in the order of ``jobs``."""
     arrays, infos = before
-    by_name = dict(zip(map(_NAME, infos), infos))
+    by_name: dict[str, NodeInfo] = dict(zip(map(_NAME, infos), infos))
     now: dict[str, list[Task]] = {}
     for uid in changed:
         if uid in jobs:
@@ -181,7 +185,7 @@ def _follow(nodes: list[Node], jobs: dict[str, Job], before: tuple[NodeArrays, l
         for task in now.get(name, ()):
             by_job.setdefault(task.job, []).append(task)
     there = set().union(*again.values())  # the jobs placed on them, and their order among the jobs
-    order = {uid: i for i, uid in enumerate(filter(there.__contains__, jobs))}
+    order = {uid: i for i, uid in enumerate(in_order(there))}
     for name, by_job in again.items():
         info = by_name[name]
         arrays.reset(info.index, info.node)

@@ -23,7 +23,7 @@ import itertools
 import math
 import operator
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 import attrs
@@ -125,6 +125,18 @@ class Snapshot:
     gone: set[str] = attrs.field(factory=set, init=False)
     #: The jobs of :attr:`changed` and :attr:`gone` as the snapshot this one follows had them, by uid.
     replaced: dict[str, Job] = attrs.field(factory=dict, init=False)
+    #: Each job's rank in the order the jobs were given (those left out too), worked out by :func:`build_snapshot`
+    #: and handed over to the snapshot that follows; None when handed over.
+    ranks: dict[str, int] | None = attrs.field(default=None, init=False)
+
+    def in_order(self, uids: Collection[str]) -> list[str]:
+        """Those of ``uids`` that are jobs of the snapshot, in its order: sorted by rank, so that a pass over some
+        jobs costs what it looks at (a job that arrived in a session, which has none, makes it a pass over all)."""
+        jobs, ranks = self.jobs, self.ranks
+        found = [uid for uid in uids if uid in jobs]
+        if ranks is not None and all(map(ranks.__contains__, found)):
+            return sorted(found, key=ranks.__getitem__)
+        return list(filter(set(found).__contains__, jobs))
 
     def follow(self, previous: Snapshot | None, changed: set[str] | None = None, gone: set[str] | None = None
                ) -> None:
@@ -316,8 +328,8 @@ def build_snapshot(nodes: Iterable[Node], queues: Iterable[Queue], jobs: Iterabl
     With ``previous`` the snapshot follows it (:meth:`Snapshot.follow`): a job it found whole, when it is the
     very object (as built) and the nodes are the same, has its subgroups and tasks not checked again. With
     ``touched`` too -- the uids of the jobs that may not be the very objects ``previous`` was built from (new,
-    built again or gone); ``jobs`` by uid -- only those and the jobs ``previous`` did not find whole are looked
-    at, so the cost follows what changed.
+    built again or gone); ``jobs`` a dict by uid, the others in the same order and the new ones after them --
+    only those and the jobs ``previous`` did not find whole are looked at, so the cost follows what changed.
     """
     problems: list[Problem] = []
     valid_topologies = _valid_topologies(topologies, problems)
@@ -345,14 +357,16 @@ def build_snapshot(nodes: Iterable[Node], queues: Iterable[Queue], jobs: Iterabl
     before = previous.jobs if previous is not None else {}
     following = bool(checked) and not aliased and previous is not None and \
         previous.queues.keys() - _parents(previous) <= leaves
-    if following and touched is not None and isinstance(jobs, Mapping):
+    if following and touched is not None and isinstance(jobs, dict):
         assert previous is not None
+        ranks = _follow_ranks(jobs, touched, previous)
         kept, whole, flawed, changed, gone = _follow_jobs(
             jobs, touched, previous, lambda job, found: _check_job(job, invalid, valid_queues, parents, names, found),
-            problems, rejected)
+            problems, rejected, ranks)
     else:
         job_list: list[Job] = list(jobs.values() if isinstance(jobs, Mapping) else jobs)
         uids = list(map(_UID, job_list))
+        ranks = dict(zip(reversed(uids), range(len(uids) - 1, -1, -1)))  # a job given twice: the first
         if following:
             kept = dict(zip(uids, job_list))
         if len(kept) == len(job_list) and kept:  # following, no job twice: only those not checked there are checked
@@ -393,15 +407,44 @@ def build_snapshot(nodes: Iterable[Node], queues: Iterable[Queue], jobs: Iterabl
                         valid_topologies, problems, rejected, config_maps=frozenset(config_maps),
                         storage=storage if storage is not None else Storage(),
                         dra=dra if dra is not None else DynamicResources(), budgets=tuple(budgets))
-    snapshot.whole, snapshot.whole_on, snapshot.flawed = whole, node_names, flawed
+    snapshot.whole, snapshot.whole_on, snapshot.flawed, snapshot.ranks = whole, node_names, flawed, ranks
     if previous is not None:
         snapshot.follow(previous, changed, gone)
     return snapshot
 
 
+def _follow_ranks(jobs: dict[str, Job], touched: set[str], previous: Snapshot) -> dict[str, int]:
+    """The ranks of ``jobs`` (by uid), those of ``previous`` (handed over) brought up to date: the touched jobs that
+    are gone are dropped, and those new are ranked after the others, found at the end of ``jobs`` -- where the
+    jobs given in the order of a store keep them; when they are not all there, ``jobs`` are ranked afresh."""
+    ranks, previous.ranks = previous.ranks, None
+    if ranks is None:
+        return dict(zip(jobs, range(len(jobs))))
+    new = set()
+    for uid in touched:
+        if uid not in jobs:
+            ranks.pop(uid, None)
+        elif uid not in ranks:
+            new.add(uid)
+    if not new:
+        return ranks
+    tail: list[str] = []
+    last = -1
+    for uid in reversed(jobs):
+        if uid not in new:
+            last = ranks.get(uid, -2)
+            break
+        tail.append(uid)
+    if len(tail) != len(new) or last == -2:
+        return dict(zip(jobs, range(len(jobs))))
+    ranks.update(zip(reversed(tail), range(last + 1, last + 1 + len(tail))))
+    return ranks
+
+
 def _follow_jobs(jobs: Mapping[str, Job], touched: set[str], previous: Snapshot,
                  check: Callable[[Job, list[Problem]], bool | None], problems: list[Problem],
-                 rejected: dict[str, Job]) -> tuple[dict[str, Job], dict[str, Job], set[str], set[str], set[str]]:
+                 rejected: dict[str, Job], ranks: dict[str, int]
+                 ) -> tuple[dict[str, Job], dict[str, Job], set[str], set[str], set[str]]:
     """The jobs kept, those whole, those kept but not whole, those changed and those gone, when every job of
     ``jobs`` (by uid) but the ``touched`` ones is one ``previous`` was built from and found whole, not whole or
     left out: only the touched ones and those it did not find whole are checked; ``problems`` and ``rejected``
@@ -419,10 +462,7 @@ def _follow_jobs(jobs: Mapping[str, Job], touched: set[str], previous: Snapshot,
     for uid in fresh:
         own: list[Problem] = []
         found.append((uid, check(kept[uid], own), own))
-    marked = {uid for uid, verdict, own in found if own or verdict is None}
-    if len(marked) > 1:
-        position = {uid: i for i, uid in enumerate(filter(marked.__contains__, jobs))}
-        found.sort(key=lambda entry: position.get(entry[0], -1))
+    found.sort(key=lambda entry: ranks[entry[0]])
     flawed: set[str] = set()
     changed: set[str] = set()
     for uid, verdict, own in found:

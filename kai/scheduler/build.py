@@ -81,7 +81,8 @@ class Build:
         self.podgroup_views: dict[str, PodGroupView] = {}
         self.resources = DynamicResources()
         self.extended_claims: dict[str, ResourceClaim] = {}
-        #: The pods to go over and the PodGroups whose jobs gather their tasks again (None: all of them).
+        #: The pods to go over (None: all of them), and the PodGroups whose jobs may not be the last cycle's, the
+        #: others in the same order and the new ones after them (None: any).
         self.redo: set[str] | None = None
         self.affected: set[str] | None = None
         #: The jobs by PodGroup key in the order of the store; the inputs and tasks of those gathering their tasks.
@@ -166,7 +167,7 @@ class Build:
             jobs[key] = reuse.jobs.take_over(key, pg, inputs) or convert.to_job(pg, inputs[0])
             self.members[key] = []
         if affected is not None and list(jobs) != list(views):  # a PodGroup made again moved in the store
-            self.jobs = {key: jobs[key] for key in views}
+            self.jobs, self.affected = {key: jobs[key] for key in views}, None
 
     def tasks(self) -> None:
         """Each pod of a job becomes its task, in the store's order; any other pod holding a node holds what it

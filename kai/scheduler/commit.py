@@ -237,8 +237,7 @@ class Committer:
         waiting = flagged_as_built(session, WAITING_MEMO, _has_waiting, touched)
         self._explainer = None
         # the others are as built: no pod waits and their times are their PodGroups', so there is nothing to write
-        looked_at = touched | waiting | internal.keys()
-        for uid in filter(looked_at.__contains__, session.jobs):  # in the session's order
+        for uid in session.snapshot.in_order(touched | waiting | internal.keys()):
             job = session.jobs[uid]
             pg = cycle.podgroups.get(uid)
             if pg is None:

@@ -537,6 +537,8 @@ def test_a_cache_following_random_changes_builds_what_a_fresh_cache_builds(seed)
         for f in (built, expected):  # the fresh cache's store lists a pod that came back under its old name last
             f["problems"] = sorted(f["problems"], key=repr)
         assert built == expected, step
+        ranks = cycle.snapshot.ranks  # the jobs' ranks, brought up to date from cycle to cycle, follow their order
+        assert ranks is not None and sorted(cycle.snapshot.jobs, key=ranks.__getitem__) == list(cycle.snapshot.jobs)
         assert cycle.pods.keys() == {k for job in cycle.snapshot.jobs.values() for k in
                                      (f"ns/{t}" for t in job.tasks)} | {
             f"ns/{t}" for job in cycle.snapshot.rejected_jobs.values() for t in job.tasks}
