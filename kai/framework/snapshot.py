@@ -334,14 +334,16 @@ def build_snapshot(nodes: Iterable[Node], queues: Iterable[Queue], jobs: Iterabl
     problems: list[Problem] = []
     valid_topologies = _valid_topologies(topologies, problems)
     aliased = {name: t for name, t in valid_topologies.items() if t.aliases}
-    node_list: list[Node] = []
-    names: set[str] = set()
-    for n in nodes:
-        if n.name in names:
-            problems.append(Problem("node", n.name, "DuplicateNode", "node is listed twice; the first is kept"))
-            continue
-        names.add(n.name)
-        node_list.append(n)
+    node_list: list[Node] = list(nodes)
+    names: set[str] = set(map(_NAME, node_list))
+    if len(names) != len(node_list):  # a node listed twice
+        given, node_list, names = node_list, [], set()
+        for n in given:
+            if n.name in names:
+                problems.append(Problem("node", n.name, "DuplicateNode", "node is listed twice; the first is kept"))
+                continue
+            names.add(n.name)
+            node_list.append(n)
     invalid: dict[str, str] = {}
     valid_queues = _valid_queues(list(queues), problems, invalid)
     parents = {q.parent for q in valid_queues.values() if q.parent}
@@ -483,6 +485,7 @@ def _follow_jobs(jobs: Mapping[str, Job], touched: set[str], previous: Snapshot,
 
 
 _UID = operator.attrgetter("uid")
+_NAME = operator.attrgetter("name")
 
 
 def _parents(snapshot: Snapshot) -> set[str]:

@@ -37,6 +37,10 @@ CycleInputs = tuple[tuple[int, ...], bool, bool, str, float]
 Context = tuple[int, int, bool, bool, bool, str, float]
 
 
+_NAME = operator.attrgetter("name")
+_INVALID = operator.attrgetter("invalid")
+
+
 @attrs.define(eq=False)
 class Cycle:
     """One cycle's input: the snapshot, the views behind it, and what needs cleaning up. Its ``pods`` are the
@@ -111,12 +115,12 @@ class Build:
         over yet: a node's ``Node`` is built once what pods outside the jobs hold on it is known (:meth:`snapshot`)."""
         restrict = self.cache.restrict_node_scheduling
         stored, self.nodes_touched = self.informers["nodes"].take()
-        node_views = {n.name: n for n in stored.values()
-                      if not restrict or names.GPU_WORKER_LABEL in n.labels or names.CPU_WORKER_LABEL in n.labels}
-        for view in node_views.values():
-            if view.invalid:
-                self.problems.append(Problem("node", view.name, "InvalidNode", view.invalid))
-        self.node_views = {k: v for k, v in node_views.items() if not v.invalid}
+        worker = (names.GPU_WORKER_LABEL, names.CPU_WORKER_LABEL)
+        node_views = dict(zip(map(_NAME, stored.values()), stored.values())) if not restrict else {
+            n.name: n for n in stored.values() if worker[0] in n.labels or worker[1] in n.labels}
+        invalid = list(filter(_INVALID, node_views.values()))
+        self.problems += [Problem("node", view.name, "InvalidNode", view.invalid) for view in invalid]
+        self.node_views = {k: v for k, v in node_views.items() if not v.invalid} if invalid else node_views
         for nrt in self.informers["noderesourcetopologies"].list():
             if nrt.name not in self.node_views:
                 continue
@@ -146,7 +150,7 @@ class Build:
                                 DEFAULT_PRIORITY)
         self.podgroup_views, groups_touched = views, groups_touched = inf["podgroups"].take()
         self.problems += [Problem("job", pg.key, "InvalidPodGroup", pg.invalid)
-                          for pg in filter(operator.attrgetter("invalid"), views.values())]
+                          for pg in filter(_INVALID, views.values())]
         topologies = inf["topologies"].changes  # a job's topology constraint is resolved against them
         self._dynamic_resources()
         context = (inf["priorityclasses"].changes, topologies, not self.extended_claims, *self.inputs[1:])
