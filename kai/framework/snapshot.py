@@ -111,7 +111,8 @@ class Snapshot:
     #: key: kept for the next sessions on the snapshot.
     memo: Memo = attrs.field(factory=Memo, init=False)
     #: The jobs found whole when the snapshot was built (no problem of their own or of a task) by uid, and the node
-    #: names their placed tasks were checked against: a snapshot built to follow this one checks them no more.
+    #: names their placed tasks were checked against: a snapshot built to follow this one checks them no more (told
+    #: which jobs may have changed, it takes them over in place).
     whole: dict[str, Job] = attrs.field(factory=dict, init=False)
     whole_on: frozenset[str] = attrs.field(default=frozenset(), init=False)
     #: The uids of the jobs kept but not found whole: a snapshot following this one checks them again.
@@ -452,7 +453,7 @@ def _follow_jobs(jobs: Mapping[str, Job], touched: set[str], previous: Snapshot,
     left out: only the touched ones and those it did not find whole are checked; ``problems`` and ``rejected``
     get theirs in the order of ``jobs``, as a pass over every job gives them."""
     kept, checked, before = dict(jobs), previous.whole, previous.jobs
-    whole = checked.copy()
+    whole, previous.whole = checked, {}  # handed over: brought up to date in place (each uid below read, then set)
     fresh = []
     for uid in touched | previous.flawed | previous.rejected_jobs.keys():
         job = kept.get(uid)
