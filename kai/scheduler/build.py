@@ -8,6 +8,7 @@ docstring, through the generations the cache keeps (:mod:`kai.scheduler.reuse`).
 
 from __future__ import annotations
 
+import itertools
 import operator
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, NamedTuple
@@ -157,20 +158,29 @@ class Build:
         self.redo, self.affected = reuse.redo(self.pods, self.pods_touched | self.binds_changed, groups_touched,
                                               self.assumed, context)
         affected = self.affected
+        compared = len(views)  # how many jobs at the end may be out of the store's order
         if affected is None:
             todo: Iterable[str] = views
         else:  # the last cycle's jobs, in place: the others are carried over with their tasks
-            todo = list(filter(affected.__contains__, views))
             self.jobs = reuse.order
             for key in affected - views.keys():
                 self.jobs.pop(key, None)
+            # a PodGroup added since the last cycle is at the end of the store, among those changed since
+            tail = list(itertools.takewhile(groups_touched.__contains__, reversed(views)))[::-1]
+            new = [key for key in tail if key not in self.jobs]
+            if len(self.jobs) + len(new) == len(views):
+                todo, compared = sorted(key for key in affected if key in self.jobs and key in views) + new, len(tail)
+            else:
+                todo = list(filter(affected.__contains__, views))
         jobs = self.jobs
         for key in todo:
             pg = views[key]
             inputs = self.job_inputs[key] = (job_priority(pg, classes, default_priority), topologies)
             jobs[key] = reuse.jobs.take_over(key, pg, inputs) or convert.to_job(pg, inputs[0])
             self.members[key] = []
-        if affected is not None and list(jobs) != list(views):  # a PodGroup made again moved in the store
+        if affected is not None and (len(jobs) != len(views) or list(itertools.islice(reversed(jobs), compared))
+                                     != list(itertools.islice(reversed(views), compared))):
+            # a PodGroup made again moved in the store
             self.jobs, self.affected = {key: jobs[key] for key in views}, None
 
     def tasks(self) -> None:
