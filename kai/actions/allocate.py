@@ -38,8 +38,8 @@ def allocate(session: Session) -> None:
     jobs: list[Job] = []
     touched = changed_jobs(session)
     pending = pending_as_built(session, touched)
-    for uid, candidate in session.jobs.items():
-        if uid not in touched and uid not in pending or not candidate.has_pending():
+    for candidate in map(session.jobs.__getitem__, session.snapshot.in_order(touched | pending)):
+        if not candidate.has_pending():
             continue
         if not candidate.is_ready():
             session.add_job_fit_error(candidate, not_ready_message(candidate))

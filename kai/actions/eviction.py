@@ -151,8 +151,7 @@ def pending_ready_jobs(session: Session, preemptible_only: bool = False) -> list
     touched = changed_jobs(session)
     pending = pending_as_built(session, touched)
     jobs = []
-    looked_at = touched | pending
-    for j in map(session.jobs.__getitem__, filter(looked_at.__contains__, session.jobs)):  # in the session's order
+    for j in map(session.jobs.__getitem__, session.snapshot.in_order(touched | pending)):  # in the session's order
         if not (j.has_pending() and j.is_ready() and (j.preemptible or not preemptible_only)):
             continue
         end = j.preemption_delay_end()

@@ -61,9 +61,8 @@ def stalegangeviction(session: Session) -> None:
     default = session.plugins.config.staleness_grace_period
     touched = changed_jobs(session)
     built = flagged_as_built(session, MEMO, _stale_or_stamped, touched)
-    for uid, job in session.jobs.items():
-        if uid not in touched and uid not in built:
-            continue  # as built: neither stale nor stamped
+    # the others are as built: neither stale nor stamped
+    for job in map(session.jobs.__getitem__, session.snapshot.in_order(touched | built)):
         grace = default if job.staleness_grace_period is None else job.staleness_grace_period
         with session.contained("stalegangeviction", job):
             _evict_if_stale(session, job, grace)

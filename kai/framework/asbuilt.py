@@ -184,9 +184,9 @@ def task_statuses(session: Session) -> Counter[TaskStatus]:
     added = set(journal.added_jobs)
     memo = snapshot.memo.get(STATUSES)
     if memo is None:
-        before = snapshot.memo_before.get(STATUSES)
+        before = snapshot.memo_before.pop(STATUSES)  # handed over: brought up to date in place
         if before is not None and snapshot.changed is not None:
-            memo = _Statuses(dict(before.per_job), Counter(before.total))
+            memo = before
             redo = snapshot.changed | snapshot.gone
             for uid in redo & memo.per_job.keys():
                 memo.total.subtract(dict(memo.per_job.pop(uid)))

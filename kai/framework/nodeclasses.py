@@ -9,7 +9,10 @@ makes the per-task work grow with the number of classes instead of the number of
 
 The index is kept current lazily: :class:`~kai.framework.nodes.NodeArrays` records the nodes whose
 amounts changed, and :meth:`NodeClasses.representatives` moves only those between classes; the
-representatives are worked out again only for the classes a move touched.
+representatives are worked out again only for the classes a move touched. The classes of a node accounting
+that sessions copy (a snapshot's kept one, brought up to date from snapshot to snapshot) are kept with it, and
+a session's classes are a copy of them (:func:`session_classes`): a session moves only the nodes it or the
+accounting changed since, not every node.
 """
 
 from __future__ import annotations
@@ -63,7 +66,9 @@ class NodeClasses:
     """
 
     def __init__(self, nodes: list[NodeInfo], arrays: NodeArrays, layout: Layout | None = None):
-        order, self.rank, self.static = layout if layout is not None else node_layout(nodes)
+        #: What of the classes depends on the nodes alone.
+        self.layout = layout if layout is not None else node_layout(nodes)
+        order, self.rank, self.static = self.layout
         #: Nodes in name (byte) order; a class holds the ranks of its nodes in this list.
         self.by_rank = [nodes[i] for i in order]
         self.nodes, self.arrays = nodes, arrays
@@ -113,11 +118,31 @@ class NodeClasses:
                 members[new], heaps[new] = {r}, [r]
             else:
                 joined.add(r)
-                heapq.heappush(heaps[new], r)
+                heap = heaps[new]
+                if len(heap) > 2 * len(joined) + 8:  # mostly ranks that left: a sorted list is a heap
+                    heaps[new] = sorted(joined)
+                else:
+                    heapq.heappush(heap, r)
             if reps is not None:
                 reps.pop(new, None)
             self.class_of[i] = new
         changed.clear()
+
+    def copy(self, nodes: list[NodeInfo], arrays: NodeArrays) -> NodeClasses:
+        """These classes as they are now, over ``nodes`` and ``arrays`` -- copies of the nodes and amounts they
+        were worked out from -- kept current from the nodes whose amounts ``arrays`` records as changed."""
+        if self.arrays.changed:
+            self._refresh()
+        other = NodeClasses.__new__(NodeClasses)
+        other.layout, other.rank, other.static = self.layout, self.rank, self.static
+        other.by_rank = [nodes[i] for i in self.layout[0]]
+        other.nodes, other.arrays = nodes, arrays
+        other.ids, other.keys, other.numbered = dict(self.ids), dict(self.keys), self.numbered
+        other.class_of = list(self.class_of)
+        other.members = {c: set(members) for c, members in self.members.items()}
+        other.heaps = {c: list(heap) for c, heap in self.heaps.items()}
+        other._reps = None
+        return other
 
     def representatives(self) -> tuple[list[NodeInfo], array[int], list[int]]:
         """The first node by name of every class, its position, and the size of its class."""
@@ -142,3 +167,16 @@ class NodeClasses:
         """The class of ``node`` as it is now."""
         self._refresh()
         return self.class_of[node.index]
+
+
+def session_classes(nodes: list[NodeInfo], arrays: NodeArrays, layout: Layout,
+                    kept: tuple[NodeArrays, list[NodeInfo]] | None) -> NodeClasses:
+    """The classes of a session's ``nodes`` and ``arrays``; when they are a copy of the ``kept`` accounting, a copy
+    of the classes kept with it (worked out on first use, and again when the nodes' ``layout`` is another)."""
+    if kept is None:
+        return NodeClasses(nodes, arrays, layout)
+    kept_arrays, kept_nodes = kept
+    classes = kept_arrays.classes
+    if classes is None or classes.layout is not layout:
+        classes = kept_arrays.classes = NodeClasses(kept_nodes, kept_arrays, layout)
+    return classes.copy(nodes, arrays)

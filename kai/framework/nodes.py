@@ -8,9 +8,12 @@ GPU devices are tracked per node by :mod:`kai.framework.gpusharing`, only for sh
 
 from __future__ import annotations
 
+import itertools
+import operator
 import uuid
 from array import array
-from collections.abc import Container
+from collections.abc import Callable, Collection, Container
+from typing import TYPE_CHECKING
 
 from kai.api import ACTIVE_USED, EPSILON, Job, Node, Resources, Task, TaskStatus, is_mig_resource, mig_gpu_slices
 from kai.framework.gpusharing import (
@@ -23,7 +26,12 @@ from kai.framework.gpusharing import (
     used_portion,
 )
 
+if TYPE_CHECKING:
+    from kai.framework.nodeclasses import NodeClasses
+
 _FIELDS = ("cpu", "mem", "gpu", "pods")
+_NAME = operator.attrgetter("name")
+_NODE = operator.attrgetter("node")
 
 
 class NodeArrays:
@@ -53,6 +61,9 @@ class NodeArrays:
         self.version = [0] * n
         #: How many times any node's amounts changed, so that a sum over every node can be kept while it stays.
         self.changes = 0
+        #: The node classes of these amounts, kept with an accounting sessions copy: each session's classes start
+        #: from them (:meth:`~kai.framework.nodeclasses.NodeClasses.copy`); a copy has none.
+        self.classes: NodeClasses | None = None
 
     def copy(self) -> NodeArrays:
         """An independent copy of the amounts."""
@@ -66,6 +77,7 @@ class NodeArrays:
         other.changed = set(self.changed)
         other.version = list(self.version)
         other.changes = self.changes
+        other.classes = None
         return other
 
     def reset(self, i: int, node: Node) -> None:
@@ -105,18 +117,21 @@ class NodeArrays:
 
 def place_tasks(nodes: list[Node], jobs: dict[str, Job],
                 before: tuple[NodeArrays, list[NodeInfo]] | None = None,
-                changes: tuple[set[str], dict[str, Job]] | None = None) -> tuple[NodeArrays, list[NodeInfo]]:
+                changes: tuple[set[str], dict[str, Job]] | None = None,
+                in_order: Callable[[Collection[str]], list[str]] | None = None) -> tuple[NodeArrays, list[NodeInfo]]:
     """The amounts and views of ``nodes`` with the placed tasks of ``jobs`` (by uid, in order) on them (a placed
     shared-GPU task that names no device is given one of its own, kept on the task).
 
     ``before`` is an earlier result whose tasks are as they were then, handed over with ``changes``: the jobs
     that are not the very objects it was worked out from (their uids, and those objects). With the same node
     names in the same order it is brought up to date and returned: only the nodes those jobs' tasks were or are
-    on, and those whose Node object has other amounts, are accounted again.
+    on, and those whose Node object has other amounts, are accounted again; ``in_order`` puts uids of ``jobs`` in
+    their order (by default by a pass over them).
     """
     if before is not None and changes is not None and len(before[1]) == len(nodes) and all(
-            info.name == node.name for info, node in zip(before[1], nodes)):
-        return _follow(nodes, jobs, before, *changes)
+            map(operator.eq, map(_NAME, before[1]), map(_NAME, nodes))):
+        return _follow(nodes, jobs, before, *changes,
+                       in_order or (lambda uids: list(filter(set(uids).__contains__, jobs))))
     arrays = NodeArrays(nodes)
     infos = [NodeInfo(n, i, arrays) for i, n in enumerate(nodes)]
     by_name = {n.name: n for n in infos}
@@ -141,11 +156,12 @@ def _gather(job: Job, nodes: Container[str], on: dict[str, list[Task]]) -> None:
 
 
 def _follow(nodes: list[Node], jobs: dict[str, Job], before: tuple[NodeArrays, list[NodeInfo]], changed: set[str],
-            replaced: dict[str, Job]) -> tuple[NodeArrays, list[NodeInfo]]:
+            replaced: dict[str, Job], in_order: Callable[[Collection[str]], list[str]]
+            ) -> tuple[NodeArrays, list[NodeInfo]]:
     """``before`` brought up to date (see :func:`place_tasks`): the nodes a job of ``changed`` had or has a task
     on, or whose amounts changed, get their tasks again, job by job in the order of ``jobs``."""
     arrays, infos = before
-    by_name = {info.name: info for info in infos}
+    by_name: dict[str, NodeInfo] = dict(zip(map(_NAME, infos), infos))
     now: dict[str, list[Task]] = {}
     for uid in changed:
         if uid in jobs:
@@ -153,11 +169,11 @@ def _follow(nodes: list[Node], jobs: dict[str, Job], before: tuple[NodeArrays, l
     touched = set(now)
     for job in (replaced[uid] for uid in changed if uid in replaced):
         touched.update(t.node for t in job.tasks.values() if t.status in ACTIVE_USED and t.node in by_name)
-    for info, node in zip(infos, nodes):
-        if info.node is not node:
-            if not _same_amounts(info.node, node):
-                touched.add(info.name)
-            info.node = node
+    for k in itertools.compress(range(len(infos)), map(operator.is_not, map(_NODE, infos), nodes)):
+        info, node = infos[k], nodes[k]
+        if not _same_amounts(info.node, node):
+            touched.add(info.name)
+        info.node = node
     if not touched:
         return before
     again: dict[str, dict[str, list[Task]]] = {}  # node name -> its tasks by job
@@ -169,11 +185,11 @@ def _follow(nodes: list[Node], jobs: dict[str, Job], before: tuple[NodeArrays, l
         for task in now.get(name, ()):
             by_job.setdefault(task.job, []).append(task)
     there = set().union(*again.values())  # the jobs placed on them, and their order among the jobs
-    order = {uid: i for i, uid in enumerate(filter(there.__contains__, jobs))}
+    order = {uid: i for i, uid in enumerate(in_order(there))}
     for name, by_job in again.items():
         info = by_name[name]
         arrays.reset(info.index, info.node)
-        info.tasks, info.gpu_groups = {}, {}
+        info.tasks, info.gpu_groups, info._shared = {}, {}, False
         for uid in sorted(by_job, key=order.__getitem__):
             for task in by_job[uid]:
                 info.add_task(task)
@@ -192,7 +208,7 @@ def _mig_gpus(scalars: dict[str, float]) -> float:
 class NodeInfo:
     """A node as the session sees it: the Kubernetes node, its position, its tasks and amounts."""
 
-    __slots__ = ("node", "index", "arrays", "tasks", "name", "sort_key", "gpu_groups")
+    __slots__ = ("node", "index", "arrays", "tasks", "name", "sort_key", "gpu_groups", "_shared")
 
     def __init__(self, node: Node, index: int, arrays: NodeArrays):
         self.node = node
@@ -204,13 +220,17 @@ class NodeInfo:
         self.tasks: dict[str, Task] = {}
         #: Shared GPU devices by group id (see :mod:`kai.framework.gpusharing`).
         self.gpu_groups: dict[str, GpuGroup] = {}
+        #: Whether :attr:`tasks` is shared with a copy (or the node copied): copied before it changes.
+        self._shared = False
 
     def copy(self, arrays: NodeArrays) -> NodeInfo:
-        """A copy reading ``arrays`` (a copy of this node's arrays), with its own task and device accounting."""
+        """A copy reading ``arrays`` (a copy of this node's arrays), with its own task and device accounting (the
+        tasks shared until either changes them)."""
         other = NodeInfo.__new__(NodeInfo)
         other.node, other.name, other.sort_key, other.index = self.node, self.name, self.sort_key, self.index
         other.arrays = arrays
-        other.tasks = dict(self.tasks)
+        other.tasks = self.tasks
+        other._shared = self._shared = True
         other.gpu_groups = {gid: group.copy() for gid, group in self.gpu_groups.items()} if self.gpu_groups else {}
         return other
 
@@ -288,6 +308,8 @@ class NodeInfo:
 
     def add_task(self, task: Task) -> None:
         """Account ``task`` (already carrying its status) on this node."""
+        if self._shared:
+            self.tasks, self._shared = dict(self.tasks), False
         self.tasks[task.uid] = task
         res = task.request.node_resources()
         if task.status is TaskStatus.PIPELINED:
@@ -301,6 +323,8 @@ class NodeInfo:
 
     def remove_task(self, task: Task) -> None:
         """Undo :meth:`add_task` for ``task`` with the status it has now."""
+        if self._shared:
+            self.tasks, self._shared = dict(self.tasks), False
         del self.tasks[task.uid]
         res = task.request.node_resources()
         if task.status is TaskStatus.PIPELINED:

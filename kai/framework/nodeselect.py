@@ -20,7 +20,7 @@ from kai import _native
 from kai.api import EPSILON, Job, Task, is_mig_resource
 from kai.framework import gpusharing
 from kai.framework.asbuilt import nodes_as_built
-from kai.framework.nodeclasses import LAYOUT, NodeClasses, node_layout
+from kai.framework.nodeclasses import LAYOUT, NodeClasses, node_layout, session_classes
 from kai.framework.nodes import NodeInfo
 
 if TYPE_CHECKING:  # the compiled module has the functions of its pure-Python twin
@@ -46,7 +46,7 @@ class NodeSelector:
         """The session's node classes, built on the first placement that uses them."""
         s = self.session
         layout = nodes_as_built(s, LAYOUT, lambda: node_layout(s.nodes))
-        return NodeClasses(s.nodes, s.arrays, layout)
+        return session_classes(s.nodes, s.arrays, layout, s.snapshot.placed)
 
     # --- fit ----------------------------------------------------------------------------------------
 

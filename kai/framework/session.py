@@ -140,7 +140,7 @@ class Session:
         if snapshot.placed is None:
             changes = None if snapshot.changed is None else (snapshot.changed | snapshot.gone, snapshot.replaced)
             before, snapshot.before = snapshot.before, None  # handed over: a failure below starts afresh next time
-            arrays, nodes = place_tasks(snapshot.nodes, snapshot.jobs, before, changes)
+            arrays, nodes = place_tasks(snapshot.nodes, snapshot.jobs, before, changes, snapshot.in_order)
             if not (reused or snapshot.followed):
                 return arrays, nodes
             snapshot.placed = (arrays, nodes)

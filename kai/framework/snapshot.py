@@ -23,7 +23,7 @@ import itertools
 import math
 import operator
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 import attrs
@@ -111,9 +111,12 @@ class Snapshot:
     #: key: kept for the next sessions on the snapshot.
     memo: Memo = attrs.field(factory=Memo, init=False)
     #: The jobs found whole when the snapshot was built (no problem of their own or of a task) by uid, and the node
-    #: names their placed tasks were checked against: a snapshot built to follow this one checks them no more.
+    #: names their placed tasks were checked against: a snapshot built to follow this one checks them no more (told
+    #: which jobs may have changed, it takes them over in place).
     whole: dict[str, Job] = attrs.field(factory=dict, init=False)
     whole_on: frozenset[str] = attrs.field(default=frozenset(), init=False)
+    #: The uids of the jobs kept but not found whole: a snapshot following this one checks them again.
+    flawed: set[str] = attrs.field(factory=set, init=False)
     #: The memo of the snapshot this one follows (:meth:`follow`): what was worked out per job or node there holds
     #: for each that this snapshot took over (the very object, as built).
     memo_before: Memo = attrs.field(factory=Memo, init=False)
@@ -123,15 +126,28 @@ class Snapshot:
     gone: set[str] = attrs.field(factory=set, init=False)
     #: The jobs of :attr:`changed` and :attr:`gone` as the snapshot this one follows had them, by uid.
     replaced: dict[str, Job] = attrs.field(factory=dict, init=False)
+    #: Each job's rank in the order the jobs were given (those left out too), worked out by :func:`build_snapshot`
+    #: and handed over to the snapshot that follows; None when handed over.
+    ranks: dict[str, int] | None = attrs.field(default=None, init=False)
 
-    def follow(self, previous: Snapshot | None, changed: set[str] | None = None) -> None:
+    def in_order(self, uids: Collection[str]) -> list[str]:
+        """Those of ``uids`` that are jobs of the snapshot, in its order: sorted by rank, so that a pass over some
+        jobs costs what it looks at (a job that arrived in a session, which has none, makes it a pass over all)."""
+        jobs, ranks = self.jobs, self.ranks
+        found = [uid for uid in uids if uid in jobs]
+        if ranks is not None and all(map(ranks.__contains__, found)):
+            return sorted(found, key=ranks.__getitem__)
+        return list(filter(set(found).__contains__, jobs))
+
+    def follow(self, previous: Snapshot | None, changed: set[str] | None = None, gone: set[str] | None = None
+               ) -> None:
         """This snapshot follows ``previous`` (rewound; the tasks and jobs taken over from it are as they were
         built there): its first session takes over the node accounting ``previous`` kept (``previous`` has it no
         more), accounts again only the nodes whose tasks or amounts changed, and keeps it for the snapshot after
         it; what was worked out per job in ``previous``'s memo is there for the jobs taken over
         (:attr:`memo_before`). With no ``previous`` there is nothing to take over, and the accounting is kept for
-        the next. ``changed``: the uids of the jobs that are not the very objects of ``previous``, when the caller
-        knows them."""
+        the next. ``changed``: the uids of the jobs that are not the very objects of ``previous``, and ``gone``
+        those of its jobs this one has not, when the caller knows them."""
         self.followed = True
         self.before = previous.placed if previous is not None else None
         self.memo_before = previous.memo if previous is not None else Memo()
@@ -141,9 +157,11 @@ class Snapshot:
             if changed is None:
                 changed = {uid for uid, job in self.jobs.items() if before.get(uid) is not job}
             self.changed = changed
-            # every job but those changed is one of ``previous``'s: none is gone when they are as many as it had
-            common = len(self.jobs) - sum(uid not in before for uid in changed)
-            self.gone = before.keys() - self.jobs.keys() if common != len(before) else set()
+            if gone is None:
+                # every job but those changed is one of ``previous``'s: none is gone when they are as many as it had
+                common = len(self.jobs) - sum(uid not in before for uid in changed)
+                gone = before.keys() - self.jobs.keys() if common != len(before) else set()
+            self.gone = gone
             self.replaced = {uid: before[uid] for uid in changed | self.gone if uid in before}
 
     def rewind(self) -> None:
@@ -300,26 +318,33 @@ def _subgroup_problem(job: Job) -> str | None:
     return None
 
 
-def build_snapshot(nodes: Iterable[Node], queues: Iterable[Queue], jobs: Iterable[Job], now: float | None = None,
-                   topologies: Iterable[Topology] = (), config_maps: Iterable[str] = (),
+def build_snapshot(nodes: Iterable[Node], queues: Iterable[Queue], jobs: Iterable[Job] | Mapping[str, Job],
+                   now: float | None = None, topologies: Iterable[Topology] = (), config_maps: Iterable[str] = (),
                    storage: Storage | None = None, dra: DynamicResources | None = None,
-                   previous: Snapshot | None = None, budgets: Iterable[DisruptionBudget] = ()) -> Snapshot:
-    """Validate the facts and assemble a snapshot (see the module docstring for what is left out).
+                   previous: Snapshot | None = None, budgets: Iterable[DisruptionBudget] = (),
+                   touched: set[str] | None = None) -> Snapshot:
+    """Validate the facts and assemble a snapshot (see the module docstring for what is left out); ``jobs`` in
+    order, or by uid.
 
     With ``previous`` the snapshot follows it (:meth:`Snapshot.follow`): a job it found whole, when it is the
-    very object (as built) and the nodes are the same, has its subgroups and tasks not checked again.
+    very object (as built) and the nodes are the same, has its subgroups and tasks not checked again. With
+    ``touched`` too -- the uids of the jobs that may not be the very objects ``previous`` was built from (new,
+    built again or gone); ``jobs`` a dict by uid, the others in the same order and the new ones after them --
+    only those and the jobs ``previous`` did not find whole are looked at, so the cost follows what changed.
     """
     problems: list[Problem] = []
     valid_topologies = _valid_topologies(topologies, problems)
     aliased = {name: t for name, t in valid_topologies.items() if t.aliases}
-    node_list: list[Node] = []
-    names: set[str] = set()
-    for n in nodes:
-        if n.name in names:
-            problems.append(Problem("node", n.name, "DuplicateNode", "node is listed twice; the first is kept"))
-            continue
-        names.add(n.name)
-        node_list.append(n)
+    node_list: list[Node] = list(nodes)
+    names: set[str] = set(map(_NAME, node_list))
+    if len(names) != len(node_list):  # a node listed twice
+        given, node_list, names = node_list, [], set()
+        for n in given:
+            if n.name in names:
+                problems.append(Problem("node", n.name, "DuplicateNode", "node is listed twice; the first is kept"))
+                continue
+            names.add(n.name)
+            node_list.append(n)
     invalid: dict[str, str] = {}
     valid_queues = _valid_queues(list(queues), problems, invalid)
     parents = {q.parent for q in valid_queues.values() if q.parent}
@@ -328,55 +353,140 @@ def build_snapshot(nodes: Iterable[Node], queues: Iterable[Queue], jobs: Iterabl
     whole: dict[str, Job] = {}
     kept: dict[str, Job] = {}
     rejected: dict[str, Job] = {}
+    flawed: set[str] = set()
     changed: set[str] | None = None
-    job_list = list(jobs)
-    uids = list(map(_UID, job_list))
+    gone: set[str] | None = None
     leaves = valid_queues.keys() - parents
     before = previous.jobs if previous is not None else {}
-    if checked and not aliased and previous is not None and previous.queues.keys() - _parents(previous) <= leaves:
-        kept = dict(zip(uids, job_list))
-    if len(kept) == len(job_list) and kept:  # following, no job twice: only those not checked there are checked
-        whole, changed = kept.copy(), set()
-        fresh = itertools.compress(job_list, map(operator.is_not, map(checked.get, uids), job_list))
-        for job in fresh:
-            verdict = _check_job(job, invalid, valid_queues, parents, names, problems)
-            if verdict is None:
-                del kept[job.uid], whole[job.uid]
-                rejected[job.uid] = job
-                continue
-            if not verdict:
-                del whole[job.uid]
-            if before.get(job.uid) is not job:
-                changed.add(job.uid)
+    following = bool(checked) and not aliased and previous is not None and \
+        previous.queues.keys() - _parents(previous) <= leaves
+    if following and touched is not None and isinstance(jobs, dict):
+        assert previous is not None
+        ranks = _follow_ranks(jobs, touched, previous)
+        kept, whole, flawed, changed, gone = _follow_jobs(
+            jobs, touched, previous, lambda job, found: _check_job(job, invalid, valid_queues, parents, names, found),
+            problems, rejected, ranks)
     else:
-        kept = {}
-        for job in job_list:
-            if job.uid in kept:
-                problems.append(Problem("job", job.name, "DuplicateJob", "job is listed twice; the first is kept"))
-                continue
-            verdict = True if checked.get(job.uid) is job and job.queue in leaves else \
-                _check_job(job, invalid, valid_queues, parents, names, problems)
-            if verdict is None:
-                rejected[job.uid] = job
-                continue
-            if verdict:
-                whole[job.uid] = job
-            if aliased:
-                _resolve_aliases(job, aliased)
-            kept[job.uid] = job
+        job_list: list[Job] = list(jobs.values() if isinstance(jobs, Mapping) else jobs)
+        uids = list(map(_UID, job_list))
+        ranks = dict(zip(reversed(uids), range(len(uids) - 1, -1, -1)))  # a job given twice: the first
+        if following:
+            kept = dict(zip(uids, job_list))
+        if len(kept) == len(job_list) and kept:  # following, no job twice: only those not checked there are checked
+            whole, changed = kept.copy(), set()
+            fresh = itertools.compress(job_list, map(operator.is_not, map(checked.get, uids), job_list))
+            for job in fresh:
+                verdict = _check_job(job, invalid, valid_queues, parents, names, problems)
+                if verdict is None:
+                    del kept[job.uid], whole[job.uid]
+                    rejected[job.uid] = job
+                    continue
+                if not verdict:
+                    del whole[job.uid]
+                    flawed.add(job.uid)
+                if before.get(job.uid) is not job:
+                    changed.add(job.uid)
+        else:
+            kept = {}
+            for job in job_list:
+                if job.uid in kept:
+                    problems.append(Problem("job", job.name, "DuplicateJob", "job is listed twice; the first is kept"))
+                    continue
+                verdict = True if checked.get(job.uid) is job and job.queue in leaves else \
+                    _check_job(job, invalid, valid_queues, parents, names, problems)
+                if verdict is None:
+                    rejected[job.uid] = job
+                    continue
+                if verdict:
+                    whole[job.uid] = job
+                else:
+                    flawed.add(job.uid)
+                if aliased:
+                    _resolve_aliases(job, aliased)
+                kept[job.uid] = job
     if dra is not None:
         back_extended_gpus(dra, node_list)
     snapshot = Snapshot(node_list, valid_queues, kept, time.time() if now is None else now,
                         valid_topologies, problems, rejected, config_maps=frozenset(config_maps),
                         storage=storage if storage is not None else Storage(),
                         dra=dra if dra is not None else DynamicResources(), budgets=tuple(budgets))
-    snapshot.whole, snapshot.whole_on = whole, node_names
+    snapshot.whole, snapshot.whole_on, snapshot.flawed, snapshot.ranks = whole, node_names, flawed, ranks
     if previous is not None:
-        snapshot.follow(previous, changed)
+        snapshot.follow(previous, changed, gone)
     return snapshot
 
 
+def _follow_ranks(jobs: dict[str, Job], touched: set[str], previous: Snapshot) -> dict[str, int]:
+    """The ranks of ``jobs`` (by uid), those of ``previous`` (handed over) brought up to date: the touched jobs that
+    are gone are dropped, and those new are ranked after the others, found at the end of ``jobs`` -- where the
+    jobs given in the order of a store keep them; when they are not all there, ``jobs`` are ranked afresh."""
+    ranks, previous.ranks = previous.ranks, None
+    if ranks is None:
+        return dict(zip(jobs, range(len(jobs))))
+    new = set()
+    for uid in touched:
+        if uid not in jobs:
+            ranks.pop(uid, None)
+        elif uid not in ranks:
+            new.add(uid)
+    if not new:
+        return ranks
+    tail: list[str] = []
+    last = -1
+    for uid in reversed(jobs):
+        if uid not in new:
+            last = ranks.get(uid, -2)
+            break
+        tail.append(uid)
+    if len(tail) != len(new) or last == -2:
+        return dict(zip(jobs, range(len(jobs))))
+    ranks.update(zip(reversed(tail), range(last + 1, last + 1 + len(tail))))
+    return ranks
+
+
+def _follow_jobs(jobs: Mapping[str, Job], touched: set[str], previous: Snapshot,
+                 check: Callable[[Job, list[Problem]], bool | None], problems: list[Problem],
+                 rejected: dict[str, Job], ranks: dict[str, int]
+                 ) -> tuple[dict[str, Job], dict[str, Job], set[str], set[str], set[str]]:
+    """The jobs kept, those whole, those kept but not whole, those changed and those gone, when every job of
+    ``jobs`` (by uid) but the ``touched`` ones is one ``previous`` was built from and found whole, not whole or
+    left out: only the touched ones and those it did not find whole are checked; ``problems`` and ``rejected``
+    get theirs in the order of ``jobs``, as a pass over every job gives them."""
+    kept, checked, before = dict(jobs), previous.whole, previous.jobs
+    whole, previous.whole = checked, {}  # handed over: brought up to date in place (each uid below read, then set)
+    fresh = []
+    for uid in touched | previous.flawed | previous.rejected_jobs.keys():
+        job = kept.get(uid)
+        if job is None or checked.get(uid) is not job:
+            whole.pop(uid, None)
+            if job is not None:
+                fresh.append(uid)
+    found: list[tuple[str, bool | None, list[Problem]]] = []
+    for uid in fresh:
+        own: list[Problem] = []
+        found.append((uid, check(kept[uid], own), own))
+    found.sort(key=lambda entry: ranks[entry[0]])
+    flawed: set[str] = set()
+    changed: set[str] = set()
+    for uid, verdict, own in found:
+        problems += own
+        job = kept[uid]
+        if verdict is None:
+            del kept[uid]
+            rejected[uid] = job
+            continue
+        if verdict:
+            whole[uid] = job
+        else:
+            flawed.add(uid)
+        if before.get(uid) is not job:
+            changed.add(uid)
+    gone = {uid for uid in touched | rejected.keys() if uid in before and uid not in kept}
+    return kept, whole, flawed, changed, gone
+
+
 _UID = operator.attrgetter("uid")
+_NAME = operator.attrgetter("name")
 
 
 def _parents(snapshot: Snapshot) -> set[str]:

@@ -8,6 +8,7 @@ docstring, through the generations the cache keeps (:mod:`kai.scheduler.reuse`).
 
 from __future__ import annotations
 
+import itertools
 import operator
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, NamedTuple
@@ -35,6 +36,10 @@ CycleInputs = tuple[tuple[int, ...], bool, bool, str, float]
 #: What every job is built against besides its PodGroup and pods: the PriorityClasses' and Topologies' counts of
 #: changes, whether no pod has an implicit claim, and the cache's settings.
 Context = tuple[int, int, bool, bool, bool, str, float]
+
+
+_NAME = operator.attrgetter("name")
+_INVALID = operator.attrgetter("invalid")
 
 
 @attrs.define(eq=False)
@@ -81,8 +86,10 @@ class Build:
         self.podgroup_views: dict[str, PodGroupView] = {}
         self.resources = DynamicResources()
         self.extended_claims: dict[str, ResourceClaim] = {}
-        #: The pods to go over (None: all of them).
+        #: The pods to go over (None: all of them), and the PodGroups whose jobs may not be the last cycle's, the
+        #: others in the same order and the new ones after them (None: any).
         self.redo: set[str] | None = None
+        self.affected: set[str] | None = None
         #: The jobs by PodGroup key in the order of the store; the inputs and tasks of those gathering their tasks.
         self.jobs: dict[str, Job] = {}
         self.job_inputs: dict[str, JobInputs] = {}
@@ -109,12 +116,12 @@ class Build:
         over yet: a node's ``Node`` is built once what pods outside the jobs hold on it is known (:meth:`snapshot`)."""
         restrict = self.cache.restrict_node_scheduling
         stored, self.nodes_touched = self.informers["nodes"].take()
-        node_views = {n.name: n for n in stored.values()
-                      if not restrict or names.GPU_WORKER_LABEL in n.labels or names.CPU_WORKER_LABEL in n.labels}
-        for view in node_views.values():
-            if view.invalid:
-                self.problems.append(Problem("node", view.name, "InvalidNode", view.invalid))
-        self.node_views = {k: v for k, v in node_views.items() if not v.invalid}
+        worker = (names.GPU_WORKER_LABEL, names.CPU_WORKER_LABEL)
+        node_views = dict(zip(map(_NAME, stored.values()), stored.values())) if not restrict else {
+            n.name: n for n in stored.values() if worker[0] in n.labels or worker[1] in n.labels}
+        invalid = list(filter(_INVALID, node_views.values()))
+        self.problems += [Problem("node", view.name, "InvalidNode", view.invalid) for view in invalid]
+        self.node_views = {k: v for k, v in node_views.items() if not v.invalid} if invalid else node_views
         for nrt in self.informers["noderesourcetopologies"].list():
             if nrt.name not in self.node_views:
                 continue
@@ -144,27 +151,37 @@ class Build:
                                 DEFAULT_PRIORITY)
         self.podgroup_views, groups_touched = views, groups_touched = inf["podgroups"].take()
         self.problems += [Problem("job", pg.key, "InvalidPodGroup", pg.invalid)
-                          for pg in filter(operator.attrgetter("invalid"), views.values())]
+                          for pg in filter(_INVALID, views.values())]
         topologies = inf["topologies"].changes  # a job's topology constraint is resolved against them
         self._dynamic_resources()
         context = (inf["priorityclasses"].changes, topologies, not self.extended_claims, *self.inputs[1:])
-        self.redo, affected = reuse.redo(self.pods, self.pods_touched | self.binds_changed, groups_touched,
-                                         self.assumed, context)
+        self.redo, self.affected = reuse.redo(self.pods, self.pods_touched | self.binds_changed, groups_touched,
+                                              self.assumed, context)
+        affected = self.affected
+        compared = len(views)  # how many jobs at the end may be out of the store's order
         if affected is None:
             todo: Iterable[str] = views
         else:  # the last cycle's jobs, in place: the others are carried over with their tasks
-            todo = list(filter(affected.__contains__, views))
             self.jobs = reuse.order
             for key in affected - views.keys():
                 self.jobs.pop(key, None)
+            # a PodGroup added since the last cycle is at the end of the store, among those changed since
+            tail = list(itertools.takewhile(groups_touched.__contains__, reversed(views)))[::-1]
+            new = [key for key in tail if key not in self.jobs]
+            if len(self.jobs) + len(new) == len(views):
+                todo, compared = sorted(key for key in affected if key in self.jobs and key in views) + new, len(tail)
+            else:
+                todo = list(filter(affected.__contains__, views))
         jobs = self.jobs
         for key in todo:
             pg = views[key]
             inputs = self.job_inputs[key] = (job_priority(pg, classes, default_priority), topologies)
             jobs[key] = reuse.jobs.take_over(key, pg, inputs) or convert.to_job(pg, inputs[0])
             self.members[key] = []
-        if affected is not None and list(jobs) != list(views):  # a PodGroup made again moved in the store
-            self.jobs = {key: jobs[key] for key in views}
+        if affected is not None and (len(jobs) != len(views) or list(itertools.islice(reversed(jobs), compared))
+                                     != list(itertools.islice(reversed(views), compared))):
+            # a PodGroup made again moved in the store
+            self.jobs, self.affected = {key: jobs[key] for key in views}, None
 
     def tasks(self) -> None:
         """Each pod of a job becomes its task, in the store's order; any other pod holding a node holds what it
@@ -321,9 +338,9 @@ class Build:
         if not self.cache.full_hierarchy_fairness:
             queues = project_level_queues(queues, self.now)
         previous = reuse.cycle.snapshot if reuse.cycle is not None else None
-        snap = build_snapshot(nodes, queues, self.jobs.values(), self.now, inf["topologies"].list(),
+        snap = build_snapshot(nodes, queues, self.jobs, self.now, inf["topologies"].list(),
                               inf["configmaps"].list(), self._storage() if reuse.claims_wanted() else None,
-                              self.resources, previous, inf["poddisruptionbudgets"].list())
+                              self.resources, previous, inf["poddisruptionbudgets"].list(), self.affected)
         if previous is None:
             snap.follow(None)  # the first: kept for the next
         _hold_rejected(snap)

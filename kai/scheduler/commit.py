@@ -269,9 +269,9 @@ class Committer:
         touched = changed_jobs(session)
         waiting = flagged_as_built(session, WAITING_MEMO, _has_waiting, touched)
         self._explainer = None
-        for uid, job in session.jobs.items():
-            if uid not in touched and uid not in waiting and uid not in internal:
-                continue  # as built: no pod waits and its times are its PodGroup's, so there is nothing to write
+        # the others are as built: no pod waits and their times are their PodGroups', so there is nothing to write
+        for uid in session.snapshot.in_order(touched | waiting | internal.keys()):
+            job = session.jobs[uid]
             pg = cycle.podgroups.get(uid)
             if pg is None:
                 continue

@@ -137,8 +137,8 @@ def _count(session, shares: dict[str, QueueShare]) -> Counted:
 
 
 def _count_following(session, shares: dict[str, QueueShare]) -> Counted | None:
-    """Count from the memo of the snapshot this one follows: the jobs it took over whose amounts hold on any
-    nodes are not counted again (nor looked at), the others' amounts are taken off or added. Whole amounts
+    """Count from the memo of the snapshot this one follows (handed over): the jobs it took over whose amounts hold
+    on any nodes are not counted again (nor looked at), the others' amounts are taken off or added. Whole amounts
     whose sums stay below :data:`EXACT` add up to exactly what counting every task gives; otherwise None
     (count them all)."""
     snapshot = session.snapshot
@@ -146,9 +146,10 @@ def _count_following(session, shares: dict[str, QueueShare]) -> Counted | None:
     if before is None or before.sums is None or snapshot.changed is None or \
             before.tree != _tree(session):
         return None
+    snapshot.memo_before.pop(MEMO)  # handed over: its jobs' amounts are brought up to date in place
     sums = {name: list(v) for name, v in before.sums.items()}
     redo = snapshot.changed | snapshot.gone | before.bound  # the jobs not the very objects of before, and the bound
-    jobs = dict(before.jobs)
+    jobs = before.jobs
     bound = before.bound - redo
     gpu_mem: float | None = None
     for uid in redo:

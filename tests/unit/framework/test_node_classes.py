@@ -53,3 +53,25 @@ def test_node_versions_count_each_node_s_changes_and_copies_keep_their_own():
     moved = session.node_by_name["n0"].index
     assert [v > b for v, b in zip(session.arrays.version, before, strict=True)] == [i == moved for i in range(2)]
     assert copy.version == before
+
+
+def test_each_session_on_a_kept_accounting_starts_from_its_classes_and_follows_its_own_moves():
+    snapshot = kt.cluster(nodes=[kt.node(f"n{i}", gpus=2) for i in range(4)],
+                          jobs=[kt.job("r", queue="q", gpus=1, status=TaskStatus.RUNNING, node="n3"),
+                                kt.job("j", queue="q", gpus=1)])
+    snapshot.follow(None)  # the accounting is kept for the next sessions
+    plugins = kt.plugin_manager([])
+    first = Session(snapshot, plugins).open()
+    assert _names(first.node_classes) == _classes(first) == [("n0", 3), ("n3", 1)]
+    kept = snapshot.placed[0].classes
+    (task,) = first.jobs["default/j"].tasks.values()
+    first.move_task(task, TaskStatus.ALLOCATED, "n1")
+    assert _names(first.node_classes) == _classes(first) == [("n0", 2), ("n1", 2)]
+    second = Session(snapshot, plugins).open()  # rewound: the move is gone
+    assert snapshot.placed[0].classes is kept
+    assert _names(second.node_classes) == _classes(second) == [("n0", 3), ("n3", 1)]
+
+
+def _names(classes):
+    reps, _, sizes = classes.representatives()
+    return sorted((n.name, size) for n, size in zip(reps, sizes, strict=True))

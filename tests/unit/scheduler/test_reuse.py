@@ -537,6 +537,8 @@ def test_a_cache_following_random_changes_builds_what_a_fresh_cache_builds(seed)
         for f in (built, expected):  # the fresh cache's store lists a pod that came back under its old name last
             f["problems"] = sorted(f["problems"], key=repr)
         assert built == expected, step
+        ranks = cycle.snapshot.ranks  # the jobs' ranks, brought up to date from cycle to cycle, follow their order
+        assert ranks is not None and sorted(cycle.snapshot.jobs, key=ranks.__getitem__) == list(cycle.snapshot.jobs)
         assert cycle.pods.keys() == {k for job in cycle.snapshot.jobs.values() for k in
                                      (f"ns/{t}" for t in job.tasks)} | {
             f"ns/{t}" for job in cycle.snapshot.rejected_jobs.values() for t in job.tasks}
@@ -562,3 +564,24 @@ def test_a_build_that_fails_loses_nothing_the_informers_reported(monkeypatch, br
     again = cache.snapshot(now=3.0).snapshot
     assert again.jobs["ns/a"].tasks["a0"].status is TaskStatus.RUNNING
     assert facts(again) == facts(cluster.fresh(3.0))
+
+
+def test_the_jobs_keep_the_store_s_order_when_podgroups_come_and_come_back():
+    """A PodGroup added since the last cycle is looked for at the end of the store; one deleted and made again
+    between two cycles moves there, and the jobs follow."""
+    cluster = Cluster(nodes=[node("n1")], queues=[queue()], podgroups=[podgroup(g) for g in "abc"],
+                      pods=[pod(f"{g}0", g) for g in "abc"], priorityclasses=[PRIORITY])
+    cache = cluster.load(ClusterCache(kube=None))
+    cache.snapshot(now=1.0)
+    first, *others = cluster.objects["podgroups"]
+    cluster.objects["podgroups"] = others
+    cluster.load(cache)  # a is gone ...
+    cluster.objects["podgroups"] += [first, podgroup("d")]
+    cluster.objects["pods"].append(pod("d0", "d"))
+    cycle = cluster.load(cache).snapshot(now=2.0)  # ... and back after the others, with d
+    assert list(cycle.snapshot.jobs) == ["ns/b", "ns/c", "ns/a", "ns/d"] == list(cluster.fresh(2.0).jobs)
+    cluster.objects["podgroups"].append(podgroup("e"))
+    cluster.objects["pods"].append(pod("e0", "e"))
+    cycle = cluster.load(cache).snapshot(now=3.0)
+    assert list(cycle.snapshot.jobs) == ["ns/b", "ns/c", "ns/a", "ns/d", "ns/e"] == list(cluster.fresh(3.0).jobs)
+    assert facts(cycle.snapshot) == facts(cluster.fresh(3.0))
