@@ -1,20 +1,21 @@
-"""Reservations: a large gang that cannot start holds the nodes it needs as they free up; short jobs backfill.
+"""Reservations: a large gang that cannot start holds the room it needs as it frees up; short jobs backfill.
 
 A gang the allocate action cannot place, which the policy lets reserve (``reservation`` in the configuration:
-its queue, its priority, at least ``minGPUs`` pending GPUs), picks nodes that could host its tasks -- those
-expected to free first, then those with the most idle GPUs -- until they have room for every pending task, within
-``maxGPUs`` for all reservations together. The reservation is the job's (:attr:`Job.reservation
-<kai.api.Job.reservation>`): the nodes, since when, until when (``maxDuration`` later) and its expected start,
-the first time the nodes have room for every pending task, counted from the declared maximum runtimes of the
-jobs on them (:attr:`Job.max_runtime <kai.api.Job.max_runtime>`; None while one of them declares none). Every
-cycle each holder, higher priority and older first, chooses its nodes again the same way, so that it holds those
-expected to free first as the cluster changes; since and until stay.
+its queue, its priority, at least ``minGPUs`` pending GPUs), plans on the nodes no other gang holds that could host
+its tasks. Its expected start is the first time they have room for every pending task, counted from the declared
+maximum runtimes of the jobs on them (:attr:`Job.max_runtime <kai.api.Job.max_runtime>`; None when a job that must
+end first declares none). It holds the nodes with room then that have it first, as few as take every task, and on
+each only what the tasks it takes there ask for; all reservations hold at most ``maxGPUs`` GPUs. The reservation is
+the job's (:attr:`Job.reservation <kai.api.Job.reservation>`): the nodes, since when, until when (``maxDuration``
+later) and the expected start. Every cycle each holder, higher priority and older first, plans again the same way,
+so that its nodes and start follow the cluster; since and until stay.
 
-While the reservation holds, other jobs are placed on its nodes only when they backfill: they declare a maximum
-runtime and end before the expected start. That holds for every placement the actions make, the eviction
-actions' preemptors and the victims they move too (evicting pods on reserved nodes is not held back). A
-reservation is released when its gang is placed, leaves or the policy is off; when it expires, the gang's next
-failed attempt reserves again, the nodes chosen afresh.
+While the reservation holds, another job is placed on its nodes only when it backfills (it declares a maximum
+runtime and ends before the expected start) or what it asks fits beside what the gang needs there at that start
+(counting it as still running then). That holds for every placement the actions make, the eviction actions'
+preemptors and the victims they move too (evicting pods on reserved nodes is not held back). A reservation is
+released when its gang is placed, leaves or the policy is off; when it expires, the gang's next failed attempt
+reserves again, the nodes chosen afresh.
 
 A driver keeps the reservation with the job between cycles (live: the PodGroup's ``kai.scheduler/reservation``
 annotation), so a restarted scheduler finds it.
@@ -59,7 +60,7 @@ class ReservationPolicy:
     min_priority: int | None = None
     #: Only jobs with at least this many pending GPUs reserve.
     min_gpus: float = 16.0
-    #: Most GPUs (of the reserved nodes) all reservations hold together; negative: no limit.
+    #: Most GPUs all reservations hold together; negative: no limit.
     max_gpus: float = -1.0
     #: How long (seconds) a reservation holds.
     duration: float = 3600.0
