@@ -6,9 +6,11 @@ run times capped at ``--max-run``, arrive sped up so that they ask ``--load`` of
 8-GPU nodes of the shipped node list; every ``--gang-every`` seconds of the replayed clock a gang of 2 or 4 pods of
 8 GPUs (16 or 32 GPUs, for one or two hours) arrives among them. Every job declares a maximum runtime above its run
 time (1.2 to 3 times it, seeded). The same trace is replayed twice with the default configuration, once as it is
-and once with the reservation policy on (gangs of 16 GPUs or more reserve, each reservation for up to ``--hold``);
-the table shows the queueing delay of the large gangs and of the other jobs (p50, p95, seconds), the jobs never
-placed and the GPU utilisation of each run. Not a test: no pass/fail.
+and once with the reservation policy on with its defaults (gangs of 16 GPUs or more reserve, each reservation for
+up to ``--hold``, by default the policy's ``maxDuration``); the table shows the queueing delay of the large gangs
+and of the other jobs (p50, p95, seconds), the jobs never placed, the evictions and the GPU utilisation of each run:
+the busy GPU time (also the runs an eviction cut short, whose pods run again from the start) and the useful one
+(only the runs that completed), each over the time until the last pod ends. Not a test: no pass/fail.
 """
 
 from __future__ import annotations
@@ -91,17 +93,24 @@ def measure(nodes: Path, pods: Path, policy: ReservationPolicy, seed: int) -> di
     report, timeline = TimedReplay(str(nodes), str(pods), config, 10.0).run(seed)
     arrived: dict[str, float] = {}
     placed: dict[str, tuple[float, int]] = {}
+    started: dict[str, float] = {}
+    useful = 0.0  # milli-GPU seconds of the runs that completed, without those an eviction cut short
     for at, kind, pod, _queue, _node, milli, _used in timeline.events:
         if kind == "arrive":
             arrived[pod] = at
-        elif kind == "place" and pod not in placed:
-            placed[pod] = (at - arrived[pod], milli)
+        elif kind == "place":
+            started[pod] = at
+            placed.setdefault(pod, (at - arrived[pod], milli))
+        elif kind == "complete":
+            useful += milli * (at - started[pod])
     large = [d for d, milli in placed.values() if milli >= LARGE_GPUS * 1000]
     small = [d for d, milli in placed.values() if milli < LARGE_GPUS * 1000]
     waiting = sum(1 for pod in arrived if pod not in placed)
     return {"large_gangs": len(large), "large_p50_s": percentile(large, 50), "large_p95_s": percentile(large, 95),
             "small_jobs": len(small), "small_p50_s": percentile(small, 50), "small_p95_s": percentile(small, 95),
-            "never_placed": waiting, "gpu_utilisation_pct": report["gpu_utilisation_pct"],
+            "never_placed": waiting, "evictions": report["evictions"],
+            "gpu_utilisation_pct": report["gpu_utilisation_pct"],
+            "useful_utilisation_pct": round(100 * useful / (report["gpus"] * 1000 * report["end_s"]), 3),
             "end_s": report["end_s"], "cycles": report["cycles"], "wall_s": report["wall_s"]}
 
 
@@ -113,7 +122,8 @@ def main() -> None:
     parser.add_argument("--load", type=float, default=0.6, help="the trace's share of the GPUs (sets the speedup)")
     parser.add_argument("--max-run", type=float, default=4 * 3600.0, help="run times capped at this (seconds)")
     parser.add_argument("--gang-every", type=float, default=3600.0, help="seconds between large gangs")
-    parser.add_argument("--hold", type=duration_flag, default=7200.0, help="how long a reservation holds")
+    parser.add_argument("--hold", type=duration_flag, default=ReservationPolicy().duration,
+                        help="how long a reservation holds (the policy's maxDuration; default: its default)")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -121,7 +131,7 @@ def main() -> None:
         nodes, pods = Path(tmp) / "nodes.csv", Path(tmp) / "pods.csv"
         write_nodes(nodes, args.nodes)
         speedup = write_pods(pods, args.nodes * 8, args)
-        on = ReservationPolicy(enabled=True, min_gpus=LARGE_GPUS, duration=args.hold)
+        on = ReservationPolicy(enabled=True, duration=args.hold)
         runs = {"off": measure(nodes, pods, ReservationPolicy(), args.seed), "on": measure(nodes, pods, on, args.seed)}
     if args.json:
         print(json.dumps({"speedup": round(speedup, 2), **runs}, indent=2))

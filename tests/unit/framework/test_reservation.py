@@ -101,3 +101,30 @@ def test_config_reads_the_reservation_policy():
     for bad in ({"maxDuration": "soon"}, {"maxDuration": "-1h"}, {"minGPUs": -1}, {"enable": True}):
         with pytest.raises(ConfigError):
             parse_config({"reservation": bad})
+
+
+def _partly_needed(extra=(), policy_gpus=-1.0):
+    """A gang of three 4-GPU tasks expected to fit at +100: two on n1, one on n2, where 6 GPUs are idle now and the
+    gang needs only 4 of the 8 it has then."""
+    nodes = [kt.node(f"n{i}", gpus=8) for i in (1, 2, 3)]
+    gang = kt.job("gang", tasks=3, gpus=4, priority=90)
+    jobs = [_running("r1", "n1", 8, 100), _running("r2", "n2", 2, 100), _running("r3", "n3", 8, None), gang,
+            *extra]
+    policy = ReservationPolicy(enabled=True, min_gpus=8, max_gpus=policy_gpus)
+    return _run(kt.cluster(nodes, jobs=jobs, now=NOW), policy)
+
+
+def test_a_job_without_runtime_uses_the_gpus_of_a_reserved_node_the_gang_does_not_need_at_its_start():
+    first, second = kt.job("first", tasks=1, gpus=4, creation=1.0), kt.job("second", tasks=1, gpus=2, creation=2.0)
+    short = kt.job("short", tasks=1, gpus=2, creation=3.0)
+    short.max_runtime = 50.0
+    session = _partly_needed([first, second, short])
+    assert session.jobs["default/gang"].reservation == Reservation(("n1", "n2"), NOW, NOW + 3600.0, NOW + 100)
+    placed = kt.placements(session)
+    # n2 has room for the gang's third task at +100 beside the first; the second would take it; the short one ends
+    assert placed == {"first-0": "n2", "short-0": "n2"}
+
+
+def test_max_gpus_counts_the_gpus_the_gangs_need_not_whole_nodes():
+    assert _partly_needed(policy_gpus=12).jobs["default/gang"].reservation.nodes == ("n1", "n2")
+    assert _partly_needed(policy_gpus=11).jobs["default/gang"].reservation is None
