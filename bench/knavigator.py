@@ -79,9 +79,10 @@ COMPONENTS = ("scheduler", "binder", "podgrouper", "podgroup-controller", "queue
 SCHEDULERS = ("project", "project-backfill", "kai")
 #: knavigator's KAI Job template, which ``project-backfill`` runs a copy of with a declared maximum runtime.
 JOB_TEMPLATE = "resources/benchmarks/templates/kai/job.yaml"
-#: Seconds a Job's declared maximum runtime exceeds the ``ttl`` its pods run (``project-backfill``): the pods
-#: complete ``ttl`` after kwok made them Running, which is later than the scheduler counts their start from.
-RUNTIME_MARGIN = 30.0
+#: Seconds a Job's declared maximum runtime exceeds the ``ttl`` its pods run (``project-backfill``): the runtime
+#: counts from the scheduler's placement, the pods complete ``ttl`` after kwok made them Running, and on a loaded
+#: dev cluster (a load average of 20 on 2 cores) that took more than 30 s.
+RUNTIME_MARGIN = 60.0
 
 
 @dataclass(frozen=True)
