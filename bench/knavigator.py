@@ -1,7 +1,7 @@
 """NVIDIA knavigator's scaling and gang-scheduling benchmarks, driven by knavigator, against this project or KAI.
 
 Run: ``python bench/knavigator.py [--knavigator BINARY] [--knavigator-source DIR] [--benchmark NAME ...]
-[--scheduler project|project-backfill|kai ...] [--repeat N] [--until running|finished] [--json FILE]
+[--scheduler project|project-backfill|kai ...] [--gangs] [--repeat N] [--until running|finished] [--json FILE]
 [--if-available] [-- RUN-ARGS]``.
 
 knavigator (``NVIDIA/knavigator``) is not part of this project: give a knavigator binary (``--knavigator``,
@@ -19,13 +19,19 @@ components start and knavigator runs the remaining workflows (``config-kai.yaml`
 * ``project``: ``kai-scheduler run``'s scheduler, binder, podgrouper and status controllers, one process each
   as the chart deploys them, with their defaults;
 * ``project-backfill``: the same with the reservation policy on (a configuration of ``reservation: {enabled:
-  true}``, its defaults otherwise) and each Job declaring its maximum runtime: knavigator runs copies of
-  ``config-kai.yaml`` and the test workflow, written into the run's folder, that differ from its own only in
-  that the Job template gets the annotation ``kai.scheduler/max-runtime`` on the Job and each test task
-  that submits it a ``maxRuntime`` parameter: its ``ttl`` (how long kwok runs the pods) plus
-  :data:`RUNTIME_MARGIN`;
+  true}``, its defaults otherwise) and each Job declaring its maximum runtime, its pods' ``ttl`` (how long kwok
+  runs them) plus :data:`RUNTIME_MARGIN`. A Job's runtime counts from its start, so that is its pods' only when
+  they all start together: it needs ``--gangs``;
 * ``kai``: KAI's own scheduler, binder, podgrouper, queue and podgroup controllers built from its source at
   the pinned commit, as ``bench/live_scale.py --scheduler kai`` runs them (``bench/kai_live.py``).
+
+knavigator's KAI Job template carries no ``kai.scheduler/batch-min-member``, so KAI's podgrouper (and this
+project's) makes each Job a PodGroup of minimum 1: its pods are placed one by one. ``--gangs`` makes every Job a
+gang of all its pods, for every scheduler of the run. With ``--gangs`` or ``project-backfill`` knavigator runs
+copies of ``config-kai.yaml`` and the test workflow, written into the run's folder, which differ from its own only
+in that they register a copy of the Job template with the annotations ``kai.scheduler/batch-min-member:
+"{{.replicas}}"`` (``--gangs``) and ``kai.scheduler/max-runtime: "{{.maxRuntime}}"`` (``project-backfill``) on the
+Job, and that each test task submitting it gets the parameter ``maxRuntime`` (``project-backfill``).
 
 Prints the seconds from knavigator's start until the Job controller made every pod of the workflow's Jobs
 (the control plane's share: kube-controller-manager creates pods at its default 20 requests/s), until every pod
@@ -53,7 +59,7 @@ from typing import NamedTuple
 
 import yaml
 
-from kai.api.names import MAX_RUNTIME_ANNOTATION
+from kai.api.names import BATCH_MIN_MEMBER_ANNOTATION, MAX_RUNTIME_ANNOTATION
 from kai.common.durations import parse_duration
 from kai.dev.controlplane import ControlPlane
 from kai.dev.gobuild import ControlPlaneError
@@ -179,12 +185,17 @@ def reduced_crd(group: str, version: str, kind: str, plural: str) -> dict:
 
 MPIJOB_CRD = reduced_crd("kubeflow.org", "v2beta1", "MPIJob", "mpijobs")
 
-# -- declared runtimes (project-backfill) ------------------------------------------------------------------
+# -- adjusted copies of the workflows (--gangs, project-backfill) -------------------------------------------
+
+#: What ``--gangs`` annotates the Job with: all its pods are one gang (KAI's podgrouper reads it; its default is 1).
+GANG = {BATCH_MIN_MEMBER_ANNOTATION: "{{.replicas}}"}
+#: What ``project-backfill`` annotates the Job with: its maximum runtime, a parameter of the test's tasks.
+RUNTIME = {MAX_RUNTIME_ANNOTATION: "{{.maxRuntime}}"}
 
 
-def with_max_runtime(template: str) -> str:
-    """knavigator's Job template with the annotation ``kai.scheduler/max-runtime: "{{.maxRuntime}}"`` on the Job
-    (its first document's top-level ``metadata``, which must have no annotations yet)."""
+def annotated(template: str, annotations: dict[str, str]) -> str:
+    """knavigator's Job template with ``annotations`` (quoted values, which may be template actions) on the Job: its
+    first document's top-level ``metadata``, which must have no annotations yet."""
     lines = template.splitlines(keepends=True)
     try:
         at = next(i for i, line in enumerate(lines) if line.rstrip() == "metadata:")
@@ -195,8 +206,8 @@ def with_max_runtime(template: str) -> str:
             break
         if line.startswith("  annotations:"):
             raise ValueError("the Job template's metadata has annotations already")
-    annotation = f'  annotations:\n    {MAX_RUNTIME_ANNOTATION}: "{{{{.maxRuntime}}}}"\n'
-    return "".join(lines[:at + 1]) + annotation + "".join(lines[at + 1:])
+    added = "".join(f'    {key}: "{value}"\n' for key, value in annotations.items())
+    return "".join(lines[:at + 1]) + "  annotations:\n" + added + "".join(lines[at + 1:])
 
 
 def max_runtime(ttl: object) -> str:
@@ -234,18 +245,24 @@ def declaring_runtimes(test: dict, registered: set[str]) -> dict:
     return {**test, "tasks": tasks}
 
 
-def declared_workflows(folder: Path, bench: Benchmark, source: Path, workdir: Path) -> list[Path]:
-    """Copies of the benchmark's workflows, written into ``workdir``, whose Jobs declare their maximum runtime."""
+def adjusted_workflows(folder: Path, bench: Benchmark, source: Path, workdir: Path, gangs: bool,
+                       runtimes: bool) -> list[Path]:
+    """Copies of the benchmark's workflows, written into ``workdir``, whose Jobs are gangs of all their pods
+    (``gangs``) and declare their maximum runtime (``runtimes``)."""
     template = workdir / "job.yaml"
-    template.write_text(with_max_runtime((source / JOB_TEMPLATE).read_text()))
+    template.write_text(annotated((source / JOB_TEMPLATE).read_text(),
+                                  {**(GANG if gangs else {}), **(RUNTIME if runtimes else {})}))
     config, *tests = bench.workflows
     workflow, ids = registering(yaml.safe_load((folder / config).read_text()), str(template))
     paths = [workdir / config]
     paths[0].write_text(yaml.safe_dump(workflow, sort_keys=False))
     for test in tests:
         paths.append(workdir / test)
-        paths[-1].write_text(yaml.safe_dump(declaring_runtimes(yaml.safe_load((folder / test).read_text()), ids),
-                                            sort_keys=False))
+        if runtimes:
+            paths[-1].write_text(yaml.safe_dump(declaring_runtimes(yaml.safe_load((folder / test).read_text()), ids),
+                                                sort_keys=False))
+        else:
+            shutil.copyfile(folder / test, paths[-1])
     return paths
 
 
@@ -364,8 +381,9 @@ def run(name: str, scheduler: str, args: argparse.Namespace, kubeconfig: str, wo
     (pids)."""
     bench = BENCHMARKS[name]
     folder = args.knavigator_source / bench.folder
-    workflows = ([folder / w for w in bench.workflows] if scheduler != "project-backfill"
-                 else declared_workflows(folder, bench, args.knavigator_source, workdir))
+    runtimes = scheduler == "project-backfill"
+    workflows = (adjusted_workflows(folder, bench, args.knavigator_source, workdir, args.gangs, runtimes)
+                 if args.gangs or runtimes else [folder / w for w in bench.workflows])
     kube = Kube.connect(kubeconfig, pool_size=64)
     m.install(kube, DEPLOY)
     m.apply(kube, MPIJOB_CRD)
@@ -513,6 +531,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--repeat", type=int, default=1, metavar="N",
                    help="runs of each scheduler on each benchmark, the schedulers' order reversed every other "
                         "round (default 1)")
+    p.add_argument("--gangs", action="store_true",
+                   help="every run's Jobs are gangs of all their pods (kai.scheduler/batch-min-member, in copies of "
+                        "the workflows); project-backfill needs it")
     p.add_argument("--until", choices=("running", "finished"), default="finished",
                    help="stop once every pod ran, or once every Job finished too (default)")
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds per run (default 3600)")
@@ -524,6 +545,9 @@ def main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     if args.repeat < 1:
         p.error("--repeat must be at least 1")
+    if "project-backfill" in args.scheduler and not args.gangs:
+        p.error("project-backfill declares each Job's runtime from its pods', true only when they all start "
+                "together: give --gangs")
     if "project-backfill" in args.scheduler and any(a.split("=")[0] == "--config" for a in args.run_args):
         p.error("project-backfill gives kai-scheduler run its own --config")
     missing = []

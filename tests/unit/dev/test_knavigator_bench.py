@@ -105,22 +105,25 @@ spec:
 """
 
 
-def test_the_job_template_gets_the_max_runtime_annotation_on_the_job_only():
-    adjusted = bench.with_max_runtime(JOB)
+def test_the_job_template_gets_the_gang_and_max_runtime_annotations_on_the_job_only():
+    adjusted = bench.annotated(JOB, {**bench.GANG, **bench.RUNTIME})
     rendered = adjusted.replace("{{._NAME_}}", "job1").replace("{{.replicas}}", "2").replace(
-        "{{.ttl}}", "2m").replace("{{.maxRuntime}}", "150s")
+        "{{.ttl}}", "2m").replace("{{.maxRuntime}}", "180s")
     job = yaml.safe_load(rendered)
-    assert job["metadata"] == {"annotations": {"kai.scheduler/max-runtime": "150s"}, "name": "job1",
-                               "namespace": "default"}
+    assert job["metadata"] == {"annotations": {"kai.scheduler/batch-min-member": "2",
+                                               "kai.scheduler/max-runtime": "180s"},
+                               "name": "job1", "namespace": "default"}
     assert job["spec"]["template"]["metadata"]["annotations"] == {"pod-complete.stage.kwok.x-k8s.io/delay": "2m"}
-    assert adjusted.replace('  annotations:\n    kai.scheduler/max-runtime: "{{.maxRuntime}}"\n', "") == JOB
+    added = '  annotations:\n    kai.scheduler/batch-min-member: "{{.replicas}}"\n'
+    assert bench.annotated(JOB, bench.GANG).replace(added, "") == JOB
 
 
 def test_a_job_template_with_annotations_or_without_metadata_is_refused():
     with pytest.raises(ValueError, match="annotations"):
-        bench.with_max_runtime(JOB.replace('metadata:\n  name', 'metadata:\n  annotations:\n    a: b\n  name', 1))
+        bench.annotated(JOB.replace('metadata:\n  name', 'metadata:\n  annotations:\n    a: b\n  name', 1),
+                        bench.GANG)
     with pytest.raises(ValueError, match="metadata"):
-        bench.with_max_runtime("apiVersion: v1\nkind: Pod\n")
+        bench.annotated("apiVersion: v1\nkind: Pod\n", bench.GANG)
 
 
 def test_the_declared_runtime_is_the_ttl_and_the_margin():
@@ -150,19 +153,23 @@ def knavigator_checkout(root: Path) -> Path:
     return folder
 
 
-def test_the_workflow_copies_differ_only_in_the_template_and_the_declared_runtimes(tmp_path):
+@pytest.mark.parametrize("runtimes", [True, False])
+def test_the_workflow_copies_differ_only_in_the_template_and_the_declared_runtimes(tmp_path, runtimes):
     source, workdir = tmp_path / "knavigator", tmp_path / "run"
     workdir.mkdir()
     folder = knavigator_checkout(source)
-    config_path, test_path = bench.declared_workflows(folder, bench.BENCHMARKS["gang-scheduling"], source, workdir)
+    config_path, test_path = bench.adjusted_workflows(folder, bench.BENCHMARKS["gang-scheduling"], source, workdir,
+                                                      gangs=True, runtimes=runtimes)
     assert (config_path, test_path) == (workdir / "config-kai.yaml", workdir / "run-test.yaml")
     config, original = yaml.safe_load(config_path.read_text()), yaml.safe_load((folder / "config-kai.yaml").read_text())
     assert config["tasks"][1]["params"]["template"] == str(workdir / "job.yaml")
     original["tasks"][1]["params"]["template"] = str(workdir / "job.yaml")
     assert config == original
-    assert (workdir / "job.yaml").read_text() == bench.with_max_runtime(JOB)
+    assert (workdir / "job.yaml").read_text() == bench.annotated(JOB, {**bench.GANG,
+                                                                       **(bench.RUNTIME if runtimes else {})})
     test, original = yaml.safe_load(test_path.read_text()), yaml.safe_load((folder / "run-test.yaml").read_text())
-    assert [t["params"]["params"].get("maxRuntime") for t in test["tasks"]] == ["180s", None, "360s"]
+    declared = ["180s", None, "360s"] if runtimes else [None, None, None]
+    assert [t["params"]["params"].get("maxRuntime") for t in test["tasks"]] == declared
     for task in test["tasks"]:
         task["params"]["params"].pop("maxRuntime", None)
     assert test == original
@@ -217,7 +224,7 @@ def test_the_schedulers_alternate_over_the_repeats(checkout, monkeypatch):
     monkeypatch.setattr(bench, "private_run", lambda name, scheduler, args: made.append(scheduler) or
                         result(scheduler, 10))
     assert bench.main([*checkout, "--benchmark", "gang-scheduling", "--scheduler", "project", "kai",
-                       "project-backfill", "--repeat", "3"]) == 0
+                       "project-backfill", "--gangs", "--repeat", "3"]) == 0
     assert made == ["project", "kai", "project-backfill", "project-backfill", "kai", "project",
                     "project", "kai", "project-backfill"]
 
@@ -240,9 +247,12 @@ def test_without_go_kais_runs_are_left_out_in_one_line(checkout, monkeypatch, ca
         bench.main([*checkout, "--scheduler", "kai"])
 
 
-def test_backfill_runs_take_no_configuration_of_their_own(checkout, capsys):
+def test_backfill_runs_need_gangs_and_take_no_configuration_of_their_own(checkout, capsys):
     with pytest.raises(SystemExit):
-        bench.main([*checkout, "--scheduler", "project-backfill", "--", "--config=mine.yaml"])
+        bench.main([*checkout, "--scheduler", "project-backfill"])
+    assert "give --gangs" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        bench.main([*checkout, "--scheduler", "project-backfill", "--gangs", "--", "--config=mine.yaml"])
     assert "project-backfill gives kai-scheduler run its own --config" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         bench.main([*checkout, "--repeat", "0"])
