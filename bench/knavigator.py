@@ -20,8 +20,8 @@ components start and knavigator runs the remaining workflows (``config-kai.yaml`
   as the chart deploys them, with their defaults;
 * ``project-backfill``: the same with the reservation policy on (a configuration of ``reservation: {enabled:
   true}``, its defaults otherwise) and each Job declaring its maximum runtime, its pods' ``ttl`` (how long kwok
-  runs them) plus :data:`RUNTIME_MARGIN`. A Job's runtime counts from its start, so that is its pods' only when
-  they all start together: it needs ``--gangs``;
+  runs them) plus ``--runtime-margin`` (default :data:`RUNTIME_MARGIN`). A Job's runtime counts from its start,
+  so that is its pods' only when they all start together: it needs ``--gangs``;
 * ``kai``: KAI's own scheduler, binder, podgrouper, queue and podgroup controllers built from its source at
   the pinned commit, as ``bench/live_scale.py --scheduler kai`` runs them (``bench/kai_live.py``).
 
@@ -85,9 +85,9 @@ COMPONENTS = ("scheduler", "binder", "podgrouper", "podgroup-controller", "queue
 SCHEDULERS = ("project", "project-backfill", "kai")
 #: knavigator's KAI Job template, which ``project-backfill`` runs a copy of with a declared maximum runtime.
 JOB_TEMPLATE = "resources/benchmarks/templates/kai/job.yaml"
-#: Seconds a Job's declared maximum runtime exceeds the ``ttl`` its pods run (``project-backfill``): the runtime
-#: counts from the scheduler's placement, the pods complete ``ttl`` after kwok made them Running, and on a loaded
-#: dev cluster (a load average of 20 on 2 cores) that took more than 30 s.
+#: Seconds a Job's declared maximum runtime exceeds the ``ttl`` its pods run (``project-backfill``, by default): the
+#: runtime counts from the scheduler's placement, the pods complete ``ttl`` after kwok made them Running, and on a
+#: loaded dev cluster (a load average of 20 on 2 cores) that took more than 30 s.
 RUNTIME_MARGIN = 60.0
 
 
@@ -210,9 +210,9 @@ def annotated(template: str, annotations: dict[str, str]) -> str:
     return "".join(lines[:at + 1]) + "  annotations:\n" + added + "".join(lines[at + 1:])
 
 
-def max_runtime(ttl: object) -> str:
-    """The maximum runtime a Job whose pods run ``ttl`` declares: :data:`RUNTIME_MARGIN` more, a Go duration."""
-    return f"{parse_duration(ttl, 'ttl') + RUNTIME_MARGIN:g}s"
+def max_runtime(ttl: object, margin: float = RUNTIME_MARGIN) -> str:
+    """The maximum runtime a Job whose pods run ``ttl`` declares: ``margin`` seconds more, a Go duration."""
+    return f"{parse_duration(ttl, 'ttl') + margin:g}s"
 
 
 def registering(config: dict, template: str) -> tuple[dict, set[str]]:
@@ -230,7 +230,7 @@ def registering(config: dict, template: str) -> tuple[dict, set[str]]:
     return {**config, "tasks": tasks}, ids
 
 
-def declaring_runtimes(test: dict, registered: set[str]) -> dict:
+def declaring_runtimes(test: dict, registered: set[str], margin: float = RUNTIME_MARGIN) -> dict:
     """``test`` (a workflow) with a ``maxRuntime`` parameter on every task that submits a Job of ``registered``
     (from its ``ttl``)."""
     tasks = []
@@ -240,15 +240,17 @@ def declaring_runtimes(test: dict, registered: set[str]) -> dict:
             values = params.get("params") or {}
             if "ttl" not in values:
                 raise ValueError(f"task {task.get('id')!r} submits Jobs without a ttl: no runtime to declare")
-            task = {**task, "params": {**params, "params": {**values, "maxRuntime": max_runtime(values["ttl"])}}}
+            declared = max_runtime(values["ttl"], margin)
+            task = {**task, "params": {**params, "params": {**values, "maxRuntime": declared}}}
         tasks.append(task)
     return {**test, "tasks": tasks}
 
 
 def adjusted_workflows(folder: Path, bench: Benchmark, source: Path, workdir: Path, gangs: bool,
-                       runtimes: bool) -> list[Path]:
+                       margin: float | None) -> list[Path]:
     """Copies of the benchmark's workflows, written into ``workdir``, whose Jobs are gangs of all their pods
-    (``gangs``) and declare their maximum runtime (``runtimes``)."""
+    (``gangs``) and declare their maximum runtime, ``margin`` seconds above their pods' ``ttl`` (unless None)."""
+    runtimes = margin is not None
     template = workdir / "job.yaml"
     template.write_text(annotated((source / JOB_TEMPLATE).read_text(),
                                   {**(GANG if gangs else {}), **(RUNTIME if runtimes else {})}))
@@ -259,8 +261,8 @@ def adjusted_workflows(folder: Path, bench: Benchmark, source: Path, workdir: Pa
     for test in tests:
         paths.append(workdir / test)
         if runtimes:
-            paths[-1].write_text(yaml.safe_dump(declaring_runtimes(yaml.safe_load((folder / test).read_text()), ids),
-                                                sort_keys=False))
+            paths[-1].write_text(yaml.safe_dump(declaring_runtimes(yaml.safe_load((folder / test).read_text()), ids,
+                                                                   margin), sort_keys=False))
         else:
             shutil.copyfile(folder / test, paths[-1])
     return paths
@@ -381,9 +383,9 @@ def run(name: str, scheduler: str, args: argparse.Namespace, kubeconfig: str, wo
     (pids)."""
     bench = BENCHMARKS[name]
     folder = args.knavigator_source / bench.folder
-    runtimes = scheduler == "project-backfill"
-    workflows = (adjusted_workflows(folder, bench, args.knavigator_source, workdir, args.gangs, runtimes)
-                 if args.gangs or runtimes else [folder / w for w in bench.workflows])
+    margin = args.runtime_margin if scheduler == "project-backfill" else None
+    workflows = (adjusted_workflows(folder, bench, args.knavigator_source, workdir, args.gangs, margin)
+                 if args.gangs or margin is not None else [folder / w for w in bench.workflows])
     kube = Kube.connect(kubeconfig, pool_size=64)
     m.install(kube, DEPLOY)
     m.apply(kube, MPIJOB_CRD)
@@ -535,6 +537,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--gangs", action="store_true",
                    help="every run's Jobs are gangs of all their pods (kai.scheduler/batch-min-member, in copies of "
                         "the workflows); project-backfill needs it")
+    p.add_argument("--runtime-margin", type=float, default=RUNTIME_MARGIN, metavar="SECONDS",
+                   help="how much longer than its pods' ttl a Job's declared maximum runtime is (project-backfill; "
+                        "default %(default)g)")
     p.add_argument("--until", choices=("running", "finished"), default="finished",
                    help="stop once every pod ran, or once every Job finished too (default)")
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds per run (default 3600)")

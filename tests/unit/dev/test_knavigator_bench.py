@@ -130,6 +130,7 @@ def test_the_declared_runtime_is_the_ttl_and_the_margin():
     assert bench.RUNTIME_MARGIN == 60
     assert bench.max_runtime("2m") == "180s"
     assert bench.max_runtime("1m30s") == "150s"
+    assert bench.max_runtime("2m", 120) == "240s"
 
 
 def knavigator_checkout(root: Path) -> Path:
@@ -159,7 +160,7 @@ def test_the_workflow_copies_differ_only_in_the_template_and_the_declared_runtim
     workdir.mkdir()
     folder = knavigator_checkout(source)
     config_path, test_path = bench.adjusted_workflows(folder, bench.BENCHMARKS["gang-scheduling"], source, workdir,
-                                                      gangs=True, runtimes=runtimes)
+                                                      gangs=True, margin=60 if runtimes else None)
     assert (config_path, test_path) == (workdir / "config-kai.yaml", workdir / "run-test.yaml")
     config, original = yaml.safe_load(config_path.read_text()), yaml.safe_load((folder / "config-kai.yaml").read_text())
     assert config["tasks"][1]["params"]["template"] == str(workdir / "job.yaml")
