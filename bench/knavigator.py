@@ -1,29 +1,49 @@
-"""NVIDIA knavigator's scaling and gang-scheduling benchmarks, driven by knavigator, against ``kai-scheduler run``.
+"""NVIDIA knavigator's scaling and gang-scheduling benchmarks, driven by knavigator, against this project or KAI.
 
 Run: ``python bench/knavigator.py [--knavigator BINARY] [--knavigator-source DIR] [--benchmark NAME ...]
-[--until running|finished] [--if-available] [-- RUN-ARGS]``.
+[--scheduler project|project-backfill|kai ...] [--gangs] [--repeat N] [--until running|finished] [--json FILE]
+[--if-available] [-- RUN-ARGS]``.
 
 knavigator (``NVIDIA/knavigator``) is not part of this project: give a knavigator binary (``--knavigator``,
 default ``knavigator`` on the PATH) and a checkout of its repository (``--knavigator-source``, default
 ``$KNAVIGATOR_SOURCE``), whose ``resources/`` folder holds the benchmarks' workflows and templates.
 
-Each benchmark gets a private control plane on which kwok keeps pods running until they are deleted,
+Each run gets a private control plane on which kwok keeps pods running until they are deleted,
 or completes them after the delay that knavigator's job templates ask for (:mod:`kai.dev.kwokstages`).
 KAI's CRDs, default queues and priority classes are installed, and the nodes of the benchmark's
 ``config-nodes.yaml`` are created here, in the shapes of knavigator's ``virtual-nodes`` chart
-(knavigator's own ``Configure`` task installs that chart with helm from the internet). Then
-``kai-scheduler run`` starts its scheduler, binder, podgrouper and status controllers, one process
-each as the chart deploys them, with their defaults, and knavigator runs the remaining workflows
-(``config-kai.yaml`` and the test). Prints the seconds from knavigator's start until the Job
-controller made every pod of the workflow's Jobs (the control plane's share: kube-controller-manager
-creates pods at its default 20 requests/s), until every pod ran and until every Job finished, pods/s,
-and the nodes' average GPU occupancy over that time (the GPUs of the bound, unfinished pods, sampled
-every second). Not a test: numbers, no pass/fail.
+(knavigator's own ``Configure`` task installs that chart with helm from the internet). Then the scheduler's
+components start and knavigator runs the remaining workflows (``config-kai.yaml`` and the test).
+``--scheduler`` picks them, several one after the other (alternating over ``--repeat``):
+
+* ``project``: ``kai-scheduler run``'s scheduler, binder, podgrouper and status controllers, one process each
+  as the chart deploys them, with their defaults;
+* ``project-backfill``: the same with the reservation policy on (a configuration of ``reservation: {enabled:
+  true}``, its defaults otherwise) and each Job declaring its maximum runtime, its pods' ``ttl`` (how long kwok
+  runs them) plus ``--runtime-margin`` (default :data:`RUNTIME_MARGIN`). A Job's runtime counts from its start,
+  so that is its pods' only when they all start together: it needs ``--gangs``;
+* ``kai``: KAI's own scheduler, binder, podgrouper, queue and podgroup controllers built from its source at
+  the pinned commit, as ``bench/live_scale.py --scheduler kai`` runs them (``bench/kai_live.py``).
+
+knavigator's KAI Job template carries no ``kai.scheduler/batch-min-member``, so KAI's podgrouper (and this
+project's) makes each Job a PodGroup of minimum 1: its pods are placed one by one. ``--gangs`` makes every Job a
+gang of all its pods, for every scheduler of the run. With ``--gangs`` or ``project-backfill`` knavigator runs
+copies of ``config-kai.yaml`` and the test workflow, written into the run's folder, which differ from its own only
+in that they register a copy of the Job template with the annotations ``kai.scheduler/batch-min-member:
+"{{.replicas}}"`` (``--gangs``) and ``kai.scheduler/max-runtime: "{{.maxRuntime}}"`` (``project-backfill``) on the
+Job, and that each test task submitting it gets the parameter ``maxRuntime`` (``project-backfill``).
+
+Prints the seconds from knavigator's start until the Job controller made every pod of the workflow's Jobs
+(the control plane's share: kube-controller-manager creates pods at its default 20 requests/s), until every pod
+ran and until every Job finished, pods/s, the nodes' average GPU occupancy over that time (the GPUs of the bound,
+unfinished pods, sampled every second) and each process's CPU seconds; then, per benchmark, every run's figures
+side by side and the ratio of each scheduler's mean to KAI's. Not a test: numbers, no pass/fail.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import shutil
@@ -39,7 +59,10 @@ from typing import NamedTuple
 
 import yaml
 
+from kai.api.names import BATCH_MIN_MEMBER_ANNOTATION, MAX_RUNTIME_ANNOTATION
+from kai.common.durations import parse_duration
 from kai.dev.controlplane import ControlPlane
+from kai.dev.gobuild import ControlPlaneError
 from kai.kube.client import ApiError, Kube, object_path
 from kai.kube.watch import Informer
 
@@ -48,6 +71,8 @@ sys.path.insert(0, str(ROOT / "tests"))  # the tests' manifest builders
 from support import manifests as m  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
+import kai_live  # noqa: E402
+from kai_live import KaiComponents, Processes  # noqa: E402
 from live_scale import Components, cpu_seconds, create_all  # noqa: E402
 
 DEPLOY = ROOT / "deploy"
@@ -57,6 +82,13 @@ GPU = "nvidia.com/gpu"
 #: ``kai-scheduler run``'s components as the chart deploys them, each a process; not the admission webhook,
 #: which the API server is not told of here.
 COMPONENTS = ("scheduler", "binder", "podgrouper", "podgroup-controller", "queue-controller")
+SCHEDULERS = ("project", "project-backfill", "kai")
+#: knavigator's KAI Job template, which ``project-backfill`` runs a copy of with a declared maximum runtime.
+JOB_TEMPLATE = "resources/benchmarks/templates/kai/job.yaml"
+#: Seconds a Job's declared maximum runtime exceeds the ``ttl`` its pods run (``project-backfill``, by default): the
+#: runtime counts from the scheduler's placement, the pods complete ``ttl`` after kwok made them Running, and on a
+#: loaded dev cluster (a load average of 20 on 2 cores) that took more than 30 s.
+RUNTIME_MARGIN = 60.0
 
 
 @dataclass(frozen=True)
@@ -153,6 +185,89 @@ def reduced_crd(group: str, version: str, kind: str, plural: str) -> dict:
 
 MPIJOB_CRD = reduced_crd("kubeflow.org", "v2beta1", "MPIJob", "mpijobs")
 
+# -- adjusted copies of the workflows (--gangs, project-backfill) -------------------------------------------
+
+#: What ``--gangs`` annotates the Job with: all its pods are one gang (KAI's podgrouper reads it; its default is 1).
+GANG = {BATCH_MIN_MEMBER_ANNOTATION: "{{.replicas}}"}
+#: What ``project-backfill`` annotates the Job with: its maximum runtime, a parameter of the test's tasks.
+RUNTIME = {MAX_RUNTIME_ANNOTATION: "{{.maxRuntime}}"}
+
+
+def annotated(template: str, annotations: dict[str, str]) -> str:
+    """knavigator's Job template with ``annotations`` (quoted values, which may be template actions) on the Job: its
+    first document's top-level ``metadata``, which must have no annotations yet."""
+    lines = template.splitlines(keepends=True)
+    try:
+        at = next(i for i, line in enumerate(lines) if line.rstrip() == "metadata:")
+    except StopIteration:
+        raise ValueError("the Job template has no top-level metadata") from None
+    for line in lines[at + 1:]:
+        if line.strip() and not line.startswith(" "):
+            break
+        if line.startswith("  annotations:"):
+            raise ValueError("the Job template's metadata has annotations already")
+    added = "".join(f'    {key}: "{value}"\n' for key, value in annotations.items())
+    return "".join(lines[:at + 1]) + "  annotations:\n" + added + "".join(lines[at + 1:])
+
+
+def max_runtime(ttl: object, margin: float = RUNTIME_MARGIN) -> str:
+    """The maximum runtime a Job whose pods run ``ttl`` declares: ``margin`` seconds more, a Go duration."""
+    return f"{parse_duration(ttl, 'ttl') + margin:g}s"
+
+
+def registering(config: dict, template: str) -> tuple[dict, set[str]]:
+    """``config`` (a workflow) registering ``template`` in place of knavigator's Job template, and the ids of the
+    tasks that register it."""
+    tasks, ids = [], set()
+    for task in config.get("tasks") or ():
+        params = task.get("params") or {}
+        if task.get("type") == "RegisterObj" and params.get("template") == JOB_TEMPLATE:
+            task = {**task, "params": {**params, "template": template}}
+            ids.add(task["id"])
+        tasks.append(task)
+    if not ids:
+        raise ValueError(f"the workflow registers no {JOB_TEMPLATE}")
+    return {**config, "tasks": tasks}, ids
+
+
+def declaring_runtimes(test: dict, registered: set[str], margin: float = RUNTIME_MARGIN) -> dict:
+    """``test`` (a workflow) with a ``maxRuntime`` parameter on every task that submits a Job of ``registered``
+    (from its ``ttl``)."""
+    tasks = []
+    for task in test.get("tasks") or ():
+        params = task.get("params") or {}
+        if task.get("type") == "SubmitObj" and params.get("refTaskId") in registered:
+            values = params.get("params") or {}
+            if "ttl" not in values:
+                raise ValueError(f"task {task.get('id')!r} submits Jobs without a ttl: no runtime to declare")
+            declared = max_runtime(values["ttl"], margin)
+            task = {**task, "params": {**params, "params": {**values, "maxRuntime": declared}}}
+        tasks.append(task)
+    return {**test, "tasks": tasks}
+
+
+def adjusted_workflows(folder: Path, bench: Benchmark, source: Path, workdir: Path, gangs: bool,
+                       margin: float | None) -> list[Path]:
+    """Copies of the benchmark's workflows, written into ``workdir``, whose Jobs are gangs of all their pods
+    (``gangs``) and declare their maximum runtime, ``margin`` seconds above their pods' ``ttl`` (unless None)."""
+    runtimes = margin is not None
+    template = workdir / "job.yaml"
+    template.write_text(annotated((source / JOB_TEMPLATE).read_text(),
+                                  {**(GANG if gangs else {}), **(RUNTIME if runtimes else {})}))
+    config, *tests = bench.workflows
+    workflow, ids = registering(yaml.safe_load((folder / config).read_text()), str(template))
+    paths = [workdir / config]
+    paths[0].write_text(yaml.safe_dump(workflow, sort_keys=False))
+    for test in tests:
+        paths.append(workdir / test)
+        if runtimes:
+            paths[-1].write_text(yaml.safe_dump(declaring_runtimes(yaml.safe_load((folder / test).read_text()), ids,
+                                                                   margin), sort_keys=False))
+        else:
+            shutil.copyfile(folder / test, paths[-1])
+    return paths
+
+
 # -- watching the run -------------------------------------------------------------------------------------
 
 
@@ -247,10 +362,30 @@ def wait_served(kube: Kube, path: str, timeout: float = 60.0) -> None:
             time.sleep(0.2)
 
 
-def run(name: str, args: argparse.Namespace, kubeconfig: str, workdir: Path, plane: dict[str, int]) -> dict:
-    """The benchmark ``name`` on ``kubeconfig``; ``plane`` names the control plane's processes (pids)."""
+def start(scheduler: str, kubeconfig: str, workdir: Path, run_args: list[str]) -> Processes:
+    """The scheduler's components, started: KAI's, or ``kai-scheduler run``'s (with the reservation policy on for
+    ``project-backfill``)."""
+    if scheduler == "kai":
+        kai = KaiComponents(kubeconfig, workdir, kai_live.build())
+        kai.start()
+        return kai
+    if scheduler == "project-backfill":
+        (workdir / "scheduler-config.yaml").write_text(yaml.safe_dump({"reservation": {"enabled": True}}))
+        run_args = [*run_args, "--config", str(workdir / "scheduler-config.yaml")]
+    components = Components(kubeconfig, workdir, run_args)
+    components.start(*COMPONENTS)
+    return components
+
+
+def run(name: str, scheduler: str, args: argparse.Namespace, kubeconfig: str, workdir: Path,
+        plane: dict[str, int]) -> dict:
+    """The benchmark ``name`` on ``kubeconfig`` against ``scheduler``; ``plane`` names the control plane's processes
+    (pids)."""
     bench = BENCHMARKS[name]
     folder = args.knavigator_source / bench.folder
+    margin = args.runtime_margin if scheduler == "project-backfill" else None
+    workflows = (adjusted_workflows(folder, bench, args.knavigator_source, workdir, args.gangs, margin)
+                 if args.gangs or margin is not None else [folder / w for w in bench.workflows])
     kube = Kube.connect(kubeconfig, pool_size=64)
     m.install(kube, DEPLOY)
     m.apply(kube, MPIJOB_CRD)
@@ -258,12 +393,12 @@ def run(name: str, args: argparse.Namespace, kubeconfig: str, workdir: Path, pla
     nodes = configured_nodes(yaml.safe_load((folder / bench.nodes).read_text()))
     create_all(kube, nodes)
     capacity = {n["metadata"]["name"]: int(n["status"]["allocatable"][GPU]) for n in nodes}
-    print(f"{name}: {len(nodes)} nodes ({sum(capacity.values())} GPUs) created", flush=True)
+    print(f"{name} ({scheduler}): {len(nodes)} nodes ({sum(capacity.values())} GPUs) created", flush=True)
 
-    components = Components(kubeconfig, workdir, args.run_args)
+    components: Processes = Processes()
     watch: Watch | None = None
     try:
-        components.start(*COMPONENTS)
+        components = start(scheduler, kubeconfig, workdir, args.run_args)
         watch = Watch(kube, capacity)
         pids = {**plane, **{c: p.pid for c, p in components.procs.items()}}
         cpu0 = {c: cpu_seconds(pid) for c, pid in pids.items()}
@@ -271,8 +406,7 @@ def run(name: str, args: argparse.Namespace, kubeconfig: str, workdir: Path, pla
         t0 = time.monotonic()
         with open(workdir / "knavigator.log", "wb") as log:
             knavigator = subprocess.Popen(
-                [str(args.knavigator), "-kubeconfig", kubeconfig,
-                 "-workflow", ",".join(str(folder / w) for w in bench.workflows)],
+                [str(args.knavigator), "-kubeconfig", kubeconfig, "-workflow", ",".join(map(str, workflows))],
                 cwd=args.knavigator_source, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         submitted = made = ran = finished = None
         next_sample = t0
@@ -299,14 +433,15 @@ def run(name: str, args: argparse.Namespace, kubeconfig: str, workdir: Path, pla
         pods = watch.expected_pods()
         used = {c: cpu_seconds(pid) - cpu0[c] for c, pid in pids.items()}
         result = {
-            "benchmark": name, "nodes": len(nodes), "gpus": sum(capacity.values()),
+            "benchmark": name, "scheduler": scheduler, "components": sorted(components.procs),
+            "nodes": len(nodes), "gpus": sum(capacity.values()),
             "jobs": len(watch.jobs.list()), "pods": pods, "pods_ran": len(watch.ran),
             "submitted_s": submitted, "all_made_s": made, "all_ran_s": ran, "all_finished_s": finished,
             "pods_per_s": pods / ran if ran else None,
             "gpu_occupancy": sum(watch.samples) / len(watch.samples) if watch.samples else 0.0,
             "load_before": load0, "load_after": os.getloadavg(), "cpu_s": used,
         }
-        report(result, end, args.timeout)
+        report(result, end, args.timeout, args.until)
         return result
     finally:
         if watch is not None:
@@ -315,27 +450,73 @@ def run(name: str, args: argparse.Namespace, kubeconfig: str, workdir: Path, pla
         print(f"logs in {workdir}", flush=True)
 
 
-def report(r: dict, end: float, timeout: float) -> None:
+def report(r: dict, end: float, timeout: float, until: str) -> None:
     def seconds(value: float | None) -> str:
         return f"{value:.1f}s" if value is not None else f"not within {timeout:.0f}s"
 
-    print(f"{r['benchmark']}: {r['jobs']} Jobs, {r['pods_ran']}/{r['pods']} pods ran; knavigator submitted in "
+    run = f"{r['benchmark']} ({r['scheduler']})"
+    print(f"{run}: {r['jobs']} Jobs, {r['pods_ran']}/{r['pods']} pods ran; knavigator submitted in "
           f"{seconds(r['submitted_s'])}; the Job controller made every pod in {seconds(r['all_made_s'])}; "
-          f"all pods ran {seconds(r['all_ran_s'])}, all Jobs finished "
-          f"{seconds(r['all_finished_s'])} after knavigator's start")
+          f"all pods ran {seconds(r['all_ran_s'])}"
+          + ("" if until == "running" else f", all Jobs finished {seconds(r['all_finished_s'])}")
+          + " after knavigator's start")
     if r["pods_per_s"]:
-        print(f"{r['benchmark']}: {r['pods_per_s']:.1f} pods/s until every pod ran")
-    print(f"{r['benchmark']}: average GPU occupancy {r['gpu_occupancy'] * 100:.1f}% over {end:.0f}s")
-    print(f"{r['benchmark']}: load average {' '.join(f'{x:.2f}' for x in r['load_before'])} before, "
+        print(f"{run}: {r['pods_per_s']:.1f} pods/s until every pod ran")
+    print(f"{run}: average GPU occupancy {r['gpu_occupancy'] * 100:.1f}% over {end:.0f}s")
+    print(f"{run}: load average {' '.join(f'{x:.2f}' for x in r['load_before'])} before, "
           f"{' '.join(f'{x:.2f}' for x in r['load_after'])} after ({os.cpu_count()} cores); CPU seconds: "
           + ", ".join(f"{c} {s:.0f}" for c, s in sorted(r["cpu_s"].items(), key=lambda kv: -kv[1])), flush=True)
 
 
-def private_run(name: str, args: argparse.Namespace) -> dict:
+def private_run(name: str, scheduler: str, args: argparse.Namespace) -> dict:
     """``run`` on a control plane of its own, whose kwok completes only the pods that ask for it."""
-    workdir = Path(tempfile.mkdtemp(prefix=f"kai-knavigator-{name}-"))
+    workdir = Path(tempfile.mkdtemp(prefix=f"kai-knavigator-{name}-{scheduler}-"))
     with ControlPlane(state_dir=workdir / "control-plane", job_pods_complete=False) as plane:
-        return run(name, args, str(plane.kubeconfig), workdir, {n: rec.pid for n, rec in plane.processes.items()})
+        return run(name, scheduler, args, str(plane.kubeconfig), workdir,
+                   {n: rec.pid for n, rec in plane.processes.items()})
+
+
+def mean(values: list[float | None]) -> float | None:
+    """The mean, None when there is none or a run did not get that far."""
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known and len(known) == len(values) else None
+
+
+#: The summary's rows: a label and how one run's figure is read from its result.
+FIGURES = (
+    ("every pod ran (s)", lambda r: r["all_ran_s"]),
+    ("every Job finished (s)", lambda r: r["all_finished_s"]),
+    ("pods/s until every pod ran", lambda r: r["pods_per_s"]),
+    ("average GPU occupancy (%)", lambda r: r["gpu_occupancy"] * 100),
+    ("scheduler's components, CPU s", lambda r: sum(r["cpu_s"][c] for c in r["components"])),
+    ("control plane, CPU s", lambda r: sum(s for c, s in r["cpu_s"].items() if c not in r["components"])),
+)
+
+
+def summary(runs: list[dict]) -> list[list[str]]:
+    """Per benchmark, a table: a row per figure, a column per scheduler with every run's figure (in run order),
+    and the ratio of each other scheduler's mean to KAI's when KAI ran."""
+    rows: list[list[str]] = []
+    for name in dict.fromkeys(r["benchmark"] for r in runs):
+        by = {s: [r for r in runs if r["benchmark"] == name and r["scheduler"] == s]
+              for s in dict.fromkeys(r["scheduler"] for r in runs if r["benchmark"] == name)}
+        others = [s for s in by if s != "kai"] if "kai" in by else []
+        rows.append([name, *by, *(f"{s} / kai" for s in others)])
+        for label, figure in FIGURES:
+            values = {s: [figure(r) for r in rs] for s, rs in by.items()}
+            cells = [", ".join("-" if v is None else f"{v:.1f}" for v in vs) for vs in values.values()]
+            kai = mean(values.get("kai", []))
+            for s in others:
+                mine = mean(values[s])
+                cells.append(f"{mine / kai:.2f}" if mine is not None and kai else "-")
+            rows.append([label, *cells])
+    return rows
+
+
+def print_table(rows: list[list[str]]) -> None:
+    widths = [max(len(row[i]) for row in rows if i < len(row)) for i in range(max(map(len, rows)))]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
 
 
 def main(argv: list[str]) -> int:
@@ -346,13 +527,35 @@ def main(argv: list[str]) -> int:
                    help="a checkout of knavigator, for its workflows (default: $KNAVIGATOR_SOURCE)")
     p.add_argument("--benchmark", nargs="+", choices=sorted(BENCHMARKS), default=list(BENCHMARKS),
                    help="the benchmarks to run, one after the other (default: all)")
+    p.add_argument("--scheduler", nargs="+", choices=SCHEDULERS, default=["project"],
+                   help="who schedules: this project, this project with the reservation policy on and the Jobs' "
+                        "runtimes declared, or KAI's Go components; several run one after the other (default: "
+                        "project)")
+    p.add_argument("--repeat", type=int, default=1, metavar="N",
+                   help="runs of each scheduler on each benchmark, the schedulers' order reversed every other "
+                        "round (default 1)")
+    p.add_argument("--gangs", action="store_true",
+                   help="every run's Jobs are gangs of all their pods (kai.scheduler/batch-min-member, in copies of "
+                        "the workflows); project-backfill needs it")
+    p.add_argument("--runtime-margin", type=float, default=RUNTIME_MARGIN, metavar="SECONDS",
+                   help="how much longer than its pods' ttl a Job's declared maximum runtime is (project-backfill; "
+                        "default %(default)g)")
     p.add_argument("--until", choices=("running", "finished"), default="finished",
                    help="stop once every pod ran, or once every Job finished too (default)")
-    p.add_argument("--timeout", type=float, default=3600.0, help="seconds per benchmark (default 3600)")
+    p.add_argument("--timeout", type=float, default=3600.0, help="seconds per run (default 3600)")
+    p.add_argument("--json", type=Path, metavar="FILE", help="also write every run's numbers to FILE")
     p.add_argument("--if-available", action="store_true",
-                   help="without knavigator or its checkout, say so in one line and exit 0 (as tox -e bench runs it)")
+                   help="without knavigator or its checkout, say so in one line and exit 0; without Go or KAI's "
+                        "source, say so and leave KAI out (as tox -e bench runs it)")
     p.add_argument("run_args", nargs="*", help="extra arguments of kai-scheduler run (after --)")
     args = p.parse_args(argv)
+    if args.repeat < 1:
+        p.error("--repeat must be at least 1")
+    if "project-backfill" in args.scheduler and not args.gangs:
+        p.error("project-backfill declares each Job's runtime from its pods', true only when they all start "
+                "together: give --gangs")
+    if "project-backfill" in args.scheduler and any(a.split("=")[0] == "--config" for a in args.run_args):
+        p.error("project-backfill gives kai-scheduler run its own --config")
     missing = []
     if not args.knavigator or not os.access(args.knavigator, os.X_OK):
         missing.append("a knavigator binary (--knavigator, or knavigator on the PATH)")
@@ -363,11 +566,29 @@ def main(argv: list[str]) -> int:
             print(f"knavigator's benchmarks skipped: they need {' and '.join(missing)}")
             return 0
         p.error(f"needs {' and '.join(missing)}")
+    schedulers = list(dict.fromkeys(args.scheduler))
+    if "kai" in schedulers:
+        try:
+            kai_live.build()
+        except (ControlPlaneError, OSError, subprocess.CalledProcessError) as err:
+            if not args.if_available:
+                raise
+            print(f"knavigator's benchmarks against KAI skipped: {err}")
+            schedulers.remove("kai")
+            if not schedulers:
+                return 0
     args.knavigator = Path(args.knavigator).absolute()
     args.knavigator_source = args.knavigator_source.absolute()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the private control plane too
+    runs = []
     for name in args.benchmark:
-        private_run(name, args)
+        for r in range(args.repeat):
+            for scheduler in schedulers if r % 2 == 0 else reversed(schedulers):
+                print(f"-- {name}: {scheduler} (run {r + 1} of {args.repeat})", flush=True)
+                runs.append(private_run(name, scheduler, args))
+                if args.json:
+                    args.json.write_text(json.dumps(runs, indent=1))
+    print_table(summary(runs))
     return 0
 
 
