@@ -150,6 +150,7 @@ class Build:
         default_priority = next((v for _, v, is_default in inf["priorityclasses"].list() if is_default),
                                 DEFAULT_PRIORITY)
         self.podgroup_views, groups_touched = views, groups_touched = inf["podgroups"].take()
+        self.cache.overlay_annotated(views, groups_touched)  # its own writes the watch does not show yet
         self.problems += [Problem("job", pg.key, "InvalidPodGroup", pg.invalid)
                           for pg in filter(_INVALID, views.values())]
         topologies = inf["topologies"].changes  # a job's topology constraint is resolved against them

@@ -96,6 +96,9 @@ ASSUME_TTL = 60.0
 #: times it records): a change of these alone lets no cycle decide anything new.
 POD_RECORDS = frozenset({"unschedulable_message"})
 PODGROUP_RECORDS = frozenset({"conditions", "last_start", "stale_since", "last_eviction", "reservation"})
+#: The records this scheduler writes as PodGroup annotations, which later cycles read (minimum and maximum
+#: runtime, staleness, reservations).
+ANNOTATED_RECORDS = ("last_start", "stale_since", "last_eviction", "reservation")
 
 
 def wakes(kind: str, view: object, previous: object) -> bool:
@@ -189,6 +192,9 @@ class ClusterCache:
         self._lock = threading.Lock()
         self._bound: dict[str, Assumed] = {}
         self._evicted: dict[str, Assumed] = {}
+        #: PodGroups as this scheduler's annotation writes left them, by key, with when the assumption ends.
+        self._annotated: dict[str, tuple[PodGroupView, float]] = {}
+        self._annotations = 0  # how many such writes there were
         self._reuse = Reuse()
         self.kube = kube
 
@@ -273,6 +279,32 @@ class ClusterCache:
             self._bound.pop(pod.key, None)
             self._evicted.pop(pod.key, None)
 
+    def annotated(self, written: PodGroupView) -> None:
+        """``written`` is a PodGroup as this scheduler's write of its records left it (the API server's answer):
+        its records are assumed until the watch shows them, for at most :data:`ASSUME_TTL`."""
+        with self._lock:
+            self._annotated[written.key] = (written, time.monotonic() + ASSUME_TTL)
+            self._annotations += 1
+
+    def overlay_annotated(self, podgroups: dict[str, PodGroupView], touched: set[str]) -> None:
+        """Gives the PodGroups of ``podgroups`` (a store's copy) the records this scheduler wrote and the watch does
+        not show yet; the assumptions shown, gone or expired are dropped. The PodGroups looked at count as
+        ``touched``, so that their jobs follow."""
+        now = time.monotonic()
+        with self._lock:
+            for key, (written, until) in list(self._annotated.items()):
+                view = podgroups.get(key)
+                records = {f: getattr(written, f) for f in ANNOTATED_RECORDS}
+                if view is None:
+                    del self._annotated[key]
+                    continue
+                touched.add(key)  # the job is built again from the view: the store's, or with the records
+                if (view.uid != written.uid or now > until
+                        or all(getattr(view, f) == value for f, value in records.items())):
+                    del self._annotated[key]
+                else:
+                    podgroups[key] = attrs.evolve(view, **records)
+
     def assumptions(self, pods: dict[str, PodView], binds: dict[str, BindRequestView]) -> Assumptions:
         """The live assumptions; those the watch has confirmed or that expired are dropped."""
         now = time.monotonic()
@@ -298,7 +330,9 @@ class ClusterCache:
         from has changed (:mod:`kai.scheduler.reuse`)."""
         now = time.time() if now is None else now
         reuse = self._reuse
-        inputs = (tuple(informer.changes for informer in self.informers.values()), self.restrict_node_scheduling,
+        # the stores' changes and this scheduler's own annotation writes, which a cycle shows before the watch does
+        changes = (*(informer.changes for informer in self.informers.values()), self._annotations)
+        inputs = (changes, self.restrict_node_scheduling,
                   self.full_hierarchy_fairness, self.reservation_app, self.stuck_after)
         if reuse.cycle is not None and inputs == reuse.inputs:
             again = reuse.same_cycle(self.assumptions(reuse.pods, reuse.binds), now)

@@ -72,7 +72,7 @@ from kai.framework.snapshot import NODE_NOT_FOUND
 from kai.kube import dra
 from kai.kube.client import STRATEGIC_MERGE_PATCH, ApiError, Kube, object_path
 from kai.kube.events import NORMAL, WARNING, record_event
-from kai.kube.views import JsonObject, PodGroupView, reservation_annotation
+from kai.kube.views import JsonObject, PodGroupView, podgroup_view, reservation_annotation
 from kai.logs import fields
 from kai.metrics import SchedulerMetrics
 from kai.scheduler.bindmode import DIRECT, binder_work
@@ -483,7 +483,11 @@ class Committer:
         if patch:
             path = object_path(*names.PODGROUPS, pg.namespace, pg.name)
             body = {"metadata": {"annotations": patch}}
-            self._submit("annotate PodGroup", pg.key, lambda: self.kube.patch(path, body),
+
+            def write() -> None:  # the next cycles read the records as written, before the watch shows them
+                self.cache.annotated(podgroup_view(self.kube.patch(path, body)))
+
+            self._submit("annotate PodGroup", pg.key, write,
                          dedupe=((f"PodGroup {pg.key}", "annotations"), f"{pg.uid} {sorted(patch.items())!r}"),
                          decision=True)  # the times the next cycles read (minimum and maximum runtime): not behind
 

@@ -144,6 +144,34 @@ def test_an_assumed_binding_rebuilds_the_cycle():
     assert second.snapshot.jobs["ns/g"].tasks["p"].status is TaskStatus.BINDING
 
 
+def test_a_podgroup_s_records_as_the_scheduler_wrote_them_before_the_watch_shows_them():
+    from kai.kube.views import podgroup_view
+
+    cluster = Cluster(nodes=[node("n1")], queues=[queue()], podgroups=[podgroup()], pods=[pod("p", node_name="n1")])
+    cache = cluster.load(ClusterCache(kube=None))
+    first = cache.snapshot(now=1.0)
+    assert first.snapshot.jobs["ns/g"].last_start is None
+    written = podgroup()
+    written["metadata"]["annotations"] = {"kai.scheduler/last-start-timestamp": "2026-01-01T00:00:00Z"}
+    cache.annotated(podgroup_view(written))  # the API server's answer; the watch has not shown it yet
+    second = cache.snapshot(now=2.0)
+    assert second is not first and second.snapshot.jobs["ns/g"].last_start == 1767225600.0
+    assert second.podgroups["ns/g"].last_start == 1767225600.0  # the committer does not write it again
+    # the watch shows the write: the assumption is dropped and the store's own view serves
+    cache.informers["podgroups"]._apply({"type": "MODIFIED", "object": versioned(written, 9)})
+    third = cache.snapshot(now=3.0)
+    assert third.snapshot.jobs["ns/g"].last_start == 1767225600.0 and not cache._annotated
+    # another write the watch never shows holds only until the assumption ends
+    later = copy.deepcopy(written)
+    later["metadata"]["annotations"]["kai.scheduler/last-start-timestamp"] = "2026-01-01T01:00:00Z"
+    cache.annotated(podgroup_view(later))
+    assert cache.snapshot(now=4.0).snapshot.jobs["ns/g"].last_start == 1767229200.0
+    cache._annotated["ns/g"] = (cache._annotated["ns/g"][0], 0.0)  # expired (ASSUME_TTL after the write)
+    cache.informers["pods"]._apply({"type": "MODIFIED", "object": versioned(pod("p", node_name="n1",
+                                                                                 phase="Running"), 10)})
+    assert cache.snapshot(now=5.0).snapshot.jobs["ns/g"].last_start == 1767225600.0
+
+
 def accounting(session) -> dict:
     """Each node's Node, amounts and placed tasks as a session opened them (change counts only grow, from
     whatever the accounting taken over had)."""
