@@ -7,6 +7,7 @@ kwok's pods run until they are deleted, so every job that ends here ends at its 
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -106,6 +107,26 @@ def test_a_job_is_stopped_at_its_runtime_limit_with_an_event_and_a_condition(kub
     group = kube.get(f"{m.collection('PodGroup', ns)}/limited")
     conditions = (group.get("status") or {}).get("schedulingConditions") or []
     assert any(c.get("type") == "RuntimeLimitExceeded" for c in conditions)
+
+
+def test_a_workload_made_again_after_its_runtime_limit_runs_its_whole_runtime_afresh(kube, scheduler, cluster):
+    ns = cluster
+    template = m.pod(ns, "", gpus=1, labels={"app": "again", "kai.scheduler/queue": ns}, node_selector={"e2e": ns})
+    m.apply(kube, {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                   "metadata": {"name": "again", "namespace": ns, "annotations": {"kai.scheduler/max-runtime": "15s"}},
+                   "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "again"}},
+                            "template": {"metadata": {"labels": template["metadata"]["labels"]},
+                                         "spec": template["spec"]}}})
+
+    def running() -> str | None:
+        return next((n for n, p in pods(kube, ns).items() if p["status"].get("phase") == "Running"), None)
+
+    first = wait_until(running, 40, "the first pod Running")
+    second = wait_until(lambda: (name := running()) != first and name, 60, "a pod made again Running")
+    # placed again, its job starts its runtime afresh: not evicted at once by the last start before
+    time.sleep(5)
+    assert phase(kube, ns, second) == "Running"
+    wait_until(lambda: phase(kube, ns, second) is None, 60, "the second pod evicted at its runtime limit")
 
 
 def test_a_bad_max_runtime_is_reported_on_its_podgroup_and_the_job_still_runs(kube, scheduler, cluster):

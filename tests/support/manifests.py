@@ -22,6 +22,7 @@ COLLECTIONS = {
     "Namespace": ("", "v1", "namespaces", False),
     "ServiceAccount": ("", "v1", "serviceaccounts", True),
     "Deployment": ("apps", "v1", "deployments", True),
+    "ReplicaSet": ("apps", "v1", "replicasets", True),
     "Job": ("batch", "v1", "jobs", True),
     "ValidatingWebhookConfiguration": ("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", False),
     "MutatingWebhookConfiguration": ("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", False),
