@@ -106,7 +106,7 @@ def allocate_job(session: Session, stmt: Statement, job: Job, pipeline_only: boo
             session.add_veto_fit_error(job, veto)
         return False
     nodes = session.nodes if candidates is None else [session.nodes[i] for i in candidates]
-    if closed := reservations(session).closed_to(job):
+    if closed := reservations(session).closed_to(job, tasks):
         nodes = [n for n in nodes if n.index not in closed]
     return TreePlacement(session, stmt, job, pipeline_only, nodes).place(tasks)
 

@@ -133,9 +133,11 @@ class Reservations:
             self.session.journal.job(job)
             job.reservation = reservation
 
-    def closed_to(self, job: Job) -> set[int]:
-        """Positions of the nodes held for other jobs that ``job`` may not use: it neither backfills (ends before
-        the holder's expected start) nor fits beside what the holder needs there at that start."""
+    def closed_to(self, job: Job, tasks: Iterable[Task]) -> set[int]:
+        """Positions of the nodes held for other jobs that ``job`` may not use to place ``tasks``: it neither
+        backfills (ends before the holder's expected start) nor fits beside what the holder needs there at that
+        start. What it asks for is its pending tasks and ``tasks`` -- also those an eviction action moves, which
+        are not pending."""
         if not self.holder:
             return set()
         now, node_by_name = self.session.now, self.session.node_by_name
@@ -148,7 +150,8 @@ class Reservations:
             if job.max_runtime is not None and start is not None and now + job.max_runtime <= start:
                 continue
             if asked is None:
-                asked = _total(t for t in job.tasks.values() if t.status is TaskStatus.PENDING)
+                placing = {t.uid: t for t in job.tasks.values() if t.status is TaskStatus.PENDING}
+                asked = _total({**placing, **{t.uid: t for t in tasks}}.values())
             node = node_by_name[name]
             spare = _minus(_free_at(self._profile(node, owner), now if start is None else start), self.need[name])
             if not _fits(asked, spare):

@@ -128,3 +128,18 @@ def test_a_job_without_runtime_uses_the_gpus_of_a_reserved_node_the_gang_does_no
 def test_max_gpus_counts_the_gpus_the_gangs_need_not_whole_nodes():
     assert _partly_needed(policy_gpus=12).jobs["default/gang"].reservation.nodes == ("n1", "n2")
     assert _partly_needed(policy_gpus=11).jobs["default/gang"].reservation is None
+
+
+def test_consolidation_does_not_move_a_pod_onto_nodes_reserved_for_a_gang():
+    # the gang holds n2 and n3 (8 GPUs each at +100); moving "moved" (2 GPUs) to n2 would free room for "waiting"
+    # on n1 but take the room the gang needs there, and "moved" neither ends before the gang starts nor fits beside
+    nodes = [kt.node(f"n{i}", gpus=8) for i in (1, 2, 3)]
+    gang = kt.job("gang", tasks=2, gpus=8, priority=90)
+    moved, kept = kt.job("moved", gpus=2, status="Running", node="n1"), kt.job("kept", gpus=4, status="Running",
+                                                                              node="n1")
+    waiting = kt.job("waiting", gpus=4, creation=1.0)
+    jobs = [_running("r2", "n2", 6, 100), _running("r3", "n3", 6, 100), gang, moved, kept, waiting]
+    config = SchedulerConfig(("allocate", "consolidation"), DEFAULT_CONFIG.plugins, reservation=ON)
+    session = run_session(kt.cluster(nodes, jobs=jobs, now=NOW), Plugins(config))
+    assert session.jobs["default/gang"].reservation.nodes == ("n2", "n3")
+    assert session.decisions == []
