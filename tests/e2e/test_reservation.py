@@ -121,12 +121,15 @@ def test_a_workload_made_again_after_its_runtime_limit_runs_its_whole_runtime_af
     def running() -> str | None:
         return next((n for n, p in pods(kube, ns).items() if p["status"].get("phase") == "Running"), None)
 
-    first = wait_until(running, 40, "the first pod Running")
-    second = wait_until(lambda: (name := running()) != first and name, 60, "a pod made again Running")
-    # placed again, its job starts its runtime afresh: not evicted at once by the last start before
-    time.sleep(5)
-    assert phase(kube, ns, second) == "Running"
-    wait_until(lambda: phase(kube, ns, second) is None, 60, "the second pod evicted at its runtime limit")
+    try:
+        first = wait_until(running, 40, "the first pod Running")
+        second = wait_until(lambda: (name := running()) != first and name, 60, "a pod made again Running")
+        # placed again, its job starts its runtime afresh: not evicted at once by the last start before
+        time.sleep(5)
+        assert phase(kube, ns, second) == "Running"
+        wait_until(lambda: phase(kube, ns, second) is None, 60, "the second pod evicted at its runtime limit")
+    finally:  # no more pods made again
+        kube.delete(f"{m.collection('ReplicaSet', ns)}/again", {"propagationPolicy": "Background"})
 
 
 def test_a_bad_max_runtime_is_reported_on_its_podgroup_and_the_job_still_runs(kube, scheduler, cluster):
