@@ -474,7 +474,7 @@ class Committer:
             held = job.reservation
             patch[names.RESERVATION_ANNOTATION] = None if held is None else reservation_annotation(held)
             ref = podgroup_ref(pg)
-            if held is not None and (pg.reservation is None or pg.reservation.nodes != held.nodes):
+            if held is not None and held.nodes and (pg.reservation is None or pg.reservation.nodes != held.nodes):
                 self._event(ref, NORMAL, names.REASON_NODES_RESERVED,
                             f"Reserved nodes {', '.join(held.nodes)} until {rfc3339(held.until)}")
             elif held is None and pg.reservation is not None:

@@ -463,6 +463,20 @@ def test_committer_writes_the_reservation_with_an_event_and_releases_it():
     assert event["message"] == "Reserved nodes n1 until 2026-01-01T01:00:00Z"
 
 
+def test_a_reservation_that_holds_no_node_is_written_without_a_nodes_reserved_event():
+    kube = RecordingKube()
+    cache = cache_for(kube, [pod("p", "g")], [podgroup("g")])
+    committer = Committer(kube, cache, workers=2)
+    c = cache.snapshot(now=JAN1)
+    session = kt.run(c.snapshot)
+    session.jobs["ns/g"].reservation = Reservation((), JAN1, JAN1 + 3600, None)
+    committer.commit(session, c)
+    wait(committer)
+    patches = [b["metadata"]["annotations"] for b in kube.of("PATCH", "/podgroups/g") if "metadata" in b]
+    assert any("kai.scheduler/reservation" in a for a in patches)
+    assert not [e for e in kube.of("POST", "/events") if e["reason"] == "NodesReserved"]
+
+
 def test_committer_reports_a_runtime_limit_with_an_event_and_a_condition():
     kube = RecordingKube()
     running = pod("p", "g")
