@@ -59,12 +59,14 @@ MIG_MIXED = Reject(NAME, "non MIG jobs cant run on a node with MigStrategy='mixe
 PORTS = Reject(NAME, "node(s) didn't have free ports for the requested pod ports")
 MIG_ENABLED_LABEL = "node-role.kubernetes.io/mig-enabled"
 #: Memo keys of what the plugin works out from the snapshot as built: the jobs with required anti-affinity, host
-#: ports and volume claims, the MIG nodes' strategies by name, and the largest node.
+#: ports and volume claims, the MIG nodes' strategies by name, the largest node and whether a node has host ports
+#: in use outside the jobs.
 ANTI_AFFINITY = JobsKey("predicates/anti-affinity")
 HOST_PORTS = JobsKey("predicates/host-ports")
 CLAIMS = JobsKey("predicates/claims")
 MIG_NODES: MemoKey[dict[str, str]] = MemoKey("predicates/mig-nodes")
 LARGEST: MemoKey[LargestNode] = MemoKey("predicates/largest-node")
+NODE_PORTS: MemoKey[bool] = MemoKey("predicates/node-ports")
 
 
 def mig_strategy(node) -> str | None:
@@ -286,8 +288,8 @@ class Predicates:
         self.conditions = {}
         self.claims = {}
         self.volumes = _Volumes()
-        if jobs_where(session, HOST_PORTS, _has_host_ports) or any(
-                n.node.host_ports for n in session.nodes):
+        node_ports: bool = nodes_as_built(session, NODE_PORTS, lambda: any(n.node.host_ports for n in session.nodes))
+        if node_ports or jobs_where(session, HOST_PORTS, _has_host_ports):
             self.ports = _HostPorts(session)
         else:
             self.ports = None
