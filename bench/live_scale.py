@@ -326,7 +326,8 @@ class Components(Processes):
             self.procs[component] = subprocess.Popen(
                 [sys.executable, "-m", "kai.cli", "run", "--kubeconfig", self.kubeconfig, "--components", component,
                  "--metrics-address=127.0.0.1:0", "--log-level", "INFO", *self.run_args],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                # not started in a source checkout, whose ``kai`` folder would stand in for the installed package
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.workdir)
         for component in components:
             proc = self.procs[component]
             while f"{component} started" not in (self.workdir / f"{component}.log").read_text(errors="replace"):

@@ -41,7 +41,8 @@ def start(kubeconfig: str, log: Path, *args: str) -> subprocess.Popen:
     """A ``kai-scheduler run`` process with ``args``, once it logs that it started (its first component)."""
     proc = subprocess.Popen([sys.executable, "-m", "kai.cli", "run", "--kubeconfig", kubeconfig,
                              "--metrics-address=127.0.0.1:0", "--log-level", "INFO", *args],
-                            stdout=open(log, "wb"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                            stdout=open(log, "wb"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            cwd=log.parent)  # not a source checkout: its ``kai`` would shadow the installed one
     while " started" not in log.read_text(errors="replace"):
         if proc.poll() is not None:
             raise SystemExit(f"exited with {proc.returncode}; see {log}")
