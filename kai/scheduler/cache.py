@@ -95,10 +95,10 @@ ASSUME_TTL = 60.0
 #: What the scheduler itself writes back about a pod (its explanation) and a PodGroup (its explanation and the
 #: times it records): a change of these alone lets no cycle decide anything new.
 POD_RECORDS = frozenset({"unschedulable_message"})
-PODGROUP_RECORDS = frozenset({"conditions", "last_start", "stale_since", "last_eviction", "reservation"})
 #: The records this scheduler writes as PodGroup annotations, which later cycles read (minimum and maximum
 #: runtime, staleness, reservations).
 ANNOTATED_RECORDS = ("last_start", "stale_since", "last_eviction", "reservation")
+PODGROUP_RECORDS = frozenset({"conditions", *ANNOTATED_RECORDS})
 
 
 def wakes(kind: str, view: object, previous: object) -> bool:

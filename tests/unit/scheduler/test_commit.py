@@ -447,16 +447,21 @@ def test_a_pod_created_again_under_the_same_name_is_explained_again():
 JAN1 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 
 
-def test_committer_writes_the_reservation_with_an_event_and_releases_it():
+def commit_reservation(reservation: Reservation) -> tuple[RecordingKube, list[dict]]:
+    """A cycle whose session gives PodGroup ``g`` ``reservation``, committed: the kube and the annotation patches."""
     kube = RecordingKube()
     cache = cache_for(kube, [pod("p", "g")], [podgroup("g")])
     committer = Committer(kube, cache, workers=2)
     c = cache.snapshot(now=JAN1)
     session = kt.run(c.snapshot)
-    session.jobs["ns/g"].reservation = Reservation(("n1",), JAN1, JAN1 + 3600, JAN1 + 60)
+    session.jobs["ns/g"].reservation = reservation
     committer.commit(session, c)
     wait(committer)
-    patches = [b["metadata"]["annotations"] for b in kube.of("PATCH", "/podgroups/g") if "metadata" in b]
+    return kube, [b["metadata"]["annotations"] for b in kube.of("PATCH", "/podgroups/g") if "metadata" in b]
+
+
+def test_committer_writes_the_reservation_with_an_event_and_releases_it():
+    kube, patches = commit_reservation(Reservation(("n1",), JAN1, JAN1 + 3600, JAN1 + 60))
     written = [a["kai.scheduler/reservation"] for a in patches if "kai.scheduler/reservation" in a]
     assert parse_reservation(written[0]) == Reservation(("n1",), JAN1, JAN1 + 3600, JAN1 + 60)
     (event,) = [e for e in kube.of("POST", "/events") if e["reason"] == "NodesReserved"]
@@ -464,15 +469,7 @@ def test_committer_writes_the_reservation_with_an_event_and_releases_it():
 
 
 def test_a_reservation_that_holds_no_node_is_written_without_a_nodes_reserved_event():
-    kube = RecordingKube()
-    cache = cache_for(kube, [pod("p", "g")], [podgroup("g")])
-    committer = Committer(kube, cache, workers=2)
-    c = cache.snapshot(now=JAN1)
-    session = kt.run(c.snapshot)
-    session.jobs["ns/g"].reservation = Reservation((), JAN1, JAN1 + 3600, None)
-    committer.commit(session, c)
-    wait(committer)
-    patches = [b["metadata"]["annotations"] for b in kube.of("PATCH", "/podgroups/g") if "metadata" in b]
+    kube, patches = commit_reservation(Reservation((), JAN1, JAN1 + 3600, None))
     assert any("kai.scheduler/reservation" in a for a in patches)
     assert not [e for e in kube.of("POST", "/events") if e["reason"] == "NodesReserved"]
 
