@@ -38,6 +38,10 @@ are its PodGroup's, so nothing to write. Explanations are written when they chan
 write is logged naming the object and is retried in a later cycle; an exception while handling one decision or
 one job is logged and the others go on; nothing here raises into the scheduling loop.
 
+Explanations and reports wait in a bounded queue: beyond ``REPORT_LIMIT`` queued, a new one is dropped, logged
+(the first, then every thousandth) and counted, as client-go's event broadcaster drops events when its queue is full;
+what a dropped explanation said is written again by a later cycle that still finds it true. Decisions are never dropped.
+
 On stop (:meth:`Committer.close`) the explanations not yet started are dropped -- the next leader
 writes them again -- and the decisions already submitted are finished, for at most a few seconds,
 so a gang's BindRequests go out together. Those not started by then are dropped: the next leader
@@ -96,6 +100,8 @@ log = logging.getLogger(__name__)
 
 #: How long a Binding without an answer is looked for on its pod before the pod may be placed again, seconds.
 UNANSWERED_WAIT = 10.0
+#: How many explanations and reports may wait to be written before new ones are dropped.
+REPORT_LIMIT = 10_000
 
 #: The snapshot memo of the jobs with pods waiting (pending or gated) as built (:mod:`kai.framework.asbuilt`).
 WAITING_MEMO = JobsKey("commit-waiting")
@@ -109,7 +115,8 @@ class Committer:
     a time, so the decisions get the API server's time first (as kube-scheduler's events trail its bindings)."""
 
     def __init__(self, kube: Kube, cache: ClusterCache, workers: int = 16,
-                 metrics: SchedulerMetrics | None = None, bind_mode: str = DIRECT) -> None:
+                 metrics: SchedulerMetrics | None = None, bind_mode: str = DIRECT,
+                 report_limit: int = REPORT_LIMIT) -> None:
         self.kube = kube
         self.cache = cache
         #: How placed pods are bound (:mod:`kai.scheduler.bindmode`); the loop sets it from its settings.
@@ -126,6 +133,11 @@ class Committer:
         self._in_flight: set[str] = set()
         self._logged_problems: set[str] = set()
         self._pending: set[Future[None]] = set()
+        self.report_limit = report_limit
+        #: Explanations and reports submitted and not finished.
+        self._reports = 0
+        #: Explanations and reports dropped because ``report_limit`` of them were waiting.
+        self.dropped = 0
         #: Decision writes submitted and not finished; while there are some, other writes take turns on ``_trailing``.
         self._deciding = 0
         self._trailing = threading.Lock()
@@ -173,12 +185,24 @@ class Committer:
 
         Returns False when ``dedupe`` says the same was written already.
         """
-        if dedupe is not None:
-            key, value = dedupe
-            with self._lock:
+        with self._lock:
+            if dedupe is not None:
+                key, value = dedupe
                 if self._written.get(key) == value:
                     return False
-                self._written[key] = value
+            if not decision and self._reports >= self.report_limit:
+                self.dropped += 1
+                dropped = self.dropped
+            else:
+                dropped = 0
+                self._reports += not decision
+                if dedupe is not None:
+                    self._written[key] = value
+        if dropped:
+            if dropped == 1 or dropped % 1000 == 0:
+                log.warning("report dropped", **fields(write=what, object=obj, dropped=dropped,
+                                                       reason=f"{self.report_limit} reports waiting"))
+            return False
 
         def run() -> None:
             try:
@@ -210,6 +234,7 @@ class Committer:
         except RuntimeError:  # closed: an event following a decision written while stopping is dropped
             with self._lock:
                 self._deciding -= decision
+                self._reports -= not decision
                 self._none_deciding.notify_all()
             return False
         with self._lock:
@@ -225,6 +250,7 @@ class Committer:
     def _finished(self, future: Future[None]) -> None:
         with self._lock:
             self._pending.discard(future)
+            self._reports -= 1
 
     def _decided(self, future: Future[None]) -> None:
         with self._lock:

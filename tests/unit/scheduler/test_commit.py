@@ -162,6 +162,24 @@ def test_while_bindings_are_under_way_explanations_go_one_at_a_time_and_the_podg
     assert sum(e["reason"] == "Scheduled" for e in kube.of("POST", "/events")) == 6
 
 
+def test_reports_beyond_the_limit_are_dropped_and_written_by_later_cycles_once():
+    kube = RecordingKube()
+    waiting = [f"w{i}" for i in range(5)]  # 16 GPUs each: no node has them
+    cache = cache_for(kube, [pod(w, w, gpus=16) for w in waiting], [podgroup(w) for w in waiting])
+    committer = Committer(kube, cache, workers=2, report_limit=3)
+    wait(commit_once(kube, cache, committer)[0])
+    assert committer.dropped > 0  # five jobs' explanations, submitted at once, do not fit in three places
+    for _ in range(20):  # each cycle writes some of what was dropped, and nothing twice
+        dropped = committer.dropped
+        wait(commit_once(kube, cache, committer)[0])
+        if committer.dropped == dropped:
+            break
+    events = sorted((e["involvedObject"]["kind"], e["involvedObject"]["name"]) for e in kube.of("POST", "/events"))
+    assert events == sorted((kind, w) for w in waiting for kind in ("Pod", "PodGroup"))
+    assert sorted(p.split("/")[-2] for p in (path for m, path, _ in kube.calls if path.endswith("/status"))) == \
+        sorted(waiting * 2)  # each pod's condition and each PodGroup's
+
+
 def test_existing_bind_request_is_not_a_failure_and_a_refused_one_is_retried():
     kube = RecordingKube(fail={("POST", "/bindrequests"): 409})
     cache = cache_for(kube, [pod("p", "g")], [podgroup("g")])
