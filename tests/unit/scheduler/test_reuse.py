@@ -444,6 +444,8 @@ def test_a_cache_following_random_changes_builds_what_a_fresh_cache_builds(seed)
     from kai.framework import DEFAULT_CONFIG, Session
     from kai.framework.asbuilt import pending_jobs, task_statuses
     from kai.framework.nodes import place_tasks
+    from kai.framework.reasons import pending_tasks
+    from kai.scheduler.visibility import build_view
 
     rng = random.Random(seed)
     groups = [f"g{i}" for i in range(6)]
@@ -534,6 +536,9 @@ def test_a_cache_following_random_changes_builds_what_a_fresh_cache_builds(seed)
                                                                                                 snapshot.jobs)[1]]
         placed = {name: (*rest, sorted(tasks), groups) for name, (*rest, tasks, groups) in accounting(session).items()}
         session.open().run_actions()
+        # the visibility API's pending jobs, looked for among those changed or pending as built: every pending job
+        assert [job.uid for job in build_view(session).pending] == [
+            job.uid for job in session.jobs.values() if pending_tasks(job)]
         session.close()
         tasks = [t for job in session.jobs.values() for t in job.tasks.values()]  # counted as the metrics count
         assert task_statuses(session) == Counter(t.status for t in tasks)
