@@ -7,11 +7,13 @@ running yet. Between two cycles, as the watches report them: the bound pods plac
 Running (40 by default), the pods the last cycle bound get their BindRequest and then their node (as the
 binder does), and 10 new pending single-GPU pods arrive with their PodGroups. Each cycle is the scheduler's
 (``Scheduler.run_once`` without metrics): the cache's snapshot, the session (its node accounting, the
-plugins' open, the actions, close) and the committer's pass, whose writes are recorded and not sent.
+plugins' open, the actions, the visibility API's view, close) and the committer's pass, whose writes are
+recorded and not sent.
 
 Reported per part, CPU medians over the timed cycles: ``watch`` (the informers applying the events),
 ``snapshot``, ``session`` (building the Session: the placed tasks' node accounting), ``open``,
-``actions``, ``close``, ``commit``; and a hash of every cycle's decisions.
+``actions``, ``view`` (the visibility API's view of the cycle), ``close``, ``commit``; and a hash of every
+cycle's decisions.
 """
 
 from __future__ import annotations
@@ -24,12 +26,13 @@ import time
 from kai.framework import DEFAULT_CONFIG, Session
 from kai.scheduler.commit import Committer
 from kai.scheduler.loop import GC_MIDDLE_THRESHOLD, GC_YOUNG_THRESHOLD, Scheduler
+from kai.scheduler.visibility import Visibility
 
 GPUS_PER_NODE = 8
 QUEUES = 4
 RUNNING_TURNING = 40
 ARRIVING = 10
-PARTS = ("watch", "snapshot", "session", "open", "actions", "close", "commit")
+PARTS = ("watch", "snapshot", "session", "open", "actions", "view", "close", "commit")
 
 
 def _node(name: str) -> dict:
@@ -74,6 +77,8 @@ class LiveCluster:
     def __init__(self, nodes: int) -> None:
         self.loop = Scheduler(None, DEFAULT_CONFIG)  # type: ignore[arg-type]
         self.loop.committer = DryCommitter(self.loop.cache)
+        #: The visibility API's view of each cycle, which ``kai-scheduler run`` takes by default.
+        self.view = Visibility()
         self.version = 10
         gpus = float(nodes * GPUS_PER_NODE)
         queues = [_queue("dept", None, gpus)] + [_queue(f"queue-{q}", "dept", gpus / QUEUES) for q in range(QUEUES)]
@@ -138,6 +143,8 @@ class LiveCluster:
         session.open()
         cpu.append(time.process_time())
         session.run_actions()
+        cpu.append(time.process_time())
+        self.view(session)
         cpu.append(time.process_time())
         session.close()
         cpu.append(time.process_time())
