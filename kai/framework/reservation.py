@@ -326,9 +326,13 @@ def _end(session: Session, task: Task) -> float:
 
 
 def _may_host(node: NodeInfo, task: Task) -> bool:
-    """Whether ``node``, once empty, could take ``task``: schedulable, ready, enough GPUs, its labels selected."""
+    """Whether ``node``, once empty, could take ``task``: schedulable, ready, enough GPUs, no taint it does not
+    tolerate (``NoSchedule``, ``NoExecute``), its labels selected."""
     n = node.node
     if n.unschedulable or not n.ready or n.allocatable.gpu + 1e-9 < task.request.quota_gpus():
+        return False
+    if any(taint.effect in ("NoSchedule", "NoExecute") and not any(t.tolerates(taint) for t in task.tolerations)
+           for taint in n.taints):
         return False
     labels = n.labels
     if any(labels.get(k) != v for k, v in task.node_selector.items()):

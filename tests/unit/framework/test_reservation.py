@@ -3,7 +3,7 @@
 import pytest
 
 from kai import testing as kt
-from kai.api import Reservation
+from kai.api import Reservation, Taint, Toleration
 from kai.common.errors import ConfigError
 from kai.framework import DEFAULT_CONFIG, Plugins, SchedulerConfig, parse_config, run_session
 from kai.framework.reservation import ReservationPolicy
@@ -143,3 +143,17 @@ def test_consolidation_does_not_move_a_pod_onto_nodes_reserved_for_a_gang():
     session = run_session(kt.cluster(nodes, jobs=jobs, now=NOW), Plugins(config))
     assert session.jobs["default/gang"].reservation.nodes == ("n2", "n3")
     assert session.decisions == []
+
+
+def test_a_gang_reserves_no_node_with_a_taint_it_does_not_tolerate():
+    # n1 frees first but is tainted; the gang holds n2 and n3 unless it tolerates the taint
+    taint = Taint("dedicated", "inference")
+    nodes = [kt.node("n1", gpus=8, taints=[taint]), kt.node("n2", gpus=8), kt.node("n3", gpus=8)]
+
+    def held(**task_fields):
+        gang = kt.job("gang", tasks=2, gpus=8, priority=90, **task_fields)
+        jobs = [_running("r1", "n1", 8, 50), _running("r2", "n2", 8, 100), _running("r3", "n3", 8, 200), gang]
+        return _run(kt.cluster(nodes, jobs=jobs, now=NOW)).jobs["default/gang"].reservation
+
+    assert held().nodes == ("n2", "n3")
+    assert held(tolerations=(Toleration("dedicated", "Equal", "inference"),)).nodes == ("n1", "n2")
