@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from kai.api import ACTIVE_ALLOCATED, ALIVE, ALLOCATED, Job, Task, TaskStatus
-from kai.framework.asbuilt import changed_jobs, pending_as_built
+from kai.framework.asbuilt import maybe_pending
 from kai.framework.gang import group_children, pod_sets_under, root_group, should_pipeline, tasks_to_allocate
 from kai.framework.jobqueue import JobQueue
 from kai.framework.reservation import reservations
@@ -36,9 +36,7 @@ if TYPE_CHECKING:
 
 def allocate(session: Session) -> None:
     jobs: list[Job] = []
-    touched = changed_jobs(session)
-    pending = pending_as_built(session, touched)
-    for candidate in map(session.jobs.__getitem__, session.snapshot.in_order(touched | pending)):
+    for candidate in maybe_pending(session):
         if not candidate.has_pending():
             continue
         if not candidate.is_ready():

@@ -23,7 +23,7 @@ from kai.actions.solver import JobSolver
 from kai.api import ACTIVE_ALLOCATED, ALIVE, Job, Task, TaskStatus, names
 from kai.common.durations import format_duration
 from kai.common.times import rfc3339
-from kai.framework.asbuilt import changed_jobs, pending_as_built
+from kai.framework.asbuilt import maybe_pending
 from kai.framework.gang import evictable
 from kai.framework.jobqueue import JobQueue
 
@@ -148,10 +148,8 @@ def pending_ready_jobs(session: Session, preemptible_only: bool = False) -> list
     """The jobs an eviction action may make room for: pending, ready, and past their preemption delay
     (a job still within it gets KAI's ``PreemptionDelayNotElapsed`` fit error, once). Only the jobs the session
     changed and those with pending tasks as built are looked at (:mod:`kai.framework.asbuilt`)."""
-    touched = changed_jobs(session)
-    pending = pending_as_built(session, touched)
     jobs = []
-    for j in map(session.jobs.__getitem__, session.snapshot.in_order(touched | pending)):  # in the session's order
+    for j in maybe_pending(session):  # in the session's order
         if not (j.has_pending() and j.is_ready() and (j.preemptible or not preemptible_only)):
             continue
         end = j.preemption_delay_end()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import operator
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, TypeVar, cast
 
 from kai.api import Job, Node, TaskStatus
@@ -152,6 +152,13 @@ def pending_jobs(session: Session) -> int:
     jobs = session.jobs
     return len(pending_as_built(session, touched) - touched) + sum(
         1 for uid in touched if (job := jobs.get(uid)) is not None and job.has_pending())
+
+
+def maybe_pending(session: Session) -> Iterator[Job]:
+    """The session's jobs that may have pending tasks now, in its order: those it changed and those pending as
+    built (a pass over pending work looks at these and skips the rest)."""
+    touched = changed_jobs(session)
+    return map(session.jobs.__getitem__, session.snapshot.in_order(touched | pending_as_built(session, touched)))
 
 
 def pending_as_built(session: Session, touched: set[str]) -> set[str]:

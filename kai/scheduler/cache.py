@@ -294,10 +294,10 @@ class ClusterCache:
         with self._lock:
             for key, (written, until) in list(self._annotated.items()):
                 view = podgroups.get(key)
-                records = {f: getattr(written, f) for f in ANNOTATED_RECORDS}
                 if view is None:
                     del self._annotated[key]
                     continue
+                records = {f: getattr(written, f) for f in ANNOTATED_RECORDS}
                 touched.add(key)  # the job is built again from the view: the store's, or with the records
                 if (view.uid != written.uid or now > until
                         or all(getattr(view, f) == value for f, value in records.items())):

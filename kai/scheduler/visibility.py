@@ -29,7 +29,7 @@ import attrs
 from kai.api import Job, Queue, Reservation, Task
 from kai.common.times import rfc3339
 from kai.framework import FAIR_SHARE_REASONS, Plugins, SchedulerConfig, Session, Snapshot
-from kai.framework.asbuilt import changed_jobs, pending_as_built
+from kai.framework.asbuilt import maybe_pending
 from kai.framework.jobqueue import JobQueue
 from kai.framework.nodes import NodeInfo
 from kai.framework.reasons import RESOURCES, Explainer, Reason, job_request, pending_tasks
@@ -143,7 +143,7 @@ class CycleView:
     def __init__(self, session: Session, cycle: int, node_pool: str) -> None:
         self.cycle, self.time, self.node_pool = cycle, session.now, node_pool
         self._jobs = dict(session.jobs)
-        self._waiting = [(job, tasks) for job in _maybe_pending(session) if (tasks := pending_tasks(job))]
+        self._waiting = [(job, tasks) for job in maybe_pending(session) if (tasks := pending_tasks(job))]
         self._rank = _rank(session, (job for job, _ in self._waiting))
         #: Taken now: the next session on the snapshot puts the jobs' reservations back as built.
         self._reservations = {job.uid: job.reservation for job, _ in self._waiting if job.reservation is not None}
@@ -211,15 +211,6 @@ class CycleView:
             if job.namespace == namespace and (job.name == name or name in job.pods):
                 return entry
         return None
-
-
-def _maybe_pending(session: Session) -> Iterable[Job]:
-    """The session's jobs that may have pending tasks, in its order: those it changed and those pending as built (a
-    pass over what may wait, not over every job); every job when some arrived in the session."""
-    if session.journal.added_jobs:
-        return session.jobs.values()
-    touched = changed_jobs(session)
-    return map(session.jobs.__getitem__, session.snapshot.in_order(touched | pending_as_built(session, touched)))
 
 
 def _order(pending: Iterable[PendingJob], rank: dict[str, int]) -> tuple[list[Ordered], dict[str, list[int]]]:
